@@ -1,0 +1,53 @@
+import { and, asc, eq, gt } from "drizzle-orm";
+import { apps } from "../db/schema";
+import { ApiError } from "../platform/errors";
+import { createRouter } from "../platform/factory";
+import { decodeCursor, page } from "../platform/pagination";
+import { createApp, getApp, listApps } from "./routes";
+import { appId, appJson, currentDeployments, findApp } from "./store";
+
+export const appsRouter = createRouter()
+  .openapi(createApp, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const body = c.req.valid("json");
+    const { regions } = c.get("config");
+    if (!regions.includes(body.region)) {
+      throw new ApiError("validation_failed", `region must be one of ${regions.join(", ")}.`, {
+        errors: [{ location: "body", field: "region", message: `must be one of ${regions.join(", ")}` }],
+      });
+    }
+    const id = appId(project_id, body.name);
+    const [app] = await c
+      .get("db")
+      .insert(apps)
+      .values({ id, projectId: project_id, name: body.name, region: body.region, runtime: body.runtime, createdAt: c.get("deps").now() })
+      .onConflictDoNothing()
+      .returning();
+    if (!app) throw new ApiError("conflict", `The project already has an app named '${body.name}'.`);
+    return c.json(appJson(app, undefined), 201);
+  })
+  .openapi(listApps, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const { limit, cursor } = c.req.valid("query");
+    const after = decodeCursor(cursor);
+    const db = c.get("db");
+    const rows = await db
+      .select()
+      .from(apps)
+      .where(and(eq(apps.projectId, project_id), after ? gt(apps.name, after) : undefined))
+      .orderBy(asc(apps.name))
+      .limit(limit + 1);
+    const { items, nextCursor } = page(rows, limit, (a) => a.name);
+    const deployments = await currentDeployments(
+      db,
+      items.map((a) => a.id),
+    );
+    return c.json({ data: items.map((a) => appJson(a, deployments.get(a.id))), next_cursor: nextCursor }, 200);
+  })
+  .openapi(getApp, async (c) => {
+    const { project_id, app_id } = c.req.valid("param");
+    const db = c.get("db");
+    const app = await findApp(db, project_id, app_id);
+    const deployments = await currentDeployments(db, [app.id]);
+    return c.json(appJson(app, deployments.get(app.id)), 200);
+  });

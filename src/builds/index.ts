@@ -1,0 +1,118 @@
+import { and, desc, eq, inArray, lt, sql } from "drizzle-orm";
+import { findApp } from "../apps/store";
+import type { Database } from "../db/client";
+import { builds, type Build, type BuildStatus } from "../db/schema";
+import { ApiError, notFound } from "../platform/errors";
+import { createRouter } from "../platform/factory";
+import { newId } from "../platform/ids";
+import { rfc3339, rfc3339OrNull } from "../platform/openapi";
+import { decodeCursor, page } from "../platform/pagination";
+import { cancelBuild, getBuild, listBuilds, reportBuild, startBuild } from "./routes";
+
+export const buildJson = (b: Build) => ({
+  build_id: b.id,
+  app_id: b.appId,
+  project_id: b.projectId,
+  status: b.status,
+  origin_url: b.originUrl,
+  error: b.error,
+  created_at: rfc3339(b.createdAt),
+  updated_at: rfc3339(b.updatedAt),
+  started_at: rfc3339OrNull(b.startedAt),
+  finished_at: rfc3339OrNull(b.finishedAt),
+  cancelled_at: rfc3339OrNull(b.cancelledAt),
+});
+
+/** The states a build may move to each state from. */
+const MOVES_TO: Record<Exclude<BuildStatus, "queued">, BuildStatus[]> = {
+  building: ["queued"],
+  succeeded: ["building"],
+  failed: ["queued", "building"],
+  cancelled: ["queued", "building"],
+};
+
+const buildScope = (projectId: string, appId: string, buildId: string) =>
+  and(eq(builds.id, buildId), eq(builds.appId, appId), eq(builds.projectId, projectId));
+
+async function findBuild(db: Database, projectId: string, appId: string, buildId: string): Promise<Build> {
+  const [build] = await db.select().from(builds).where(buildScope(projectId, appId, buildId)).limit(1);
+  if (!build) throw notFound("build", buildId);
+  return build;
+}
+
+export const buildsRouter = createRouter()
+  .openapi(startBuild, async (c) => {
+    const { project_id, app_id } = c.req.valid("param");
+    const db = c.get("db");
+    const app = await findApp(db, project_id, app_id);
+    const now = c.get("deps").now();
+    const [build] = await db
+      .insert(builds)
+      .values({ id: newId("bld", now.getTime()), appId: app.id, projectId: project_id, status: "queued", createdAt: now, updatedAt: now })
+      .returning();
+    return c.json(buildJson(build!), 201);
+  })
+  .openapi(listBuilds, async (c) => {
+    const { project_id, app_id } = c.req.valid("param");
+    const { limit, cursor } = c.req.valid("query");
+    const after = decodeCursor(cursor);
+    const db = c.get("db");
+    const app = await findApp(db, project_id, app_id);
+    const rows = await db
+      .select()
+      .from(builds)
+      .where(and(eq(builds.appId, app.id), after ? lt(builds.id, after) : undefined))
+      .orderBy(desc(builds.id))
+      .limit(limit + 1);
+    const { items, nextCursor } = page(rows, limit, (b) => b.id);
+    return c.json({ data: items.map(buildJson), next_cursor: nextCursor }, 200);
+  })
+  .openapi(getBuild, async (c) => {
+    const { project_id, app_id, build_id } = c.req.valid("param");
+    return c.json(buildJson(await findBuild(c.get("db"), project_id, app_id, build_id)), 200);
+  })
+  .openapi(reportBuild, async (c) => {
+    const { project_id, app_id, build_id } = c.req.valid("param");
+    const report = c.req.valid("json");
+    const db = c.get("db");
+    const now = c.get("deps").now();
+    const finished = report.status !== "building";
+    // One conditional UPDATE: whichever of a report and a cancel reaches D1 first wins; the other matches no row.
+    const [updated] = await db
+      .update(builds)
+      .set({
+        status: report.status,
+        updatedAt: now,
+        ...(report.status === "building" ? { startedAt: sql`coalesce(${builds.startedAt}, ${now.getTime()})` } : {}),
+        ...(finished ? { finishedAt: now } : {}),
+        ...(report.status === "succeeded" ? { originUrl: report.origin_url } : {}),
+        ...(report.status === "failed" ? { error: report.error ?? null } : {}),
+      })
+      .where(and(buildScope(project_id, app_id, build_id), inArray(builds.status, MOVES_TO[report.status])))
+      .returning();
+    if (updated) return c.json(buildJson(updated), 200);
+
+    const build = await findBuild(db, project_id, app_id, build_id);
+    if (build.status === "cancelled") {
+      throw new ApiError("build_cancelled", `The build was cancelled at ${build.cancelledAt?.toISOString()}; stop building.`);
+    }
+    const repeated =
+      build.status === report.status && (report.status !== "succeeded" || build.originUrl === report.origin_url);
+    if (repeated) return c.json(buildJson(build), 200);
+    throw new ApiError("invalid_transition", `A ${build.status} build cannot become ${report.status}.`);
+  })
+  .openapi(cancelBuild, async (c) => {
+    const { project_id, app_id, build_id } = c.req.valid("param");
+    const db = c.get("db");
+    const now = c.get("deps").now();
+    const [cancelled] = await db
+      .update(builds)
+      .set({ status: "cancelled", cancelledAt: now, finishedAt: now, updatedAt: now })
+      .where(and(buildScope(project_id, app_id, build_id), inArray(builds.status, MOVES_TO.cancelled)))
+      .returning();
+    if (cancelled) return c.json(buildJson(cancelled), 200);
+
+    const build = await findBuild(db, project_id, app_id, build_id);
+    if (build.status === "cancelled") return c.json(buildJson(build), 200);
+    throw new ApiError("build_not_cancellable", `The build already ${build.status === "succeeded" ? "succeeded" : "failed"}; only queued or building builds can be cancelled.`);
+  });

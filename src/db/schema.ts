@@ -1,0 +1,87 @@
+import { sql } from "drizzle-orm";
+import { check, index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+// Times are integer milliseconds since the epoch (drizzle maps them to Date); the API renders RFC 3339.
+const timestamp = (name: string) => integer(name, { mode: "timestamp_ms" });
+
+export const projects = sqliteTable("projects", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  createdAt: timestamp("created_at").notNull(),
+});
+
+export const serviceAccounts = sqliteTable(
+  "service_accounts",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    // SHA-256 of the token, hex. The token itself is shown once and never stored.
+    tokenHash: text("token_hash").notNull(),
+    tokenPrefix: text("token_prefix").notNull(),
+    expiresAt: timestamp("expires_at").notNull(),
+    lastUsedAt: timestamp("last_used_at"),
+    revokedAt: timestamp("revoked_at"),
+    createdAt: timestamp("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("service_accounts_token_hash").on(t.tokenHash), index("service_accounts_project").on(t.projectId, t.id)],
+);
+
+export const RUNTIMES = ["cortex", "custom"] as const;
+
+export const apps = sqliteTable(
+  "apps",
+  {
+    // `{project_id}-{name}`, the form existing clients put in paths.
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    region: text("region").notNull(),
+    runtime: text("runtime", { enum: RUNTIMES }).notNull(),
+    createdAt: timestamp("created_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("apps_project_name").on(t.projectId, t.name),
+    check("apps_runtime", sql`${t.runtime} in ('cortex', 'custom')`),
+  ],
+);
+
+export const BUILD_STATUSES = ["queued", "building", "succeeded", "failed", "cancelled"] as const;
+export type BuildStatus = (typeof BUILD_STATUSES)[number];
+
+export const builds = sqliteTable(
+  "builds",
+  {
+    id: text("id").primaryKey(),
+    appId: text("app_id")
+      .notNull()
+      .references(() => apps.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    status: text("status", { enum: BUILD_STATUSES }).notNull(),
+    originUrl: text("origin_url"),
+    error: text("error"),
+    createdAt: timestamp("created_at").notNull(),
+    updatedAt: timestamp("updated_at").notNull(),
+    startedAt: timestamp("started_at"),
+    finishedAt: timestamp("finished_at"),
+    cancelledAt: timestamp("cancelled_at"),
+  },
+  (t) => [
+    index("builds_app").on(t.appId, t.id),
+    // The run proxy's upstream: the newest succeeded build of an app.
+    index("builds_app_succeeded").on(t.appId, t.finishedAt).where(sql`${t.status} = 'succeeded'`),
+    check("builds_status", sql`${t.status} in ('queued', 'building', 'succeeded', 'failed', 'cancelled')`),
+    check("builds_origin_url", sql`${t.status} <> 'succeeded' or ${t.originUrl} is not null`),
+  ],
+);
+
+export type Project = typeof projects.$inferSelect;
+export type ServiceAccount = typeof serviceAccounts.$inferSelect;
+export type App = typeof apps.$inferSelect;
+export type Build = typeof builds.$inferSelect;

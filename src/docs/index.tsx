@@ -1,0 +1,38 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv } from "../platform/context";
+import { PROBLEMS } from "../platform/errors";
+import { ReferencePage, type OpenApiDocument } from "./reference";
+
+export const OPENAPI_INFO = {
+  title: "Edge Gateway management API",
+  version: "1.0.0",
+  description:
+    "Projects, service accounts, apps and builds. Authenticate with `Authorization: Bearer <token>`: a service " +
+    "account token of the project, or the operator's admin token. Errors are RFC 9457 problem+json with a " +
+    "stable `code` and the `request_id` also sent as `X-Request-Id`. Lists take `limit` and `cursor` and answer " +
+    "`{data, next_cursor}`.",
+};
+
+const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/** `GET /v2/openapi.json` (OpenAPI 3.1) and `GET /v2/docs`, a reference page rendered from it with no script and no CDN. */
+export function registerDocs(v2: OpenAPIHono<AppEnv>) {
+  v2.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
+    type: "http",
+    scheme: "bearer",
+    description: "A service account token (`egsa_…`) or the admin token.",
+  });
+  const document = () =>
+    v2.getOpenAPI31Document({ openapi: "3.1.0", info: OPENAPI_INFO, servers: [{ url: "/v2" }] }) as unknown as OpenApiDocument;
+
+  v2.get("/openapi.json", (c) => {
+    c.header("Cache-Control", "public, max-age=300");
+    return c.json(document());
+  });
+  v2.get("/docs", (c) => {
+    c.header("Content-Security-Policy", CSP);
+    c.header("X-Content-Type-Options", "nosniff");
+    c.header("Referrer-Policy", "no-referrer");
+    return c.html(<ReferencePage doc={document()} problems={PROBLEMS} />);
+  });
+}

@@ -1,0 +1,26 @@
+import { appsRouter } from "./apps";
+import { authenticate } from "./auth/middleware";
+import { buildsRouter } from "./builds";
+import { registerDocs } from "./docs";
+import { createRouter } from "./platform/factory";
+import { jsonBody } from "./platform/middleware";
+import { projectsRouter } from "./projects";
+import { projectScope } from "./projects/scope";
+import { serviceAccountsRouter } from "./service-accounts";
+
+/** Request bodies of the management API are small JSON documents. */
+export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
+
+/** The management API, mounted at `/v2`. Every `/projects` route needs a bearer credential. */
+export function createManagementApi() {
+  const v2 = createRouter();
+  v2.use("/projects/*", authenticate);
+  v2.use("/projects/:project_id/*", projectScope);
+  v2.use("/projects/*", jsonBody(MANAGEMENT_BODY_LIMIT_BYTES));
+  v2.route("/", projectsRouter);
+  v2.route("/", serviceAccountsRouter);
+  v2.route("/", appsRouter);
+  v2.route("/", buildsRouter);
+  registerDocs(v2);
+  return v2;
+}

@@ -1,0 +1,111 @@
+import { z } from "zod";
+import { ApiError } from "./errors";
+
+/** Bindings and settings of the Worker, as `wrangler.toml`, `.dev.vars` and secrets provide them. */
+export interface Env {
+  DB: D1Database;
+  WEBHOOK_QUEUE: Queue<unknown>;
+  SERVICE_DOMAIN?: string;
+  API_HOSTNAMES?: string;
+  REGIONS?: string;
+  DNS_RESOLVER_URL?: string;
+  ADMIN_TOKEN?: string;
+  JWT_SECRET?: string;
+  WEBHOOK_ENCRYPTION_KEY?: string;
+  CF_API_TOKEN?: string;
+  CF_ZONE_ID?: string;
+  ALLOW_INSECURE_TARGETS?: string;
+}
+
+type GatewayEnv = Env;
+
+declare global {
+  // Types `env` from `cloudflare:workers` (tests, and code outside a request).
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Cloudflare {
+    // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+    interface Env extends GatewayEnv {}
+  }
+}
+
+const HOSTNAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+const REGION = /^[a-z]{2}(-[a-z]+)+-\d{1,2}$/;
+
+const list = (item: z.ZodString, what: string) =>
+  z
+    .string()
+    .transform((value) =>
+      value
+        .split(",")
+        .map((part) => part.trim().toLowerCase())
+        .filter(Boolean),
+    )
+    .pipe(z.array(item).min(1, `needs at least one ${what}`));
+
+const secret = (minLength: number) =>
+  z.string({ error: "is not set" }).min(minLength, `must be at least ${minLength} characters`);
+
+const ConfigSchema = z
+  .object({
+    SERVICE_DOMAIN: z.string({ error: "is not set" }).trim().toLowerCase().regex(HOSTNAME, "is not a hostname"),
+    API_HOSTNAMES: list(z.string().regex(HOSTNAME, "is not a hostname"), "hostname"),
+    REGIONS: list(z.string().regex(REGION, "is not a region such as us-east-1"), "region"),
+    DNS_RESOLVER_URL: z.url({ protocol: /^https?$/, error: "is not an http(s) URL" }),
+    ADMIN_TOKEN: secret(32),
+    JWT_SECRET: secret(32),
+    WEBHOOK_ENCRYPTION_KEY: secret(32),
+    CF_API_TOKEN: z.string().min(1).optional(),
+    CF_ZONE_ID: z.string().min(1).optional(),
+    ALLOW_INSECURE_TARGETS: z
+      .enum(["true", "false"], { error: 'must be "true" or "false"' })
+      .default("false")
+      .transform((value) => value === "true"),
+  })
+  .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
+    message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
+    path: ["CF_ZONE_ID"],
+  });
+
+export interface Config {
+  serviceDomain: string;
+  apiHostnames: ReadonlySet<string>;
+  regions: readonly string[];
+  dnsResolverUrl: string;
+  adminToken: string;
+  jwtSecret: string;
+  webhookEncryptionKey: string;
+  cloudflare: { apiToken: string; zoneId: string } | null;
+  allowInsecureTargets: boolean;
+}
+
+// Parsed once per isolate for each env object: settings only change with a new deployment.
+const parsed = new WeakMap<object, Config>();
+
+/**
+ * The validated configuration. A missing or malformed setting throws a 500 problem that names the
+ * settings at fault (never their values), so an operator sees the cause at the first request.
+ */
+export function getConfig(env: Env): Config {
+  const cached = parsed.get(env);
+  if (cached) return cached;
+  const result = ConfigSchema.safeParse(env);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => `${issue.path.join(".") || "config"} ${issue.message}`);
+    console.error(JSON.stringify({ level: "error", msg: "invalid configuration", problems }));
+    throw new ApiError("configuration_error", `The service is misconfigured: ${problems.join("; ")}.`);
+  }
+  const c = result.data;
+  const config: Config = {
+    serviceDomain: c.SERVICE_DOMAIN,
+    apiHostnames: new Set(c.API_HOSTNAMES),
+    regions: c.REGIONS,
+    dnsResolverUrl: c.DNS_RESOLVER_URL,
+    adminToken: c.ADMIN_TOKEN,
+    jwtSecret: c.JWT_SECRET,
+    webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY,
+    cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID } : null,
+    allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
+  };
+  parsed.set(env, config);
+  return config;
+}

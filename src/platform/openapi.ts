@@ -1,0 +1,80 @@
+import { z } from "@hono/zod-openapi";
+import { PROBLEM_CONTENT_TYPE, PROBLEMS, type ProblemCode } from "./errors";
+import { ID_PATTERN, type IdPrefix } from "./ids";
+
+export const Timestamp = z.iso.datetime().openapi({ example: "2026-11-21T12:00:00.000Z" });
+export const rfc3339 = (date: Date) => date.toISOString();
+export const rfc3339OrNull = (date: Date | null) => (date ? date.toISOString() : null);
+
+export const ProblemSchema = z
+  .object({
+    type: z.string().openapi({ example: "urn:edge-gateway:problem:not_found" }),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    code: z.enum(Object.keys(PROBLEMS) as [ProblemCode, ...ProblemCode[]]),
+    request_id: z.string(),
+    errors: z
+      .array(z.object({ location: z.string(), field: z.string(), message: z.string() }))
+      .optional()
+      .openapi({ description: "Each invalid field, for `validation_failed`." }),
+  })
+  .openapi("Problem", { description: "RFC 9457 problem details." });
+
+export const jsonContent = <T extends z.ZodType>(schema: T, description: string) => ({
+  content: { "application/json": { schema } },
+  description,
+});
+
+export const jsonBodyOf = <T extends z.ZodType>(schema: T) => ({
+  body: { content: { "application/json": { schema } }, required: true },
+});
+
+const problemDescriptions: Record<number, string> = {
+  400: "Invalid input (`validation_failed`, `malformed_json`, `bad_request`).",
+  401: "Missing, invalid, expired or revoked credentials.",
+  403: "The credential may not do this.",
+  404: "No such resource, or not one the credential may see.",
+  409: "The resource's state does not allow this.",
+  413: "The request body is too large.",
+  415: "The request body is not JSON.",
+  429: "Too many requests.",
+  502: "The upstream failed.",
+  504: "The upstream timed out.",
+};
+
+/** The problem responses a route may give, to spread into its `responses`. */
+export function problems(...statuses: (keyof typeof problemDescriptions)[]) {
+  const content = { [PROBLEM_CONTENT_TYPE]: { schema: ProblemSchema } };
+  return Object.fromEntries(statuses.map((status) => [status, { content, description: problemDescriptions[status]! }]));
+}
+
+/** Errors every authenticated management route can give. */
+export const AUTHENTICATED_PROBLEMS = problems(400, 401, 404);
+
+export const idParam = (name: string, prefix: IdPrefix, example: string) =>
+  z
+    .string()
+    .regex(ID_PATTERN(prefix))
+    .openapi({ param: { name, in: "path" }, example });
+
+export const PROJECT_ID_EXAMPLE = "proj_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
+
+export const ProjectParams = z.object({
+  project_id: idParam("project_id", "proj", PROJECT_ID_EXAMPLE),
+});
+
+export const ListQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(100).default(20).openapi({ description: "Page size, 1 to 100." }),
+    cursor: z.string().max(512).optional().openapi({ description: "`next_cursor` of the previous page." }),
+  })
+  .strict();
+
+export const listOf = <T extends z.ZodType>(item: T, name: string) =>
+  z
+    .object({
+      data: z.array(item),
+      next_cursor: z.string().nullable().openapi({ description: "Pass as `cursor` for the next page; null on the last page." }),
+    })
+    .openapi(name);

@@ -1,0 +1,31 @@
+import { ApiError } from "./errors";
+
+/**
+ * Cursors are opaque to clients: base64url of the sort key of the last item of a page, versioned so
+ * their form can change without breaking clients that hold one.
+ */
+export function encodeCursor(key: string): string {
+  return btoa(JSON.stringify({ v: 1, k: key })).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+export function decodeCursor(cursor: string | undefined): string | undefined {
+  if (cursor === undefined) return undefined;
+  try {
+    const json: unknown = JSON.parse(atob(cursor.replace(/-/g, "+").replace(/_/g, "/")));
+    if (typeof json === "object" && json !== null && "v" in json && json.v === 1 && "k" in json && typeof json.k === "string") {
+      return json.k;
+    }
+  } catch {
+    // fall through: any undecodable cursor gets the same answer
+  }
+  throw new ApiError("validation_failed", "The cursor is not one this API issued.", {
+    errors: [{ location: "query", field: "cursor", message: "is not a valid cursor" }],
+  });
+}
+
+/** Fetch `limit + 1` rows; this trims the extra one and says where the next page starts. */
+export function page<T>(rows: T[], limit: number, keyOf: (row: T) => string) {
+  const items = rows.slice(0, limit);
+  const last = items.at(-1);
+  return { items, nextCursor: rows.length > limit && last ? encodeCursor(keyOf(last)) : null };
+}

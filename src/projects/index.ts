@@ -1,0 +1,42 @@
+import { and, desc, eq, lt } from "drizzle-orm";
+import { projects, type Project } from "../db/schema";
+import { createRouter } from "../platform/factory";
+import { newId } from "../platform/ids";
+import { rfc3339 } from "../platform/openapi";
+import { decodeCursor, page } from "../platform/pagination";
+import { createProject, getProject, listProjects } from "./routes";
+
+export const projectJson = (p: Project) => ({ project_id: p.id, name: p.name, created_at: rfc3339(p.createdAt) });
+
+export const projectsRouter = createRouter()
+  .openapi(createProject, async (c) => {
+    const { name } = c.req.valid("json");
+    const now = c.get("deps").now();
+    const [project] = await c.get("db").insert(projects).values({ id: newId("proj", now.getTime()), name, createdAt: now }).returning();
+    return c.json(projectJson(project!), 201);
+  })
+  .openapi(listProjects, async (c) => {
+    const { limit, cursor } = c.req.valid("query");
+    const after = decodeCursor(cursor);
+    const principal = c.get("principal");
+    const rows = await c
+      .get("db")
+      .select()
+      .from(projects)
+      .where(
+        and(
+          principal.kind === "service_account" ? eq(projects.id, principal.projectId) : undefined,
+          after ? lt(projects.id, after) : undefined,
+        ),
+      )
+      .orderBy(desc(projects.id))
+      .limit(limit + 1);
+    const { items, nextCursor } = page(rows, limit, (p) => p.id);
+    return c.json({ data: items.map(projectJson), next_cursor: nextCursor }, 200);
+  })
+  .openapi(getProject, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const [project] = await c.get("db").select().from(projects).where(eq(projects.id, project_id)).limit(1);
+    // projectScope has already answered 404 for a project this credential may not see.
+    return c.json(projectJson(project!), 200);
+  });

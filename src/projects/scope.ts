@@ -1,0 +1,23 @@
+import { eq } from "drizzle-orm";
+import { createMiddleware } from "hono/factory";
+import { canAccessProject } from "../auth/principal";
+import { projects } from "../db/schema";
+import type { AppEnv } from "../platform/context";
+import { ApiError } from "../platform/errors";
+
+/**
+ * Guards every `/projects/{project_id}/…` route: a credential of another project gets the same 404 as
+ * a project that does not exist, so it cannot even learn that the id is taken.
+ */
+export const projectScope = createMiddleware<AppEnv>(async (c, next) => {
+  const projectId = c.req.param("project_id") ?? "";
+  const principal = c.get("principal");
+  const missing = new ApiError("not_found", `No project with id '${projectId}'.`);
+  if (!canAccessProject(principal, projectId)) throw missing;
+  // A live service account proves its project exists (accounts are deleted with their project).
+  if (principal.kind === "admin") {
+    const [found] = await c.get("db").select({ id: projects.id }).from(projects).where(eq(projects.id, projectId)).limit(1);
+    if (!found) throw missing;
+  }
+  await next();
+});

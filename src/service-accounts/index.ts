@@ -1,0 +1,79 @@
+import { and, desc, eq, isNull, lt } from "drizzle-orm";
+import { generateToken, hashToken, VISIBLE_PREFIX_LENGTH } from "../auth/tokens";
+import { serviceAccounts, type ServiceAccount } from "../db/schema";
+import { ApiError, notFound } from "../platform/errors";
+import { createRouter } from "../platform/factory";
+import { newId } from "../platform/ids";
+import { rfc3339, rfc3339OrNull } from "../platform/openapi";
+import { decodeCursor, page } from "../platform/pagination";
+import { createServiceAccount, listServiceAccounts, revokeServiceAccount } from "./routes";
+
+/** The longest a token may live: long-lived credentials are the ones that leak. */
+export const MAX_TOKEN_LIFETIME_MS = 2 * 366 * 24 * 60 * 60 * 1000;
+
+export const serviceAccountJson = (a: ServiceAccount) => ({
+  id: a.id,
+  project_id: a.projectId,
+  name: a.name,
+  token_prefix: a.tokenPrefix,
+  expires_at: rfc3339(a.expiresAt),
+  last_used_at: rfc3339OrNull(a.lastUsedAt),
+  revoked_at: rfc3339OrNull(a.revokedAt),
+  created_at: rfc3339(a.createdAt),
+});
+
+export const serviceAccountsRouter = createRouter()
+  .openapi(createServiceAccount, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const body = c.req.valid("json");
+    const now = c.get("deps").now();
+    const expiresAt = new Date(body.expires_at);
+    if (expiresAt.getTime() <= now.getTime() || expiresAt.getTime() - now.getTime() > MAX_TOKEN_LIFETIME_MS) {
+      throw new ApiError("validation_failed", "expires_at must be in the future and at most 2 years ahead.", {
+        errors: [{ location: "body", field: "expires_at", message: "must be in the future, at most 2 years ahead" }],
+      });
+    }
+    const token = generateToken();
+    const [account] = await c
+      .get("db")
+      .insert(serviceAccounts)
+      .values({
+        id: newId("sa", now.getTime()),
+        projectId: project_id,
+        name: body.name,
+        tokenHash: await hashToken(token),
+        tokenPrefix: token.slice(0, VISIBLE_PREFIX_LENGTH),
+        expiresAt,
+        createdAt: now,
+      })
+      .returning();
+    return c.json({ ...serviceAccountJson(account!), token }, 201);
+  })
+  .openapi(listServiceAccounts, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const { limit, cursor } = c.req.valid("query");
+    const after = decodeCursor(cursor);
+    const rows = await c
+      .get("db")
+      .select()
+      .from(serviceAccounts)
+      .where(and(eq(serviceAccounts.projectId, project_id), after ? lt(serviceAccounts.id, after) : undefined))
+      .orderBy(desc(serviceAccounts.id))
+      .limit(limit + 1);
+    const { items, nextCursor } = page(rows, limit, (a) => a.id);
+    return c.json({ data: items.map(serviceAccountJson), next_cursor: nextCursor }, 200);
+  })
+  .openapi(revokeServiceAccount, async (c) => {
+    const { project_id, service_account_id } = c.req.valid("param");
+    const db = c.get("db");
+    const scope = and(eq(serviceAccounts.id, service_account_id), eq(serviceAccounts.projectId, project_id));
+    // One conditional write: revoking twice keeps the first revocation time.
+    const [revoked] = await db
+      .update(serviceAccounts)
+      .set({ revokedAt: c.get("deps").now() })
+      .where(and(scope, isNull(serviceAccounts.revokedAt)))
+      .returning();
+    const account = revoked ?? (await db.select().from(serviceAccounts).where(scope).limit(1))[0];
+    if (!account) throw notFound("service account", service_account_id);
+    return c.json(serviceAccountJson(account), 200);
+  });

@@ -1,0 +1,80 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { AUTHENTICATED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
+
+export const ServiceAccountSchema = z
+  .object({
+    id: z.string().openapi({ example: "sa_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
+    project_id: z.string(),
+    name: z.string(),
+    token_prefix: z.string().openapi({ example: "egsa_3kTq9XbZ", description: "The start of the token, to recognise it." }),
+    expires_at: Timestamp,
+    last_used_at: Timestamp.nullable().openapi({ description: "Updated at most once a minute." }),
+    revoked_at: Timestamp.nullable(),
+    created_at: Timestamp,
+  })
+  .openapi("ServiceAccount");
+
+export const CreatedServiceAccountSchema = ServiceAccountSchema.extend({
+  token: z.string().openapi({
+    example: "egsa_3kTq9XbZ0a1b2c3d4e5f6g7h8i9j0k1l2m",
+    description: "The bearer token. Shown only in this response: store it as a secret.",
+  }),
+}).openapi("CreatedServiceAccount");
+
+export const CreateServiceAccountBody = z
+  .object({
+    name: z.string().trim().min(1).max(100).openapi({ example: "ci-production" }),
+    expires_at: z.iso
+      .datetime({ offset: true })
+      .openapi({ example: "2027-06-30T00:00:00Z", description: "RFC 3339; must be in the future, at most 2 years ahead." }),
+  })
+  .strict()
+  .openapi("CreateServiceAccount");
+
+const ServiceAccountParams = ProjectParams.extend({
+  service_account_id: idParam("service_account_id", "sa", "sa_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c"),
+});
+
+const tags = ["Service accounts"];
+const security = [{ bearerAuth: [] }];
+
+export const createServiceAccount = createRoute({
+  method: "post",
+  path: "/projects/{project_id}/service-accounts",
+  tags,
+  security,
+  summary: "Create a service account and its token",
+  description: "The token is in this response only; afterwards only its prefix is shown.",
+  request: { params: ProjectParams, ...jsonBodyOf(CreateServiceAccountBody) },
+  responses: {
+    201: jsonContent(CreatedServiceAccountSchema, "The new service account, with its token."),
+    ...problems(400, 401, 404, 413, 415),
+  },
+});
+
+export const listServiceAccounts = createRoute({
+  method: "get",
+  path: "/projects/{project_id}/service-accounts",
+  tags,
+  security,
+  summary: "List service accounts",
+  request: { params: ProjectParams, query: ListQuery },
+  responses: {
+    200: jsonContent(listOf(ServiceAccountSchema, "ServiceAccountList"), "A page of service accounts, newest first."),
+    ...AUTHENTICATED_PROBLEMS,
+  },
+});
+
+export const revokeServiceAccount = createRoute({
+  method: "delete",
+  path: "/projects/{project_id}/service-accounts/{service_account_id}",
+  tags,
+  security,
+  summary: "Revoke a service account",
+  description: "Its token stops working at once. Revoking again answers the same.",
+  request: { params: ServiceAccountParams },
+  responses: {
+    200: jsonContent(ServiceAccountSchema, "The revoked service account."),
+    ...AUTHENTICATED_PROBLEMS,
+  },
+});

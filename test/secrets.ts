@@ -1,0 +1,6 @@
+/** Secrets for tests only; never used outside the test runtime. */
+export const TEST_SECRETS = {
+  ADMIN_TOKEN: "test-admin-token-0123456789abcdefghijklmnop",
+  JWT_SECRET: "test-jwt-secret-0123456789abcdefghijklmnopqrs",
+  WEBHOOK_ENCRYPTION_KEY: "test-webhook-key-0123456789abcdefghijklmnop",
+};
