@@ -1,12 +1,13 @@
 import { createApp } from "./app";
+import { defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
-import { queue } from "./queue";
-import { scheduled } from "./scheduled";
+import { createQueue } from "./queue";
+import { createScheduled } from "./scheduled";
 
-const app = createApp();
+const app = createApp(defaultDeps);
 
 export default {
   fetch: app.fetch,
-  queue,
-  scheduled,
+  queue: createQueue(defaultDeps),
+  scheduled: createScheduled(defaultDeps),
 } satisfies ExportedHandler<Env>;

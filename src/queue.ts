@@ -1,7 +1,8 @@
+import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
 import { QUEUES } from "./platform/triggers";
 
-type QueueHandler = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext) => Promise<void>;
+export type QueueHandler = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext, deps: Deps) => Promise<void>;
 
 /** One consumer per configured queue; the webhooks capability fills in delivery. */
 export const queueHandlers: Record<string, QueueHandler> = {
@@ -11,8 +12,11 @@ export const queueHandlers: Record<string, QueueHandler> = {
   },
 };
 
-export async function queue(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
-  const handler = queueHandlers[batch.queue];
-  if (!handler) throw new Error(`No consumer for queue '${batch.queue}'; wrangler.toml and QUEUES disagree.`);
-  await handler(batch, env, ctx);
+/** The Worker's `queue` entry point, built with the same `deps` as `fetch`. */
+export function createQueue(deps: Deps = defaultDeps) {
+  return async (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> => {
+    const handler = queueHandlers[batch.queue];
+    if (!handler) throw new Error(`No consumer for queue '${batch.queue}'; wrangler.toml and QUEUES disagree.`);
+    await handler(batch, env, ctx, deps);
+  };
 }

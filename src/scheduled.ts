@@ -1,7 +1,8 @@
+import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
 import { CRONS } from "./platform/triggers";
 
-type CronHandler = (controller: ScheduledController, env: Env, ctx: ExecutionContext) => Promise<void>;
+export type CronHandler = (controller: ScheduledController, env: Env, ctx: ExecutionContext, deps: Deps) => Promise<void>;
 
 /** One handler per configured cron; the custom domains capability fills in domain validation. */
 export const cronHandlers: Record<string, CronHandler> = {
@@ -10,8 +11,11 @@ export const cronHandlers: Record<string, CronHandler> = {
   },
 };
 
-export async function scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
-  const handler = cronHandlers[controller.cron];
-  if (!handler) throw new Error(`No handler for cron '${controller.cron}'; wrangler.toml and CRONS disagree.`);
-  await handler(controller, env, ctx);
+/** The Worker's `scheduled` entry point, built with the same `deps` as `fetch`. */
+export function createScheduled(deps: Deps = defaultDeps) {
+  return async (controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> => {
+    const handler = cronHandlers[controller.cron];
+    if (!handler) throw new Error(`No handler for cron '${controller.cron}'; wrangler.toml and CRONS disagree.`);
+    await handler(controller, env, ctx, deps);
+  };
 }
