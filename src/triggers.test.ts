@@ -1,0 +1,40 @@
+import { createExecutionContext, createMessageBatch, createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { parse } from "smol-toml";
+import { describe, expect, it } from "vitest";
+import wranglerToml from "../wrangler.toml?raw";
+import { CRONS, QUEUES } from "./platform/triggers";
+import { createQueue, queueHandlers } from "./queue";
+import { createScheduled, cronHandlers } from "./scheduled";
+
+interface WranglerConfig {
+  triggers?: { crons?: string[] };
+  queues?: { producers?: { queue: string }[]; consumers?: { queue: string }[] };
+  env?: Record<string, WranglerConfig>;
+}
+
+const config = parse(wranglerToml) as WranglerConfig;
+const environments: [string, WranglerConfig][] = [["top level", config], ...Object.entries(config.env ?? {})];
+
+describe("wrangler.toml and the handlers agree", () => {
+  it.each(environments)("%s: every cron has a handler and every handler a cron", (_, section) => {
+    expect([...(section.triggers?.crons ?? [])].sort()).toEqual(Object.values(CRONS).sort());
+    expect(Object.keys(cronHandlers).sort()).toEqual(Object.values(CRONS).sort());
+  });
+
+  it.each(environments)("%s: every queue is produced to and consumed, and has a consumer in code", (_, section) => {
+    const consumed = (section.queues?.consumers ?? []).map((c) => c.queue).sort();
+    const produced = (section.queues?.producers ?? []).map((p) => p.queue).sort();
+    expect(consumed).toEqual(Object.values(QUEUES).sort());
+    expect(produced).toEqual(Object.values(QUEUES).sort());
+    expect(Object.keys(queueHandlers).sort()).toEqual(Object.values(QUEUES).sort());
+  });
+
+  it("throws for a cron or queue it does not know", async () => {
+    const scheduled = createScheduled();
+    await expect(scheduled(createScheduledController({ cron: "0 0 * * *" }), env, createExecutionContext())).rejects.toThrow(/No handler for cron/);
+    const queue = createQueue();
+    const batch = createMessageBatch("unknown-queue", [{ id: "1", timestamp: new Date(), attempts: 1, body: {} }]);
+    await expect(queue(batch, env, createExecutionContext())).rejects.toThrow(/No consumer for queue/);
+  });
+});
