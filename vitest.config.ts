@@ -7,6 +7,8 @@ export default defineConfig(async () => {
   const migrations = await readD1Migrations("migrations");
   return {
     test: {
+      // CI also writes machine-readable results; .ci/run prints the "N passed, N failed" line from them.
+      reporters: process.env.CI ? ["default", ["json", { outputFile: "artifacts/vitest.json" }]] : ["default"],
       projects: [
         {
           plugins: [

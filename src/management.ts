@@ -6,6 +6,7 @@ import { createRouter } from "./platform/factory";
 import { jsonBody } from "./platform/middleware";
 import { projectsRouter } from "./projects";
 import { projectScope } from "./projects/scope";
+import { rateLimitByIp, rateLimitByToken } from "./platform/rate-limit";
 import { serviceAccountsRouter } from "./service-accounts";
 
 /** Request bodies of the management API are small JSON documents. */
@@ -14,7 +15,7 @@ export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
 /** The management API, mounted at `/v2`. Every `/projects` route needs a bearer credential. */
 export function createManagementApi() {
   const v2 = createRouter();
-  v2.use("/projects/*", authenticate);
+  v2.use("/projects/*", rateLimitByIp, authenticate, rateLimitByToken);
   v2.use("/projects/:project_id/*", projectScope);
   v2.use("/projects/*", jsonBody(MANAGEMENT_BODY_LIMIT_BYTES));
   v2.route("/", projectsRouter);

@@ -2,6 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { createApp } from "../src/app";
 import type { Deps } from "../src/platform/context";
+import type { Env } from "../src/platform/env";
 import { TEST_SECRETS } from "./secrets";
 
 export const ADMIN = TEST_SECRETS.ADMIN_TOKEN;
@@ -30,9 +31,10 @@ export interface CallOptions {
 }
 
 /** A client of a gateway built with `deps`; each call waits for the work the request left in waitUntil. */
-export function client(deps: Partial<Deps> = {}) {
+export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
   const clock = fakeClock();
   const app = createApp({ now: clock.now, ...deps });
+  const testEnv = { ...env, ...bindings };
   async function call(path: string, options: CallOptions = {}) {
     const headers = new Headers(options.headers);
     if (options.token !== null) headers.set("Authorization", `Bearer ${options.token ?? ADMIN}`);
@@ -43,7 +45,7 @@ export function client(deps: Partial<Deps> = {}) {
     }
     const request = new Request(`http://${options.host ?? "localhost"}${path}`, { method: options.method ?? "GET", headers, body });
     const ctx = createExecutionContext();
-    const response = await app.fetch(request, env, ctx);
+    const response = await app.fetch(request, testEnv, ctx);
     await waitOnExecutionContext(ctx);
     return response;
   }

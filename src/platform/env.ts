@@ -5,6 +5,8 @@ import { ApiError } from "./errors";
 export interface Env {
   DB: D1Database;
   WEBHOOK_QUEUE: Queue<unknown>;
+  RATE_LIMIT_IP?: RateLimit;
+  RATE_LIMIT_TOKEN?: RateLimit;
   SERVICE_DOMAIN?: string;
   API_HOSTNAMES?: string;
   REGIONS?: string;
