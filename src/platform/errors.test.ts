@@ -54,6 +54,17 @@ describe("problem+json on every error path", () => {
     expect(response.body.errors).toEqual([expect.objectContaining({ location: "body", field: "name" })]);
   });
 
+  it("takes a POST with Content-Length: 0 and no Content-Type as a request without a body", async () => {
+    const seed = await seedProject(api);
+    const response = await api.json(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds`, {
+      method: "POST",
+      token: seed.token,
+      rawBody: "",
+      headers: { "Content-Length": "0" },
+    });
+    expect(response.status).toBe(201);
+  });
+
   it("answers a body over the 64 KiB limit with 413, declared or streamed", async () => {
     const big = JSON.stringify({ name: "x".repeat(70 * 1024) });
     const declared = await api.json("/v2/projects", { method: "POST", rawBody: big, headers: { "Content-Type": "application/json" } });

@@ -33,7 +33,9 @@ export const jsonBody = (maxBytes: number) => {
     },
   });
   return createMiddleware<AppEnv>(async (c, next) => {
-    if (c.req.raw.body === null || c.req.method === "GET" || c.req.method === "HEAD") return next();
+    // `Content-Length: 0` is no body, whatever the type says (clients send it on body-less POSTs).
+    const empty = c.req.raw.body === null || c.req.header("content-length") === "0";
+    if (empty || c.req.method === "GET" || c.req.method === "HEAD") return next();
     const type = c.req.header("content-type");
     if (!type || !JSON_TYPE.test(type)) {
       throw new ApiError("unsupported_media_type", `Send the request body as application/json (got ${type ?? "no Content-Type"}).`);

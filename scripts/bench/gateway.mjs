@@ -1,0 +1,100 @@
+// The gateway's built bundle and the pass-through baseline, each in its own Miniflare (workerd),
+// with local D1 and Queues, seeded through the gateway's own API.
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { convertV4MiniflareOptions, Miniflare } from "miniflare";
+import { passthroughScript } from "./passthrough.mjs";
+
+export const COMPATIBILITY_DATE = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(readFileSync("wrangler.toml", "utf8"))[1];
+
+export const SECRETS = {
+  ADMIN_TOKEN: "bench-admin-token-0123456789abcdefghijklmnop",
+  JWT_SECRET: "bench-jwt-secret-0123456789abcdefghijklmnopq",
+  WEBHOOK_ENCRYPTION_KEY: "bench-webhook-key-0123456789abcdefghijklmno",
+};
+
+/** `wrangler deploy --dry-run` of the top-level (local) configuration into `outdir`. */
+export function buildBundle(outdir) {
+  execFileSync("npx", ["wrangler", "deploy", "--dry-run", "--outdir", outdir, "--env", ""], {
+    stdio: ["ignore", "ignore", "inherit"],
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+  });
+  return join(outdir, "index.js");
+}
+
+const quiet = { logRequests: false, verbose: false, host: "127.0.0.1", port: 0 };
+// Miniflare 5 takes a new options shape; the v4 shape (as its docs and wrangler's own use) converts.
+const create = (options) => new Miniflare(convertV4MiniflareOptions(options));
+
+export async function startPassthrough(upstreamUrl) {
+  const started = performance.now();
+  const mf = create({
+    ...quiet,
+    workers: [{ name: "bare", modules: true, script: passthroughScript(upstreamUrl), compatibilityDate: COMPATIBILITY_DATE }],
+  });
+  const url = await mf.ready;
+  return { mf, url: url.origin, startupMs: performance.now() - started };
+}
+
+export async function startGateway(scriptPath, { dnsResolverUrl = "http://127.0.0.1:8053/dns-query", extraBindings = {} } = {}) {
+  const started = performance.now();
+  const mf = create({
+    ...quiet,
+    workers: [
+      {
+        name: "gateway",
+        modules: true,
+        scriptPath,
+        modulesRoot: dirname(scriptPath),
+    compatibilityDate: COMPATIBILITY_DATE,
+    bindings: {
+      SERVICE_DOMAIN: "service.test",
+      API_HOSTNAMES: "localhost,127.0.0.1",
+      REGIONS: "us-east-1,eu-west-2",
+      DNS_RESOLVER_URL: dnsResolverUrl,
+      ALLOW_INSECURE_TARGETS: "true",
+      ...SECRETS,
+      ...extraBindings,
+    },
+    d1Databases: { DB: "bench-db" },
+    r2Buckets: ["WEBHOOK_PAYLOADS"],
+    queueProducers: { WEBHOOK_QUEUE: { queueName: "webhook-deliveries" } },
+        queueConsumers: { "webhook-deliveries": { maxBatchSize: 100, maxBatchTimeout: 1, maxRetries: 2 } },
+      },
+    ],
+  });
+  const url = await mf.ready;
+  const startupMs = performance.now() - started;
+  const db = await mf.getD1Database("DB");
+  for (const file of readdirSync("migrations").filter((f) => /^\d{4}_.*\.sql$/.test(f)).sort()) {
+    for (const statement of readFileSync(join("migrations", file), "utf8").split("--> statement-breakpoint")) {
+      if (statement.trim()) await db.prepare(statement).run();
+    }
+  }
+  return { mf, db, url: url.origin, startupMs };
+}
+
+/** A project, service account, app and succeeded build whose origin is `upstreamUrl`, made through the API. */
+export async function seedRunnableApp(gatewayUrl, upstreamUrl) {
+  const call = async (token, method, path, body) => {
+    const response = await fetch(`${gatewayUrl}/v2${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${token}`, ...(body ? { "Content-Type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const json = await response.json();
+    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const admin = SECRETS.ADMIN_TOKEN;
+  const { project_id } = await call(admin, "POST", "/projects", { name: "bench" });
+  const expires_at = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
+  const { token } = await call(admin, "POST", `/projects/${project_id}/service-accounts`, { name: "bench", expires_at });
+  const { app_id } = await call(token, "POST", `/projects/${project_id}/apps`, { name: "bench-app", region: "us-east-1", runtime: "cortex" });
+  const { build_id } = await call(token, "POST", `/projects/${project_id}/apps/${app_id}/builds`);
+  const build = `/projects/${project_id}/apps/${app_id}/builds/${build_id}`;
+  await call(token, "PATCH", build, { status: "building" });
+  await call(token, "PATCH", build, { status: "succeeded", origin_url: upstreamUrl });
+  return { projectId: project_id, token, appName: "bench-app", runPath: `/v4/${project_id}/bench-app/run` };
+}

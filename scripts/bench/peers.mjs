@@ -1,0 +1,42 @@
+// Loopback HTTP peers for the benchmark: an app upstream and a webhook receiver.
+import { createServer } from "node:http";
+
+/** Answers every request with a small JSON body after `delayMs`; counts requests. */
+export function startPeer({ delayMs = 0, status = 200 } = {}) {
+  let count = 0;
+  const waiters = [];
+  const body = JSON.stringify({ message: "hello from the bench upstream", value: 42 });
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      const reply = () => {
+        count++;
+        res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
+        res.end(body);
+        for (const w of waiters.splice(0)) w();
+      };
+      if (delayMs > 0) setTimeout(reply, delayMs);
+      else reply();
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      resolve({
+        url: `http://127.0.0.1:${port}`,
+        get count() {
+          return count;
+        },
+        /** Resolves once `n` requests in total have been answered. */
+        async waitFor(n) {
+          while (count < n) await new Promise((r) => waiters.push(r));
+        },
+        reset() {
+          count = 0;
+        },
+        close: () => new Promise((r) => server.close(r)),
+      });
+    });
+  });
+}
