@@ -1,4 +1,5 @@
 import js from "@eslint/js";
+import globals from "globals";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
@@ -15,6 +16,6 @@ export default tseslint.config(
   },
   {
     files: ["scripts/**/*.mjs", "*.config.js"],
-    languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly" } },
+    languageOptions: { globals: globals.node },
   },
 );

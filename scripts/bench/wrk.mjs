@@ -7,7 +7,7 @@ export function ensureWrk() {
   } catch (error) {
     // wrk prints its version and exits 1; only a missing binary is a problem.
     if (error.code !== "ENOENT") return;
-    if (process.getuid?.() !== 0) throw new Error("wrk is not installed: apt-get install -y wrk");
+    if (process.getuid?.() !== 0) throw new Error("wrk is not installed: apt-get install -y wrk", { cause: error });
     console.error("bench: installing wrk (apt)…");
     execFileSync("sh", ["-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk"], { stdio: "inherit" });
   }
