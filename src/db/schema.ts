@@ -85,3 +85,14 @@ export type Project = typeof projects.$inferSelect;
 export type ServiceAccount = typeof serviceAccounts.$inferSelect;
 export type App = typeof apps.$inferSelect;
 export type Build = typeof builds.$inferSelect;
+
+/** Failed-or-pending dashboard sign-in attempts per client IP, in a fixed window (see dashboard/throttle.ts). */
+export const signInAttempts = sqliteTable(
+  "sign_in_attempts",
+  {
+    ip: text("ip").primaryKey(),
+    attempts: integer("attempts").notNull(),
+    windowStartedAt: timestamp("window_started_at").notNull(),
+  },
+  (t) => [index("sign_in_attempts_window").on(t.windowStartedAt)],
+);
