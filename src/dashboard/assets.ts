@@ -70,6 +70,7 @@ header.top select { width: auto; max-width: 14rem; padding: .3rem .5rem; }
 .alert.warning { background: var(--warn-bg); border-color: var(--warn); }
 .alert.success { background: var(--ok-bg); border-color: var(--ok); }
 .alert p { margin: .25rem 0; }
+.card > h2:first-child, .alert > h2:first-child, dialog h2 { margin-top: 0; }
 .table-wrap { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .5rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top; }
@@ -92,3 +93,5 @@ dialog::backdrop { background: rgba(17, 24, 39, .5); }
   header.top .spacer { display: none; }
 }
 `;
+
+export const ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#1d4ed8"/><path d="M9 9h14v3H13v3h8v3h-8v3h10v3H9z" fill="#fff"/></svg>`;

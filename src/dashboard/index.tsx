@@ -4,7 +4,7 @@ import { requestIdOf } from "../platform/factory";
 import type { AppEnv } from "../platform/context";
 import type { Context } from "hono";
 import type { ApiFetch } from "./api";
-import { SCRIPT, STYLES } from "./assets";
+import { ICON, SCRIPT, STYLES } from "./assets";
 import { loadSession, registerAuth, requireSignIn, verifyCsrf } from "./auth";
 import { createDashRouter, type DashContext, dashPath } from "./context";
 import { renderBare } from "./layout";
@@ -19,6 +19,7 @@ const FORM_LIMIT_BYTES = 16 * 1024;
 const ASSETS: Record<string, { type: string; body: string }> = {
   "dashboard.js": { type: "text/javascript; charset=utf-8", body: SCRIPT },
   "dashboard.css": { type: "text/css; charset=utf-8", body: STYLES },
+  "icon.svg": { type: "image/svg+xml", body: ICON },
 };
 
 function errorPage(c: DashContext, title: string, detail: string, status: 400 | 403 | 500) {

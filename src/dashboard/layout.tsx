@@ -142,6 +142,7 @@ function Document({ title, children }: { title: string; children: Child }) {
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${title} · Edge Gateway`}</title>
+        <link rel="icon" href={dashPath("/assets/icon.svg")} type="image/svg+xml" />
         <link rel="stylesheet" href={dashPath("/assets/dashboard.css")} />
         <script src={dashPath("/assets/dashboard.js")} defer></script>
       </head>
