@@ -5,6 +5,7 @@ import { apiClient, type ApiFetch } from "./api";
 import { type DashContext, type DashEnv, type DashRouter, dashPath } from "./context";
 import { Csrf, Field, renderBare } from "./layout";
 import { csrfToken, csrfTokenValid, decodeSession, encodeSession, newSession, sameOrigin, type Session, sessionKey } from "./session";
+import { endSession, sessionIsLive, storeSession } from "./session-store";
 import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt } from "./throttle";
 
 const isHttps = (c: DashContext) => new URL(c.req.url).protocol === "https:";
@@ -28,13 +29,14 @@ async function writeSession(c: DashContext, session: Session) {
 export const loadSession = createMiddleware<DashEnv>(async (c, next) => {
   const key = await sessionKey(c.get("config").adminToken);
   c.set("sessionKey", key);
-  const now = c.get("deps").now().getTime();
-  const session = await decodeSession(key, getCookie(c, cookieName(c)), now);
+  const now = c.get("deps").now();
+  let session = await decodeSession(key, getCookie(c, cookieName(c)), now.getTime());
+  if (session?.signedIn && !(await sessionIsLive(c.get("db"), session, now))) session = null; // signed out
   if (session) {
     c.set("session", session);
     c.set("csrf", await csrfToken(key, session));
   } else {
-    await writeSession(c, newSession(now, false));
+    await writeSession(c, newSession(now.getTime(), false));
   }
   await next();
 });
@@ -138,11 +140,14 @@ export function registerAuth(dash: DashRouter) {
     }
     await clearAttempts(c.env.DB, ip);
     // A fresh session id at sign-in: a session planted before sign-in is worth nothing after it.
-    await writeSession(c, newSession(now, true));
+    const session = newSession(now, true);
+    await storeSession(c.get("db"), session, new Date(now));
+    await writeSession(c, session);
     return c.redirect(next, 303);
   });
 
-  dash.post("/sign-out", (c) => {
+  dash.post("/sign-out", async (c) => {
+    await endSession(c.get("db"), c.get("session"));
     deleteCookie(c, cookieName(c), { path: isHttps(c) ? "/" : dashPath(""), secure: isHttps(c) });
     return c.redirect(dashPath("/sign-in"), 303);
   });

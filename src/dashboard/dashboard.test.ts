@@ -47,13 +47,26 @@ describe("dashboard sign-in", () => {
     expect((await v.signIn()).status).toBe(303);
   });
 
-  it("signs out: the cookie is cleared and pages need a sign-in again", async () => {
+  it("signs out: the cookie is cleared, and even a copy of it no longer works", async () => {
     const api = client();
     const v = visitor(api);
     await v.signIn();
+    const copied = v.cookie;
     const out = await v.post("/dashboard/sign-out", {});
     expect(out.status).toBe(303);
     expect(out.headers.get("set-cookie")).toMatch(/Max-Age=0/);
+    expect((await v.get("/dashboard/projects")).status).toBe(303);
+    v.cookie = copied;
+    expect((await v.get("/dashboard/projects")).status).toBe(303);
+  });
+
+  it("ends a session after its lifetime", async () => {
+    const api = client();
+    const v = visitor(api);
+    await v.signIn();
+    api.clock.advance(8 * 60 * 60 * 1000 - 1000);
+    expect((await v.get("/dashboard/projects")).status).toBe(200);
+    api.clock.advance(1000);
     expect((await v.get("/dashboard/projects")).status).toBe(303);
   });
 

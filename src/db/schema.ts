@@ -96,3 +96,15 @@ export const signInAttempts = sqliteTable(
   },
   (t) => [index("sign_in_attempts_window").on(t.windowStartedAt)],
 );
+
+/** Signed-in dashboard sessions, so that signing out ends a session even if its cookie was copied. */
+export const dashboardSessions = sqliteTable(
+  "dashboard_sessions",
+  {
+    // SHA-256 of the session id: the table alone cannot be turned back into a cookie.
+    idHash: text("id_hash").primaryKey(),
+    expiresAt: timestamp("expires_at").notNull(),
+    createdAt: timestamp("created_at").notNull(),
+  },
+  (t) => [index("dashboard_sessions_expiry").on(t.expiresAt)],
+);

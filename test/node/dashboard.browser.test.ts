@@ -141,12 +141,30 @@ describe.runIf(available)("dashboard in a browser", () => {
     expect(errors).toEqual([]);
   });
 
+  /** A project with one service account, made through the API with the admin token. */
+  async function seedProject(name: string) {
+    const admin = TEST_SECRETS.ADMIN_TOKEN;
+    const project = (await (await api("/projects", admin, { method: "POST", body: { name } })).json()) as { project_id: string };
+    const expires_at = new Date(Date.now() + 30 * 24 * 3600 * 1000).toISOString();
+    await api(`/projects/${project.project_id}/service-accounts`, admin, { method: "POST", body: { name: "keyboard-ci", expires_at } });
+    return project.project_id;
+  }
+
+  /** Signs in unless the browser's session already is. */
+  async function signIn() {
+    await page.goto(`${server.url}/dashboard/sign-in`);
+    if (new URL(page.url()).pathname !== "/dashboard/sign-in") return;
+    await page.getByLabel("Admin token").fill(TEST_SECRETS.ADMIN_TOKEN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Projects" }).waitFor();
+  }
+
   it("opens and closes the revoke dialog from the keyboard, and revokes", async () => {
+    const projectId = await seedProject("Keyboard project");
     await page.setViewportSize({ width: 1280, height: 800 });
-    await page.goto(`${server.url}/dashboard/projects`);
-    await page.getByRole("link", { name: "Browser project" }).first().click();
-    await tab("API Keys").click();
-    const revoke = page.getByRole("row", { name: /browser-ci/ }).getByRole("link", { name: "Revoke" });
+    await signIn();
+    await page.goto(`${server.url}/dashboard/projects/${projectId}/api-keys`);
+    const revoke = page.getByRole("row", { name: /keyboard-ci/ }).getByRole("link", { name: "Revoke" });
     await revoke.focus();
     await page.keyboard.press("Enter");
     const dialog = page.getByRole("dialog", { name: /Revoke/ });
@@ -159,18 +177,21 @@ describe.runIf(available)("dashboard in a browser", () => {
     await revoke.click();
     await dialog.getByRole("button", { name: "Revoke" }).click();
     await page.getByText("was revoked").waitFor();
-    await page.getByRole("row", { name: /browser-ci/ }).getByText("Revoked").waitFor();
+    await page.getByRole("row", { name: /keyboard-ci/ }).getByText("Revoked").waitFor();
     await shot("08-api-key-revoked");
   });
 
   it("is usable at phone width: no sideways scrolling", async () => {
+    const projectId = await seedProject("Phone project");
+    await signIn();
     await page.setViewportSize({ width: 375, height: 740 });
-    for (const [name, path] of [
+    const pages = [
       ["09-phone-projects", "/dashboard/projects"],
-      ["10-phone-api-keys", null],
-    ] as const) {
-      if (path) await page.goto(`${server.url}${path}`);
-      else await page.getByRole("link", { name: "Browser project" }).first().click().then(() => tab("API Keys").click());
+      ["10-phone-api-keys", `/dashboard/projects/${projectId}/api-keys`],
+      ["11-phone-apps", `/dashboard/projects/${projectId}/apps`],
+    ] as const;
+    for (const [name, path] of pages) {
+      await page.goto(`${server.url}${path}`);
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       expect(overflow, name).toBeLessThanOrEqual(0);
       await shot(name);

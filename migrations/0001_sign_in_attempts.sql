@@ -1,7 +1,0 @@
-CREATE TABLE `sign_in_attempts` (
-	`ip` text PRIMARY KEY NOT NULL,
-	`attempts` integer NOT NULL,
-	`window_started_at` integer NOT NULL
-);
---> statement-breakpoint
-CREATE INDEX `sign_in_attempts_window` ON `sign_in_attempts` (`window_started_at`);
