@@ -128,6 +128,7 @@ export function registerAuth(dash: DashRouter) {
     const ip = clientIp(c.req.raw.headers);
     const throttle = await recordAttempt(c.env.DB, ip, now);
     if (!throttle.allowed) {
+      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in throttled", request_id: c.get("requestId"), ip }));
       const minutes = Math.ceil(throttle.retryAfterSeconds / 60);
       c.header("Retry-After", String(throttle.retryAfterSeconds));
       const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in 15 minutes). Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`;
@@ -135,6 +136,7 @@ export function registerAuth(dash: DashRouter) {
     }
     const token = typeof form.token === "string" ? form.token : "";
     if (!(await secretsEqual(token, c.get("config").adminToken))) {
+      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.get("requestId"), ip }));
       const error = "That is not the admin token of this installation. Check it and try again.";
       return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 403);
     }

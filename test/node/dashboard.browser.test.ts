@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
@@ -15,6 +16,7 @@ const CHROMIUM = "/usr/bin/chromium";
 const available = existsSync(CHROMIUM);
 const required = process.env.REQUIRE_BROWSER === "1";
 const SCREENSHOTS = join(process.cwd(), "artifacts", "screenshots");
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
 if (!available && !required) {
   console.warn(`dashboard browser tests skipped: ${CHROMIUM} is missing (install it with scripts/ci-browser.sh, or set REQUIRE_BROWSER=1 to fail instead)`);
@@ -32,7 +34,19 @@ describe.runIf(available)("dashboard in a browser", () => {
   let context: BrowserContext;
   let page: Page;
   const tab = (name: string) => page.getByRole("navigation", { name: "Project" }).getByRole("link", { name });
-  const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  /** A screenshot for CI's artifacts, and an axe-core audit (WCAG 2 A and AA: labels, contrast, roles…) of the page as shown. */
+  async function shot(name: string) {
+    await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+    // Evaluated through the DevTools protocol, which the page's CSP does not govern; the page itself stays strict.
+    await page.evaluate(AXE_SOURCE);
+    const violations = await page.evaluate(async () => {
+      const result = await (window as unknown as { axe: { run(options: object): Promise<{ violations: { id: string; nodes: { target: unknown }[] }[] }> } }).axe.run({
+        runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] },
+      });
+      return result.violations.map((v) => `${v.id}: ${JSON.stringify(v.nodes.map((n) => n.target))}`);
+    });
+    expect(violations, `accessibility of ${name}`).toEqual([]);
+  }
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "eg-dashboard-"));
