@@ -79,3 +79,11 @@ export type ApiCall = ReturnType<typeof apiClient>;
 
 /** A path segment taken from the dashboard URL, safe to put into an API path. */
 export const seg = (value: string) => encodeURIComponent(value);
+
+/** `limit` and, when the page URL has one, the API's opaque `cursor` (the API validates it). */
+export function listQuery(c: Context, limit: number): string {
+  const query = new URLSearchParams({ limit: String(limit) });
+  const cursor = c.req.query("cursor");
+  if (cursor) query.set("cursor", cursor);
+  return query.toString();
+}

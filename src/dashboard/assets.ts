@@ -13,7 +13,7 @@ export const SCRIPT = `"use strict";
       var source = document.getElementById(button.getAttribute("data-copy"));
       if (!source) return;
       var text = "value" in source ? source.value : source.textContent;
-      var done = function () { button.textContent = "Copied"; announce("Copied to the clipboard"); setTimeout(function () { button.textContent = "Copy"; }, 2000); };
+      var done = function () { button.classList.add("copied"); announce("Copied to the clipboard"); setTimeout(function () { button.classList.remove("copied"); }, 2000); };
       if (navigator.clipboard && navigator.clipboard.writeText) {
         navigator.clipboard.writeText(text).then(done, function () { if (source.select) source.select(); announce("Press Ctrl+C to copy"); });
       } else if (source.select) { source.select(); announce("Press Ctrl+C to copy"); }
@@ -82,6 +82,7 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 .badge.bad { background: var(--bad-bg); color: var(--danger); }
 .badge.info { background: var(--info-bg); color: var(--accent); }
 .badge.neutral { background: var(--panel); color: var(--muted); }
+button.copied { background: var(--ok); border-color: var(--ok); }
 .copy-row { display: flex; gap: .5rem; align-items: center; flex-wrap: wrap; }
 .copy-row input { flex: 1; min-width: 12rem; }
 dialog { border: 1px solid var(--line); border-radius: .5rem; padding: 1.25rem; max-width: min(32rem, calc(100vw - 2rem)); }

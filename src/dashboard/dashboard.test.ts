@@ -222,6 +222,28 @@ describe("dashboard apps and builds", () => {
     expect(refused.html).not.toContain('"type":');
   });
 
+  it("pages through builds with the API's cursor, and shows a bad cursor as a message", async () => {
+    const api = client();
+    const seed = await seedProject(api);
+    const first = await seedBuild(api, seed);
+    for (let i = 0; i < 50; i++) {
+      api.clock.advance(1000); // ids sort by creation time
+      await seedBuild(api, seed);
+    }
+    const v = visitor(api);
+    await v.signIn();
+    const path = `/dashboard/projects/${seed.projectId}/apps/${seed.appId}`;
+    const one = await v.get(path);
+    expect(one.html).not.toContain(first);
+    const next = /href="([^"]+\?cursor=[^"]+)">Next page/.exec(one.html)?.[1];
+    expect(next).toBeDefined();
+    const two = await v.get(next!.replace(/&amp;/g, "&"));
+    expect(two.html).toContain(first);
+    expect(two.html).not.toContain("Next page");
+    const bad = await v.get(`${path}?cursor=nonsense`);
+    expect(text(bad.html)).toContain("The cursor is not one this API issued.");
+  });
+
   it("shows a not-found page for a project that does not exist", async () => {
     const api = client();
     const v = visitor(api);

@@ -1,5 +1,6 @@
 import type { Child } from "hono/jsx";
-import type { Page, Problem } from "./api";
+import type { Page } from "./api";
+import { Csrf, ProblemMessage } from "./components";
 import { type DashContext, dashPath, projectPath } from "./context";
 import { PROJECT_NAV } from "./nav";
 
@@ -7,124 +8,6 @@ interface ProjectSummary {
   project_id: string;
   name: string;
 }
-
-/** The hidden CSRF field every form carries. */
-export const Csrf = ({ token }: { token: string }) => <input type="hidden" name="_csrf" value={token} />;
-
-/** An API problem as a sentence a person can act on; never the raw JSON. */
-export function ProblemMessage({ problem, action }: { problem: Problem; action?: string }) {
-  const fields = Object.entries(problem.fields);
-  return (
-    <div class="alert error" role="alert">
-      <p>
-        <strong>{action ? `${action}: ${problem.title}` : problem.title}.</strong> {problem.detail}
-      </p>
-      {fields.length > 0 && (
-        <ul>
-          {fields.map(([field, message]) => (
-            <li>
-              <code>{field}</code> {message}
-            </li>
-          ))}
-        </ul>
-      )}
-      {problem.requestId && <p class="muted">Request id: <code>{problem.requestId}</code></p>}
-    </div>
-  );
-}
-
-export function Field(props: {
-  label: string;
-  name: string;
-  value?: string;
-  type?: string;
-  hint?: string;
-  error?: string | undefined;
-  required?: boolean;
-  min?: string;
-  max?: string;
-  maxlength?: number;
-  autocomplete?: string;
-  children?: Child;
-}) {
-  const id = `field-${props.name}`;
-  const describedBy = [props.hint ? `${id}-hint` : "", props.error ? `${id}-error` : ""].filter(Boolean).join(" ");
-  return (
-    <div>
-      <label for={id}>{props.label}</label>
-      {props.hint && <p class="hint" id={`${id}-hint`}>{props.hint}</p>}
-      {props.children ?? (
-        <input
-          id={id}
-          name={props.name}
-          type={props.type ?? "text"}
-          value={props.value ?? ""}
-          required={props.required}
-          min={props.min}
-          max={props.max}
-          maxlength={props.maxlength}
-          autocomplete={props.autocomplete ?? "off"}
-          aria-describedby={describedBy || undefined}
-          aria-invalid={props.error ? "true" : undefined}
-        />
-      )}
-      {props.error && <p class="field-error" id={`${id}-error`}>{props.error}</p>}
-    </div>
-  );
-}
-
-/**
- * A destructive action behind a confirmation: without script the link opens a confirmation page; with
- * it, the same form opens in a modal dialog (keyboard: focus moves in, Esc closes, focus returns).
- */
-export function ConfirmAction(props: {
-  id: string;
-  label: string;
-  href: string;
-  action: string;
-  csrf: string;
-  title: string;
-  question: Child;
-  confirmLabel: string;
-}) {
-  return (
-    <>
-      <a class="button danger" href={props.href} data-dialog={props.id}>
-        {props.label}
-      </a>
-      <dialog id={props.id} aria-labelledby={`${props.id}-title`}>
-        <ConfirmForm {...props} />
-      </dialog>
-    </>
-  );
-}
-
-export function ConfirmForm(props: { id: string; action: string; csrf: string; title: string; question: Child; confirmLabel: string; cancelHref?: string }) {
-  return (
-    <form method="post" action={props.action}>
-      <Csrf token={props.csrf} />
-      <h2 id={`${props.id}-title`}>{props.title}</h2>
-      <p>{props.question}</p>
-      <div class="actions">
-        <button type="submit" class="danger">
-          {props.confirmLabel}
-        </button>
-        {props.cancelHref ? (
-          <a class="button secondary" href={props.cancelHref}>
-            Cancel
-          </a>
-        ) : (
-          <button type="button" class="secondary" data-close>
-            Keep it
-          </button>
-        )}
-      </div>
-    </form>
-  );
-}
-
-export const when = (iso: string | null | undefined) =>
-  iso ? <time datetime={iso}>{iso.replace("T", " ").replace(/\.\d+Z$/, " UTC").replace(/Z$/, " UTC")}</time> : <span class="muted">never</span>;
 
 export interface PageOptions {
   title: string;

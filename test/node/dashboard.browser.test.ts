@@ -114,8 +114,8 @@ describe.runIf(available)("dashboard in a browser", () => {
     await page.getByText("it is shown only once").waitFor();
     const token = await page.locator("#new-token").inputValue();
     expect(token).toMatch(/^egsa_/);
-    await page.getByRole("button", { name: "Copy" }).click();
-    await page.getByRole("button", { name: "Copied" }).waitFor();
+    await page.getByRole("button", { name: "Copy token" }).click();
+    await expect.poll(() => page.locator("#live").textContent()).toBe("Copied to the clipboard");
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(token);
     await shot("04-api-key-created");
 

@@ -1,6 +1,7 @@
-import { type ApiResult, type Page, type Problem, seg } from "../api";
+import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { ConfirmAction, ConfirmForm, Csrf, Field, ProblemMessage, renderPage, when } from "../layout";
+import { Badge, ConfirmAction, ConfirmForm, CopyValue, Csrf, Field, Pager, ProblemMessage, when } from "../components";
+import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 interface ServiceAccount {
@@ -30,9 +31,9 @@ interface Form {
 }
 
 function Status({ account, now }: { account: ServiceAccount; now: number }) {
-  if (account.revoked_at) return <span class="badge bad">Revoked</span>;
-  if (Date.parse(account.expires_at) <= now) return <span class="badge warn">Expired</span>;
-  return <span class="badge ok">Active</span>;
+  if (account.revoked_at) return <Badge tone="bad">Revoked</Badge>;
+  if (Date.parse(account.expires_at) <= now) return <Badge tone="warn">Expired</Badge>;
+  return <Badge tone="ok">Active</Badge>;
 }
 
 function NewToken({ account }: { account: ServiceAccount & { token: string } }) {
@@ -43,22 +44,14 @@ function NewToken({ account }: { account: ServiceAccount & { token: string } }) 
         <strong>Copy this token now: it is shown only once.</strong> Store it as a secret (your CI's or platform's
         secret store), never in source control. If you lose it, create another and revoke this one.
       </p>
-      <div class="copy-row">
-        <label for="new-token" class="skip">
-          Token
-        </label>
-        <input id="new-token" class="mono" type="text" readonly value={account.token} />
-        <button type="button" data-copy="new-token" hidden>
-          Copy
-        </button>
-      </div>
+      <CopyValue id="new-token" value={account.token} label="token" />
     </section>
   );
 }
 
 async function apiKeysPage(c: DashContext, project: Project, form: Form) {
   const pid = project.project_id;
-  const accounts: ApiResult<Page<ServiceAccount>> = await c.get("api")("GET", `/projects/${seg(pid)}/service-accounts?limit=100`);
+  const accounts: ApiResult<Page<ServiceAccount>> = await c.get("api")("GET", `/projects/${seg(pid)}/service-accounts?${listQuery(c, 100)}`);
   const now = c.get("deps").now().getTime();
   const csrf = c.get("csrf");
   const revoked = form.revokedId && accounts.ok ? accounts.data.data.find((a) => a.id === form.revokedId && a.revoked_at) : undefined;
@@ -127,6 +120,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
               ))}
             </tbody>
           </table>
+          <Pager path={projectPath(pid, "/api-keys")} next={accounts.data.next_cursor} />
         </div>
       )}
       <section class="card" aria-labelledby="create-key">

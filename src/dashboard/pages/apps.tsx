@@ -1,6 +1,7 @@
-import { type Page, type Problem, seg } from "../api";
+import { listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { ConfirmAction, ConfirmForm, ProblemMessage, renderPage, when } from "../layout";
+import { Badge, type BadgeTone, ConfirmAction, ConfirmForm, Pager, ProblemMessage, when } from "../components";
+import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 interface App {
@@ -21,7 +22,7 @@ interface Build {
   cancelled_at: string | null;
 }
 
-const STATUS_BADGE: Record<Build["status"], string> = {
+const STATUS_BADGE: Record<Build["status"], BadgeTone> = {
   queued: "info",
   building: "info",
   succeeded: "ok",
@@ -40,7 +41,7 @@ const isOngoing = (b: Build) => b.status === "queued" || b.status === "building"
 
 async function appsPage(c: DashContext, project: Project) {
   const pid = project.project_id;
-  const apps = await c.get("api")<Page<App>>("GET", `/projects/${seg(pid)}/apps?limit=100`);
+  const apps = await c.get("api")<Page<App>>("GET", `/projects/${seg(pid)}/apps?${listQuery(c, 100)}`);
   return renderPage(
     c,
     { title: "Apps and builds", projectId: pid, tab: "apps" },
@@ -83,13 +84,14 @@ async function appsPage(c: DashContext, project: Project) {
                         </span>
                       </>
                     ) : (
-                      <span class="badge neutral">Not deployed</span>
+                      <Badge tone="neutral">Not deployed</Badge>
                     )}
                   </td>
                 </tr>
               ))}
             </tbody>
           </table>
+          <Pager path={projectPath(pid, "/apps")} next={apps.data.next_cursor} />
         </div>
       )}
     </>,
@@ -102,7 +104,7 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
   const api = c.get("api");
   const [app, builds] = await Promise.all([
     api<App>("GET", `/projects/${seg(pid)}/apps/${seg(appId)}`),
-    api<Page<Build>>("GET", `/projects/${seg(pid)}/apps/${seg(appId)}/builds?limit=50`),
+    api<Page<Build>>("GET", `/projects/${seg(pid)}/apps/${seg(appId)}/builds?${listQuery(c, 50)}`),
   ]);
   if (!app.ok) {
     return renderPage(
@@ -167,7 +169,7 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
                     {b.error && <p class="field-error">{b.error}</p>}
                   </td>
                   <td>
-                    <span class={`badge ${STATUS_BADGE[b.status]}`}>{STATUS_LABEL[b.status]}</span>
+                    <Badge tone={STATUS_BADGE[b.status]}>{STATUS_LABEL[b.status]}</Badge>
                   </td>
                   <td class="optional">{when(b.created_at)}</td>
                   <td class="optional">{b.finished_at ? when(b.finished_at) : <span class="muted">—</span>}</td>
@@ -194,6 +196,7 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
               ))}
             </tbody>
           </table>
+          <Pager path={projectPath(pid, `/apps/${seg(appId)}`)} next={builds.data.next_cursor} />
         </div>
       )}
     </>,

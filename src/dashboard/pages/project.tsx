@@ -1,7 +1,8 @@
 import type { Child } from "hono/jsx";
 import type { DashContext } from "../context";
 import { dashPath } from "../context";
-import { ProblemMessage, renderPage } from "../layout";
+import { ProblemMessage } from "../components";
+import { renderPage } from "../layout";
 
 export interface Project {
   project_id: string;

@@ -1,6 +1,7 @@
-import type { Page, Problem } from "../api";
+import { listQuery, type Page, type Problem } from "../api";
 import { type DashContext, type DashRouter, dashPath, projectPath } from "../context";
-import { Csrf, Field, ProblemMessage, renderPage, when } from "../layout";
+import { Csrf, Field, Pager, ProblemMessage, when } from "../components";
+import { renderPage } from "../layout";
 import { PROJECT_NAV } from "../nav";
 
 interface Project {
@@ -10,7 +11,7 @@ interface Project {
 }
 
 async function projectsPage(c: DashContext, form: { name: string; problem?: Problem }) {
-  const projects = await c.get("api")<Page<Project>>("GET", "/projects?limit=100");
+  const projects = await c.get("api")<Page<Project>>("GET", `/projects?${listQuery(c, 100)}`);
   return renderPage(
     c,
     { title: "Projects", status: form.problem ? (form.problem.status === 400 ? 400 : 409) : 200 },
@@ -45,6 +46,7 @@ async function projectsPage(c: DashContext, form: { name: string; problem?: Prob
               ))}
             </tbody>
           </table>
+          <Pager path={dashPath("/projects")} next={projects.data.next_cursor} />
         </div>
       )}
       <section class="card" aria-labelledby="create-project">
