@@ -138,7 +138,8 @@ export function registerAuth(dash: DashRouter) {
     const token = typeof form.token === "string" ? form.token : "";
     if (!(await secretsEqual(token, c.get("config").adminToken))) {
       console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.get("requestId"), ip }));
-      const error = "That is not the admin token of this installation. Check it and try again.";
+      const left = throttle.remaining === 0 ? "This was the last attempt for 15 minutes." : `You have ${throttle.remaining} more attempt${throttle.remaining === 1 ? "" : "s"} in the next 15 minutes.`;
+      const error = `That is not the admin token of this installation. Check it and try again. ${left}`;
       return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 403);
     }
     await clearAttempts(c.env.DB, ip);

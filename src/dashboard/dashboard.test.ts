@@ -31,7 +31,7 @@ describe("dashboard sign-in", () => {
     const v = visitor(api);
     const result = await v.signIn("not-the-admin-token");
     expect(result.status).toBe(403);
-    expect(text(result.html)).toContain("That is not the admin token of this installation");
+    expect(text(result.html)).toContain("That is not the admin token of this installation. Check it and try again. You have 4 more attempts in the next 15 minutes.");
     expect((await v.get("/dashboard/projects")).status).toBe(303);
   });
 

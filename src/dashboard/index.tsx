@@ -1,8 +1,5 @@
 import { bodyLimit } from "hono/body-limit";
-import { ApiError } from "../platform/errors";
-import { requestIdOf } from "../platform/factory";
-import type { AppEnv } from "../platform/context";
-import type { Context } from "hono";
+import { ApiError, PROBLEMS } from "../platform/errors";
 import type { ApiFetch } from "./api";
 import { ICON, SCRIPT, STYLES } from "./assets";
 import { loadSession, registerAuth, requireSignIn, verifyCsrf } from "./auth";
@@ -30,7 +27,7 @@ function errorPage(c: DashContext, title: string, detail: string, status: 400 | 
       <h1>{title}</h1>
       <p>{detail}</p>
       <p class="muted">
-        Request id: <code>{requestIdOf(c as unknown as Context<AppEnv>)}</code>
+        Request id: <code>{c.get("requestId")}</code>
       </p>
       <p>
         <a href={dashPath("/")}>Back to the dashboard</a>
@@ -78,7 +75,7 @@ export function createDashboard(apiFetch: ApiFetch) {
     ),
   );
   dash.onError((err, c) => {
-    if (err instanceof ApiError && err.status < 500) return errorPage(c, err.message, err.message, 400);
+    if (err instanceof ApiError && err.status < 500) return errorPage(c, PROBLEMS[err.code].title, err.message, 400);
     console.error(
       JSON.stringify({
         level: "error",

@@ -6,7 +6,7 @@
 export const MAX_ATTEMPTS = 5;
 export const WINDOW_MS = 15 * 60 * 1000;
 
-export type ThrottleResult = { allowed: true } | { allowed: false; retryAfterSeconds: number };
+export type ThrottleResult = { allowed: true; remaining: number } | { allowed: false; retryAfterSeconds: number };
 
 /**
  * Counts one attempt before the credential is even compared, in one atomic upsert, so concurrent
@@ -26,7 +26,7 @@ export async function recordAttempt(db: D1Database, ip: string, now: number): Pr
     ).bind(ip, now, windowStart),
   ]);
   const row = upsert?.results[0];
-  if (!row || row.attempts <= MAX_ATTEMPTS) return { allowed: true };
+  if (!row || row.attempts <= MAX_ATTEMPTS) return { allowed: true, remaining: MAX_ATTEMPTS - (row?.attempts ?? 1) };
   return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((row.window_started_at + WINDOW_MS - now) / 1000)) };
 }
 

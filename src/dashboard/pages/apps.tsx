@@ -154,7 +154,7 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
               <tr>
                 <th scope="col">Build</th>
                 <th scope="col">Status</th>
-                <th scope="col" class="optional">Started</th>
+                <th scope="col" class="optional">Created</th>
                 <th scope="col" class="optional">Finished</th>
                 <th scope="col">
                   <span class="skip">Actions</span>
