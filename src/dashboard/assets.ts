@@ -37,6 +37,7 @@ export const STYLES = `
   --danger:#b91c1c; --ok:#166534; --ok-bg:#dcfce7; --warn:#92400e; --warn-bg:#fef3c7; --bad-bg:#fee2e2; --info-bg:#dbeafe;
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg); }
 * { box-sizing: border-box; }
+[hidden] { display: none !important; }
 body { margin: 0; line-height: 1.5; }
 a { color: var(--accent); }
 :focus-visible { outline: 3px solid #f59e0b; outline-offset: 2px; }

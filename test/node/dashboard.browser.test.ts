@@ -9,10 +9,10 @@ import { type DevServer, startWranglerDev } from "./wrangler-dev";
 
 /**
  * The dashboard in a real browser (Debian's Chromium driven by playwright-core) against `wrangler dev`.
- * Without /usr/bin/chromium the suite is skipped with a message, unless REQUIRE_BROWSER=1 (CI), which
+ * Without /usr/bin/chromium (or CHROMIUM_PATH) the suite is skipped with a message, unless REQUIRE_BROWSER=1 (CI), which
  * makes a missing browser a failure.
  */
-const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const available = existsSync(CHROMIUM);
 const required = process.env.REQUIRE_BROWSER === "1";
 const SCREENSHOTS = join(process.cwd(), "artifacts", "screenshots");
@@ -52,13 +52,7 @@ describe.runIf(available)("dashboard in a browser", () => {
     dir = mkdtempSync(join(tmpdir(), "eg-dashboard-"));
     mkdirSync(SCREENSHOTS, { recursive: true });
     server = await startWranglerDev({ dir, port: 8793, inspectorPort: 9293, secrets: TEST_SECRETS });
-    context = await chromium.launchPersistentContext(join(dir, "profile"), {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
-      viewport: { width: 1280, height: 800 },
-      permissions: ["clipboard-read", "clipboard-write"],
-    });
+    context = await launch("profile");
     page = context.pages()[0] ?? (await context.newPage());
     page.setDefaultTimeout(10_000);
   }, 120_000);
@@ -68,6 +62,16 @@ describe.runIf(available)("dashboard in a browser", () => {
     await server?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
+
+  const launch = (profile: string, options: { javaScriptEnabled?: boolean } = {}) =>
+    chromium.launchPersistentContext(join(dir, profile), {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+      viewport: { width: 1280, height: 800 },
+      permissions: ["clipboard-read", "clipboard-write"],
+      ...options,
+    });
 
   const api = (path: string, token: string, init: { method?: string; body?: unknown } = {}) =>
     fetch(`${server.url}/v2${path}`, {
@@ -209,6 +213,39 @@ describe.runIf(available)("dashboard in a browser", () => {
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       expect(overflow, name).toBeLessThanOrEqual(0);
       await shot(name);
+    }
+  });
+
+  it("works without script: confirmations become pages, the token stays selectable", async () => {
+    const projectId = await seedProject("No-script project");
+    const admin = TEST_SECRETS.ADMIN_TOKEN;
+    const appId = `${projectId}-plain`;
+    await api(`/projects/${projectId}/apps`, admin, { method: "POST", body: { name: "plain", region: "us-east-1", runtime: "custom" } });
+    const build = (await (await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })).json()) as { build_id: string };
+    const plain = await launch("profile-no-script", { javaScriptEnabled: false });
+    try {
+      const p = plain.pages()[0] ?? (await plain.newPage());
+      p.setDefaultTimeout(10_000);
+      await p.goto(`${server.url}/dashboard/sign-in`);
+      await p.getByLabel("Admin token").fill(admin);
+      await p.getByRole("button", { name: "Sign in" }).click();
+      await p.getByRole("heading", { name: "Projects" }).waitFor();
+      await p.goto(`${server.url}/dashboard/projects/${projectId}/apps/${appId}`);
+      await p.locator(`#build-${build.build_id}`).getByRole("link", { name: "Cancel" }).click();
+      await p.getByRole("heading", { name: "Cancel this build?" }).waitFor();
+      expect(new URL(p.url()).pathname).toMatch(/\/cancel$/);
+      await p.screenshot({ path: join(SCREENSHOTS, "12-no-script-confirmation.png"), fullPage: true });
+      await p.getByRole("button", { name: "Cancel build" }).click();
+      await p.getByText(`Build ${build.build_id} was cancelled`).waitFor();
+      // The copy button needs script, so it stays hidden; the token field is there to select.
+      await p.goto(`${server.url}/dashboard/projects/${projectId}/api-keys`);
+      await p.getByLabel("Name").fill("no-script");
+      await p.getByLabel("Expiry date").fill(new Date(Date.now() + 7 * 24 * 3600 * 1000).toISOString().slice(0, 10));
+      await p.getByRole("button", { name: "Create service account" }).click();
+      expect(await p.locator("#new-token").inputValue()).toMatch(/^egsa_/);
+      expect(await p.getByRole("button", { name: "Copy token" }).isVisible()).toBe(false);
+    } finally {
+      await plain.close();
     }
   });
 });
