@@ -1,3 +1,4 @@
+import { createDashboard, DASHBOARD_BASE } from "./dashboard";
 import { createManagementApi } from "./management";
 import { type Deps, defaultDeps } from "./platform/context";
 import { createRouter, installErrorHandling } from "./platform/factory";
@@ -11,6 +12,8 @@ export function createApp(deps: Deps = defaultDeps) {
   app.use(services(deps));
   app.use(hostGate);
   app.route("/v2", createManagementApi());
+  // The dashboard calls the API through this same app, so the API's rules are the dashboard's.
+  app.route(DASHBOARD_BASE, createDashboard((request, env, ctx) => Promise.resolve(app.fetch(request, env, ctx))));
   installErrorHandling(app);
   return app;
 }

@@ -85,3 +85,26 @@ export type Project = typeof projects.$inferSelect;
 export type ServiceAccount = typeof serviceAccounts.$inferSelect;
 export type App = typeof apps.$inferSelect;
 export type Build = typeof builds.$inferSelect;
+
+/** Failed-or-pending dashboard sign-in attempts per client IP, in a fixed window (see dashboard/throttle.ts). */
+export const signInAttempts = sqliteTable(
+  "sign_in_attempts",
+  {
+    ip: text("ip").primaryKey(),
+    attempts: integer("attempts").notNull(),
+    windowStartedAt: timestamp("window_started_at").notNull(),
+  },
+  (t) => [index("sign_in_attempts_window").on(t.windowStartedAt)],
+);
+
+/** Signed-in dashboard sessions, so that signing out ends a session even if its cookie was copied. */
+export const dashboardSessions = sqliteTable(
+  "dashboard_sessions",
+  {
+    // SHA-256 of the session id: the table alone cannot be turned back into a cookie.
+    idHash: text("id_hash").primaryKey(),
+    expiresAt: timestamp("expires_at").notNull(),
+    createdAt: timestamp("created_at").notNull(),
+  },
+  (t) => [index("dashboard_sessions_expiry").on(t.expiresAt)],
+);

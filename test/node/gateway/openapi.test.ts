@@ -1,8 +1,8 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { describe, expect, it } from "vitest";
-import { createApp } from "../../src/app";
-import type { Env } from "../../src/platform/env";
-import { TEST_SECRETS } from "../secrets";
+import { createApp } from "../../../src/app";
+import type { Env } from "../../../src/platform/env";
+import { TEST_SECRETS } from "../../secrets";
 
 // The document needs no storage: a binding-less env with valid settings is enough to serve it.
 const env = {

@@ -1,0 +1,89 @@
+import type { Context } from "hono";
+import type { Env } from "../platform/env";
+
+/** How the dashboard reaches the management API: the Worker's own fetch, in-process, no network hop. */
+export type ApiFetch = (request: Request, env: Env, ctx: ExecutionContext | undefined) => Promise<Response>;
+
+/** A problem+json answer, reduced to what a page shows. */
+export interface Problem {
+  status: number;
+  code: string;
+  title: string;
+  detail: string;
+  requestId: string;
+  /** Field name → message, for the form that sent it. */
+  fields: Record<string, string>;
+}
+
+export type ApiResult<T> = { ok: true; status: number; data: T } | { ok: false; problem: Problem };
+
+export interface Page<T> {
+  data: T[];
+  next_cursor: string | null;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null; // not JSON: the status alone tells the page what happened
+  }
+}
+
+function toProblem(status: number, body: unknown, requestId: string): Problem {
+  const b = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+  const fields: Record<string, string> = {};
+  if (Array.isArray(b.errors)) {
+    for (const e of b.errors as { field?: unknown; message?: unknown }[]) {
+      if (typeof e.field === "string" && typeof e.message === "string") fields[e.field] = e.message;
+    }
+  }
+  return {
+    status,
+    code: typeof b.code === "string" ? b.code : "unknown",
+    title: typeof b.title === "string" ? b.title : `HTTP ${status}`,
+    detail: typeof b.detail === "string" ? b.detail : "The request failed.",
+    requestId: typeof b.request_id === "string" ? b.request_id : requestId,
+    fields,
+  };
+}
+
+/**
+ * Calls `/v2{path}` as the operator (the session stands for the admin token), so every rule of the
+ * API (validation, conflicts, state changes) applies to the dashboard unchanged.
+ */
+export function apiClient(c: Context, apiFetch: ApiFetch, adminToken: string) {
+  let ctx: ExecutionContext | undefined;
+  try {
+    ctx = c.executionCtx as ExecutionContext;
+  } catch {
+    ctx = undefined; // app.request() in tests has none
+  }
+  return async function call<T>(method: string, path: string, body?: unknown): Promise<ApiResult<T>> {
+    const headers = new Headers({ Authorization: `Bearer ${adminToken}`, Accept: "application/json" });
+    if (body !== undefined) headers.set("Content-Type", "application/json");
+    const request = new Request(new URL(`/v2${path}`, c.req.url), {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const response = await apiFetch(request, c.env as Env, ctx);
+    const text = await response.text();
+    const json = parseJson(text);
+    if (response.ok) return { ok: true, status: response.status, data: json as T };
+    return { ok: false, problem: toProblem(response.status, json, response.headers.get("x-request-id") ?? "") };
+  };
+}
+
+export type ApiCall = ReturnType<typeof apiClient>;
+
+/** A path segment taken from the dashboard URL, safe to put into an API path. */
+export const seg = (value: string) => encodeURIComponent(value);
+
+/** `limit` and, when the page URL has one, the API's opaque `cursor` (the API validates it). */
+export function listQuery(c: Context, limit: number): string {
+  const query = new URLSearchParams({ limit: String(limit) });
+  const cursor = c.req.query("cursor");
+  if (cursor) query.set("cursor", cursor);
+  return query.toString();
+}

@@ -1,0 +1,99 @@
+/**
+ * The dashboard's only stylesheet and script, served by the Worker itself (no CDN, no inline code, so
+ * the Content-Security-Policy can say `'self'` and nothing else). The script only enhances: every page
+ * works without it (confirmations fall back to confirmation pages, copying to selecting the text).
+ */
+export const SCRIPT = `"use strict";
+(function () {
+  var live = document.getElementById("live");
+  function announce(text) { if (live) { live.textContent = ""; setTimeout(function () { live.textContent = text; }, 50); } }
+  document.querySelectorAll("[data-copy]").forEach(function (button) {
+    button.hidden = false;
+    button.addEventListener("click", function () {
+      var source = document.getElementById(button.getAttribute("data-copy"));
+      if (!source) return;
+      var text = "value" in source ? source.value : source.textContent;
+      var done = function () { button.classList.add("copied"); announce("Copied to the clipboard"); setTimeout(function () { button.classList.remove("copied"); }, 2000); };
+      if (navigator.clipboard && navigator.clipboard.writeText) {
+        navigator.clipboard.writeText(text).then(done, function () { if (source.select) source.select(); announce("Press Ctrl+C to copy"); });
+      } else if (source.select) { source.select(); announce("Press Ctrl+C to copy"); }
+    });
+  });
+  document.querySelectorAll("a[data-dialog]").forEach(function (opener) {
+    var dialog = document.getElementById(opener.getAttribute("data-dialog"));
+    if (!dialog || typeof dialog.showModal !== "function") return;
+    opener.setAttribute("aria-haspopup", "dialog");
+    opener.addEventListener("click", function (event) { event.preventDefault(); dialog.showModal(); });
+    dialog.addEventListener("close", function () { opener.focus(); });
+    dialog.querySelectorAll("[data-close]").forEach(function (button) {
+      button.addEventListener("click", function () { dialog.close(); });
+    });
+  });
+})();
+`;
+
+export const STYLES = `
+:root { --fg:#111827; --muted:#4b5563; --bg:#ffffff; --panel:#f9fafb; --line:#d1d5db; --accent:#1d4ed8; --accent-fg:#ffffff;
+  --danger:#b91c1c; --ok:#166534; --ok-bg:#dcfce7; --warn:#92400e; --warn-bg:#fef3c7; --bad-bg:#fee2e2; --info-bg:#dbeafe;
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg); }
+* { box-sizing: border-box; }
+[hidden] { display: none !important; }
+body { margin: 0; line-height: 1.5; }
+a { color: var(--accent); }
+:focus-visible { outline: 3px solid #f59e0b; outline-offset: 2px; }
+.skip { position: absolute; left: -9999px; }
+.skip:focus { left: 1rem; top: 1rem; background: var(--bg); padding: .5rem; z-index: 10; }
+header.top { display: flex; flex-wrap: wrap; gap: .75rem 1.5rem; align-items: center; padding: .75rem 1rem; border-bottom: 1px solid var(--line); background: var(--panel); }
+header.top .brand { font-weight: 700; color: var(--fg); text-decoration: none; }
+header.top form { margin: 0; display: flex; gap: .5rem; align-items: center; }
+header.top .spacer { flex: 1; }
+nav.tabs ul { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem; margin: 0; padding: 0 1rem; border-bottom: 1px solid var(--line); }
+nav.tabs a { display: block; padding: .6rem .8rem; text-decoration: none; color: var(--muted); border-bottom: 3px solid transparent; }
+nav.tabs a[aria-current="page"] { color: var(--fg); border-bottom-color: var(--accent); font-weight: 600; }
+main { max-width: 72rem; margin: 0 auto; padding: 1rem; }
+h1 { font-size: 1.5rem; margin: .5rem 0 1rem; }
+h2 { font-size: 1.15rem; margin: 1.5rem 0 .5rem; }
+.muted { color: var(--muted); }
+.card { border: 1px solid var(--line); border-radius: .5rem; padding: 1rem; background: var(--bg); margin: 1rem 0; }
+form.stack { display: grid; gap: .75rem; max-width: 32rem; }
+label { font-weight: 600; display: block; }
+.hint { color: var(--muted); font-size: .9rem; margin: 0; }
+.field-error { color: var(--danger); font-size: .9rem; margin: 0; }
+input, select { font: inherit; padding: .45rem .6rem; border: 1px solid #6b7280; border-radius: .375rem; width: 100%; max-width: 32rem; background: #fff; color: var(--fg); }
+input[aria-invalid="true"] { border-color: var(--danger); }
+button, .button { font: inherit; display: inline-block; padding: .45rem .9rem; border-radius: .375rem; border: 1px solid var(--accent); background: var(--accent); color: var(--accent-fg); cursor: pointer; text-decoration: none; }
+button.secondary, .button.secondary { background: var(--bg); color: var(--accent); }
+button.danger, .button.danger { background: var(--danger); border-color: var(--danger); color: #fff; }
+header.top button { padding: .3rem .7rem; }
+header.top select { width: auto; max-width: 14rem; padding: .3rem .5rem; }
+.alert { border-radius: .5rem; padding: .75rem 1rem; margin: 1rem 0; border: 1px solid; }
+.alert.error { background: var(--bad-bg); border-color: var(--danger); }
+.alert.warning { background: var(--warn-bg); border-color: var(--warn); }
+.alert.success { background: var(--ok-bg); border-color: var(--ok); }
+.alert p { margin: .25rem 0; }
+.card > h2:first-child, .alert > h2:first-child, dialog h2 { margin-top: 0; }
+.table-wrap { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .5rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { font-size: .85rem; color: var(--muted); text-transform: uppercase; letter-spacing: .03em; }
+code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .9em; overflow-wrap: anywhere; }
+.badge { display: inline-block; padding: .05rem .5rem; border-radius: 999px; font-size: .8rem; font-weight: 600; border: 1px solid; }
+.badge.ok { background: var(--ok-bg); color: var(--ok); }
+.badge.warn { background: var(--warn-bg); color: var(--warn); }
+.badge.bad { background: var(--bad-bg); color: var(--danger); }
+.badge.info { background: var(--info-bg); color: var(--accent); }
+.badge.neutral { background: var(--panel); color: var(--muted); }
+button.copied { background: var(--ok); border-color: var(--ok); }
+.copy-row { display: flex; gap: .5rem; align-items: center; flex-wrap: wrap; }
+.copy-row input { flex: 1; min-width: 12rem; }
+dialog { border: 1px solid var(--line); border-radius: .5rem; padding: 1.25rem; max-width: min(32rem, calc(100vw - 2rem)); }
+dialog::backdrop { background: rgba(17, 24, 39, .5); }
+.actions { display: flex; gap: .5rem; flex-wrap: wrap; margin-top: 1rem; }
+.signin { max-width: 26rem; margin: 10vh auto; }
+@media (max-width: 40rem) {
+  th.optional, td.optional { display: none; }
+  header.top .spacer { display: none; }
+}
+`;
+
+export const ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#1d4ed8"/><path d="M9 9h14v3H13v3h8v3h-8v3h10v3H9z" fill="#fff"/></svg>`;

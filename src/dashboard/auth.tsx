@@ -1,0 +1,158 @@
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { createMiddleware } from "hono/factory";
+import { secretsEqual } from "../platform/crypto";
+import { apiClient, type ApiFetch } from "./api";
+import { type DashContext, type DashEnv, type DashRouter, dashPath } from "./context";
+import { Csrf, Field } from "./components";
+import { renderBare } from "./layout";
+import { csrfToken, csrfTokenValid, decodeSession, encodeSession, newSession, sameOrigin, type Session, sessionKey } from "./session";
+import { endSession, sessionIsLive, storeSession } from "./session-store";
+import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt } from "./throttle";
+
+const isHttps = (c: DashContext) => new URL(c.req.url).protocol === "https:";
+// `__Host-` binds the cookie to this exact host over https (no Domain, Path=/); plain http cannot use it.
+const cookieName = (c: DashContext) => (isHttps(c) ? "__Host-eg_session" : "eg_session");
+
+async function writeSession(c: DashContext, session: Session) {
+  const https = isHttps(c);
+  setCookie(c, cookieName(c), await encodeSession(c.get("sessionKey"), session), {
+    httpOnly: true,
+    secure: https,
+    sameSite: "Strict",
+    path: https ? "/" : dashPath(""),
+    expires: new Date(session.expiresAt),
+  });
+  c.set("session", session);
+  c.set("csrf", await csrfToken(c.get("sessionKey"), session));
+}
+
+/** Loads the session from its cookie, or starts an anonymous one (it carries the sign-in form's CSRF token). */
+export const loadSession = createMiddleware<DashEnv>(async (c, next) => {
+  const key = await sessionKey(c.get("config").adminToken);
+  c.set("sessionKey", key);
+  const now = c.get("deps").now();
+  let session = await decodeSession(key, getCookie(c, cookieName(c)), now.getTime());
+  if (session?.signedIn && !(await sessionIsLive(c.get("db"), session, now))) session = null; // signed out
+  if (session) {
+    c.set("session", session);
+    c.set("csrf", await csrfToken(key, session));
+  } else {
+    await writeSession(c, newSession(now.getTime(), false));
+  }
+  await next();
+});
+
+function refused(c: DashContext, why: string) {
+  return renderBare(
+    c,
+    "Request refused",
+    <div class="alert error" role="alert">
+      <h1>Request refused</h1>
+      <p>{why}</p>
+      <p>
+        <a href={dashPath("/")}>Go back to the dashboard</a> and try again.
+      </p>
+    </div>,
+    403,
+  );
+}
+
+/** Every state-changing request: same origin, and the session's synchroniser token in the form. */
+export const verifyCsrf = createMiddleware<DashEnv>(async (c, next) => {
+  if (c.req.method === "GET" || c.req.method === "HEAD") return next();
+  if (!sameOrigin(c.req.url, c.req.raw.headers)) return refused(c, "The form was sent from another site.");
+  const type = c.req.header("content-type") ?? "";
+  if (!/^(application\/x-www-form-urlencoded|multipart\/form-data)/i.test(type)) return refused(c, "Send the dashboard's own forms only.");
+  const form = await c.req.parseBody();
+  if (!(await csrfTokenValid(c.get("sessionKey"), c.get("session"), form._csrf))) {
+    return refused(c, "The form has expired or does not belong to this session (for example after signing in again in another tab).");
+  }
+  return next();
+});
+
+/** Pages past sign-in; sets the API client that acts as the operator. */
+export const requireSignIn = (apiFetch: ApiFetch) =>
+  createMiddleware<DashEnv>(async (c, next) => {
+    if (!c.get("session").signedIn) {
+      const next = c.req.method === "GET" ? `?next=${encodeURIComponent(new URL(c.req.url).pathname)}` : "";
+      return c.redirect(dashPath(`/sign-in${next}`), 303);
+    }
+    c.set("api", apiClient(c, apiFetch, c.get("config").adminToken));
+    return next();
+  });
+
+/** Only a path of the dashboard itself may be a redirect target after sign-in (no open redirect). */
+function safeNext(value: unknown): string {
+  if (typeof value === "string" && /^\/dashboard(\/[A-Za-z0-9_\-/]*)?$/.test(value) && !value.includes("//")) return value;
+  return dashPath("/projects");
+}
+
+function SignInForm(props: { csrf: string; next: string; error?: string }) {
+  return (
+    <div class="card">
+      <h1>Sign in to Edge Gateway</h1>
+      {props.error && (
+        <div class="alert error" role="alert">
+          <p>{props.error}</p>
+        </div>
+      )}
+      <form method="post" action={dashPath("/sign-in")} class="stack">
+        <Csrf token={props.csrf} />
+        <input type="hidden" name="next" value={props.next} />
+        <Field
+          label="Admin token"
+          name="token"
+          type="password"
+          required
+          autocomplete="current-password"
+          hint="The operator credential (ADMIN_TOKEN) of this installation."
+          error={props.error ? "Not accepted." : undefined}
+        />
+        <div>
+          <button type="submit">Sign in</button>
+        </div>
+      </form>
+    </div>
+  );
+}
+
+export function registerAuth(dash: DashRouter) {
+  dash.get("/sign-in", (c) => {
+    if (c.get("session").signedIn) return c.redirect(safeNext(c.req.query("next")), 303);
+    return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={safeNext(c.req.query("next"))} />);
+  });
+
+  dash.post("/sign-in", async (c) => {
+    const form = await c.req.parseBody();
+    const next = safeNext(form.next);
+    const now = c.get("deps").now().getTime();
+    const ip = clientIp(c.req.raw.headers);
+    const throttle = await recordAttempt(c.env.DB, ip, now);
+    if (!throttle.allowed) {
+      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in throttled", request_id: c.get("requestId"), ip }));
+      const minutes = Math.ceil(throttle.retryAfterSeconds / 60);
+      c.header("Retry-After", String(throttle.retryAfterSeconds));
+      const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in 15 minutes). Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`;
+      return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 429);
+    }
+    const token = typeof form.token === "string" ? form.token : "";
+    if (!(await secretsEqual(token, c.get("config").adminToken))) {
+      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.get("requestId"), ip }));
+      const left = throttle.remaining === 0 ? "This was the last attempt for 15 minutes." : `You have ${throttle.remaining} more attempt${throttle.remaining === 1 ? "" : "s"} in the next 15 minutes.`;
+      const error = `That is not the admin token of this installation. Check it and try again. ${left}`;
+      return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 403);
+    }
+    await clearAttempts(c.env.DB, ip);
+    // A fresh session id at sign-in: a session planted before sign-in is worth nothing after it.
+    const session = newSession(now, true);
+    await storeSession(c.get("db"), session, new Date(now));
+    await writeSession(c, session);
+    return c.redirect(next, 303);
+  });
+
+  dash.post("/sign-out", async (c) => {
+    await endSession(c.get("db"), c.get("session"));
+    deleteCookie(c, cookieName(c), { path: isHttps(c) ? "/" : dashPath(""), secure: isHttps(c) });
+    return c.redirect(dashPath("/sign-in"), 303);
+  });
+}

@@ -1,0 +1,28 @@
+import type { Context } from "hono";
+import { Hono } from "hono";
+import type { AppEnv } from "../platform/context";
+import type { ApiCall } from "./api";
+import type { Session } from "./session";
+
+export interface DashEnv {
+  Bindings: AppEnv["Bindings"];
+  Variables: AppEnv["Variables"] & {
+    /** The visitor's session (anonymous before sign-in); set for every dashboard request but assets. */
+    session: Session;
+    sessionKey: CryptoKey;
+    /** The synchroniser token every form of this session carries as `_csrf`. */
+    csrf: string;
+    /** The management API, called as the operator. Only set once signed in. */
+    api: ApiCall;
+  };
+}
+
+export type DashContext = Context<DashEnv>;
+
+/** Every dashboard page registers its routes on this router (mounted at DASHBOARD_BASE). */
+export const createDashRouter = () => new Hono<DashEnv>();
+export type DashRouter = ReturnType<typeof createDashRouter>;
+
+export const DASHBOARD_BASE = "/dashboard";
+export const dashPath = (path: string) => `${DASHBOARD_BASE}${path}`;
+export const projectPath = (projectId: string, path = "") => dashPath(`/projects/${encodeURIComponent(projectId)}${path}`);

@@ -1,0 +1,114 @@
+import type { Child } from "hono/jsx";
+import type { Page } from "./api";
+import { Csrf, ProblemMessage } from "./components";
+import { type DashContext, dashPath, projectPath } from "./context";
+import { PROJECT_NAV } from "./nav";
+
+interface ProjectSummary {
+  project_id: string;
+  name: string;
+}
+
+export interface PageOptions {
+  title: string;
+  /** The project the page belongs to: shows the project's tabs and selects it in the switcher. */
+  projectId?: string;
+  /** Which tab is current (a slug of PROJECT_NAV). */
+  tab?: string;
+  status?: 200 | 201 | 400 | 403 | 404 | 409 | 429 | 500;
+}
+
+function Document({ title, children }: { title: string; children: Child }) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>{`${title} · Edge Gateway`}</title>
+        <link rel="icon" href={dashPath("/assets/icon.svg")} type="image/svg+xml" />
+        <link rel="stylesheet" href={dashPath("/assets/dashboard.css")} />
+        <script src={dashPath("/assets/dashboard.js")} defer></script>
+      </head>
+      <body>
+        {children}
+        <div id="live" class="skip" aria-live="polite"></div>
+      </body>
+    </html>
+  );
+}
+
+/** A page of the signed-in dashboard: header with the project switcher and sign-out, the project's tabs, content. */
+export async function renderPage(c: DashContext, options: PageOptions, content: Child) {
+  const projects = await c.get("api")<Page<ProjectSummary>>("GET", "/projects?limit=100");
+  const list = projects.ok ? projects.data.data : [];
+  const current = options.projectId;
+  if (current && !list.some((p) => p.project_id === current)) list.push({ project_id: current, name: current });
+  const csrf = c.get("csrf");
+  c.status(options.status ?? 200);
+  return c.html(
+    <Document title={options.title}>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="top">
+        <a class="brand" href={dashPath("/projects")}>
+          Edge Gateway
+        </a>
+        <form method="get" action={dashPath("/switch")} aria-label="Project switcher">
+          <label for="project-switcher" class="skip">
+            Project
+          </label>
+          <select id="project-switcher" name="project">
+            {!current && <option value="">Choose a project…</option>}
+            {list.map((p) => (
+              <option value={p.project_id} selected={p.project_id === current}>
+                {p.name}
+              </option>
+            ))}
+          </select>
+          {options.tab && <input type="hidden" name="tab" value={options.tab} />}
+          <button type="submit" class="secondary">
+            Switch
+          </button>
+        </form>
+        <span class="spacer"></span>
+        <a href={dashPath("/projects")}>All projects</a>
+        <form method="post" action={dashPath("/sign-out")}>
+          <Csrf token={csrf} />
+          <button type="submit" class="secondary">
+            Sign out
+          </button>
+        </form>
+      </header>
+      {current && (
+        <nav class="tabs" aria-label="Project">
+          <ul>
+            {PROJECT_NAV.map((item) => (
+              <li>
+                <a href={projectPath(current, `/${item.slug}`)} aria-current={item.slug === options.tab ? "page" : undefined}>
+                  {item.label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+      )}
+      <main id="main" tabindex={-1}>
+        {!projects.ok && <ProblemMessage problem={projects.problem} action="Loading projects" />}
+        {content}
+      </main>
+    </Document>,
+  );
+}
+
+/** A page outside the signed-in frame (sign-in, errors before sign-in). */
+export function renderBare(c: DashContext, title: string, content: Child, status: 200 | 400 | 403 | 404 | 429 | 500 = 200) {
+  c.status(status);
+  return c.html(
+    <Document title={title}>
+      <main id="main" class="signin">
+        {content}
+      </main>
+    </Document>,
+  );
+}

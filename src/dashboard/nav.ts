@@ -1,0 +1,8 @@
+/**
+ * The tabs of a project, in order. A new page (Domains, Webhook deliveries) adds its entry here and its
+ * routes in `pages/`; the slug is the path segment after `/dashboard/projects/{project_id}/`.
+ */
+export const PROJECT_NAV: readonly { slug: string; label: string }[] = [
+  { slug: "apps", label: "Apps and builds" },
+  { slug: "api-keys", label: "API Keys" },
+];

@@ -1,0 +1,214 @@
+import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
+import { type DashContext, type DashRouter, projectPath } from "../context";
+import { Badge, ConfirmAction, ConfirmForm, CopyValue, Csrf, Field, Pager, ProblemMessage, when } from "../components";
+import { renderPage } from "../layout";
+import { type Project, ProjectHeading, withProject } from "./project";
+
+interface ServiceAccount {
+  id: string;
+  name: string;
+  token_prefix: string;
+  expires_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+/** The API allows at most 2 years (MAX_TOKEN_LIFETIME_MS); the picker offers whole days within it. */
+const MAX_DAYS_AHEAD = 730;
+const isoDate = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+/** A token expires at the end of the chosen day (UTC): "expires on 30 June" keeps working on 30 June. */
+export const expiryOfDate = (date: string) => (/^\d{4}-\d{2}-\d{2}$/.test(date) ? `${date}T23:59:59Z` : date);
+
+interface Form {
+  name: string;
+  expiresOn: string;
+  problem?: Problem;
+  created?: ServiceAccount & { token: string };
+  /** Just revoked (from the redirect after revoking): named from the list, never from the URL's text. */
+  revokedId?: string | undefined;
+}
+
+function Status({ account, now }: { account: ServiceAccount; now: number }) {
+  if (account.revoked_at) return <Badge tone="bad">Revoked</Badge>;
+  if (Date.parse(account.expires_at) <= now) return <Badge tone="warn">Expired</Badge>;
+  return <Badge tone="ok">Active</Badge>;
+}
+
+function NewToken({ account }: { account: ServiceAccount & { token: string } }) {
+  return (
+    <section class="alert warning" aria-labelledby="new-token-title" role="status">
+      <h2 id="new-token-title">Token for “{account.name}”</h2>
+      <p>
+        <strong>Copy this token now: it is shown only once.</strong> Store it as a secret (your CI's or platform's
+        secret store), never in source control. If you lose it, create another and revoke this one.
+      </p>
+      <CopyValue id="new-token" value={account.token} label="token" />
+    </section>
+  );
+}
+
+async function apiKeysPage(c: DashContext, project: Project, form: Form) {
+  const pid = project.project_id;
+  const accounts: ApiResult<Page<ServiceAccount>> = await c.get("api")("GET", `/projects/${seg(pid)}/service-accounts?${listQuery(c, 100)}`);
+  const now = c.get("deps").now().getTime();
+  const csrf = c.get("csrf");
+  const revoked = form.revokedId && accounts.ok ? accounts.data.data.find((a) => a.id === form.revokedId && a.revoked_at) : undefined;
+  return renderPage(
+    c,
+    { title: "API Keys", projectId: pid, tab: "api-keys", status: form.problem ? 400 : form.created ? 201 : 200 },
+    <>
+      <ProjectHeading project={project} title="API Keys" />
+      <p class="muted">
+        Service accounts and their tokens for the management API (<code>Authorization: Bearer &lt;token&gt;</code>). Use one per
+        environment, and rotate them.
+      </p>
+      {revoked && (
+        <div class="alert success" role="status">
+          <p>“{revoked.name}” was revoked; its token no longer works.</p>
+        </div>
+      )}
+      {form.created && <NewToken account={form.created} />}
+      {!accounts.ok ? (
+        <ProblemMessage problem={accounts.problem} action="Loading service accounts" />
+      ) : accounts.data.data.length === 0 ? (
+        <p>No service accounts yet.</p>
+      ) : (
+        <div class="table-wrap">
+          <table>
+            <caption class="skip">Service accounts</caption>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Token</th>
+                <th scope="col">Expires</th>
+                <th scope="col" class="optional">Last used</th>
+                <th scope="col">Status</th>
+                <th scope="col">
+                  <span class="skip">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {accounts.data.data.map((a) => (
+                <tr>
+                  <td>{a.name}</td>
+                  <td>
+                    <code>{a.token_prefix}…</code>
+                  </td>
+                  <td>{when(a.expires_at)}</td>
+                  <td class="optional">{when(a.last_used_at)}</td>
+                  <td>
+                    <Status account={a} now={now} />
+                  </td>
+                  <td>
+                    {!a.revoked_at && (
+                      <ConfirmAction
+                        id={`revoke-${a.id}`}
+                        label="Revoke"
+                        href={projectPath(pid, `/api-keys/${a.id}/revoke`)}
+                        action={projectPath(pid, `/api-keys/${a.id}/revoke`)}
+                        csrf={csrf}
+                        title={`Revoke “${a.name}”?`}
+                        question={<>Its token ({a.token_prefix}…) stops working at once. This cannot be undone.</>}
+                        confirmLabel="Revoke"
+                      />
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <Pager path={projectPath(pid, "/api-keys")} next={accounts.data.next_cursor} />
+        </div>
+      )}
+      <section class="card" aria-labelledby="create-key">
+        <h2 id="create-key">Create a service account</h2>
+        {form.problem && <ProblemMessage problem={form.problem} action="The service account was not created" />}
+        <form method="post" action={projectPath(pid, "/api-keys")} class="stack">
+          <Csrf token={csrf} />
+          <Field label="Name" name="name" value={form.name} required maxlength={100} error={form.problem?.fields.name} hint="What uses it, for example “ci-production”." />
+          <Field
+            label="Expiry date"
+            name="expires_on"
+            type="date"
+            value={form.expiresOn}
+            required
+            min={isoDate(now + DAY_MS)}
+            max={isoDate(now + MAX_DAYS_AHEAD * DAY_MS)}
+            error={form.problem?.fields.expires_at}
+            hint="The token stops working at the end of this day (UTC). At most 2 years ahead."
+          />
+          <div>
+            <button type="submit">Create service account</button>
+          </div>
+        </form>
+      </section>
+    </>,
+  );
+}
+
+export function registerApiKeys(dash: DashRouter) {
+  dash.get("/projects/:project_id/api-keys", (c) =>
+    withProject(c, (project) => apiKeysPage(c, project, { name: "", expiresOn: "", revokedId: c.req.query("revoked") })),
+  );
+
+  dash.post("/projects/:project_id/api-keys", (c) =>
+    withProject(c, async (project) => {
+      const form = await c.req.parseBody();
+      const name = typeof form.name === "string" ? form.name : "";
+      const expiresOn = typeof form.expires_on === "string" ? form.expires_on : "";
+      const created = await c.get("api")<ServiceAccount & { token: string }>("POST", `/projects/${seg(project.project_id)}/service-accounts`, {
+        name,
+        expires_at: expiryOfDate(expiresOn),
+      });
+      if (!created.ok) return apiKeysPage(c, project, { name, expiresOn, problem: created.problem });
+      // Rendered in the POST's answer (not a redirect), so the token is never in a URL or history entry.
+      return apiKeysPage(c, project, { name: "", expiresOn: "", created: created.data });
+    }),
+  );
+
+  dash.get("/projects/:project_id/api-keys/:id/revoke", (c) =>
+    withProject(c, async (project) => {
+      const pid = project.project_id;
+      return renderPage(
+        c,
+        { title: "Revoke service account", projectId: pid, tab: "api-keys" },
+        <div class="card">
+          <ConfirmForm
+            id="revoke"
+            action={projectPath(pid, `/api-keys/${c.req.param("id")}/revoke`)}
+            csrf={c.get("csrf")}
+            title="Revoke this service account?"
+            question={<>Its token stops working at once. This cannot be undone.</>}
+            confirmLabel="Revoke"
+            cancelHref={projectPath(pid, "/api-keys")}
+          />
+        </div>,
+      );
+    }),
+  );
+
+  dash.post("/projects/:project_id/api-keys/:id/revoke", (c) =>
+    withProject(c, async (project) => {
+      const pid = project.project_id;
+      const id = c.req.param("id");
+      const revoked = await c.get("api")<ServiceAccount>("DELETE", `/projects/${seg(pid)}/service-accounts/${seg(id)}`);
+      if (!revoked.ok) {
+        return renderPage(
+          c,
+          { title: "API Keys", projectId: pid, tab: "api-keys", status: revoked.problem.status === 404 ? 404 : 400 },
+          <>
+            <ProjectHeading project={project} title="API Keys" />
+            <ProblemMessage problem={revoked.problem} action="The service account was not revoked" />
+            <p>
+              <a href={projectPath(pid, "/api-keys")}>Back to API Keys</a>
+            </p>
+          </>,
+        );
+      }
+      return c.redirect(projectPath(pid, `/api-keys?revoked=${encodeURIComponent(revoked.data.id)}`), 303);
+    }),
+  );
+}

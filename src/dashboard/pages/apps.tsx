@@ -1,0 +1,248 @@
+import { listQuery, type Page, type Problem, seg } from "../api";
+import { type DashContext, type DashRouter, projectPath } from "../context";
+import { Badge, type BadgeTone, ConfirmAction, ConfirmForm, Pager, ProblemMessage, when } from "../components";
+import { renderPage } from "../layout";
+import { type Project, ProjectHeading, withProject } from "./project";
+
+interface App {
+  app_id: string;
+  name: string;
+  region: string;
+  runtime: string;
+  current_deployment: { build_id: string; origin_url: string; deployed_at: string } | null;
+}
+
+interface Build {
+  build_id: string;
+  status: "queued" | "building" | "succeeded" | "failed" | "cancelled";
+  origin_url: string | null;
+  error: string | null;
+  created_at: string;
+  finished_at: string | null;
+  cancelled_at: string | null;
+}
+
+const STATUS_BADGE: Record<Build["status"], BadgeTone> = {
+  queued: "info",
+  building: "info",
+  succeeded: "ok",
+  failed: "bad",
+  cancelled: "neutral",
+};
+const STATUS_LABEL: Record<Build["status"], string> = {
+  queued: "Queued",
+  building: "Building",
+  succeeded: "Succeeded",
+  failed: "Failed",
+  cancelled: "Cancelled",
+};
+/** The spec's cancel operation applies to ongoing builds only. */
+const isOngoing = (b: Build) => b.status === "queued" || b.status === "building";
+
+async function appsPage(c: DashContext, project: Project) {
+  const pid = project.project_id;
+  const apps = await c.get("api")<Page<App>>("GET", `/projects/${seg(pid)}/apps?${listQuery(c, 100)}`);
+  return renderPage(
+    c,
+    { title: "Apps and builds", projectId: pid, tab: "apps" },
+    <>
+      <ProjectHeading project={project} title="Apps" />
+      {!apps.ok ? (
+        <ProblemMessage problem={apps.problem} action="Loading apps" />
+      ) : apps.data.data.length === 0 ? (
+        <p>
+          No apps yet. Create one with <code>POST /v2/projects/{pid}/apps</code> using a token from{" "}
+          <a href={projectPath(pid, "/api-keys")}>API Keys</a>.
+        </p>
+      ) : (
+        <div class="table-wrap">
+          <table>
+            <caption class="skip">Apps</caption>
+            <thead>
+              <tr>
+                <th scope="col">App</th>
+                <th scope="col" class="optional">Region</th>
+                <th scope="col" class="optional">Runtime</th>
+                <th scope="col">Current deployment</th>
+              </tr>
+            </thead>
+            <tbody>
+              {apps.data.data.map((a) => (
+                <tr>
+                  <td>
+                    <a href={projectPath(pid, `/apps/${seg(a.app_id)}`)}>{a.name}</a>
+                  </td>
+                  <td class="optional">{a.region}</td>
+                  <td class="optional">{a.runtime}</td>
+                  <td>
+                    {a.current_deployment ? (
+                      <>
+                        <code>{a.current_deployment.origin_url}</code>
+                        <br />
+                        <span class="muted">
+                          build <code>{a.current_deployment.build_id}</code>, {when(a.current_deployment.deployed_at)}
+                        </span>
+                      </>
+                    ) : (
+                      <Badge tone="neutral">Not deployed</Badge>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <Pager path={projectPath(pid, "/apps")} next={apps.data.next_cursor} />
+        </div>
+      )}
+    </>,
+  );
+}
+
+async function buildsPage(c: DashContext, project: Project, options: { problem?: Problem; cancelledId?: string | undefined } = {}) {
+  const pid = project.project_id;
+  const appId = c.req.param("app_id") ?? "";
+  const api = c.get("api");
+  const [app, builds] = await Promise.all([
+    api<App>("GET", `/projects/${seg(pid)}/apps/${seg(appId)}`),
+    api<Page<Build>>("GET", `/projects/${seg(pid)}/apps/${seg(appId)}/builds?${listQuery(c, 50)}`),
+  ]);
+  if (!app.ok) {
+    return renderPage(
+      c,
+      { title: "App not found", projectId: pid, tab: "apps", status: 404 },
+      <>
+        <h1>App not found</h1>
+        <ProblemMessage problem={app.problem} />
+        <p>
+          <a href={projectPath(pid, "/apps")}>All apps of the project</a>
+        </p>
+      </>,
+    );
+  }
+  const csrf = c.get("csrf");
+  const cancelled = options.cancelledId && builds.ok ? builds.data.data.find((b) => b.build_id === options.cancelledId && b.status === "cancelled") : undefined;
+  return renderPage(
+    c,
+    { title: `${app.data.name} builds`, projectId: pid, tab: "apps", status: options.problem ? (options.problem.status === 404 ? 404 : 409) : 200 },
+    <>
+      <p>
+        <a href={projectPath(pid, "/apps")}>← Apps</a>
+      </p>
+      <ProjectHeading project={project} title={app.data.name} />
+      <p class="muted">
+        {app.data.region} · {app.data.runtime} · current deployment:{" "}
+        {app.data.current_deployment ? <code>{app.data.current_deployment.origin_url}</code> : "none"}
+      </p>
+      {cancelled && (
+        <div class="alert success" role="status">
+          <p>
+            Build <code>{cancelled.build_id}</code> was cancelled.
+          </p>
+        </div>
+      )}
+      {options.problem && <ProblemMessage problem={options.problem} action="The build was not cancelled" />}
+      <h2>Builds</h2>
+      {!builds.ok ? (
+        <ProblemMessage problem={builds.problem} action="Loading builds" />
+      ) : builds.data.data.length === 0 ? (
+        <p>No builds yet.</p>
+      ) : (
+        <div class="table-wrap">
+          <table>
+            <caption class="skip">Builds of {app.data.name}</caption>
+            <thead>
+              <tr>
+                <th scope="col">Build</th>
+                <th scope="col">Status</th>
+                <th scope="col" class="optional">Created</th>
+                <th scope="col" class="optional">Finished</th>
+                <th scope="col">
+                  <span class="skip">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {builds.data.data.map((b) => (
+                <tr id={`build-${b.build_id}`}>
+                  <td>
+                    <code>{b.build_id}</code>
+                    {b.error && <p class="field-error">{b.error}</p>}
+                  </td>
+                  <td>
+                    <Badge tone={STATUS_BADGE[b.status]}>{STATUS_LABEL[b.status]}</Badge>
+                  </td>
+                  <td class="optional">{when(b.created_at)}</td>
+                  <td class="optional">{b.finished_at ? when(b.finished_at) : <span class="muted">—</span>}</td>
+                  <td>
+                    {isOngoing(b) && (
+                      <ConfirmAction
+                        id={`cancel-${b.build_id}`}
+                        label="Cancel"
+                        href={projectPath(pid, `/apps/${seg(appId)}/builds/${b.build_id}/cancel`)}
+                        action={projectPath(pid, `/apps/${seg(appId)}/builds/${b.build_id}/cancel`)}
+                        csrf={csrf}
+                        title="Cancel this build?"
+                        question={
+                          <>
+                            Build <code>{b.build_id}</code> stops; the builder is told to stop at its next report. The current deployment
+                            stays as it is.
+                          </>
+                        }
+                        confirmLabel="Cancel build"
+                      />
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <Pager path={projectPath(pid, `/apps/${seg(appId)}`)} next={builds.data.next_cursor} />
+        </div>
+      )}
+    </>,
+  );
+}
+
+export function registerApps(dash: DashRouter) {
+  dash.get("/projects/:project_id/apps", (c) => withProject(c, (project) => appsPage(c, project)));
+  dash.get("/projects/:project_id/apps/:app_id", (c) =>
+    withProject(c, (project) => buildsPage(c, project, { cancelledId: c.req.query("cancelled") })),
+  );
+
+  dash.get("/projects/:project_id/apps/:app_id/builds/:build_id/cancel", (c) =>
+    withProject(c, async (project) => {
+      const pid = project.project_id;
+      const appPath = projectPath(pid, `/apps/${seg(c.req.param("app_id"))}`);
+      return renderPage(
+        c,
+        { title: "Cancel build", projectId: pid, tab: "apps" },
+        <div class="card">
+          <ConfirmForm
+            id="cancel"
+            action={`${appPath}/builds/${seg(c.req.param("build_id"))}/cancel`}
+            csrf={c.get("csrf")}
+            title="Cancel this build?"
+            question={
+              <>
+                Build <code>{c.req.param("build_id")}</code> stops. The current deployment stays as it is.
+              </>
+            }
+            confirmLabel="Cancel build"
+            cancelHref={appPath}
+          />
+        </div>,
+      );
+    }),
+  );
+
+  dash.post("/projects/:project_id/apps/:app_id/builds/:build_id/cancel", (c) =>
+    withProject(c, async (project) => {
+      const pid = project.project_id;
+      const appId = c.req.param("app_id");
+      const buildId = c.req.param("build_id");
+      const result = await c.get("api")<Build>("DELETE", `/projects/${seg(pid)}/apps/${seg(appId)}/builds/${seg(buildId)}`);
+      if (!result.ok) return buildsPage(c, project, { problem: result.problem });
+      return c.redirect(projectPath(pid, `/apps/${seg(appId)}?cancelled=${seg(buildId)}`), 303);
+    }),
+  );
+}

@@ -1,0 +1,10 @@
+import type { DashRouter } from "../context";
+import { registerApiKeys } from "./api-keys";
+import { registerApps } from "./apps";
+import { registerProjects } from "./projects";
+
+/**
+ * The signed-in pages. A new page is one file here exporting `register(dash)` (routes under
+ * `/projects/:project_id/<slug>`), plus its tab in `../nav.ts`.
+ */
+export const PAGES: ((dash: DashRouter) => void)[] = [registerProjects, registerApiKeys, registerApps];

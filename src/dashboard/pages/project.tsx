@@ -1,0 +1,39 @@
+import type { Child } from "hono/jsx";
+import type { DashContext } from "../context";
+import { dashPath } from "../context";
+import { ProblemMessage } from "../components";
+import { renderPage } from "../layout";
+
+export interface Project {
+  project_id: string;
+  name: string;
+  created_at: string;
+}
+
+/**
+ * Loads the page's project through the API first, so an unknown id (or one the API refuses) shows the
+ * API's answer as a page instead of a half-rendered one.
+ */
+export async function withProject(c: DashContext, body: (project: Project) => Promise<Response>): Promise<Response> {
+  const projectId = c.req.param("project_id") ?? "";
+  const project = await c.get("api")<Project>("GET", `/projects/${encodeURIComponent(projectId)}`);
+  if (project.ok) return body(project.data);
+  return renderPage(
+    c,
+    { title: "Project not found", status: project.problem.status === 404 ? 404 : 400 },
+    <>
+      <h1>Project not found</h1>
+      <ProblemMessage problem={project.problem} />
+      <p>
+        <a href={dashPath("/projects")}>See all projects</a>
+      </p>
+    </>,
+  );
+}
+
+/** The heading of a project page: the page name and the project's. */
+export const ProjectHeading = ({ project, title }: { project: Project; title: string; children?: Child }) => (
+  <h1>
+    {title} <span class="muted">· {project.name}</span>
+  </h1>
+);

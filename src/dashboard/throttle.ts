@@ -1,0 +1,39 @@
+/**
+ * Sign-in throttling per client IP, kept in D1 so every isolate and location shares the count (an
+ * in-memory counter would reset with each isolate). A fixed window: at most MAX_ATTEMPTS sign-in
+ * attempts per IP per window; a successful sign-in clears the IP's count.
+ */
+export const MAX_ATTEMPTS = 5;
+export const WINDOW_MS = 15 * 60 * 1000;
+
+export type ThrottleResult = { allowed: true; remaining: number } | { allowed: false; retryAfterSeconds: number };
+
+/**
+ * Counts one attempt before the credential is even compared, in one atomic upsert, so concurrent
+ * guesses cannot slip past the limit: attempt MAX_ATTEMPTS + 1 of a window is refused unchecked.
+ */
+export async function recordAttempt(db: D1Database, ip: string, now: number): Promise<ThrottleResult> {
+  const windowStart = now - WINDOW_MS;
+  // Ended windows are dropped on the way, so the table holds at most the IPs of one window.
+  const [, upsert] = await db.batch<{ attempts: number; window_started_at: number }>([
+    db.prepare("DELETE FROM sign_in_attempts WHERE window_started_at <= ?1").bind(windowStart),
+    db.prepare(
+      `INSERT INTO sign_in_attempts (ip, attempts, window_started_at) VALUES (?1, 1, ?2)
+       ON CONFLICT (ip) DO UPDATE SET
+         attempts = CASE WHEN window_started_at <= ?3 THEN 1 ELSE attempts + 1 END,
+         window_started_at = CASE WHEN window_started_at <= ?3 THEN ?2 ELSE window_started_at END
+       RETURNING attempts, window_started_at`,
+    ).bind(ip, now, windowStart),
+  ]);
+  const row = upsert?.results[0];
+  if (!row || row.attempts <= MAX_ATTEMPTS) return { allowed: true, remaining: MAX_ATTEMPTS - (row?.attempts ?? 1) };
+  return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((row.window_started_at + WINDOW_MS - now) / 1000)) };
+}
+
+/** After a successful sign-in. */
+export async function clearAttempts(db: D1Database, ip: string): Promise<void> {
+  await db.prepare("DELETE FROM sign_in_attempts WHERE ip = ?1").bind(ip).run();
+}
+
+/** The client's IP as Cloudflare reports it; one shared bucket when it is absent (local tools). */
+export const clientIp = (headers: Headers) => headers.get("cf-connecting-ip")?.trim().slice(0, 64) || "unknown";

@@ -1,0 +1,251 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TEST_SECRETS } from "../secrets";
+import { type DevServer, startWranglerDev } from "./wrangler-dev";
+
+/**
+ * The dashboard in a real browser (Debian's Chromium driven by playwright-core) against `wrangler dev`.
+ * Without /usr/bin/chromium (or CHROMIUM_PATH) the suite is skipped with a message, unless REQUIRE_BROWSER=1 (CI), which
+ * makes a missing browser a failure.
+ */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const available = existsSync(CHROMIUM);
+const required = process.env.REQUIRE_BROWSER === "1";
+const SCREENSHOTS = join(process.cwd(), "artifacts", "screenshots");
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+if (!available && !required) {
+  console.warn(`dashboard browser tests skipped: ${CHROMIUM} is missing (install it with scripts/ci-browser.sh, or set REQUIRE_BROWSER=1 to fail instead)`);
+}
+
+describe.runIf(required && !available)("dashboard in a browser", () => {
+  it("needs Chromium (REQUIRE_BROWSER=1)", () => {
+    expect.fail(`${CHROMIUM} is missing; run scripts/ci-browser.sh`);
+  });
+});
+
+describe.runIf(available)("dashboard in a browser", () => {
+  let dir: string;
+  let server: DevServer;
+  let context: BrowserContext;
+  let page: Page;
+  const tab = (name: string) => page.getByRole("navigation", { name: "Project" }).getByRole("link", { name });
+  /** A screenshot for CI's artifacts, and an axe-core audit (WCAG 2 A and AA: labels, contrast, roles…) of the page as shown. */
+  async function shot(name: string) {
+    await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+    // Evaluated through the DevTools protocol, which the page's CSP does not govern; the page itself stays strict.
+    await page.evaluate(AXE_SOURCE);
+    const violations = await page.evaluate(async () => {
+      const result = await (window as unknown as { axe: { run(options: object): Promise<{ violations: { id: string; nodes: { target: unknown }[] }[] }> } }).axe.run({
+        runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] },
+      });
+      return result.violations.map((v) => `${v.id}: ${JSON.stringify(v.nodes.map((n) => n.target))}`);
+    });
+    expect(violations, `accessibility of ${name}`).toEqual([]);
+  }
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "eg-dashboard-"));
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    server = await startWranglerDev({ dir, port: 8793, inspectorPort: 9293, secrets: TEST_SECRETS });
+    context = await launch("profile");
+    page = context.pages()[0] ?? (await context.newPage());
+    page.setDefaultTimeout(10_000);
+  }, 120_000);
+
+  afterAll(async () => {
+    await context?.close();
+    await server?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const launch = (profile: string, options: { javaScriptEnabled?: boolean } = {}) =>
+    chromium.launchPersistentContext(join(dir, profile), {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+      viewport: { width: 1280, height: 800 },
+      permissions: ["clipboard-read", "clipboard-write"],
+      ...options,
+    });
+
+  const api = (path: string, token: string, init: { method?: string; body?: unknown } = {}) =>
+    fetch(`${server.url}/v2${path}`, {
+      method: init.method ?? "GET",
+      headers: { Authorization: `Bearer ${token}`, ...(init.body ? { "Content-Type": "application/json" } : {}) },
+      body: init.body ? JSON.stringify(init.body) : undefined,
+    });
+
+  it("signs in, creates a project and a service account, uses its token, and cancels a build", async () => {
+    const errors: string[] = [];
+    // Script errors and CSP violations; a refused sign-in's 403 is a response, not an error of the page.
+    page.on("pageerror", (error) => errors.push(error.message));
+    page.on("console", (message) => {
+      if (message.type() === "error" && !/status of 403/.test(message.text())) errors.push(message.text());
+    });
+
+    // Sign-in: a wrong token first gets a clear page.
+    await page.goto(`${server.url}/dashboard`);
+    await expect.poll(() => new URL(page.url()).pathname).toBe("/dashboard/sign-in");
+    await shot("01-sign-in");
+    await page.getByLabel("Admin token").fill("not-the-token");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByText("That is not the admin token").waitFor();
+    await shot("02-sign-in-refused");
+    await page.getByLabel("Admin token").fill(TEST_SECRETS.ADMIN_TOKEN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Projects" }).waitFor();
+
+    // Projects: create one; its page opens with it selected in the switcher.
+    await page.getByLabel("Name").fill("Browser project");
+    await page.getByRole("button", { name: "Create project" }).click();
+    await page.getByRole("heading", { name: /Apps/ }).waitFor();
+    const projectId = new URL(page.url()).pathname.split("/")[3]!;
+    expect(projectId).toMatch(/^proj_/);
+    expect(await page.locator("#project-switcher").inputValue()).toBe(projectId);
+    await shot("03-apps-empty");
+
+    // API Keys: create with name and expiry date; the token is shown once and copies to the clipboard.
+    await tab("API Keys").click();
+    await page.getByLabel("Name").fill("browser-ci");
+    const expiry = new Date(Date.now() + 90 * 24 * 3600 * 1000).toISOString().slice(0, 10);
+    await page.getByLabel("Expiry date").fill(expiry);
+    await page.getByRole("button", { name: "Create service account" }).click();
+    await page.getByText("it is shown only once").waitFor();
+    const token = await page.locator("#new-token").inputValue();
+    expect(token).toMatch(/^egsa_/);
+    await page.getByRole("button", { name: "Copy token" }).click();
+    await expect.poll(() => page.locator("#live").textContent()).toBe("Copied to the clipboard");
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(token);
+    await shot("04-api-key-created");
+
+    // The copied token works against the API: create an app and start a build with it.
+    const app = await api(`/projects/${projectId}/apps`, token, { method: "POST", body: { name: "hello", region: "us-east-1", runtime: "cortex" } });
+    expect(app.status).toBe(201);
+    const appId = ((await app.json()) as { app_id: string }).app_id;
+    // An empty JSON object: over real HTTP a bodiless POST still has a (empty) body stream, which the API's
+    // media-type check refuses with 415.
+    const build = await api(`/projects/${projectId}/apps/${appId}/builds`, token, { method: "POST", body: {} });
+    expect(build.status).toBe(201);
+    const buildId = ((await build.json()) as { build_id: string }).build_id;
+
+    await page.goto(`${server.url}/dashboard/projects/${projectId}/api-keys`);
+    await expect(page.locator("#new-token").count()).resolves.toBe(0);
+    const row = page.getByRole("row", { name: /browser-ci/ });
+    await expect(row.getByText(token.slice(0, 13))).toBeTruthy();
+    await expect.poll(async () => (await row.textContent()) ?? "").not.toContain("never");
+    await shot("05-api-keys");
+
+    // Apps and builds: the app, then its queued build, cancelled through the confirmation dialog.
+    await tab("Apps and builds").click();
+    await page.getByRole("link", { name: "hello" }).click();
+    const buildRow = page.locator(`#build-${buildId}`);
+    await buildRow.getByText("Queued").waitFor();
+    await buildRow.getByRole("link", { name: "Cancel" }).click();
+    const dialog = page.getByRole("dialog", { name: "Cancel this build?" });
+    await dialog.waitFor();
+    await shot("06-cancel-dialog");
+    await dialog.getByRole("button", { name: "Cancel build" }).click();
+    await page.getByText(`Build ${buildId} was cancelled`).waitFor();
+    await buildRow.getByText("Cancelled").waitFor();
+    await shot("07-build-cancelled");
+    const read = await api(`/projects/${projectId}/apps/${appId}/builds/${buildId}`, token);
+    expect(((await read.json()) as { status: string }).status).toBe("cancelled");
+
+    expect(errors).toEqual([]);
+  });
+
+  /** A project with one service account, made through the API with the admin token. */
+  async function seedProject(name: string) {
+    const admin = TEST_SECRETS.ADMIN_TOKEN;
+    const project = (await (await api("/projects", admin, { method: "POST", body: { name } })).json()) as { project_id: string };
+    const expires_at = new Date(Date.now() + 30 * 24 * 3600 * 1000).toISOString();
+    await api(`/projects/${project.project_id}/service-accounts`, admin, { method: "POST", body: { name: "keyboard-ci", expires_at } });
+    return project.project_id;
+  }
+
+  /** Signs in unless the browser's session already is. */
+  async function signIn() {
+    await page.goto(`${server.url}/dashboard/sign-in`);
+    if (new URL(page.url()).pathname !== "/dashboard/sign-in") return;
+    await page.getByLabel("Admin token").fill(TEST_SECRETS.ADMIN_TOKEN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Projects" }).waitFor();
+  }
+
+  it("opens and closes the revoke dialog from the keyboard, and revokes", async () => {
+    const projectId = await seedProject("Keyboard project");
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await signIn();
+    await page.goto(`${server.url}/dashboard/projects/${projectId}/api-keys`);
+    const revoke = page.getByRole("row", { name: /keyboard-ci/ }).getByRole("link", { name: "Revoke" });
+    await revoke.focus();
+    await page.keyboard.press("Enter");
+    const dialog = page.getByRole("dialog", { name: /Revoke/ });
+    await dialog.waitFor();
+    // The modal dialog takes focus; Escape closes it and focus returns to the link that opened it.
+    expect(await page.evaluate(() => document.activeElement?.closest("dialog") !== null)).toBe(true);
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+    expect(await revoke.evaluate((el) => el === document.activeElement)).toBe(true);
+    await revoke.click();
+    await dialog.getByRole("button", { name: "Revoke" }).click();
+    await page.getByText("was revoked").waitFor();
+    await page.getByRole("row", { name: /keyboard-ci/ }).getByText("Revoked").waitFor();
+    await shot("08-api-key-revoked");
+  });
+
+  it("is usable at phone width: no sideways scrolling", async () => {
+    const projectId = await seedProject("Phone project");
+    await signIn();
+    await page.setViewportSize({ width: 375, height: 740 });
+    const pages = [
+      ["09-phone-projects", "/dashboard/projects"],
+      ["10-phone-api-keys", `/dashboard/projects/${projectId}/api-keys`],
+      ["11-phone-apps", `/dashboard/projects/${projectId}/apps`],
+    ] as const;
+    for (const [name, path] of pages) {
+      await page.goto(`${server.url}${path}`);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect(overflow, name).toBeLessThanOrEqual(0);
+      await shot(name);
+    }
+  });
+
+  it("works without script: confirmations become pages, the token stays selectable", async () => {
+    const projectId = await seedProject("No-script project");
+    const admin = TEST_SECRETS.ADMIN_TOKEN;
+    const appId = `${projectId}-plain`;
+    await api(`/projects/${projectId}/apps`, admin, { method: "POST", body: { name: "plain", region: "us-east-1", runtime: "custom" } });
+    const build = (await (await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })).json()) as { build_id: string };
+    const plain = await launch("profile-no-script", { javaScriptEnabled: false });
+    try {
+      const p = plain.pages()[0] ?? (await plain.newPage());
+      p.setDefaultTimeout(10_000);
+      await p.goto(`${server.url}/dashboard/sign-in`);
+      await p.getByLabel("Admin token").fill(admin);
+      await p.getByRole("button", { name: "Sign in" }).click();
+      await p.getByRole("heading", { name: "Projects" }).waitFor();
+      await p.goto(`${server.url}/dashboard/projects/${projectId}/apps/${appId}`);
+      await p.locator(`#build-${build.build_id}`).getByRole("link", { name: "Cancel" }).click();
+      await p.getByRole("heading", { name: "Cancel this build?" }).waitFor();
+      expect(new URL(p.url()).pathname).toMatch(/\/cancel$/);
+      await p.screenshot({ path: join(SCREENSHOTS, "12-no-script-confirmation.png"), fullPage: true });
+      await p.getByRole("button", { name: "Cancel build" }).click();
+      await p.getByText(`Build ${build.build_id} was cancelled`).waitFor();
+      // The copy button needs script, so it stays hidden; the token field is there to select.
+      await p.goto(`${server.url}/dashboard/projects/${projectId}/api-keys`);
+      await p.getByLabel("Name").fill("no-script");
+      await p.getByLabel("Expiry date").fill(new Date(Date.now() + 7 * 24 * 3600 * 1000).toISOString().slice(0, 10));
+      await p.getByRole("button", { name: "Create service account" }).click();
+      expect(await p.locator("#new-token").inputValue()).toMatch(/^egsa_/);
+      expect(await p.getByRole("button", { name: "Copy token" }).isVisible()).toBe(false);
+    } finally {
+      await plain.close();
+    }
+  });
+});
