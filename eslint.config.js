@@ -17,4 +17,11 @@ export default tseslint.config(
     files: ["scripts/**/*.mjs", "*.config.js"],
     languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly" } },
   },
+  {
+    // Node scripts: test peers (vitest globalSetup) and the local sample app.
+    files: ["test/global/**/*.mjs", "examples/**/*.mjs"],
+    languageOptions: {
+      globals: { process: "readonly", console: "readonly", URL: "readonly", Buffer: "readonly", setTimeout: "readonly", fetch: "readonly" },
+    },
+  },
 );

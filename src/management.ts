@@ -7,6 +7,7 @@ import { jsonBody } from "./platform/middleware";
 import { projectsRouter } from "./projects";
 import { projectScope } from "./projects/scope";
 import { serviceAccountsRouter } from "./service-accounts";
+import { webhooksRouter } from "./webhooks";
 
 /** Request bodies of the management API are small JSON documents. */
 export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -21,6 +22,7 @@ export function createManagementApi() {
   v2.route("/", serviceAccountsRouter);
   v2.route("/", appsRouter);
   v2.route("/", buildsRouter);
+  v2.route("/", webhooksRouter);
   registerDocs(v2);
   return v2;
 }

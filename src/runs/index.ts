@@ -22,10 +22,8 @@ interface Webhook {
 function webhookOf(c: Context<AppEnv>): Webhook | null {
   const endpoint = new URL(c.req.url).searchParams.get("webhookEndpoint");
   const secret = c.req.header("x-webhook-secret");
-  if (endpoint === null) {
-    if (secret !== undefined) throw fieldError("header", "X-Webhook-Secret", "is only used with the webhookEndpoint query parameter");
-    return null;
-  }
+  // Without a receiver the secret has nothing to sign; it is dropped (never forwarded).
+  if (endpoint === null) return null;
   const check = checkTarget(endpoint, { allowInsecure: c.get("config").allowInsecureTargets });
   if (!check.ok) throw fieldError("query", "webhookEndpoint", check.reason);
   if (secret !== undefined && (secret.length === 0 || secret.length > MAX_SECRET_LENGTH)) {
