@@ -143,7 +143,9 @@ export default async function setup(project) {
     }
   });
   server.on("upgrade", upgrade);
-  server.keepAliveTimeout = 1000;
+  // Idle connections stay open longer than any test run: a server closing one while workerd reuses it
+  // would fail a request at random.
+  server.keepAliveTimeout = 120_000;
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address();
 
