@@ -19,7 +19,7 @@ export default tseslint.config(
   },
   {
     // Node scripts: test peers (vitest globalSetup) and the local sample app.
-    files: ["test/global/**/*.mjs", "examples/**/*.mjs"],
+    files: ["test/global/**/*.mjs", "examples/**/*.mjs", "scripts/seed-demo.mjs"],
     languageOptions: {
       globals: { process: "readonly", console: "readonly", URL: "readonly", Buffer: "readonly", setTimeout: "readonly", fetch: "readonly" },
     },
