@@ -106,8 +106,12 @@ describe("webhookEndpoint and X-Webhook-Secret are checked before the run", () =
     "relative/path",
   ];
 
+  // One app serves the whole list; each case only reads.
+  let shared: ReturnType<typeof seedRunnable> | undefined;
+
   it.each(refused)("refuses %s with 400 and does not run", async (endpoint) => {
-    const app = await seedRunnable(api);
+    shared ??= seedRunnable(api);
+    const app = await shared;
     const before = upstreamCalls;
     const res = await callWith(api, strict, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, { token: app.token });
     expect(res.status).toBe(400);

@@ -95,6 +95,7 @@ export async function enqueueDelivery(env: Env, config: Config, deps: Deps, requ
     }
   }
   logError("webhook delivery could not be enqueued", { ...log, endpoint_host: new URL(request.endpoint).host, error: String(lastError) });
+  if (bodyBytes > INLINE_BODY_MAX_BYTES) await env.WEBHOOK_BODIES.delete(bodyKey(id)).catch(() => undefined);
   try {
     const at = deps.now();
     await db

@@ -49,6 +49,14 @@ describe("webhook deliveries list (GET /v2/projects/{project_id}/webhook-deliver
   });
 });
 
+describe("webhook deliveries in the API description", () => {
+  it("documents the list in /v2/openapi.json", async () => {
+    const { status, body } = await api.json<{ paths: Record<string, unknown> }>("/v2/openapi.json", { token: null });
+    expect(status).toBe(200);
+    expect(body.paths).toHaveProperty(["/projects/{project_id}/webhook-deliveries"]);
+  });
+});
+
 describe("webhook queue messages", () => {
   it("never sends a delivery whose sealed secret was tampered with (nor sends it unsigned)", async () => {
     vi.spyOn(console, "error").mockImplementation(() => undefined);
