@@ -1,11 +1,13 @@
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, getQueueResult, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../test/peers";
 import { callWith, capturingQueue, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
-import type { DeliveryMessage } from "./enqueue";
+import { getConfig } from "../platform/env";
+import { createQueue } from "../queue";
+import { type DeliveryMessage, enqueueDelivery } from "./enqueue";
 import { MAX_ATTEMPTS } from "./policy";
 
 const api = client();
@@ -175,18 +177,20 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200, delayMs: 200 }]);
     const capture = capturingQueue();
-    for (let i = 0; i < 100; i++) {
-      await callWith(api, { WEBHOOK_QUEUE: capture.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, { token: app.token });
-    }
-    const { createMessageBatch, getQueueResult } = await import("cloudflare:test");
-    const { createQueue } = await import("../queue");
+    const deps = { now: api.clock.now, outbound: { fetch: (r: Request) => fetch(r) } };
+    const queueEnv = { ...env, WEBHOOK_QUEUE: capture.queue };
+    await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        enqueueDelivery(queueEnv, getConfig(queueEnv), deps, { projectId: app.projectId, runId: `run_batch_${i}`, endpoint: hook.url, secret: undefined, body: `{"n":${i}}` }),
+      ),
+    );
     const batch = createMessageBatch(
       "webhook-deliveries",
       capture.sent.map((body, i) => ({ id: `b${i}`, timestamp: new Date(), attempts: 1, body })),
     );
     const ctx = createExecutionContext();
     const started = Date.now();
-    await createQueue({ now: api.clock.now, outbound: { fetch: (r) => fetch(r) } })(batch, env, ctx);
+    await createQueue(deps)(batch, env, ctx);
     const elapsed = Date.now() - started;
     const result = await getQueueResult(batch, ctx);
     expect(result.explicitAcks).toHaveLength(100);
