@@ -23,7 +23,6 @@ export const runKeyCache = new TtlCache<CachedAccount>(RUN_CACHE_TTL_MS);
 /** Who runs: the project the key is for, and a follow-up to do once the upstream has been called. */
 export interface RunCaller {
   projectId: string | "*";
-  subject: string;
   afterRun(): void;
 }
 
@@ -45,7 +44,7 @@ async function serviceAccountCaller(c: Context<AppEnv>, token: string): Promise<
   if (account.revokedAt) throw invalid("The token was revoked.");
   if (account.expiresAt.getTime() <= now.getTime()) throw invalid(`The token expired at ${account.expiresAt.toISOString()}.`);
   const found = account;
-  return { projectId: found.projectId, subject: found.id, afterRun: () => touchLastUsed(c, found) };
+  return { projectId: found.projectId, afterRun: () => touchLastUsed(c, found) };
 }
 
 async function jwtCaller(c: Context<AppEnv>, token: string): Promise<RunCaller> {
@@ -62,8 +61,7 @@ async function jwtCaller(c: Context<AppEnv>, token: string): Promise<RunCaller> 
   if (claims.exp <= now) throw invalid(`The JWT expired at ${new Date(claims.exp * 1000).toISOString()}.`);
   if (typeof claims.nbf === "number" && claims.nbf > now + 60) throw invalid("The JWT is not valid yet (`nbf`).");
   if (typeof claims.project_id !== "string" || claims.project_id === "") throw invalid("The JWT has no `project_id` claim.");
-  const subject = typeof claims.sub === "string" ? claims.sub : "jwt";
-  return { projectId: claims.project_id, subject, afterRun: () => undefined };
+  return { projectId: claims.project_id, afterRun: () => undefined };
 }
 
 /**
@@ -74,6 +72,6 @@ export async function runCaller(c: Context<AppEnv>): Promise<RunCaller> {
   const token = bearerToken(c);
   if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(c, token);
   if (token.split(".").length === 3) return jwtCaller(c, token);
-  if (await secretsEqual(token, c.get("config").adminToken)) return { projectId: "*", subject: "admin", afterRun: () => undefined };
+  if (await secretsEqual(token, c.get("config").adminToken)) return { projectId: "*", afterRun: () => undefined };
   throw invalid("The run key is neither a service account token nor a JWT.");
 }

@@ -153,8 +153,13 @@ async function deliverOne(msg: Message<unknown>, env: Env, config: Config, db: D
       msg.ack();
       return;
     }
-    // Storage hiccup: try again later, within the attempt budget.
-    msg.retry({ delaySeconds: retryDelaySeconds(attempt, null, at) });
+    // Storage hiccup: try again later within the attempt budget; past it, the record must not stay pending.
+    if (attempt >= MAX_ATTEMPTS) {
+      await finish("failed", { error: "body_unavailable", durationMs: 0 }, `stored body unreadable: ${String(error)}`);
+      msg.ack();
+    } else {
+      msg.retry({ delaySeconds: retryDelaySeconds(attempt, null, at) });
+    }
     return;
   }
 
@@ -182,8 +187,13 @@ export async function deliverWebhooks(batch: MessageBatch<unknown>, env: Env, _c
   await Promise.all(
     batch.messages.map((msg) =>
       deliverOne(msg, env, config, db, deps).catch((error: unknown) => {
-        console.error(JSON.stringify({ level: "error", msg: "webhook delivery crashed", message_id: msg.id, error: String(error) }));
-        msg.retry({ delaySeconds: 1 });
+        // Only D1 or R2 failing gets here. Another attempt may fare better; the last one says so in the log.
+        const last = msg.attempts >= MAX_ATTEMPTS;
+        console.error(
+          JSON.stringify({ level: "error", msg: last ? "webhook delivery failed" : "webhook delivery crashed", reason: "internal error", message_id: msg.id, attempts: msg.attempts, error: String(error) }),
+        );
+        if (last) msg.ack();
+        else msg.retry({ delaySeconds: 1 });
       }),
     ),
   );

@@ -213,6 +213,17 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     expect(errors.mock.calls.some((call) => String(call[0]).includes("could not be enqueued"))).toBe(true);
   });
 
+  it("ends failed, not pending forever, when a stored body stays unreadable for every attempt", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?bytes=${100 * 1024}`);
+    const hook = await receiver();
+    const run = await runWithWebhook(api, app, hook.url);
+    const broken = { get: () => Promise.reject(new Error("R2 unavailable")), delete: () => Promise.resolve() };
+    expect((await drive(api, run.messages[0], { WEBHOOK_BODIES: broken })).attempts).toBe(MAX_ATTEMPTS);
+    expect(await received(hook.key)).toHaveLength(0);
+    const [delivery] = await deliveriesOf(api, app.projectId, JSON.parse(run.text).run_id);
+    expect(delivery).toMatchObject({ status: "failed", last_error: "body_unavailable" });
+  });
+
   it("does not send a message again once its delivery is settled (queues deliver at least once)", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver();

@@ -10,7 +10,7 @@ export const AttemptSchema = z
     error: z
       .string()
       .nullable()
-      .openapi({ description: "Why there is no status: `timeout`, `connection_failed`, `body_missing`, `secret_unreadable`, `attempts_exhausted`." }),
+      .openapi({ description: "Why there is no status: `timeout`, `connection_failed`, `body_missing`, `body_unavailable`, `secret_unreadable`, `attempts_exhausted`." }),
     duration_ms: z.number().int(),
   })
   .openapi("WebhookAttempt");
