@@ -18,4 +18,11 @@ export default tseslint.config(
     files: ["scripts/**/*.mjs", "*.config.js"],
     languageOptions: { globals: globals.node },
   },
+  {
+    // Node scripts: test peers (vitest globalSetup) and the local sample app.
+    files: ["test/global/**/*.mjs", "examples/**/*.mjs", "scripts/seed-demo.mjs"],
+    languageOptions: {
+      globals: { process: "readonly", console: "readonly", URL: "readonly", Buffer: "readonly", setTimeout: "readonly", fetch: "readonly" },
+    },
+  },
 );

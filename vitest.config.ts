@@ -12,15 +12,25 @@ export default defineConfig(async () => {
       projects: [
         {
           plugins: [
-            cloudflareTest({
+            cloudflareTest(({ inject }) => ({
               wrangler: { configPath: "./wrangler.toml" },
-              miniflare: { bindings: { ...TEST_SECRETS, TEST_MIGRATIONS: migrations } },
-            }),
+              miniflare: {
+                bindings: {
+                  ...TEST_SECRETS,
+                  TEST_MIGRATIONS: migrations,
+                  // Real local peers (test/global/peers.mjs): app upstreams and webhook receivers.
+                  PEER_URL: inject("peerUrl" as never) as string,
+                  PEER_DOWN_URL: inject("downUrl" as never) as string,
+                  WRANGLER_QUEUE_CONSUMERS: inject("queueConsumers" as never) as string,
+                },
+              },
+            })),
           ],
           test: {
             name: "workers",
             include: ["src/**/*.test.ts", "src/**/*.test.tsx", "test/workers/**/*.test.ts"],
             setupFiles: ["test/setup/apply-migrations.ts"],
+            globalSetup: ["test/global/peers.mjs", "test/global/wrangler.mjs"],
           },
         },
         {

@@ -8,6 +8,7 @@ import { projectsRouter } from "./projects";
 import { projectScope } from "./projects/scope";
 import { rateLimitByIp, rateLimitByToken } from "./platform/rate-limit";
 import { serviceAccountsRouter } from "./service-accounts";
+import { webhooksRouter } from "./webhooks";
 
 /** Request bodies of the management API are small JSON documents. */
 export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -22,6 +23,7 @@ export function createManagementApi() {
   v2.route("/", serviceAccountsRouter);
   v2.route("/", appsRouter);
   v2.route("/", buildsRouter);
+  v2.route("/", webhooksRouter);
   registerDocs(v2);
   return v2;
 }

@@ -1,15 +1,13 @@
 import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
 import { QUEUES } from "./platform/triggers";
+import { deliverWebhooks } from "./webhooks/consumer";
 
 export type QueueHandler = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext, deps: Deps) => Promise<void>;
 
-/** One consumer per configured queue; the webhooks capability fills in delivery. */
+/** One consumer per configured queue. */
 export const queueHandlers: Record<string, QueueHandler> = {
-  [QUEUES.webhookDeliveries]: async (batch) => {
-    // Webhook delivery arrives with the run proxy; until then nothing produces to this queue.
-    batch.retryAll();
-  },
+  [QUEUES.webhookDeliveries]: deliverWebhooks,
 };
 
 /** The Worker's `queue` entry point, built with the same `deps` as `fetch`. */

@@ -1,7 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { createApp } from "../src/app";
-import type { Deps } from "../src/platform/context";
+import { type Deps, defaultDeps } from "../src/platform/context";
 import type { Env } from "../src/platform/env";
 import { TEST_SECRETS } from "./secrets";
 
@@ -33,7 +33,7 @@ export interface CallOptions {
 /** A client of a gateway built with `deps`; each call waits for the work the request left in waitUntil. */
 export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
   const clock = fakeClock();
-  const app = createApp({ now: clock.now, ...deps });
+  const app = createApp({ ...defaultDeps, now: clock.now, ...deps });
   const testEnv = { ...env, ...bindings };
   async function call(path: string, options: CallOptions = {}) {
     const headers = new Headers(options.headers);

@@ -7,6 +7,8 @@ import { createRouter } from "../platform/factory";
 import { newId } from "../platform/ids";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { decodeCursor, page } from "../platform/pagination";
+import { checkTarget } from "../platform/url-policy";
+import { deploymentCache } from "../runs/deployments";
 import { cancelBuild, getBuild, listBuilds, reportBuild, startBuild } from "./routes";
 
 export const buildJson = (b: Build) => ({
@@ -74,6 +76,15 @@ export const buildsRouter = createRouter()
   .openapi(reportBuild, async (c) => {
     const { project_id, app_id, build_id } = c.req.valid("param");
     const report = c.req.valid("json");
+    if (report.status === "succeeded") {
+      // The gateway will send runs there: the same SSRF rules as webhook targets.
+      const check = checkTarget(report.origin_url, { allowInsecure: c.get("config").allowInsecureTargets });
+      if (!check.ok) {
+        throw new ApiError("validation_failed", "The body has 1 invalid field(s).", {
+          errors: [{ location: "body", field: "origin_url", message: check.reason }],
+        });
+      }
+    }
     const db = c.get("db");
     const now = c.get("deps").now();
     const finished = report.status !== "building";
@@ -90,7 +101,11 @@ export const buildsRouter = createRouter()
       })
       .where(and(buildScope(project_id, app_id, build_id), inArray(builds.status, MOVES_TO[report.status])))
       .returning();
-    if (updated) return c.json(buildJson(updated), 200);
+    if (updated) {
+      // This isolate routes runs to the new deployment at once; others within RUN_CACHE_TTL_MS.
+      if (updated.status === "succeeded") deploymentCache.delete(updated.appId);
+      return c.json(buildJson(updated), 200);
+    }
 
     const build = await findBuild(db, project_id, app_id, build_id);
     if (build.status === "cancelled") {

@@ -29,7 +29,10 @@ export const ReportBuildBody = z
     z
       .object({
         status: z.literal("succeeded"),
-        origin_url: z.url({ protocol: /^https?$/ }).max(2048).openapi({ example: "https://hello-world.apps.example.net" }),
+        origin_url: z.url({ protocol: /^https?$/ }).max(2048).openapi({
+          example: "https://hello-world.apps.example.net",
+          description: "https only (http: and loopback only under ALLOW_INSECURE_TARGETS); no user info, no private, link-local or reserved IP literal.",
+        }),
       })
       .strict(),
     z.object({ status: z.literal("failed"), error: z.string().trim().min(1).max(2000).optional() }).strict(),

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { check, index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { check, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 // Times are integer milliseconds since the epoch (drizzle maps them to Date); the API renders RFC 3339.
 const timestamp = (name: string) => integer(name, { mode: "timestamp_ms" });
@@ -108,3 +108,53 @@ export const dashboardSessions = sqliteTable(
   },
   (t) => [index("dashboard_sessions_expiry").on(t.expiresAt)],
 );
+
+export const DELIVERY_STATUSES = ["pending", "delivered", "failed"] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/** One webhook delivery of a run's response: its record from enqueue to the final outcome. */
+export const webhookDeliveries = sqliteTable(
+  "webhook_deliveries",
+  {
+    // `whd_…`: also the `X-Request-Id`/`webhook-id` of every attempt, so receivers can de-duplicate.
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    runId: text("run_id").notNull(),
+    endpoint: text("endpoint").notNull(),
+    signed: integer("signed", { mode: "boolean" }).notNull(),
+    bodyBytes: integer("body_bytes").notNull(),
+    status: text("status", { enum: DELIVERY_STATUSES }).notNull(),
+    attemptCount: integer("attempt_count").notNull().default(0),
+    lastStatusCode: integer("last_status_code"),
+    lastError: text("last_error"),
+    createdAt: timestamp("created_at").notNull(),
+    updatedAt: timestamp("updated_at").notNull(),
+    completedAt: timestamp("completed_at"),
+  },
+  (t) => [
+    index("webhook_deliveries_project").on(t.projectId, t.id),
+    index("webhook_deliveries_run").on(t.projectId, t.runId, t.id),
+    check("webhook_deliveries_status", sql`${t.status} in ('pending', 'delivered', 'failed')`),
+  ],
+);
+
+/** Each attempt of a delivery: when, and the receiver's status code or the error class, and how long it took. */
+export const webhookAttempts = sqliteTable(
+  "webhook_attempts",
+  {
+    deliveryId: text("delivery_id")
+      .notNull()
+      .references(() => webhookDeliveries.id, { onDelete: "cascade" }),
+    attempt: integer("attempt").notNull(),
+    at: timestamp("at").notNull(),
+    statusCode: integer("status_code"),
+    error: text("error"),
+    durationMs: integer("duration_ms").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
+);
+
+export type WebhookDelivery = typeof webhookDeliveries.$inferSelect;
+export type WebhookAttempt = typeof webhookAttempts.$inferSelect;

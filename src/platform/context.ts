@@ -8,10 +8,17 @@ import type { Config, Env } from "./env";
  */
 export interface Deps {
   now(): Date;
+  /** Requests to the outside world on a customer's behalf: app upstreams and webhook receivers. */
+  outbound: Outbound;
+}
+
+export interface Outbound {
+  fetch(request: Request): Promise<Response>;
 }
 
 export const defaultDeps: Deps = {
   now: () => new Date(),
+  outbound: { fetch: (request) => fetch(request) },
 };
 
 export interface AppEnv {

@@ -17,6 +17,10 @@ export interface Env {
   CF_API_TOKEN?: string;
   CF_ZONE_ID?: string;
   ALLOW_INSECURE_TARGETS?: string;
+  /** Webhook bodies too large for a queue message wait here until delivered. */
+  WEBHOOK_BODIES: R2Bucket;
+  RUN_TIMEOUT_MS?: string;
+  WEBHOOK_TIMEOUT_MS?: string;
 }
 
 type GatewayEnv = Env;
@@ -47,6 +51,9 @@ const list = (item: z.ZodString, what: string) =>
 const secret = (minLength: number) =>
   z.string({ error: "is not set" }).min(minLength, `must be at least ${minLength} characters`);
 
+const milliseconds = (fallback: number) =>
+  z.coerce.number({ error: "is not a number of milliseconds" }).int().min(1).max(900_000).default(fallback);
+
 const ConfigSchema = z
   .object({
     SERVICE_DOMAIN: z.string({ error: "is not set" }).trim().toLowerCase().regex(HOSTNAME, "is not a hostname"),
@@ -62,6 +69,8 @@ const ConfigSchema = z
       .enum(["true", "false"], { error: 'must be "true" or "false"' })
       .default("false")
       .transform((value) => value === "true"),
+    RUN_TIMEOUT_MS: milliseconds(120_000),
+    WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
   })
   .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
     message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
@@ -78,6 +87,10 @@ export interface Config {
   webhookEncryptionKey: string;
   cloudflare: { apiToken: string; zoneId: string } | null;
   allowInsecureTargets: boolean;
+  /** How long the run proxy waits for the upstream's answer. */
+  runTimeoutMs: number;
+  /** How long one webhook delivery attempt waits for the receiver. */
+  webhookTimeoutMs: number;
 }
 
 // Parsed once per isolate for each env object: settings only change with a new deployment.
@@ -107,6 +120,8 @@ export function getConfig(env: Env): Config {
     webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY,
     cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID } : null,
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
+    runTimeoutMs: c.RUN_TIMEOUT_MS,
+    webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
   };
   parsed.set(env, config);
   return config;

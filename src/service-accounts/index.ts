@@ -7,6 +7,7 @@ import { newId } from "../platform/ids";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { decodeCursor, page } from "../platform/pagination";
 import { createServiceAccount, listServiceAccounts, revokeServiceAccount } from "./routes";
+import { runKeyCache } from "../runs/run-key";
 
 /** The longest a token may live: long-lived credentials are the ones that leak. */
 export const MAX_TOKEN_LIFETIME_MS = 2 * 366 * 24 * 60 * 60 * 1000;
@@ -75,5 +76,7 @@ export const serviceAccountsRouter = createRouter()
       .returning();
     const account = revoked ?? (await db.select().from(serviceAccounts).where(scope).limit(1))[0];
     if (!account) throw notFound("service account", service_account_id);
+    // This isolate stops accepting the token as a run key at once; others within RUN_CACHE_TTL_MS.
+    runKeyCache.delete(account.tokenHash);
     return c.json(serviceAccountJson(account), 200);
   });

@@ -1,0 +1,120 @@
+import type { Deps } from "../platform/context";
+import { ApiError } from "../platform/errors";
+
+/** Request bodies up to this size are accepted (413 above, before the body is read when declared). */
+export const RUN_REQUEST_MAX_BYTES = 6 * 1024 * 1024;
+/** Upstream answers up to this size are returned (and delivered); larger ones are a 502. */
+export const RUN_RESPONSE_MAX_BYTES = 10 * 1024 * 1024;
+
+// Not forwarded: the caller's credentials and the webhook secret stay with us; hop-by-hop headers and
+// the length are the fetch's own.
+const DROPPED = new Set([
+  "authorization",
+  "cookie",
+  "host",
+  "x-webhook-secret",
+  "connection",
+  "keep-alive",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "content-length",
+]);
+
+export function upstreamHeaders(incoming: Headers, runId: string, keepUpgrade = false): Headers {
+  const headers = new Headers();
+  for (const [name, value] of incoming) {
+    if (DROPPED.has(name) && !(keepUpgrade && name === "upgrade")) continue;
+    if (name.startsWith("cf-")) continue;
+    headers.set(name, value);
+  }
+  headers.set("X-Run-Id", runId);
+  return headers;
+}
+
+export function upstreamUrl(originUrl: string, callerUrl: string): URL {
+  const url = new URL(originUrl);
+  for (const [name, value] of new URL(callerUrl).searchParams) {
+    if (name !== "webhookEndpoint") url.searchParams.append(name, value);
+  }
+  return url;
+}
+
+/** Reads a body up to `max` bytes; `null` when it is larger (the rest is not read). */
+export async function readLimited(body: ReadableStream<Uint8Array> | null, max: number): Promise<Uint8Array | null> {
+  if (!body) return new Uint8Array();
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel().catch(() => undefined);
+      return null;
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}
+
+export interface UpstreamAnswer {
+  status: number;
+  /** The upstream's JSON text, verified to parse; `null` for an empty body. */
+  json: string;
+  runTimeMs: number;
+}
+
+const isTimeout = (error: unknown) => error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
+
+/** Calls the upstream and returns its JSON answer; a 502 or 504 problem (with `run_id`) when it fails. */
+export async function callUpstream(deps: Deps, request: Request, runId: string, timeoutMs: number): Promise<UpstreamAnswer> {
+  const meta = { extensions: { run_id: runId }, headers: { "X-Run-Id": runId } };
+  const started = Date.now();
+  const signal = AbortSignal.timeout(timeoutMs);
+  let response: Response;
+  let bytes: Uint8Array | null;
+  try {
+    response = await deps.outbound.fetch(new Request(request, { signal, redirect: "manual" }));
+    const declared = Number(response.headers.get("content-length") ?? "0");
+    if (declared > RUN_RESPONSE_MAX_BYTES) {
+      await response.body?.cancel().catch(() => undefined);
+      bytes = null;
+    } else {
+      bytes = await readLimited(response.body, RUN_RESPONSE_MAX_BYTES);
+    }
+  } catch (error) {
+    if (isTimeout(error) || signal.aborted) {
+      throw new ApiError("gateway_timeout", `The app did not answer within ${timeoutMs} ms.`, meta);
+    }
+    throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });
+  }
+  if (bytes === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
+  const text = new TextDecoder().decode(bytes).trim();
+  if (text !== "") {
+    try {
+      JSON.parse(text);
+    } catch {
+      throw new ApiError("bad_gateway", `The app answered ${response.status} with a body that is not JSON.`, meta);
+    }
+  }
+  return { status: response.status, json: text === "" ? "null" : text, runTimeMs: Date.now() - started };
+}
+
+/** The envelope, spliced around the upstream's own JSON text so `result` keeps its exact bytes. */
+export function envelope(runId: string, answer: UpstreamAnswer, at: Date): string {
+  return `{"run_id":${JSON.stringify(runId)},"result":${answer.json},"run_time_ms":${answer.runTimeMs},"timestamp":${JSON.stringify(at.toISOString())}}`;
+}
+
+// Statuses whose responses cannot carry a body: the envelope always has one.
+const NULL_BODY = new Set([204, 205, 304]);
+export const callerStatus = (upstream: number) => (NULL_BODY.has(upstream) || upstream < 200 || upstream > 599 ? 200 : upstream);

@@ -1,0 +1,58 @@
+import { and, asc, desc, eq, inArray, lt } from "drizzle-orm";
+import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDelivery } from "../db/schema";
+import { createRouter } from "../platform/factory";
+import { rfc3339, rfc3339OrNull } from "../platform/openapi";
+import { decodeCursor, page } from "../platform/pagination";
+import { listDeliveries } from "./routes";
+
+export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => ({
+  request_id: d.id,
+  run_id: d.runId,
+  project_id: d.projectId,
+  endpoint: d.endpoint,
+  signed: d.signed,
+  body_bytes: d.bodyBytes,
+  status: d.status,
+  attempts: attempts.map((a) => ({
+    attempt: a.attempt,
+    at: rfc3339(a.at),
+    status_code: a.statusCode,
+    error: a.error,
+    duration_ms: a.durationMs,
+  })),
+  last_status_code: d.lastStatusCode,
+  last_error: d.lastError,
+  created_at: rfc3339(d.createdAt),
+  updated_at: rfc3339(d.updatedAt),
+  completed_at: rfc3339OrNull(d.completedAt),
+});
+
+export const webhooksRouter = createRouter().openapi(listDeliveries, async (c) => {
+  const { project_id } = c.req.valid("param");
+  const { limit, cursor, run_id } = c.req.valid("query");
+  const after = decodeCursor(cursor);
+  const db = c.get("db");
+  const rows = await db
+    .select()
+    .from(webhookDeliveries)
+    .where(
+      and(
+        eq(webhookDeliveries.projectId, project_id),
+        run_id ? eq(webhookDeliveries.runId, run_id) : undefined,
+        after ? lt(webhookDeliveries.id, after) : undefined,
+      ),
+    )
+    .orderBy(desc(webhookDeliveries.id))
+    .limit(limit + 1);
+  const { items, nextCursor } = page(rows, limit, (d) => d.id);
+  const attempts =
+    items.length === 0
+      ? []
+      : await db
+          .select()
+          .from(webhookAttempts)
+          .where(inArray(webhookAttempts.deliveryId, items.map((d) => d.id)))
+          .orderBy(asc(webhookAttempts.attempt));
+  const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
+  return c.json({ data: items.map((d) => deliveryJson(d, byDelivery.get(d.id) ?? [])), next_cursor: nextCursor }, 200);
+});

@@ -1,0 +1,52 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { DELIVERY_STATUSES } from "../db/schema";
+import { AUTHENTICATED_PROBLEMS, jsonContent, ListQuery, listOf, ProjectParams, Timestamp } from "../platform/openapi";
+
+export const AttemptSchema = z
+  .object({
+    attempt: z.number().int().openapi({ description: "1, 2 or 3." }),
+    at: Timestamp,
+    status_code: z.number().int().nullable().openapi({ description: "The receiver's HTTP status, when it answered." }),
+    error: z
+      .string()
+      .nullable()
+      .openapi({ description: "Why there is no status: `timeout`, `connection_failed`, `body_missing`, `body_unavailable`, `secret_unreadable`, `attempts_exhausted`." }),
+    duration_ms: z.number().int(),
+  })
+  .openapi("WebhookAttempt");
+
+export const DeliverySchema = z
+  .object({
+    request_id: z.string().openapi({ example: "whd_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c", description: "`X-Request-Id` and `webhook-id` of every attempt." }),
+    run_id: z.string(),
+    project_id: z.string(),
+    endpoint: z.string().openapi({ description: "The receiver's URL (`webhookEndpoint`)." }),
+    signed: z.boolean().openapi({ description: "Whether `X-Webhook-Secret` was sent, so attempts are signed." }),
+    body_bytes: z.number().int(),
+    status: z.enum(DELIVERY_STATUSES).openapi({ description: "`pending` until delivered (2xx) or failed (permanent answer, or 3 attempts)." }),
+    attempts: z.array(AttemptSchema),
+    last_status_code: z.number().int().nullable(),
+    last_error: z.string().nullable().openapi({ description: "Also `enqueue_failed` when the queue was unavailable." }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    completed_at: Timestamp.nullable(),
+  })
+  .openapi("WebhookDelivery");
+
+export const DeliveryQuery = ListQuery.extend({
+  run_id: z.string().max(64).optional().openapi({ description: "Only the deliveries of this run." }),
+});
+
+export const listDeliveries = createRoute({
+  method: "get",
+  path: "/projects/{project_id}/webhook-deliveries",
+  tags: ["Webhooks"],
+  security: [{ bearerAuth: [] }],
+  summary: "List webhook deliveries",
+  description: "Recent deliveries of run responses, newest first, with every attempt and the last outcome.",
+  request: { params: ProjectParams, query: DeliveryQuery },
+  responses: {
+    200: jsonContent(listOf(DeliverySchema, "WebhookDeliveryList"), "A page of deliveries, newest first."),
+    ...AUTHENTICATED_PROBLEMS,
+  },
+});

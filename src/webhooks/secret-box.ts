@@ -1,0 +1,51 @@
+import { bytesToBase64 } from "./sign";
+
+/**
+ * Webhook secrets wait in the queue encrypted: AES-256-GCM under a key derived (HKDF-SHA-256) from
+ * `WEBHOOK_ENCRYPTION_KEY`, with the delivery id as additional data so a ciphertext cannot be moved
+ * to another delivery. The clear secret is never stored or logged.
+ */
+export interface SealedSecret {
+  iv: string;
+  ct: string;
+}
+
+const encoder = new TextEncoder();
+const keys = new Map<string, Promise<CryptoKey>>();
+
+function aesKey(material: string): Promise<CryptoKey> {
+  let key = keys.get(material);
+  if (!key) {
+    key = crypto.subtle
+      .importKey("raw", encoder.encode(material), "HKDF", false, ["deriveKey"])
+      .then((ikm) =>
+        crypto.subtle.deriveKey(
+          { name: "HKDF", hash: "SHA-256", salt: encoder.encode("edge-gateway"), info: encoder.encode("webhook-secret/v1") },
+          ikm,
+          { name: "AES-GCM", length: 256 },
+          false,
+          ["encrypt", "decrypt"],
+        ),
+      );
+    keys.set(material, key);
+  }
+  return key;
+}
+
+const fromBase64 = (value: string) => Uint8Array.from(atob(value), (ch) => ch.charCodeAt(0));
+
+export async function sealSecret(material: string, deliveryId: string, secret: string): Promise<SealedSecret> {
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const ct = await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: encoder.encode(deliveryId) }, await aesKey(material), encoder.encode(secret));
+  return { iv: bytesToBase64(iv), ct: bytesToBase64(new Uint8Array(ct)) };
+}
+
+/** Throws when the key changed or the ciphertext was tampered with. */
+export async function openSecret(material: string, deliveryId: string, sealed: SealedSecret): Promise<string> {
+  const clear = await crypto.subtle.decrypt(
+    { name: "AES-GCM", iv: fromBase64(sealed.iv), additionalData: encoder.encode(deliveryId) },
+    await aesKey(material),
+    fromBase64(sealed.ct),
+  );
+  return new TextDecoder().decode(clear);
+}

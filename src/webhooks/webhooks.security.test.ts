@@ -1,0 +1,94 @@
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { client } from "../../test/helpers";
+import { received, receiver } from "../../test/peers";
+import { seedRunnable } from "../../test/runs";
+import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
+import type { DeliveryMessage } from "./enqueue";
+import { MAX_ATTEMPTS, MAX_RETRY_DELAY_SECONDS, RETRY_DELAYS_SECONDS } from "./policy";
+
+const api = client();
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("webhook deliveries list (GET /v2/projects/{project_id}/webhook-deliveries)", () => {
+  it("lists a project's deliveries, filtered by run_id and paginated", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const runIds: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const run = await runWithWebhook(api, app, hook.url);
+      runIds.push(JSON.parse(run.text).run_id);
+      api.clock.advance(1);
+    }
+    const page1 = await api.json<{ data: { run_id: string }[]; next_cursor: string }>(`/v2/projects/${app.projectId}/webhook-deliveries?limit=2`, { token: app.token });
+    expect(page1.status).toBe(200);
+    expect(page1.body.data.map((d) => d.run_id)).toEqual([runIds[2], runIds[1]]);
+    const page2 = await api.json<{ data: { run_id: string }[]; next_cursor: null }>(
+      `/v2/projects/${app.projectId}/webhook-deliveries?limit=2&cursor=${page1.body.next_cursor}`,
+      { token: app.token },
+    );
+    expect(page2.body.data.map((d) => d.run_id)).toEqual([runIds[0]]);
+    expect(page2.body.next_cursor).toBeNull();
+    expect((await deliveriesOf(api, app.projectId, runIds[1]!)).map((d) => d.status)).toEqual(["pending"]);
+  });
+
+  it("never shows another project's deliveries: 404 for its list, nothing for its run ids", async () => {
+    const a = await seedRunnable(api);
+    const b = await seedRunnable(api);
+    const run = await runWithWebhook(api, a, (await receiver()).url);
+    const runId = JSON.parse(run.text).run_id;
+    expect((await api.json(`/v2/projects/${a.projectId}/webhook-deliveries`, { token: b.token })).status).toBe(404);
+    const filtered = await api.json<{ data: unknown[] }>(`/v2/projects/${b.projectId}/webhook-deliveries?run_id=${runId}`, { token: b.token });
+    expect(filtered.body.data).toEqual([]);
+    expect((await api.json(`/v2/projects/${a.projectId}/webhook-deliveries`, { token: null })).status).toBe(401);
+    expect((await api.json(`/v2/projects/${a.projectId}/webhook-deliveries?cursor=bogus`, { token: a.token })).status).toBe(400);
+    expect((await api.json(`/v2/projects/${a.projectId}/webhook-deliveries?limit=1000`, { token: a.token })).status).toBe(400);
+  });
+});
+
+describe("webhook deliveries in the API description", () => {
+  it("documents the list in /v2/openapi.json", async () => {
+    const { status, body } = await api.json<{ paths: Record<string, unknown> }>("/v2/openapi.json", { token: null });
+    expect(status).toBe(200);
+    expect(body.paths).toHaveProperty(["/projects/{project_id}/webhook-deliveries"]);
+  });
+});
+
+describe("webhook queue messages", () => {
+  it("never sends a delivery whose sealed secret was tampered with (nor sends it unsigned)", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const run = await runWithWebhook(api, app, hook.url, { secret: "s" });
+    const message = structuredClone(run.messages[0]) as DeliveryMessage;
+    message.secret = { ...message.secret!, ct: btoa("forged ciphertext!") };
+    expect((await drive(api, message)).attempts).toBe(1);
+    expect(await received(hook.key)).toHaveLength(0);
+    const [delivery] = await deliveriesOf(api, app.projectId, message.runId);
+    expect(delivery).toMatchObject({ status: "failed", last_error: "secret_unreadable" });
+  });
+
+  it("drops a message of unknown shape with a log line instead of retrying it forever", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    expect(await drive(api, { hello: "world" })).toMatchObject({ attempts: 1, acked: true });
+    expect(errors.mock.calls.some((call) => String(call[0]).includes("unreadable webhook message"))).toBe(true);
+  });
+});
+
+describe("wrangler.toml agrees with the delivery policy", () => {
+  const consumers = JSON.parse(env.WRANGLER_QUEUE_CONSUMERS) as { queue: string; max_retries: number; max_batch_timeout: number; max_batch_size: number }[];
+
+  it.each(consumers.map((c, i) => [i === 0 ? "top level" : "production", c] as const))("%s consumer: 3 attempts, at most 5 s apart", (_, consumer) => {
+    expect(consumer.queue).toBe("webhook-deliveries");
+    expect(consumer.max_retries).toBe(MAX_ATTEMPTS - 1);
+    expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) + consumer.max_batch_timeout).toBeLessThanOrEqual(5);
+    expect(consumer.max_batch_size).toBeLessThanOrEqual(100);
+  });
+
+  it("configures a consumer in every environment", () => {
+    expect(consumers).toHaveLength(2);
+  });
+});

@@ -1,0 +1,164 @@
+// Real local peers for the workers tests, run by vitest in Node (globalSetup): an app upstream
+// (HTTP and a raw WebSocket echo) and a webhook receiver that checks signatures with Node's own
+// crypto and with the openssl CLI, an implementation independent of the code under test.
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { execFileSync } from "node:child_process";
+import { createServer } from "node:http";
+
+/** Per receiver key: how to answer (in order, the last repeats) and what arrived. */
+const scenarios = new Map();
+const logs = new Map();
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function readBody(req) {
+  const chunks = [];
+  for await (const chunk of req) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
+function json(res, status, value, headers = {}) {
+  const text = JSON.stringify(value);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function checkSignatures(secret, headers, body) {
+  const id = headers["x-request-id"];
+  const ts = headers["x-service-webhook-timestamp"];
+  const sig = headers["x-service-webhook-signature"] ?? "";
+  const content = Buffer.concat([Buffer.from(`${id}.${ts}.`), body]);
+  const expected = createHmac("sha256", secret).update(content).digest("hex");
+  const got = sig.replace(/^v1,/, "");
+  const node = got.length === expected.length && timingSafeEqual(Buffer.from(got), Buffer.from(expected));
+  const opensslOut = execFileSync("openssl", ["dgst", "-sha256", "-hmac", secret, "-hex"], { input: content }).toString();
+  const openssl = opensslOut.trim().split(" ").pop() === got;
+  // Standard Webhooks: key = base64-decoded part after whsec_, else the secret's bytes; signature base64.
+  const key = secret.startsWith("whsec_") ? Buffer.from(secret.slice(6), "base64") : Buffer.from(secret);
+  const std = createHmac("sha256", key)
+    .update(Buffer.concat([Buffer.from(`${headers["webhook-id"]}.${headers["webhook-timestamp"]}.`), body]))
+    .digest("base64");
+  const standard = headers["webhook-signature"] === `v1,${std}`;
+  return { node, openssl, standard };
+}
+
+async function receiver(req, res, key) {
+  const body = await readBody(req);
+  const scenario = scenarios.get(key) ?? { responses: [{ status: 200 }] };
+  const log = logs.get(key) ?? [];
+  logs.set(key, log);
+  const entry = {
+    at: Date.now(),
+    method: req.method,
+    headers: req.headers,
+    bodyLength: body.length,
+    bodySha256: createHash("sha256").update(body).digest("hex"),
+    body: body.length <= 256 * 1024 ? body.toString("utf8") : null,
+    signatures: scenario.secret ? checkSignatures(scenario.secret, req.headers, body) : null,
+  };
+  log.push(entry);
+  const answer = scenario.responses[Math.min(log.length - 1, scenario.responses.length - 1)];
+  if (answer.delayMs) await sleep(answer.delayMs);
+  if (answer.hangUp) {
+    req.socket.destroy();
+    return;
+  }
+  res.writeHead(answer.status, { "content-type": "application/json", ...(answer.headers ?? {}) });
+  res.end(JSON.stringify({ ok: answer.status < 300 }));
+}
+
+async function upstream(req, res, url) {
+  const body = await readBody(req);
+  const delay = Number(url.searchParams.get("delay") ?? "0");
+  if (delay) await sleep(delay);
+  if (url.searchParams.has("text")) {
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end("not json");
+    return;
+  }
+  if (url.searchParams.has("bytes")) {
+    json(res, 200, { pad: "x".repeat(Number(url.searchParams.get("bytes"))) });
+    return;
+  }
+  if (url.searchParams.has("empty")) {
+    res.writeHead(Number(url.searchParams.get("status") ?? "204"));
+    res.end();
+    return;
+  }
+  const status = Number(url.searchParams.get("status") ?? "200");
+  json(res, status, {
+    method: req.method,
+    path: url.pathname,
+    query: [...url.searchParams],
+    headers: req.headers,
+    body: body.length ? body.toString("utf8") : null,
+  });
+}
+
+// A WebSocket echo with no library: the handshake of RFC 6455 and single, small text frames.
+function upgrade(req, socket) {
+  const accept = createHash("sha1").update(`${req.headers["sec-websocket-key"]}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
+  socket.write(
+    `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\nX-Seen-Run-Id: ${req.headers["x-run-id"] ?? ""}\r\n\r\n`,
+  );
+  const runId = req.headers["x-run-id"] ?? "";
+  const authorization = req.headers.authorization ?? "";
+  let buffer = Buffer.alloc(0);
+  socket.on("data", (data) => {
+    buffer = Buffer.concat([buffer, data]);
+    while (buffer.length >= 6) {
+      const opcode = buffer[0] & 0x0f;
+      const length = buffer[1] & 0x7f; // tests send short frames only
+      if (buffer.length < 6 + length) return;
+      const mask = buffer.subarray(2, 6);
+      const payload = Buffer.from(buffer.subarray(6, 6 + length).map((b, i) => b ^ mask[i % 4]));
+      buffer = buffer.subarray(6 + length);
+      if (opcode === 0x8) {
+        socket.end(Buffer.from([0x88, 0]));
+        return;
+      }
+      const reply = Buffer.from(JSON.stringify({ echo: payload.toString("utf8"), run_id: runId, authorization }));
+      socket.write(Buffer.concat([Buffer.from([0x81, reply.length]), reply]));
+    }
+  });
+  socket.on("error", () => undefined);
+}
+
+export default async function setup(project) {
+  const server = createServer(async (req, res) => {
+    const url = new URL(req.url, "http://peer");
+    const [, area, key] = url.pathname.split("/");
+    try {
+      if (area === "upstream") return await upstream(req, res, url);
+      if (area === "hooks") return await receiver(req, res, key);
+      if (area === "scenarios" && req.method === "POST") {
+        scenarios.set(key, JSON.parse((await readBody(req)).toString("utf8")));
+        logs.set(key, []);
+        return json(res, 200, { ok: true });
+      }
+      if (area === "log") return json(res, 200, { requests: logs.get(key) ?? [] });
+      json(res, 404, { error: "no such peer route" });
+    } catch (error) {
+      json(res, 500, { error: String(error) });
+    }
+  });
+  server.on("upgrade", upgrade);
+  // Idle connections stay open longer than any test run: a server closing one while workerd reuses it
+  // would fail a request at random.
+  server.keepAliveTimeout = 120_000;
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address();
+
+  // A port nothing listens on: connections are refused, like a receiver that is down.
+  const closed = createServer();
+  await new Promise((resolve) => closed.listen(0, "127.0.0.1", resolve));
+  const downPort = closed.address().port;
+  await new Promise((resolve) => closed.close(resolve));
+
+  project.provide("peerUrl", `http://127.0.0.1:${port}`);
+  project.provide("downUrl", `http://127.0.0.1:${downPort}`);
+  return async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  };
+}

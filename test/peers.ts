@@ -1,0 +1,54 @@
+import { env } from "cloudflare:workers";
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Cloudflare {
+    interface Env {
+      PEER_URL: string;
+      PEER_DOWN_URL: string;
+      WRANGLER_QUEUE_CONSUMERS: string;
+    }
+  }
+}
+
+/** The Node peer of test/global/peers.mjs: app upstreams under `/upstream`, webhook receivers under `/hooks/{key}`. */
+export const PEER = env.PEER_URL;
+/** A port nothing listens on. */
+export const DOWN = env.PEER_DOWN_URL;
+
+export interface ReceiverAnswer {
+  status: number;
+  delayMs?: number;
+  headers?: Record<string, string>;
+  hangUp?: boolean;
+}
+
+export interface ReceivedRequest {
+  at: number;
+  method: string;
+  headers: Record<string, string>;
+  bodyLength: number;
+  bodySha256: string;
+  body: string | null;
+  signatures: { node: boolean; openssl: boolean; standard: boolean } | null;
+}
+
+let counter = 0;
+
+/** A fresh receiver that answers with `responses` in order (the last repeats); its URL. */
+export async function receiver(responses: ReceiverAnswer[] = [{ status: 200 }], secret?: string): Promise<{ url: string; key: string }> {
+  const key = `r${Date.now().toString(36)}${(counter++).toString(36)}`;
+  const res = await fetch(`${PEER}/scenarios/${key}`, { method: "POST", body: JSON.stringify({ responses, secret }) });
+  if (!res.ok) throw new Error(`peer scenario: ${res.status}`);
+  return { url: `${PEER}/hooks/${key}`, key };
+}
+
+export async function received(key: string): Promise<ReceivedRequest[]> {
+  const res = await fetch(`${PEER}/log/${key}`);
+  return ((await res.json()) as { requests: ReceivedRequest[] }).requests;
+}
+
+export async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -1,0 +1,50 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import type { Env } from "../src/platform/env";
+import type { Client } from "./helpers";
+import { seedBuild, seedProject } from "./helpers";
+import { PEER } from "./peers";
+
+/** Gives the seeded app a succeeded build whose deployment serves at `originUrl`. */
+export async function deploy(api: Client, seed: { projectId: string; appId: string; token: string }, originUrl: string) {
+  const buildId = await seedBuild(api, seed);
+  const path = `/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${buildId}`;
+  await api.json(path, { method: "PATCH", token: seed.token, body: { status: "building" } });
+  const done = await api.json(path, { method: "PATCH", token: seed.token, body: { status: "succeeded", origin_url: originUrl } });
+  if (done.status !== 200) throw new Error(`deploy: ${JSON.stringify(done.body)}`);
+  return buildId;
+}
+
+let apps = 0;
+
+/** A project with an app deployed at the peer's echo upstream (or `origin`), and its run path. */
+export async function seedRunnable(api: Client, origin = `${PEER}/upstream/echo`) {
+  const seed = await seedProject(api, { appName: `app-${(apps++).toString(36)}` });
+  await deploy(api, seed, origin);
+  const appName = seed.appId.slice(seed.projectId.length + 1);
+  return { ...seed, appName, runPath: `/v4/${seed.projectId}/${appName}/run` };
+}
+
+/** Calls `api.app` with bindings or settings replaced (a shorter timeout, a counting D1, a failing queue). */
+export async function callWith(api: Client, overrides: Partial<Record<keyof Env, unknown>>, path: string, init: RequestInit & { token?: string } = {}) {
+  const headers = new Headers(init.headers);
+  if (init.token) headers.set("Authorization", `Bearer ${init.token}`);
+  const ctx = createExecutionContext();
+  const response = await api.app.fetch(new Request(`http://localhost${path}`, { ...init, headers }), { ...env, ...overrides }, ctx);
+  await waitOnExecutionContext(ctx);
+  return response;
+}
+
+/** A queue producer that keeps what is sent, for driving the consumer by hand. */
+export function capturingQueue() {
+  const sent: unknown[] = [];
+  const queue = {
+    send: async (body: unknown) => {
+      sent.push(body);
+    },
+    sendBatch: async (messages: Iterable<{ body: unknown }>) => {
+      for (const m of messages) sent.push(m.body);
+    },
+  } as unknown as Queue<unknown>;
+  return { queue, sent };
+}
