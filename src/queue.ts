@@ -1,3 +1,4 @@
+import { domainValidationConsumer } from "./domains/cron";
 import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
 import { QUEUES } from "./platform/triggers";
@@ -10,6 +11,7 @@ export const queueHandlers: Record<string, QueueHandler> = {
     // Webhook delivery arrives with the run proxy; until then nothing produces to this queue.
     batch.retryAll();
   },
+  [QUEUES.domainValidations]: (batch, env, _ctx, deps) => domainValidationConsumer(batch, env, deps),
 };
 
 /** The Worker's `queue` entry point, built with the same `deps` as `fetch`. */

@@ -1,7 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { createApp } from "../src/app";
-import type { Deps } from "../src/platform/context";
+import { type Deps, defaultDeps } from "../src/platform/context";
 import { TEST_SECRETS } from "./secrets";
 
 export const ADMIN = TEST_SECRETS.ADMIN_TOKEN;
@@ -32,7 +32,7 @@ export interface CallOptions {
 /** A client of a gateway built with `deps`; each call waits for the work the request left in waitUntil. */
 export function client(deps: Partial<Deps> = {}) {
   const clock = fakeClock();
-  const app = createApp({ now: clock.now, ...deps });
+  const app = createApp({ ...defaultDeps, now: clock.now, ...deps });
   async function call(path: string, options: CallOptions = {}) {
     const headers = new Headers(options.headers);
     if (options.token !== null) headers.set("Authorization", `Bearer ${options.token ?? ADMIN}`);

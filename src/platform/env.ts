@@ -15,6 +15,8 @@ export interface Env {
   CF_API_TOKEN?: string;
   CF_ZONE_ID?: string;
   ALLOW_INSECURE_TARGETS?: string;
+  DOMAIN_QUEUE: Queue<unknown>;
+  CF_API_BASE_URL?: string;
 }
 
 type GatewayEnv = Env;
@@ -56,6 +58,7 @@ const ConfigSchema = z
     WEBHOOK_ENCRYPTION_KEY: secret(32),
     CF_API_TOKEN: z.string().min(1).optional(),
     CF_ZONE_ID: z.string().min(1).optional(),
+    CF_API_BASE_URL: z.url({ protocol: /^https?$/, error: "is not an http(s) URL" }).optional(),
     ALLOW_INSECURE_TARGETS: z
       .enum(["true", "false"], { error: 'must be "true" or "false"' })
       .default("false")
@@ -74,7 +77,7 @@ export interface Config {
   adminToken: string;
   jwtSecret: string;
   webhookEncryptionKey: string;
-  cloudflare: { apiToken: string; zoneId: string } | null;
+  cloudflare: { apiToken: string; zoneId: string; apiBaseUrl: string | undefined } | null;
   allowInsecureTargets: boolean;
 }
 
@@ -103,7 +106,7 @@ export function getConfig(env: Env): Config {
     adminToken: c.ADMIN_TOKEN,
     jwtSecret: c.JWT_SECRET,
     webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY,
-    cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID } : null,
+    cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID, apiBaseUrl: c.CF_API_BASE_URL } : null,
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
   };
   parsed.set(env, config);
