@@ -10,15 +10,24 @@ export default defineConfig(async () => {
       projects: [
         {
           plugins: [
-            cloudflareTest({
+            cloudflareTest(({ inject }) => ({
               wrangler: { configPath: "./wrangler.toml" },
-              miniflare: { bindings: { ...TEST_SECRETS, TEST_MIGRATIONS: migrations } },
-            }),
+              miniflare: {
+                bindings: {
+                  ...TEST_SECRETS,
+                  TEST_MIGRATIONS: migrations,
+                  // A real DNS server (test/global/dns-harness.mjs) and fakes of other outside services.
+                  DNS_RESOLVER_URL: inject("dohUrl"),
+                  TEST_FAKES_URL: inject("fakesUrl"),
+                },
+              },
+            })),
           ],
           test: {
             name: "workers",
             include: ["src/**/*.test.ts", "src/**/*.test.tsx", "test/workers/**/*.test.ts"],
             setupFiles: ["test/setup/apply-migrations.ts"],
+            globalSetup: ["test/global/dns-harness.mjs", "test/global/fakes.mjs"],
           },
         },
         {
