@@ -49,5 +49,4 @@ describe("DoH client: every unusable answer is a ResolverError that says why", (
     expect(error).toBeInstanceOf(ResolverError);
     expect((error as Error).message).toMatch(/did not answer within 200 ms/);
   });
-
 });
