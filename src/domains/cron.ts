@@ -100,7 +100,9 @@ export async function domainValidationCron(env: Env, deps: Deps): Promise<{ clai
     .orderBy(asc(domains.certificateCheckedAt))
     .limit(CERTIFICATE_REFRESHES_PER_CRON);
   logFailures(await eachLimited(pendingCertificates, CHECK_CONCURRENCY, (d) => refreshCertificate(s, d)), "certificate refresh");
-  console.log(JSON.stringify({ level: "info", msg: "domain validation run", claimed: claimed.length, inline: inline.length, queued: rest.length }));
+  if (claimed.length > 0) {
+    console.log(JSON.stringify({ level: "info", msg: "domain validation run", claimed: claimed.length, inline: inline.length, queued: rest.length }));
+  }
   return { claimed: claimed.length, checked: inline.length, queued: rest.length };
 }
 

@@ -52,7 +52,6 @@ export async function validateDomain(s: Services, domain: Domain): Promise<Domai
     .set(changesFor(outcome, domain.status, now))
     .where(and(eq(domains.id, domain.id), eq(domains.status, domain.status), inArray(domains.status, ["pending", "failed"])))
     .returning();
-  log("info", "domain checked", { domain: domain.hostname, result: outcome.result, code: "code" in outcome ? outcome.code : null });
   if (!updated) return (await s.db.select().from(domains).where(eq(domains.id, domain.id)).limit(1))[0] ?? domain;
   if (updated.status !== domain.status) forgetHost(domain.hostname);
   return updated.status === "validated" ? await provisionCertificate(s, updated) : updated;
