@@ -16,7 +16,7 @@ type Dns = "ok" | "wrong" | "down";
  * A gateway with a fake clock, a resolver whose answers a test sets per name (anything unset is
  * NXDOMAIN), and the domain-validation queue captured so the test runs the consumer itself.
  */
-export function world() {
+export function world(overrides: Partial<Deps> = {}) {
   const dns = new Map<string, Dns>();
   const queries: string[] = [];
   const resolver: DnsResolver = {
@@ -29,8 +29,8 @@ export function world() {
       return nxdomain;
     },
   };
-  const api = client({ resolver: () => resolver });
-  const deps: Deps = { ...defaultDeps, now: api.clock.now, resolver: () => resolver };
+  const api = client({ resolver: () => resolver, ...overrides });
+  const deps: Deps = { ...defaultDeps, now: api.clock.now, resolver: () => resolver, ...overrides };
   const sent: ValidationMessage[] = [];
   const queue = { sendBatch: async (batch: { body: ValidationMessage }[]) => void sent.push(...batch.map((m) => m.body)) };
   const testEnv = { ...env, DOMAIN_QUEUE: queue as unknown as Queue<unknown> };
