@@ -130,6 +130,18 @@ describe("validation against a real DNS server (manual validation)", () => {
     });
   });
 
+  it("accepts the validate action as browsers and curl send it: POST with an empty body and no Content-Type", async () => {
+    const seed = await seedProject(api);
+    await addDomain(api, seed, "x-empty.wild.example.test");
+    const response = await api.call(`/v2/projects/${seed.projectId}/domains/x-empty.wild.example.test/validate`, {
+      method: "POST",
+      token: seed.token,
+      rawBody: new Uint8Array(0),
+    });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { status: string }).status).toBe("validated");
+  });
+
   it("fails a wrong target with WRONG_TARGET", async () => {
     const seed = await seedProject(api);
     await addDomain(api, seed, "wrong.example.test");

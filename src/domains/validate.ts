@@ -72,7 +72,12 @@ async function recordCertificate(s: Services, domain: Domain, state: Certificate
     .where(eq(domains.id, domain.id))
     .returning();
   forgetHost(domain.hostname);
-  return updated ?? domain;
+  if (!updated) {
+    // Removed while the certificate was being asked for: do not leave it behind at the provider.
+    await s.deps.certificates(s.config).remove(state.ref).catch(() => undefined);
+    return domain;
+  }
+  return updated;
 }
 
 async function certificateFailed(s: Services, domain: Domain, error: unknown): Promise<Domain> {

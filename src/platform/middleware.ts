@@ -35,6 +35,8 @@ export const jsonBody = (maxBytes: number) => {
   return createMiddleware<AppEnv>(async (c, next) => {
     if (c.req.raw.body === null || c.req.method === "GET" || c.req.method === "HEAD") return next();
     const type = c.req.header("content-type");
+    // An action without a body (POST …/validate) sent by curl or fetch: some runtimes still give it an empty stream.
+    if (!type && (c.req.header("content-length") ?? "0") === "0" && !c.req.header("transfer-encoding")) return next();
     if (!type || !JSON_TYPE.test(type)) {
       throw new ApiError("unsupported_media_type", `Send the request body as application/json (got ${type ?? "no Content-Type"}).`);
     }
