@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { HALF_HOUR, read, world } from "../../test/cron-world";
 import { addDomain, uniqueLabel, validate } from "../../test/domains";
 import { seedProject } from "../../test/helpers";
+import { defaultDeps } from "../platform/context";
 import { INLINE_CHECKS_PER_CRON } from "./cron";
 
 describe("automatic validation (cron */30 and the domain-validations queue)", () => {
@@ -98,5 +99,28 @@ describe("automatic validation (cron */30 and the domain-validations queue)", ()
     expect(await read(w.api, seed, pending)).toMatchObject({ status: "pending", last_error: { code: "DNS_UNAVAILABLE" }, next_check_at: "2026-11-21T13:00:00.000Z" });
     const manual = await validate(w.api, seed, failed);
     expect(manual.body).toMatchObject({ status: "failed", last_error: { code: "DNS_UNAVAILABLE" } });
+  });
+
+  it("runs over many pending domains against the real DNS server, each ending as its DNS says", async () => {
+    // The service's own DoH client against knot/dnsdist (test/global/dns-harness.mjs).
+    const w = world({ resolver: defaultDeps.resolver });
+    const seed = await seedProject(w.api);
+    const expected = new Map<string, [string, string | null]>([
+      ["wrong.example.test", ["failed", "WRONG_TARGET"]],
+      ["multi-cname.example.test", ["failed", "CONFLICTING_RECORDS"]],
+      ["apex.test", ["validated", null]],
+      ["chain.example.test", ["validated", null]],
+    ]);
+    for (let i = 0; i < 14; i++) expected.set(`${uniqueLabel(`bulk${i}`)}.wild.example.test`, ["validated", null]);
+    for (let i = 0; i < 3; i++) expected.set(`${uniqueLabel(`absent${i}`)}.example.test`, ["pending", "NO_RECORD"]);
+    for (const name of expected.keys()) expect((await addDomain(w.api, seed, name)).status).toBe(201);
+    w.api.clock.advance(HALF_HOUR);
+    await w.cron();
+    expect(w.sent.length).toBeGreaterThanOrEqual(expected.size - INLINE_CHECKS_PER_CRON);
+    await w.drainQueue();
+    for (const [name, [status, code]] of expected) {
+      const domain = await read(w.api, seed, name);
+      expect({ name, status: domain.status, code: domain.last_error?.code ?? null }).toEqual({ name, status, code });
+    }
   });
 });
