@@ -76,6 +76,11 @@ describe("certificates of custom domains", () => {
     expect((await read(w.api, seed, name)).certificate_status).toBe("active");
     // Once active, the token is no longer served.
     expect((await w.api.call(`/.well-known/acme-challenge/${ref}-token`, { host: name, token: null })).status).toBe(404);
+
+    // Removing the domain deletes its custom hostname at Cloudflare; the host is no longer served.
+    expect((await w.api.json(`/v2/projects/${seed.projectId}/domains/${name}`, { method: "DELETE", token: seed.token })).status).toBe(200);
+    expect((await cloudflareCalls()).at(-1)).toBe(`DELETE /client/v4/zones/${TEST_CLOUDFLARE.zoneId}/custom_hostnames/${ref}`);
+    expect((await w.api.json(`/v4/${seed.projectId}/hello/run`, { host: name, token: seed.token })).body.code).toBe("unknown_host");
   });
 
   it("keeps a domain validated when the provider refuses, retries from the cron, and again on a manual click", async () => {

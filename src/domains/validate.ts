@@ -53,7 +53,10 @@ export async function validateDomain(s: Services, domain: Domain): Promise<Domai
     .where(and(eq(domains.id, domain.id), eq(domains.status, domain.status), inArray(domains.status, ["pending", "failed"])))
     .returning();
   if (!updated) return (await s.db.select().from(domains).where(eq(domains.id, domain.id)).limit(1))[0] ?? domain;
-  if (updated.status !== domain.status) forgetHost(domain.hostname);
+  if (updated.status !== domain.status) {
+    forgetHost(domain.hostname);
+    log("info", "domain status changed", { domain: domain.hostname, from: domain.status, to: updated.status, code: updated.lastErrorCode });
+  }
   return updated.status === "validated" ? await provisionCertificate(s, updated) : updated;
 }
 

@@ -24,10 +24,10 @@ async function setup() {
 const passedGate = (body: Record<string, unknown>) => body.code === "not_found" && String(body.detail).startsWith("No route for");
 
 describe("host routing: a validated custom domain", () => {
-  it("passes the run path of its own project, for GET and POST, with or without a trailing slash", async () => {
+  it("passes the run path of its own project, for every app, for GET and POST, with or without a trailing slash", async () => {
     const { seed, on } = await setup();
-    for (const [method, path] of [["GET", "run"], ["POST", "run"], ["GET", "run/"]] as const) {
-      const { status, body } = await on(`/v4/${seed.projectId}/hello/${path}`, { method });
+    for (const [method, path] of [["GET", "hello/run"], ["POST", "hello/run"], ["GET", "hello/run/"], ["POST", "any-other-app/run"]] as const) {
+      const { status, body } = await on(`/v4/${seed.projectId}/${path}`, { method });
       expect(status).toBe(404);
       expect(passedGate(body)).toBe(true);
     }
