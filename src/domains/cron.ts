@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, isNull, lte, or } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from "drizzle-orm";
 import { createDb } from "../db/client";
 import { domains, type Domain } from "../db/schema";
 import type { Deps } from "../platform/context";
@@ -24,6 +24,8 @@ export const CERTIFICATE_REFRESHES_PER_CRON = 2;
 /** Domains checked at once within one invocation (Workers allow 6 open connections; a check opens up to 4). */
 export const CHECK_CONCURRENCY = 2;
 const SEND_BATCH_LIMIT = 100;
+/** The largest time a Date holds: "no automatic attempt any more". */
+const NEVER = 8_640_000_000_000_000;
 
 export interface ValidationMessage {
   domain_id: string;
@@ -60,9 +62,12 @@ export async function eachLimited<T>(items: readonly T[], limit: number, work: (
 export async function claimDueDomains(s: Services, now: Date, max: number): Promise<Domain[]> {
   const due = and(eq(domains.status, "pending"), lte(domains.nextCheckAt, now), gt(domains.autoValidationEndsAt, now));
   const oldestFirst = s.db.select({ id: domains.id }).from(domains).where(due).orderBy(asc(domains.nextCheckAt)).limit(max);
+  const tick = nextTick(now).getTime();
   return s.db
     .update(domains)
-    .set({ nextCheckAt: nextTick(now), updatedAt: now })
+    // After the last tick of its window a domain is parked beyond reach, so the due index never
+    // has to step over the growing number of domains whose window is over.
+    .set({ nextCheckAt: sql`CASE WHEN ${tick} < ${domains.autoValidationEndsAt} THEN ${tick} ELSE ${NEVER} END`, updatedAt: now })
     .where(and(inArray(domains.id, oldestFirst), due))
     .returning();
 }
