@@ -10,12 +10,14 @@ import { refreshCertificate, type Services, validateDomain } from "./validate";
 /*
  * Subrequest budget. Workers Free allows 50 subrequests per invocation (Paid: 10,000); we plan for 50
  * and count D1 statements and queue sends as subrequests too, to be safe.
- *   one check:            ≤ 6 DoH queries + 1 D1 write (+1 re-read) + 2 certificate API calls + 1 D1 write = 11
- *   cron invocation:      1 claim + 2 inline checks (22) + 1 certificate select + 2 refreshes (2 × 3)
- *                         + ≤ 10 queue sendBatch calls (100 messages each) = 40
- *   queue invocation:     ≤ 4 checks (max_batch_size = 4 in wrangler.toml) = 44
+ *   one check:         ≤ 6 DoH queries + 2 D1 (conditional write, re-read) + 2 certificate API calls
+ *                      (create, adopt on duplicate) + 1 D1 (certificate state)                     = 11
+ *   cron invocation:   1 claim + ≤ 10 sendBatch (100 messages each) + 2 inline checks
+ *                      + 1 certificate select + 2 refreshes × 3                                       ≤ 42
+ *   queue invocation:  max_batch_size (4, wrangler.toml) × (1 D1 read + one check)                   ≤ 48
  * So one cron run takes on at most 1,000 due domains; any left over stay due for the next run.
  */
+export const SUBREQUEST_LIMIT = 50;
 export const SUBREQUESTS_PER_CHECK = MAX_QUERIES_PER_CHECK + 5;
 export const INLINE_CHECKS_PER_CRON = 2;
 export const CHECKS_PER_QUEUE_BATCH = 4;
@@ -23,7 +25,7 @@ export const MAX_CLAIMS_PER_CRON = 1_000;
 export const CERTIFICATE_REFRESHES_PER_CRON = 2;
 /** Domains checked at once within one invocation (Workers allow 6 open connections; a check opens up to 4). */
 export const CHECK_CONCURRENCY = 2;
-const SEND_BATCH_LIMIT = 100;
+export const SEND_BATCH_LIMIT = 100;
 /** The largest time a Date holds: "no automatic attempt any more". */
 const NEVER = 8_640_000_000_000_000;
 

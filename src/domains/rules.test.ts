@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { craftedResolver, noerror, rr, TARGET, targetZone } from "../../test/domains";
 import { ResolverError } from "./dns";
-import { checkDomain } from "./rules";
+import { checkDomain, MAX_QUERIES_PER_CHECK } from "./rules";
 
 const sub = "api.customer.example";
 const apex = "customer.example";
@@ -78,6 +78,8 @@ describe("subdomain rules (CNAME expected)", () => {
       [sub]: { CNAME: noerror(), A: noerror(rr(sub, "A", "192.0.2.11")), AAAA: noerror() },
     });
     expect(await checkDomain(resolver, domain(sub))).toEqual({ result: "validated", via: "flattened" });
+    // The costliest check there is: within the budget the cron plans with.
+    expect(resolver.queries).toHaveLength(MAX_QUERIES_PER_CHECK);
   });
 
   it("keeps NXDOMAIN pending: NO_RECORD with the record to create", async () => {
