@@ -15,6 +15,12 @@ export default tseslint.config(
     },
   },
   {
+    files: ["test/global/**/*.mjs"],
+    languageOptions: {
+      globals: { process: "readonly", console: "readonly", URL: "readonly", Buffer: "readonly", fetch: "readonly", AbortSignal: "readonly", setTimeout: "readonly" },
+    },
+  },
+  {
     files: ["scripts/**/*.mjs", "*.config.js"],
     languageOptions: { globals: globals.node },
   },

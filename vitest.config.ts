@@ -2,13 +2,12 @@ import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import { TEST_SECRETS } from "./test/secrets.ts";
 
-
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("migrations");
   return {
     test: {
       // CI also writes machine-readable results; .ci/run prints the "N passed, N failed" line from them.
-      reporters: process.env.CI ? ["default", ["json", { outputFile: "artifacts/vitest.json" }]] : ["default"],
+      reporters: process.env.CI ? ["default", ["json", { outputFile: "artifacts/vitest.json" }] as ["json", object]] : ["default"],
       projects: [
         {
           plugins: [
@@ -21,7 +20,9 @@ export default defineConfig(async () => {
                   // Real local peers (test/global/peers.mjs): app upstreams and webhook receivers.
                   PEER_URL: inject("peerUrl" as never) as string,
                   PEER_DOWN_URL: inject("downUrl" as never) as string,
-                  WRANGLER_QUEUE_CONSUMERS: inject("queueConsumers" as never) as string,
+                  // A real DNS server (test/global/dns-harness.mjs) and fakes of other outside services.
+                  DNS_RESOLVER_URL: inject("dohUrl"),
+                  TEST_FAKES_URL: inject("fakesUrl"),
                 },
               },
             })),
@@ -30,7 +31,7 @@ export default defineConfig(async () => {
             name: "workers",
             include: ["src/**/*.test.ts", "src/**/*.test.tsx", "test/workers/**/*.test.ts"],
             setupFiles: ["test/setup/apply-migrations.ts"],
-            globalSetup: ["test/global/peers.mjs", "test/global/wrangler.mjs"],
+            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs"],
           },
         },
         {

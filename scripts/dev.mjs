@@ -1,11 +1,14 @@
-// `npm run dev`: local secrets on first run, local D1 migrations, then `wrangler dev` with local
-// D1, Queues and Cron (`/__scheduled` triggers the cron by hand).
+// `npm run dev`: local secrets on first run, local D1 migrations, the sample app (an upstream and a
+// webhook receiver on 127.0.0.1:8790), then `wrangler dev` with local D1, Queues and Cron
+// (`/__scheduled` fires the cron), and a seeded demo project whose app runs on the sample app.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 
 const env = { ...process.env, WRANGLER_SEND_METRICS: "false" };
 const port = process.env.PORT ?? "8787";
+const samplePort = process.env.SAMPLE_APP_PORT ?? "8790";
+const base = `http://127.0.0.1:${port}`;
 
 if (!existsSync(".dev.vars")) {
   const secret = () => randomBytes(32).toString("base64url");
@@ -25,7 +28,27 @@ const migrate = spawnSync("npx", ["wrangler", "d1", "migrations", "apply", "DB",
 });
 if (migrate.status !== 0) process.exit(migrate.status ?? 1);
 
-console.log(`dev: serving on http://localhost:${port} (try: curl -H "Authorization: Bearer $ADMIN_TOKEN" http://localhost:${port}/v2/projects)`);
-const dev = spawn("npx", ["wrangler", "dev", "--port", port, "--test-scheduled", ...process.argv.slice(2)], { stdio: "inherit", env });
-for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => dev.kill(signal));
-dev.on("exit", (code) => process.exit(code ?? 0));
+const children = [
+  spawn(process.execPath, ["examples/sample-app/server.mjs"], { stdio: "inherit", env: { ...env, PORT: samplePort } }),
+  spawn("npx", ["wrangler", "dev", "--port", port, "--test-scheduled", ...process.argv.slice(2)], { stdio: "inherit", env }),
+];
+const stop = (signal) => children.forEach((child) => child.kill(signal));
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => stop(signal));
+for (const child of children) {
+  child.on("exit", (code) => {
+    stop("SIGTERM");
+    process.exit(code ?? 0);
+  });
+}
+
+// Seed the demo once the gateway answers (skip with SEED_DEMO=0).
+if (process.env.SEED_DEMO !== "0") {
+  for (let i = 0; i < 120; i++) {
+    const ready = await fetch(`${base}/v2/openapi.json`).then((r) => r.ok, () => false);
+    if (ready) {
+      spawnSync(process.execPath, ["scripts/seed-demo.mjs", base, adminToken, `http://127.0.0.1:${samplePort}/run`], { stdio: "inherit", env });
+      break;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}

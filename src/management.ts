@@ -1,6 +1,7 @@
 import { appsRouter } from "./apps";
 import { authenticate } from "./auth/middleware";
 import { buildsRouter } from "./builds";
+import { domainsRouter } from "./domains";
 import { registerDocs } from "./docs";
 import { createRouter } from "./platform/factory";
 import { jsonBody } from "./platform/middleware";
@@ -24,6 +25,7 @@ export function createManagementApi() {
   v2.route("/", appsRouter);
   v2.route("/", buildsRouter);
   v2.route("/", webhooksRouter);
+  v2.route("/", domainsRouter);
   registerDocs(v2);
   return v2;
 }

@@ -1,3 +1,4 @@
+import { domainValidationConsumer } from "./domains/cron";
 import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
 import { QUEUES } from "./platform/triggers";
@@ -8,6 +9,7 @@ export type QueueHandler = (batch: MessageBatch<unknown>, env: Env, ctx: Executi
 /** One consumer per configured queue. */
 export const queueHandlers: Record<string, QueueHandler> = {
   [QUEUES.webhookDeliveries]: deliverWebhooks,
+  [QUEUES.domainValidations]: (batch, env, _ctx, deps) => domainValidationConsumer(batch, env, deps),
 };
 
 /** The Worker's `queue` entry point, built with the same `deps` as `fetch`. */

@@ -1,3 +1,4 @@
+import { domainValidationCron } from "./domains/cron";
 import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
 import { CRONS } from "./platform/triggers";
@@ -6,8 +7,8 @@ export type CronHandler = (controller: ScheduledController, env: Env, ctx: Execu
 
 /** One handler per configured cron; the custom domains capability fills in domain validation. */
 export const cronHandlers: Record<string, CronHandler> = {
-  [CRONS.domainValidation]: async () => {
-    // Domain validation arrives with the custom domains capability; nothing is pending before it.
+  [CRONS.domainValidation]: async (_controller, env, _ctx, deps) => {
+    await domainValidationCron(env, deps);
   },
 };
 

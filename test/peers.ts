@@ -6,7 +6,6 @@ declare global {
     interface Env {
       PEER_URL: string;
       PEER_DOWN_URL: string;
-      WRANGLER_QUEUE_CONSUMERS: string;
     }
   }
 }

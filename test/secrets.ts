@@ -4,3 +4,9 @@ export const TEST_SECRETS = {
   JWT_SECRET: "test-jwt-secret-0123456789abcdefghijklmnopqrs",
   WEBHOOK_ENCRYPTION_KEY: "test-webhook-key-0123456789abcdefghijklmnop",
 };
+
+/** What the fake Cloudflare API (test/global/fakes.mjs) accepts. */
+export const TEST_CLOUDFLARE = {
+  apiToken: "test-cloudflare-token",
+  zoneId: "023e105f4ecef8ad9ca31a8372d0c353",
+};

@@ -158,3 +158,53 @@ export const webhookAttempts = sqliteTable(
 
 export type WebhookDelivery = typeof webhookDeliveries.$inferSelect;
 export type WebhookAttempt = typeof webhookAttempts.$inferSelect;
+
+export const DOMAIN_STATUSES = ["pending", "validated", "failed"] as const;
+export type DomainStatus = (typeof DOMAIN_STATUSES)[number];
+export const CERTIFICATE_STATUSES = ["none", "pending", "active", "failed"] as const;
+export type CertificateStatus = (typeof CERTIFICATE_STATUSES)[number];
+/** The stable codes of a domain's `last_error`: clients switch on them, people read the message. */
+export const DOMAIN_ERROR_CODES = ["WRONG_TARGET", "CONFLICTING_RECORDS", "NO_RECORD", "DNS_UNAVAILABLE"] as const;
+export type DomainErrorCode = (typeof DOMAIN_ERROR_CODES)[number];
+
+export const domains = sqliteTable(
+  "domains",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    // Normalised: lower case, ASCII (punycode), no trailing dot. One project holds a hostname at a time.
+    hostname: text("hostname").notNull(),
+    region: text("region").notNull(),
+    // An apex cannot hold a CNAME; it is told to use an ALIAS/flattened record and validated by addresses.
+    apex: integer("apex", { mode: "boolean" }).notNull(),
+    status: text("status", { enum: DOMAIN_STATUSES }).notNull(),
+    lastErrorCode: text("last_error_code", { enum: DOMAIN_ERROR_CODES }),
+    lastErrorMessage: text("last_error_message"),
+    lastCheckedAt: timestamp("last_checked_at"),
+    // When the cron may next claim it; the claim moves it forward, so overlapping runs skip it.
+    nextCheckAt: timestamp("next_check_at").notNull(),
+    autoValidationEndsAt: timestamp("auto_validation_ends_at").notNull(),
+    validatedAt: timestamp("validated_at"),
+    certificateStatus: text("certificate_status", { enum: CERTIFICATE_STATUSES }).notNull(),
+    // The provider's id for the certificate (a Cloudflare custom hostname id); null until provisioned.
+    certificateRef: text("certificate_ref"),
+    certificateCheckedAt: timestamp("certificate_checked_at"),
+    // An HTTP validation token the provider asked us to serve under /.well-known/, if any.
+    challengePath: text("challenge_path"),
+    challengeBody: text("challenge_body"),
+    createdAt: timestamp("created_at").notNull(),
+    updatedAt: timestamp("updated_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("domains_hostname").on(t.hostname),
+    index("domains_project").on(t.projectId, t.hostname),
+    index("domains_due").on(t.nextCheckAt).where(sql`${t.status} = 'pending'`),
+    index("domains_certificates").on(t.certificateCheckedAt).where(sql`${t.certificateStatus} = 'pending'`),
+    check("domains_status", sql`${t.status} in ('pending', 'validated', 'failed')`),
+    check("domains_certificate_status", sql`${t.certificateStatus} in ('none', 'pending', 'active', 'failed')`),
+  ],
+);
+
+export type Domain = typeof domains.$inferSelect;

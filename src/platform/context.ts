@@ -1,5 +1,8 @@
 import type { Database } from "../db/client";
 import type { Principal } from "../auth/principal";
+import { type CertificateProvider, CloudflareCustomHostnames, LocalCertificates } from "../domains/certificates";
+import { type DnsResolver, DohResolver } from "../domains/dns";
+import type { CustomDomainRoute } from "../domains/lookup";
 import type { Config, Env } from "./env";
 
 /**
@@ -10,15 +13,26 @@ export interface Deps {
   now(): Date;
   /** Requests to the outside world on a customer's behalf: app upstreams and webhook receivers. */
   outbound: Outbound;
+  /** DNS over HTTPS (RFC 8484) for custom domain validation. */
+  resolver(config: Config): DnsResolver;
+  /** Certificates of custom domains: Cloudflare for SaaS when configured, local otherwise. */
+  certificates(config: Config): CertificateProvider;
 }
 
 export interface Outbound {
   fetch(request: Request): Promise<Response>;
 }
 
+const local = new LocalCertificates();
+
 export const defaultDeps: Deps = {
   now: () => new Date(),
   outbound: { fetch: (request) => fetch(request) },
+  resolver: (config) => new DohResolver(config.dnsResolverUrl),
+  certificates: (config) =>
+    config.cloudflare
+      ? new CloudflareCustomHostnames({ apiToken: config.cloudflare.apiToken, zoneId: config.cloudflare.zoneId, baseUrl: config.cloudflare.apiBaseUrl })
+      : local,
 };
 
 export interface AppEnv {
@@ -30,5 +44,7 @@ export interface AppEnv {
     deps: Deps;
     /** Set by `authenticate`; read only on routes behind it. */
     principal: Principal;
+    /** Set by `hostGate` on a validated custom domain: the one project whose runs it serves. */
+    customDomain: CustomDomainRoute | undefined;
   };
 }

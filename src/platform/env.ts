@@ -21,6 +21,8 @@ export interface Env {
   WEBHOOK_BODIES: R2Bucket;
   RUN_TIMEOUT_MS?: string;
   WEBHOOK_TIMEOUT_MS?: string;
+  DOMAIN_QUEUE: Queue<unknown>;
+  CF_API_BASE_URL?: string;
 }
 
 type GatewayEnv = Env;
@@ -65,6 +67,7 @@ const ConfigSchema = z
     WEBHOOK_ENCRYPTION_KEY: secret(32),
     CF_API_TOKEN: z.string().min(1).optional(),
     CF_ZONE_ID: z.string().min(1).optional(),
+    CF_API_BASE_URL: z.url({ protocol: /^https?$/, error: "is not an http(s) URL" }).optional(),
     ALLOW_INSECURE_TARGETS: z
       .enum(["true", "false"], { error: 'must be "true" or "false"' })
       .default("false")
@@ -85,7 +88,7 @@ export interface Config {
   adminToken: string;
   jwtSecret: string;
   webhookEncryptionKey: string;
-  cloudflare: { apiToken: string; zoneId: string } | null;
+  cloudflare: { apiToken: string; zoneId: string; apiBaseUrl: string | undefined } | null;
   allowInsecureTargets: boolean;
   /** How long the run proxy waits for the upstream's answer. */
   runTimeoutMs: number;
@@ -118,7 +121,7 @@ export function getConfig(env: Env): Config {
     adminToken: c.ADMIN_TOKEN,
     jwtSecret: c.JWT_SECRET,
     webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY,
-    cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID } : null,
+    cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID, apiBaseUrl: c.CF_API_BASE_URL } : null,
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,

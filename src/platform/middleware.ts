@@ -33,10 +33,13 @@ export const jsonBody = (maxBytes: number) => {
     },
   });
   return createMiddleware<AppEnv>(async (c, next) => {
-    // `Content-Length: 0` is no body, whatever the type says (clients send it on body-less POSTs).
-    const empty = c.req.raw.body === null || c.req.header("content-length") === "0";
-    if (empty || c.req.method === "GET" || c.req.method === "HEAD") return next();
     const type = c.req.header("content-type");
+    const length = c.req.header("content-length");
+    // A body-less action (POST …/builds, …/validate) as fetch and curl send it: `Content-Length: 0`, or
+    // no length, no chunking and no type; some runtimes still hand over an empty stream.
+    const empty =
+      c.req.raw.body === null || length === "0" || (length === undefined && !type && !c.req.header("transfer-encoding"));
+    if (empty || c.req.method === "GET" || c.req.method === "HEAD") return next();
     if (!type || !JSON_TYPE.test(type)) {
       throw new ApiError("unsupported_media_type", `Send the request body as application/json (got ${type ?? "no Content-Type"}).`);
     }

@@ -41,6 +41,7 @@ const problemDescriptions: Record<number, string> = {
   429: "Too many requests.",
   502: "The upstream failed.",
   504: "The upstream timed out.",
+  503: "A service the gateway depends on is unavailable; try again.",
 };
 
 /** The problem responses a route may give, to spread into its `responses`. */

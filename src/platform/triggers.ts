@@ -8,4 +8,5 @@ export const CRONS = {
 
 export const QUEUES = {
   webhookDeliveries: "webhook-deliveries",
+  domainValidations: "domain-validations",
 } as const;

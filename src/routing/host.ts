@@ -1,4 +1,5 @@
 import { createMiddleware } from "hono/factory";
+import { routeForHost } from "../domains/lookup";
 import type { AppEnv } from "../platform/context";
 import { ApiError } from "../platform/errors";
 
@@ -7,12 +8,35 @@ export function hostnameOf(url: string): string {
   return new URL(url).hostname.toLowerCase().replace(/\.$/, "");
 }
 
+/** Paths certificate issuers fetch to validate a hostname (ACME HTTP-01, CA/B Forum file-based DCV). */
+const CERTIFICATE_VALIDATION = /^\/\.well-known\/(acme-challenge|pki-validation)(\/|$)/;
+/** The one surface a custom domain serves: the run path, as on the default address. */
+const RUN_PATH = /^\/v4\/([^/]+)\/([^/]+)\/run\/?$/;
+
 /**
  * The one place requests are told apart by host: the service's own API hostnames get the whole
- * surface; any other host gets a 404 problem that says the host is not served here.
+ * surface; a validated custom domain gets only the run path of its own project; any other host
+ * gets a 404 problem that says why. Certificate validation paths are never passed to an app.
  */
 export const hostGate = createMiddleware<AppEnv>(async (c, next) => {
   const hostname = hostnameOf(c.req.url);
   if (c.get("config").apiHostnames.has(hostname)) return next();
-  throw new ApiError("unknown_host", `'${hostname}' is not served by this gateway.`);
+  const route = await routeForHost(c.get("db"), hostname, c.get("deps").now().getTime());
+  if (!route) throw new ApiError("unknown_host", `'${hostname}' is not served by this gateway.`);
+  const path = c.req.path;
+  if (CERTIFICATE_VALIDATION.test(path)) {
+    if (route.challenge?.path === path) return c.text(route.challenge.body, 200, { "Cache-Control": "no-store" });
+    throw new ApiError("not_found", `No certificate validation token at ${path} for ${hostname}.`);
+  }
+  if (route.status !== "validated") {
+    throw new ApiError(
+      "unknown_host",
+      `'${hostname}' is a custom domain that is not validated yet (status ${route.status}); its owner can see why and validate it in the dashboard.`,
+    );
+  }
+  const run = RUN_PATH.exec(path);
+  if (!run) throw new ApiError("not_found", `${hostname} serves only /v4/{project_id}/{app_name}/run of its own project.`);
+  if (run[1] !== route.projectId) throw new ApiError("not_found", `No project with id '${run[1]}' on ${hostname}.`);
+  c.set("customDomain", route);
+  return next();
 });

@@ -5,6 +5,7 @@ import { client } from "../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../test/peers";
 import { callWith, capturingQueue, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
+import { defaultDeps } from "../platform/context";
 import { getConfig } from "../platform/env";
 import { createQueue } from "../queue";
 import { type DeliveryMessage, enqueueDelivery } from "./enqueue";
@@ -177,7 +178,7 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200, delayMs: 200 }]);
     const capture = capturingQueue();
-    const deps = { now: api.clock.now, outbound: { fetch: (r: Request) => fetch(r) } };
+    const deps = { ...defaultDeps, now: api.clock.now, outbound: { fetch: (r: Request) => fetch(r) } };
     const queueEnv = { ...env, WEBHOOK_QUEUE: capture.queue };
     await Promise.all(
       Array.from({ length: 100 }, (_, i) =>

@@ -1,0 +1,120 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { CERTIFICATE_STATUSES, DOMAIN_ERROR_CODES, DOMAIN_STATUSES } from "../db/schema";
+import { AUTHENTICATED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
+
+const DOMAIN_EXAMPLE = "api.example.com";
+
+export const DomainSchema = z
+  .object({
+    domain: z.string().openapi({ example: DOMAIN_EXAMPLE, description: "Normalised: lower case, punycode, no trailing dot." }),
+    project_id: z.string(),
+    region: z.string().openapi({ example: "us-east-1" }),
+    status: z.enum(DOMAIN_STATUSES),
+    dns_record: z
+      .object({
+        type: z.enum(["CNAME", "ALIAS"]).openapi({ description: "`ALIAS` (also ANAME or flattened CNAME) for an apex, which cannot hold a CNAME." }),
+        name: z.string().openapi({ example: DOMAIN_EXAMPLE }),
+        value: z.string().openapi({ example: "proxy.aws.us-east-1.gateway.example.com" }),
+      })
+      .openapi({ description: "The record to create at the customer's DNS provider, exactly as given." }),
+    last_error: z
+      .object({
+        code: z.enum(DOMAIN_ERROR_CODES),
+        message: z.string().openapi({ description: "What was seen, what was expected, and what to do." }),
+      })
+      .nullable(),
+    last_checked_at: Timestamp.nullable(),
+    next_check_at: Timestamp.nullable().openapi({ description: "The next automatic attempt; null when none is planned." }),
+    auto_validation_ends_at: Timestamp.openapi({ description: "Automatic attempts stop here (2 days after creation); manual validation works at any time." }),
+    validated_at: Timestamp.nullable(),
+    certificate_status: z.enum(CERTIFICATE_STATUSES),
+    created_at: Timestamp,
+  })
+  .openapi("Domain");
+
+export const CreateDomainBody = z
+  .object({
+    domain: z.string().max(1000).openapi({ example: DOMAIN_EXAMPLE, description: "An apex (`example.com`) or, preferably, a subdomain." }),
+    region: z.string().openapi({ example: "us-east-1", description: "One of the installation's regions; the domain always resolves to it." }),
+  })
+  .strict()
+  .openapi("CreateDomain");
+
+export const DomainParams = ProjectParams.extend({
+  domain: z
+    .string()
+    .max(1000)
+    .openapi({ param: { name: "domain", in: "path" }, example: DOMAIN_EXAMPLE, description: "The hostname itself." }),
+});
+
+const tags = ["Custom domains"];
+const security = [{ bearerAuth: [] }];
+
+export const createDomain = createRoute({
+  method: "post",
+  path: "/projects/{project_id}/domains",
+  tags,
+  security,
+  summary: "Add a custom domain",
+  description: "Starts pending; the answer carries the DNS record to create. Validation is then attempted every 30 minutes for 2 days, or on demand.",
+  request: { params: ProjectParams, ...jsonBodyOf(CreateDomainBody) },
+  responses: {
+    201: jsonContent(DomainSchema, "The new domain, pending."),
+    ...problems(400, 401, 404, 409, 413, 415),
+  },
+});
+
+export const listDomains = createRoute({
+  method: "get",
+  path: "/projects/{project_id}/domains",
+  tags,
+  security,
+  summary: "List custom domains",
+  request: { params: ProjectParams, query: ListQuery },
+  responses: {
+    200: jsonContent(listOf(DomainSchema, "DomainList"), "A page of domains, by name."),
+    ...AUTHENTICATED_PROBLEMS,
+  },
+});
+
+export const getDomain = createRoute({
+  method: "get",
+  path: "/projects/{project_id}/domains/{domain}",
+  tags,
+  security,
+  summary: "Read a custom domain",
+  request: { params: DomainParams },
+  responses: {
+    200: jsonContent(DomainSchema, "The domain and its validation status."),
+    ...AUTHENTICATED_PROBLEMS,
+  },
+});
+
+export const deleteDomain = createRoute({
+  method: "delete",
+  path: "/projects/{project_id}/domains/{domain}",
+  tags,
+  security,
+  summary: "Remove a custom domain",
+  description: "Removes its certificate (Cloudflare custom hostname) too; the host stops being served at once.",
+  request: { params: DomainParams },
+  responses: {
+    200: jsonContent(DomainSchema, "The domain as it was when removed."),
+    ...problems(400, 401, 404, 503),
+  },
+});
+
+export const validateDomainRoute = createRoute({
+  method: "post",
+  path: "/projects/{project_id}/domains/{domain}/validate",
+  tags,
+  security,
+  summary: "Validate a custom domain now",
+  description:
+    "Checks DNS at once, from pending or failed, also after the automatic window. On a validated domain it only reads back the certificate.",
+  request: { params: DomainParams },
+  responses: {
+    200: jsonContent(DomainSchema, "The domain after the check; `last_error` says what was found."),
+    ...AUTHENTICATED_PROBLEMS,
+  },
+});

@@ -1,0 +1,8 @@
+// Values the globalSetup files (test/global/*.mjs) hand to the workers project's configuration.
+declare module "vitest" {
+  export interface ProvidedContext {
+    dohUrl: string;
+    fakesUrl: string;
+  }
+}
+export {};
