@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_SECRETS } from "../secrets";
-import { type DevServer, startWranglerDev } from "./wrangler-dev";
+import { type DevServer, freePort, startWranglerDev } from "./wrangler-dev";
 
 /**
  * The dashboard in a real browser (Debian's Chromium driven by playwright-core) against `wrangler dev`.
@@ -51,7 +51,7 @@ describe.runIf(available)("dashboard in a browser", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "eg-dashboard-"));
     mkdirSync(SCREENSHOTS, { recursive: true });
-    server = await startWranglerDev({ dir, port: 8793, inspectorPort: 9293, secrets: TEST_SECRETS });
+    server = await startWranglerDev({ dir, port: await freePort(), inspectorPort: await freePort(), secrets: TEST_SECRETS });
     context = await launch("profile");
     page = context.pages()[0] ?? (await context.newPage());
     page.setDefaultTimeout(10_000);

@@ -1,5 +1,6 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 
@@ -67,4 +68,16 @@ export async function startWranglerDev(options: { dir: string; port: number; ins
       if (child.exitCode === null) child.kill("SIGKILL");
     },
   };
+}
+
+/** A port nothing listens on now, so parallel runs of the suite (CI beside a developer) do not collide. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
 }
