@@ -7,6 +7,8 @@ export default defineConfig(async () => {
   return {
     test: {
       // CI also writes machine-readable results; .ci/run prints the "N passed, N failed" line from them.
+      // Logs (structured lines the code under test writes on purpose) are shown for failing tests only.
+      silent: "passed-only",
       reporters: process.env.CI ? ["default", ["json", { outputFile: "artifacts/vitest.json" }] as ["json", object]] : ["default"],
       projects: [
         {

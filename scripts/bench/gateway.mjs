@@ -4,9 +4,12 @@ import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { convertV4MiniflareOptions, Miniflare } from "miniflare";
+import { parse } from "smol-toml";
 import { passthroughScript } from "./passthrough.mjs";
 
-export const COMPATIBILITY_DATE = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(readFileSync("wrangler.toml", "utf8"))[1];
+// The local (top-level) configuration of wrangler.toml: the bench runs what `wrangler dev` would.
+const config = parse(readFileSync("wrangler.toml", "utf8"));
+export const COMPATIBILITY_DATE = config.compatibility_date;
 
 export const SECRETS = {
   ADMIN_TOKEN: "bench-admin-token-0123456789abcdefghijklmnop",
@@ -37,7 +40,7 @@ export async function startPassthrough(upstreamUrl) {
   return { mf, url: url.origin, startupMs: performance.now() - started };
 }
 
-export async function startGateway(scriptPath, { dnsResolverUrl = "http://127.0.0.1:8053/dns-query", extraBindings = {} } = {}) {
+export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {} } = {}) {
   const started = performance.now();
   const mf = create({
     ...quiet,
@@ -47,20 +50,17 @@ export async function startGateway(scriptPath, { dnsResolverUrl = "http://127.0.
         modules: true,
         scriptPath,
         modulesRoot: dirname(scriptPath),
-    compatibilityDate: COMPATIBILITY_DATE,
-    bindings: {
-      SERVICE_DOMAIN: "service.test",
-      API_HOSTNAMES: "localhost,127.0.0.1",
-      REGIONS: "us-east-1,eu-west-2",
-      DNS_RESOLVER_URL: dnsResolverUrl,
-      ALLOW_INSECURE_TARGETS: "true",
-      ...SECRETS,
-      ...extraBindings,
-    },
-    d1Databases: { DB: "bench-db" },
-    r2Buckets: ["WEBHOOK_PAYLOADS"],
-    queueProducers: { WEBHOOK_QUEUE: { queueName: "webhook-deliveries" } },
-        queueConsumers: { "webhook-deliveries": { maxBatchSize: 100, maxBatchTimeout: 1, maxRetries: 2 } },
+        compatibilityDate: COMPATIBILITY_DATE,
+        bindings: { ...config.vars, DNS_RESOLVER_URL: dnsResolverUrl, ...SECRETS, ...extraBindings },
+        d1Databases: { DB: "bench-db" },
+        r2Buckets: (config.r2_buckets ?? []).map((b) => b.binding),
+        queueProducers: Object.fromEntries((config.queues?.producers ?? []).map((p) => [p.binding, { queueName: p.queue }])),
+        queueConsumers: Object.fromEntries(
+          (config.queues?.consumers ?? []).map((c) => [
+            c.queue,
+            { maxBatchSize: c.max_batch_size, maxBatchTimeout: c.max_batch_timeout, maxRetries: c.max_retries },
+          ]),
+        ),
       },
     ],
   });
@@ -75,18 +75,21 @@ export async function startGateway(scriptPath, { dnsResolverUrl = "http://127.0.
   return { mf, db, url: url.origin, startupMs };
 }
 
+/** Calls the gateway's management API; throws on any non-2xx answer. */
+export const managementApi = (gatewayUrl) => async (token, method, path, body) => {
+  const response = await fetch(`${gatewayUrl}/v2${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, ...(body ? { "Content-Type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const json = await response.json();
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+};
+
 /** A project, service account, app and succeeded build whose origin is `upstreamUrl`, made through the API. */
 export async function seedRunnableApp(gatewayUrl, upstreamUrl) {
-  const call = async (token, method, path, body) => {
-    const response = await fetch(`${gatewayUrl}/v2${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${token}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const json = await response.json();
-    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const call = managementApi(gatewayUrl);
   const admin = SECRETS.ADMIN_TOKEN;
   const { project_id } = await call(admin, "POST", "/projects", { name: "bench" });
   const expires_at = new Date(Date.now() + 24 * 3600 * 1000).toISOString();

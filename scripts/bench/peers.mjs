@@ -40,3 +40,37 @@ export function startPeer({ delayMs = 0, status = 200 } = {}) {
     });
   });
 }
+
+/** Forwards every request to `target` (the DoH server) and counts them: the subrequests a Worker made. */
+export function startCountingProxy(target) {
+  let count = 0;
+  const server = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    count++;
+    try {
+      const url = new URL(req.url, target);
+      const upstream = await fetch(`${target}${url.search}`, {
+        method: req.method,
+        headers: { "content-type": req.headers["content-type"] ?? "", accept: req.headers.accept ?? "application/dns-message" },
+        body: req.method === "POST" ? Buffer.concat(chunks) : undefined,
+      });
+      const body = Buffer.from(await upstream.arrayBuffer());
+      res.writeHead(upstream.status, { "Content-Type": upstream.headers.get("content-type") ?? "application/octet-stream" });
+      res.end(body);
+    } catch {
+      res.writeHead(502).end();
+    }
+  });
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () => {
+      resolve({
+        url: `http://127.0.0.1:${server.address().port}/dns-query`,
+        get count() {
+          return count;
+        },
+        close: () => new Promise((r) => server.close(r)),
+      });
+    });
+  });
+}

@@ -1,18 +1,22 @@
-// `npm run bench [-- --seconds=5 --reps=3]`: the gateway's cost against the runtime's own limit,
-// every figure a ratio to a baseline measured in the same run (these machines are noisy).
-// Servers (workerd, the Node peers) run pinned to CPU 0 and wrk to CPU 1 when taskset exists.
-import { spawnSync } from "node:child_process";
+// `npm run bench [-- --seconds=5 --reps=3 --domains=1000 --deliveries=1000 --targets=abcde]`: the
+// gateway's cost against the runtime's own limit, every figure a ratio to a baseline measured in the
+// same run (these machines are noisy). Servers (workerd, the Node peers) run pinned to CPU 0 and wrk
+// to CPU 1 when taskset exists. Loopback only; bounded by the options.
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
-import { buildBundle, seedRunnableApp, startGateway, startPassthrough } from "./gateway.mjs";
-import { startPeer } from "./peers.mjs";
+import { buildBundle, managementApi, SECRETS, seedRunnableApp, startGateway, startPassthrough } from "./gateway.mjs";
+import { startCountingProxy, startPeer } from "./peers.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
 const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
 const SECONDS = Number(options.seconds ?? 5);
 const REPS = Number(options.reps ?? 3);
+const DOMAINS = Number(options.domains ?? 1000);
+const DELIVERIES = Number(options.deliveries ?? 1000);
+const TARGETS = options.targets ?? "abcde";
 
 const hasTaskset = spawnSync("taskset", ["-c", "0", "true"]).status === 0;
 if (hasTaskset && !process.env.BENCH_PINNED) {
@@ -32,6 +36,36 @@ const median = (values) => {
 };
 const fmt = (n, digits = 2) => n.toFixed(digits);
 const log = (...args) => console.error("bench:", ...args);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Runs `work(i)` for i < n with at most `limit` at once. */
+async function pool(n, limit, work) {
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(limit, n) }, async () => {
+    while (next < n) await work(next++);
+  }));
+}
+
+/** Waits until `peer.count` has not moved for `quietMs` (deliveries left by a load test have drained). */
+async function drained(peer, quietMs = 1500, maxMs = 120_000) {
+  const deadline = Date.now() + maxMs;
+  let last = -1;
+  while (Date.now() < deadline) {
+    if (peer.count === last) return;
+    last = peer.count;
+    await sleep(quietMs);
+  }
+}
+
+/** The DNS test harness (knot behind dnsdist), started by its own idempotent script; null if it cannot start. */
+function dnsHarness() {
+  try {
+    return execFileSync("bash", ["../shared/harness/dns/start.sh"], { stdio: ["ignore", "pipe", "ignore"] }).toString().trim();
+  } catch {
+    log("the DNS harness (../shared/harness/dns) did not start: custom-domain figures are skipped");
+    return null;
+  }
+}
 
 ensureWrk();
 const workdir = mkdtempSync(join(tmpdir(), "edge-gateway-bench-"));
@@ -41,68 +75,155 @@ try {
   const bundle = buildBundle(join(workdir, "dist"));
   const bundleBytes = readFileSync(bundle);
 
+  const dohUrl = dnsHarness();
   const upstream = await startPeer();
-  const receiver = await startPeer();
-  cleanup.push(upstream.close, receiver.close);
+  const receiver = await startPeer({ status: 204 });
+  const slowReceiver = await startPeer({ delayMs: 200, status: 204 });
+  const doh = dohUrl ? await startCountingProxy(dohUrl) : null;
+  cleanup.push(upstream.close, receiver.close, slowReceiver.close);
+  if (doh) cleanup.push(doh.close);
   const bare = await startPassthrough(upstream.url);
   cleanup.push(() => bare.mf.dispose());
-  const gateway = await startGateway(bundle);
+  const gateway = await startGateway(bundle, doh ? { dnsResolverUrl: doh.url } : {});
   cleanup.push(() => gateway.mf.dispose());
   const seed = await seedRunnableApp(gateway.url, upstream.url);
-
   const auth = { Authorization: `Bearer ${seed.token}` };
+  const api = managementApi(gateway.url);
 
+  let customHost = null;
+  if (doh) {
+    // good.example.test is CNAMEd to proxy.aws.us-east-1.service.test in the harness's zone.
+    customHost = "good.example.test";
+    await api(seed.token, "POST", `/projects/${seed.projectId}/domains`, { domain: customHost, region: "us-east-1" });
+    const validated = await api(seed.token, "POST", `/projects/${seed.projectId}/domains/${customHost}/validate`);
+    if (validated.status !== "validated") throw new Error(`custom domain: ${JSON.stringify(validated)}`);
+  }
+
+  const hook = (peer) => `?webhookEndpoint=${encodeURIComponent(`${peer.url}/hook`)}`;
   const targets = [
     { id: "a", name: "upstream directly", url: `${upstream.url}${seed.runPath}` },
     { id: "b", name: "bare pass-through Worker", url: `${bare.url}${seed.runPath}` },
     { id: "c", name: "gateway, default hostname", url: `${gateway.url}${seed.runPath}`, headers: auth },
-    {
-      id: "e",
-      name: "gateway, with webhookEndpoint",
-      url: `${gateway.url}${seed.runPath}?webhookEndpoint=${encodeURIComponent(`${receiver.url}/hook`)}`,
-      headers: auth,
-    },
-  ];
-  if (options.targets) targets.splice(0, targets.length, ...targets.filter((t) => options.targets.includes(t.id)));
+    customHost && { id: "d", name: `gateway, custom domain (${customHost})`, url: `${gateway.url}${seed.runPath}`, headers: { ...auth, Host: customHost } },
+    { id: "e", name: "gateway, with webhookEndpoint", url: `${gateway.url}${seed.runPath}${hook(receiver)}`, headers: auth, drains: receiver },
+  ].filter((t) => t && TARGETS.includes(t.id));
   for (const target of targets) {
     const check = await fetch(target.url, { headers: target.headers });
     if (!check.ok) throw new Error(`${target.name}: ${check.status} ${await check.text()}`);
   }
 
+  // 2. Webhook delivery: one delivery to a 200 ms receiver, then 100 at once, then many to a fast one.
+  log("webhook delivery");
+  const run = (peer) => fetch(`${gateway.url}${seed.runPath}${hook(peer)}`, { headers: auth }).then((r) => r.arrayBuffer());
+  const single = [];
+  for (let i = 0; i < 3; i++) {
+    const before = slowReceiver.count;
+    const started = performance.now();
+    await run(slowReceiver);
+    await slowReceiver.waitFor(before + 1);
+    single.push(performance.now() - started);
+  }
+  let before = slowReceiver.count;
+  let started = performance.now();
+  await Promise.all(Array.from({ length: 100 }, () => run(slowReceiver)));
+  await slowReceiver.waitFor(before + 100);
+  const batchMs = performance.now() - started;
+  before = receiver.count;
+  started = performance.now();
+  await pool(DELIVERIES, 32, () => run(receiver));
+  const producedMs = performance.now() - started;
+  await receiver.waitFor(before + DELIVERIES);
+  const fastMs = performance.now() - started;
+
+  // 3. Domain validation: DOMAINS pending domains, due now, checked by one cron run and its fan-out.
+  let domainFigures = null;
+  if (doh) {
+    log(`domain validation: creating ${DOMAINS} domains`);
+    const tag = Date.now().toString(36);
+    await pool(DOMAINS, 16, (i) =>
+      api(seed.token, "POST", `/projects/${seed.projectId}/domains`, { domain: `d${i}-${tag}.wild.example.test`, region: "us-east-1" }),
+    );
+    await gateway.db.prepare("UPDATE domains SET next_check_at = 0 WHERE status = 'pending'").run();
+    const queriesBefore = doh.count;
+    const worker = await gateway.mf.getWorker();
+    started = performance.now();
+    await worker.scheduled({ cron: "*/30 * * * *" });
+    let validated = 0;
+    const deadline = Date.now() + 300_000;
+    while (Date.now() < deadline) {
+      const row = await gateway.db.prepare("SELECT count(*) AS n FROM domains WHERE status = 'validated' AND hostname LIKE ?").bind(`%-${tag}.wild.example.test`).first();
+      validated = row.n;
+      if (validated >= DOMAINS) break;
+      await sleep(200);
+    }
+    const cronSource = readFileSync("src/domains/cron.ts", "utf8");
+    const constant = (name) => Number(new RegExp(`${name} = ([\\d_]+)`).exec(cronSource)?.[1].replace(/_/g, ""));
+    domainFigures = {
+      validated,
+      ms: performance.now() - started,
+      queries: doh.count - queriesBefore,
+      limit: constant("SUBREQUEST_LIMIT"),
+      perCheck: constant("SUBREQUESTS_PER_CHECK"),
+      perBatch: constant("CHECKS_PER_QUEUE_BATCH"),
+      inline: constant("INLINE_CHECKS_PER_CRON"),
+    };
+  }
+
+  // 1. Run path, interleaved repetitions.
   const results = Object.fromEntries(targets.map((t) => [t.id, { rps: [], p50: [], p99: [], bad: 0 }]));
   for (let rep = 1; rep <= REPS; rep++) {
     for (const target of targets) {
       log(`rep ${rep}/${REPS}: ${target.id}) ${target.name}`);
       const load = await wrk({ ...target, connections: 16, seconds: SECONDS, cpu: WRK_CPU });
-      const single = await wrk({ ...target, connections: 1, seconds: SECONDS, cpu: WRK_CPU });
+      if (target.drains) await drained(target.drains);
+      const one = await wrk({ ...target, connections: 1, seconds: SECONDS, cpu: WRK_CPU });
+      if (target.drains) await drained(target.drains);
       const r = results[target.id];
       r.rps.push(load.rps);
-      r.p50.push(single.p50);
-      r.p99.push(single.p99);
-      r.bad += load.non2xx + single.non2xx;
+      r.p50.push(one.p50);
+      r.p99.push(one.p99);
+      r.bad += load.non2xx + one.non2xx;
     }
   }
 
-  const base = { rps: median(results.b.rps), p50: median(results.b.p50) };
-  console.log(`\n## Run path (wrk: 16 connections for req/s, 1 connection for p50/p99; ${SECONDS} s each, median of ${REPS} interleaved reps)\n`);
+  console.log(`\n## 1. Run path (wrk: 16 connections for req/s, 1 for p50/p99; ${SECONDS} s each; median of ${REPS} interleaved reps)\n`);
+  const base = results.b ? { rps: median(results.b.rps), p50: median(results.b.p50) } : null;
   console.log("| target | req/s | ×(b) | p50 ms | p99 ms | p50 − (b) ms | non-2xx |");
   console.log("|---|---:|---:|---:|---:|---:|---:|");
   for (const target of targets) {
     const r = results[target.id];
     const rps = median(r.rps);
     const p50 = median(r.p50);
-    console.log(
-      `| (${target.id}) ${target.name} | ${fmt(rps, 0)} | ${fmt(rps / base.rps)} | ${fmt(p50, 3)} | ${fmt(median(r.p99), 3)} | ${fmt(p50 - base.p50, 3)} | ${r.bad} |`,
-    );
+    const ratio = base ? fmt(rps / base.rps) : "–";
+    const extra = base ? fmt(p50 - base.p50, 3) : "–";
+    console.log(`| (${target.id}) ${target.name} | ${fmt(rps, 0)} | ${ratio} | ${fmt(p50, 3)} | ${fmt(median(r.p99), 3)} | ${extra} | ${r.bad} |`);
   }
 
-  console.log("\n## Bundle\n");
-  console.log(`| figure | value |`);
-  console.log(`|---|---:|`);
+  console.log("\n## 2. Webhook delivery (queue consumer in workerd, receivers on loopback)\n");
+  const one = median(single);
+  console.log("| figure | value |");
+  console.log("|---|---:|");
+  console.log(`| one delivery to a 200 ms receiver, run → received (median of 3) | ${fmt(one, 0)} ms |`);
+  console.log(`| 100 deliveries to the same receiver, first run → last received | ${fmt(batchMs, 0)} ms (**${fmt(batchMs / one)}×** one) |`);
+  console.log(`| ${DELIVERIES} deliveries to a fast receiver (runs made 32 at a time) | ${fmt(DELIVERIES / (fastMs / 1000), 0)} deliveries/s (runs made in ${fmt(producedMs, 0)} ms, all received after ${fmt(fastMs, 0)} ms) |`);
+
+  if (domainFigures) {
+    const d = domainFigures;
+    console.log(`\n## 3. Domain validation (${DOMAINS} pending domains, real DNS: knot behind dnsdist, through a counting DoH proxy)\n`);
+    console.log("| figure | value |");
+    console.log("|---|---:|");
+    console.log(`| validated by one cron run and its queue fan-out | ${d.validated} of ${DOMAINS} in ${fmt(d.ms / 1000, 1)} s = **${fmt(d.validated / (d.ms / 1000), 1)} domains/s** |`);
+    console.log(`| DoH queries | ${d.queries} (${fmt(d.queries / Math.max(1, d.validated), 2)} per domain) |`);
+    console.log(`| subrequests per invocation, bound by design (src/domains/cron.ts) | ≤ ${d.perCheck} per check × ${d.perBatch} checks per queue batch (${d.inline} inline in the cron run); limit ${d.limit} |`);
+  }
+
+  console.log("\n## 4. Bundle\n");
+  console.log("| figure | value |");
+  console.log("|---|---:|");
   console.log(`| size (raw) | ${fmt(bundleBytes.length / 1024, 1)} KiB |`);
-  console.log(`| size (gzip) | ${fmt(gzipSync(bundleBytes, { level: 9 }).length / 1024, 1)} KiB |`);
-  console.log(`| Miniflare start, gateway ÷ bare Worker | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms, workerd boot included) |`);
-  console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, pinned: ${hasTaskset}`);
+  console.log(`| size (gzip) | ${fmt(gzipSync(bundleBytes, { level: 9 }).length / 1024, 1)} KiB (Workers limit 3 MiB Free, 10 MiB Paid) |`);
+  console.log(`| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`);
+  console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`);
 } finally {
   for (const close of cleanup.reverse()) await close();
   rmSync(workdir, { recursive: true, force: true });
