@@ -1,8 +1,8 @@
-import { and, asc, eq, gt } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { apps } from "../db/schema";
 import { ApiError } from "../platform/errors";
 import { createRouter } from "../platform/factory";
-import { decodeCursor, page } from "../platform/pagination";
+import { listPage } from "../platform/pagination";
 import { createApp, getApp, listApps } from "./routes";
 import { appId, appJson, currentDeployments, findApp } from "./store";
 
@@ -29,15 +29,15 @@ export const appsRouter = createRouter()
   .openapi(listApps, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const after = decodeCursor(cursor);
     const db = c.get("db");
-    const rows = await db
-      .select()
-      .from(apps)
-      .where(and(eq(apps.projectId, project_id), after ? gt(apps.name, after) : undefined))
-      .orderBy(asc(apps.name))
-      .limit(limit + 1);
-    const { items, nextCursor } = page(rows, limit, (a) => a.name);
+    const { items, nextCursor } = await listPage(db, apps, {
+      filter: eq(apps.projectId, project_id),
+      key: apps.name,
+      keyOf: (a) => a.name,
+      order: "asc",
+      limit,
+      cursor,
+    });
     const deployments = await currentDeployments(
       db,
       items.map((a) => a.id),

@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, lt, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { findApp } from "../apps/store";
 import type { Database } from "../db/client";
 import { builds, type Build, type BuildStatus } from "../db/schema";
@@ -6,7 +6,7 @@ import { ApiError, notFound } from "../platform/errors";
 import { createRouter } from "../platform/factory";
 import { newId } from "../platform/ids";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
-import { decodeCursor, page } from "../platform/pagination";
+import { listPage } from "../platform/pagination";
 import { checkTarget } from "../platform/url-policy";
 import { deploymentCache } from "../runs/deployments";
 import { cancelBuild, getBuild, listBuilds, reportBuild, startBuild } from "./routes";
@@ -57,16 +57,16 @@ export const buildsRouter = createRouter()
   .openapi(listBuilds, async (c) => {
     const { project_id, app_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const after = decodeCursor(cursor);
     const db = c.get("db");
     const app = await findApp(db, project_id, app_id);
-    const rows = await db
-      .select()
-      .from(builds)
-      .where(and(eq(builds.appId, app.id), after ? lt(builds.id, after) : undefined))
-      .orderBy(desc(builds.id))
-      .limit(limit + 1);
-    const { items, nextCursor } = page(rows, limit, (b) => b.id);
+    const { items, nextCursor } = await listPage(db, builds, {
+      filter: eq(builds.appId, app.id),
+      key: builds.id,
+      keyOf: (b) => b.id,
+      order: "desc",
+      limit,
+      cursor,
+    });
     return c.json({ data: items.map(buildJson), next_cursor: nextCursor }, 200);
   })
   .openapi(getBuild, async (c) => {

@@ -1,11 +1,11 @@
-import { and, asc, eq, gt } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import type { Context } from "hono";
 import { domains } from "../db/schema";
 import type { AppEnv } from "../platform/context";
 import { ApiError } from "../platform/errors";
 import { createRouter } from "../platform/factory";
 import { newId } from "../platform/ids";
-import { decodeCursor, page } from "../platform/pagination";
+import { listPage } from "../platform/pagination";
 import { CertificateError } from "./certificates";
 import { checkHostname } from "./hostname";
 import { forgetHost } from "./lookup";
@@ -63,15 +63,14 @@ export const domainsRouter = createRouter()
   .openapi(listDomains, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const after = decodeCursor(cursor);
-    const rows = await c
-      .get("db")
-      .select()
-      .from(domains)
-      .where(and(eq(domains.projectId, project_id), after ? gt(domains.hostname, after) : undefined))
-      .orderBy(asc(domains.hostname))
-      .limit(limit + 1);
-    const { items, nextCursor } = page(rows, limit, (d) => d.hostname);
+    const { items, nextCursor } = await listPage(c.get("db"), domains, {
+      filter: eq(domains.projectId, project_id),
+      key: domains.hostname,
+      keyOf: (d) => d.hostname,
+      order: "asc",
+      limit,
+      cursor,
+    });
     const config = c.get("config");
     return c.json({ data: items.map((d) => domainJson(d, config)), next_cursor: nextCursor }, 200);
   })

@@ -1,3 +1,6 @@
+import { and, asc, desc, gt, lt, type SQL } from "drizzle-orm";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
+import type { Database } from "../db/client";
 import { ApiError } from "./errors";
 
 /**
@@ -28,4 +31,28 @@ export function page<T>(rows: T[], limit: number, keyOf: (row: T) => string) {
   const items = rows.slice(0, limit);
   const last = items.at(-1);
   return { items, nextCursor: rows.length > limit && last ? encodeCursor(keyOf(last)) : null };
+}
+
+export interface ListOptions<Row> {
+  /** What the rows must match besides the cursor (the project, a filter). */
+  filter: SQL | undefined;
+  /** The unique text column the list is ordered by, and its value on a row. */
+  key: SQLiteColumn;
+  keyOf: (row: Row) => string;
+  order: "asc" | "desc";
+  limit: number;
+  cursor: string | undefined;
+}
+
+/** One page of a list endpoint: the rows after the cursor in `key` order, and the next cursor. */
+export async function listPage<T extends SQLiteTable>(db: Database, table: T, options: ListOptions<T["$inferSelect"]>) {
+  const after = decodeCursor(options.cursor);
+  const { key, order } = options;
+  const rows = (await db
+    .select()
+    .from(table as SQLiteTable)
+    .where(and(options.filter, after === undefined ? undefined : order === "asc" ? gt(key, after) : lt(key, after)))
+    .orderBy(order === "asc" ? asc(key) : desc(key))
+    .limit(options.limit + 1)) as T["$inferSelect"][];
+  return page(rows, options.limit, options.keyOf);
 }

@@ -1,9 +1,9 @@
-import { and, desc, eq, lt } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { projects, type Project } from "../db/schema";
 import { createRouter } from "../platform/factory";
 import { newId } from "../platform/ids";
 import { rfc3339 } from "../platform/openapi";
-import { decodeCursor, page } from "../platform/pagination";
+import { listPage } from "../platform/pagination";
 import { createProject, getProject, listProjects } from "./routes";
 
 export const projectJson = (p: Project) => ({ project_id: p.id, name: p.name, created_at: rfc3339(p.createdAt) });
@@ -17,21 +17,15 @@ export const projectsRouter = createRouter()
   })
   .openapi(listProjects, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const after = decodeCursor(cursor);
     const principal = c.get("principal");
-    const rows = await c
-      .get("db")
-      .select()
-      .from(projects)
-      .where(
-        and(
-          principal.kind === "service_account" ? eq(projects.id, principal.projectId) : undefined,
-          after ? lt(projects.id, after) : undefined,
-        ),
-      )
-      .orderBy(desc(projects.id))
-      .limit(limit + 1);
-    const { items, nextCursor } = page(rows, limit, (p) => p.id);
+    const { items, nextCursor } = await listPage(c.get("db"), projects, {
+      filter: principal.kind === "service_account" ? eq(projects.id, principal.projectId) : undefined,
+      key: projects.id,
+      keyOf: (p) => p.id,
+      order: "desc",
+      limit,
+      cursor,
+    });
     return c.json({ data: items.map(projectJson), next_cursor: nextCursor }, 200);
   })
   .openapi(getProject, async (c) => {

@@ -1,11 +1,11 @@
-import { and, desc, eq, isNull, lt } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import { generateToken, hashToken, VISIBLE_PREFIX_LENGTH } from "../auth/tokens";
 import { serviceAccounts, type ServiceAccount } from "../db/schema";
 import { ApiError, notFound } from "../platform/errors";
 import { createRouter } from "../platform/factory";
 import { newId } from "../platform/ids";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
-import { decodeCursor, page } from "../platform/pagination";
+import { listPage } from "../platform/pagination";
 import { createServiceAccount, listServiceAccounts, revokeServiceAccount } from "./routes";
 import { runKeyCache } from "../runs/run-key";
 
@@ -53,15 +53,14 @@ export const serviceAccountsRouter = createRouter()
   .openapi(listServiceAccounts, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const after = decodeCursor(cursor);
-    const rows = await c
-      .get("db")
-      .select()
-      .from(serviceAccounts)
-      .where(and(eq(serviceAccounts.projectId, project_id), after ? lt(serviceAccounts.id, after) : undefined))
-      .orderBy(desc(serviceAccounts.id))
-      .limit(limit + 1);
-    const { items, nextCursor } = page(rows, limit, (a) => a.id);
+    const { items, nextCursor } = await listPage(c.get("db"), serviceAccounts, {
+      filter: eq(serviceAccounts.projectId, project_id),
+      key: serviceAccounts.id,
+      keyOf: (a) => a.id,
+      order: "desc",
+      limit,
+      cursor,
+    });
     return c.json({ data: items.map(serviceAccountJson), next_cursor: nextCursor }, 200);
   })
   .openapi(revokeServiceAccount, async (c) => {

@@ -1,8 +1,8 @@
-import { and, asc, desc, eq, inArray, lt } from "drizzle-orm";
+import { and, asc, eq, inArray } from "drizzle-orm";
 import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDelivery } from "../db/schema";
 import { createRouter } from "../platform/factory";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
-import { decodeCursor, page } from "../platform/pagination";
+import { listPage } from "../platform/pagination";
 import { listDeliveries } from "./routes";
 
 export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => ({
@@ -30,21 +30,15 @@ export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => 
 export const webhooksRouter = createRouter().openapi(listDeliveries, async (c) => {
   const { project_id } = c.req.valid("param");
   const { limit, cursor, run_id } = c.req.valid("query");
-  const after = decodeCursor(cursor);
   const db = c.get("db");
-  const rows = await db
-    .select()
-    .from(webhookDeliveries)
-    .where(
-      and(
-        eq(webhookDeliveries.projectId, project_id),
-        run_id ? eq(webhookDeliveries.runId, run_id) : undefined,
-        after ? lt(webhookDeliveries.id, after) : undefined,
-      ),
-    )
-    .orderBy(desc(webhookDeliveries.id))
-    .limit(limit + 1);
-  const { items, nextCursor } = page(rows, limit, (d) => d.id);
+  const { items, nextCursor } = await listPage(db, webhookDeliveries, {
+    filter: and(eq(webhookDeliveries.projectId, project_id), run_id ? eq(webhookDeliveries.runId, run_id) : undefined),
+    key: webhookDeliveries.id,
+    keyOf: (d) => d.id,
+    order: "desc",
+    limit,
+    cursor,
+  });
   const attempts =
     items.length === 0
       ? []
