@@ -40,10 +40,11 @@ export async function startPassthrough(upstreamUrl) {
   return { mf, url: url.origin, startupMs: performance.now() - started };
 }
 
-export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {} } = {}) {
+export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, inspectorPort } = {}) {
   const started = performance.now();
   const mf = create({
     ...quiet,
+    ...(inspectorPort ? { inspectorPort } : {}),
     workers: [
       {
         name: "gateway",

@@ -82,15 +82,21 @@ export async function callUpstream(deps: Deps, request: Request, runId: string, 
   const started = Date.now();
   const signal = AbortSignal.timeout(timeoutMs);
   let response: Response;
-  let bytes: Uint8Array | null;
+  let raw: string | null;
   try {
     response = await deps.outbound.fetch(new Request(request, { signal, redirect: "manual" }));
-    const declared = Number(response.headers.get("content-length") ?? "0");
-    if (declared > RUN_RESPONSE_MAX_BYTES) {
+    const length = response.headers.get("content-length");
+    const declared = length === null ? null : Number(length);
+    if (declared !== null && declared > RUN_RESPONSE_MAX_BYTES) {
       await response.body?.cancel().catch(() => undefined);
-      bytes = null;
+      raw = null;
+    } else if (declared !== null && Number.isFinite(declared)) {
+      // The common case, a declared length within the limit: the runtime reads it in one go, far
+      // cheaper than a chunk loop in JavaScript (the hot path's largest cost in the benchmark).
+      raw = await response.text();
     } else {
-      bytes = await readLimited(response.body, RUN_RESPONSE_MAX_BYTES);
+      const bytes = await readLimited(response.body, RUN_RESPONSE_MAX_BYTES);
+      raw = bytes === null ? null : new TextDecoder().decode(bytes);
     }
   } catch (error) {
     if (isTimeout(error) || signal.aborted) {
@@ -98,8 +104,8 @@ export async function callUpstream(deps: Deps, request: Request, runId: string, 
     }
     throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });
   }
-  if (bytes === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
-  const text = new TextDecoder().decode(bytes).trim();
+  if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
+  const text = raw.trim();
   if (text !== "") {
     try {
       JSON.parse(text);
