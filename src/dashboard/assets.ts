@@ -96,7 +96,7 @@ dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 .row-actions { display: flex; gap: .5rem; flex-wrap: wrap; }
 form.inline { display: inline; margin: 0; }
 form.filter { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: flex-end; margin: 1rem 0; }
-form.filter > div:first-child { flex: 1; min-width: 14rem; }
+form.filter > div:first-child { flex: 0 1 32rem; min-width: 14rem; }
 form.filter .actions { margin-top: 0; }
 ol.attempts { margin: 0; padding-left: 0; list-style: none; }
 table.record .copy-row input { min-width: 8rem; }
@@ -105,6 +105,11 @@ table.record .copy-row input { min-width: 8rem; }
   header.top .spacer { display: none; }
   dl.facts { grid-template-columns: 1fr; }
   dl.facts dd { margin-bottom: .4rem; }
+  table.cards thead { display: none; }
+  table.cards tr, table.cards td { display: block; }
+  table.cards tr { border-bottom: 1px solid var(--line); padding: .5rem 0; }
+  table.cards td { border: 0; padding: .25rem 0; }
+  table.cards td[data-label]::before { content: attr(data-label); display: block; font-size: .85rem; color: var(--muted); text-transform: uppercase; letter-spacing: .03em; }
 }
 `;
 

@@ -103,7 +103,7 @@ async function deliveriesPage(c: DashContext, project: Project) {
         <p>{runId ? "No deliveries for this run." : "No webhook deliveries yet."}</p>
       ) : (
         <div class="table-wrap">
-          <table>
+          <table class="cards">
             <caption class="skip">Webhook deliveries{runId ? ` of run ${runId}` : ""}</caption>
             <thead>
               <tr>
@@ -116,7 +116,7 @@ async function deliveriesPage(c: DashContext, project: Project) {
             <tbody>
               {list.data.data.map((d) => (
                 <tr id={`delivery-${d.request_id}`}>
-                  <td>
+                  <td data-label="Delivery">
                     <code>{d.endpoint}</code>
                     <br />
                     <span class="muted">
@@ -125,13 +125,13 @@ async function deliveriesPage(c: DashContext, project: Project) {
                       id <code>{d.request_id}</code>, {d.body_bytes} bytes, {d.signed ? "signed" : "unsigned"}, {when(d.created_at)}
                     </span>
                   </td>
-                  <td>
+                  <td data-label="Status">
                     <Badge tone={STATUS_TONE[d.status]}>{STATUS_LABEL[d.status]}</Badge>
                   </td>
-                  <td>
+                  <td data-label="Attempts">
                     <Attempts attempts={d.attempts} />
                   </td>
-                  <td>
+                  <td data-label="Last outcome">
                     <Outcome code={d.last_status_code} error={d.last_error} />
                     {d.completed_at && (
                       <>

@@ -47,7 +47,7 @@ function DnsRecord({ domain, idPrefix }: { domain: Domain; idPrefix: string }) {
   return (
     <>
       <div class="table-wrap">
-        <table class="record">
+        <table class="record cards">
           <caption class="skip">DNS record to create for {domain.domain}</caption>
           <thead>
             <tr>
@@ -58,13 +58,13 @@ function DnsRecord({ domain, idPrefix }: { domain: Domain; idPrefix: string }) {
           </thead>
           <tbody>
             <tr>
-              <td>
+              <td data-label="Type">
                 <code>{r.type}</code>
               </td>
-              <td>
+              <td data-label="Name">
                 <CopyValue id={`${idPrefix}-name`} value={r.name} label="record name" />
               </td>
-              <td>
+              <td data-label="Value (target)">
                 <CopyValue id={`${idPrefix}-value`} value={r.value} label="record value" />
               </td>
             </tr>
@@ -171,7 +171,7 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
         <p>No custom domains yet.</p>
       ) : (
         <div class="table-wrap">
-          <table>
+          <table class="cards">
             <caption class="skip">Custom domains</caption>
             <thead>
               <tr>
@@ -187,14 +187,14 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
             <tbody>
               {list.data.data.map((d, i) => (
                 <tr id={`domain-${i}`}>
-                  <td>
+                  <td data-label="Domain">
                     <a href={domainPath(pid, d.domain)}>{d.domain}</a>
                   </td>
-                  <td>
+                  <td data-label="Status">
                     <StatusBadge domain={d} />
                   </td>
-                  <td class="optional">{d.region}</td>
-                  <td class="optional">{when(d.last_checked_at)}</td>
+                  <td class="optional" data-label="Region">{d.region}</td>
+                  <td class="optional" data-label="Last attempt">{when(d.last_checked_at)}</td>
                   <td>
                     <div class="row-actions">
                       <DialogLink
