@@ -34,6 +34,7 @@ describe("dashboard domains", () => {
     expect(detail.html).toContain('data-copy="record-value"');
     expect(text(detail.html)).toContain("Create a CNAME record");
     expect(text(detail.html)).toContain("Pending");
+    expect(detail.html).not.toMatch(/<script>|style="/); // the strict CSP allows neither
     const list = await v.get(page);
     expect(list.html).toContain(`>${name}</a>`);
     expect(text(list.html)).toContain("Pending");

@@ -388,6 +388,16 @@ describe.runIf(available)("dashboard in a browser", () => {
       await p.getByRole("button", { name: "Create service account" }).click();
       expect(await p.locator("#new-token").inputValue()).toMatch(/^egsa_/);
       expect(await p.getByRole("button", { name: "Copy token" }).isVisible()).toBe(false);
+      // The validation status dialog is a page of its own, with the same Validate Domain button.
+      const domain = "no-script.wild.example.test";
+      expect((await api(`/projects/${projectId}/domains`, admin, { method: "POST", body: { domain, region: "us-east-1" } })).status).toBe(201);
+      await p.goto(`${server.url}/dashboard/projects/${projectId}/domains`);
+      await p.getByRole("row", { name: new RegExp(domain) }).getByRole("link", { name: /Validation status/ }).click();
+      await p.getByRole("heading", { name: `Validation status of ${domain}` }).waitFor();
+      expect(new URL(p.url()).pathname).toMatch(/\/status$/);
+      await p.screenshot({ path: join(SCREENSHOTS, "23-no-script-domain-status.png"), fullPage: true });
+      await p.getByRole("button", { name: "Validate Domain" }).click();
+      await p.getByText(`Validated. ${domain} points at us`).waitFor();
     } finally {
       await plain.close();
     }
