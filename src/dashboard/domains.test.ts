@@ -25,8 +25,9 @@ describe("dashboard domains", () => {
     const name = `${uniqueLabel("add")}.wild.example.test`;
     const added = await v.post(page, { domain: name.toUpperCase(), region: "us-east-1" });
     expect(added.status).toBe(303);
-    expect(added.location).toBe(`${page}/${name}`);
+    expect(added.location).toBe(`${page}/${name}?added=1`);
     const detail = await v.get(added.location!);
+    expect(text(detail.html)).toContain(`${name} was added. Create the DNS record below at your DNS provider, then press Validate Domain.`);
     expect(text(detail.html)).toContain("DNS record to create");
     expect(detail.html).toContain(`id="record-name" class="mono" type="text" readonly="" value="${name}"`);
     expect(detail.html).toContain(`id="record-value" class="mono" type="text" readonly="" value="${TARGET}"`);
