@@ -90,9 +90,26 @@ dialog { border: 1px solid var(--line); border-radius: .5rem; padding: 1.25rem; 
 dialog::backdrop { background: rgba(17, 24, 39, .5); }
 .actions { display: flex; gap: .5rem; flex-wrap: wrap; margin-top: 1rem; }
 .signin { max-width: 26rem; margin: 10vh auto; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .35rem 1rem; margin: .5rem 0; }
+dl.facts dt { font-weight: 600; }
+dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+.row-actions { display: flex; gap: .5rem; flex-wrap: wrap; }
+form.inline { display: inline; margin: 0; }
+form.filter { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: flex-end; margin: 1rem 0; }
+form.filter > div:first-child { flex: 0 1 32rem; min-width: 14rem; }
+form.filter .actions { margin-top: 0; }
+ol.attempts { margin: 0; padding-left: 0; list-style: none; }
+table.record .copy-row input { min-width: 8rem; }
 @media (max-width: 40rem) {
   th.optional, td.optional { display: none; }
   header.top .spacer { display: none; }
+  dl.facts { grid-template-columns: 1fr; }
+  dl.facts dd { margin-bottom: .4rem; }
+  table.cards thead { display: none; }
+  table.cards tr, table.cards td { display: block; }
+  table.cards tr { border-bottom: 1px solid var(--line); padding: .5rem 0; }
+  table.cards td { border: 0; padding: .25rem 0; }
+  table.cards td[data-label]::before { content: attr(data-label); display: block; font-size: .85rem; color: var(--muted); text-transform: uppercase; letter-spacing: .03em; }
 }
 `;
 

@@ -163,12 +163,14 @@ export type BadgeTone = "ok" | "warn" | "bad" | "info" | "neutral";
 /** A status in words and colour (the words carry the meaning; colour only repeats it). */
 export const Badge = ({ tone, children }: { tone: BadgeTone; children: Child }) => <span class={`badge ${tone}`}>{children}</span>;
 
-/** "Next page" of an API list: the API's opaque `next_cursor`, passed back as `?cursor=`. */
-export function Pager({ path, next }: { path: string; next: string | null }) {
+/** "Next page" of an API list: the API's opaque `next_cursor`, passed back as `?cursor=` with the page's filters (`query`). */
+export function Pager({ path, next, query }: { path: string; next: string | null; query?: Record<string, string> | undefined }) {
   if (!next) return null;
+  const params = new URLSearchParams(query);
+  params.set("cursor", next);
   return (
     <p>
-      <a href={`${path}?cursor=${encodeURIComponent(next)}`}>Next page →</a>
+      <a href={`${path}?${params}`}>Next page →</a>
     </p>
   );
 }

@@ -1,8 +1,10 @@
 /**
- * The tabs of a project, in order. A new page (Domains, Webhook deliveries) adds its entry here and its
- * routes in `pages/`; the slug is the path segment after `/dashboard/projects/{project_id}/`.
+ * The tabs of a project, in order. A new page adds its entry here and its routes in `pages/`; the slug
+ * is the path segment after `/dashboard/projects/{project_id}/`.
  */
 export const PROJECT_NAV: readonly { slug: string; label: string }[] = [
   { slug: "apps", label: "Apps and builds" },
   { slug: "api-keys", label: "API Keys" },
+  { slug: "domains", label: "Domains" },
+  { slug: "webhook-deliveries", label: "Webhook deliveries" },
 ];

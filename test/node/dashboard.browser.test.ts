@@ -1,10 +1,12 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_SECRETS } from "../secrets";
+import { ensureDnsHarness } from "./dns-harness";
 import { type DevServer, freePort, startWranglerDev } from "./wrangler-dev";
 
 /**
@@ -51,6 +53,8 @@ describe.runIf(available)("dashboard in a browser", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "eg-dashboard-"));
     mkdirSync(SCREENSHOTS, { recursive: true });
+    // Domain validation in wrangler dev resolves through the DNS harness (wrangler.toml's DNS_RESOLVER_URL).
+    await ensureDnsHarness();
     server = await startWranglerDev({ dir, port: await freePort(), inspectorPort: await freePort(), secrets: TEST_SECRETS });
     context = await launch("profile");
     page = context.pages()[0] ?? (await context.newPage());
@@ -216,6 +220,146 @@ describe.runIf(available)("dashboard in a browser", () => {
     }
   });
 
+  /** An app upstream (`/run`) and a webhook receiver (`/webhook`) in one tiny Node server, on a free port. */
+  async function startPeer() {
+    const hooks: { id: string; body: string }[] = [];
+    const peer: Server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (chunk: Buffer) => chunks.push(chunk));
+      req.on("end", () => {
+        if (req.url === "/webhook") {
+          hooks.push({ id: String(req.headers["x-request-id"] ?? ""), body: Buffer.concat(chunks).toString("utf8") });
+          res.writeHead(204).end();
+        } else {
+          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ greeting: "Hello from the browser test" }));
+        }
+      });
+    });
+    const port = await freePort();
+    await new Promise<void>((resolve) => peer.listen(port, "127.0.0.1", resolve));
+    return { url: `http://127.0.0.1:${port}`, hooks, close: () => new Promise<void>((resolve) => peer.close(() => resolve())) };
+  }
+
+  it("adds domains, validates one against the DNS harness, shows a failed one's error in the dialog, and shows a webhook delivery", async () => {
+    const admin = TEST_SECRETS.ADMIN_TOKEN;
+    const projectId = await seedProject("Domains project");
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await signIn();
+    await page.goto(`${server.url}/dashboard/projects/${projectId}/apps`);
+
+    // Add a subdomain: its page shows the CNAME to create, and the value copies to the clipboard.
+    await tab("Domains").click();
+    await page.getByRole("heading", { name: /Domains/ }).waitFor();
+    await shot("13-domains-empty");
+    await page.getByRole("textbox", { name: "Domain" }).fill("good.example.test");
+    await page.getByLabel("Region").selectOption("us-east-1");
+    await page.getByRole("button", { name: "Add domain" }).click();
+    await page.getByRole("heading", { name: "DNS record to create" }).waitFor();
+    const record = page.getByRole("table", { name: "DNS record to create for good.example.test" });
+    await record.getByRole("cell", { name: "CNAME" }).waitFor();
+    expect(await page.locator("#record-name").inputValue()).toBe("good.example.test");
+    expect(await page.locator("#record-value").inputValue()).toBe("proxy.aws.us-east-1.service.test");
+    await page.getByRole("button", { name: "Copy record value" }).click();
+    await expect.poll(() => page.locator("#live").textContent()).toBe("Copied to the clipboard");
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe("proxy.aws.us-east-1.service.test");
+    await page.getByText("Pending", { exact: true }).first().waitFor();
+    await shot("14-domain-dns-record");
+
+    // Validate Domain: the harness serves the right CNAME, so it is Validated.
+    await page.getByRole("button", { name: "Validate Domain" }).click();
+    await page.getByText("Validated. good.example.test points at us").waitFor();
+    await shot("15-domain-validated");
+
+    // A domain pointed elsewhere: validation fails, and the status dialog says why, when and until when.
+    await tab("Domains").click();
+    await page.getByRole("textbox", { name: "Domain" }).fill("wrong.example.test");
+    await page.getByRole("button", { name: "Add domain" }).click();
+    await page.getByRole("heading", { name: "DNS record to create" }).waitFor();
+    await page.getByRole("button", { name: "Validate Domain" }).click();
+    await page.getByText(/Not validated: Failed\./).waitFor();
+    await tab("Domains").click();
+    const goodRow = page.getByRole("row", { name: /good\.example\.test/ });
+    await goodRow.getByRole("cell", { name: "Validated", exact: true }).waitFor();
+    const opener = page.getByRole("row", { name: /wrong\.example\.test/ }).getByRole("link", { name: /Validation status/ });
+    await opener.focus();
+    await page.keyboard.press("Enter");
+    const dialog = page.getByRole("dialog", { name: "Validation status of wrong.example.test" });
+    await dialog.waitFor();
+    expect(await page.evaluate(() => document.activeElement?.closest("dialog") !== null)).toBe(true);
+    const facts = (await dialog.textContent()) ?? "";
+    expect(facts).toMatch(/WRONG_TARGET.*wrong\.example\.test has a CNAME to elsewhere\.test/);
+    expect(facts).toMatch(/Last attempt\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    expect(facts).toContain("Next automatic attempt");
+    expect(facts).toMatch(/Automatic attempts end\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    await shot("16-domain-status-dialog");
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+    expect(await opener.evaluate((el) => el === document.activeElement)).toBe(true);
+
+    // Remove, through the confirmation dialog.
+    await page.getByRole("row", { name: /wrong\.example\.test/ }).getByRole("link", { name: "Remove" }).click();
+    const confirm = page.getByRole("dialog", { name: "Remove wrong.example.test?" });
+    await confirm.getByRole("button", { name: "Remove domain" }).click();
+    await page.getByText("wrong.example.test was removed").waitFor();
+    await shot("17-domains");
+
+    // A run with webhookEndpoint: the delivery appears, delivered, with its attempt.
+    const peer = await startPeer();
+    try {
+      const app = await api(`/projects/${projectId}/apps`, admin, { method: "POST", body: { name: "hooked", region: "us-east-1", runtime: "custom" } });
+      const appId = ((await app.json()) as { app_id: string }).app_id;
+      const build = (await (await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })).json()) as { build_id: string };
+      const buildPath = `/projects/${projectId}/apps/${appId}/builds/${build.build_id}`;
+      expect((await api(buildPath, admin, { method: "PATCH", body: { status: "building" } })).status).toBe(200);
+      expect((await api(buildPath, admin, { method: "PATCH", body: { status: "succeeded", origin_url: `${peer.url}/run` } })).status).toBe(200);
+      const run = await fetch(`${server.url}/v4/${projectId}/hooked/run?webhookEndpoint=${encodeURIComponent(`${peer.url}/webhook`)}`, {
+        method: "POST",
+        // With a secret the delivery is signed, and carries its id (X-Request-Id) for the test to find its row.
+        headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json", "X-Webhook-Secret": "browser-test-webhook-secret" },
+        body: JSON.stringify({ inputs: { name: "browser" } }),
+      });
+      const answer = await run.text();
+      expect(run.status, answer).toBe(200);
+      const runId = (JSON.parse(answer) as { run_id: string }).run_id;
+      await expect.poll(() => peer.hooks.length, { timeout: 20_000 }).toBe(1);
+      expect(peer.hooks[0]!.body).toBe(answer);
+      expect(peer.hooks[0]!.id).toMatch(/^whd_/);
+
+      await tab("Webhook deliveries").click();
+      const row = page.locator(`#delivery-${peer.hooks[0]!.id}`);
+      await expect
+        .poll(async () => {
+          await page.reload();
+          return (await row.count()) > 0 ? ((await row.textContent()) ?? "") : "";
+        }, { timeout: 20_000 })
+        .toContain("Delivered");
+      expect(await row.textContent()).toMatch(/#1.*HTTP 204, \d+ ms/);
+      await shot("18-webhook-deliveries");
+      await page.getByLabel("Run id").fill(runId);
+      await page.getByRole("button", { name: "Filter" }).click();
+      await expect.poll(() => new URL(page.url()).searchParams.get("run_id")).toBe(runId);
+      await row.getByText("Delivered").waitFor();
+      expect(await page.getByLabel("Run id").inputValue()).toBe(runId);
+      await shot("19-webhook-deliveries-filtered");
+    } finally {
+      await peer.close();
+    }
+
+    // Phone width: no sideways scrolling on the new pages either.
+    await page.setViewportSize({ width: 375, height: 740 });
+    for (const [name, path] of [
+      ["20-phone-domains", `/dashboard/projects/${projectId}/domains`],
+      ["21-phone-domain", `/dashboard/projects/${projectId}/domains/good.example.test`],
+      ["22-phone-webhook-deliveries", `/dashboard/projects/${projectId}/webhook-deliveries`],
+    ] as const) {
+      await page.goto(`${server.url}${path}`);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect(overflow, name).toBeLessThanOrEqual(0);
+      await shot(name);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
   it("works without script: confirmations become pages, the token stays selectable", async () => {
     const projectId = await seedProject("No-script project");
     const admin = TEST_SECRETS.ADMIN_TOKEN;
@@ -244,6 +388,16 @@ describe.runIf(available)("dashboard in a browser", () => {
       await p.getByRole("button", { name: "Create service account" }).click();
       expect(await p.locator("#new-token").inputValue()).toMatch(/^egsa_/);
       expect(await p.getByRole("button", { name: "Copy token" }).isVisible()).toBe(false);
+      // The validation status dialog is a page of its own, with the same Validate Domain button.
+      const domain = "no-script.wild.example.test";
+      expect((await api(`/projects/${projectId}/domains`, admin, { method: "POST", body: { domain, region: "us-east-1" } })).status).toBe(201);
+      await p.goto(`${server.url}/dashboard/projects/${projectId}/domains`);
+      await p.getByRole("row", { name: new RegExp(domain) }).getByRole("link", { name: /Validation status/ }).click();
+      await p.getByRole("heading", { name: `Validation status of ${domain}` }).waitFor();
+      expect(new URL(p.url()).pathname).toMatch(/\/status$/);
+      await p.screenshot({ path: join(SCREENSHOTS, "23-no-script-domain-status.png"), fullPage: true });
+      await p.getByRole("button", { name: "Validate Domain" }).click();
+      await p.getByText(`Validated. ${domain} points at us`).waitFor();
     } finally {
       await plain.close();
     }

@@ -1,0 +1,156 @@
+import { type Page, seg } from "../api";
+import { type DashContext, type DashRouter, projectPath } from "../context";
+import { Badge, type BadgeTone, Field, Pager, ProblemMessage, when } from "../components";
+import { renderPage } from "../layout";
+import { type Project, ProjectHeading, withProject } from "./project";
+
+interface Attempt {
+  attempt: number;
+  at: string;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+}
+
+export interface Delivery {
+  request_id: string;
+  run_id: string;
+  endpoint: string;
+  signed: boolean;
+  body_bytes: number;
+  status: "pending" | "delivered" | "failed";
+  attempts: Attempt[];
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: string;
+  completed_at: string | null;
+}
+
+const STATUS_TONE: Record<Delivery["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
+const STATUS_LABEL: Record<Delivery["status"], string> = { pending: "Pending", delivered: "Delivered", failed: "Failed" };
+
+/** The API's error codes (src/webhooks/routes.ts), in words; an unknown one is shown as it is. */
+const ERROR_TEXT: Record<string, string> = {
+  timeout: "no answer in time",
+  connection_failed: "could not connect",
+  body_missing: "the run's answer was no longer stored",
+  body_unavailable: "the run's answer could not be read",
+  secret_unreadable: "the signing secret could not be read",
+  attempts_exhausted: "gave up after the last attempt",
+  enqueue_failed: "could not be queued",
+};
+
+const PAGE_SIZE = 20;
+
+function Outcome({ code, error }: { code: number | null; error: string | null }) {
+  if (code !== null) return <>HTTP {code}</>;
+  if (error) {
+    return (
+      <>
+        <code>{error}</code>
+        {ERROR_TEXT[error] && <span class="muted"> ({ERROR_TEXT[error]})</span>}
+      </>
+    );
+  }
+  return <span class="muted">not yet</span>;
+}
+
+function Attempts({ attempts }: { attempts: Attempt[] }) {
+  if (attempts.length === 0) return <span class="muted">none yet</span>;
+  return (
+    <ol class="attempts">
+      {attempts.map((a) => (
+        <li>
+          #{a.attempt} {when(a.at)}: <Outcome code={a.status_code} error={a.error} />, {a.duration_ms} ms
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+async function deliveriesPage(c: DashContext, project: Project) {
+  const pid = project.project_id;
+  const runId = (c.req.query("run_id") ?? "").trim();
+  const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+  if (runId) query.set("run_id", runId);
+  const cursor = c.req.query("cursor");
+  if (cursor) query.set("cursor", cursor);
+  const list = await c.get("api")<Page<Delivery>>("GET", `/projects/${seg(pid)}/webhook-deliveries?${query}`);
+  const path = projectPath(pid, "/webhook-deliveries");
+  const runError = !list.ok ? list.problem.fields.run_id : undefined;
+  return renderPage(
+    c,
+    { title: "Webhook deliveries", projectId: pid, tab: "webhook-deliveries", status: list.ok ? 200 : list.problem.status === 404 ? 404 : 400 },
+    <>
+      <ProjectHeading project={project} title="Webhook deliveries" />
+      <p class="muted">
+        Runs called with <code>?webhookEndpoint=</code> send their answer there. Newest first; each delivery is tried up to 3 times.
+      </p>
+      <form method="get" action={path} class="filter" role="search" aria-label="Filter deliveries">
+        <Field label="Run id" name="run_id" value={runId} maxlength={64} error={runError} hint="Only the deliveries of this run (the X-Run-Id of its answer)." />
+        <div class="actions">
+          <button type="submit">Filter</button>
+          {runId && (
+            <a class="button secondary" href={path}>
+              Show all
+            </a>
+          )}
+        </div>
+      </form>
+      {!list.ok ? (
+        <ProblemMessage problem={list.problem} action="Loading deliveries" />
+      ) : list.data.data.length === 0 ? (
+        <p>{runId ? "No deliveries for this run." : "No webhook deliveries yet."}</p>
+      ) : (
+        <div class="table-wrap">
+          <table class="cards">
+            <caption class="skip">Webhook deliveries{runId ? ` of run ${runId}` : ""}</caption>
+            <thead>
+              <tr>
+                <th scope="col">Delivery</th>
+                <th scope="col">Status</th>
+                <th scope="col">Attempts</th>
+                <th scope="col">Last outcome</th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.data.data.map((d) => (
+                <tr id={`delivery-${d.request_id}`}>
+                  <td data-label="Delivery">
+                    <code>{d.endpoint}</code>
+                    <br />
+                    <span class="muted">
+                      run <a href={`${path}?run_id=${seg(d.run_id)}`}>{d.run_id}</a>
+                      <br />
+                      id <code>{d.request_id}</code>, {d.body_bytes} bytes, {d.signed ? "signed" : "unsigned"}, {when(d.created_at)}
+                    </span>
+                  </td>
+                  <td data-label="Status">
+                    <Badge tone={STATUS_TONE[d.status]}>{STATUS_LABEL[d.status]}</Badge>
+                  </td>
+                  <td data-label="Attempts">
+                    <Attempts attempts={d.attempts} />
+                  </td>
+                  <td data-label="Last outcome">
+                    <Outcome code={d.last_status_code} error={d.last_error} />
+                    {d.completed_at && (
+                      <>
+                        <br />
+                        <span class="muted">settled {when(d.completed_at)}</span>
+                      </>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <Pager path={path} next={list.data.next_cursor} query={runId ? { run_id: runId } : undefined} />
+        </div>
+      )}
+    </>,
+  );
+}
+
+export function registerDeliveries(dash: DashRouter) {
+  dash.get("/projects/:project_id/webhook-deliveries", (c) => withProject(c, (project) => deliveriesPage(c, project)));
+}
