@@ -8,7 +8,7 @@ export default defineConfig(async () => {
     test: {
       // CI also writes machine-readable results; .ci/run prints the "N passed, N failed" line from them.
       // Logs (structured lines the code under test writes on purpose) are shown for failing tests only.
-      silent: "passed-only",
+      silent: "passed-only" as const,
       reporters: process.env.CI ? ["default", ["json", { outputFile: "artifacts/vitest.json" }] as ["json", object]] : ["default"],
       projects: [
         {

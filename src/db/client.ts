@@ -7,6 +7,8 @@ export type Database = DrizzleD1Database<typeof schema>;
 const databases = new WeakMap<D1Database, Database>();
 
 export function createDb(d1: D1Database): Database {
+  // Without a binding (a route that needs no storage, served by a test) there is nothing to keep.
+  if (typeof d1 !== "object" || d1 === null) return drizzle(d1, { schema });
   let db = databases.get(d1);
   if (!db) {
     db = drizzle(d1, { schema });
