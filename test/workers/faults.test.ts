@@ -50,8 +50,14 @@ function faultyD1(real: D1Database, fails: (sql: string) => boolean): D1Database
 
 const api = client();
 
+/** What the gateway logged as errors during the test (failures log by design). */
+let errorLines: string[] = [];
+
 beforeEach(() => {
-  vi.spyOn(console, "error").mockImplementation(() => undefined);
+  errorLines = [];
+  vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
+    errorLines.push(args.map(String).join(" "));
+  });
 });
 afterEach(() => {
   vi.restoreAllMocks();
@@ -80,7 +86,7 @@ describe("D1 errors (injected)", () => {
     const retried = await callWith(api, {}, `/v2/projects/${seed.projectId}/apps`, init);
     expect(retried.status).toBe(201);
     // The operator still learns what happened, by request id, in the log.
-    expect(vi.mocked(console.error).mock.calls.some((call) => String(call[0]).includes("storage unavailable"))).toBe(true);
+    expect(errorLines.some((line) => line.includes("storage unavailable"))).toBe(true);
   });
 
   it("a read that fails answers 503 too, on every kind of statement", async () => {
@@ -165,5 +171,32 @@ describe("D1 errors (injected)", () => {
     const requests = await received(hook.key);
     expect(requests).toHaveLength(2);
     expect(requests[1]!.bodySha256).toBe(requests[0]!.bodySha256);
+  });
+});
+
+describe("queue send throwing \"Queue is overloaded\"", () => {
+  it("is retried within the run's waitUntil: the delivery is queued once and delivered, the caller unaffected", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    const capture = capturingQueue();
+    let overloaded = 2;
+    const queue = {
+      send: async (body: unknown, options?: QueueSendOptions) => {
+        if (overloaded-- > 0) throw new Error("Queue is overloaded. Please back off.");
+        return capture.queue.send(body, options);
+      },
+    };
+    const response = await callWith(api, { WEBHOOK_QUEUE: queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+      method: "POST",
+      token: app.token,
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
+    expect(response.status).toBe(200);
+    expect(capture.sent).toHaveLength(1);
+    const runId = response.headers.get("x-run-id")!;
+    expect((await deliveriesOf(api, app.projectId, runId))[0]).toMatchObject({ status: "pending" });
+    await drive(api, capture.sent[0]);
+    expect((await deliveriesOf(api, app.projectId, runId))[0]).toMatchObject({ status: "delivered" });
   });
 });

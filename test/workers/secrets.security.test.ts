@@ -90,8 +90,35 @@ describe("secrets never appear in logs or responses", () => {
   });
 });
 
+describe("run path: revoked and tampered credentials", () => {
+  it("refuses a revoked token at once in the isolate that revoked it, and a token with one character changed", async () => {
+    let upstreamCalls = 0;
+    const api = client({ outbound: { fetch: (r) => (upstreamCalls++, fetch(r)) } });
+    const app = await seedRunnable(api);
+    const run = (token: string) => callWith(api, {}, app.runPath, { method: "POST", token, headers: { "Content-Type": "application/json" }, body: "{}" });
+    expect((await run(app.token)).status).toBe(200);
+    const last = app.token.at(-1)!;
+    const tampered = `${app.token.slice(0, -1)}${last === "a" ? "b" : "a"}`;
+    const refused = await run(tampered);
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("www-authenticate")).toMatch(/invalid_token/);
+    await api.json(`/v2/projects/${app.projectId}/service-accounts/${app.serviceAccountId}`, { method: "DELETE" });
+    const revoked = await run(app.token);
+    expect(revoked.status).toBe(401);
+    expect(await revoked.text()).toMatch(/revoked/);
+    expect(upstreamCalls).toBe(1);
+  });
+});
+
+declare global {
+  interface ImportMeta {
+    /** Vite's static import of many files (resolved when the test is bundled). */
+    glob<T>(patterns: string[], options: { query: string; import: string; eager: true }): Record<string, T>;
+  }
+}
+
 /** The source of every module under src/, to check how secrets are compared. */
-const sources = import.meta.glob<string>(["../../src/**/*.ts", "../../src/**/*.tsx", "!../../src/**/*.test.ts", "!../../src/**/*.test.tsx"], {
+const sources: Record<string, string> = import.meta.glob<string>(["../../src/**/*.ts", "../../src/**/*.tsx", "!../../src/**/*.test.ts", "!../../src/**/*.test.tsx"], {
   query: "?raw",
   import: "default",
   eager: true,
@@ -106,7 +133,7 @@ describe("secrets are compared in constant time", () => {
     const secretish = /\b(adminToken|jwtSecret|webhookEncryptionKey|csrf\w*|expected|signature\w*|tokenHash|secret)\b/i;
     const offenders: string[] = [];
     for (const [file, text] of Object.entries(sources)) {
-      text.split("\n").forEach((line, i) => {
+      text.split("\n").forEach((line: string, i: number) => {
         const code = line.replace(/\/\/.*$/, "");
         // An equality test with a secret on either side, other than a presence or type check.
         if (/[!=]==?/.test(code) && secretish.test(code) && !/(===|!==)\s*(undefined|null|""|"string"|0)\b|typeof |\.length\s*[!=]==|\bstatus\b|header/.test(code)) {
