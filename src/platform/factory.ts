@@ -45,10 +45,29 @@ export function createRouter() {
 
 export const requestIdOf = (c: Context<AppEnv>) => c.get("requestId") ?? newId("req");
 
+/**
+ * Whether `err` (or what it wraps: drizzle puts the driver's error in `cause`) is D1 being unavailable:
+ * overloaded, reset, a lost connection. Such a request changed nothing (each write is one statement or
+ * one batch) and may simply be sent again. A constraint violation is a bug, not an outage.
+ */
+export function isStorageUnavailable(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (/^D1[_ ]|\bD1 DB\b|Network connection lost|SQLITE_BUSY/i.test(e.message) && !/constraint/i.test(e.message)) return true;
+  }
+  return false;
+}
+
 /** Renders whatever was thrown as problem+json; an unexpected error is logged with its request id, never shown. */
 export function renderError(err: unknown, c: Context<AppEnv>): Response {
   const requestId = requestIdOf(c);
   if (err instanceof ApiError) return problemResponse(err, requestId);
+  if (isStorageUnavailable(err)) {
+    console.error(JSON.stringify({ level: "error", msg: "storage unavailable", request_id: requestId, method: c.req.method, path: c.req.path, error: String(err) }));
+    return problemResponse(
+      new ApiError("service_unavailable", "The database is unavailable for a moment; nothing was changed. Retry the request.", { headers: { "Retry-After": "1" } }),
+      requestId,
+    );
+  }
   if (err instanceof HTTPException) {
     if (err.status === 400 && /malformed json/i.test(err.message)) {
       return problemResponse(new ApiError("malformed_json", "The request body is not valid JSON."), requestId);

@@ -8,6 +8,9 @@ import { classifyStatus, MAX_ATTEMPTS, type Outcome, retryDelaySeconds } from ".
 import { openSecret } from "./secret-box";
 import { signatureHeaders } from "./sign";
 
+/** Writes of an attempt's outcome tried before the message is handed back to the queue. */
+const RECORD_TRIES = 3;
+
 interface AttemptResult {
   outcome: Outcome;
   retryAfter: string | null;
@@ -111,10 +114,17 @@ async function deliverOne(msg: Message<unknown>, env: Env, config: Config, db: D
   const attempt = msg.attempts;
   const at = deps.now();
   const finish = async (status: DeliveryStatus, result: { statusCode?: number; error?: string; durationMs: number }, why?: string) => {
-    try {
-      await record(db, message, attempt, at, result, status);
-    } catch (error) {
-      console.error(JSON.stringify({ level: "error", msg: "webhook attempt not recorded", delivery_id: message.id, error: String(error) }));
+    // A settled delivery must not stay `pending` because D1 hiccuped: try the write again a few times,
+    // then let the queue retry the message (the receiver may see the delivery again: same id, de-duplicated).
+    for (let tries = 1; ; tries++) {
+      try {
+        await record(db, message, attempt, at, result, status);
+        break;
+      } catch (error) {
+        console.error(JSON.stringify({ level: "error", msg: "webhook attempt not recorded", delivery_id: message.id, tries, error: String(error) }));
+        if (tries >= RECORD_TRIES) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 50 * tries));
+      }
     }
     if (status === "failed") logFailure(message, attempt, why ?? "failed", result);
     if (status !== "pending" && "r2" in message.body) await env.WEBHOOK_BODIES.delete(message.body.r2).catch(() => undefined);

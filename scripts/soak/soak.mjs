@@ -1,0 +1,213 @@
+// The soak: N runs with `webhookEndpoint` through the built Worker under Miniflare (local D1, Queues,
+// R2), loopback only, against a receiver that flaps between 200, 404, 500, 302, timeouts and dropped
+// connections, and a share of runs whose receiver refuses connections. It stops by itself and checks
+// that nothing was lost: every run has exactly one delivery record, delivered or failed, with the
+// attempts the outcome table says, never more than 3; every caller got 200.
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { convertV4MiniflareOptions, Miniflare } from "miniflare";
+import { COMPATIBILITY_DATE, SECRETS, buildBundle, seedRunnableApp } from "../bench/gateway.mjs";
+import { startPeer } from "../bench/peers.mjs";
+import { closedPort, expectedOutcome, startFlappingReceiver } from "./outcomes.mjs";
+
+export { buildBundle };
+
+/** How long one attempt waits for the receiver (WEBHOOK_TIMEOUT_MS); a "timeout" answer never comes. */
+// Not much shorter: under load on 2 cores a prompt 200 may take a few hundred ms to be seen, and a late
+// answer would count as a timeout the outcome table did not expect. Not longer either: the local queue
+// hands out one batch at a time and a batch lasts as long as its slowest attempt.
+const WEBHOOK_TIMEOUT_MS = 500;
+/** One run in this many targets the refused port. */
+const REFUSED_EVERY = 10;
+
+/** The Worker's log lines: counted by level (thousands of "delivery failed" lines are expected here). */
+export const workerLogs = { lines: 0, byLevel: {} };
+
+export async function startSoakGateway(bundle) {
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      handleStructuredLogs: (log) => {
+        workerLogs.lines++;
+        workerLogs.byLevel[log.level] = (workerLogs.byLevel[log.level] ?? 0) + 1;
+      },
+      logRequests: false,
+      verbose: false,
+      host: "127.0.0.1",
+      port: 0,
+      workers: [
+        {
+          name: "gateway",
+          modules: true,
+          scriptPath: bundle,
+          modulesRoot: dirname(bundle),
+          compatibilityDate: COMPATIBILITY_DATE,
+          bindings: {
+            SERVICE_DOMAIN: "service.test",
+            API_HOSTNAMES: "localhost,127.0.0.1",
+            REGIONS: "us-east-1,eu-west-2",
+            DNS_RESOLVER_URL: "http://127.0.0.1:9/dns-query",
+            ALLOW_INSECURE_TARGETS: "true",
+            WEBHOOK_TIMEOUT_MS: String(WEBHOOK_TIMEOUT_MS),
+            ...SECRETS,
+          },
+          d1Databases: { DB: "soak-db" },
+          r2Buckets: ["WEBHOOK_BODIES"],
+          queueProducers: { WEBHOOK_QUEUE: { queueName: "webhook-deliveries" } },
+          // As in wrangler.toml.
+          queueConsumers: { "webhook-deliveries": { maxBatchSize: 100, maxBatchTimeout: 1, maxRetries: 2 } },
+        },
+      ],
+    }),
+  );
+  const url = (await mf.ready).origin;
+  const db = await mf.getD1Database("DB");
+  for (const file of readdirSync("migrations").filter((f) => /^\d{4}_.*\.sql$/.test(f)).sort()) {
+    for (const statement of readFileSync(join("migrations", file), "utf8").split("--> statement-breakpoint")) {
+      if (statement.trim()) await db.prepare(statement).run();
+    }
+  }
+  return { mf, db, url };
+}
+
+/**
+ * Runs the soak on a started gateway; resolves with the figures and the list of violations (empty when
+ * nothing was lost). `log` receives progress lines.
+ */
+export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 120_000, log = () => undefined }) {
+  const upstream = await startPeer();
+  const receiver = await startFlappingReceiver();
+  const refusedUrl = await closedPort();
+  try {
+    const seed = await seedRunnableApp(gateway.url, upstream.url);
+    const errorLinesBefore = workerLogs.byLevel.error ?? 0;
+    const statuses = new Map();
+    const refusedRuns = new Set();
+    let next = 0;
+    const started = performance.now();
+    const worker = async () => {
+      while (next < runs) {
+        const i = next++;
+        const refused = i % REFUSED_EVERY === REFUSED_EVERY - 1;
+        const endpoint = refused ? `${refusedUrl}/hook` : `${receiver.url}/hook`;
+        const response = await fetch(`${gateway.url}${seed.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
+          method: "POST",
+          headers: { Authorization: `Bearer ${seed.token}`, "Content-Type": "application/json", ...(i % 2 ? { "X-Webhook-Secret": `soak-secret-${i}` } : {}) },
+          body: JSON.stringify({ inputs: { i } }),
+        });
+        const text = await response.text();
+        statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+        if (response.status === 200 && refused) refusedRuns.add(JSON.parse(text).run_id);
+        if ((i + 1) % 1000 === 0) log(`${i + 1} runs sent`);
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+    const runsMs = performance.now() - started;
+    log(`${runs} runs in ${(runsMs / 1000).toFixed(1)} s; waiting for deliveries to settle`);
+
+    // Settled: one record per run, none pending. The queue needs a few seconds of tail (retry delays
+    // of 1 s and 3 s, plus its 1 s batch wait, plus timeouts).
+    const deadline = Date.now() + settleTimeoutMs;
+    let counts;
+    for (;;) {
+      counts = (await gateway.db.prepare("SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status").all()).results;
+      const total = counts.reduce((sum, row) => sum + row.n, 0);
+      const pending = counts.find((row) => row.status === "pending")?.n ?? 0;
+      if (total >= runs && pending === 0) break;
+      if (Date.now() > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    const settleMs = performance.now() - started - runsMs;
+
+    const rows = (
+      await gateway.db
+        .prepare(
+          `SELECT d.id, d.run_id, d.status, d.attempt_count, d.last_status_code, d.last_error, count(a.attempt) AS attempt_rows, max(a.attempt) AS max_attempt
+           FROM webhook_deliveries d LEFT JOIN webhook_attempts a ON a.delivery_id = d.id GROUP BY d.id`,
+        )
+        .all()
+    ).results;
+    const violations = [];
+    const byRun = new Map();
+    for (const row of rows) byRun.set(row.run_id, (byRun.get(row.run_id) ?? 0) + 1);
+    const duplicates = [...byRun.values()].filter((n) => n !== 1).length;
+    if (duplicates) violations.push(`${duplicates} run(s) with more than one delivery record`);
+    if (rows.length !== runs) violations.push(`${rows.length} delivery records for ${runs} runs`);
+    if ((statuses.get(200) ?? 0) !== runs) violations.push(`caller statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
+
+    const tally = { delivered: 0, failed: 0, pending: 0 };
+    const attemptsHistogram = { 1: 0, 2: 0, 3: 0 };
+    let mismatches = 0;
+    let overBudget = 0;
+    let receiverDisagrees = 0;
+    for (const row of rows) {
+      tally[row.status] = (tally[row.status] ?? 0) + 1;
+      attemptsHistogram[row.attempt_count] = (attemptsHistogram[row.attempt_count] ?? 0) + 1;
+      const refused = refusedRuns.has(row.run_id);
+      const expected = expectedOutcome(row.run_id, refused);
+      if (row.status !== expected.status || row.attempt_count !== expected.attempts || row.attempt_rows !== expected.attempts) {
+        if (mismatches++ < 5) {
+          violations.push(
+            `delivery ${row.id}: ${row.status}/${row.attempt_count} attempts (${row.attempt_rows} recorded, ${receiver.seen.get(row.run_id) ?? 0} received, last ${row.last_status_code ?? row.last_error}), expected ${expected.status}/${expected.attempts}${refused ? " (refused)" : ""}`,
+          );
+        }
+      }
+      if (row.attempt_count > 3 || row.max_attempt > 3) overBudget++;
+      // The receiver's own count: every attempt that reached it (refused ones never do).
+      const reached = receiver.seen.get(row.run_id) ?? 0;
+      if (reached !== (refused ? 0 : expected.attempts)) receiverDisagrees++;
+    }
+    if (mismatches) violations.push(`${mismatches} deliveries differ from the outcome table`);
+    if (overBudget) violations.push(`${overBudget} deliveries beyond 3 attempts`);
+    if (receiverDisagrees) violations.push(`${receiverDisagrees} deliveries where the receiver's count differs`);
+    // The Worker logs exactly one error line per failed delivery, and no other error (a D1 or queue fault would show).
+    const errorLines = (workerLogs.byLevel.error ?? 0) - errorLinesBefore;
+    if (errorLines !== tally.failed) violations.push(`${errorLines} error log lines for ${tally.failed} failed deliveries`);
+    const attemptsTotal = rows.reduce((sum, row) => sum + row.attempt_rows, 0);
+    return {
+      runs,
+      concurrency,
+      runsPerSecond: runs / (runsMs / 1000),
+      runsSeconds: runsMs / 1000,
+      settleSeconds: settleMs / 1000,
+      callerStatuses: Object.fromEntries(statuses),
+      records: rows.length,
+      tally,
+      attemptsHistogram,
+      attemptsTotal,
+      refusedRuns: refusedRuns.size,
+      workerLogLines: { ...workerLogs.byLevel },
+      violations,
+    };
+  } finally {
+    await receiver.close();
+    await upstream.close();
+  }
+}
+
+/** `npm run soak [-- --runs=10000 --concurrency=32]` */
+async function main() {
+  const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
+  const runs = Number(options.runs ?? 10_000);
+  const concurrency = Number(options.concurrency ?? 32);
+  const log = (...args) => console.error("soak:", ...args);
+  const { mkdtempSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const workdir = mkdtempSync(join(tmpdir(), "edge-gateway-soak-"));
+  log("building the Worker bundle");
+  const gateway = await startSoakGateway(buildBundle(join(workdir, "dist")));
+  try {
+    const result = await soak({ gateway, runs, concurrency, settleTimeoutMs: Number(options.settle ?? 600_000), log });
+    console.log(JSON.stringify(result, null, 2));
+    if (result.violations.length) {
+      log(`FAILED: ${result.violations.join("; ")}`);
+      process.exitCode = 1;
+    } else {
+      log(`OK: ${result.records} deliveries for ${runs} runs, ${result.tally.delivered} delivered, ${result.tally.failed} failed, none lost`);
+    }
+  } finally {
+    await gateway.mf.dispose();
+    rmSync(workdir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await main();

@@ -1,0 +1,82 @@
+import { describe, expect, it } from "vitest";
+import { client, seedBuild } from "../helpers";
+import { seedRunnable } from "../runs";
+
+const api = client();
+
+interface OpenApi {
+  paths: Record<string, Record<string, unknown>>;
+}
+
+/** Project A with one of everything, and a project B whose token tries to reach it. */
+async function twoProjects() {
+  const a = await seedRunnable(api);
+  const buildId = await seedBuild(api, a);
+  const domain = `iso-${Date.now().toString(36)}.example.org`;
+  const created = await api.json(`/v2/projects/${a.projectId}/domains`, { method: "POST", token: a.token, body: { domain, region: "us-east-1" } });
+  expect(created.status).toBe(201);
+  const b = await seedRunnable(api);
+  return { a: { ...a, buildId, domain }, b };
+}
+
+const BODIES: Record<string, unknown> = {
+  post: { name: "x", region: "us-east-1", runtime: "cortex", domain: "x.example.org", expires_at: "2027-01-01T00:00:00Z" },
+  patch: { status: "building" },
+};
+
+describe("cross-project access on every route of the API description", () => {
+  it("answers 404 to project B's token on every operation of project A, and changes nothing of A", async () => {
+    const { a, b } = await twoProjects();
+    const spec = (await api.json<OpenApi>("/v2/openapi.json")).body;
+    const values: Record<string, string> = {
+      project_id: a.projectId,
+      app_id: a.appId,
+      build_id: a.buildId,
+      service_account_id: a.serviceAccountId,
+      domain: a.domain,
+      app_name: a.appName,
+    };
+    const tried: string[] = [];
+    for (const [template, operations] of Object.entries(spec.paths)) {
+      if (!template.includes("{project_id}")) continue;
+      const path = template.replace(/\{(\w+)\}/g, (_, name: string) => {
+        expect(values[name], `a value for {${name}} in ${template}`).toBeDefined();
+        return encodeURIComponent(values[name]!);
+      });
+      for (const method of Object.keys(operations).filter((m) => ["get", "post", "patch", "put", "delete"].includes(m))) {
+        const full = template.startsWith("/v") ? path : `/v2${path}`;
+        const res = await api.call(full, { method: method.toUpperCase(), token: b.token, body: BODIES[method] });
+        const text = await res.text();
+        tried.push(`${method.toUpperCase()} ${template}`);
+        expect(res.status, `${method.toUpperCase()} ${template}: ${text}`).toBe(404);
+        // Nothing of A that the caller did not put in the path comes back.
+        for (const [name, value] of Object.entries(values)) {
+          if (!full.includes(encodeURIComponent(value))) expect(text.includes(value), `${name} leaked by ${method} ${template}`).toBe(false);
+        }
+        expect(text).not.toContain(a.token.slice(0, 12));
+      }
+    }
+    // Every project-scoped operation of the API was tried (new routes are covered without editing this test).
+    expect(tried.length).toBeGreaterThanOrEqual(16);
+
+    // A is untouched.
+    const build = await api.json(`/v2/projects/${a.projectId}/apps/${a.appId}/builds/${a.buildId}`, { token: a.token });
+    expect(build.body.status).toBe("queued");
+    const accounts = await api.json<{ data: { id: string; revoked_at: string | null }[] }>(`/v2/projects/${a.projectId}/service-accounts`, { token: a.token });
+    expect(accounts.body.data.find((s) => s.id === a.serviceAccountId)?.revoked_at).toBeNull();
+    expect((await api.json(`/v2/projects/${a.projectId}/domains/${a.domain}`, { token: a.token })).status).toBe(200);
+    const run = await api.call(`/v4/${a.projectId}/${a.appName}/run`, { method: "POST", token: b.token, body: {} });
+    expect(run.status).toBe(404);
+  });
+
+  it("never lists anything of project A in project B's own lists", async () => {
+    const { a, b } = await twoProjects();
+    const lists = ["apps", "service-accounts", "domains", "webhook-deliveries", `apps/${b.appId}/builds`].map((p) => `/v2/projects/${b.projectId}/${p}`);
+    for (const path of lists) {
+      const res = await api.call(path, { token: b.token });
+      const text = await res.text();
+      expect(res.status, path).toBe(200);
+      for (const value of [a.projectId, a.appId, a.buildId, a.serviceAccountId, a.domain]) expect(text.includes(value), `${value} in ${path}`).toBe(false);
+    }
+  });
+});

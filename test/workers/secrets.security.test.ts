@@ -1,0 +1,159 @@
+import { sign } from "hono/jwt";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { DeliveryMessage } from "../../src/webhooks/enqueue";
+import { visitor } from "../dashboard-helpers";
+import { ADMIN, client } from "../helpers";
+import { DOWN, receiver } from "../peers";
+import { callWith, capturingQueue, seedRunnable } from "../runs";
+import { TEST_SECRETS } from "../secrets";
+import { drive } from "../webhooks";
+
+/** Every line the gateway wrote to the console while a test ran. */
+let logged: string[] = [];
+
+beforeEach(() => {
+  logged = [];
+  for (const level of ["log", "info", "warn", "error", "debug"] as const) {
+    vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
+      logged.push(args.map((a) => (typeof a === "string" ? a : JSON.stringify(a) ?? String(a))).join(" "));
+    });
+  }
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("secrets never appear in logs or responses", () => {
+  it("keeps the admin token, the service keys, tokens, JWTs and webhook secrets out of every log line and response", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const responses: string[] = [];
+    const keep = async (response: Response) => {
+      responses.push([...response.headers].map(([k, v]) => `${k}: ${v}`).join("\n") + "\n" + (await response.text()));
+      return response;
+    };
+    const webhookSecret = "whsec_c2VjcmV0LW5ldmVyLWxvZ2dlZA==";
+    const jwt = await sign({ project_id: app.projectId, exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
+    const guessedAdmin = `${ADMIN.slice(0, -4)}XXXX`;
+
+    // Runs with each kind of key, and with a signed webhook that fails every attempt (error lines).
+    for (const token of [app.token, jwt, ADMIN]) {
+      await keep(await callWith(api, {}, app.runPath, { method: "POST", token, headers: { "Content-Type": "application/json" }, body: "{}" }));
+    }
+    const capture = capturingQueue();
+    await keep(
+      await callWith(api, { WEBHOOK_QUEUE: capture.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(`${DOWN}/hook`)}`, {
+        method: "POST",
+        token: app.token,
+        headers: { "Content-Type": "application/json", "X-Webhook-Secret": webhookSecret },
+        body: "{}",
+      }),
+    );
+    await drive(api, capture.sent[0] as DeliveryMessage);
+    const hook = await receiver([{ status: 500 }], webhookSecret);
+    const again = capturingQueue();
+    await callWith(api, { WEBHOOK_QUEUE: again.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+      method: "POST",
+      token: app.token,
+      headers: { "X-Webhook-Secret": webhookSecret },
+    });
+    await drive(api, again.sent[0] as DeliveryMessage);
+    expect(JSON.stringify([...capture.sent, ...again.sent])).not.toContain(webhookSecret);
+
+    // Refused credentials: wrong, tampered, revoked; each answer and log line must not echo them.
+    const tampered = `${jwt.slice(0, -3)}abc`;
+    for (const token of [guessedAdmin, tampered, `${app.token.slice(0, -2)}zz`]) {
+      await keep(await callWith(api, {}, app.runPath, { token }));
+      await keep(await callWith(api, {}, `/v2/projects/${app.projectId}`, { token }));
+    }
+    await keep(await callWith(api, {}, `/v2/projects/${app.projectId}/service-accounts/${app.serviceAccountId}`, { method: "DELETE", token: ADMIN }));
+    await keep(await callWith(api, {}, app.runPath, { token: app.token }));
+
+    // Reads that list what holds secrets.
+    await keep(await callWith(api, {}, `/v2/projects/${app.projectId}/service-accounts`, { token: ADMIN }));
+    await keep(await callWith(api, {}, `/v2/projects/${app.projectId}/webhook-deliveries`, { token: ADMIN }));
+
+    // The dashboard: a wrong sign-in, then a right one, its pages.
+    const browser = visitor(api);
+    await browser.signIn(guessedAdmin);
+    await browser.signIn();
+    responses.push((await browser.get(`/dashboard/projects/${app.projectId}/api-keys`)).html);
+
+    const secrets = { ...TEST_SECRETS, serviceAccountToken: app.token, jwt, webhookSecret, guessedAdmin, tampered };
+    expect(logged.length).toBeGreaterThan(0);
+    for (const [name, secret] of Object.entries(secrets)) {
+      for (const line of logged) expect(line.includes(secret), `${name} in a log line: ${line.slice(0, 200)}`).toBe(false);
+      for (const response of responses) expect(response.includes(secret), `${name} in a response`).toBe(false);
+    }
+    // Only the token's visible prefix is ever shown again.
+    expect(responses.join("\n")).toContain(app.token.slice(0, 12));
+  });
+});
+
+describe("run path: revoked and tampered credentials", () => {
+  it("refuses a revoked token at once in the isolate that revoked it, and a token with one character changed", async () => {
+    let upstreamCalls = 0;
+    const api = client({ outbound: { fetch: (r) => (upstreamCalls++, fetch(r)) } });
+    const app = await seedRunnable(api);
+    const run = (token: string) => callWith(api, {}, app.runPath, { method: "POST", token, headers: { "Content-Type": "application/json" }, body: "{}" });
+    expect((await run(app.token)).status).toBe(200);
+    const last = app.token.at(-1)!;
+    const tampered = `${app.token.slice(0, -1)}${last === "a" ? "b" : "a"}`;
+    const refused = await run(tampered);
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("www-authenticate")).toMatch(/invalid_token/);
+    await api.json(`/v2/projects/${app.projectId}/service-accounts/${app.serviceAccountId}`, { method: "DELETE" });
+    const revoked = await run(app.token);
+    expect(revoked.status).toBe(401);
+    expect(await revoked.text()).toMatch(/revoked/);
+    expect(upstreamCalls).toBe(1);
+  });
+});
+
+declare global {
+  interface ImportMeta {
+    /** Vite's static import of many files (resolved when the test is bundled). */
+    glob<T>(patterns: string[], options: { query: string; import: string; eager: true }): Record<string, T>;
+  }
+}
+
+/** The source of every module under src/, to check how secrets are compared. */
+const sources: Record<string, string> = import.meta.glob<string>(["../../src/**/*.ts", "../../src/**/*.tsx", "!../../src/**/*.test.ts", "!../../src/**/*.test.tsx"], {
+  query: "?raw",
+  import: "default",
+  eager: true,
+});
+
+describe("secrets are compared in constant time", () => {
+  it("reads the sources (the check below is not vacuous)", () => {
+    expect(Object.keys(sources).length).toBeGreaterThan(40);
+  });
+
+  it("compares the admin token, CSRF tokens and signatures only through timing-safe functions", () => {
+    const secretish = /\b(adminToken|jwtSecret|webhookEncryptionKey|csrf\w*|expected|signature\w*|tokenHash|secret)\b/i;
+    const offenders: string[] = [];
+    for (const [file, text] of Object.entries(sources)) {
+      text.split("\n").forEach((line: string, i: number) => {
+        const code = line.replace(/\/\/.*$/, "");
+        // An equality test with a secret on either side, other than a presence or type check.
+        if (/[!=]==?/.test(code) && secretish.test(code) && !/(===|!==)\s*(undefined|null|""|"string"|0)\b|typeof |\.length\s*[!=]==|\bstatus\b|header/.test(code)) {
+          offenders.push(`${file}:${i + 1}: ${line.trim()}`);
+        }
+      });
+    }
+    expect(offenders).toEqual([]);
+  });
+
+  it("routes every comparison of a presented credential through secretsEqual, crypto.subtle.verify or a constant-time loop", () => {
+    const uses = (file: string, pattern: RegExp) => expect(sources[`../../src/${file}`], file).toMatch(pattern);
+    uses("auth/middleware.ts", /secretsEqual\(token, c\.get\("config"\)\.adminToken\)/);
+    uses("runs/run-key.ts", /secretsEqual\(token, c\.get\("config"\)\.adminToken\)/);
+    uses("dashboard/auth.tsx", /secretsEqual\(token, c\.get\("config"\)\.adminToken\)/);
+    uses("dashboard/session.ts", /crypto\.subtle\.verify\("HMAC"/);
+    uses("dashboard/session.ts", /secretsEqual\(token, await csrfToken/);
+    uses("webhooks/verify.ts", /constantTimeEqual\(candidate/);
+    uses("platform/crypto.ts", /crypto\.subtle\.timingSafeEqual/);
+    // Service account tokens are looked up by their SHA-256 hash: nothing secret is compared byte by byte.
+    uses("runs/run-key.ts", /eq\(serviceAccounts\.tokenHash, hash\)/);
+  });
+});
