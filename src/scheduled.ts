@@ -5,7 +5,7 @@ import { CRONS } from "./platform/triggers";
 
 export type CronHandler = (controller: ScheduledController, env: Env, ctx: ExecutionContext, deps: Deps) => Promise<void>;
 
-/** One handler per configured cron; the custom domains capability fills in domain validation. */
+/** One handler per configured cron. */
 export const cronHandlers: Record<string, CronHandler> = {
   [CRONS.domainValidation]: async (_controller, env, _ctx, deps) => {
     await domainValidationCron(env, deps);
