@@ -8,6 +8,20 @@ import { type Project, ProjectHeading, withProject } from "./project";
 /** Only a name that could be a hostname is echoed back from the URL ("… was removed"). */
 const HOSTNAME = /^[a-z0-9.-]{1,253}$/;
 
+/** The Remove button with its confirmation (a dialog, or a page without script), on the list and a domain's page. */
+const RemoveDomain = (props: { id: string; pid: string; domain: string; csrf: string }) => (
+  <ConfirmAction
+    id={props.id}
+    label="Remove"
+    href={domainPath(props.pid, props.domain, "/remove")}
+    action={domainPath(props.pid, props.domain, "/remove")}
+    csrf={props.csrf}
+    title={`Remove ${props.domain}?`}
+    question={<>It stops being served at once, and its certificate is removed. You can add it again later.</>}
+    confirmLabel="Remove domain"
+  />
+);
+
 interface ListForm {
   domain: string;
   region: string;
@@ -74,16 +88,7 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
                           </>
                         }
                       />
-                      <ConfirmAction
-                        id={`remove-${i}`}
-                        label="Remove"
-                        href={domainPath(pid, d.domain, "/remove")}
-                        action={domainPath(pid, d.domain, "/remove")}
-                        csrf={csrf}
-                        title={`Remove ${d.domain}?`}
-                        question={<>It stops being served at once, and its certificate is removed. You can add it again later.</>}
-                        confirmLabel="Remove domain"
-                      />
+                      <RemoveDomain id={`remove-${i}`} pid={pid} domain={d.domain} csrf={csrf} />
                     </div>
                     <Dialog id={`status-${i}`}>
                       <h2 id={`status-${i}-title`}>Validation status of {d.domain}</h2>
@@ -180,16 +185,7 @@ async function domainPage(c: DashContext, project: Project, options: { added?: b
         <StatusFacts domain={d} now={c.get("deps").now().getTime()} />
         <div class="actions">
           <ValidateForm pid={pid} domain={d} csrf={csrf} />
-          <ConfirmAction
-            id="remove"
-            label="Remove"
-            href={domainPath(pid, d.domain, "/remove")}
-            action={domainPath(pid, d.domain, "/remove")}
-            csrf={csrf}
-            title={`Remove ${d.domain}?`}
-            question={<>It stops being served at once, and its certificate is removed. You can add it again later.</>}
-            confirmLabel="Remove domain"
-          />
+          <RemoveDomain id="remove" pid={pid} domain={d.domain} csrf={csrf} />
         </div>
       </section>
     </>,
