@@ -40,11 +40,15 @@ export async function startPassthrough(upstreamUrl) {
   return { mf, url: url.origin, startupMs: performance.now() - started };
 }
 
-export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, inspectorPort } = {}) {
+/**
+ * The built gateway under Miniflare with the bindings of wrangler.toml, migrated. `extraBindings`
+ * override settings; `sharedOptions` are Miniflare's own (an inspector port, a log handler).
+ */
+export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {} } = {}) {
   const started = performance.now();
   const mf = create({
     ...quiet,
-    ...(inspectorPort ? { inspectorPort } : {}),
+    ...sharedOptions,
     workers: [
       {
         name: "gateway",

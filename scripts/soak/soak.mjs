@@ -3,10 +3,10 @@
 // connections, and a share of runs whose receiver refuses connections. It stops by itself and checks
 // that nothing was lost: every run has exactly one delivery record, delivered or failed, with the
 // attempts the outcome table says, never more than 3; every caller got 200.
-import { readdirSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { convertV4MiniflareOptions, Miniflare } from "miniflare";
-import { COMPATIBILITY_DATE, SECRETS, buildBundle, seedRunnableApp } from "../bench/gateway.mjs";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buildBundle, seedRunnableApp, startGateway } from "../bench/gateway.mjs";
 import { startPeer } from "../bench/peers.mjs";
 import { closedPort, expectedOutcome, startFlappingReceiver } from "./outcomes.mjs";
 
@@ -23,50 +23,18 @@ const REFUSED_EVERY = 10;
 /** The Worker's log lines: counted by level (thousands of "delivery failed" lines are expected here). */
 export const workerLogs = { lines: 0, byLevel: {} };
 
-export async function startSoakGateway(bundle) {
-  const mf = new Miniflare(
-    convertV4MiniflareOptions({
+export function startSoakGateway(bundle) {
+  return startGateway(bundle, {
+    // No domain is checked in the soak: a resolver that is never asked.
+    dnsResolverUrl: "http://127.0.0.1:9/dns-query",
+    extraBindings: { WEBHOOK_TIMEOUT_MS: String(WEBHOOK_TIMEOUT_MS) },
+    sharedOptions: {
       handleStructuredLogs: (log) => {
         workerLogs.lines++;
         workerLogs.byLevel[log.level] = (workerLogs.byLevel[log.level] ?? 0) + 1;
       },
-      logRequests: false,
-      verbose: false,
-      host: "127.0.0.1",
-      port: 0,
-      workers: [
-        {
-          name: "gateway",
-          modules: true,
-          scriptPath: bundle,
-          modulesRoot: dirname(bundle),
-          compatibilityDate: COMPATIBILITY_DATE,
-          bindings: {
-            SERVICE_DOMAIN: "service.test",
-            API_HOSTNAMES: "localhost,127.0.0.1",
-            REGIONS: "us-east-1,eu-west-2",
-            DNS_RESOLVER_URL: "http://127.0.0.1:9/dns-query",
-            ALLOW_INSECURE_TARGETS: "true",
-            WEBHOOK_TIMEOUT_MS: String(WEBHOOK_TIMEOUT_MS),
-            ...SECRETS,
-          },
-          d1Databases: { DB: "soak-db" },
-          r2Buckets: ["WEBHOOK_BODIES"],
-          queueProducers: { WEBHOOK_QUEUE: { queueName: "webhook-deliveries" } },
-          // As in wrangler.toml.
-          queueConsumers: { "webhook-deliveries": { maxBatchSize: 100, maxBatchTimeout: 1, maxRetries: 2 } },
-        },
-      ],
-    }),
-  );
-  const url = (await mf.ready).origin;
-  const db = await mf.getD1Database("DB");
-  for (const file of readdirSync("migrations").filter((f) => /^\d{4}_.*\.sql$/.test(f)).sort()) {
-    for (const statement of readFileSync(join("migrations", file), "utf8").split("--> statement-breakpoint")) {
-      if (statement.trim()) await db.prepare(statement).run();
-    }
-  }
-  return { mf, db, url };
+    },
+  });
 }
 
 /**
@@ -190,8 +158,6 @@ async function main() {
   const runs = Number(options.runs ?? 10_000);
   const concurrency = Number(options.concurrency ?? 32);
   const log = (...args) => console.error("soak:", ...args);
-  const { mkdtempSync, rmSync } = await import("node:fs");
-  const { tmpdir } = await import("node:os");
   const workdir = mkdtempSync(join(tmpdir(), "edge-gateway-soak-"));
   log("building the Worker bundle");
   const gateway = await startSoakGateway(buildBundle(join(workdir, "dist")));

@@ -28,17 +28,23 @@ async function answers(url) {
   }
 }
 
+/**
+ * Makes sure a DoH server answers at `url`, starting the shared harness only when none does: start.sh
+ * restarts a running harness, which would disturb tests already using it. Also used by the browser tests.
+ */
+export async function ensureDnsHarness(url = process.env.TEST_DOH_URL || DEFAULT_URL) {
+  if (await answers(url)) return url;
+  if (!existsSync(HARNESS)) throw new Error(`No DoH server at ${url} and no harness at ${HARNESS} to start one.`);
+  const printed = await new Promise((resolve, reject) =>
+    execFile("bash", [HARNESS], { timeout: 240_000 }, (error, stdout, stderr) =>
+      error ? reject(new Error(`${HARNESS} failed: ${error.message}\n${stderr.slice(-2000)}`)) : resolve(stdout.trim()),
+    ),
+  );
+  if (printed !== url) throw new Error(`The harness serves ${printed}, but the tests expect ${url} (set TEST_DOH_URL).`);
+  if (!(await answers(url))) throw new Error(`The harness started but ${url} does not answer.`);
+  return url;
+}
+
 export default async function setup(project) {
-  const url = process.env.TEST_DOH_URL || DEFAULT_URL;
-  if (!(await answers(url))) {
-    if (!existsSync(HARNESS)) throw new Error(`No DoH server at ${url} and no harness at ${HARNESS} to start one.`);
-    const printed = await new Promise((resolve, reject) =>
-      execFile("bash", [HARNESS], { timeout: 240_000 }, (error, stdout, stderr) =>
-        error ? reject(new Error(`${HARNESS} failed: ${error.message}\n${stderr.slice(-2000)}`)) : resolve(stdout.trim()),
-      ),
-    );
-    if (printed !== url) throw new Error(`The harness serves ${printed}, but the tests expect ${url} (set TEST_DOH_URL).`);
-    if (!(await answers(url))) throw new Error(`The harness started but ${url} does not answer.`);
-  }
-  project.provide("dohUrl", url);
+  project.provide("dohUrl", await ensureDnsHarness());
 }

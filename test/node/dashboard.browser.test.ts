@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_SECRETS } from "../secrets";
-import { ensureDnsHarness } from "./dns-harness";
+import { ensureDnsHarness } from "../global/dns-harness.mjs";
 import { type DevServer, freePort, startWranglerDev } from "./wrangler-dev";
 
 /**
