@@ -30,8 +30,8 @@ export function wrk({ url, headers = {}, connections, seconds, cpu }) {
     child.on("error", reject);
     child.on("exit", () => {
       const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
-      const p50 = /^\s+50%\s+([\d.]+)(us|ms|s)$/m.exec(out);
-      const p99 = /^\s+99%\s+([\d.]+)(us|ms|s)$/m.exec(out);
+      const p50 = /^\s+50%\s+([\d.]+)(us|ms|s)\s*$/m.exec(out);
+      const p99 = /^\s+99%\s+([\d.]+)(us|ms|s)\s*$/m.exec(out);
       const non2xx = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out);
       const errors = /Socket errors: (.*)$/m.exec(out);
       if (!rps || !p50 || !p99) return reject(new Error(`cannot read wrk output:\n${out}`));

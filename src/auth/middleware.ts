@@ -16,8 +16,8 @@ function unauthorized(detail: string, error?: "invalid_token" | "invalid_request
   return new ApiError(error ? "invalid_token" : "unauthorized", detail, { headers: { "WWW-Authenticate": challenge } });
 }
 
-export function bearerToken(c: Context<AppEnv>): string {
-  const header = c.req.header("authorization");
+/** The token of an `Authorization: Bearer` header; a 401 that says what is wrong otherwise. */
+export function bearerToken(header: string | null | undefined): string {
   if (!header) throw unauthorized("Send the token as `Authorization: Bearer <token>`.");
   const match = /^Bearer[ \t]+([\x21-\x7e]+)[ \t]*$/i.exec(header);
   if (!match) throw unauthorized("The Authorization header must be `Bearer <token>`.", "invalid_request");
@@ -30,19 +30,17 @@ export const LAST_USED_RESOLUTION_MS = 60_000;
 const lastUsedWrites = new Map<string, number>();
 
 /** Records that a token was used, without a D1 write on every request: at most once a minute per token. */
-export function touchLastUsed(c: Context<AppEnv>, account: Pick<ServiceAccount, "id" | "lastUsedAt">) {
-  const now = c.get("deps").now().getTime();
+export function touchLastUsed(db: D1Database, ctx: Pick<ExecutionContext, "waitUntil">, now: number, account: Pick<ServiceAccount, "id" | "lastUsedAt">) {
   const known = Math.max(account.lastUsedAt?.getTime() ?? 0, lastUsedWrites.get(account.id) ?? 0);
   if (now - known < LAST_USED_RESOLUTION_MS) return;
   lastUsedWrites.set(account.id, now);
   if (lastUsedWrites.size > 10_000) lastUsedWrites.delete(lastUsedWrites.keys().next().value!);
-  const write = c.env.DB.prepare(
-    "UPDATE service_accounts SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at <= ?3)",
-  )
+  const write = db
+    .prepare("UPDATE service_accounts SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at <= ?3)")
     .bind(now, account.id, now - LAST_USED_RESOLUTION_MS)
     .run()
     .catch((error: unknown) => console.error(JSON.stringify({ level: "warn", msg: "last_used_at write failed", error: String(error) })));
-  c.executionCtx.waitUntil(write);
+  ctx.waitUntil(write);
 }
 
 /** The service account a token belongs to, if it is current; otherwise a 401 that says why. */
@@ -64,13 +62,13 @@ export async function serviceAccountForToken(c: Context<AppEnv>, token: string):
 
 /** Establishes `principal` from the bearer token: the admin token, or a current service account token. */
 export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
-  const token = bearerToken(c);
+  const token = bearerToken(c.req.header("authorization"));
   let principal: Principal;
   if (await secretsEqual(token, c.get("config").adminToken)) {
     principal = { kind: "admin" };
   } else {
     const account = await serviceAccountForToken(c, token);
-    touchLastUsed(c, account);
+    touchLastUsed(c.env.DB, c.executionCtx, c.get("deps").now().getTime(), account);
     principal = { kind: "service_account", serviceAccountId: account.id, projectId: account.projectId };
   }
   c.set("principal", principal);

@@ -57,12 +57,23 @@ export function isStorageUnavailable(err: unknown): boolean {
   return false;
 }
 
+/** Where an error happened: the request it answers. */
+export interface RequestFacts {
+  requestId: string;
+  method: string;
+  path: string;
+}
+
 /** Renders whatever was thrown as problem+json; an unexpected error is logged with its request id, never shown. */
 export function renderError(err: unknown, c: Context<AppEnv>): Response {
-  const requestId = requestIdOf(c);
+  return problemFor(err, { requestId: requestIdOf(c), method: c.req.method, path: c.req.path });
+}
+
+/** `renderError` for code that runs without the router (the run fast path). */
+export function problemFor(err: unknown, { requestId, method, path }: RequestFacts): Response {
   if (err instanceof ApiError) return problemResponse(err, requestId);
   if (isStorageUnavailable(err)) {
-    console.error(JSON.stringify({ level: "error", msg: "storage unavailable", request_id: requestId, method: c.req.method, path: c.req.path, error: String(err) }));
+    console.error(JSON.stringify({ level: "error", msg: "storage unavailable", request_id: requestId, method, path, error: String(err) }));
     return problemResponse(
       new ApiError("service_unavailable", "The database is unavailable for a moment; nothing was changed. Retry the request.", { headers: { "Retry-After": "1" } }),
       requestId,
@@ -83,8 +94,8 @@ export function renderError(err: unknown, c: Context<AppEnv>): Response {
       level: "error",
       msg: "unhandled error",
       request_id: requestId,
-      method: c.req.method,
-      path: c.req.path,
+      method,
+      path,
       error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
       stack: err instanceof Error ? err.stack : undefined,
     }),

@@ -9,6 +9,7 @@ import { upstreamOf } from "./deployments";
 import { callerStatus, callUpstream, envelope, readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
 import { runCaller } from "./run-key";
 import { runGet, runPost } from "./routes";
+import type { RunScope } from "./scope";
 
 const JSON_TYPE = /^application\/([a-z0-9.+-]+\+)?json\s*(;|$)/i;
 const MAX_SECRET_LENGTH = 1024;
@@ -19,12 +20,13 @@ interface Webhook {
 }
 
 /** `webhookEndpoint` and `X-Webhook-Secret`, checked before anything runs. */
-function webhookOf(c: Context<AppEnv>): Webhook | null {
-  const endpoint = new URL(c.req.url).searchParams.get("webhookEndpoint");
-  const secret = c.req.header("x-webhook-secret");
+function webhookOf(scope: RunScope, query: URLSearchParams | null): Webhook | null {
+  const endpoints = query?.getAll("webhookEndpoint") ?? [];
   // Without a receiver the secret has nothing to sign; it is dropped (never forwarded).
-  if (endpoint === null) return null;
-  const check = checkTarget(endpoint, { allowInsecure: c.get("config").allowInsecureTargets });
+  if (endpoints.length === 0) return null;
+  if (endpoints.length > 1) throw fieldError("query", "webhookEndpoint", "must be given once");
+  const secret = scope.request.headers.get("x-webhook-secret") ?? undefined;
+  const check = checkTarget(endpoints[0]!, { allowInsecure: scope.config.allowInsecureTargets });
   if (!check.ok) throw fieldError("query", "webhookEndpoint", check.reason);
   if (secret !== undefined && (secret.length === 0 || secret.length > MAX_SECRET_LENGTH)) {
     throw fieldError("header", "X-Webhook-Secret", `must be 1 to ${MAX_SECRET_LENGTH} characters`);
@@ -36,14 +38,14 @@ const fieldError = (location: string, field: string, message: string) =>
   new ApiError("validation_failed", `The ${location} has 1 invalid field(s).`, { errors: [{ location, field, message }] });
 
 /** The caller's JSON body, exactly as sent, after checking it is a JSON object within the size limit. */
-async function runBody(c: Context<AppEnv>): Promise<Uint8Array | undefined> {
-  if (c.req.method !== "POST") return undefined;
-  const declared = Number(c.req.header("content-length") ?? "0");
+async function runBody(request: Request): Promise<Uint8Array | undefined> {
+  if (request.method !== "POST") return undefined;
+  const declared = Number(request.headers.get("content-length") ?? "0");
   if (declared > RUN_REQUEST_MAX_BYTES) throw new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
-  const bytes = await readLimited(c.req.raw.body, RUN_REQUEST_MAX_BYTES);
+  const bytes = await readLimited(request.body, RUN_REQUEST_MAX_BYTES);
   if (bytes === null) throw new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
   if (bytes.byteLength === 0) return undefined;
-  const type = c.req.header("content-type");
+  const type = request.headers.get("content-type") ?? undefined;
   if (!type || !JSON_TYPE.test(type)) {
     throw new ApiError("unsupported_media_type", `Send the run's arguments as application/json (got ${type ?? "no Content-Type"}).`);
   }
@@ -59,23 +61,34 @@ async function runBody(c: Context<AppEnv>): Promise<Uint8Array | undefined> {
   return bytes;
 }
 
-const isWebSocket = (c: Context<AppEnv>) => c.req.method === "GET" && c.req.header("upgrade")?.toLowerCase() === "websocket";
+const isWebSocket = (request: Request) => request.method === "GET" && request.headers.get("upgrade")?.toLowerCase() === "websocket";
 
-async function run(c: Context<AppEnv>, projectId: string, appName: string): Promise<Response> {
-  const caller = await runCaller(c);
+/** The caller's query string, parsed only when there is one (most runs have none). */
+function queryOf(url: string): URLSearchParams | null {
+  const mark = url.indexOf("?");
+  if (mark === -1 || mark === url.length - 1) return null;
+  const hash = url.indexOf("#", mark);
+  return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
+}
+
+/** A run of `{project_id}/{app_name}`: the caller's key checked, the upstream called, the envelope returned. */
+export async function run(scope: RunScope, projectId: string, appName: string): Promise<Response> {
+  const { request, deps, config } = scope;
+  const caller = await runCaller(scope);
   if (caller.projectId !== "*" && caller.projectId !== projectId) {
     // A key of another project learns nothing about this one.
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
-  const deps = c.get("deps");
-  const webSocket = isWebSocket(c);
+  const webSocket = isWebSocket(request);
+  const query = queryOf(request.url);
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.
-  const webhook = webSocket ? null : webhookOf(c);
-  const body = await runBody(c);
-  const upstream = await upstreamOf(c.get("db"), projectId, appName, deps.now().getTime());
-  const runId = newId("run", deps.now().getTime());
-  const target = upstreamUrl(upstream.originUrl, c.req.url);
-  const headers = upstreamHeaders(c.req.raw.headers, runId, webSocket);
+  const webhook = webSocket ? null : webhookOf(scope, query);
+  const body = await runBody(request);
+  const now = deps.now().getTime();
+  const upstream = await upstreamOf(scope.db, projectId, appName, now);
+  const runId = newId("run", now);
+  const target = upstreamUrl(upstream.originUrl, query);
+  const headers = upstreamHeaders(request.headers, runId, webSocket);
 
   if (webSocket) {
     const response = await deps.outbound.fetch(new Request(target, { headers }));
@@ -92,12 +105,11 @@ async function run(c: Context<AppEnv>, projectId: string, appName: string): Prom
 
   if (body && !headers.has("content-type")) headers.set("Content-Type", "application/json");
   headers.set("Accept", "application/json");
-  const request = new Request(target, { method: c.req.method, headers, body: body ?? null });
   let status: number;
   let text: string;
   let responseHeaders: Record<string, string>;
   try {
-    const answer = await callUpstream(deps, request, runId, c.get("config").runTimeoutMs);
+    const answer = await callUpstream(deps, target, { method: request.method, headers, body: body ?? null }, runId, config.runTimeoutMs);
     status = callerStatus(answer.status);
     text = envelope(runId, answer, deps.now());
     responseHeaders = { "Content-Type": "application/json", "X-Run-Id": runId, "Cache-Control": "no-store" };
@@ -105,27 +117,38 @@ async function run(c: Context<AppEnv>, projectId: string, appName: string): Prom
     if (!(error instanceof ApiError)) throw error;
     // An upstream failure is still this run's answer: the webhook receives it too.
     status = error.status;
-    text = JSON.stringify(problemBody(error, requestIdOf(c)));
+    text = JSON.stringify(problemBody(error, scope.requestId));
     responseHeaders = { "Content-Type": PROBLEM_CONTENT_TYPE, "X-Run-Id": runId, "Cache-Control": "no-store" };
   }
   caller.afterRun();
   if (webhook) {
-    c.executionCtx.waitUntil(
-      enqueueDelivery(c.env, c.get("config"), deps, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret, body: text }),
-    );
+    scope.ctx.waitUntil(enqueueDelivery(scope.env, config, deps, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret, body: text }));
   }
   return new Response(text, { status, headers: responseHeaders });
 }
 
-/** The run proxy, mounted at `/v4`. */
+const scopeOf = (c: Context<AppEnv>): RunScope => ({
+  request: c.req.raw,
+  env: c.env,
+  ctx: c.executionCtx,
+  deps: c.get("deps"),
+  config: c.get("config"),
+  db: c.get("db"),
+  requestId: requestIdOf(c),
+});
+
+/**
+ * The run proxy, mounted at `/v4`: the routes of the OpenAPI document, and the router's answer for
+ * whatever the fast path leaves to it (a HEAD, a malformed id, a custom domain's certificate path).
+ */
 export function createRunProxy() {
   return createRouter()
     .openapi(runPost, (c) => {
       const { project_id, app_name } = c.req.valid("param");
-      return run(c, project_id, app_name) as never;
+      return run(scopeOf(c), project_id, app_name) as never;
     })
     .openapi(runGet, (c) => {
       const { project_id, app_name } = c.req.valid("param");
-      return run(c, project_id, app_name) as never;
+      return run(scopeOf(c), project_id, app_name) as never;
     });
 }

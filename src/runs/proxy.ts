@@ -34,12 +34,14 @@ export function upstreamHeaders(incoming: Headers, runId: string, keepUpgrade = 
   return headers;
 }
 
-export function upstreamUrl(originUrl: string, callerUrl: string): URL {
+/** The deployment's origin with the caller's query parameters (but ours) appended. */
+export function upstreamUrl(originUrl: string, query: URLSearchParams | null): string {
+  if (query === null) return originUrl;
   const url = new URL(originUrl);
-  for (const [name, value] of new URL(callerUrl).searchParams) {
+  for (const [name, value] of query) {
     if (name !== "webhookEndpoint") url.searchParams.append(name, value);
   }
-  return url;
+  return url.href;
 }
 
 /** Reads a body up to `max` bytes; `null` when it is larger (the rest is not read). */
@@ -77,14 +79,20 @@ export interface UpstreamAnswer {
 const isTimeout = (error: unknown) => error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
 
 /** Calls the upstream and returns its JSON answer; a 502 or 504 problem (with `run_id`) when it fails. */
-export async function callUpstream(deps: Deps, request: Request, runId: string, timeoutMs: number): Promise<UpstreamAnswer> {
+export async function callUpstream(
+  deps: Deps,
+  target: string,
+  init: Pick<RequestInit, "method" | "headers" | "body">,
+  runId: string,
+  timeoutMs: number,
+): Promise<UpstreamAnswer> {
   const meta = { extensions: { run_id: runId }, headers: { "X-Run-Id": runId } };
   const started = Date.now();
   const signal = AbortSignal.timeout(timeoutMs);
   let response: Response;
   let raw: string | null;
   try {
-    response = await deps.outbound.fetch(new Request(request, { signal, redirect: "manual" }));
+    response = await deps.outbound.fetch(new Request(target, { ...init, signal, redirect: "manual" }));
     const length = response.headers.get("content-length");
     const declared = length === null ? null : Number(length);
     if (declared !== null && declared > RUN_RESPONSE_MAX_BYTES) {

@@ -1,13 +1,12 @@
 import { eq } from "drizzle-orm";
-import type { Context } from "hono";
 import { verify } from "hono/jwt";
 import { bearerToken, touchLastUsed } from "../auth/middleware";
 import { hashToken, isWellFormedToken, TOKEN_PREFIX } from "../auth/tokens";
 import { serviceAccounts, type ServiceAccount } from "../db/schema";
 import { TtlCache } from "../platform/cache";
-import type { AppEnv } from "../platform/context";
 import { secretsEqual } from "../platform/crypto";
 import { ApiError } from "../platform/errors";
+import type { RunScope } from "./scope";
 
 /**
  * How long this isolate trusts what it learnt about a run key or a deployment without asking D1 again.
@@ -30,13 +29,13 @@ const REALM = 'Bearer realm="edge-gateway"';
 const invalid = (detail: string) =>
   new ApiError("invalid_token", detail, { headers: { "WWW-Authenticate": `${REALM}, error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } });
 
-async function serviceAccountCaller(c: Context<AppEnv>, token: string): Promise<RunCaller> {
+async function serviceAccountCaller(scope: RunScope, token: string): Promise<RunCaller> {
   if (!isWellFormedToken(token)) throw invalid("The token is not a valid token.");
-  const now = c.get("deps").now();
+  const now = scope.deps.now();
   const hash = await hashToken(token);
   let account = runKeyCache.get(hash, now.getTime());
   if (!account) {
-    const [row] = await c.get("db").select().from(serviceAccounts).where(eq(serviceAccounts.tokenHash, hash)).limit(1);
+    const [row] = await scope.db.select().from(serviceAccounts).where(eq(serviceAccounts.tokenHash, hash)).limit(1);
     if (!row) throw invalid("The token is not a valid token.");
     account = { id: row.id, projectId: row.projectId, expiresAt: row.expiresAt, revokedAt: row.revokedAt, lastUsedAt: row.lastUsedAt };
     runKeyCache.set(hash, account, now.getTime());
@@ -44,19 +43,19 @@ async function serviceAccountCaller(c: Context<AppEnv>, token: string): Promise<
   if (account.revokedAt) throw invalid("The token was revoked.");
   if (account.expiresAt.getTime() <= now.getTime()) throw invalid(`The token expired at ${account.expiresAt.toISOString()}.`);
   const found = account;
-  return { projectId: found.projectId, afterRun: () => touchLastUsed(c, found) };
+  return { projectId: found.projectId, afterRun: () => touchLastUsed(scope.env.DB, scope.ctx, now.getTime(), found) };
 }
 
-async function jwtCaller(c: Context<AppEnv>, token: string): Promise<RunCaller> {
+async function jwtCaller(scope: RunScope, token: string): Promise<RunCaller> {
   let claims: Record<string, unknown>;
   try {
     // The algorithm is pinned: a token whose header names another (or `none`) is refused. Time claims
     // are checked below against the service clock.
-    claims = await verify(token, c.get("config").jwtSecret, { alg: "HS256", exp: false, nbf: false, iat: false });
+    claims = await verify(token, scope.config.jwtSecret, { alg: "HS256", exp: false, nbf: false, iat: false });
   } catch {
     throw invalid("The JWT is not valid: it must be HS256-signed with the service's JWT secret.");
   }
-  const now = c.get("deps").now().getTime() / 1000;
+  const now = scope.deps.now().getTime() / 1000;
   if (typeof claims.exp !== "number") throw invalid("The JWT has no numeric `exp` claim.");
   if (claims.exp <= now) throw invalid(`The JWT expired at ${new Date(claims.exp * 1000).toISOString()}.`);
   if (typeof claims.nbf === "number" && claims.nbf > now + 60) throw invalid("The JWT is not valid yet (`nbf`).");
@@ -68,10 +67,10 @@ async function jwtCaller(c: Context<AppEnv>, token: string): Promise<RunCaller> 
  * The run key of a request, resolved without D1 when this isolate saw it in the last `RUN_CACHE_TTL_MS`.
  * The admin token is accepted too: the operator may do what any service account may.
  */
-export async function runCaller(c: Context<AppEnv>): Promise<RunCaller> {
-  const token = bearerToken(c);
-  if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(c, token);
-  if (token.split(".").length === 3) return jwtCaller(c, token);
-  if (await secretsEqual(token, c.get("config").adminToken)) return { projectId: "*", afterRun: () => undefined };
+export async function runCaller(scope: RunScope): Promise<RunCaller> {
+  const token = bearerToken(scope.request.headers.get("authorization"));
+  if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(scope, token);
+  if (token.split(".").length === 3) return jwtCaller(scope, token);
+  if (await secretsEqual(token, scope.config.adminToken)) return { projectId: "*", afterRun: () => undefined };
   throw invalid("The run key is neither a service account token nor a JWT.");
 }

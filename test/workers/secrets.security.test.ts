@@ -147,7 +147,7 @@ describe("secrets are compared in constant time", () => {
   it("routes every comparison of a presented credential through secretsEqual, crypto.subtle.verify or a constant-time loop", () => {
     const uses = (file: string, pattern: RegExp) => expect(sources[`../../src/${file}`], file).toMatch(pattern);
     uses("auth/middleware.ts", /secretsEqual\(token, c\.get\("config"\)\.adminToken\)/);
-    uses("runs/run-key.ts", /secretsEqual\(token, c\.get\("config"\)\.adminToken\)/);
+    uses("runs/run-key.ts", /secretsEqual\(token, scope\.config\.adminToken\)/);
     uses("dashboard/auth.tsx", /secretsEqual\(token, c\.get\("config"\)\.adminToken\)/);
     uses("dashboard/session.ts", /crypto\.subtle\.verify\("HMAC"/);
     uses("dashboard/session.ts", /secretsEqual\(token, await csrfToken/);

@@ -1,0 +1,119 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { client, seedProject } from "../../test/helpers";
+import { DOWN, PEER } from "../../test/peers";
+import { seedRunnable } from "../../test/runs";
+import { createApp } from "../app";
+import { defaultDeps } from "../platform/context";
+import { fastRun } from "./fast-path";
+
+const api = client();
+const routerOnly = createApp({ ...defaultDeps, now: api.clock.now }, { fastPath: false });
+const PROJECT = "proj_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
+
+async function both(path: string, init: RequestInit & { host?: string } = {}) {
+  const answers = [];
+  for (const app of [api.app, routerOnly]) {
+    const ctx = createExecutionContext();
+    const response = await app.fetch(new Request(`http://${init.host ?? "localhost"}${path}`, init), env, ctx);
+    await waitOnExecutionContext(ctx);
+    answers.push(response);
+  }
+  return answers as [Response, Response];
+}
+
+/** What a caller can tell apart: status, the headers we set, and the body with its fresh ids and times blanked. */
+async function observable(response: Response) {
+  const text = await response.text();
+  const headers = ["content-type", "cache-control", "www-authenticate", "allow", "retry-after"].map((name) => [name, response.headers.get(name)]);
+  return {
+    status: response.status,
+    headers,
+    hasRequestId: /^req_/.test(response.headers.get("x-request-id") ?? ""),
+    hasRunId: response.headers.has("x-run-id"),
+    body: text
+      .replace(/(req|run)_[0-9a-z]{30}/g, "$1_…")
+      .replace(/"run_time_ms":\d+/g, '"run_time_ms":…')
+      .replace(/"x-run-id":"run_…"/g, '"x-run-id":"run_…"'),
+  };
+}
+
+describe("the run fast path", () => {
+  it("takes exactly the run routes and leaves everything else to the router", async () => {
+    const ctx = createExecutionContext();
+    const taken: Promise<Response>[] = [];
+    const take = (method: string, path: string) => {
+      const answer = fastRun(new Request(`http://localhost${path}`, { method }), env, ctx, defaultDeps);
+      if (answer) taken.push(answer);
+      return answer !== null;
+    };
+    expect(take("GET", `/v4/${PROJECT}/hello/run`)).toBe(true);
+    expect(take("POST", `/v4/${PROJECT}/hello/run?a=1&webhookEndpoint=x`)).toBe(true);
+    expect(take("HEAD", `/v4/${PROJECT}/hello/run`)).toBe(false);
+    expect(take("PUT", `/v4/${PROJECT}/hello/run`)).toBe(false);
+    expect(take("GET", `/v4/${PROJECT}/hello/run/`)).toBe(false);
+    expect(take("GET", `/v4/${PROJECT}/hello/run/extra`)).toBe(false);
+    expect(take("GET", `/v4/proj_short/hello/run`)).toBe(false);
+    expect(take("GET", `/v4/${PROJECT}/Hello/run`)).toBe(false);
+    expect(take("GET", `/v4/${PROJECT}/he%6clo/run`)).toBe(false);
+    expect(take("GET", `/v2/projects`)).toBe(false);
+    // What it took, it answered (here: no key, a 401).
+    expect((await Promise.all(taken)).map((r) => r.status)).toEqual([401, 401]);
+    await waitOnExecutionContext(ctx);
+  });
+
+  it("answers every kind of run request as the router does", async () => {
+    const app = await seedRunnable(api);
+    const idle = await seedProject(api, { appName: "idle" });
+    const down = await seedRunnable(api, DOWN);
+    const auth = { Authorization: `Bearer ${app.token}` };
+    const cases: [string, RequestInit & { host?: string }][] = [
+      [`${app.runPath}?temperature=0.2&tag=a&tag=b`, { method: "POST", headers: { ...auth, "Content-Type": "application/json", "X-Custom": "kept" }, body: '{"a":1}' }],
+      [`${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/none`)}`, { headers: auth }],
+      [`${app.runPath}?status=418`, { headers: auth }],
+      [app.runPath, {}],
+      [app.runPath, { headers: { Authorization: "Basic abc" } }],
+      [app.runPath, { headers: { Authorization: "Bearer egsa_nope" } }],
+      [`/v4/${PROJECT}/hello/run`, { headers: auth }],
+      [`/v4/${app.projectId}/nope/run`, { headers: auth }],
+      [`/v4/${idle.projectId}/idle/run`, { headers: { Authorization: `Bearer ${idle.token}` } }],
+      [down.runPath, { headers: { Authorization: `Bearer ${down.token}` } }],
+      [app.runPath, { method: "POST", headers: { ...auth, "Content-Type": "text/plain" }, body: "hi" }],
+      [app.runPath, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "{oops" }],
+      [app.runPath, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "[1]" }],
+      [app.runPath, { method: "POST", headers: { ...auth, "Content-Type": "application/json", "Content-Length": "99999999" }, body: "{}" }],
+      [`${app.runPath}?webhookEndpoint=not-a-url`, { headers: auth }],
+      [`${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/h`)}`, { headers: { ...auth, "X-Webhook-Secret": "" } }],
+      [app.runPath, { headers: auth, host: "unknown.example.test" }],
+    ];
+    for (const [path, init] of cases) {
+      const [fast, routed] = await both(path, init);
+      const seen = await observable(fast);
+      expect(seen, `${init.method ?? "GET"} ${path}`).toEqual(await observable(routed));
+      expect(seen.hasRequestId).toBe(true);
+    }
+  });
+
+  it("refuses a repeated webhookEndpoint instead of choosing one", async () => {
+    const app = await seedRunnable(api);
+    const hook = encodeURIComponent(`${PEER}/hooks/twice`);
+    const { status, body } = await api.json<{ errors: unknown[] }>(`${app.runPath}?webhookEndpoint=${hook}&webhookEndpoint=${hook}`, { token: app.token });
+    expect(status).toBe(400);
+    expect(body.errors).toEqual([{ location: "query", field: "webhookEndpoint", message: "must be given once" }]);
+  });
+
+  it("renders an unexpected failure as a 500 problem with the request id, never a stack", async () => {
+    // A token this isolate has not seen yet, so the run must read D1, which this environment lacks.
+    const app = await seedRunnable(api);
+    const ctx = createExecutionContext();
+    const request = new Request(`http://localhost${app.runPath}`, { headers: { Authorization: `Bearer ${app.token}` } });
+    const response = await api.app.fetch(request, { ...env, DB: undefined as never }, ctx);
+    await waitOnExecutionContext(ctx);
+    const text = await response.text();
+    expect(response.status).toBe(500);
+    expect(response.headers.get("content-type")).toBe("application/problem+json");
+    expect(text).not.toMatch(/at .*\.ts:\d+/);
+    expect(JSON.parse(text).request_id).toBe(response.headers.get("x-request-id"));
+  });
+});
