@@ -1,4 +1,4 @@
-import { eq, sql } from "drizzle-orm";
+import { inArray, sql } from "drizzle-orm";
 import { createDb, type Database } from "../db/client";
 import { webhookAttempts, webhookDeliveries, type DeliveryStatus } from "../db/schema";
 import type { Deps } from "../platform/context";
@@ -47,15 +47,22 @@ async function post(deps: Deps, config: Config, message: DeliveryMessage, body: 
   }
 }
 
-/** Writes one attempt and the delivery's new state together; creates the record if enqueue could not. */
-async function record(
-  db: Database,
-  message: DeliveryMessage,
-  attempt: number,
-  at: Date,
-  result: { statusCode?: number; error?: string; durationMs: number },
-  status: DeliveryStatus,
-) {
+/** What an attempt leaves to record: the delivery's new state and, unless it was settled before, the attempt. */
+interface Settlement {
+  msg: Message<unknown>;
+  message: DeliveryMessage;
+  at: Date;
+  status: DeliveryStatus;
+  result: { statusCode?: number; error?: string; durationMs: number };
+  /** Why a delivery failed, for the alerting log line. */
+  why?: string;
+  /** After the write: acknowledge, or retry after this many seconds. */
+  retryAfterSeconds?: number;
+}
+
+/** The two statements that record one attempt and the delivery's new state; they create the record if enqueue could not. */
+function recordStatements(db: Database, { message, msg, at, status, result }: Settlement) {
+  const attempt = msg.attempts;
   const final = status !== "pending";
   const state = {
     status,
@@ -65,7 +72,7 @@ async function record(
     updatedAt: at,
     completedAt: final ? at : null,
   };
-  await db.batch([
+  return [
     db
       .insert(webhookDeliveries)
       .values({
@@ -83,7 +90,7 @@ async function record(
       .insert(webhookAttempts)
       .values({ deliveryId: message.id, attempt, at, statusCode: result.statusCode ?? null, error: result.error ?? null, durationMs: result.durationMs })
       .onConflictDoNothing(),
-  ]);
+  ] as const;
 }
 
 function logFailure(message: DeliveryMessage, attempt: number, why: string, result: { statusCode?: number; error?: string }) {
@@ -104,43 +111,22 @@ function logFailure(message: DeliveryMessage, attempt: number, why: string, resu
   );
 }
 
-async function deliverOne(msg: Message<unknown>, env: Env, config: Config, db: Database, deps: Deps): Promise<void> {
-  const message = msg.body;
-  if (!isDeliveryMessage(message)) {
-    console.error(JSON.stringify({ level: "error", msg: "unreadable webhook message dropped", message_id: msg.id }));
-    msg.ack();
-    return;
-  }
-  const attempt = msg.attempts;
+/**
+ * One message's attempt: loads its body and secret, POSTs, and says what to record and whether to
+ * retry; `null` when there is nothing to record (the delivery was settled already).
+ */
+async function attempt(msg: Message<unknown>, message: DeliveryMessage, env: Env, config: Config, deps: Deps): Promise<Settlement | null> {
   const at = deps.now();
-  const finish = async (status: DeliveryStatus, result: { statusCode?: number; error?: string; durationMs: number }, why?: string) => {
-    // A settled delivery must not stay `pending` because D1 hiccuped: try the write again a few times,
-    // then let the queue retry the message (the receiver may see the delivery again: same id, de-duplicated).
-    for (let tries = 1; ; tries++) {
-      try {
-        await record(db, message, attempt, at, result, status);
-        break;
-      } catch (error) {
-        console.error(JSON.stringify({ level: "error", msg: "webhook attempt not recorded", delivery_id: message.id, tries, error: String(error) }));
-        if (tries >= RECORD_TRIES) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 50 * tries));
-      }
-    }
-    if (status === "failed") logFailure(message, attempt, why ?? "failed", result);
-    if (status !== "pending" && "r2" in message.body) await env.WEBHOOK_BODIES.delete(message.body.r2).catch(() => undefined);
-  };
-
-  // A message seen again after its delivery was settled (the queue delivers at least once) is not sent twice.
-  const [existing] = await db.select({ status: webhookDeliveries.status }).from(webhookDeliveries).where(eq(webhookDeliveries.id, message.id)).limit(1);
-  if (existing && existing.status !== "pending") {
-    msg.ack();
-    return;
-  }
-  if (attempt > MAX_ATTEMPTS) {
-    await finish("failed", { error: "attempts_exhausted", durationMs: 0 }, "attempts exhausted");
-    msg.ack();
-    return;
-  }
+  const settle = (status: DeliveryStatus, result: Settlement["result"], why?: string, retryAfterSeconds?: number): Settlement => ({
+    msg,
+    message,
+    at,
+    status,
+    result,
+    why,
+    retryAfterSeconds,
+  });
+  if (msg.attempts > MAX_ATTEMPTS) return settle("failed", { error: "attempts_exhausted", durationMs: 0 }, "attempts exhausted");
 
   let body: string;
   let secret: string | null = null;
@@ -149,62 +135,117 @@ async function deliverOne(msg: Message<unknown>, env: Env, config: Config, db: D
       body = message.body.inline;
     } else {
       const object = await env.WEBHOOK_BODIES.get(message.body.r2);
-      if (!object) {
-        await finish("failed", { error: "body_missing", durationMs: 0 }, "stored body missing");
-        msg.ack();
-        return;
-      }
+      if (!object) return settle("failed", { error: "body_missing", durationMs: 0 }, "stored body missing");
       body = await object.text();
     }
     if (message.secret) secret = await openSecret(config.webhookEncryptionKey, message.id, message.secret);
   } catch (error) {
     if (message.secret && secret === null && error instanceof Error && error.name === "OperationError") {
-      await finish("failed", { error: "secret_unreadable", durationMs: 0 }, "secret could not be decrypted (WEBHOOK_ENCRYPTION_KEY changed?)");
-      msg.ack();
-      return;
+      return settle("failed", { error: "secret_unreadable", durationMs: 0 }, "secret could not be decrypted (WEBHOOK_ENCRYPTION_KEY changed?)");
     }
     // Storage hiccup: try again later within the attempt budget; past it, the record must not stay pending.
-    if (attempt >= MAX_ATTEMPTS) {
-      await finish("failed", { error: "body_unavailable", durationMs: 0 }, `stored body unreadable: ${String(error)}`);
-      msg.ack();
-    } else {
-      msg.retry({ delaySeconds: retryDelaySeconds(attempt, null, at) });
-    }
-    return;
+    if (msg.attempts >= MAX_ATTEMPTS) return settle("failed", { error: "body_unavailable", durationMs: 0 }, `stored body unreadable: ${String(error)}`);
+    msg.retry({ delaySeconds: retryDelaySeconds(msg.attempts, null, at) });
+    return null;
   }
 
   const { outcome, retryAfter, durationMs } = await post(deps, config, message, body, secret, at);
   const result = { ...outcome, durationMs };
-  if (outcome.kind === "delivered") {
-    await finish("delivered", result);
-    msg.ack();
-  } else if (outcome.kind === "permanent") {
-    await finish("failed", result, "permanent failure");
-    msg.ack();
-  } else if (attempt >= MAX_ATTEMPTS) {
-    await finish("failed", result, "attempts exhausted");
-    msg.ack();
-  } else {
-    await finish("pending", result);
-    msg.retry({ delaySeconds: retryDelaySeconds(attempt, retryAfter, at) });
+  if (outcome.kind === "delivered") return settle("delivered", result);
+  if (outcome.kind === "permanent") return settle("failed", result, "permanent failure");
+  if (msg.attempts >= MAX_ATTEMPTS) return settle("failed", result, "attempts exhausted");
+  return settle("pending", result, undefined, retryDelaySeconds(msg.attempts, retryAfter, at));
+}
+
+/** The ids among `ids` whose delivery is settled already (the queue delivers at least once): one read per 100. */
+async function settledIds(db: Database, ids: string[]): Promise<Set<string>> {
+  const settled = new Set<string>();
+  // D1 binds at most 100 parameters per statement.
+  for (let i = 0; i < ids.length; i += 100) {
+    const rows = await db
+      .select({ id: webhookDeliveries.id, status: webhookDeliveries.status })
+      .from(webhookDeliveries)
+      .where(inArray(webhookDeliveries.id, ids.slice(i, i + 100)));
+    for (const row of rows) if (row.status !== "pending") settled.add(row.id);
+  }
+  return settled;
+}
+
+/**
+ * Writes every settlement of the batch in one D1 batch. A settled delivery must not stay `pending`
+ * because D1 hiccuped: the write is tried a few times before the caller hands the messages back.
+ */
+async function recordAll(db: Database, settlements: Settlement[]): Promise<void> {
+  if (settlements.length === 0) return;
+  const [first, ...rest] = settlements.flatMap((s) => recordStatements(db, s));
+  for (let tries = 1; ; tries++) {
+    try {
+      await db.batch([first!, ...rest]);
+      return;
+    } catch (error) {
+      console.error(JSON.stringify({ level: "error", msg: "webhook attempts not recorded", deliveries: settlements.length, tries, error: String(error) }));
+      if (tries >= RECORD_TRIES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50 * tries));
+    }
   }
 }
 
-/** The `webhook-deliveries` consumer: every message of the batch at once, each acked or retried on its own. */
+/** Only D1 failing gets here. Another attempt may fare better; the last one says so in the log. */
+function crashed(msg: Message<unknown>, error: unknown) {
+  const last = msg.attempts >= MAX_ATTEMPTS;
+  console.error(
+    JSON.stringify({ level: "error", msg: last ? "webhook delivery failed" : "webhook delivery crashed", reason: "internal error", message_id: msg.id, attempts: msg.attempts, error: String(error) }),
+  );
+  if (last) msg.ack();
+  else msg.retry({ delaySeconds: 1 });
+}
+
+/**
+ * The `webhook-deliveries` consumer: one D1 read for the whole batch, every POST at once, one D1
+ * batch for every outcome, then each message acknowledged or retried on its own.
+ */
 export async function deliverWebhooks(batch: MessageBatch<unknown>, env: Env, _ctx: ExecutionContext, deps: Deps): Promise<void> {
   const config = getConfig(env);
   const db = createDb(env.DB);
+  const pending: { msg: Message<unknown>; message: DeliveryMessage }[] = [];
+  for (const msg of batch.messages) {
+    if (isDeliveryMessage(msg.body)) {
+      pending.push({ msg, message: msg.body });
+    } else {
+      console.error(JSON.stringify({ level: "error", msg: "unreadable webhook message dropped", message_id: msg.id }));
+      msg.ack();
+    }
+  }
+  let settled: Set<string>;
+  try {
+    settled = await settledIds(db, pending.map((p) => p.message.id));
+  } catch (error) {
+    for (const { msg } of pending) crashed(msg, error);
+    return;
+  }
+  const settlements: Settlement[] = [];
   await Promise.all(
-    batch.messages.map((msg) =>
-      deliverOne(msg, env, config, db, deps).catch((error: unknown) => {
-        // Only D1 or R2 failing gets here. Another attempt may fare better; the last one says so in the log.
-        const last = msg.attempts >= MAX_ATTEMPTS;
-        console.error(
-          JSON.stringify({ level: "error", msg: last ? "webhook delivery failed" : "webhook delivery crashed", reason: "internal error", message_id: msg.id, attempts: msg.attempts, error: String(error) }),
-        );
-        if (last) msg.ack();
-        else msg.retry({ delaySeconds: 1 });
-      }),
-    ),
+    pending.map(async ({ msg, message }) => {
+      // A message seen again after its delivery was settled is not sent twice.
+      if (settled.has(message.id)) return msg.ack();
+      try {
+        const settlement = await attempt(msg, message, env, config, deps);
+        if (settlement) settlements.push(settlement);
+      } catch (error) {
+        crashed(msg, error);
+      }
+    }),
   );
+  try {
+    await recordAll(db, settlements);
+  } catch (error) {
+    for (const { msg } of settlements) crashed(msg, error);
+    return;
+  }
+  for (const { msg, message, status, result, why, retryAfterSeconds } of settlements) {
+    if (status === "failed") logFailure(message, msg.attempts, why ?? "failed", result);
+    if (status !== "pending" && "r2" in message.body) await env.WEBHOOK_BODIES.delete(message.body.r2).catch(() => undefined);
+    if (retryAfterSeconds === undefined) msg.ack();
+    else msg.retry({ delaySeconds: retryAfterSeconds });
+  }
 }

@@ -174,7 +174,40 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     expect((await drive(api, run.messages[0])).delays).toEqual([2, 4]);
   });
 
-  it("delivers the messages of a batch concurrently: 100 to a 200 ms receiver take about one latency", async () => {
+  /** The D1 binding with a count of its round trips: each statement run on its own, and each batch. */
+  function countingRoundTrips(d1: D1Database) {
+    let trips = 0;
+    const originals = new WeakMap<object, D1PreparedStatement>();
+    const statement = (real: D1PreparedStatement): D1PreparedStatement => {
+      const proxy = new Proxy(real, {
+        get(target, prop) {
+          const value = Reflect.get(target, prop, target) as unknown;
+          if (typeof value !== "function") return value;
+          if (prop === "bind") return (...args: unknown[]) => statement((value as (...a: unknown[]) => D1PreparedStatement).apply(target, args));
+          if (prop === "all" || prop === "run" || prop === "raw" || prop === "first") trips++;
+          return (value as (...a: unknown[]) => unknown).bind(target);
+        },
+      });
+      originals.set(proxy, real);
+      return proxy;
+    };
+    const db = new Proxy(d1, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target) as unknown;
+        if (prop === "prepare") return (query: string) => statement(target.prepare(query));
+        if (prop === "batch") {
+          return (statements: D1PreparedStatement[]) => {
+            trips++;
+            return target.batch(statements.map((s) => originals.get(s) ?? s));
+          };
+        }
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    return { db, trips: () => trips };
+  }
+
+  it("delivers the messages of a batch concurrently: 100 to a 200 ms receiver take about one latency, with two D1 round trips", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200, delayMs: 200 }]);
     const capture = capturingQueue();
@@ -190,11 +223,16 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
       capture.sent.map((body, i) => ({ id: `b${i}`, timestamp: new Date(), attempts: 1, body })),
     );
     const ctx = createExecutionContext();
+    const d1 = countingRoundTrips(env.DB);
     const started = Date.now();
-    await createQueue(deps)(batch, env, ctx);
+    await createQueue(deps)(batch, { ...env, DB: d1.db }, ctx);
     const elapsed = Date.now() - started;
     const result = await getQueueResult(batch, ctx);
     expect(result.explicitAcks).toHaveLength(100);
+    // One read of which deliveries are settled, one batch writing all 100 outcomes.
+    expect(d1.trips()).toBe(2);
+    const delivered = await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id LIKE 'run_batch_%' AND status = 'delivered'").first<{ n: number }>();
+    expect(delivered?.n).toBe(100);
     const arrivals = (await received(hook.key)).map((r) => r.at);
     expect(arrivals).toHaveLength(100);
     // All 100 reached the receiver before the first answer could have come back.
