@@ -22,13 +22,24 @@ function timePart(now: number): string {
   return lastTimePart;
 }
 
+// Random bytes are drawn 64 ids at a time (one call into the runtime instead of one per id) and each
+// byte is used once. Filled on first use: Workers allow no randomness at module scope.
+const RANDOM_CHARS = 20;
+const pool = new Uint8Array(RANDOM_CHARS * 64);
+let used = pool.length;
+
 /**
  * `prefix_` + 10 characters of creation time (ms, base32, so ids sort by creation) + 20 random
  * characters (100 bits, so ids cannot be guessed). Lower case: ids appear in hostnames and paths.
  */
 export function newId(prefix: IdPrefix, now = Date.now()): string {
-  const random = crypto.getRandomValues(new Uint8Array(20));
-  for (let i = 0; i < random.length; i++) random[i] = CODES[random[i]! & 31]!;
+  if (used === pool.length) {
+    crypto.getRandomValues(pool);
+    used = 0;
+  }
+  const random = pool.subarray(used, used + RANDOM_CHARS);
+  used += RANDOM_CHARS;
+  for (let i = 0; i < RANDOM_CHARS; i++) random[i] = CODES[random[i]! & 31]!;
   return `${prefix}_${timePart(now)}${decoder.decode(random)}`;
 }
 

@@ -88,7 +88,11 @@ export async function callUpstream(
 ): Promise<UpstreamAnswer> {
   const meta = { extensions: { run_id: runId }, headers: { "X-Run-Id": runId } };
   const started = Date.now();
-  const signal = AbortSignal.timeout(timeoutMs);
+  // A timer of our own, cleared once the answer is read: `AbortSignal.timeout` would leave one pending
+  // for the whole timeout after every run.
+  const controller = new AbortController();
+  const { signal } = controller;
+  const timer = setTimeout(() => controller.abort(new DOMException(`No answer within ${timeoutMs} ms`, "TimeoutError")), timeoutMs);
   let response: Response;
   let raw: string | null;
   try {
@@ -111,6 +115,8 @@ export async function callUpstream(
       throw new ApiError("gateway_timeout", `The app did not answer within ${timeoutMs} ms.`, meta);
     }
     throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });
+  } finally {
+    clearTimeout(timer);
   }
   if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
   const text = raw.trim();
