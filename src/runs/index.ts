@@ -139,7 +139,7 @@ const scopeOf = (c: Context<AppEnv>): RunScope => ({
 
 /**
  * The run proxy, mounted at `/v4`: the routes of the OpenAPI document, and the router's answer for
- * whatever the fast path leaves to it (a HEAD, a malformed id, a custom domain's certificate path).
+ * whatever the fast path leaves to it (a HEAD, a malformed id, a trailing slash).
  */
 export function createRunProxy() {
   return createRouter()

@@ -113,7 +113,8 @@ function logFailure(message: DeliveryMessage, attempt: number, why: string, resu
 
 /**
  * One message's attempt: loads its body and secret, POSTs, and says what to record and whether to
- * retry; `null` when there is nothing to record (the delivery was settled already).
+ * retry; `null` when the message went back to the queue with nothing to record (its stored body
+ * could not be read this time).
  */
 async function attempt(msg: Message<unknown>, message: DeliveryMessage, env: Env, config: Config, deps: Deps): Promise<Settlement | null> {
   const at = deps.now();
