@@ -12,8 +12,8 @@ import { startCountingProxy, startPeer } from "./peers.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
 const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
-const SECONDS = Number(options.seconds ?? 5);
-const REPS = Number(options.reps ?? 3);
+const SECONDS = Number(options.seconds ?? 3);
+const REPS = Number(options.reps ?? 5);
 const DOMAINS = Number(options.domains ?? 1000);
 const DELIVERIES = Number(options.deliveries ?? 1000);
 const TARGETS = options.targets ?? "abcde";
@@ -57,6 +57,34 @@ async function drained(peer, quietMs = 1500, maxMs = 120_000) {
   }
 }
 
+/** CPU time (ms) the process listening at `url` has used so far, or null where /proc and ss are not there. */
+function cpuReader(url) {
+  try {
+    const pid = /pid=(\d+)/.exec(execFileSync("ss", ["-ltnpH", `sport = :${new URL(url).port}`]).toString())?.[1];
+    const tick = Number(execFileSync("getconf", ["CLK_TCK"]).toString());
+    if (!pid || !tick) return null;
+    return () => {
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+      return ((Number(fields[11]) + Number(fields[12])) * 1000) / tick;
+    };
+  } catch {
+    return null;
+  }
+}
+
+/** Active CPU of the Worker's startup as `wrangler check startup` profiles it locally ("97.9 ms"), or null. */
+function startupCpu(outfile) {
+  try {
+    const out = execFileSync("npx", ["wrangler", "check", "startup", "--outfile", outfile, "--env", ""], {
+      stdio: ["ignore", "pipe", "ignore"],
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+    }).toString();
+    return /Active: ([\d.]+ ms)/.exec(out)?.[1] ?? null;
+  } catch {
+    return null;
+  }
+}
+
 /** The DNS test harness (knot behind dnsdist), started by its own idempotent script; null if it cannot start. */
 function dnsHarness() {
   try {
@@ -74,6 +102,7 @@ try {
   log("building the Worker bundle");
   const bundle = buildBundle(join(workdir, "dist"));
   const bundleBytes = readFileSync(bundle);
+  const startup = startupCpu(join(workdir, "startup.cpuprofile"));
 
   const dohUrl = dnsHarness();
   const upstream = await startPeer();
@@ -110,6 +139,8 @@ try {
   for (const target of targets) {
     const check = await fetch(target.url, { headers: target.headers });
     if (!check.ok) throw new Error(`${target.name}: ${check.status} ${await check.text()}`);
+    // The workerd serving it (not the upstream, which runs in this process).
+    target.cpu = target.id === "a" ? null : cpuReader(target.url);
   }
 
   // 2. Webhook delivery: one delivery to a 200 ms receiver, then 100 at once, then many to a fast one.
@@ -175,15 +206,19 @@ try {
   }
 
   // 1. Run path, interleaved repetitions.
-  const results = Object.fromEntries(targets.map((t) => [t.id, { rps: [], p50: [], p99: [], bad: 0 }]));
+  const results = Object.fromEntries(targets.map((t) => [t.id, { rps: [], p50: [], p99: [], cpu: [], bad: 0 }]));
   for (let rep = 1; rep <= REPS; rep++) {
     for (const target of targets) {
       log(`rep ${rep}/${REPS}: ${target.id}) ${target.name}`);
+      const cpuBefore = target.cpu?.();
       const load = await wrk({ ...target, connections: 16, seconds: SECONDS, cpu: WRK_CPU });
+      // A run's deliveries are part of its cost: counted until they have drained.
       if (target.drains) await drained(target.drains);
+      if (target.cpu) results[target.id].cpu.push((target.cpu() - cpuBefore) / (load.rps * SECONDS));
       const one = await wrk({ ...target, connections: 1, seconds: SECONDS, cpu: WRK_CPU });
       if (target.drains) await drained(target.drains);
       const r = results[target.id];
+      log(`   ${load.rps} req/s at 16, p50 ${one.p50} ms at 1${r.cpu.length ? `, ${fmt(r.cpu.at(-1), 3)} ms CPU/req` : ""}`);
       r.rps.push(load.rps);
       r.p50.push(one.p50);
       r.p99.push(one.p99);
@@ -191,17 +226,23 @@ try {
     }
   }
 
-  console.log(`\n## 1. Run path (wrk: 16 connections for req/s, 1 for p50/p99; ${SECONDS} s each; median of ${REPS} interleaved reps)\n`);
-  const base = results.b ? { rps: median(results.b.rps), p50: median(results.b.p50) } : null;
-  console.log("| target | req/s | ×(b) | p50 ms | p99 ms | p50 − (b) ms | non-2xx |");
-  console.log("|---|---:|---:|---:|---:|---:|---:|");
+  console.log(`\n## 1. Run path (wrk: 16 connections for req/s and CPU, 1 for p50/p99; ${SECONDS} s each; medians of ${REPS} interleaved reps)\n`);
+  // Each ratio and difference is taken within a repetition (the targets of one rep ran seconds apart)
+  // and the median of those is reported: the machine's drift between reps cancels out.
+  const b = results.b;
+  const paired = (r, key, op) => (b && r[key].length === b[key].length && b[key].length ? median(r[key].map((v, i) => op(v, b[key][i]))) : null);
+  const show = (value, digits) => (value === null ? "–" : fmt(value, digits));
+  console.log("| target | req/s | ×(b) | p50 ms | p99 ms | p50 − (b) ms | workerd CPU ms/req | CPU − (b) ms | non-2xx |");
+  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const target of targets) {
     const r = results[target.id];
-    const rps = median(r.rps);
-    const p50 = median(r.p50);
-    const ratio = base ? fmt(rps / base.rps) : "–";
-    const extra = base ? fmt(p50 - base.p50, 3) : "–";
-    console.log(`| (${target.id}) ${target.name} | ${fmt(rps, 0)} | ${ratio} | ${fmt(p50, 3)} | ${fmt(median(r.p99), 3)} | ${extra} | ${r.bad} |`);
+    const ratio = paired(r, "rps", (x, y) => x / y);
+    const extra = paired(r, "p50", (x, y) => x - y);
+    const cpuExtra = paired(r, "cpu", (x, y) => x - y);
+    const cpu = r.cpu.length ? median(r.cpu) : null;
+    console.log(
+      `| (${target.id}) ${target.name} | ${fmt(median(r.rps), 0)} | ${show(ratio, 2)} | ${fmt(median(r.p50), 3)} | ${fmt(median(r.p99), 3)} | ${show(extra, 3)} | ${show(cpu, 3)} | ${show(cpuExtra, 3)} | ${r.bad} |`,
+    );
   }
 
   console.log("\n## 2. Webhook delivery (queue consumer in workerd, receivers on loopback)\n");
@@ -227,6 +268,7 @@ try {
   console.log("|---|---:|");
   console.log(`| size (raw) | ${fmt(bundleBytes.length / 1024, 1)} KiB |`);
   console.log(`| size (gzip) | ${fmt(gzipSync(bundleBytes, { level: 9 }).length / 1024, 1)} KiB (Workers limit 3 MiB Free, 10 MiB Paid) |`);
+  console.log(`| startup (module evaluation) CPU, \`wrangler check startup\` profile | ${startup ?? "–"} (Workers limit: 1 s) |`);
   console.log(`| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`);
   console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`);
 } finally {
