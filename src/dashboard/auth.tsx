@@ -2,7 +2,7 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
 import { secretsEqual } from "../platform/crypto";
 import { apiClient, type ApiFetch } from "./api";
-import { type DashContext, type DashEnv, type DashRouter, dashPath } from "./context";
+import { type DashContext, type DashEnv, type DashRouter, dashPath, formText } from "./context";
 import { Csrf, Field } from "./components";
 import { renderBare } from "./layout";
 import { csrfToken, csrfTokenValid, decodeSession, encodeSession, newSession, sameOrigin, type Session, sessionKey } from "./session";
@@ -135,7 +135,7 @@ export function registerAuth(dash: DashRouter) {
       const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in 15 minutes). Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`;
       return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 429);
     }
-    const token = typeof form.token === "string" ? form.token : "";
+    const token = formText(form, "token");
     if (!(await secretsEqual(token, c.get("config").adminToken))) {
       console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.get("requestId"), ip }));
       const left = throttle.remaining === 0 ? "This was the last attempt for 15 minutes." : `You have ${throttle.remaining} more attempt${throttle.remaining === 1 ? "" : "s"} in the next 15 minutes.`;

@@ -1,5 +1,5 @@
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
-import { type DashContext, type DashRouter, projectPath } from "../context";
+import { type DashContext, type DashRouter, formText, projectPath } from "../context";
 import { Badge, ConfirmAction, ConfirmForm, CopyValue, Csrf, Field, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
@@ -157,8 +157,8 @@ export function registerApiKeys(dash: DashRouter) {
   dash.post("/projects/:project_id/api-keys", (c) =>
     withProject(c, async (project) => {
       const form = await c.req.parseBody();
-      const name = typeof form.name === "string" ? form.name : "";
-      const expiresOn = typeof form.expires_on === "string" ? form.expires_on : "";
+      const name = formText(form, "name");
+      const expiresOn = formText(form, "expires_on");
       const created = await c.get("api")<ServiceAccount & { token: string }>("POST", `/projects/${seg(project.project_id)}/service-accounts`, {
         name,
         expires_at: expiryOfDate(expiresOn),

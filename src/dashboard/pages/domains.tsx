@@ -1,5 +1,5 @@
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
-import { type DashContext, type DashRouter, projectPath } from "../context";
+import { type DashContext, type DashRouter, formText, projectPath } from "../context";
 import { CloseDialog, ConfirmAction, ConfirmForm, Csrf, Dialog, DialogLink, Field, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { CheckResult, DnsRecord, type Domain, domainPath, StatusBadge, StatusFacts, ValidateForm } from "./domain-parts";
@@ -214,8 +214,8 @@ export function registerDomains(dash: DashRouter) {
   dash.post("/projects/:project_id/domains", (c) =>
     withProject(c, async (project) => {
       const form = await c.req.parseBody();
-      const domain = typeof form.domain === "string" ? form.domain.trim() : "";
-      const region = typeof form.region === "string" ? form.region : "";
+      const domain = formText(form, "domain").trim();
+      const region = formText(form, "region");
       const created = await c.get("api")<Domain>("POST", `/projects/${seg(project.project_id)}/domains`, { domain, region });
       if (!created.ok) return domainsPage(c, project, { domain, region, problem: created.problem });
       return c.redirect(domainPath(project.project_id, created.data.domain, "?added=1"), 303);

@@ -1,5 +1,5 @@
 import { listQuery, type Page, type Problem } from "../api";
-import { type DashContext, type DashRouter, dashPath, projectPath } from "../context";
+import { type DashContext, type DashRouter, dashPath, formText, projectPath } from "../context";
 import { Csrf, Field, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { PROJECT_NAV } from "../nav";
@@ -69,7 +69,7 @@ export function registerProjects(dash: DashRouter) {
   dash.get("/projects", (c) => projectsPage(c, { name: "" }));
   dash.post("/projects", async (c) => {
     const form = await c.req.parseBody();
-    const name = typeof form.name === "string" ? form.name : "";
+    const name = formText(form, "name");
     const created = await c.get("api")<Project>("POST", "/projects", { name });
     if (!created.ok) return projectsPage(c, { name, problem: created.problem });
     return c.redirect(projectPath(created.data.project_id, "/apps"), 303);
