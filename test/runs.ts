@@ -48,3 +48,37 @@ export function capturingQueue() {
   } as unknown as Queue<unknown>;
   return { queue, sent };
 }
+
+/** A D1 binding that counts its round trips: each statement run on its own, each batch, each exec. */
+export function countingRoundTrips(d1: D1Database) {
+  let trips = 0;
+  const originals = new WeakMap<object, D1PreparedStatement>();
+  const statement = (real: D1PreparedStatement): D1PreparedStatement => {
+    const proxy = new Proxy(real, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target) as unknown;
+        if (typeof value !== "function") return value;
+        if (prop === "bind") return (...args: unknown[]) => statement((value as (...a: unknown[]) => D1PreparedStatement).apply(target, args));
+        if (prop === "all" || prop === "run" || prop === "raw" || prop === "first") trips++;
+        return (value as (...a: unknown[]) => unknown).bind(target);
+      },
+    });
+    originals.set(proxy, real);
+    return proxy;
+  };
+  const db = new Proxy(d1, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (prop === "prepare") return (query: string) => statement(target.prepare(query));
+      if (prop === "exec") trips++;
+      if (prop === "batch") {
+        return (statements: D1PreparedStatement[]) => {
+          trips++;
+          return target.batch(statements.map((s) => originals.get(s) ?? s));
+        };
+      }
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { db, trips: () => trips };
+}

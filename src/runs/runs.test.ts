@@ -3,7 +3,7 @@ import { sign } from "hono/jwt";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
 import { DOWN, PEER } from "../../test/peers";
-import { callWith, deploy, seedRunnable } from "../../test/runs";
+import { callWith, countingRoundTrips, deploy, seedRunnable } from "../../test/runs";
 import { TEST_SECRETS } from "../../test/secrets";
 import { RUN_CACHE_TTL_MS } from "./run-key";
 
@@ -170,27 +170,13 @@ describe("run proxy (POST|GET /v4/{project_id}/{app_name}/run)", () => {
 });
 
 describe("run proxy hot path", () => {
-  /** A D1 binding that counts the statements sent through it. */
-  function countingD1() {
-    let statements = 0;
-    const db = new Proxy(env.DB, {
-      get(target, prop) {
-        const value = Reflect.get(target, prop, target) as unknown;
-        if (prop === "prepare") statements++;
-        if (prop === "batch" || prop === "exec") statements++;
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
-    return { db, count: () => statements };
-  }
-
   it("makes no D1 query before calling the upstream once the token and deployment are cached", async () => {
-    const d1 = countingD1();
+    const d1 = countingRoundTrips(env.DB);
     let atUpstream = -1;
     const counted = client({
       outbound: {
         fetch: (request) => {
-          atUpstream = d1.count();
+          atUpstream = d1.trips();
           return fetch(request);
         },
       },
@@ -198,14 +184,14 @@ describe("run proxy hot path", () => {
     const app = await seedRunnable(counted);
     const jwt = await sign({ project_id: app.projectId, exp: Math.floor(counted.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
     for (const token of [app.token, jwt]) {
-      const cold = d1.count();
+      const cold = d1.trips();
       expect((await callWith(counted, { DB: d1.db }, app.runPath, { token })).status).toBe(200);
       expect(atUpstream - cold).toBeGreaterThan(0);
-      const warm = d1.count();
+      const warm = d1.trips();
       expect((await callWith(counted, { DB: d1.db }, app.runPath, { token })).status).toBe(200);
       expect(atUpstream - warm).toBe(0);
       // And nothing after it either, within the minute last_used_at is written at most once in.
-      expect(d1.count() - warm).toBe(0);
+      expect(d1.trips() - warm).toBe(0);
       counted.clock.advance(RUN_CACHE_TTL_MS + 1);
     }
   });

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../test/peers";
-import { callWith, capturingQueue, seedRunnable } from "../../test/runs";
+import { callWith, capturingQueue, countingRoundTrips, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
 import { defaultDeps } from "../platform/context";
 import { getConfig } from "../platform/env";
@@ -173,39 +173,6 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const run = await runWithWebhook(api, app, hook.url);
     expect((await drive(api, run.messages[0])).delays).toEqual([2, 4]);
   });
-
-  /** The D1 binding with a count of its round trips: each statement run on its own, and each batch. */
-  function countingRoundTrips(d1: D1Database) {
-    let trips = 0;
-    const originals = new WeakMap<object, D1PreparedStatement>();
-    const statement = (real: D1PreparedStatement): D1PreparedStatement => {
-      const proxy = new Proxy(real, {
-        get(target, prop) {
-          const value = Reflect.get(target, prop, target) as unknown;
-          if (typeof value !== "function") return value;
-          if (prop === "bind") return (...args: unknown[]) => statement((value as (...a: unknown[]) => D1PreparedStatement).apply(target, args));
-          if (prop === "all" || prop === "run" || prop === "raw" || prop === "first") trips++;
-          return (value as (...a: unknown[]) => unknown).bind(target);
-        },
-      });
-      originals.set(proxy, real);
-      return proxy;
-    };
-    const db = new Proxy(d1, {
-      get(target, prop) {
-        const value = Reflect.get(target, prop, target) as unknown;
-        if (prop === "prepare") return (query: string) => statement(target.prepare(query));
-        if (prop === "batch") {
-          return (statements: D1PreparedStatement[]) => {
-            trips++;
-            return target.batch(statements.map((s) => originals.get(s) ?? s));
-          };
-        }
-        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    });
-    return { db, trips: () => trips };
-  }
 
   it("delivers the messages of a batch concurrently: 100 to a 200 ms receiver take about one latency, with two D1 round trips", async () => {
     const app = await seedRunnable(api);
