@@ -2,7 +2,7 @@
 import { createServer } from "node:http";
 
 /** Answers every request with a small JSON body after `delayMs`; counts requests. */
-export function startPeer({ delayMs = 0, status = 200 } = {}) {
+export async function startPeer({ delayMs = 0, status = 200 } = {}) {
   let count = 0;
   const waiters = [];
   const body = JSON.stringify({ message: "hello from the bench upstream", value: 42 });
@@ -20,29 +20,25 @@ export function startPeer({ delayMs = 0, status = 200 } = {}) {
     });
   });
   server.keepAliveTimeout = 60_000;
-  return new Promise((resolve) => {
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      resolve({
-        url: `http://127.0.0.1:${port}`,
-        get count() {
-          return count;
-        },
-        /** Resolves once `n` requests in total have been answered. */
-        async waitFor(n) {
-          while (count < n) await new Promise((r) => waiters.push(r));
-        },
-        reset() {
-          count = 0;
-        },
-        close: () => new Promise((r) => server.close(r)),
-      });
-    });
-  });
+  const url = await listenOnLoopback(server);
+  return {
+    url,
+    get count() {
+      return count;
+    },
+    /** Resolves once `n` requests in total have been answered. */
+    async waitFor(n) {
+      while (count < n) await new Promise((r) => waiters.push(r));
+    },
+    reset() {
+      count = 0;
+    },
+    close: () => new Promise((r) => server.close(r)),
+  };
 }
 
 /** Forwards every request to `target` (the DoH server) and counts them: the subrequests a Worker made. */
-export function startCountingProxy(target) {
+export async function startCountingProxy(target) {
   let count = 0;
   const server = createServer(async (req, res) => {
     const chunks = [];
@@ -62,15 +58,19 @@ export function startCountingProxy(target) {
       res.writeHead(502).end();
     }
   });
+  const url = await listenOnLoopback(server);
+  return {
+    url: `${url}/dns-query`,
+    get count() {
+      return count;
+    },
+    close: () => new Promise((r) => server.close(r)),
+  };
+}
+
+/** Listens on an ephemeral loopback port; resolves to the server's base URL. */
+export function listenOnLoopback(server) {
   return new Promise((resolve) => {
-    server.listen(0, "127.0.0.1", () => {
-      resolve({
-        url: `http://127.0.0.1:${server.address().port}/dns-query`,
-        get count() {
-          return count;
-        },
-        close: () => new Promise((r) => server.close(r)),
-      });
-    });
+    server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${server.address().port}`));
   });
 }

@@ -3,6 +3,7 @@
 // a run has one delivery), so the expected end state of each delivery is known without watching it.
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
+import { listenOnLoopback } from "../bench/peers.mjs";
 
 /** What the receiver does on one attempt. */
 export const ANSWERS = ["200", "404", "500", "302", "timeout", "garbage"];
@@ -28,7 +29,7 @@ export function expectedOutcome(id, refused = false) {
 }
 
 /** A loopback receiver answering as `answerFor` says. */
-export function startFlappingReceiver() {
+export async function startFlappingReceiver() {
   const seen = new Map();
   const server = createServer((req, res) => {
     const chunks = [];
@@ -54,20 +55,15 @@ export function startFlappingReceiver() {
     });
   });
   server.keepAliveTimeout = 60_000;
-  return new Promise((resolve) => {
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      resolve({
-        url: `http://127.0.0.1:${port}`,
-        /** Requests received per run id. */
-        seen,
-        close: () => {
-          server.closeAllConnections();
-          return new Promise((r) => server.close(r));
-        },
-      });
-    });
-  });
+  return {
+    url: await listenOnLoopback(server),
+    /** Requests received per run id. */
+    seen,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((r) => server.close(r));
+    },
+  };
 }
 
 /** A loopback port with nothing listening: connections to it are refused. */
