@@ -55,7 +55,7 @@ describe.runIf(available)("dashboard in a browser", () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
     // Domain validation in wrangler dev resolves through the DNS harness (wrangler.toml's DNS_RESOLVER_URL).
     await ensureDnsHarness();
-    server = await startWranglerDev({ dir, port: await freePort(), inspectorPort: await freePort(), secrets: TEST_SECRETS });
+    server = await startWranglerDev({ dir, secrets: TEST_SECRETS });
     context = await launch("profile");
     page = context.pages()[0] ?? (await context.newPage());
     page.setDefaultTimeout(10_000);

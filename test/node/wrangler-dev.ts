@@ -13,18 +13,35 @@ export interface DevServer {
   log(): string;
 }
 
+/** Port collisions are retried this many times in all: a free port can be taken before wrangler binds it. */
+const PORT_TRIES = 3;
+
+/** wrangler dev exited because another process took one of its ports first. */
+class PortTaken extends Error {}
+
 /**
  * `wrangler dev` on a fresh local D1 (migrated by `wrangler d1 migrations apply`, the one tool that
- * applies migrations), with secrets from a generated env file. Node 22 runs it (`process.execPath`
- * under `npm test`).
+ * applies migrations), with secrets from a generated env file, on free ports. Node 22 runs it
+ * (`process.execPath` under `npm test`).
  */
-export async function startWranglerDev(options: { dir: string; port: number; inspectorPort: number; secrets: Record<string, string> }): Promise<DevServer> {
+export async function startWranglerDev(options: { dir: string; secrets: Record<string, string> }): Promise<DevServer> {
   const persist = join(options.dir, "state");
   const envFile = join(options.dir, "dev.vars");
   writeFileSync(envFile, Object.entries(options.secrets).map(([k, v]) => `${k}=${v}`).join("\n") + "\n");
   const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "1", NO_COLOR: "1" };
   await run(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], { env, timeout: 60_000 });
+  // The suite's other files start servers in parallel, so a port free a moment ago may be taken.
+  for (let tries = 1; ; tries++) {
+    try {
+      return await spawnDev({ env, persist, envFile, port: await freePort(), inspectorPort: await freePort() });
+    } catch (error) {
+      if (!(error instanceof PortTaken) || tries >= PORT_TRIES) throw error;
+    }
+  }
+}
 
+async function spawnDev(options: { env: NodeJS.ProcessEnv; persist: string; envFile: string; port: number; inspectorPort: number }): Promise<DevServer> {
+  const { env, persist, envFile } = options;
   let output = "";
   const child: ChildProcess = spawn(
     process.execPath,
@@ -46,7 +63,10 @@ export async function startWranglerDev(options: { dir: string; port: number; ins
   const url = `http://127.0.0.1:${options.port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited (${child.exitCode}):\n${output}`);
+    if (child.exitCode !== null) {
+      const message = `wrangler dev exited (${child.exitCode}):\n${output}`;
+      throw /Address already in use|EADDRINUSE/.test(output) ? new PortTaken(message) : new Error(message);
+    }
     try {
       const response = await fetch(`${url}/dashboard/assets/dashboard.css`);
       if (response.ok) break;
