@@ -4,6 +4,7 @@ import { buildsRouter } from "./builds";
 import { domainsRouter } from "./domains";
 import { registerDocs } from "./docs";
 import { createRouter } from "./platform/factory";
+import { membersRouter } from "./members";
 import { jsonBody } from "./platform/middleware";
 import { projectsRouter } from "./projects";
 import { projectScope } from "./projects/scope";
@@ -26,6 +27,7 @@ export function createManagementApi() {
   v2.route("/", buildsRouter);
   v2.route("/", webhooksRouter);
   v2.route("/", domainsRouter);
+  v2.route("/", membersRouter);
   registerDocs(v2);
   return v2;
 }

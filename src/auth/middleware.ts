@@ -5,6 +5,7 @@ import { serviceAccounts, type ServiceAccount } from "../db/schema";
 import type { AppEnv } from "../platform/context";
 import { secretsEqual } from "../platform/crypto";
 import { ApiError } from "../platform/errors";
+import { principalOfInternalRequest } from "./internal";
 import type { Principal } from "./principal";
 import { hashToken, isWellFormedToken } from "./tokens";
 
@@ -60,8 +61,16 @@ export async function serviceAccountForToken(c: Context<AppEnv>, token: string):
   return account;
 }
 
-/** Establishes `principal` from the bearer token: the admin token, or a current service account token. */
+/**
+ * Establishes `principal`: the dashboard's person for its in-process calls, else from the bearer token
+ * (the admin token, or a current service account token).
+ */
 export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
+  const internal = principalOfInternalRequest(c.req.raw);
+  if (internal) {
+    c.set("principal", internal);
+    return next();
+  }
   const token = bearerToken(c.req.header("authorization"));
   let principal: Principal;
   if (await secretsEqual(token, c.get("config").adminToken)) {

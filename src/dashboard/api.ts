@@ -1,4 +1,6 @@
 import type { Context } from "hono";
+import { actingAs } from "../auth/internal";
+import type { Principal } from "../auth/principal";
 import type { Env } from "../platform/env";
 
 /** How the dashboard reaches the management API: the Worker's own fetch, in-process, no network hop. */
@@ -48,11 +50,14 @@ function toProblem(status: number, body: unknown, requestId: string): Problem {
   };
 }
 
+/** Whom the dashboard's API calls act for: the operator (their admin token) or the person signed in. */
+export type Caller = { adminToken: string } | { principal: Principal };
+
 /**
- * Calls `/v2{path}` as the operator (the session stands for the admin token), so every rule of the
- * API (validation, conflicts, state changes) applies to the dashboard unchanged.
+ * Calls `/v2{path}` as the session's caller, so every rule of the API (validation, roles, conflicts,
+ * state changes) applies to the dashboard unchanged.
  */
-export function apiClient(c: Context, apiFetch: ApiFetch, adminToken: string) {
+export function apiClient(c: Context, apiFetch: ApiFetch, caller: Caller) {
   let ctx: ExecutionContext | undefined;
   try {
     ctx = c.executionCtx as ExecutionContext;
@@ -60,13 +65,15 @@ export function apiClient(c: Context, apiFetch: ApiFetch, adminToken: string) {
     ctx = undefined; // app.request() in tests has none
   }
   return async function call<T>(method: string, path: string, body?: unknown): Promise<ApiResult<T>> {
-    const headers = new Headers({ Authorization: `Bearer ${adminToken}`, Accept: "application/json" });
+    const headers = new Headers({ Accept: "application/json" });
+    if ("adminToken" in caller) headers.set("Authorization", `Bearer ${caller.adminToken}`);
     if (body !== undefined) headers.set("Content-Type", "application/json");
     const request = new Request(new URL(`/v2${path}`, c.req.url), {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
     });
+    if ("principal" in caller) actingAs(request, caller.principal);
     const response = await apiFetch(request, c.env as Env, ctx);
     const text = await response.text();
     const json = parseJson(text);

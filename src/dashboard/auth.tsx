@@ -7,13 +7,14 @@ import { Csrf, Field } from "./components";
 import { renderBare } from "./layout";
 import { csrfToken, csrfTokenValid, decodeSession, encodeSession, newSession, sameOrigin, type Session, sessionKey } from "./session";
 import { endSession, sessionIsLive, storeSession } from "./session-store";
+import { userById } from "../auth/users";
 import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt } from "./throttle";
 
-const isHttps = (c: DashContext) => new URL(c.req.url).protocol === "https:";
+export const isHttps = (c: DashContext) => new URL(c.req.url).protocol === "https:";
 // `__Host-` binds the cookie to this exact host over https (no Domain, Path=/); plain http cannot use it.
 const cookieName = (c: DashContext) => (isHttps(c) ? "__Host-eg_session" : "eg_session");
 
-async function writeSession(c: DashContext, session: Session) {
+export async function writeSession(c: DashContext, session: Session) {
   const https = isHttps(c);
   setCookie(c, cookieName(c), await encodeSession(c.get("sessionKey"), session), {
     httpOnly: true,
@@ -70,24 +71,38 @@ export const verifyCsrf = createMiddleware<DashEnv>(async (c, next) => {
   return next();
 });
 
-/** Pages past sign-in; sets the API client that acts as the operator. */
+/** Pages past sign-in; sets the API client that acts as the operator or as the person signed in. */
 export const requireSignIn = (apiFetch: ApiFetch) =>
   createMiddleware<DashEnv>(async (c, next) => {
-    if (!c.get("session").signedIn) {
+    const session = c.get("session");
+    const toSignIn = () => {
       const next = c.req.method === "GET" ? `?next=${encodeURIComponent(new URL(c.req.url).pathname)}` : "";
       return c.redirect(dashPath(`/sign-in${next}`), 303);
+    };
+    if (!session.signedIn) return toSignIn();
+    if (session.userId === undefined) {
+      c.set("user", undefined);
+      c.set("api", apiClient(c, apiFetch, { adminToken: c.get("config").adminToken }));
+      return next();
     }
-    c.set("api", apiClient(c, apiFetch, c.get("config").adminToken));
+    // A person's session ends when people's sign-in is switched off, or the person is gone.
+    const user = c.get("config").oidc ? await userById(c.get("db"), session.userId) : undefined;
+    if (!user) {
+      await endSession(c.get("db"), session);
+      return toSignIn();
+    }
+    c.set("user", user);
+    c.set("api", apiClient(c, apiFetch, { principal: { kind: "user", userId: user.id, email: user.email } }));
     return next();
   });
 
 /** Only a path of the dashboard itself may be a redirect target after sign-in (no open redirect). */
-function safeNext(value: unknown): string {
+export function safeNext(value: unknown): string {
   if (typeof value === "string" && /^\/dashboard(\/[A-Za-z0-9_\-/]*)?$/.test(value) && !value.includes("//")) return value;
   return dashPath("/projects");
 }
 
-function SignInForm(props: { csrf: string; next: string; error?: string }) {
+function SignInForm(props: { csrf: string; next: string; error?: string; oidc: boolean }) {
   return (
     <div class="card">
       <h1>Sign in to Edge Gateway</h1>
@@ -95,6 +110,18 @@ function SignInForm(props: { csrf: string; next: string; error?: string }) {
         <div class="alert error" role="alert">
           <p>{props.error}</p>
         </div>
+      )}
+      {props.oidc && (
+        <>
+          <form method="post" action={dashPath("/sign-in/oidc")} class="stack">
+            <Csrf token={props.csrf} />
+            <input type="hidden" name="next" value={props.next} />
+            <div>
+              <button type="submit">Sign in with single sign-on</button>
+            </div>
+          </form>
+          <h2>Operator</h2>
+        </>
       )}
       <form method="post" action={dashPath("/sign-in")} class="stack">
         <Csrf token={props.csrf} />
@@ -119,7 +146,7 @@ function SignInForm(props: { csrf: string; next: string; error?: string }) {
 export function registerAuth(dash: DashRouter) {
   dash.get("/sign-in", (c) => {
     if (c.get("session").signedIn) return c.redirect(safeNext(c.req.query("next")), 303);
-    return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={safeNext(c.req.query("next"))} />);
+    return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={safeNext(c.req.query("next"))} oidc={c.get("config").oidc !== null} />);
   });
 
   dash.post("/sign-in", async (c) => {
@@ -133,14 +160,14 @@ export function registerAuth(dash: DashRouter) {
       const minutes = Math.ceil(throttle.retryAfterSeconds / 60);
       c.header("Retry-After", String(throttle.retryAfterSeconds));
       const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in 15 minutes). Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`;
-      return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 429);
+      return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} oidc={c.get("config").oidc !== null} />, 429);
     }
     const token = formText(form, "token");
     if (!(await secretsEqual(token, c.get("config").adminToken))) {
       console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.get("requestId"), ip }));
       const left = throttle.remaining === 0 ? "This was the last attempt for 15 minutes." : `You have ${throttle.remaining} more attempt${throttle.remaining === 1 ? "" : "s"} in the next 15 minutes.`;
       const error = `That is not the admin token of this installation. Check it and try again. ${left}`;
-      return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 403);
+      return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} oidc={c.get("config").oidc !== null} />, 403);
     }
     await clearAttempts(c.env.DB, ip);
     // A fresh session id at sign-in: a session planted before sign-in is worth nothing after it.

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
+import type { User } from "../db/schema";
 import type { AppEnv } from "../platform/context";
 import type { ApiCall } from "./api";
 import type { Session } from "./session";
@@ -12,8 +13,10 @@ export interface DashEnv {
     sessionKey: CryptoKey;
     /** The synchroniser token every form of this session carries as `_csrf`. */
     csrf: string;
-    /** The management API, called as the operator. Only set once signed in. */
+    /** The management API, called as the operator or the person signed in. Only set once signed in. */
     api: ApiCall;
+    /** The person signed in with OpenID Connect; undefined for the operator. Only set once signed in. */
+    user: User | undefined;
   };
 }
 

@@ -7,6 +7,7 @@ import { createDashRouter, type DashContext, dashPath } from "./context";
 import { renderBare } from "./layout";
 import { PAGES } from "./pages";
 import { securityHeaders } from "./security";
+import { registerOidcSignIn } from "./sign-in-oidc";
 
 export { DASHBOARD_BASE } from "./context";
 
@@ -58,6 +59,7 @@ export function createDashboard(apiFetch: ApiFetch) {
   dash.use(loadSession);
   dash.use(verifyCsrf);
   registerAuth(dash);
+  registerOidcSignIn(dash);
   dash.use(requireSignIn(apiFetch));
   for (const register of PAGES) register(dash);
   dash.all("*", (c) =>

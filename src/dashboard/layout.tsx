@@ -18,13 +18,14 @@ export interface PageOptions {
   status?: 200 | 201 | 400 | 403 | 404 | 409 | 429 | 500;
 }
 
-function Document({ title, children }: { title: string; children: Child }) {
+function Document({ title, children, refreshTo }: { title: string; children: Child; refreshTo?: string | undefined }) {
   return (
     <html lang="en">
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${title} · Edge Gateway`}</title>
+        {refreshTo && <meta http-equiv="refresh" content={`0;url=${refreshTo}`} />}
         <link rel="icon" href={dashPath("/assets/icon.svg")} type="image/svg+xml" />
         <link rel="stylesheet" href={dashPath("/assets/dashboard.css")} />
         <script src={dashPath("/assets/dashboard.js")} defer></script>
@@ -101,11 +102,14 @@ export async function renderPage(c: DashContext, options: PageOptions, content: 
   );
 }
 
-/** A page outside the signed-in frame (sign-in, errors before sign-in). */
-export function renderBare(c: DashContext, title: string, content: Child, status: 200 | 400 | 403 | 404 | 429 | 500 = 200) {
+/**
+ * A page outside the signed-in frame (sign-in, errors before sign-in). `refreshTo` moves on to that
+ * page of ours at once, as a navigation of this page rather than a redirect.
+ */
+export function renderBare(c: DashContext, title: string, content: Child, status: 200 | 400 | 403 | 404 | 429 | 500 | 502 = 200, refreshTo?: string) {
   c.status(status);
   return c.html(
-    <Document title={title}>
+    <Document title={title} refreshTo={refreshTo}>
       <main id="main" class="signin">
         {content}
       </main>

@@ -15,6 +15,8 @@ export interface Session {
   sid: string;
   signedIn: boolean;
   expiresAt: number;
+  /** The person signed in with OpenID Connect (`users.id`); absent for the operator (admin token). */
+  userId?: string;
 }
 
 const encoder = new TextEncoder();
@@ -57,16 +59,17 @@ export function sessionKey(adminToken: string): Promise<CryptoKey> {
   return key;
 }
 
-export function newSession(now: number, signedIn: boolean): Session {
+export function newSession(now: number, signedIn: boolean, userId?: string): Session {
   return {
     sid: base64url(crypto.getRandomValues(new Uint8Array(18))),
     signedIn,
     expiresAt: now + (signedIn ? SESSION_TTL_MS : ANONYMOUS_TTL_MS),
+    ...(userId ? { userId } : {}),
   };
 }
 
 export async function encodeSession(key: CryptoKey, session: Session): Promise<string> {
-  const payload = base64url(encoder.encode(JSON.stringify({ v: 1, sid: session.sid, in: session.signedIn, exp: session.expiresAt })));
+  const payload = base64url(encoder.encode(JSON.stringify({ v: 1, sid: session.sid, in: session.signedIn, exp: session.expiresAt, u: session.userId })));
   const signature = await crypto.subtle.sign("HMAC", key, encoder.encode(`session.${payload}`));
   return `${payload}.${base64url(signature)}`;
 }
@@ -90,10 +93,11 @@ export async function decodeSession(key: CryptoKey, value: string | undefined, n
     return null;
   }
   if (typeof data !== "object" || data === null) return null;
-  const { v, sid, in: signedIn, exp } = data as Record<string, unknown>;
+  const { v, sid, in: signedIn, exp, u } = data as Record<string, unknown>;
   if (v !== 1 || typeof sid !== "string" || typeof signedIn !== "boolean" || typeof exp !== "number") return null;
+  if (u !== undefined && typeof u !== "string") return null;
   if (exp <= now) return null;
-  return { sid, signedIn, expiresAt: exp };
+  return { sid, signedIn, expiresAt: exp, ...(u ? { userId: u } : {}) };
 }
 
 /** The synchroniser token of a session: every form of the session carries it. */

@@ -103,6 +103,8 @@ export const dashboardSessions = sqliteTable(
   {
     // SHA-256 of the session id: the table alone cannot be turned back into a cookie.
     idHash: text("id_hash").primaryKey(),
+    // The signed-in person (`users.id`); null for the operator (admin token).
+    userId: text("user_id"),
     expiresAt: timestamp("expires_at").notNull(),
     createdAt: timestamp("created_at").notNull(),
   },
@@ -208,3 +210,83 @@ export const domains = sqliteTable(
 );
 
 export type Domain = typeof domains.$inferSelect;
+
+/** People who signed in with OpenID Connect, known by their provider's (issuer, subject). */
+export const users = sqliteTable(
+  "users",
+  {
+    id: text("id").primaryKey(),
+    issuer: text("issuer").notNull(),
+    subject: text("subject").notNull(),
+    // As the provider last said; lower case. Invites match it only while `email_verified` is true.
+    email: text("email"),
+    emailVerified: integer("email_verified", { mode: "boolean" }).notNull(),
+    name: text("name"),
+    createdAt: timestamp("created_at").notNull(),
+    lastSignInAt: timestamp("last_sign_in_at").notNull(),
+  },
+  (t) => [uniqueIndex("users_identity").on(t.issuer, t.subject)],
+);
+
+export const ROLES = ["owner", "developer", "viewer"] as const;
+export type Role = (typeof ROLES)[number];
+
+export const projectMembers = sqliteTable(
+  "project_members",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    role: text("role", { enum: ROLES }).notNull(),
+    createdAt: timestamp("created_at").notNull(),
+    updatedAt: timestamp("updated_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("project_members_project_user").on(t.projectId, t.userId),
+    index("project_members_user").on(t.userId, t.projectId),
+    check("project_members_role", sql`${t.role} in ('owner', 'developer', 'viewer')`),
+  ],
+);
+
+/** An invitation by email, claimed at sign-in by a user whose verified email it is. */
+export const projectInvites = sqliteTable(
+  "project_invites",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    email: text("email").notNull(),
+    role: text("role", { enum: ROLES }).notNull(),
+    createdAt: timestamp("created_at").notNull(),
+    expiresAt: timestamp("expires_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("project_invites_project_email").on(t.projectId, t.email),
+    index("project_invites_email").on(t.email),
+    check("project_invites_role", sql`${t.role} in ('owner', 'developer', 'viewer')`),
+  ],
+);
+
+/** OpenID Connect sign-ins under way: state, nonce and PKCE verifier, used once by the callback. */
+export const signInRequests = sqliteTable(
+  "sign_in_requests",
+  {
+    // SHA-256 of the random handle in the browser's short-lived sign-in cookie.
+    handleHash: text("handle_hash").primaryKey(),
+    state: text("state").notNull(),
+    nonce: text("nonce").notNull(),
+    codeVerifier: text("code_verifier").notNull(),
+    next: text("next").notNull(),
+    expiresAt: timestamp("expires_at").notNull(),
+  },
+  (t) => [index("sign_in_requests_expiry").on(t.expiresAt)],
+);
+
+export type User = typeof users.$inferSelect;
+export type ProjectMember = typeof projectMembers.$inferSelect;
+export type ProjectInvite = typeof projectInvites.$inferSelect;

@@ -23,6 +23,9 @@ export interface Env {
   WEBHOOK_TIMEOUT_MS?: string;
   DOMAIN_QUEUE: Queue<unknown>;
   CF_API_BASE_URL?: string;
+  OIDC_ISSUER?: string;
+  OIDC_CLIENT_ID?: string;
+  OIDC_CLIENT_SECRET?: string;
 }
 
 type GatewayEnv = Env;
@@ -53,6 +56,9 @@ const list = (item: z.ZodString, what: string) =>
 const secret = (minLength: number) =>
   z.string({ error: "is not set" }).min(minLength, `must be at least ${minLength} characters`);
 
+// wrangler.toml names every var, so "not configured" is an empty string there.
+const optional = <T extends z.ZodType>(schema: T) => z.preprocess((value) => (value === "" ? undefined : value), schema.optional());
+
 const milliseconds = (fallback: number) =>
   z.coerce.number({ error: "is not a number of milliseconds" }).int().min(1).max(900_000).default(fallback);
 
@@ -74,10 +80,17 @@ const ConfigSchema = z
       .transform((value) => value === "true"),
     RUN_TIMEOUT_MS: milliseconds(120_000),
     WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
+    OIDC_ISSUER: optional(z.url({ protocol: /^https?$/, error: "is not an http(s) URL" })),
+    OIDC_CLIENT_ID: optional(z.string().max(512)),
+    OIDC_CLIENT_SECRET: optional(z.string().max(4096)),
   })
   .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
     message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
     path: ["CF_ZONE_ID"],
+  })
+  .refine((c) => [c.OIDC_ISSUER, c.OIDC_CLIENT_ID, c.OIDC_CLIENT_SECRET].filter(Boolean).length % 3 === 0, {
+    message: "OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET are set together or not at all",
+    path: ["OIDC_ISSUER"],
   });
 
 export interface Config {
@@ -94,6 +107,8 @@ export interface Config {
   runTimeoutMs: number;
   /** How long one webhook delivery attempt waits for the receiver. */
   webhookTimeoutMs: number;
+  /** People's sign-in (OpenID Connect); null: the dashboard offers only the operator's admin-token sign-in. */
+  oidc: { issuer: string; clientId: string; clientSecret: string } | null;
 }
 
 // Parsed once per isolate for each env object: settings only change with a new deployment.
@@ -125,6 +140,7 @@ export function getConfig(env: Env): Config {
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
+    oidc: c.OIDC_ISSUER && c.OIDC_CLIENT_ID && c.OIDC_CLIENT_SECRET ? { issuer: c.OIDC_ISSUER, clientId: c.OIDC_CLIENT_ID, clientSecret: c.OIDC_CLIENT_SECRET } : null,
   };
   parsed.set(env, config);
   return config;

@@ -16,6 +16,7 @@ export const PROBLEMS = {
   unknown_host: { status: 404, title: "Unknown host" },
   method_not_allowed: { status: 405, title: "Method not allowed" },
   conflict: { status: 409, title: "Conflict" },
+  last_owner: { status: 409, title: "A project needs an owner" },
   build_not_cancellable: { status: 409, title: "Build is not cancellable" },
   build_cancelled: { status: 409, title: "Build was cancelled" },
   invalid_transition: { status: 409, title: "Invalid build status transition" },

@@ -1,5 +1,5 @@
-import { eq } from "drizzle-orm";
-import { projects, type Project } from "../db/schema";
+import { eq, inArray } from "drizzle-orm";
+import { projectMembers, projects, type Project } from "../db/schema";
 import { createRouter } from "../platform/factory";
 import { newId } from "../platform/ids";
 import { rfc3339 } from "../platform/openapi";
@@ -19,7 +19,12 @@ export const projectsRouter = createRouter()
     const { limit, cursor } = c.req.valid("query");
     const principal = c.get("principal");
     const { items, nextCursor } = await listPage(c.get("db"), projects, {
-      filter: principal.kind === "service_account" ? eq(projects.id, principal.projectId) : undefined,
+      filter:
+        principal.kind === "service_account"
+          ? eq(projects.id, principal.projectId)
+          : principal.kind === "user"
+            ? inArray(projects.id, c.get("db").select({ id: projectMembers.projectId }).from(projectMembers).where(eq(projectMembers.userId, principal.userId)))
+            : undefined,
       key: projects.id,
       keyOf: (p) => p.id,
       order: "desc",

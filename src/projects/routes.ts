@@ -41,7 +41,7 @@ export const listProjects = createRoute({
   tags,
   security,
   summary: "List projects",
-  description: "The admin token sees every project; a service account token sees its own.",
+  description: "The admin token sees every project; a service account token its own; a person the projects they are a member of.",
   request: { query: ListQuery },
   responses: {
     200: jsonContent(listOf(ProjectSchema, "ProjectList"), "A page of projects, newest first."),

@@ -1,0 +1,88 @@
+import type { ProjectInvite } from "../db/schema";
+import { isOwnerOrOperator } from "./access";
+import { ApiError, notFound } from "../platform/errors";
+import { createRouter } from "../platform/factory";
+import { rfc3339 } from "../platform/openapi";
+import * as routes from "./routes";
+import * as store from "./store";
+
+export const memberJson = (m: store.MemberRow) => ({
+  member_id: m.id,
+  project_id: m.projectId,
+  user_id: m.userId,
+  email: m.email,
+  name: m.name,
+  role: m.role,
+  created_at: rfc3339(m.createdAt),
+  updated_at: rfc3339(m.updatedAt),
+});
+
+export const inviteJson = (i: ProjectInvite) => ({
+  invite_id: i.id,
+  project_id: i.projectId,
+  email: i.email,
+  role: i.role,
+  created_at: rfc3339(i.createdAt),
+  expires_at: rfc3339(i.expiresAt),
+});
+
+const lastOwner = () => new ApiError("last_owner", "This is the project's last owner: make another member owner first.");
+
+export const membersRouter = createRouter()
+  .openapi(routes.listMembers, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const { limit, cursor } = c.req.valid("query");
+    const { items, nextCursor } = await store.listMembers(c.get("db"), project_id, limit, cursor);
+    return c.json({ data: items.map(memberJson), next_cursor: nextCursor }, 200);
+  })
+  .openapi(routes.addMember, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const { email, role } = c.req.valid("json");
+    const db = c.get("db");
+    const user = await store.userByVerifiedEmail(db, email);
+    if (!user) throw new ApiError("not_found", `Nobody has signed in with the verified email '${email}' yet: send an invite instead.`);
+    const id = await store.addMember(db, project_id, user.id, role, c.get("deps").now());
+    if (!id) throw new ApiError("conflict", `'${email}' is a member of this project already; change their role instead.`);
+    return c.json(memberJson((await store.memberById(db, project_id, id))!), 201);
+  })
+  .openapi(routes.changeMember, async (c) => {
+    const { project_id, member_id } = c.req.valid("param");
+    const { role } = c.req.valid("json");
+    const db = c.get("db");
+    const result = await store.changeRole(db, project_id, member_id, role, c.get("deps").now());
+    if (result === "not_found") throw notFound("member", member_id);
+    if (result === "last_owner") throw lastOwner();
+    return c.json(memberJson((await store.memberById(db, project_id, member_id))!), 200);
+  })
+  .openapi(routes.removeMember, async (c) => {
+    const { project_id, member_id } = c.req.valid("param");
+    const principal = c.get("principal");
+    const leaving = principal.kind === "user" && principal.member?.id === member_id;
+    if (!leaving && !isOwnerOrOperator(c)) throw new ApiError("forbidden", "Only the project's owners remove members; anyone may leave.");
+    const db = c.get("db");
+    const member = await store.memberById(db, project_id, member_id);
+    if (!member) throw notFound("member", member_id);
+    const result = await store.removeMember(db, project_id, member_id);
+    if (result === "not_found") throw notFound("member", member_id);
+    if (result === "last_owner") throw lastOwner();
+    return c.json(memberJson(member), 200);
+  })
+  .openapi(routes.createInvite, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const { email, role } = c.req.valid("json");
+    const invite = await store.createInvite(c.get("db"), project_id, email, role, c.get("deps").now());
+    if (!invite) throw new ApiError("conflict", `'${email}' has an open invite to this project already; withdraw it to send another.`);
+    return c.json(inviteJson(invite), 201);
+  })
+  .openapi(routes.listInvites, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const { limit, cursor } = c.req.valid("query");
+    const { items, nextCursor } = await store.listInvites(c.get("db"), project_id, limit, cursor);
+    return c.json({ data: items.map(inviteJson), next_cursor: nextCursor }, 200);
+  })
+  .openapi(routes.deleteInvite, async (c) => {
+    const { project_id, invite_id } = c.req.valid("param");
+    const invite = await store.deleteInvite(c.get("db"), project_id, invite_id);
+    if (!invite) throw notFound("invite", invite_id);
+    return c.json(inviteJson(invite), 200);
+  });
