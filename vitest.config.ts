@@ -1,6 +1,6 @@
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
-import { TEST_SECRETS } from "./test/secrets.ts";
+import { TEST_OIDC, TEST_SECRETS } from "./test/secrets.ts";
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("migrations");
@@ -25,6 +25,11 @@ export default defineConfig(async () => {
                   // A real DNS server (test/global/dns-harness.mjs) and fakes of other outside services.
                   DNS_RESOLVER_URL: inject("dohUrl"),
                   TEST_FAKES_URL: inject("fakesUrl"),
+                  // A real OpenID provider (test/global/oidc.mjs), and another issuer for tokens to refuse.
+                  OIDC_ISSUER: inject("oidcIssuer"),
+                  OIDC_CLIENT_ID: TEST_OIDC.clientId,
+                  OIDC_CLIENT_SECRET: TEST_OIDC.clientSecret,
+                  TEST_OIDC_OTHER_ISSUER: inject("oidcOtherIssuer"),
                 },
               },
             })),
@@ -33,7 +38,7 @@ export default defineConfig(async () => {
             name: "workers",
             include: ["src/**/*.test.ts", "src/**/*.test.tsx", "test/workers/**/*.test.ts"],
             setupFiles: ["test/setup/apply-migrations.ts"],
-            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs"],
+            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs", "test/global/oidc.mjs"],
           },
         },
         {
@@ -41,6 +46,7 @@ export default defineConfig(async () => {
             name: "node",
             include: ["test/node/**/*.test.ts"],
             environment: "node",
+            globalSetup: ["test/global/oidc.mjs"],
             testTimeout: 60_000,
           },
         },

@@ -6,20 +6,27 @@ let visitors = 0;
 
 /** A browser-like visitor of the dashboard: keeps its cookie, reads the CSRF token from each page. */
 export function visitor(api: Client, options: { ip?: string; origin?: string | null } = {}) {
-  let cookie = "";
+  // A cookie jar: the session cookie, and the sign-in cookie while a sign-in with a provider is under way.
+  const jar = new Map<string, string>();
+  const cookieHeader = () => [...jar].map(([name, value]) => `${name}=${value}`).join("; ");
   let csrf = "";
   // Each visitor its own address, so sign-in throttling of one test never reaches another.
   const ip = options.ip ?? `203.0.113.${(visitors = (visitors % 250) + 1)}`;
 
   function remember(response: Response) {
     for (const header of response.headers.getSetCookie()) {
-      const [pair] = header.split(";");
-      if (pair) cookie = pair;
+      const [pair = "", ...attributes] = header.split(";");
+      const name = pair.slice(0, pair.indexOf("="));
+      const value = pair.slice(pair.indexOf("=") + 1);
+      // Only a deletion (Max-Age=0, or an expiry at the epoch) removes a cookie: the tests' clocks are not the real one.
+      const expired = attributes.some((a) => /^\s*max-age=0\s*$/i.test(a) || (/^\s*expires=/i.test(a) && Date.parse(a.split("=")[1]!) <= 0));
+      if (!value || expired) jar.delete(name);
+      else jar.set(name, value);
     }
   }
 
   async function get(path: string) {
-    const response = await api.call(path, { token: null, headers: { Cookie: cookie, "CF-Connecting-IP": ip } });
+    const response = await api.call(path, { token: null, headers: { Cookie: cookieHeader(), "CF-Connecting-IP": ip } });
     remember(response);
     const html = await response.text();
     const token = /name="_csrf" value="([^"]+)"/.exec(html)?.[1];
@@ -31,7 +38,7 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
     const form = new URLSearchParams(fields);
     const token = extra.csrf === undefined ? csrf : extra.csrf;
     if (token !== null) form.set("_csrf", token);
-    const headers: Record<string, string> = { Cookie: cookie, "Content-Type": "application/x-www-form-urlencoded", "CF-Connecting-IP": ip };
+    const headers: Record<string, string> = { Cookie: cookieHeader(), "Content-Type": "application/x-www-form-urlencoded", "CF-Connecting-IP": ip };
     const origin = extra.origin === undefined ? (options.origin === undefined ? ORIGIN : options.origin) : extra.origin;
     if (origin !== null) headers.Origin = origin;
     const response = await api.call(path, { method: "POST", token: null, headers, rawBody: form.toString() });
@@ -53,11 +60,13 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
     get,
     post,
     signIn,
+    /** The Cookie header this visitor sends; setting it replaces every cookie. */
     get cookie() {
-      return cookie;
+      return cookieHeader();
     },
     set cookie(value: string) {
-      cookie = value;
+      jar.clear();
+      for (const pair of value.split(/;\s*/)) if (pair.includes("=")) jar.set(pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1));
     },
     get csrf() {
       return csrf;

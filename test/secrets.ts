@@ -10,3 +10,10 @@ export const TEST_CLOUDFLARE = {
   apiToken: "test-cloudflare-token",
   zoneId: "023e105f4ecef8ad9ca31a8372d0c353",
 };
+
+/** The gateway's client at the tests' OpenID provider (test/global/oidc.mjs). */
+export const TEST_OIDC = {
+  clientId: "edge-gateway-test",
+  clientSecret: "test-oidc-client-secret-0123456789abcdef",
+  redirectUri: "http://localhost/dashboard/oidc/callback",
+};

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { User } from "../db/schema";
+import type { Access } from "./access";
 import type { AppEnv } from "../platform/context";
 import type { ApiCall } from "./api";
 import type { Session } from "./session";
@@ -17,6 +18,8 @@ export interface DashEnv {
     api: ApiCall;
     /** The person signed in with OpenID Connect; undefined for the operator. Only set once signed in. */
     user: User | undefined;
+    /** The session's role in the page's project; set by `withProject`. */
+    access: Access | undefined;
   };
 }
 

@@ -38,6 +38,13 @@ function Document({ title, children, refreshTo }: { title: string; children: Chi
   );
 }
 
+/** Who the session is: the person (name and email) or the operator. */
+function signedInAs(c: DashContext): string {
+  const user = c.get("user");
+  if (!user) return "Operator";
+  return user.name && user.email ? `${user.name} (${user.email})` : (user.email ?? user.name ?? "Signed in");
+}
+
 /** A page of the signed-in dashboard: header with the project switcher and sign-out, the project's tabs, content. */
 export async function renderPage(c: DashContext, options: PageOptions, content: Child) {
   const projects = await c.get("api")<Page<ProjectSummary>>("GET", "/projects?limit=100");
@@ -73,6 +80,7 @@ export async function renderPage(c: DashContext, options: PageOptions, content: 
           </button>
         </form>
         <span class="spacer"></span>
+        <span class="muted">{signedInAs(c)}</span>
         <a href={dashPath("/projects")}>All projects</a>
         <form method="post" action={dashPath("/sign-out")}>
           <Csrf token={csrf} />

@@ -3,6 +3,8 @@ declare module "vitest" {
   export interface ProvidedContext {
     dohUrl: string;
     fakesUrl: string;
+    oidcIssuer: string;
+    oidcOtherIssuer: string;
   }
 }
 export {};

@@ -1,6 +1,7 @@
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
 import { Badge, ConfirmAction, ConfirmForm, CopyValue, Csrf, Field, Pager, ProblemMessage, when } from "../components";
+import { can, NotAllowed } from "../access";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -103,7 +104,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
                     <Status account={a} now={now} />
                   </td>
                   <td>
-                    {!a.revoked_at && (
+                    {!a.revoked_at && can(c, "service_accounts:write") && (
                       <ConfirmAction
                         id={`revoke-${a.id}`}
                         label="Revoke"
@@ -123,6 +124,9 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
           <Pager path={projectPath(pid, "/api-keys")} next={accounts.data.next_cursor} />
         </div>
       )}
+      {!can(c, "service_accounts:write") ? (
+        <NotAllowed c={c} doing="creating or revoking service accounts" />
+      ) : (
       <section class="card" aria-labelledby="create-key">
         <h2 id="create-key">Create a service account</h2>
         {form.problem && <ProblemMessage problem={form.problem} action="The service account was not created" />}
@@ -145,6 +149,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
           </div>
         </form>
       </section>
+      )}
     </>,
   );
 }

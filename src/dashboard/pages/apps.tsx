@@ -1,6 +1,7 @@
 import { listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, ConfirmAction, ConfirmForm, Pager, ProblemMessage, when } from "../components";
+import { can } from "../access";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -174,7 +175,7 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
                   <td class="optional">{when(b.created_at)}</td>
                   <td class="optional">{b.finished_at ? when(b.finished_at) : <span class="muted">—</span>}</td>
                   <td>
-                    {isOngoing(b) && (
+                    {isOngoing(b) && can(c, "builds:write") && (
                       <ConfirmAction
                         id={`cancel-${b.build_id}`}
                         label="Cancel"

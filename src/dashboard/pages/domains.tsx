@@ -1,6 +1,7 @@
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
 import { CloseDialog, ConfirmAction, ConfirmForm, Csrf, Dialog, DialogLink, Field, Pager, ProblemMessage, when } from "../components";
+import { can, NotAllowed } from "../access";
 import { renderPage } from "../layout";
 import { CheckResult, DnsRecord, type Domain, domainPath, StatusBadge, StatusFacts, ValidateForm } from "./domain-parts";
 import { type Project, ProjectHeading, withProject } from "./project";
@@ -88,13 +89,13 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
                           </>
                         }
                       />
-                      <RemoveDomain id={`remove-${i}`} pid={pid} domain={d.domain} csrf={csrf} />
+                      {can(c, "domains:write") && <RemoveDomain id={`remove-${i}`} pid={pid} domain={d.domain} csrf={csrf} />}
                     </div>
                     <Dialog id={`status-${i}`}>
                       <h2 id={`status-${i}-title`}>Validation status of {d.domain}</h2>
                       <StatusFacts domain={d} now={now} />
                       <div class="actions">
-                        {d.status !== "validated" || d.certificate_status !== "active" ? <ValidateForm pid={pid} domain={d} csrf={csrf} /> : null}
+                        {can(c, "domains:write") && (d.status !== "validated" || d.certificate_status !== "active") ? <ValidateForm pid={pid} domain={d} csrf={csrf} /> : null}
                         <a class="button secondary" href={domainPath(pid, d.domain)}>
                           DNS record
                         </a>
@@ -109,40 +110,44 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
           <Pager path={projectPath(pid, "/domains")} next={list.data.next_cursor} />
         </div>
       )}
-      <section class="card" aria-labelledby="add-domain">
-        <h2 id="add-domain">Add a domain</h2>
-        {form.problem && <ProblemMessage problem={form.problem} action="The domain was not added" />}
-        <form method="post" action={projectPath(pid, "/domains")} class="stack">
-          <Csrf token={csrf} />
-          <Field
-            label="Domain"
-            name="domain"
-            value={form.domain}
-            required
-            maxlength={253}
-            error={form.problem?.fields.domain}
-            hint="Prefer a subdomain (app.example.com): any DNS provider can point it at us with a CNAME. An apex (example.com) cannot hold a CNAME and needs your provider's ALIAS, ANAME or CNAME flattening."
-          />
-          <Field label="Region" name="region" error={form.problem?.fields.region} hint="The domain always resolves to this region.">
-            <select
-              id="field-region"
-              name="region"
+      {!can(c, "domains:write") ? (
+        <NotAllowed c={c} doing="adding, validating or removing domains" />
+      ) : (
+        <section class="card" aria-labelledby="add-domain">
+          <h2 id="add-domain">Add a domain</h2>
+          {form.problem && <ProblemMessage problem={form.problem} action="The domain was not added" />}
+          <form method="post" action={projectPath(pid, "/domains")} class="stack">
+            <Csrf token={csrf} />
+            <Field
+              label="Domain"
+              name="domain"
+              value={form.domain}
               required
-              aria-describedby={form.problem?.fields.region ? "field-region-hint field-region-error" : "field-region-hint"}
-              aria-invalid={form.problem?.fields.region ? "true" : undefined}
-            >
-              {regions.map((r) => (
-                <option value={r} selected={r === form.region}>
-                  {r}
-                </option>
-              ))}
-            </select>
-          </Field>
-          <div>
-            <button type="submit">Add domain</button>
-          </div>
-        </form>
-      </section>
+              maxlength={253}
+              error={form.problem?.fields.domain}
+              hint="Prefer a subdomain (app.example.com): any DNS provider can point it at us with a CNAME. An apex (example.com) cannot hold a CNAME and needs your provider's ALIAS, ANAME or CNAME flattening."
+            />
+            <Field label="Region" name="region" error={form.problem?.fields.region} hint="The domain always resolves to this region.">
+              <select
+                id="field-region"
+                name="region"
+                required
+                aria-describedby={form.problem?.fields.region ? "field-region-hint field-region-error" : "field-region-hint"}
+                aria-invalid={form.problem?.fields.region ? "true" : undefined}
+              >
+                {regions.map((r) => (
+                  <option value={r} selected={r === form.region}>
+                    {r}
+                  </option>
+                ))}
+              </select>
+            </Field>
+            <div>
+              <button type="submit">Add domain</button>
+            </div>
+          </form>
+        </section>
+      )}
     </>,
   );
 }
@@ -184,8 +189,8 @@ async function domainPage(c: DashContext, project: Project, options: { added?: b
         <h2 id="status-title">Validation status</h2>
         <StatusFacts domain={d} now={c.get("deps").now().getTime()} />
         <div class="actions">
-          <ValidateForm pid={pid} domain={d} csrf={csrf} />
-          <RemoveDomain id="remove" pid={pid} domain={d.domain} csrf={csrf} />
+          {can(c, "domains:write") && <ValidateForm pid={pid} domain={d} csrf={csrf} />}
+          {can(c, "domains:write") && <RemoveDomain id="remove" pid={pid} domain={d.domain} csrf={csrf} />}
         </div>
       </section>
     </>,
@@ -240,7 +245,7 @@ export function registerDomains(dash: DashRouter) {
           <h1>Validation status of {d.domain}</h1>
           <StatusFacts domain={d} now={c.get("deps").now().getTime()} />
           <div class="actions">
-            <ValidateForm pid={pid} domain={d} csrf={c.get("csrf")} />
+            {can(c, "domains:write") && <ValidateForm pid={pid} domain={d} csrf={c.get("csrf")} />}
             <a class="button secondary" href={domainPath(pid, d.domain)}>
               DNS record
             </a>

@@ -3,6 +3,7 @@ import type { DashContext } from "../context";
 import { dashPath } from "../context";
 import { ProblemMessage } from "../components";
 import { renderPage } from "../layout";
+import { membershipOf } from "../../members/store";
 
 export interface Project {
   project_id: string;
@@ -17,7 +18,13 @@ export interface Project {
 export async function withProject(c: DashContext, body: (project: Project) => Promise<Response>): Promise<Response> {
   const projectId = c.req.param("project_id") ?? "";
   const project = await c.get("api")<Project>("GET", `/projects/${encodeURIComponent(projectId)}`);
-  if (project.ok) return body(project.data);
+  if (project.ok) {
+    const user = c.get("user");
+    // The API admitted the person, so they are a member; the role decides which controls they see.
+    const member = user ? await membershipOf(c.get("db"), project.data.project_id, user.id) : undefined;
+    c.set("access", { role: user ? (member?.role ?? "viewer") : "operator" });
+    return body(project.data);
+  }
   return renderPage(
     c,
     { title: "Project not found", status: project.problem.status === 404 ? 404 : 400 },

@@ -20,7 +20,11 @@ async function projectsPage(c: DashContext, form: { name: string; problem?: Prob
       {!projects.ok ? (
         <ProblemMessage problem={projects.problem} action="Loading projects" />
       ) : projects.data.data.length === 0 ? (
-        <p class="muted">No projects yet. Create the first one below.</p>
+        c.get("user") ? (
+          <p class="muted">You are not a member of any project yet. A project's owner invites you by your email address; the invite is yours at your next sign-in.</p>
+        ) : (
+          <p class="muted">No projects yet. Create the first one below.</p>
+        )
       ) : (
         <div class="table-wrap">
           <table>
@@ -49,17 +53,19 @@ async function projectsPage(c: DashContext, form: { name: string; problem?: Prob
           <Pager path={dashPath("/projects")} next={projects.data.next_cursor} />
         </div>
       )}
-      <section class="card" aria-labelledby="create-project">
-        <h2 id="create-project">Create a project</h2>
-        {form.problem && <ProblemMessage problem={form.problem} action="The project was not created" />}
-        <form method="post" action={dashPath("/projects")} class="stack">
-          <Csrf token={c.get("csrf")} />
-          <Field label="Name" name="name" value={form.name} required maxlength={100} error={form.problem?.fields.name} hint="For people: for example “Acme production”." />
-          <div>
-            <button type="submit">Create project</button>
-          </div>
-        </form>
-      </section>
+      {!c.get("user") && (
+        <section class="card" aria-labelledby="create-project">
+          <h2 id="create-project">Create a project</h2>
+          {form.problem && <ProblemMessage problem={form.problem} action="The project was not created" />}
+          <form method="post" action={dashPath("/projects")} class="stack">
+            <Csrf token={c.get("csrf")} />
+            <Field label="Name" name="name" value={form.name} required maxlength={100} error={form.problem?.fields.name} hint="For people: for example “Acme production”." />
+            <div>
+              <button type="submit">Create project</button>
+            </div>
+          </form>
+        </section>
+      )}
     </>,
   );
 }
