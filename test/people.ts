@@ -2,11 +2,14 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { actingAs } from "../src/auth/internal";
 import { upsertUser } from "../src/auth/users";
+import { encodeSession, newSession, sessionKey } from "../src/dashboard/session";
+import { storeSession } from "../src/dashboard/session-store";
 import { createDb } from "../src/db/client";
 import type { User } from "../src/db/schema";
 import { claimInvites } from "../src/members/store";
 import type { Client } from "./helpers";
 import { ISSUER } from "./oidc";
+import { TEST_SECRETS } from "./secrets";
 
 let people = 0;
 
@@ -47,4 +50,11 @@ export async function projectOwnedBy(api: Client, ownerEmail: string) {
   const invite = await api.json(`/v2/projects/${project.body.project_id}/invites`, { method: "POST", body: { email: ownerEmail, role: "owner" } });
   if (invite.status !== 201) throw new Error(`invite: ${JSON.stringify(invite.body)}`);
   return project.body.project_id;
+}
+
+/** Gives a dashboard visitor the session a sign-in of `user` leaves (the provider round trip is tested elsewhere). */
+export async function signInAs(v: { cookie: string }, api: Client, user: Pick<User, "id">) {
+  const session = newSession(api.clock.now().getTime(), true, user.id);
+  await storeSession(createDb(env.DB), session, api.clock.now());
+  v.cookie = `eg_session=${await encodeSession(await sessionKey(TEST_SECRETS.ADMIN_TOKEN), session)}`;
 }

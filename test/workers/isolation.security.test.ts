@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { client, seedBuild } from "../helpers";
+import { person } from "../people";
 import { seedRunnable } from "../runs";
 
 const api = client();
@@ -15,8 +16,14 @@ async function twoProjects() {
   const domain = `iso-${Date.now().toString(36)}.example.org`;
   const created = await api.json(`/v2/projects/${a.projectId}/domains`, { method: "POST", token: a.token, body: { domain, region: "us-east-1" } });
   expect(created.status).toBe(201);
+  // A member and an open invite of A, for the member and invite routes.
+  const ownerEmail = `iso-owner-${Date.now().toString(36)}@example.test`;
+  const invite = await api.json<{ invite_id: string }>(`/v2/projects/${a.projectId}/invites`, { method: "POST", body: { email: ownerEmail, role: "owner" } });
+  await person(api, { email: ownerEmail });
+  const members = await api.json<{ data: { member_id: string }[] }>(`/v2/projects/${a.projectId}/members`);
+  const other = await api.json<{ invite_id: string }>(`/v2/projects/${a.projectId}/invites`, { method: "POST", body: { email: `iso-${invite.body.invite_id}@example.test`, role: "viewer" } });
   const b = await seedRunnable(api);
-  return { a: { ...a, buildId, domain }, b };
+  return { a: { ...a, buildId, domain, memberId: members.body.data[0]!.member_id, inviteId: other.body.invite_id }, b };
 }
 
 const BODIES: Record<string, unknown> = {
@@ -35,6 +42,8 @@ describe("cross-project access on every route of the API description", () => {
       service_account_id: a.serviceAccountId,
       domain: a.domain,
       app_name: a.appName,
+      member_id: a.memberId,
+      invite_id: a.inviteId,
     };
     const tried: string[] = [];
     for (const [template, operations] of Object.entries(spec.paths)) {
