@@ -6,6 +6,7 @@ import type { AppEnv } from "../platform/context";
 import { secretsEqual } from "../platform/crypto";
 import { ApiError } from "../platform/errors";
 import { principalOfInternalRequest } from "./internal";
+import { isPermission } from "./permissions";
 import type { Principal } from "./principal";
 import { hashToken, isWellFormedToken } from "./tokens";
 
@@ -78,7 +79,14 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
   } else {
     const account = await serviceAccountForToken(c, token);
     touchLastUsed(c.env.DB, c.executionCtx, c.get("deps").now().getTime(), account);
-    principal = { kind: "service_account", serviceAccountId: account.id, projectId: account.projectId };
+    principal = {
+      kind: "service_account",
+      serviceAccountId: account.id,
+      projectId: account.projectId,
+      name: account.name,
+      permissions: account.scopes.filter(isPermission),
+      expiresAt: account.expiresAt,
+    };
   }
   c.set("principal", principal);
   await next();

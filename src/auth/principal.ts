@@ -1,4 +1,5 @@
 import type { Role } from "../db/schema";
+import type { Permission } from "./permissions";
 
 /**
  * Who made a request: the operator (admin token), a service account of one project, or a person
@@ -6,7 +7,17 @@ import type { Role } from "../db/schema";
  */
 export type Principal =
   | { kind: "admin" }
-  | { kind: "service_account"; serviceAccountId: string; projectId: string }
+  | {
+      kind: "service_account";
+      serviceAccountId: string;
+      projectId: string;
+      /** Its name when it signed this request: the audit log shows it beside the id. */
+      name: string;
+      /** What it may do in its project: the `scopes` it was created with. */
+      permissions: readonly Permission[];
+      /** The tokens it creates may live no longer than it does. */
+      expiresAt: Date;
+    }
   | {
       kind: "user";
       userId: string;

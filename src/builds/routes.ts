@@ -1,7 +1,8 @@
+import { requires } from "../auth/access";
 import { createRoute, z } from "@hono/zod-openapi";
 import { AppParams } from "../apps/routes";
 import { BUILD_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, problems, Timestamp } from "../platform/openapi";
+import { AUTHENTICATED_PROBLEMS, SCOPED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, problems, Timestamp } from "../platform/openapi";
 
 export const BUILD_ID_EXAMPLE = "bld_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
 
@@ -44,19 +45,18 @@ export const BuildParams = AppParams.extend({
 });
 
 const tags = ["Builds"];
-const security = [{ bearerAuth: [] }];
 
 export const startBuild = createRoute({
   method: "post",
   path: "/projects/{project_id}/apps/{app_id}/builds",
   tags,
-  security,
+  ...requires("builds:write"),
   summary: "Start a build",
   description: "The build starts `queued`; the builder reports its progress with PATCH.",
   request: { params: AppParams },
   responses: {
     201: jsonContent(BuildSchema, "The new build."),
-    ...problems(400, 401, 404, 415),
+    ...problems(400, 401, 403, 404, 415),
   },
 });
 
@@ -64,12 +64,12 @@ export const listBuilds = createRoute({
   method: "get",
   path: "/projects/{project_id}/apps/{app_id}/builds",
   tags,
-  security,
+  ...requires("builds:read"),
   summary: "List builds",
   request: { params: AppParams, query: ListQuery },
   responses: {
     200: jsonContent(listOf(BuildSchema, "BuildList"), "A page of builds, newest first."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
@@ -77,12 +77,12 @@ export const getBuild = createRoute({
   method: "get",
   path: "/projects/{project_id}/apps/{app_id}/builds/{build_id}",
   tags,
-  security,
+  ...requires("builds:read"),
   summary: "Read a build",
   request: { params: BuildParams },
   responses: {
     200: jsonContent(BuildSchema, "The build."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
@@ -90,7 +90,7 @@ export const reportBuild = createRoute({
   method: "patch",
   path: "/projects/{project_id}/apps/{app_id}/builds/{build_id}",
   tags,
-  security,
+  ...requires("builds:write"),
   summary: "Report a build's progress",
   description:
     "For the builder: `building`, then `succeeded` (with `origin_url`) or `failed`. Repeating the current state " +
@@ -98,7 +98,7 @@ export const reportBuild = createRoute({
   request: { params: BuildParams, ...jsonBodyOf(ReportBuildBody) },
   responses: {
     200: jsonContent(BuildSchema, "The build after the report."),
-    ...problems(400, 401, 404, 409, 413, 415),
+    ...problems(400, 401, 403, 404, 409, 413, 415),
   },
 });
 
@@ -106,7 +106,7 @@ export const cancelBuild = createRoute({
   method: "delete",
   path: "/projects/{project_id}/apps/{app_id}/builds/{build_id}",
   tags,
-  security,
+  ...requires("builds:write"),
   summary: "Cancel a build",
   description:
     "Cancels an ongoing (`queued` or `building`) build. Cancelling a cancelled build answers the same 200; " +
@@ -114,6 +114,6 @@ export const cancelBuild = createRoute({
   request: { params: BuildParams },
   responses: {
     200: jsonContent(BuildSchema, "The cancelled build."),
-    ...problems(400, 401, 404, 409),
+    ...problems(400, 401, 403, 404, 409),
   },
 });

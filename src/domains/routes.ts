@@ -1,6 +1,7 @@
+import { requires } from "../auth/access";
 import { createRoute, z } from "@hono/zod-openapi";
 import { CERTIFICATE_STATUSES, DOMAIN_ERROR_CODES, DOMAIN_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import { AUTHENTICATED_PROBLEMS, SCOPED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
 
 const DOMAIN_EXAMPLE = "api.example.com";
 
@@ -48,19 +49,18 @@ export const DomainParams = ProjectParams.extend({
 });
 
 const tags = ["Custom domains"];
-const security = [{ bearerAuth: [] }];
 
 export const createDomain = createRoute({
   method: "post",
   path: "/projects/{project_id}/domains",
   tags,
-  security,
+  ...requires("domains:write"),
   summary: "Add a custom domain",
   description: "Starts pending; the answer carries the DNS record to create. Validation is then attempted every 30 minutes for 2 days, or on demand.",
   request: { params: ProjectParams, ...jsonBodyOf(CreateDomainBody) },
   responses: {
     201: jsonContent(DomainSchema, "The new domain, pending."),
-    ...problems(400, 401, 404, 409, 413, 415),
+    ...problems(400, 401, 403, 404, 409, 413, 415),
   },
 });
 
@@ -68,12 +68,12 @@ export const listDomains = createRoute({
   method: "get",
   path: "/projects/{project_id}/domains",
   tags,
-  security,
+  ...requires("domains:read"),
   summary: "List custom domains",
   request: { params: ProjectParams, query: ListQuery },
   responses: {
     200: jsonContent(listOf(DomainSchema, "DomainList"), "A page of domains, by name."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
@@ -81,12 +81,12 @@ export const getDomain = createRoute({
   method: "get",
   path: "/projects/{project_id}/domains/{domain}",
   tags,
-  security,
+  ...requires("domains:read"),
   summary: "Read a custom domain",
   request: { params: DomainParams },
   responses: {
     200: jsonContent(DomainSchema, "The domain and its validation status."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
@@ -94,13 +94,13 @@ export const deleteDomain = createRoute({
   method: "delete",
   path: "/projects/{project_id}/domains/{domain}",
   tags,
-  security,
+  ...requires("domains:write"),
   summary: "Remove a custom domain",
   description: "Removes its certificate (Cloudflare custom hostname) too; the host stops being served at once.",
   request: { params: DomainParams },
   responses: {
     200: jsonContent(DomainSchema, "The domain as it was when removed."),
-    ...problems(400, 401, 404, 503),
+    ...problems(400, 401, 403, 404, 503),
   },
 });
 
@@ -108,13 +108,13 @@ export const validateDomainRoute = createRoute({
   method: "post",
   path: "/projects/{project_id}/domains/{domain}/validate",
   tags,
-  security,
+  ...requires("domains:write"),
   summary: "Validate a custom domain now",
   description:
     "Checks DNS at once, from pending or failed, also after the automatic window. On a validated domain it only reads back the certificate.",
   request: { params: DomainParams },
   responses: {
     200: jsonContent(DomainSchema, "The domain after the check; `last_error` says what was found."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });

@@ -7,6 +7,7 @@ import { checkTarget } from "../platform/url-policy";
 import { enqueueDelivery } from "../webhooks/enqueue";
 import { upstreamOf } from "./deployments";
 import { callerStatus, callUpstream, envelope, readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
+import { insufficientScope } from "../auth/access";
 import { runCaller } from "./run-key";
 import { runGet, runPost } from "./routes";
 import type { RunScope } from "./scope";
@@ -75,10 +76,11 @@ function queryOf(url: string): URLSearchParams | null {
 export async function run(scope: RunScope, projectId: string, appName: string): Promise<Response> {
   const { request, deps, config } = scope;
   const caller = await runCaller(scope);
-  if (caller.projectId !== "*" && caller.projectId !== projectId) {
+  if (caller.projectId !== undefined && caller.projectId !== projectId) {
     // A key of another project learns nothing about this one.
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
+  if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
   const webSocket = isWebSocket(request);
   const query = queryOf(request.url);
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.

@@ -34,13 +34,18 @@ const description =
 
 const responses = {
   200: jsonContent(RunEnvelope, "The run's envelope; header `X-Run-Id`."),
-  ...problems(400, 401, 404, 409, 413, 415, 502, 504),
+  ...problems(400, 401, 403, 404, 409, 413, 415, 502, 504),
 };
+
+// A service account token needs `runs:invoke`; a JWT and the admin token may always run. Checked by
+// the run itself (runs/run-key.ts), which has no router middleware on its fast path.
+const security = [{ bearerAuth: ["runs:invoke"] }];
 
 export const runPost = createRoute({
   method: "post",
   path: "/{project_id}/{app_name}/run",
   tags: ["Runs"],
+  security,
   summary: "Run an app (JSON body)",
   description,
   request: { params: RunParams, query: RunQuery },
@@ -51,6 +56,7 @@ export const runGet = createRoute({
   method: "get",
   path: "/{project_id}/{app_name}/run",
   tags: ["Runs"],
+  security,
   summary: "Run an app (no body), or open a WebSocket to it",
   description,
   request: { params: RunParams, query: RunQuery },

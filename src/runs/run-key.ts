@@ -1,11 +1,13 @@
 import { eq } from "drizzle-orm";
 import { verify } from "hono/jwt";
 import { bearerToken, touchLastUsed } from "../auth/middleware";
+import type { Permission } from "../auth/permissions";
 import { hashToken, isWellFormedToken, TOKEN_PREFIX } from "../auth/tokens";
 import { serviceAccounts, type ServiceAccount } from "../db/schema";
 import { TtlCache } from "../platform/cache";
 import { secretsEqual } from "../platform/crypto";
 import { ApiError } from "../platform/errors";
+import { ID_PATTERN } from "../platform/ids";
 import type { RunScope } from "./scope";
 
 /**
@@ -15,16 +17,20 @@ import type { RunScope } from "./scope";
  */
 export const RUN_CACHE_TTL_MS = 30_000;
 
-type CachedAccount = Pick<ServiceAccount, "id" | "projectId" | "expiresAt" | "revokedAt" | "lastUsedAt">;
+type CachedAccount = Pick<ServiceAccount, "id" | "projectId" | "expiresAt" | "revokedAt" | "lastUsedAt"> & { mayRun: boolean };
 /** Service accounts by token hash. */
 export const runKeyCache = new TtlCache<CachedAccount>(RUN_CACHE_TTL_MS);
 
 /** Who runs: the project the key is for, and a follow-up to do once the upstream has been called. */
 export interface RunCaller {
-  projectId: string | "*";
+  /** The one project the key may run apps of; undefined for the operator, who may run any. */
+  projectId: string | undefined;
+  /** False for a service account without `runs:invoke`: it gets a 403 in its own project. */
+  mayRun: boolean;
   afterRun(): void;
 }
 
+const PROJECT_ID = ID_PATTERN("proj");
 const REALM = 'Bearer realm="edge-gateway"';
 const invalid = (detail: string) =>
   new ApiError("invalid_token", detail, { headers: { "WWW-Authenticate": `${REALM}, error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } });
@@ -37,13 +43,20 @@ async function serviceAccountCaller(scope: RunScope, token: string): Promise<Run
   if (!account) {
     const [row] = await scope.db.select().from(serviceAccounts).where(eq(serviceAccounts.tokenHash, hash)).limit(1);
     if (!row) throw invalid("The token is not a valid token.");
-    account = { id: row.id, projectId: row.projectId, expiresAt: row.expiresAt, revokedAt: row.revokedAt, lastUsedAt: row.lastUsedAt };
+    account = {
+      id: row.id,
+      projectId: row.projectId,
+      expiresAt: row.expiresAt,
+      revokedAt: row.revokedAt,
+      lastUsedAt: row.lastUsedAt,
+      mayRun: row.scopes.includes("runs:invoke" satisfies Permission),
+    };
     runKeyCache.set(hash, account, now.getTime());
   }
   if (account.revokedAt) throw invalid("The token was revoked.");
   if (account.expiresAt.getTime() <= now.getTime()) throw invalid(`The token expired at ${account.expiresAt.toISOString()}.`);
   const found = account;
-  return { projectId: found.projectId, afterRun: () => touchLastUsed(scope.env.DB, scope.ctx, now.getTime(), found) };
+  return { projectId: found.projectId, mayRun: found.mayRun, afterRun: () => touchLastUsed(scope.env.DB, scope.ctx, now.getTime(), found) };
 }
 
 async function jwtCaller(scope: RunScope, token: string): Promise<RunCaller> {
@@ -59,8 +72,12 @@ async function jwtCaller(scope: RunScope, token: string): Promise<RunCaller> {
   if (typeof claims.exp !== "number") throw invalid("The JWT has no numeric `exp` claim.");
   if (claims.exp <= now) throw invalid(`The JWT expired at ${new Date(claims.exp * 1000).toISOString()}.`);
   if (typeof claims.nbf === "number" && claims.nbf > now + 60) throw invalid("The JWT is not valid yet (`nbf`).");
-  if (typeof claims.project_id !== "string" || claims.project_id === "") throw invalid("The JWT has no `project_id` claim.");
-  return { projectId: claims.project_id, afterRun: () => undefined };
+  // One project, by its id: no wildcard, so a signer that copies a caller's value into the claim
+  // cannot mint a key for every project.
+  if (typeof claims.project_id !== "string" || !PROJECT_ID.test(claims.project_id)) {
+    throw invalid("The JWT's `project_id` claim must name one project by its id (proj_...).");
+  }
+  return { projectId: claims.project_id, mayRun: true, afterRun: () => undefined };
 }
 
 /**
@@ -71,6 +88,6 @@ export async function runCaller(scope: RunScope): Promise<RunCaller> {
   const token = bearerToken(scope.request.headers.get("authorization"));
   if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(scope, token);
   if (token.split(".").length === 3) return jwtCaller(scope, token);
-  if (await secretsEqual(token, scope.config.adminToken)) return { projectId: "*", afterRun: () => undefined };
+  if (await secretsEqual(token, scope.config.adminToken)) return { projectId: undefined, mayRun: true, afterRun: () => undefined };
   throw invalid("The run key is neither a service account token nor a JWT.");
 }

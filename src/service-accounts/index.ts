@@ -1,4 +1,6 @@
 import { and, eq, isNull } from "drizzle-orm";
+import { checkGrant, permissionsOfRequest } from "../auth/access";
+import { DEFAULT_PERMISSIONS, isPermission, PERMISSIONS } from "../auth/permissions";
 import { generateToken, hashToken, VISIBLE_PREFIX_LENGTH } from "../auth/tokens";
 import { serviceAccounts, type ServiceAccount } from "../db/schema";
 import { ApiError, notFound } from "../platform/errors";
@@ -17,6 +19,7 @@ export const serviceAccountJson = (a: ServiceAccount) => ({
   project_id: a.projectId,
   name: a.name,
   token_prefix: a.tokenPrefix,
+  scopes: a.scopes.filter(isPermission),
   expires_at: rfc3339(a.expiresAt),
   last_used_at: rfc3339OrNull(a.lastUsedAt),
   revoked_at: rfc3339OrNull(a.revokedAt),
@@ -34,6 +37,9 @@ export const serviceAccountsRouter = createRouter()
         errors: [{ location: "body", field: "expires_at", message: "must be in the future, at most 2 years ahead" }],
       });
     }
+    // Stored in the list's order and without repeats, so equal grants read alike.
+    const scopes = PERMISSIONS.filter((p) => (body.scopes ?? DEFAULT_PERMISSIONS).includes(p));
+    checkGrant(c.get("principal"), await permissionsOfRequest(c), scopes, expiresAt);
     const token = generateToken();
     const [account] = await c
       .get("db")
@@ -44,6 +50,7 @@ export const serviceAccountsRouter = createRouter()
         name: body.name,
         tokenHash: await hashToken(token),
         tokenPrefix: token.slice(0, VISIBLE_PREFIX_LENGTH),
+        scopes,
         expiresAt,
         createdAt: now,
       })
