@@ -42,14 +42,17 @@ async function fullProject(ownerEmail: string) {
 /** Every operation of the API description on a project, with the path filled from `values`. */
 async function operations(values: Record<string, string>) {
   const spec = (await api.json<OpenApi>("/v2/openapi.json")).body;
-  const found: { method: string; template: string; path: string }[] = [];
+  const found: { method: string; template: string; path: string; scopes: string[] }[] = [];
   for (const [template, ops] of Object.entries(spec.paths)) {
     if (!template.includes("{project_id}") || template.startsWith("/v4")) continue;
     const path = `/v2${template.replace(/\{(\w+)\}/g, (_, name: string) => {
       expect(values[name], `a value for {${name}} in ${template}`).toBeDefined();
       return encodeURIComponent(values[name]!);
     })}`;
-    for (const method of Object.keys(ops).filter((m) => METHODS.includes(m))) found.push({ method: method.toUpperCase(), template, path });
+    for (const method of Object.keys(ops).filter((m) => METHODS.includes(m))) {
+      const security = (ops[method]!.security ?? []) as Record<string, string[]>[];
+      found.push({ method: method.toUpperCase(), template, path, scopes: security.flatMap((s) => s.bearerAuth ?? []) });
+    }
   }
   return found;
 }
@@ -78,6 +81,45 @@ describe("people see and change only their own projects", () => {
     const members = await api.json<{ data: { role: string }[] }>(`/v2/projects/${b.values.project_id}/members`);
     expect(members.body.data.map((m) => m.role)).toEqual(["owner"]);
     expect((await api.json(`/v2/projects/${b.values.project_id}/domains/${b.values.domain}`)).status).toBe(200);
+  });
+});
+
+describe("a viewer reads and writes nothing", () => {
+  it("answers 403 to a viewer on every write operation of the API description, and nothing changes", async () => {
+    const { owner, values } = await fullProject(`v-owner-${Date.now()}@example.test`);
+    const viewer = await person(api);
+    const projectId = values.project_id!;
+    expect((await asPerson(api, owner)(`/v2/projects/${projectId}/members`, { method: "POST", body: { email: viewer.email, role: "viewer" } })).status).toBe(201);
+    const asViewer = asPerson(api, viewer);
+    const before = await Promise.all(["apps", "service-accounts", "domains", "members", "invites"].map((list) => api.json(`/v2/projects/${projectId}/${list}`)));
+
+    const writes = (await operations(values)).filter((op) => op.method !== "GET");
+    const spec = (await api.json<OpenApi>("/v2/openapi.json")).body;
+    // Writes outside a project (creating one) too.
+    for (const [template, ops] of Object.entries(spec.paths)) {
+      if (template.includes("{project_id}")) continue;
+      for (const method of Object.keys(ops).filter((m) => METHODS.includes(m) && m !== "get")) writes.push({ method: method.toUpperCase(), template, path: `/v2${template}`, scopes: [] });
+    }
+    for (const { method, template, path } of writes) {
+      const response = await asViewer(path, { method, body: BODIES[method.toLowerCase()] });
+      expect(response.status, `${method} ${template}: ${JSON.stringify(response.body)}`).toBe(403);
+    }
+    expect(writes.length).toBeGreaterThanOrEqual(12);
+    // Reading is a viewer's right: every read that needs no scope or a `:read` one (the document names
+    // it), but the owners' list of invites.
+    const reads = (await operations(values)).filter((op) => op.method === "GET");
+    let readable = 0;
+    for (const { method, template, path, scopes } of reads) {
+      const allowed = !template.includes("/invites") && scopes.every((scope) => scope.endsWith(":read"));
+      if (allowed) readable++;
+      expect((await asViewer(path)).status, `${method} ${template} (${scopes.join(" ")})`).toBe(allowed ? 200 : 403);
+    }
+    expect(readable).toBeGreaterThanOrEqual(6);
+
+    const after = await Promise.all(["apps", "service-accounts", "domains", "members", "invites"].map((list) => api.json(`/v2/projects/${projectId}/${list}`)));
+    expect(after.map((r) => r.body)).toEqual(before.map((r) => r.body));
+    const build = await api.json(`/v2/projects/${projectId}/apps/${values.app_id}/builds/${values.build_id}`);
+    expect(build.body.status).toBe("queued");
   });
 });
 

@@ -71,7 +71,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
         </div>
       )}
       {form.created && <NewToken account={form.created} />}
-      {!accounts.ok ? (
+      {!can(c, "service_accounts:write") ? null : !accounts.ok ? (
         <ProblemMessage problem={accounts.problem} action="Loading service accounts" />
       ) : accounts.data.data.length === 0 ? (
         <p>No service accounts yet.</p>
@@ -125,7 +125,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
         </div>
       )}
       {!can(c, "service_accounts:write") ? (
-        <NotAllowed c={c} doing="creating or revoking service accounts" />
+        <NotAllowed c={c} doing="seeing, creating or revoking service accounts" />
       ) : (
       <section class="card" aria-labelledby="create-key">
         <h2 id="create-key">Create a service account</h2>
