@@ -28,9 +28,21 @@ const migrate = spawnSync("npx", ["wrangler", "d1", "migrations", "apply", "DB",
 });
 if (migrate.status !== 0) process.exit(migrate.status ?? 1);
 
+// People's sign-in: a local OpenID provider (scripts/oidc-provider.mjs) on a free loopback port, with a
+// development user who owns the demo project (invited below, claimed at their first sign-in).
+const { startOidcProvider } = await import("./oidc-provider.mjs");
+const DEV_USER = { login: "dev", email: "dev@example.test", name: "Dev User" };
+const oidcClient = { client_id: "edge-gateway-dev", client_secret: randomBytes(24).toString("base64url") };
+const oidc = await startOidcProvider({
+  accounts: { [DEV_USER.login]: { email: DEV_USER.email, email_verified: true, name: DEV_USER.name } },
+  clients: [{ ...oidcClient, redirect_uris: ["localhost", "127.0.0.1"].map((host) => `http://${host}:${port}/dashboard/oidc/callback`) }],
+});
+const oidcVars = ["--var", `OIDC_ISSUER:${oidc.issuer}`, "--var", `OIDC_CLIENT_ID:${oidcClient.client_id}`, "--var", `OIDC_CLIENT_SECRET:${oidcClient.client_secret}`];
+console.log(`dev: people sign in at ${oidc.issuer} (local OpenID provider): "Sign in with single sign-on", login "${DEV_USER.login}" (${DEV_USER.email}).`);
+
 const children = [
   spawn(process.execPath, ["examples/sample-app/server.mjs"], { stdio: "inherit", env: { ...env, PORT: samplePort } }),
-  spawn("npx", ["wrangler", "dev", "--port", port, "--test-scheduled", ...process.argv.slice(2)], { stdio: "inherit", env }),
+  spawn("npx", ["wrangler", "dev", "--port", port, "--test-scheduled", ...oidcVars, ...process.argv.slice(2)], { stdio: "inherit", env }),
 ];
 const stop = (signal) => children.forEach((child) => child.kill(signal));
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => stop(signal));
@@ -47,8 +59,18 @@ if (process.env.SEED_DEMO !== "0") {
     const ready = await fetch(`${base}/v2/openapi.json`).then((r) => r.ok, () => false);
     if (ready) {
       spawnSync(process.execPath, ["scripts/seed-demo.mjs", base, adminToken, `http://127.0.0.1:${samplePort}/run`], { stdio: "inherit", env });
+      await inviteDevUser();
       break;
     }
     await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+/** The development user becomes owner of every project at their next sign-in (an open invite is kept once). */
+async function inviteDevUser() {
+  const headers = { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" };
+  const projects = await fetch(`${base}/v2/projects?limit=100`, { headers }).then((r) => r.json());
+  for (const project of projects.data ?? []) {
+    await fetch(`${base}/v2/projects/${project.project_id}/invites`, { method: "POST", headers, body: JSON.stringify({ email: DEV_USER.email, role: "owner" }) });
   }
 }
