@@ -6,7 +6,7 @@ import { signInRequests } from "../db/schema";
 import { claimInvites } from "../members/store";
 import { sha256Hex } from "../platform/crypto";
 import { isHttps, safeNext, writeSession } from "./auth";
-import { type DashContext, type DashRouter, dashPath, formText } from "./context";
+import { type DashContext, type DashRouter, dashPath } from "./context";
 import { renderBare } from "./layout";
 import { newSession } from "./session";
 import { storeSession } from "./session-store";
@@ -49,10 +49,13 @@ function failed(c: DashContext, detail: string, status: 400 | 403 | 404 | 502) {
 }
 
 export function registerOidcSignIn(dash: DashRouter) {
-  dash.post("/sign-in/oidc", async (c) => {
+  // A GET (a link on the sign-in page): it only starts a sign-in bound to this browser's own cookie, so a
+  // request forged by another site achieves nothing, and a form could not follow the redirect off-site
+  // under the dashboard's CSP (`form-action 'self'`).
+  dash.get("/sign-in/oidc", async (c) => {
     const settings = settingsOf(c);
     if (!settings) return failed(c, "Single sign-on is not configured on this installation; the operator signs in with the admin token.", 404);
-    const next = safeNext(formText(await c.req.parseBody(), "next"));
+    const next = safeNext(c.req.query("next"));
     const now = c.get("deps").now();
     let begun;
     try {

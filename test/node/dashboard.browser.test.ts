@@ -4,7 +4,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { TEST_SECRETS } from "../secrets";
 import { ensureDnsHarness } from "../global/dns-harness.mjs";
 import { type DevServer, freePort, startWranglerDev } from "./wrangler-dev";
@@ -29,6 +29,14 @@ describe.runIf(required && !available)("dashboard in a browser", () => {
     expect.fail(`${CHROMIUM} is missing; run scripts/ci-browser.sh`);
   });
 });
+
+const ISSUER = inject("oidcIssuer");
+const BROWSER_CLIENT = { client_id: "edge-gateway-browser", client_secret: "browser-client-secret-0123456789abcdef" };
+/** Adds a client or an account at the tests' OpenID provider. */
+async function fixture(what: "clients" | "accounts", body: object) {
+  const response = await fetch(`${ISSUER}/__fixture/${what}`, { method: "POST", body: JSON.stringify(body) });
+  expect(response.status).toBe(204);
+}
 
 describe.runIf(available)("dashboard in a browser", () => {
   let dir: string;
@@ -55,7 +63,10 @@ describe.runIf(available)("dashboard in a browser", () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
     // Domain validation in wrangler dev resolves through the DNS harness (wrangler.toml's DNS_RESOLVER_URL).
     await ensureDnsHarness();
-    server = await startWranglerDev({ dir, secrets: TEST_SECRETS });
+    // People sign in at the tests' OpenID provider (test/global/oidc.mjs); the client is registered once
+    // wrangler dev's port, hence the redirect URI, is known.
+    server = await startWranglerDev({ dir, secrets: { ...TEST_SECRETS, OIDC_ISSUER: ISSUER, OIDC_CLIENT_ID: BROWSER_CLIENT.client_id, OIDC_CLIENT_SECRET: BROWSER_CLIENT.client_secret } });
+    await fixture("clients", { ...BROWSER_CLIENT, redirect_uris: [`${server.url}/dashboard/oidc/callback`] });
     context = await launch("profile");
     page = context.pages()[0] ?? (await context.newPage());
     page.setDefaultTimeout(10_000);
@@ -97,11 +108,11 @@ describe.runIf(available)("dashboard in a browser", () => {
     await expect.poll(() => new URL(page.url()).pathname).toBe("/dashboard/sign-in");
     await shot("01-sign-in");
     await page.getByLabel("Admin token").fill("not-the-token");
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.getByText("That is not the admin token").waitFor();
     await shot("02-sign-in-refused");
     await page.getByLabel("Admin token").fill(TEST_SECRETS.ADMIN_TOKEN);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.getByRole("heading", { name: "Projects" }).waitFor();
 
     // Projects: create one; its page opens with it selected in the switcher.
@@ -177,7 +188,7 @@ describe.runIf(available)("dashboard in a browser", () => {
     await page.goto(`${server.url}/dashboard/sign-in`);
     if (new URL(page.url()).pathname !== "/dashboard/sign-in") return;
     await page.getByLabel("Admin token").fill(TEST_SECRETS.ADMIN_TOKEN);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.getByRole("heading", { name: "Projects" }).waitFor();
   }
 
@@ -372,7 +383,7 @@ describe.runIf(available)("dashboard in a browser", () => {
       p.setDefaultTimeout(10_000);
       await p.goto(`${server.url}/dashboard/sign-in`);
       await p.getByLabel("Admin token").fill(admin);
-      await p.getByRole("button", { name: "Sign in" }).click();
+      await p.getByRole("button", { name: "Sign in", exact: true }).click();
       await p.getByRole("heading", { name: "Projects" }).waitFor();
       await p.goto(`${server.url}/dashboard/projects/${projectId}/apps/${appId}`);
       await p.locator(`#build-${build.build_id}`).getByRole("link", { name: "Cancel" }).click();
@@ -400,6 +411,66 @@ describe.runIf(available)("dashboard in a browser", () => {
       await p.getByText(`Validated. ${domain} points at us`).waitFor();
     } finally {
       await plain.close();
+    }
+  });
+
+  it("signs a person in through the OpenID provider's own page; an owner invites on the Members page, a viewer sees no controls", async () => {
+    const admin = TEST_SECRETS.ADMIN_TOKEN;
+    const projectId = await seedProject("People project");
+    const stamp = Date.now().toString(36);
+    const owner = { sub: `owner-${stamp}`, email: `owner-${stamp}@example.test`, email_verified: true, name: "Olive Owner" };
+    const viewer = { sub: `viewer-${stamp}`, email: `viewer-${stamp}@example.test`, email_verified: true, name: "Victor Viewer" };
+    await fixture("accounts", owner);
+    await fixture("accounts", viewer);
+    expect((await api(`/projects/${projectId}/invites`, admin, { method: "POST", body: { email: owner.email, role: "owner" } })).status).toBe(201);
+
+    const signIn = async (context: BrowserContext, login: string) => {
+      const p = context.pages()[0] ?? (await context.newPage());
+      p.setDefaultTimeout(10_000);
+      await p.goto(`${server.url}/dashboard`);
+      await p.getByRole("link", { name: "Sign in with single sign-on" }).click();
+      // The provider's own login page, then back through the callback to the dashboard.
+      await p.waitForURL((url) => url.origin === ISSUER);
+      await p.getByLabel("Login").fill(login);
+      await p.getByRole("button", { name: "Continue" }).click();
+      await p.getByRole("heading", { name: "Projects" }).waitFor();
+      return p;
+    };
+
+    const operatorPage = page;
+    const ownerContext = await launch(`person-owner-${stamp}`);
+    const viewerContext = await launch(`person-viewer-${stamp}`);
+    try {
+      page = await signIn(ownerContext, owner.sub);
+      await shot("30-person-projects");
+      await page.getByText(`${owner.name} (${owner.email})`).waitFor();
+      await page.getByRole("link", { name: "People project" }).click();
+      await tab("Members").click();
+      await page.getByRole("heading", { name: /Members/ }).waitFor();
+      await page.getByLabel("Email", { exact: true }).fill(viewer.email);
+      await page.getByLabel("Role", { exact: true }).selectOption("viewer");
+      await page.getByRole("button", { name: "Invite", exact: true }).click();
+      await page.getByText(`${viewer.email} is invited as viewer`).waitFor();
+      await shot("31-members-owner");
+
+      const viewerPage = await signIn(viewerContext, viewer.sub);
+      await viewerPage.getByRole("link", { name: "People project" }).click();
+      await viewerPage.getByRole("navigation", { name: "Project" }).getByRole("link", { name: "Members" }).click();
+      await viewerPage.getByText("Your role in this project is viewer").waitFor();
+      expect(await viewerPage.getByRole("button", { name: "Invite", exact: true }).count()).toBe(0);
+      expect(await viewerPage.getByRole("row", { name: /Victor Viewer/ }).getByRole("link", { name: "Leave" }).count()).toBe(1);
+      page = viewerPage;
+      await shot("32-members-viewer");
+
+      // The owner's page now lists the viewer as a member (the invite was claimed at sign-in).
+      const ownerPage = ownerContext.pages()[0]!;
+      await ownerPage.goto(`${server.url}/dashboard/projects/${projectId}/members`);
+      await ownerPage.getByRole("row", { name: /Victor Viewer/ }).waitFor();
+      expect(await ownerPage.getByText("No open invites.").count()).toBe(1);
+    } finally {
+      page = operatorPage;
+      await ownerContext.close();
+      await viewerContext.close();
     }
   });
 });

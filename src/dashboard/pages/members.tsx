@@ -94,8 +94,10 @@ async function membersPage(c: DashContext, project: Project, notice: Notice = {}
               </tr>
             </thead>
             <tbody>
-              {members.data.data.map((m) => {
+              {members.data.data.map((m, _, all) => {
                 const self = m.user_id === me;
+                // The API refuses to remove the last owner (409 last_owner); the page does not offer it.
+                const lastOwner = m.role === "owner" && all.filter((o) => o.role === "owner").length === 1;
                 const who = m.name ?? m.email ?? m.user_id;
                 return (
                   <tr>
@@ -119,7 +121,9 @@ async function membersPage(c: DashContext, project: Project, notice: Notice = {}
                     </td>
                     <td class="optional">{when(m.created_at)}</td>
                     <td>
-                      {(manage || self) && (
+                      {lastOwner ? (
+                        <span class="muted">Last owner</span>
+                      ) : (manage || self) && (
                         <ConfirmAction
                           id={`remove-${m.member_id}`}
                           label={self ? "Leave" : "Remove"}
