@@ -1,4 +1,5 @@
 import { eq } from "drizzle-orm";
+import { auditStatement } from "../audit";
 import { apps } from "../db/schema";
 import { ApiError } from "../platform/errors";
 import { createRouter } from "../platform/factory";
@@ -17,12 +18,15 @@ export const appsRouter = createRouter()
       });
     }
     const id = appId(project_id, body.name);
-    const [app] = await c
-      .get("db")
-      .insert(apps)
-      .values({ id, projectId: project_id, name: body.name, region: body.region, runtime: body.runtime, createdAt: c.get("deps").now() })
-      .onConflictDoNothing()
-      .returning();
+    const db = c.get("db");
+    const [[app]] = await db.batch([
+      db
+        .insert(apps)
+        .values({ id, projectId: project_id, name: body.name, region: body.region, runtime: body.runtime, createdAt: c.get("deps").now() })
+        .onConflictDoNothing()
+        .returning(),
+      auditStatement(c, { action: "app.create", target: { type: "app", id }, details: { region: body.region, runtime: body.runtime } }),
+    ]);
     if (!app) throw new ApiError("conflict", `The project already has an app named '${body.name}'.`);
     return c.json(appJson(app, undefined), 201);
   })

@@ -32,8 +32,8 @@ describe("OpenAPI document and reference page", () => {
   it("documents a problem response for every error status a route declares", async () => {
     const { body } = await api.json<Doc>("/v2/openapi.json", { token: null });
     const cancel = body.paths["/projects/{project_id}/apps/{app_id}/builds/{build_id}"]!.delete!;
-    expect(Object.keys(cancel.responses).sort()).toEqual(["200", "400", "401", "404", "409"]);
-    expect(cancel.security).toEqual([{ bearerAuth: [] }]);
+    expect(Object.keys(cancel.responses).sort()).toEqual(["200", "400", "401", "403", "404", "409"]);
+    expect(cancel.security).toEqual([{ bearerAuth: ["builds:write"] }]);
   });
 
   it("renders the reference page with no script and nothing from another origin", async () => {

@@ -1,5 +1,6 @@
 import { eq } from "drizzle-orm";
 import type { Context } from "hono";
+import { auditAs } from "../audit";
 import { domains } from "../db/schema";
 import type { AppEnv } from "../platform/context";
 import { ApiError } from "../platform/errors";
@@ -58,6 +59,7 @@ export const domainsRouter = createRouter()
     }
     // A cached "unknown host" answer must not outlive the domain's creation in this isolate.
     forgetHost(created.hostname);
+    auditAs(c, { action: "domain.create", target: { type: "domain", id: created.hostname }, details: { region: created.region } });
     return c.json(domainJson(created, config), 201);
   })
   .openapi(listDomains, async (c) => {
@@ -80,6 +82,7 @@ export const domainsRouter = createRouter()
   })
   .openapi(deleteDomain, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
+    auditAs(c, { action: "domain.delete", target: { type: "domain", id: name } });
     const s = services(c);
     const domain = await findDomain(s.db, project_id, name);
     // The certificate goes first: if the provider cannot be reached, nothing is lost and a retry
@@ -98,6 +101,7 @@ export const domainsRouter = createRouter()
   })
   .openapi(validateDomainRoute, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
+    auditAs(c, { action: "domain.validate", target: { type: "domain", id: name } });
     const s = services(c);
     const domain = await findDomain(s.db, project_id, name);
     if (domain.status !== "validated") return c.json(domainJson(await validateDomain(s, domain), s.config), 200);

@@ -1,4 +1,5 @@
 import { eq } from "drizzle-orm";
+import { auditStatement } from "../audit";
 import { projects, type Project } from "../db/schema";
 import { createRouter } from "../platform/factory";
 import { newId } from "../platform/ids";
@@ -12,7 +13,13 @@ export const projectsRouter = createRouter()
   .openapi(createProject, async (c) => {
     const { name } = c.req.valid("json");
     const now = c.get("deps").now();
-    const [project] = await c.get("db").insert(projects).values({ id: newId("proj", now.getTime()), name, createdAt: now }).returning();
+    const id = newId("proj", now.getTime());
+    const [[project]] = await c
+      .get("db")
+      .batch([
+        c.get("db").insert(projects).values({ id, name, createdAt: now }).returning(),
+        auditStatement(c, { action: "project.create", target: { type: "project", id }, projectId: id, details: { name } }),
+      ]);
     return c.json(projectJson(project!), 201);
   })
   .openapi(listProjects, async (c) => {

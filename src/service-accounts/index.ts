@@ -1,4 +1,5 @@
 import { and, eq, isNull } from "drizzle-orm";
+import { auditAs, auditStatement } from "../audit";
 import { checkGrant, permissionsOfRequest } from "../auth/access";
 import { DEFAULT_PERMISSIONS, isPermission, PERMISSIONS } from "../auth/permissions";
 import { generateToken, hashToken, VISIBLE_PREFIX_LENGTH } from "../auth/tokens";
@@ -41,20 +42,28 @@ export const serviceAccountsRouter = createRouter()
     const scopes = PERMISSIONS.filter((p) => (body.scopes ?? DEFAULT_PERMISSIONS).includes(p));
     checkGrant(c.get("principal"), await permissionsOfRequest(c), scopes, expiresAt);
     const token = generateToken();
-    const [account] = await c
-      .get("db")
-      .insert(serviceAccounts)
-      .values({
-        id: newId("sa", now.getTime()),
+    const id = newId("sa", now.getTime());
+    const db = c.get("db");
+    const [[account]] = await db.batch([
+      db
+        .insert(serviceAccounts)
+        .values({
+          id,
         projectId: project_id,
         name: body.name,
         tokenHash: await hashToken(token),
         tokenPrefix: token.slice(0, VISIBLE_PREFIX_LENGTH),
         scopes,
         expiresAt,
-        createdAt: now,
-      })
-      .returning();
+          createdAt: now,
+        })
+        .returning(),
+      auditStatement(c, {
+        action: "service_account.create",
+        target: { type: "service_account", id },
+        details: { name: body.name, scopes, expires_at: expiresAt.toISOString() },
+      }),
+    ]);
     return c.json({ ...serviceAccountJson(account!), token }, 201);
   })
   .openapi(listServiceAccounts, async (c) => {
@@ -84,5 +93,6 @@ export const serviceAccountsRouter = createRouter()
     if (!account) throw notFound("service account", service_account_id);
     // This isolate stops accepting the token as a run key at once; others within RUN_CACHE_TTL_MS.
     runKeyCache.delete(account.tokenHash);
+    auditAs(c, { action: "service_account.revoke", target: { type: "service_account", id: account.id }, details: { name: account.name } });
     return c.json(serviceAccountJson(account), 200);
   });
