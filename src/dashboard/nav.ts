@@ -7,4 +7,5 @@ export const PROJECT_NAV: readonly { slug: string; label: string }[] = [
   { slug: "api-keys", label: "API Keys" },
   { slug: "domains", label: "Domains" },
   { slug: "webhook-deliveries", label: "Webhook deliveries" },
+  { slug: "audit-log", label: "Audit log" },
 ];
