@@ -1,6 +1,6 @@
 import { and, eq } from "drizzle-orm";
 import { auditLog, type AuditEntry } from "../db/schema";
-import { createRouter } from "../platform/factory";
+import { createRouter } from "../platform/router";
 import { rfc3339 } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
 import { listAuditLog } from "./routes";
@@ -22,7 +22,7 @@ export const auditEntryJson = (e: AuditEntry) => ({
 export const auditRouter = createRouter().openapi(listAuditLog, async (c) => {
   const { project_id } = c.req.valid("param");
   const { limit, cursor, actor, action } = c.req.valid("query");
-  const { items, nextCursor } = await listPage(c.get("db"), auditLog, {
+  const { items, nextCursor } = await listPage(c.var.scope.db, auditLog, {
     filter: and(
       eq(auditLog.projectId, project_id),
       actor === undefined ? undefined : eq(auditLog.actorId, actor),

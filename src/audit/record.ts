@@ -4,7 +4,7 @@ import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import type { Principal } from "../auth/principal";
 import { type ActorKind, auditLog } from "../db/schema";
-import type { AppEnv } from "../platform/context";
+import type { AppEnv } from "../platform/scope";
 import { newId } from "../platform/ids";
 
 /** What a management write did, named by the handler that did it. */
@@ -44,7 +44,7 @@ const pending = new WeakMap<Request, { event: AuditEvent; written: boolean }>();
 
 function rowOf(c: Context<AppEnv>, event: AuditEvent) {
   const actor = actorOf(c.get("principal"));
-  const at = c.get("deps").now();
+  const at = c.var.scope.deps.now();
   return {
     id: newId("aud", at.getTime()),
     projectId: event.projectId ?? c.req.param("project_id") ?? "",
@@ -57,7 +57,7 @@ function rowOf(c: Context<AppEnv>, event: AuditEvent) {
     details: event.details ?? null,
     // Cloudflare's edge sets it; absent locally.
     clientIp: c.req.header("cf-connecting-ip") ?? null,
-    requestId: c.get("requestId"),
+    requestId: c.var.scope.requestId,
     at,
   };
 }
@@ -81,8 +81,7 @@ export function auditStatement(c: Context<AppEnv>, event: AuditEvent) {
   const r = rowOf(c, event);
   const details = r.details === null ? null : JSON.stringify(r.details);
   // Columns in the table's order (drizzle names them all in `INSERT … SELECT`).
-  return c
-    .get("db")
+  return c.var.scope.db
     .insert(auditLog)
     .select(
       sql`SELECT ${r.id}, ${r.projectId}, ${r.actorKind}, ${r.actorId}, ${r.actorName}, ${r.action}, ${r.targetType}, ${r.targetId}, ${details}, ${r.clientIp}, ${r.requestId}, ${r.at.getTime()} WHERE changes() > 0`,
@@ -91,7 +90,7 @@ export function auditStatement(c: Context<AppEnv>, event: AuditEvent) {
 
 async function append(c: Context<AppEnv>, event: AuditEvent) {
   const row = rowOf(c, event);
-  const insert = () => c.get("db").insert(auditLog).values(row);
+  const insert = () => c.var.scope.db.insert(auditLog).values(row);
   try {
     await insert();
   } catch {
