@@ -1,9 +1,10 @@
 import { appsRouter } from "./apps";
+import { auditRouter, auditWrites } from "./audit";
 import { authenticate } from "./auth/middleware";
 import { buildsRouter } from "./builds";
 import { domainsRouter } from "./domains";
 import { registerDocs } from "./docs";
-import { createRouter } from "./platform/factory";
+import { createRouter } from "./platform/router";
 import { membersRouter } from "./members";
 import { jsonBody } from "./platform/middleware";
 import { projectsRouter } from "./projects";
@@ -21,6 +22,7 @@ export function createManagementApi() {
   v2.use("/projects/*", rateLimitByIp, authenticate, rateLimitByToken);
   v2.use("/projects/:project_id/*", projectScope);
   v2.use("/projects/*", jsonBody(MANAGEMENT_BODY_LIMIT_BYTES));
+  v2.use("/projects/*", auditWrites);
   v2.route("/", projectsRouter);
   v2.route("/", serviceAccountsRouter);
   v2.route("/", appsRouter);
@@ -28,6 +30,7 @@ export function createManagementApi() {
   v2.route("/", webhooksRouter);
   v2.route("/", domainsRouter);
   v2.route("/", membersRouter);
+  v2.route("/", auditRouter);
   registerDocs(v2);
   return v2;
 }

@@ -1,8 +1,9 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { createApp } from "../src/app";
-import { type Deps, defaultDeps } from "../src/platform/context";
-import type { Env } from "../src/platform/env";
+import { PERMISSIONS } from "../src/auth/permissions";
+import { productionDeps } from "../src/deps";
+import type { Deps } from "../src/platform/deps";
+import { createWorker } from "../src/worker";
 import { TEST_SECRETS } from "./secrets";
 
 export const ADMIN = TEST_SECRETS.ADMIN_TOKEN;
@@ -30,10 +31,13 @@ export interface CallOptions {
   host?: string;
 }
 
+/** The real outside world but for what a test replaces (a fake clock, a resolver, an outbound fetch). */
+export const testDeps = (deps: Partial<Deps> = {}): Deps => ({ ...productionDeps, ...deps });
+
 /** A client of a gateway built with `deps`; each call waits for the work the request left in waitUntil. */
 export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
   const clock = fakeClock();
-  const app = createApp({ ...defaultDeps, now: clock.now, ...deps });
+  const worker = createWorker(testDeps({ now: clock.now, ...deps }));
   const testEnv = { ...env, ...bindings };
   async function call(path: string, options: CallOptions = {}) {
     const headers = new Headers(options.headers);
@@ -45,7 +49,7 @@ export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
     }
     const request = new Request(`http://${options.host ?? "localhost"}${path}`, { method: options.method ?? "GET", headers, body });
     const ctx = createExecutionContext();
-    const response = await app.fetch(request, testEnv, ctx);
+    const response = await worker.fetch(request, testEnv, ctx);
     await waitOnExecutionContext(ctx);
     return response;
   }
@@ -54,7 +58,7 @@ export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
     const text = await response.text();
     return { status: response.status, body: (text ? JSON.parse(text) : null) as T, headers: response.headers };
   }
-  return { app, clock, call, json };
+  return { worker, clock, call, json };
 }
 
 export type Client = ReturnType<typeof client>;
@@ -62,7 +66,10 @@ export type Client = ReturnType<typeof client>;
 let counter = 0;
 const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${(counter++).toString(36)}`;
 
-/** Seeds a project with a service account token, an app and (optionally) a build, through the API. */
+/**
+ * Seeds a project with a service account token, an app and (optionally) a build, through the API. The
+ * token has every scope, so tests of other things need not think about scopes; scope tests make their own.
+ */
 export async function seedProject(api: Client, options: { appName?: string } = {}) {
   const project = await api.json<{ project_id: string }>("/v2/projects", { method: "POST", body: { name: unique("project") } });
   if (project.status !== 201) throw new Error(`seed project: ${JSON.stringify(project.body)}`);
@@ -70,7 +77,7 @@ export async function seedProject(api: Client, options: { appName?: string } = {
   const expires = new Date(api.clock.now().getTime() + 30 * 24 * 3600 * 1000).toISOString();
   const account = await api.json<{ id: string; token: string }>(`/v2/projects/${projectId}/service-accounts`, {
     method: "POST",
-    body: { name: "ci", expires_at: expires },
+    body: { name: "ci", expires_at: expires, scopes: PERMISSIONS },
   });
   if (account.status !== 201) throw new Error(`seed account: ${JSON.stringify(account.body)}`);
   const app = await api.json<{ app_id: string }>(`/v2/projects/${projectId}/apps`, {

@@ -37,7 +37,7 @@ export function asPerson(api: Client, user: Pick<User, "id" | "email">) {
     });
     actingAs(request, { kind: "user", userId: user.id, email: user.email });
     const ctx = createExecutionContext();
-    const response = await api.app.fetch(request, env, ctx);
+    const response = await api.worker.fetch(request, env, ctx);
     await waitOnExecutionContext(ctx);
     const text = await response.text();
     return { status: response.status, body: (text ? JSON.parse(text) : null) as T, headers: response.headers };

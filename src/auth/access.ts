@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { Database } from "../db/client";
-import type { AppEnv } from "../platform/context";
+import type { AppEnv } from "../platform/scope";
 import { ApiError } from "../platform/errors";
 import { PERMISSIONS, type Permission } from "./permissions";
 import type { Principal } from "./principal";
@@ -50,7 +50,7 @@ export function insufficientScope(missing: readonly Permission[], detail?: strin
 }
 
 /** The permissions of this request's principal in the project of its path. */
-export const permissionsOfRequest = (c: Context<AppEnv>) => permissionsIn(c.get("principal"), c.req.param("project_id") ?? "", c.get("db"));
+export const permissionsOfRequest = (c: Context<AppEnv>) => permissionsIn(c.get("principal"), c.req.param("project_id") ?? "", c.var.scope.db);
 
 /**
  * Refuses the request unless its principal holds `permission` in the project of the path. Runs after

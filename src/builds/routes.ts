@@ -1,8 +1,8 @@
-import { requires } from "../auth/access";
 import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../auth/access";
 import { AppParams } from "../apps/routes";
 import { BUILD_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, SCOPED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, problems, Timestamp } from "../platform/openapi";
+import { SCOPED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, problems, Timestamp } from "../platform/openapi";
 
 export const BUILD_ID_EXAMPLE = "bld_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
 

@@ -1,8 +1,8 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { User } from "../db/schema";
+import type { AppEnv } from "../platform/scope";
 import type { Access } from "./access";
-import type { AppEnv } from "../platform/context";
 import type { ApiCall } from "./api";
 import type { Session } from "./session";
 

@@ -136,7 +136,7 @@ describe("dashboard API keys", () => {
     const page = await v.get(`/dashboard/projects/${seed.projectId}/api-keys`);
     expect(page.html).toContain('type="date"');
     expect(page.html).toContain('min="2026-11-22"');
-    const created = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "deploy-bot", expires_on: "2027-01-31" });
+    const created = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "deploy-bot", expires_on: "2027-01-31", scopes: ["builds:read"] });
     expect(created.status).toBe(201);
     const token = /id="new-token" class="mono" type="text" readonly="" value="(egsa_[0-9A-Za-z]+)"/.exec(created.html)?.[1];
     expect(token).toBeDefined();
@@ -150,12 +150,31 @@ describe("dashboard API keys", () => {
     expect(again.html).toContain('datetime="2027-01-31T23:59:59.000Z"');
   });
 
+  it("offers the scopes with the defaults checked, gives the chosen ones, shows them in the list, and names a refused choice", async () => {
+    const api = client();
+    const seed = await seedProject(api);
+    const v = visitor(api);
+    await v.signIn();
+    const page = await v.get(`/dashboard/projects/${seed.projectId}/api-keys`);
+    expect(page.html).toContain('<input type="checkbox" name="scopes" value="builds:read" checked=""');
+    expect(page.html).toMatch(/<input type="checkbox" name="scopes" value="service_accounts:write"\s*\/?>/);
+    const created = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "reader", expires_on: "2027-01-31", scopes: ["builds:read", "audit:read"] });
+    expect(created.status).toBe(201);
+    const listed = await api.json<{ data: { name: string; scopes: string[] }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
+    expect(listed.body.data.find((a) => a.name === "reader")!.scopes).toEqual(["builds:read", "audit:read"]);
+    expect(text(created.html)).toContain("audit:read");
+    const none = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "nothing", expires_on: "2027-01-31" });
+    expect(none.status).toBe(400);
+    expect(none.html).toContain('id="scopes-error"');
+    expect(none.html).toContain('value="nothing"');
+  });
+
   it("keeps the input and names the field when the expiry is refused", async () => {
     const api = client();
     const seed = await seedProject(api);
     const v = visitor(api);
     await v.signIn();
-    const refused = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "too-late", expires_on: "2020-01-01" });
+    const refused = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "too-late", expires_on: "2020-01-01", scopes: ["builds:read"] });
     expect(refused.status).toBe(400);
     expect(refused.html).toContain('value="too-late"');
     expect(refused.html).toContain('value="2020-01-01"');
@@ -178,6 +197,27 @@ describe("dashboard API keys", () => {
     const after = await v.get(revoked.location!);
     expect(text(after.html)).toContain("“ci” was revoked");
     expect(text(after.html)).toContain("Revoked");
+  });
+});
+
+describe("dashboard audit log", () => {
+  it("lists the project's changes with actor, action and target, and filters them", async () => {
+    const api = client();
+    const seed = await seedProject(api);
+    const v = visitor(api);
+    await v.signIn();
+    await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "from-dashboard", expires_on: "2027-01-31", scopes: ["builds:read"] });
+    const page = await v.get(`/dashboard/projects/${seed.projectId}/audit-log`);
+    expect(page.status).toBe(200);
+    const shown = text(page.html);
+    expect(shown).toContain("service_account.create");
+    expect(shown).toContain("app.create");
+    expect(shown).toContain(seed.serviceAccountId);
+    expect(shown).toContain("the operator");
+    const filtered = await v.get(`/dashboard/projects/${seed.projectId}/audit-log?action=app.create`);
+    expect(text(filtered.html)).toContain("app.create");
+    expect(text(filtered.html)).not.toContain("service_account.create");
+    expect(filtered.html).toContain('href="/dashboard/projects/' + seed.projectId + '/audit-log"');
   });
 });
 

@@ -8,4 +8,5 @@ export const PROJECT_NAV: readonly { slug: string; label: string }[] = [
   { slug: "domains", label: "Domains" },
   { slug: "webhook-deliveries", label: "Webhook deliveries" },
   { slug: "members", label: "Members" },
+  { slug: "audit-log", label: "Audit log" },
 ];

@@ -24,16 +24,16 @@ const pendingCookie = (c: DashContext) => (isHttps(c) ? "__Host-eg_oidc" : "eg_o
 const pendingCookiePath = (c: DashContext) => (isHttps(c) ? "/" : dashPath("/oidc"));
 
 function settingsOf(c: DashContext): OidcSettings | null {
-  const oidc = c.get("config").oidc;
+  const oidc = c.var.scope.config.oidc;
   if (!oidc) return null;
-  const outbound = c.get("deps").outbound;
-  return { ...oidc, allowInsecure: c.get("config").allowInsecureTargets, fetch: (request) => outbound.fetch(request) };
+  const outbound = c.var.scope.deps.outbound;
+  return { ...oidc, allowInsecure: c.var.scope.config.allowInsecureTargets, fetch: (request) => outbound.fetch(request) };
 }
 
 const redirectUri = (c: DashContext) => new URL(dashPath(CALLBACK), c.req.url).toString();
 
 function failed(c: DashContext, detail: string, status: 400 | 403 | 404 | 502) {
-  console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in with OpenID Connect failed", request_id: c.get("requestId"), detail }));
+  console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in with OpenID Connect failed", request_id: c.var.scope.requestId, detail }));
   return renderBare(
     c,
     "Sign-in failed",
@@ -56,7 +56,7 @@ export function registerOidcSignIn(dash: DashRouter) {
     const settings = settingsOf(c);
     if (!settings) return failed(c, "Single sign-on is not configured on this installation; the operator signs in with the admin token.", 404);
     const next = safeNext(c.req.query("next"));
-    const now = c.get("deps").now();
+    const now = c.var.scope.deps.now();
     let begun;
     try {
       begun = await beginSignIn(settings, redirectUri(c), now.getTime());
@@ -65,7 +65,7 @@ export function registerOidcSignIn(dash: DashRouter) {
       throw error;
     }
     const handle = crypto.randomUUID();
-    const db = c.get("db");
+    const db = c.var.scope.db;
     await db.batch([
       // Sign-ins abandoned at the provider go on the way.
       db.delete(signInRequests).where(lte(signInRequests.expiresAt, now)),
@@ -86,8 +86,8 @@ export function registerOidcSignIn(dash: DashRouter) {
     if (!settings) return failed(c, "Single sign-on is not configured on this installation.", 404);
     const handle = getCookie(c, pendingCookie(c));
     deleteCookie(c, pendingCookie(c), { path: pendingCookiePath(c), secure: isHttps(c) });
-    const now = c.get("deps").now();
-    const db = c.get("db");
+    const now = c.var.scope.deps.now();
+    const db = c.var.scope.db;
     // Taken and deleted in one statement: a callback is used once, a replay finds nothing.
     const [pending] =
       handle && handle.length <= 64

@@ -1,7 +1,7 @@
-import { requires } from "../auth/access";
 import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../auth/access";
 import { CERTIFICATE_STATUSES, DOMAIN_ERROR_CODES, DOMAIN_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, SCOPED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import { SCOPED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
 
 const DOMAIN_EXAMPLE = "api.example.com";
 

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "../platform/context";
+import type { AppEnv } from "../platform/scope";
 import { ApiError } from "../platform/errors";
 
 /**

@@ -1,7 +1,7 @@
 import type { ProjectInvite } from "../db/schema";
 import { isOwnerOrOperator } from "./access";
 import { ApiError, notFound } from "../platform/errors";
-import { createRouter } from "../platform/factory";
+import { createRouter } from "../platform/router";
 import { rfc3339 } from "../platform/openapi";
 import * as routes from "./routes";
 import * as store from "./store";
@@ -32,24 +32,24 @@ export const membersRouter = createRouter()
   .openapi(routes.listMembers, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const { items, nextCursor } = await store.listMembers(c.get("db"), project_id, limit, cursor);
+    const { items, nextCursor } = await store.listMembers(c.var.scope.db, project_id, limit, cursor);
     return c.json({ data: items.map(memberJson), next_cursor: nextCursor }, 200);
   })
   .openapi(routes.addMember, async (c) => {
     const { project_id } = c.req.valid("param");
     const { email, role } = c.req.valid("json");
-    const db = c.get("db");
+    const db = c.var.scope.db;
     const user = await store.userByVerifiedEmail(db, email);
     if (!user) throw new ApiError("not_found", `Nobody has signed in with the verified email '${email}' yet: send an invite instead.`);
-    const id = await store.addMember(db, project_id, user.id, role, c.get("deps").now());
+    const id = await store.addMember(db, project_id, user.id, role, c.var.scope.deps.now());
     if (!id) throw new ApiError("conflict", `'${email}' is a member of this project already; change their role instead.`);
     return c.json(memberJson((await store.memberById(db, project_id, id))!), 201);
   })
   .openapi(routes.changeMember, async (c) => {
     const { project_id, member_id } = c.req.valid("param");
     const { role } = c.req.valid("json");
-    const db = c.get("db");
-    const result = await store.changeRole(db, project_id, member_id, role, c.get("deps").now());
+    const db = c.var.scope.db;
+    const result = await store.changeRole(db, project_id, member_id, role, c.var.scope.deps.now());
     if (result === "not_found") throw notFound("member", member_id);
     if (result === "last_owner") throw lastOwner();
     return c.json(memberJson((await store.memberById(db, project_id, member_id))!), 200);
@@ -59,7 +59,7 @@ export const membersRouter = createRouter()
     const principal = c.get("principal");
     const leaving = principal.kind === "user" && principal.member?.id === member_id;
     if (!leaving && !isOwnerOrOperator(c)) throw new ApiError("forbidden", "Only the project's owners remove members; anyone may leave.");
-    const db = c.get("db");
+    const db = c.var.scope.db;
     const member = await store.memberById(db, project_id, member_id);
     if (!member) throw notFound("member", member_id);
     const result = await store.removeMember(db, project_id, member_id);
@@ -70,19 +70,19 @@ export const membersRouter = createRouter()
   .openapi(routes.createInvite, async (c) => {
     const { project_id } = c.req.valid("param");
     const { email, role } = c.req.valid("json");
-    const invite = await store.createInvite(c.get("db"), project_id, email, role, c.get("deps").now());
+    const invite = await store.createInvite(c.var.scope.db, project_id, email, role, c.var.scope.deps.now());
     if (!invite) throw new ApiError("conflict", `'${email}' has an open invite to this project already; withdraw it to send another.`);
     return c.json(inviteJson(invite), 201);
   })
   .openapi(routes.listInvites, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const { items, nextCursor } = await store.listInvites(c.get("db"), project_id, limit, cursor);
+    const { items, nextCursor } = await store.listInvites(c.var.scope.db, project_id, limit, cursor);
     return c.json({ data: items.map(inviteJson), next_cursor: nextCursor }, 200);
   })
   .openapi(routes.deleteInvite, async (c) => {
     const { project_id, invite_id } = c.req.valid("param");
-    const invite = await store.deleteInvite(c.get("db"), project_id, invite_id);
+    const invite = await store.deleteInvite(c.var.scope.db, project_id, invite_id);
     if (!invite) throw notFound("invite", invite_id);
     return c.json(inviteJson(invite), 200);
   });

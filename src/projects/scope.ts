@@ -3,7 +3,7 @@ import { createMiddleware } from "hono/factory";
 import { canAccessProject } from "../auth/principal";
 import { projects } from "../db/schema";
 import { membershipOf } from "../members/store";
-import type { AppEnv } from "../platform/context";
+import type { AppEnv } from "../platform/scope";
 import { ApiError } from "../platform/errors";
 
 /**
@@ -17,7 +17,7 @@ export const projectScope = createMiddleware<AppEnv>(async (c, next) => {
   const missing = new ApiError("not_found", `No project with id '${projectId}'.`);
   if (principal.kind === "user") {
     // A membership row exists only for an existing project (it is deleted with its project).
-    const member = await membershipOf(c.get("db"), projectId, principal.userId);
+    const member = await membershipOf(c.var.scope.db, projectId, principal.userId);
     if (!member) throw missing;
     c.set("principal", { ...principal, member: { ...member, projectId } });
     return next();
@@ -25,7 +25,7 @@ export const projectScope = createMiddleware<AppEnv>(async (c, next) => {
   if (!canAccessProject(principal, projectId)) throw missing;
   // A live service account proves its project exists (accounts are deleted with their project).
   if (principal.kind === "admin") {
-    const [found] = await c.get("db").select({ id: projects.id }).from(projects).where(eq(projects.id, projectId)).limit(1);
+    const [found] = await c.var.scope.db.select({ id: projects.id }).from(projects).where(eq(projects.id, projectId)).limit(1);
     if (!found) throw missing;
   }
   await next();

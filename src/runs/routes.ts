@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { APP_NAME } from "../apps/routes";
+import { RUN_ROUTE } from "./path";
 import { idParam, jsonContent, PROJECT_ID_EXAMPLE, problems, Timestamp } from "../platform/openapi";
 
 export const RunParams = z.object({
@@ -43,7 +44,7 @@ const security = [{ bearerAuth: ["runs:invoke"] }];
 
 export const runPost = createRoute({
   method: "post",
-  path: "/{project_id}/{app_name}/run",
+  path: RUN_ROUTE,
   tags: ["Runs"],
   security,
   summary: "Run an app (JSON body)",
@@ -54,7 +55,7 @@ export const runPost = createRoute({
 
 export const runGet = createRoute({
   method: "get",
-  path: "/{project_id}/{app_name}/run",
+  path: RUN_ROUTE,
   tags: ["Runs"],
   security,
   summary: "Run an app (no body), or open a WebSocket to it",

@@ -35,7 +35,7 @@ export const CreateServiceAccountBody = z
       }),
     scopes: z
       .array(z.enum(PERMISSIONS))
-      .min(1)
+      .min(1, "name at least one scope")
       .max(PERMISSIONS.length)
       .optional()
       .openapi({

@@ -1,7 +1,7 @@
-import { requires } from "../auth/access";
 import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../auth/access";
 import { DELIVERY_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, SCOPED_PROBLEMS, jsonContent, ListQuery, listOf, ProjectParams, Timestamp } from "../platform/openapi";
+import { jsonContent, ListQuery, listOf, ProjectParams, SCOPED_PROBLEMS, Timestamp } from "../platform/openapi";
 
 export const AttemptSchema = z
   .object({

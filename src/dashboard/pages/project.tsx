@@ -21,7 +21,7 @@ export async function withProject(c: DashContext, body: (project: Project) => Pr
   if (project.ok) {
     const user = c.get("user");
     // The API admitted the person, so they are a member; the role decides which controls they see.
-    const member = user ? await membershipOf(c.get("db"), project.data.project_id, user.id) : undefined;
+    const member = user ? await membershipOf(c.var.scope.db, project.data.project_id, user.id) : undefined;
     c.set("access", { role: user ? (member?.role ?? "viewer") : "operator" });
     return body(project.data);
   }
