@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client, seedBuild } from "../../test/helpers";
+import { person } from "../../test/people";
 import { seedRunnable } from "../../test/runs";
 
 const api = client();
@@ -36,6 +37,16 @@ async function fixture() {
     method: "POST",
     body: { name: "victim", expires_at: inDays(5) },
   });
+  // People: an owner and a viewer (whose membership the member routes change), someone who has signed
+  // in but is no member (to add), and an open invite (to withdraw).
+  const [ownerEmail, viewerEmail] = [unique("owner"), unique("viewer")].map((name) => `${name}@example.test`);
+  for (const [email, role] of [[ownerEmail, "owner"], [viewerEmail, "viewer"]]) {
+    await api.json(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email, role } });
+    await person(api, { email });
+  }
+  const members = await api.json<{ data: { member_id: string; role: string }[] }>(`/v2/projects/${seed.projectId}/members`);
+  const outsider = await person(api);
+  const invite = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email: `${unique("invited")}@example.test`, role: "viewer" } });
   const values: Record<string, string> = {
     project_id: seed.projectId,
     app_id: seed.appId,
@@ -43,11 +54,16 @@ async function fixture() {
     build_id: buildId,
     service_account_id: victim.body.id,
     domain,
+    member_id: members.body.data.find((m) => m.role === "viewer")!.member_id,
+    invite_id: invite.body.invite_id,
   };
-  return { seed, values };
+  return { seed, values, outsider: outsider.email! };
 }
 
-function bodyFor(method: string, template: string): unknown {
+function bodyFor(method: string, template: string, outsider: string): unknown {
+  if (template.endsWith("/members/{member_id}")) return method === "patch" ? { role: "developer" } : undefined;
+  if (template.endsWith("/members")) return { email: outsider, role: "viewer" };
+  if (template.endsWith("/invites")) return { email: `${unique("invitee")}@example.test`, role: "developer" };
   if (method === "patch") return { status: "building" };
   if (method !== "post") return undefined;
   if (template === "/projects") return { name: unique("project") };
@@ -63,28 +79,30 @@ describe("audit log", () => {
     const tried: string[] = [];
     for (const [template, methods] of Object.entries(spec.paths)) {
       for (const method of Object.keys(methods).filter((m) => ["post", "put", "patch", "delete"].includes(m))) {
-        const { seed, values } = await fixture();
+        const { seed, values, outsider } = await fixture();
         const path = `/v2${template.replace(/\{(\w+)\}/g, (_, name: string) => {
           expect(values[name], `a value for {${name}} in ${template}`).toBeDefined();
           return encodeURIComponent(values[name]!);
         })}`;
         const label = `${method.toUpperCase()} ${template}`;
-        // Creating projects is the operator's; everything else is done by the project's own token.
-        const asOperator = template === "/projects";
+        // Creating projects is the operator's, and so (with the owners) is managing members; everything
+        // else is done by the project's own token.
+        const newProject = template === "/projects";
+        const asOperator = newProject || /\/(members|invites)/.test(template);
         const before = await entriesOf(seed.projectId);
         const response = await api.call(path, {
           method: method.toUpperCase(),
           token: asOperator ? undefined : seed.token,
-          body: bodyFor(method, template),
+          body: bodyFor(method, template, outsider),
           headers: { "CF-Connecting-IP": "203.0.113.9" },
         });
         const text = await response.text();
         expect(response.status, `${label}: ${text}`).toBeLessThan(300);
         const requestId = response.headers.get("x-request-id")!;
-        const projectId = asOperator ? (JSON.parse(text) as { project_id: string }).project_id : seed.projectId;
+        const projectId = newProject ? (JSON.parse(text) as { project_id: string }).project_id : seed.projectId;
 
         const after = await entriesOf(projectId);
-        expect(after.length - (asOperator ? 0 : before.length), label).toBe(1);
+        expect(after.length - (newProject ? 0 : before.length), label).toBe(1);
         const mine = after.filter((e) => e.request_id === requestId);
         expect(mine, label).toHaveLength(1);
         // Every write route names its action (a route that names none gets `METHOD /route` and a warning).
@@ -139,7 +157,16 @@ describe("audit log", () => {
     expect(builds.body.data).toHaveLength(5);
     expect(builds.body.data.every((e) => e.action === "build.start" && e.actor.id === seed.serviceAccountId)).toBe(true);
     const byOperator = await api.json<{ data: Entry[] }>(`${base}?actor=operator`);
-    expect(byOperator.body.data.map((e) => e.action).sort()).toEqual(["domain.create", "project.create", "service_account.create", "service_account.create"]);
+    // The fixture's three invites are the operator's too.
+    expect(byOperator.body.data.map((e) => e.action).sort()).toEqual([
+      "domain.create",
+      "invite.create",
+      "invite.create",
+      "invite.create",
+      "project.create",
+      "service_account.create",
+      "service_account.create",
+    ]);
     expect((await api.json(`${base}?bogus=1`)).status).toBe(400);
   });
 

@@ -1,4 +1,5 @@
 import type { ProjectInvite } from "../db/schema";
+import { auditAs } from "../audit";
 import { isOwnerOrOperator } from "./access";
 import { ApiError, notFound } from "../platform/errors";
 import { createRouter } from "../platform/router";
@@ -43,6 +44,7 @@ export const membersRouter = createRouter()
     if (!user) throw new ApiError("not_found", `Nobody has signed in with the verified email '${email}' yet: send an invite instead.`);
     const id = await store.addMember(db, project_id, user.id, role, c.var.scope.deps.now());
     if (!id) throw new ApiError("conflict", `'${email}' is a member of this project already; change their role instead.`);
+    auditAs(c, { action: "member.add", target: { type: "member", id }, details: { email, role } });
     return c.json(memberJson((await store.memberById(db, project_id, id))!), 201);
   })
   .openapi(routes.changeMember, async (c) => {
@@ -52,6 +54,7 @@ export const membersRouter = createRouter()
     const result = await store.changeRole(db, project_id, member_id, role, c.var.scope.deps.now());
     if (result === "not_found") throw notFound("member", member_id);
     if (result === "last_owner") throw lastOwner();
+    auditAs(c, { action: "member.change_role", target: { type: "member", id: member_id }, details: { role } });
     return c.json(memberJson((await store.memberById(db, project_id, member_id))!), 200);
   })
   .openapi(routes.removeMember, async (c) => {
@@ -65,6 +68,7 @@ export const membersRouter = createRouter()
     const result = await store.removeMember(db, project_id, member_id);
     if (result === "not_found") throw notFound("member", member_id);
     if (result === "last_owner") throw lastOwner();
+    auditAs(c, { action: leaving ? "member.leave" : "member.remove", target: { type: "member", id: member_id }, details: { email: member.email, role: member.role } });
     return c.json(memberJson(member), 200);
   })
   .openapi(routes.createInvite, async (c) => {
@@ -72,6 +76,7 @@ export const membersRouter = createRouter()
     const { email, role } = c.req.valid("json");
     const invite = await store.createInvite(c.var.scope.db, project_id, email, role, c.var.scope.deps.now());
     if (!invite) throw new ApiError("conflict", `'${email}' has an open invite to this project already; withdraw it to send another.`);
+    auditAs(c, { action: "invite.create", target: { type: "invite", id: invite.id }, details: { email, role } });
     return c.json(inviteJson(invite), 201);
   })
   .openapi(routes.listInvites, async (c) => {
@@ -84,5 +89,6 @@ export const membersRouter = createRouter()
     const { project_id, invite_id } = c.req.valid("param");
     const invite = await store.deleteInvite(c.var.scope.db, project_id, invite_id);
     if (!invite) throw notFound("invite", invite_id);
+    auditAs(c, { action: "invite.delete", target: { type: "invite", id: invite_id }, details: { email: invite.email } });
     return c.json(inviteJson(invite), 200);
   });
