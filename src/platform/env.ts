@@ -11,8 +11,6 @@ interface OptionalSettings {
   CF_ZONE_ID?: string;
   /** The Cloudflare API's base URL: a local fake in tests. */
   CF_API_BASE_URL?: string;
-  /** People's sign-in; OIDC_ISSUER and OIDC_CLIENT_ID are wrangler vars (empty: off). */
-  OIDC_CLIENT_SECRET?: string;
 }
 
 declare global {
