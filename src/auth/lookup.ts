@@ -42,7 +42,7 @@ export async function accountForToken(scope: Scope, token: string, { cached }: {
       lastUsedAt: row.lastUsedAt,
       permissions: row.scopes.filter(isPermission),
     };
-    accounts.set(hash, account, now);
+    if (cached) accounts.set(hash, account, now);
   }
   if (account.revokedAt) throw invalidToken("The token was revoked.");
   if (account.expiresAt.getTime() <= now) throw invalidToken(`The token expired at ${account.expiresAt.toISOString()}.`);
