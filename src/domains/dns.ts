@@ -1,13 +1,16 @@
 import { decode, encode, type Packet, RECURSION_DESIRED } from "@dnsquery/dns-packet";
 
-export type QueryType = "A" | "AAAA" | "CNAME" | "ANY";
+export type QueryType = "A" | "AAAA" | "CNAME" | "ANY" | "TXT" | "CAA";
 
 /** One resource record of an answer section; names lower case without the trailing dot. */
 export interface DnsRecord {
   name: string;
   type: string;
   ttl: number;
-  /** Addresses and names for A, AAAA, CNAME; text for the rest (for messages only). */
+  /**
+   * Addresses and names for A, AAAA, CNAME; a TXT record's strings joined; a CAA record in its zone
+   * file form `flags tag "value"`; text for the rest (for messages only).
+   */
   data: string;
 }
 
@@ -30,8 +33,12 @@ export const canonicalName = (name: string) => name.toLowerCase().replace(/\.$/,
 
 const MAX_RESPONSE_BYTES = 65_535;
 
+const isCaa = (data: unknown): data is { flags?: number; tag: string; value: string } =>
+  typeof data === "object" && data !== null && typeof (data as { tag?: unknown }).tag === "string" && typeof (data as { value?: unknown }).value === "string";
+
 function recordData(data: unknown): string {
   if (typeof data === "string") return canonicalName(data);
+  if (isCaa(data)) return `${data.flags ?? 0} ${data.tag.toLowerCase()} "${data.value}"`;
   if (data instanceof Uint8Array) return `${data.byteLength} bytes`;
   if (Array.isArray(data)) return data.map((part) => (part instanceof Uint8Array ? new TextDecoder().decode(part) : String(part))).join("");
   return JSON.stringify(data) ?? "";
