@@ -1,6 +1,5 @@
 import type { Domain } from "../db/schema";
-import type { Env } from "../platform/env";
-import type { ValidationMessage } from "./cron";
+import type { ValidationMessage } from "./validation-queue";
 
 /**
  * The first automatic attempt comes through the domain-validations queue, a few seconds after the

@@ -1,9 +1,7 @@
 import { count, eq } from "drizzle-orm";
-import type { Context } from "hono";
 import { domains } from "../db/schema";
-import type { AppEnv } from "../platform/context";
-import { ApiError } from "../platform/errors";
-import { createRouter } from "../platform/factory";
+import { ApiError, invalidField } from "../platform/errors";
+import { createRouter } from "../platform/router";
 import { newId } from "../platform/ids";
 import { listPage } from "../platform/pagination";
 import { CertificateError } from "./certificates";
@@ -13,25 +11,22 @@ import { createDomain, deleteDomain, getDomain, listDomains, validateDomainRoute
 import { sendFirstAttempt } from "./first-attempt";
 import { newOwnershipValue, releaseStatement } from "./ownership";
 import { AUTO_VALIDATION_WINDOW_MS, domainsJson, findDomain, nextTick, oneDomainJson } from "./store";
-import { provisionCertificate, refreshCertificate, type Services, validateDomain } from "./validate";
+import { provisionCertificate, refreshCertificate, validateDomain } from "./validate";
 
-const services = (c: Context<AppEnv>): Services => ({ db: c.get("db"), config: c.get("config"), deps: c.get("deps") });
-
-const badField = (field: string, message: string, detail: string) =>
-  new ApiError("validation_failed", detail, { errors: [{ location: "body", field, message }] });
+const badField = (field: string, message: string, detail: string) => invalidField("body", field, message, detail);
 
 export const domainsRouter = createRouter()
   .openapi(createDomain, async (c) => {
     const { project_id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const config = c.get("config");
+    const config = c.var.scope.config;
     const checked = checkHostname(body.domain, { serviceDomain: config.serviceDomain, apiHostnames: config.apiHostnames });
     if (!checked.ok) throw badField("domain", checked.reason, `'${body.domain.slice(0, 300)}' cannot be a custom domain: it ${checked.reason}.`);
     if (!config.regions.includes(body.region)) {
       throw badField("region", `must be one of ${config.regions.join(", ")}`, `region must be one of ${config.regions.join(", ")}.`);
     }
-    const now = c.get("deps").now();
-    const db = c.get("db");
+    const now = c.var.scope.deps.now();
+    const db = c.var.scope.db;
     // Insert and count in one transaction: two concurrent creations cannot both slip under the cap.
     const [[created], [total]] = await db.batch([
       db
@@ -67,13 +62,13 @@ export const domainsRouter = createRouter()
     }
     // A cached "unknown host" answer must not outlive the domain's creation in this isolate.
     forgetHost(created.hostname);
-    c.executionCtx.waitUntil(sendFirstAttempt(c.env, created, now));
+    c.var.scope.ctx.waitUntil(sendFirstAttempt(c.var.scope.env, created, now));
     return c.json(await oneDomainJson(db, config, now, created), 201);
   })
   .openapi(listDomains, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const { items, nextCursor } = await listPage(c.get("db"), domains, {
+    const { items, nextCursor } = await listPage(c.var.scope.db, domains, {
       filter: eq(domains.projectId, project_id),
       key: domains.hostname,
       keyOf: (d) => d.hostname,
@@ -81,16 +76,17 @@ export const domainsRouter = createRouter()
       limit,
       cursor,
     });
-    return c.json({ data: await domainsJson(c.get("db"), c.get("config"), c.get("deps").now(), items), next_cursor: nextCursor }, 200);
+    const { db, config, deps } = c.var.scope;
+    return c.json({ data: await domainsJson(db, config, deps.now(), items), next_cursor: nextCursor }, 200);
   })
   .openapi(getDomain, async (c) => {
     const { project_id, domain } = c.req.valid("param");
-    const db = c.get("db");
-    return c.json(await oneDomainJson(db, c.get("config"), c.get("deps").now(), await findDomain(db, project_id, domain)), 200);
+    const { db, config, deps } = c.var.scope;
+    return c.json(await oneDomainJson(db, config, deps.now(), await findDomain(db, project_id, domain)), 200);
   })
   .openapi(deleteDomain, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
-    const s = services(c);
+    const s = c.var.scope;
     const domain = await findDomain(s.db, project_id, name);
     // The certificate goes first: if the provider cannot be reached, nothing is lost and a retry
     // finishes the job (a custom hostname that is already gone counts as removed).
@@ -113,7 +109,7 @@ export const domainsRouter = createRouter()
   })
   .openapi(validateDomainRoute, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
-    const s = services(c);
+    const s = c.var.scope;
     const domain = await findDomain(s.db, project_id, name);
     const json = async (d: typeof domain) => c.json(await oneDomainJson(s.db, s.config, s.deps.now(), d), 200);
     if (domain.status !== "validated") return json(await validateDomain(s, domain));

@@ -1,26 +1,18 @@
 import { and, eq, inArray, ne, sql } from "drizzle-orm";
-import type { Database } from "../db/client";
 import { domains, type Domain, type DomainStatus } from "../db/schema";
-import type { Deps } from "../platform/context";
-import type { Config } from "../platform/env";
+import type { Scope } from "../platform/scope";
 import { CertificateError, type CertificateState } from "./certificates";
 import { checkCaa } from "./caa";
 import { type DnsResolver, ResolverError } from "./dns";
 import { forgetHost } from "./lookup";
 import { checkOwnershipRecord, isContested, ownershipRecordName } from "./ownership";
-import { checkDomain, type Outcome, targetFor, unavailable } from "./rules";
-
-export interface Services {
-  db: Database;
-  config: Config;
-  deps: Deps;
-}
+import { checkDomain, type CheckResult, targetFor, unavailable } from "./rules";
 
 const log = (level: "info" | "warn", msg: string, fields: Record<string, unknown>) =>
   console.log(JSON.stringify({ level, msg, ...fields }));
 
 /** The columns an outcome writes. A resolver failure changes nothing but the error and check time. */
-function changesFor(outcome: Outcome, current: DomainStatus, now: Date): Partial<Domain> {
+function changesFor(outcome: CheckResult, current: DomainStatus, now: Date): Partial<Domain> {
   const base = { lastCheckedAt: now, updatedAt: now };
   switch (outcome.result) {
     case "validated":
@@ -43,7 +35,7 @@ function changesFor(outcome: Outcome, current: DomainStatus, now: Date): Partial
  * is contested, and CAA. Every DNS query goes through one resolver: at most MAX_QUERIES_PER_CHECK
  * (6) + 1 TXT + MAX_CAA_LOOKUPS (4) per check.
  */
-async function decide(s: Services, resolver: DnsResolver, domain: Domain): Promise<Outcome> {
+async function decide(s: Scope, resolver: DnsResolver, domain: Domain): Promise<CheckResult> {
   const outcome = await checkDomain(resolver, {
     hostname: domain.hostname,
     apex: domain.apex,
@@ -88,7 +80,7 @@ const movedAway = (domain: Domain, now: Date): Partial<Domain> => ({
  * for at once; if the provider fails, the domain stays validated with certificate `pending` and the
  * cron asks again.
  */
-export async function validateDomain(s: Services, domain: Domain): Promise<Domain> {
+export async function validateDomain(s: Scope, domain: Domain): Promise<Domain> {
   const outcome = await decide(s, s.deps.resolver(s.config), domain);
   const now = s.deps.now();
   const mine = s.db
@@ -128,7 +120,7 @@ export async function validateDomain(s: Services, domain: Domain): Promise<Domai
   return updated.status === "validated" ? await provisionCertificate(s, updated) : updated;
 }
 
-async function recordCertificate(s: Services, domain: Domain, state: CertificateState): Promise<Domain> {
+async function recordCertificate(s: Scope, domain: Domain, state: CertificateState): Promise<Domain> {
   const now = s.deps.now();
   const [updated] = await s.db
     .update(domains)
@@ -151,7 +143,7 @@ async function recordCertificate(s: Services, domain: Domain, state: Certificate
   return updated;
 }
 
-async function certificateFailed(s: Services, domain: Domain, error: unknown): Promise<Domain> {
+async function certificateFailed(s: Scope, domain: Domain, error: unknown): Promise<Domain> {
   if (!(error instanceof CertificateError)) throw error;
   log("warn", "certificate request failed; will retry", { domain: domain.hostname, error: error.message });
   const now = s.deps.now();
@@ -160,7 +152,7 @@ async function certificateFailed(s: Services, domain: Domain, error: unknown): P
 }
 
 /** Asks the provider for the domain's certificate (the first time, or again after a failed request). */
-export async function provisionCertificate(s: Services, domain: Domain): Promise<Domain> {
+export async function provisionCertificate(s: Scope, domain: Domain): Promise<Domain> {
   try {
     return await recordCertificate(s, domain, await s.deps.certificates(s.config).provision(domain.hostname));
   } catch (error) {
@@ -169,7 +161,7 @@ export async function provisionCertificate(s: Services, domain: Domain): Promise
 }
 
 /** Reads back a pending certificate (provisioning it if the first request failed). */
-export async function refreshCertificate(s: Services, domain: Domain): Promise<Domain> {
+export async function refreshCertificate(s: Scope, domain: Domain): Promise<Domain> {
   if (!domain.certificateRef) return provisionCertificate(s, domain);
   try {
     return await recordCertificate(s, domain, await s.deps.certificates(s.config).status(domain.certificateRef));
