@@ -1,4 +1,15 @@
-import { describe, expect, it } from "vitest";
+import { env } from "cloudflare:workers";
+import { and, eq } from "drizzle-orm";
+import { createExecutionContext } from "cloudflare:test";
+import { describe, expect, it, vi } from "vitest";
+import { HALF_HOUR, world } from "../../test/cron-world";
+import { createDb } from "../db/client";
+import { domains } from "../db/schema";
+import { productionDeps } from "../deps";
+import { getConfig } from "../platform/env";
+import { createWorker } from "../worker";
+
+const DAY = 24 * 3600 * 1000;
 import { addDomain, pointsHere, setRecords, txt, uniqueLabel, validate, ZONE, zonesResolver } from "../../test/domains";
 import { ADMIN, client, seedProject } from "../../test/helpers";
 import { seedRunnable } from "../../test/runs";
@@ -180,5 +191,53 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     expect(third.body).toMatchObject({ code: "conflict", limit: 2 });
     expect(third.body.detail).toContain("MAX_DOMAINS_PER_PROJECT");
     expect((await capped.json<{ data: unknown[] }>(`/v2/projects/${seed.projectId}/domains`, { token: seed.token })).body.data).toHaveLength(2);
+  });
+
+  it("removes claims never validated 30 days after their window ends, keeping validated ones (fake clock)", async () => {
+    const w = world();
+    const seed = await seedProject(w.api);
+    const stale = `${uniqueLabel("stale")}.example.test`;
+    const held = `${uniqueLabel("held")}.example.test`;
+    w.dns.set(held, "ok");
+    await addDomain(w.api, seed, stale);
+    await addDomain(w.api, seed, held);
+    expect((await validate(w.api, seed, held)).body.status).toBe("validated");
+    const operator = { projectId: seed.projectId, token: ADMIN };
+    const path = (name: string) => `/v2/projects/${seed.projectId}/domains/${name}`;
+
+    // Window ends 2 days after creation; the claim stays for 30 days beyond.
+    w.api.clock.set(new Date(Date.parse("2026-11-21T12:00:00.000Z") + 32 * DAY - HALF_HOUR).toISOString());
+    await w.cron();
+    expect((await w.api.json(path(stale), { token: operator.token })).status).toBe(200);
+    w.api.clock.advance(HALF_HOUR);
+    await w.cron();
+    expect((await w.api.json(path(stale), { token: operator.token })).status).toBe(404);
+    expect((await w.api.json(path(held), { token: operator.token })).body).toMatchObject({ status: "validated" });
+  });
+
+  it("refuses to start without Cloudflare for SaaS unless CERTIFICATE_PROVIDER is local, naming the settings", async () => {
+    const log = vi.spyOn(console, "error").mockImplementation(() => {});
+    const production = { ...env, CERTIFICATE_PROVIDER: undefined, CF_API_TOKEN: undefined, CF_ZONE_ID: undefined };
+    expect(() => getConfig(production)).toThrow(/CERTIFICATE_PROVIDER is "cloudflare" \(the default\), which needs CF_API_TOKEN and CF_ZONE_ID/);
+    const response = await createWorker(productionDeps).fetch(new Request("http://localhost/v2/projects"), production, createExecutionContext());
+    expect(response.status).toBe(500);
+    expect((await response.json<{ code: string }>()).code).toBe("configuration_error");
+    log.mockRestore();
+    expect(getConfig({ ...production, CF_API_TOKEN: "token", CF_ZONE_ID: "zone" }).certificateProvider).toBe("cloudflare");
+    expect(productionDeps.certificates(getConfig({ ...production, CF_API_TOKEN: "token", CF_ZONE_ID: "zone" })).name).toBe("cloudflare");
+    expect(productionDeps.certificates(getConfig({ ...production, CERTIFICATE_PROVIDER: "local" })).name).toBe("local");
+  });
+
+  it("lets the database itself refuse a second validated holder of one hostname", async () => {
+    const first = await seedProject(zones);
+    const second = await seedProject(zones);
+    const name = host();
+    await addDomain(zones, first, name);
+    await addDomain(zones, second, name);
+    const db = createDb(env.DB);
+    await db.update(domains).set({ status: "validated" }).where(and(eq(domains.hostname, name), eq(domains.projectId, first.projectId)));
+    await expect(db.update(domains).set({ status: "validated" }).where(and(eq(domains.hostname, name), eq(domains.projectId, second.projectId)))).rejects.toSatisfy(
+      (error: Error) => /UNIQUE constraint failed/.test(String(error.cause ?? error)),
+    );
   });
 });

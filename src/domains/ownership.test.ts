@@ -1,17 +1,14 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { HALF_HOUR, read, world } from "../../test/cron-world";
 import { addDomain, caa, craftedResolver, noerror, pointsHere, rr, setRecords, uniqueLabel, validate, ZONE, zonesResolver } from "../../test/domains";
-import { ADMIN, client, seedProject, testDeps } from "../../test/helpers";
-import { productionDeps } from "../deps";
-import { getConfig } from "../platform/env";
+import { client, seedProject, testDeps } from "../../test/helpers";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
 import { caaNames, checkCaa } from "./caa";
 import { FIRST_ATTEMPT_DELAY_S } from "./first-attempt";
 
-const DAY = 24 * 3600 * 1000;
 const zones = client({ resolver: zonesResolver });
 const host = (prefix = "d") => `${uniqueLabel(prefix)}.${ZONE}`;
 
@@ -128,42 +125,5 @@ describe("automatic attempts", () => {
     await w.drainQueue();
     expect((await read(w.api, seed, name)).status).toBe("validated");
     await expect(w.cron({ cron: "* * * * *" })).rejects.toThrow(/No handler for cron/);
-  });
-
-  it("removes claims never validated 30 days after their window ends, keeping validated ones (fake clock)", async () => {
-    const w = world();
-    const seed = await seedProject(w.api);
-    const stale = `${uniqueLabel("stale")}.example.test`;
-    const held = `${uniqueLabel("held")}.example.test`;
-    w.dns.set(held, "ok");
-    await addDomain(w.api, seed, stale);
-    await addDomain(w.api, seed, held);
-    expect((await validate(w.api, seed, held)).body.status).toBe("validated");
-    const operator = { projectId: seed.projectId, token: ADMIN };
-    const path = (name: string) => `/v2/projects/${seed.projectId}/domains/${name}`;
-
-    // Window ends 2 days after creation; the claim stays for 30 days beyond.
-    w.api.clock.set(new Date(Date.parse("2026-11-21T12:00:00.000Z") + 32 * DAY - HALF_HOUR).toISOString());
-    await w.cron();
-    expect((await w.api.json(path(stale), { token: operator.token })).status).toBe(200);
-    w.api.clock.advance(HALF_HOUR);
-    await w.cron();
-    expect((await w.api.json(path(stale), { token: operator.token })).status).toBe(404);
-    expect((await w.api.json(path(held), { token: operator.token })).body).toMatchObject({ status: "validated" });
-  });
-});
-
-describe("certificates fail closed", () => {
-  it("refuses to start without Cloudflare for SaaS unless CERTIFICATE_PROVIDER is local, naming the settings", async () => {
-    const log = vi.spyOn(console, "error").mockImplementation(() => {});
-    const production = { ...env, CERTIFICATE_PROVIDER: undefined, CF_API_TOKEN: undefined, CF_ZONE_ID: undefined };
-    expect(() => getConfig(production)).toThrow(/CERTIFICATE_PROVIDER is "cloudflare" \(the default\), which needs CF_API_TOKEN and CF_ZONE_ID/);
-    const response = await createWorker(productionDeps).fetch(new Request("http://localhost/v2/projects"), production, createExecutionContext());
-    expect(response.status).toBe(500);
-    expect((await response.json<{ code: string }>()).code).toBe("configuration_error");
-    log.mockRestore();
-    expect(getConfig({ ...production, CF_API_TOKEN: "token", CF_ZONE_ID: "zone" }).certificateProvider).toBe("cloudflare");
-    expect(productionDeps.certificates(getConfig({ ...production, CF_API_TOKEN: "token", CF_ZONE_ID: "zone" })).name).toBe("cloudflare");
-    expect(productionDeps.certificates(getConfig({ ...production, CERTIFICATE_PROVIDER: "local" })).name).toBe("local");
   });
 });
