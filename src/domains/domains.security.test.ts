@@ -7,11 +7,13 @@ import { createDb } from "../db/client";
 import { domains } from "../db/schema";
 import { productionDeps } from "../deps";
 import { getConfig } from "../platform/env";
+import { createScope } from "../platform/scope";
 import { createWorker } from "../worker";
+import { validateDomain } from "./validate";
 
 const DAY = 24 * 3600 * 1000;
 import { addDomain, pointsHere, setRecords, txt, uniqueLabel, validate, ZONE, zonesResolver } from "../../test/domains";
-import { ADMIN, client, seedProject } from "../../test/helpers";
+import { ADMIN, client, seedProject, testDeps } from "../../test/helpers";
 import { seedRunnable } from "../../test/runs";
 
 const api = client();
@@ -239,5 +241,25 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     await expect(db.update(domains).set({ status: "validated" }).where(and(eq(domains.hostname, name), eq(domains.projectId, second.projectId)))).rejects.toSatisfy(
       (error: Error) => /UNIQUE constraint failed/.test(String(error.cause ?? error)),
     );
+  });
+
+  it("never lets a check decided before another claim's move undo that move", async () => {
+    const first = await seedProject(zones);
+    const second = await seedProject(zones);
+    const name = host();
+    await setRecords(name, { type: "CNAME", data: "elsewhere.test." });
+    await addDomain(zones, first, name);
+    expect((await validate(zones, first, name)).body.status).toBe("failed");
+    const db = createDb(env.DB);
+    const [asReadBefore] = await db.select().from(domains).where(and(eq(domains.hostname, name), eq(domains.projectId, first.projectId)));
+
+    const secondRecord = (await addDomain(zones, second, name)).body as unknown as DomainBody;
+    await setRecords(name, pointsHere);
+    await setRecords(`_gateway-challenge.${name}`, txt(secondRecord.ownership_record.value), txt(asReadBefore!.ownershipValue));
+    expect((await validate(zones, second, name)).body.status).toBe("validated");
+    // The first claim's check, read before the move (still failed, so the status alone would match).
+    const late = await validateDomain(createScope(env, createExecutionContext(), testDeps({ now: zones.clock.now, resolver: zonesResolver })), asReadBefore!);
+    expect(late).toMatchObject({ status: "failed", lastErrorCode: "OWNERSHIP_MOVED" });
+    expect(await read(second, name)).toMatchObject({ status: "validated" });
   });
 });

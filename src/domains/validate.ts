@@ -83,10 +83,20 @@ const movedAway = (domain: Domain, now: Date): Partial<Domain> => ({
 export async function validateDomain(s: Scope, domain: Domain): Promise<Domain> {
   const outcome = await decide(s, s.deps.resolver(s.config), domain);
   const now = s.deps.now();
+  // "Still as read": the status and the last error code. A move by another claim leaves a failed claim
+  // failed but sets OWNERSHIP_MOVED, so a decision taken before that move can never undo it.
+  const code = domain.lastErrorCode ?? "";
   const mine = s.db
     .update(domains)
     .set(changesFor(outcome, domain.status, now))
-    .where(and(eq(domains.id, domain.id), eq(domains.status, domain.status), inArray(domains.status, ["pending", "failed"])))
+    .where(
+      and(
+        eq(domains.id, domain.id),
+        eq(domains.status, domain.status),
+        inArray(domains.status, ["pending", "failed"]),
+        sql`coalesce(${domains.lastErrorCode}, '') = ${code}`,
+      ),
+    )
     .returning();
   let updated: Domain | undefined;
   if (outcome.result === "validated") {
@@ -101,7 +111,7 @@ export async function validateDomain(s: Scope, domain: Domain): Promise<Domain> 
           and(
             eq(domains.hostname, domain.hostname),
             ne(domains.id, domain.id),
-            sql`exists (select 1 from domains as claim where claim.id = ${domain.id} and claim.status = ${domain.status} and claim.status in ('pending', 'failed'))`,
+            sql`exists (select 1 from domains as claim where claim.id = ${domain.id} and claim.status = ${domain.status} and claim.status in ('pending', 'failed') and coalesce(claim.last_error_code, '') = ${code})`,
           ),
         )
         .returning({ projectId: domains.projectId }),
