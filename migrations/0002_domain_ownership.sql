@@ -10,7 +10,7 @@ DROP INDEX `domains_project`;--> statement-breakpoint
 -- Hand-written (not drizzle-kit): SQLite cannot add a NOT NULL column without a default to a table with
 -- rows, so the column starts as '' and every existing claim then gets its own random ownership value.
 ALTER TABLE `domains` ADD `ownership_value` text NOT NULL DEFAULT '';--> statement-breakpoint
-UPDATE `domains` SET `ownership_value` = lower(hex(randomblob(16))) WHERE `ownership_value` = '';--> statement-breakpoint
+UPDATE `domains` SET `ownership_value` = 'gw-' || lower(hex(randomblob(16))) WHERE `ownership_value` = '';--> statement-breakpoint
 CREATE UNIQUE INDEX `domains_hostname_holder` ON `domains` (`hostname`) WHERE "domains"."status" = 'validated';--> statement-breakpoint
 CREATE INDEX `domains_unvalidated` ON `domains` (`auto_validation_ends_at`) WHERE "domains"."status" <> 'validated';--> statement-breakpoint
 CREATE INDEX `domains_hostname` ON `domains` (`hostname`);--> statement-breakpoint
