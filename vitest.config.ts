@@ -30,6 +30,9 @@ export default defineConfig(async () => {
                   OIDC_CLIENT_ID: TEST_OIDC.clientId,
                   OIDC_CLIENT_SECRET: TEST_OIDC.clientSecret,
                   TEST_OIDC_OTHER_ISSUER: inject("oidcOtherIssuer"),
+                  // A private DNS harness whose zone the tests write (test/global/dns-zones.mjs).
+                  TEST_ZONES_DOH_URL: inject("zonesDohUrl"),
+                  TEST_ZONES_URL: inject("zonesUrl"),
                 },
               },
             })),
@@ -38,7 +41,7 @@ export default defineConfig(async () => {
             name: "workers",
             include: ["src/**/*.test.ts", "src/**/*.test.tsx", "test/workers/**/*.test.ts"],
             setupFiles: ["test/setup/apply-migrations.ts"],
-            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs", "test/global/oidc.mjs"],
+            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs", "test/global/dns-zones.mjs", "test/global/oidc.mjs"],
           },
         },
         {

@@ -40,9 +40,22 @@ const oidc = await startOidcProvider({
 const oidcVars = ["--var", `OIDC_ISSUER:${oidc.issuer}`, "--var", `OIDC_CLIENT_ID:${oidcClient.client_id}`, "--var", `OIDC_CLIENT_SECRET:${oidcClient.client_secret}`];
 console.log(`dev: people sign in at ${oidc.issuer} (local OpenID provider): "Sign in with single sign-on", login "${DEV_USER.login}" (${DEV_USER.email}).`);
 
+// Custom domains validate offline: the DNS harness (../shared/harness/dns, knot behind dnsdist) is
+// started when nothing answers yet (never restarted: other checkouts may use it), and the gateway is
+// pointed at it. Its zones hold good.example.test, a hostname that validates as it is.
+const dnsVars = [];
+try {
+  const { ensureDnsHarness } = await import("../test/global/dns-harness.mjs");
+  const doh = await ensureDnsHarness();
+  dnsVars.push("--var", `DNS_RESOLVER_URL:${doh}`);
+  console.log(`dev: DNS harness at ${doh}; add good.example.test (region us-east-1) to see a domain validate.`);
+} catch (error) {
+  console.warn(`dev: no DNS harness (${error.message.split("\n")[0]}); domain checks will say DNS_UNAVAILABLE.`);
+}
+
 const children = [
   spawn(process.execPath, ["examples/sample-app/server.mjs"], { stdio: "inherit", env: { ...env, PORT: samplePort } }),
-  spawn("npx", ["wrangler", "dev", "--port", port, "--test-scheduled", ...oidcVars, ...process.argv.slice(2)], { stdio: "inherit", env }),
+  spawn("npx", ["wrangler", "dev", "--port", port, "--test-scheduled", ...dnsVars, ...oidcVars, ...process.argv.slice(2)], { stdio: "inherit", env }),
 ];
 const stop = (signal) => children.forEach((child) => child.kill(signal));
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => stop(signal));

@@ -1,14 +1,10 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { client, seedBuild } from "../../test/helpers";
-import { person } from "../../test/people";
-import { seedRunnable } from "../../test/runs";
+import { client } from "../../test/helpers";
+import { documentOperations, inDays as inDaysOf, pathOf, projectWithEverything, writeBody } from "../../test/operations";
 
 const api = client();
-const DAY = 24 * 3600 * 1000;
-const inDays = (days: number) => new Date(api.clock.now().getTime() + days * DAY).toISOString();
-let counter = 0;
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}${(counter++).toString(36)}`;
+const inDays = (days: number) => inDaysOf(api, days);
 
 interface Entry {
   id: string;
@@ -21,101 +17,49 @@ interface Entry {
   request_id: string;
   at: string;
 }
-interface OpenApi {
-  paths: Record<string, Record<string, unknown>>;
-}
 
 const entriesOf = async (projectId: string) =>
   (await env.DB.prepare("SELECT request_id, action FROM audit_log WHERE project_id = ?").bind(projectId).all<{ request_id: string; action: string }>()).results;
 
-async function fixture() {
-  const seed = await seedRunnable(api);
-  const buildId = await seedBuild(api, seed);
-  const domain = `${unique("audit")}.example.org`;
-  expect((await api.json(`/v2/projects/${seed.projectId}/domains`, { method: "POST", body: { domain, region: "us-east-1" } })).status).toBe(201);
-  const victim = await api.json<{ id: string }>(`/v2/projects/${seed.projectId}/service-accounts`, {
-    method: "POST",
-    body: { name: "victim", expires_at: inDays(5) },
-  });
-  // People: an owner and a viewer (whose membership the member routes change), someone who has signed
-  // in but is no member (to add), and an open invite (to withdraw).
-  const [ownerEmail, viewerEmail] = [unique("owner"), unique("viewer")].map((name) => `${name}@example.test`);
-  for (const [email, role] of [[ownerEmail, "owner"], [viewerEmail, "viewer"]]) {
-    await api.json(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email, role } });
-    await person(api, { email });
-  }
-  const members = await api.json<{ data: { member_id: string; role: string }[] }>(`/v2/projects/${seed.projectId}/members`);
-  const outsider = await person(api);
-  const invite = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email: `${unique("invited")}@example.test`, role: "viewer" } });
-  const values: Record<string, string> = {
-    project_id: seed.projectId,
-    app_id: seed.appId,
-    app_name: seed.appName,
-    build_id: buildId,
-    service_account_id: victim.body.id,
-    domain,
-    member_id: members.body.data.find((m) => m.role === "viewer")!.member_id,
-    invite_id: invite.body.invite_id,
-  };
-  return { seed, values, outsider: outsider.email! };
-}
-
-function bodyFor(method: string, template: string, outsider: string): unknown {
-  if (template.endsWith("/members/{member_id}")) return method === "patch" ? { role: "developer" } : undefined;
-  if (template.endsWith("/members")) return { email: outsider, role: "viewer" };
-  if (template.endsWith("/invites")) return { email: `${unique("invitee")}@example.test`, role: "developer" };
-  if (method === "patch") return { status: "building" };
-  if (method !== "post") return undefined;
-  if (template === "/projects") return { name: unique("project") };
-  if (template.endsWith("/apps")) return { name: unique("app"), region: "us-east-1", runtime: "cortex" };
-  if (template.endsWith("/domains")) return { domain: `${unique("new")}.example.org`, region: "us-east-1" };
-  if (template.endsWith("/service-accounts")) return { name: unique("minted"), expires_at: inDays(7) };
-  return undefined;
-}
+const fixture = () => projectWithEverything(api);
 
 describe("audit log", () => {
   it("gets exactly one entry for every write operation of the OpenAPI document, naming actor, action, target, address and request", async () => {
-    const spec = (await api.json<OpenApi>("/v2/openapi.json", { token: null })).body;
     const tried: string[] = [];
-    for (const [template, methods] of Object.entries(spec.paths)) {
-      for (const method of Object.keys(methods).filter((m) => ["post", "put", "patch", "delete"].includes(m))) {
-        const { seed, values, outsider } = await fixture();
-        const path = `/v2${template.replace(/\{(\w+)\}/g, (_, name: string) => {
-          expect(values[name], `a value for {${name}} in ${template}`).toBeDefined();
-          return encodeURIComponent(values[name]!);
-        })}`;
-        const label = `${method.toUpperCase()} ${template}`;
-        // Creating projects is the operator's, and so (with the owners) is managing members; everything
-        // else is done by the project's own token.
-        const newProject = template === "/projects";
-        const asOperator = newProject || /\/(members|invites)/.test(template);
-        const before = await entriesOf(seed.projectId);
-        const response = await api.call(path, {
-          method: method.toUpperCase(),
-          token: asOperator ? undefined : seed.token,
-          body: bodyFor(method, template, outsider),
-          headers: { "CF-Connecting-IP": "203.0.113.9" },
-        });
-        const text = await response.text();
-        expect(response.status, `${label}: ${text}`).toBeLessThan(300);
-        const requestId = response.headers.get("x-request-id")!;
-        const projectId = newProject ? (JSON.parse(text) as { project_id: string }).project_id : seed.projectId;
+    for (const { method, template } of (await documentOperations(api)).filter((o) => o.method !== "get")) {
+      const { seed, values } = await fixture();
+      const path = pathOf(template, values);
+      const label = `${method.toUpperCase()} ${template}`;
+      // Creating projects is the operator's, and so (with the owners) is managing members; everything
+      // else is done by the project's own token.
+      const newProject = template === "/projects";
+      const asOperator = newProject || /\/(members|invites)/.test(template);
+      const before = await entriesOf(seed.projectId);
+      const response = await api.call(path, {
+        method: method.toUpperCase(),
+        token: asOperator ? undefined : seed.token,
+        body: writeBody(api, method, template, undefined, values),
+        headers: { "CF-Connecting-IP": "203.0.113.9" },
+      });
+      const text = await response.text();
+      expect(response.status, `${label}: ${text}`).toBeLessThan(300);
+      const requestId = response.headers.get("x-request-id")!;
+      const projectId = newProject ? (JSON.parse(text) as { project_id: string }).project_id : seed.projectId;
 
-        const after = await entriesOf(projectId);
-        expect(after.length - (newProject ? 0 : before.length), label).toBe(1);
-        const mine = after.filter((e) => e.request_id === requestId);
-        expect(mine, label).toHaveLength(1);
-        // Every write route names its action (a route that names none gets `METHOD /route` and a warning).
-        expect(mine[0]!.action, label).toMatch(/^[a-z_]+\.[a-z_]+$/);
+      const after = await entriesOf(projectId);
+      expect(after.length - (newProject ? 0 : before.length), label).toBe(1);
+      const mine = after.filter((e) => e.request_id === requestId);
+      expect(mine, label).toHaveLength(1);
+      // Every write route names its action (a route that names none gets `METHOD /route` and a warning).
+      expect(mine[0]!.action, label).toMatch(/^[a-z_]+\.[a-z_]+$/);
 
-        const listed = await api.json<{ data: Entry[] }>(`/v2/projects/${projectId}/audit-log?action=${mine[0]!.action}`);
-        const entry = listed.body.data.find((e) => e.request_id === requestId)!;
-        expect(entry.actor, label).toEqual(asOperator ? { kind: "operator", id: "operator", name: null } : { kind: "service_account", id: seed.serviceAccountId, name: "ci" });
-        expect(entry.client_ip, label).toBe("203.0.113.9");
-        expect(entry.at, label).toBe(api.clock.now().toISOString());
-        expect(entry.target.id, label).toBeTruthy();
-        tried.push(label);
-      }
+      const listed = await api.json<{ data: Entry[] }>(`/v2/projects/${projectId}/audit-log?action=${mine[0]!.action}`);
+      const entry = listed.body.data.find((e) => e.request_id === requestId)!;
+      expect(entry.actor, label).toEqual(asOperator ? { kind: "operator", id: "operator", name: null } : { kind: "service_account", id: seed.serviceAccountId, name: "ci" });
+      expect(entry.client_ip, label).toBe("203.0.113.9");
+      expect(entry.at, label).toBe(api.clock.now().toISOString());
+      expect(entry.target.id, label).toBeTruthy();
+      tried.push(label);
     }
     expect(tried.length).toBeGreaterThanOrEqual(10);
   }, 120_000);
@@ -126,7 +70,7 @@ describe("audit log", () => {
     const apps = `/v2/projects/${seed.projectId}/apps`;
     // A conflict inside the write's own batch (ON CONFLICT DO NOTHING): no entry.
     expect((await api.call(apps, { method: "POST", token: seed.token, body: { name: seed.appName, region: "us-east-1", runtime: "cortex" } })).status).toBe(409);
-    // Refused before or after the handler: validation, scope, a finished build that cannot be cancelled.
+    // Refused before the write: validation, scope.
     expect((await api.call(apps, { method: "POST", token: seed.token, body: { name: "Bad Name", region: "us-east-1", runtime: "cortex" } })).status).toBe(400);
     const limited = await api.json<{ token: string }>(`/v2/projects/${seed.projectId}/service-accounts`, {
       method: "POST",

@@ -204,7 +204,7 @@ describe("dashboard audit log", () => {
   it("lists the project's changes with actor, action and target, and filters them", async () => {
     const api = client();
     const seed = await seedProject(api);
-    const v = visitor(api);
+    const v = visitor(api, { ip: "198.51.100.77" });
     await v.signIn();
     await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "from-dashboard", expires_on: "2027-01-31", scopes: ["builds:read"] });
     const page = await v.get(`/dashboard/projects/${seed.projectId}/audit-log`);
@@ -214,6 +214,8 @@ describe("dashboard audit log", () => {
     expect(shown).toContain("app.create");
     expect(shown).toContain(seed.serviceAccountId);
     expect(shown).toContain("the operator");
+    // A change made on the dashboard is recorded with the person's address.
+    expect(shown).toContain("198.51.100.77");
     const filtered = await v.get(`/dashboard/projects/${seed.projectId}/audit-log?action=app.create`);
     expect(text(filtered.html)).toContain("app.create");
     expect(text(filtered.html)).not.toContain("service_account.create");

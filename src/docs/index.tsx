@@ -20,7 +20,7 @@ export function registerDocs(v2: OpenAPIHono<AppEnv>) {
   v2.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
     scheme: "bearer",
-    description: "A service account token (`egsa_…`) or the admin token.",
+    description: "A service account token (`egsa_…`) or the admin token. An operation lists the scope a service account token needs for it; without it the answer is 403 `insufficient_scope`.",
   });
   const document = () =>
     v2.getOpenAPI31Document({ openapi: "3.1.0", info: OPENAPI_INFO, servers: [{ url: "/v2" }] }) as unknown as OpenApiDocument;

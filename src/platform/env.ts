@@ -11,6 +11,9 @@ interface OptionalSettings {
   CF_ZONE_ID?: string;
   /** The Cloudflare API's base URL: a local fake in tests. */
   CF_API_BASE_URL?: string;
+  CERTIFICATE_PROVIDER?: string;
+  CERTIFICATE_AUTHORITY?: string;
+  MAX_DOMAINS_PER_PROJECT?: string;
 }
 
 declare global {
@@ -67,6 +70,12 @@ const ConfigSchema = z
     OIDC_ISSUER: optional(z.url({ protocol: /^https?$/, error: "is not an http(s) URL" })),
     OIDC_CLIENT_ID: optional(z.string().max(512)),
     OIDC_CLIENT_SECRET: optional(z.string().max(4096)),
+    // Fails closed: without "local" (local development only), certificates need Cloudflare for SaaS.
+    CERTIFICATE_PROVIDER: z.enum(["cloudflare", "local"], { error: 'must be "cloudflare" or "local"' }).default("cloudflare"),
+    CERTIFICATE_AUTHORITY: z
+      .enum(["lets_encrypt", "google", "ssl_com"], { error: 'must be "lets_encrypt", "google" or "ssl_com"' })
+      .default("lets_encrypt"),
+    MAX_DOMAINS_PER_PROJECT: z.coerce.number({ error: "is not a number" }).int().min(1).max(10_000).default(100),
   })
   .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
     message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
@@ -75,6 +84,11 @@ const ConfigSchema = z
   .refine((c) => [c.OIDC_ISSUER, c.OIDC_CLIENT_ID, c.OIDC_CLIENT_SECRET].filter(Boolean).length % 3 === 0, {
     message: "OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET are set together or not at all",
     path: ["OIDC_ISSUER"],
+  })
+  .refine((c) => c.CERTIFICATE_PROVIDER === "local" || Boolean(c.CF_API_TOKEN && c.CF_ZONE_ID), {
+    message:
+      'is "cloudflare" (the default), which needs CF_API_TOKEN and CF_ZONE_ID; set them, or CERTIFICATE_PROVIDER = "local" for local development only',
+    path: ["CERTIFICATE_PROVIDER"],
   });
 
 export interface Config {
@@ -93,6 +107,12 @@ export interface Config {
   webhookTimeoutMs: number;
   /** People's sign-in (OpenID Connect); null: the dashboard offers only the operator's admin-token sign-in. */
   oidc: { issuer: string; clientId: string; clientSecret: string } | null;
+  /** Cloudflare for SaaS, or "local" (development: a certificate is reported active at once). */
+  certificateProvider: "cloudflare" | "local";
+  /** The CA certificates are asked from; CAA records must allow it. */
+  certificateAuthority: "lets_encrypt" | "google" | "ssl_com";
+  /** Claims (domains in any state) one project may have. */
+  maxDomainsPerProject: number;
 }
 
 // Parsed once per isolate for each env object: settings only change with a new deployment.
@@ -125,6 +145,9 @@ export function getConfig(env: Env): Config {
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
     oidc: c.OIDC_ISSUER && c.OIDC_CLIENT_ID && c.OIDC_CLIENT_SECRET ? { issuer: c.OIDC_ISSUER, clientId: c.OIDC_CLIENT_ID, clientSecret: c.OIDC_CLIENT_SECRET } : null,
+    certificateProvider: c.CERTIFICATE_PROVIDER,
+    certificateAuthority: c.CERTIFICATE_AUTHORITY,
+    maxDomainsPerProject: c.MAX_DOMAINS_PER_PROJECT,
   };
   parsed.set(env, config);
   return config;

@@ -5,6 +5,8 @@ declare module "vitest" {
     fakesUrl: string;
     oidcIssuer: string;
     oidcOtherIssuer: string;
+    zonesDohUrl: string;
+    zonesUrl: string;
   }
 }
 export {};

@@ -2,22 +2,13 @@ import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_PERMISSIONS, PERMISSIONS, type Permission } from "../../src/auth/permissions";
-import { client, seedBuild } from "../helpers";
+import { client } from "../helpers";
+import { documentOperations, inDays as inDaysOf, pathOf, projectWithEverything, unique, writeBody } from "../operations";
 import { seedRunnable } from "../runs";
 import { TEST_SECRETS } from "../secrets";
 
 const api = client();
-const DAY = 24 * 3600 * 1000;
-const inDays = (days: number) => new Date(api.clock.now().getTime() + days * DAY).toISOString();
-let counter = 0;
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}${(counter++).toString(36)}`;
-
-interface Operation {
-  security?: { bearerAuth: string[] }[];
-}
-interface OpenApi {
-  paths: Record<string, Record<string, Operation>>;
-}
+const inDays = (days: number) => inDaysOf(api, days);
 
 /** A token of the project with exactly `scopes`, made by the operator. */
 async function tokenWith(projectId: string, scopes: readonly Permission[], expiresAt = inDays(30)) {
@@ -29,46 +20,9 @@ async function tokenWith(projectId: string, scopes: readonly Permission[], expir
   return created.body;
 }
 
-/** A project with one of everything an operation's path can name. */
-async function fixture() {
-  const seed = await seedRunnable(api);
-  const buildId = await seedBuild(api, seed);
-  const domain = `${unique("scope")}.example.org`;
-  expect((await api.json(`/v2/projects/${seed.projectId}/domains`, { method: "POST", body: { domain, region: "us-east-1" } })).status).toBe(201);
-  const victim = await tokenWith(seed.projectId, ["builds:read"]);
-  const values: Record<string, string> = {
-    project_id: seed.projectId,
-    app_id: seed.appId,
-    app_name: seed.appName,
-    build_id: buildId,
-    service_account_id: victim.id,
-    domain,
-  };
-  return { seed, values };
-}
-
-/** A body each write accepts from a token holding just `scope`. */
-function bodyFor(method: string, template: string, scope: string): unknown {
-  if (method === "patch") return { status: "building" };
-  if (method !== "post") return undefined;
-  if (template.endsWith("/apps")) return { name: unique("app"), region: "us-east-1", runtime: "cortex" };
-  if (template.endsWith("/domains")) return { domain: `${unique("new")}.example.org`, region: "us-east-1" };
-  if (template.endsWith("/service-accounts")) return { name: unique("minted"), expires_at: inDays(7), scopes: [scope] };
-  return undefined;
-}
-
-const operations = async () => {
-  const spec = (await api.json<OpenApi>("/v2/openapi.json", { token: null })).body;
-  return Object.entries(spec.paths).flatMap(([template, methods]) =>
-    Object.entries(methods)
-      .filter(([method]) => ["get", "post", "put", "patch", "delete"].includes(method))
-      .map(([method, op]) => ({ method, template, scopes: op.security?.flatMap((s) => s.bearerAuth) ?? [] })),
-  );
-};
-
 describe("scopes in the OpenAPI document", () => {
   it("names one scope from the closed list on every operation, apart from reading projects and the operator's project creation", async () => {
-    const ops = await operations();
+    const ops = await documentOperations(api);
     // Members and invites are the owners' (and the operator's): not a token permission, so no scope.
     const unscoped = ops.filter((o) => o.scopes.length === 0 && !/\/(members|invites)/.test(o.template)).map((o) => `${o.method} ${o.template}`);
     expect(unscoped.sort()).toEqual(["get /projects", "get /projects/{project_id}", "post /projects"]);
@@ -80,25 +34,22 @@ describe("scopes in the OpenAPI document", () => {
 
   it("refuses every scoped operation with 403 insufficient_scope to a token lacking its scope, and allows it with only that scope", async () => {
     const tried: string[] = [];
-    for (const { method, template, scopes } of await operations()) {
+    for (const { method, template, scopes } of await documentOperations(api)) {
       const scope = scopes[0] as Permission | undefined;
       if (!scope) continue;
-      const { seed, values } = await fixture();
-      const path = `/v2${template.replace(/\{(\w+)\}/g, (_, name: string) => {
-        expect(values[name], `a value for {${name}} in ${template}`).toBeDefined();
-        return encodeURIComponent(values[name]!);
-      })}`;
+      const { seed, values } = await projectWithEverything(api);
+      const path = pathOf(template, values);
       const label = `${method.toUpperCase()} ${template}`;
 
       const without = await tokenWith(seed.projectId, PERMISSIONS.filter((p) => p !== scope));
-      const refused = await api.call(path, { method: method.toUpperCase(), token: without.token, body: bodyFor(method, template, scope) });
+      const refused = await api.call(path, { method: method.toUpperCase(), token: without.token, body: writeBody(api, method, template, [scope]) });
       const problem = (await refused.json()) as { code: string; detail: string };
       expect(refused.status, label).toBe(403);
       expect(problem.code, label).toBe("insufficient_scope");
       expect(refused.headers.get("www-authenticate"), label).toMatch(new RegExp(`^Bearer realm="edge-gateway", error="insufficient_scope", .*scope="${scope}"$`));
 
       const withOnly = await tokenWith(seed.projectId, [scope]);
-      const allowed = await api.call(path, { method: method.toUpperCase(), token: withOnly.token, body: bodyFor(method, template, scope) });
+      const allowed = await api.call(path, { method: method.toUpperCase(), token: withOnly.token, body: writeBody(api, method, template, [scope]) });
       expect(allowed.status, `${label}: ${await allowed.text()}`).toBeGreaterThanOrEqual(200);
       expect(allowed.status, label).toBeLessThan(300);
       tried.push(label);

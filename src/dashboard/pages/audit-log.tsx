@@ -2,7 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import type { AuditEntrySchema } from "../../audit/routes";
 import { type Page, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Field, Pager, ProblemMessage, when } from "../components";
+import { Field, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -44,14 +44,7 @@ async function auditLogPage(c: DashContext, project: Project) {
       <form method="get" action={path} class="filter" role="search" aria-label="Filter the audit log">
         <Field label="Actor" name="actor" value={filters.actor ?? ""} maxlength={64} error={problem?.fields.actor} hint="A service account id (sa_…), a person's id, or “operator”." />
         <Field label="Action" name="action" value={filters.action ?? ""} maxlength={64} error={problem?.fields.action} hint="For example build.cancel or domain.create." />
-        <div class="actions">
-          <button type="submit">Filter</button>
-          {filtered && (
-            <a class="button secondary" href={path}>
-              Show all
-            </a>
-          )}
-        </div>
+        <FilterActions path={path} filtered={filtered} />
       </form>
       {!list.ok ? (
         <ProblemMessage problem={list.problem} action="Loading the audit log" />

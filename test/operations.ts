@@ -1,0 +1,85 @@
+import { expect } from "vitest";
+import { type Client, seedBuild } from "./helpers";
+import { person } from "./people";
+import { seedRunnable } from "./runs";
+
+const DAY = 24 * 3600 * 1000;
+/** An RFC 3339 time `days` after the client's clock. */
+export const inDays = (api: Client, days: number) => new Date(api.clock.now().getTime() + days * DAY).toISOString();
+
+let counter = 0;
+export const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}${(counter++).toString(36)}`;
+
+export interface Operation {
+  method: string;
+  template: string;
+  /** The scopes its `security` names (empty: any credential of the project). */
+  scopes: string[];
+}
+
+/** Every operation of the management API's OpenAPI document. */
+export async function documentOperations(api: Client): Promise<Operation[]> {
+  const spec = (await api.json<{ paths: Record<string, Record<string, { security?: { bearerAuth: string[] }[] }>> }>("/v2/openapi.json", { token: null })).body;
+  return Object.entries(spec.paths).flatMap(([template, methods]) =>
+    Object.entries(methods)
+      .filter(([method]) => ["get", "post", "put", "patch", "delete"].includes(method))
+      .map(([method, op]) => ({ method, template, scopes: op.security?.flatMap((s) => s.bearerAuth) ?? [] })),
+  );
+}
+
+/** A project with one of everything a path of the document can name, and the value of each path parameter. */
+export async function projectWithEverything(api: Client) {
+  const seed = await seedRunnable(api);
+  const buildId = await seedBuild(api, seed);
+  const domain = `${unique("ops")}.example.org`;
+  expect((await api.json(`/v2/projects/${seed.projectId}/domains`, { method: "POST", body: { domain, region: "us-east-1" } })).status).toBe(201);
+  const victim = await api.json<{ id: string }>(`/v2/projects/${seed.projectId}/service-accounts`, {
+    method: "POST",
+    body: { name: "victim", expires_at: inDays(api, 5), scopes: ["builds:read"] },
+  });
+  // People: an owner and a viewer (whose membership the member routes change), someone who has signed
+  // in but is no member (to add), and an open invite (to withdraw).
+  for (const role of ["owner", "viewer"]) {
+    const email = `${unique(role)}@example.test`;
+    await api.json(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email, role } });
+    await person(api, { email });
+  }
+  const members = await api.json<{ data: { member_id: string; role: string }[] }>(`/v2/projects/${seed.projectId}/members`);
+  const outsider = await person(api);
+  const invite = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email: `${unique("invited")}@example.test`, role: "viewer" } });
+  const values: Record<string, string> = {
+    project_id: seed.projectId,
+    app_id: seed.appId,
+    app_name: seed.appName,
+    build_id: buildId,
+    service_account_id: victim.body.id,
+    domain,
+    member_id: members.body.data.find((m) => m.role === "viewer")!.member_id,
+    invite_id: invite.body.invite_id,
+    // Not a path parameter: the person `POST …/members` adds.
+    outsider_email: outsider.email!,
+  };
+  return { seed, values };
+}
+
+/** The `/v2` path of `template` with its parameters filled in from `values`. */
+export function pathOf(template: string, values: Record<string, string>) {
+  return `/v2${template.replace(/\{(\w+)\}/g, (_, name: string) => {
+    expect(values[name], `a value for {${name}} in ${template}`).toBeDefined();
+    return encodeURIComponent(values[name]!);
+  })}`;
+}
+
+/** A body each write operation accepts; a new service account gets `scopes` (the default when absent). */
+export function writeBody(api: Client, method: string, template: string, scopes?: string[], values: Record<string, string> = {}): unknown {
+  if (template.endsWith("/members/{member_id}")) return method === "patch" ? { role: "developer" } : undefined;
+  if (template.endsWith("/members")) return { email: values.outsider_email ?? "nobody@example.test", role: "viewer" };
+  if (template.endsWith("/invites")) return { email: `${unique("invitee")}@example.test`, role: "developer" };
+  if (method === "patch") return { status: "building" };
+  if (method !== "post") return undefined;
+  if (template === "/projects") return { name: unique("project") };
+  if (template.endsWith("/apps")) return { name: unique("app"), region: "us-east-1", runtime: "cortex" };
+  if (template.endsWith("/domains")) return { domain: `${unique("new")}.example.org`, region: "us-east-1" };
+  if (template.endsWith("/service-accounts")) return { name: unique("minted"), expires_at: inDays(api, 7), ...(scopes ? { scopes } : {}) };
+  return undefined;
+}
