@@ -10,6 +10,7 @@ import { projectScope } from "./projects/scope";
 import { rateLimitByIp, rateLimitByToken } from "./platform/rate-limit";
 import { serviceAccountsRouter } from "./service-accounts";
 import { webhooksRouter } from "./webhooks";
+import { asyncRunsRouter } from "./runs/async";
 
 /** Request bodies of the management API are small JSON documents. */
 export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -26,6 +27,7 @@ export function createManagementApi() {
   v2.route("/", buildsRouter);
   v2.route("/", webhooksRouter);
   v2.route("/", domainsRouter);
+  v2.route("/", asyncRunsRouter);
   registerDocs(v2);
   return v2;
 }

@@ -3,6 +3,7 @@ import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
 import { QUEUES } from "./platform/triggers";
 import { deliverWebhooks } from "./webhooks/consumer";
+import { consumeAsyncRuns } from "./runs/async/consumer";
 
 export type QueueHandler = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext, deps: Deps) => Promise<void>;
 
@@ -10,6 +11,7 @@ export type QueueHandler = (batch: MessageBatch<unknown>, env: Env, ctx: Executi
 export const queueHandlers: Record<string, QueueHandler> = {
   [QUEUES.webhookDeliveries]: deliverWebhooks,
   [QUEUES.domainValidations]: (batch, env, _ctx, deps) => domainValidationConsumer(batch, env, deps),
+  [QUEUES.asyncRuns]: consumeAsyncRuns,
 };
 
 /** The Worker's `queue` entry point, built with the same `deps` as `fetch`. */

@@ -2,6 +2,7 @@ import { domainValidationCron } from "./domains/cron";
 import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
 import { CRONS } from "./platform/triggers";
+import { sweepAsyncRuns } from "./runs/async/sweep";
 
 export type CronHandler = (controller: ScheduledController, env: Env, ctx: ExecutionContext, deps: Deps) => Promise<void>;
 
@@ -9,6 +10,9 @@ export type CronHandler = (controller: ScheduledController, env: Env, ctx: Execu
 export const cronHandlers: Record<string, CronHandler> = {
   [CRONS.domainValidation]: async (_controller, env, _ctx, deps) => {
     await domainValidationCron(env, deps);
+  },
+  [CRONS.asyncRuns]: async (_controller, env, _ctx, deps) => {
+    await sweepAsyncRuns(env, deps);
   },
 };
 

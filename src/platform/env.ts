@@ -23,6 +23,11 @@ export interface Env {
   WEBHOOK_TIMEOUT_MS?: string;
   DOMAIN_QUEUE: Queue<unknown>;
   CF_API_BASE_URL?: string;
+  /** Async runs (`?async=true`) wait here for their consumer. */
+  ASYNC_RUN_QUEUE: Queue<unknown>;
+  /** Async runs' request bodies and results too large for their D1 row. */
+  RUN_PAYLOADS: R2Bucket;
+  ASYNC_RUN_TIMEOUT_MS?: string;
 }
 
 type GatewayEnv = Env;
@@ -53,6 +58,9 @@ const list = (item: z.ZodString, what: string) =>
 const secret = (minLength: number) =>
   z.string({ error: "is not set" }).min(minLength, `must be at least ${minLength} characters`);
 
+/** A queue consumer invocation's wall-time limit (15 min) less one minute for storing the result. */
+export const ASYNC_RUN_TIMEOUT_MAX_MS = 14 * 60_000;
+
 const milliseconds = (fallback: number) =>
   z.coerce.number({ error: "is not a number of milliseconds" }).int().min(1).max(900_000).default(fallback);
 
@@ -74,6 +82,14 @@ const ConfigSchema = z
       .transform((value) => value === "true"),
     RUN_TIMEOUT_MS: milliseconds(120_000),
     WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
+    // A queue consumer invocation may run 15 minutes of wall time; the run must leave the last of them
+    // to store its result and hand it to the webhook pipeline.
+    ASYNC_RUN_TIMEOUT_MS: z.coerce
+      .number({ error: "is not a number of milliseconds" })
+      .int()
+      .min(1)
+      .max(ASYNC_RUN_TIMEOUT_MAX_MS, `must be at most ${ASYNC_RUN_TIMEOUT_MAX_MS} (a queue consumer's 15 minutes, less a minute to store the result)`)
+      .default(600_000),
   })
   .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
     message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
@@ -94,6 +110,8 @@ export interface Config {
   runTimeoutMs: number;
   /** How long one webhook delivery attempt waits for the receiver. */
   webhookTimeoutMs: number;
+  /** How long the async-run consumer waits for the upstream's answer. */
+  asyncRunTimeoutMs: number;
 }
 
 // Parsed once per isolate for each env object: settings only change with a new deployment.
@@ -125,6 +143,7 @@ export function getConfig(env: Env): Config {
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
+    asyncRunTimeoutMs: c.ASYNC_RUN_TIMEOUT_MS,
   };
   parsed.set(env, config);
   return config;

@@ -1,0 +1,48 @@
+import { createDb } from "../../db/client";
+import type { Deps } from "../../platform/context";
+import { type Env, getConfig } from "../../platform/env";
+import { IDEMPOTENCY_WINDOW_MS } from "./accept";
+import { endUnanswered } from "./lifecycle";
+import { dropPayloads, requestKey, resultKey } from "./payloads";
+import { deleteRuns, expiredRuns, releaseKeys, staleRuns } from "./store";
+
+/** Finished runs (their results and records) are kept this long, then purged. */
+export const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
+/**
+ * A consumer invocation cannot outlive 15 minutes of wall time: a run still `running` a minute after
+ * that has lost its consumer and ends `failed` (`interrupted`).
+ */
+export const RUNNING_MAX_MS = 16 * 60_000;
+/** A run still `queued` after this was never picked up (its message was lost): it ends `failed` (`expired`), never run. */
+export const QUEUED_MAX_MS = 24 * 3600 * 1000;
+
+/*
+ * Subrequest budget of one cron run, planned for Workers Free's 50 (D1, R2 and queue calls counted):
+ * 2 selects of stale runs + ≤ 8 ended runs × (1 conditional write + a delivery: 1 D1 insert, ≤ 1 R2
+ * put, 1 queue send) + 1 select of expired runs + ≤ 5 deletes (100 ids each) + 1 R2 delete (≤ 1,000
+ * keys) + 1 key release = 42. What is left over waits for the next run, 5 minutes later.
+ */
+export const ENDS_PER_SWEEP = 8;
+export const PURGES_PER_SWEEP = 500;
+
+/** The `*\/5 * * * *` cron: settles runs left running or queued too long, purges past retention, frees old keys. */
+export async function sweepAsyncRuns(env: Env, deps: Deps): Promise<void> {
+  const config = getConfig(env);
+  const db = createDb(env.DB);
+  const now = deps.now().getTime();
+  const running = await staleRuns(db, "running", new Date(now - RUNNING_MAX_MS), ENDS_PER_SWEEP);
+  const queued = await staleRuns(db, "queued", new Date(now - QUEUED_MAX_MS), ENDS_PER_SWEEP - running.length);
+  // One at a time: each delivery hand-off opens connections (R2, queue), and Workers allow 6 at once.
+  for (const run of running) await endUnanswered(env, config, deps, db, run, "running", null, "interrupted");
+  for (const run of queued) await endUnanswered(env, config, deps, db, run, "queued", null, "expired");
+
+  const expired = await expiredRuns(db, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
+  const keys = expired.flatMap((r) => [...(r.requestInR2 ? [requestKey(r.id)] : []), ...(r.resultInR2 ? [resultKey(r.id)] : [])]);
+  // Payloads first: a row deleted before its payload would leave the payload with nothing pointing at it.
+  await dropPayloads(env, keys);
+  await deleteRuns(db, expired.map((r) => r.id));
+  await releaseKeys(db, new Date(now - IDEMPOTENCY_WINDOW_MS));
+  if (running.length + queued.length + expired.length > 0) {
+    console.log(JSON.stringify({ level: "info", msg: "async runs swept", interrupted: running.length, expired: queued.length, purged: expired.length }));
+  }
+}
