@@ -12,8 +12,8 @@ export function hostnameOf(url: string): string {
 
 /** Paths certificate issuers fetch to validate a hostname (ACME HTTP-01, CA/B Forum file-based DCV). */
 const CERTIFICATE_VALIDATION = /^\/\.well-known\/(acme-challenge|pki-validation)(\/|$)/;
-/** The one surface a custom domain serves: the run path, as on the default address. */
-const RUN_PATH = /^\/v4\/([^/]+)\/([^/]+)\/run\/?$/;
+/** The one surface a custom domain serves: the run path (and an async run's status path), as on the default address. */
+const RUN_PATH = /^\/v4\/([^/]+)\/([^/]+)\/(run\/?|runs\/[^/]+)$/;
 
 /** The custom domain `hostname` names; a 404 problem when it names none. */
 async function knownDomain(db: Database, hostname: string, now: number): Promise<CustomDomainRoute> {

@@ -1,7 +1,7 @@
 import { ApiError } from "../../platform/errors";
 import { newId } from "../../platform/ids";
 import { sealSecret } from "../../webhooks/secret-box";
-import { upstreamHeaders, upstreamUrl } from "../proxy";
+import { isGatewayParam, upstreamHeaders, upstreamUrl } from "../proxy";
 import type { RunScope } from "../scope";
 import { dropPayloads, placePayload, requestKey } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
@@ -45,7 +45,7 @@ async function sha256Hex(text: string): Promise<string> {
 function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
   if (query === null) return null;
   const kept = new URLSearchParams();
-  for (const [name, value] of query) if (name !== "async" && name !== "webhookEndpoint") kept.append(name, value);
+  for (const [name, value] of query) if (!isGatewayParam(name)) kept.append(name, value);
   return kept;
 }
 
