@@ -42,13 +42,13 @@ function log(msg: string, fields: Record<string, unknown>) {
 
 async function execute(env: Env, config: Config, deps: Deps, db: Database, run: AsyncRun, messageId: string): Promise<void> {
   const body = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
-  if (body === null) {
+  if (body === null && run.requestInR2) {
     // The stored request is gone: nothing can be run. Ends like a run whose consumer died.
     await endUnanswered(env, config, deps, db, run, "running", messageId, "interrupted");
     return;
   }
   const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
-  const answer = await answerRun(deps, run.target, { method: run.method, headers, body: run.method === "GET" ? null : body }, run.id, config.asyncRunTimeoutMs, run.requestId);
+  const answer = await answerRun(deps, run.target, { method: run.method, headers, body }, run.id, config.asyncRunTimeoutMs, run.requestId);
   const ending = await endingOf(env, run.id, answer, deps.now());
   for (let tries = 1; ; tries++) {
     try {
