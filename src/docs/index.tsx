@@ -1,6 +1,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../platform/context";
 import { PROBLEMS } from "../platform/errors";
+import { RUN_PROXY_ROUTES } from "../runs/async/routes";
 import { ReferencePage, type OpenApiDocument } from "./reference";
 
 export const OPENAPI_INFO = {
@@ -22,6 +23,8 @@ export function registerDocs(v2: OpenAPIHono<AppEnv>) {
     scheme: "bearer",
     description: "A service account token (`egsa_…`) or the admin token.",
   });
+  // The run proxy lives under /v4: its operations name their own server.
+  for (const route of RUN_PROXY_ROUTES) v2.openAPIRegistry.registerPath({ ...route, servers: [{ url: "/v4" }] });
   const document = () =>
     v2.getOpenAPI31Document({ openapi: "3.1.0", info: OPENAPI_INFO, servers: [{ url: "/v2" }] }) as unknown as OpenApiDocument;
 

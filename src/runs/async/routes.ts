@@ -1,22 +1,11 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { ASYNC_RUN_STATUSES } from "../../db/schema";
 import { AUTHENTICATED_PROBLEMS, idParam, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../../platform/openapi";
-import { RunParams } from "../routes";
-
-/** The permission a credential needs for async runs (src/auth/permissions.ts). */
-const security = [{ bearerAuth: ["runs:invoke"] }];
+import { RunParams, runGet, runPost, RUNS_SECURITY as security } from "../routes";
 
 export const RUN_ID_EXAMPLE = "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
 
 export const AsyncRunParams = RunParams.extend({ run_id: idParam("run_id", "run", RUN_ID_EXAMPLE) });
-
-export const AsyncAccepted = z
-  .object({
-    run_id: z.string().openapi({ example: RUN_ID_EXAMPLE }),
-    status: z.enum(ASYNC_RUN_STATUSES).openapi({ description: "`queued` for a new run; a replayed `Idempotency-Key` answers the run's status now." }),
-    status_url: z.url().openapi({ description: "Where to read the run (`GET`) or cancel it (`DELETE`); also the `Location` header." }),
-  })
-  .openapi("AsyncRunAccepted");
 
 export const RunError = z
   .object({
@@ -89,3 +78,6 @@ export const listAsyncRuns = createRoute({
   },
   responses: { 200: jsonContent(listOf(AsyncRunSummary, "AsyncRunList"), "A page of runs, newest first."), ...AUTHENTICATED_PROBLEMS },
 });
+
+/** The run proxy's operations, served under `/v4` and documented in the one OpenAPI document. */
+export const RUN_PROXY_ROUTES = [runPost, runGet, getAsyncRun, cancelAsyncRun];
