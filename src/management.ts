@@ -3,7 +3,7 @@ import { authenticate } from "./auth/middleware";
 import { buildsRouter } from "./builds";
 import { domainsRouter } from "./domains";
 import { registerDocs } from "./docs";
-import { createRouter } from "./platform/factory";
+import { createRouter } from "./platform/router";
 import { jsonBody } from "./platform/middleware";
 import { projectsRouter } from "./projects";
 import { projectScope } from "./projects/scope";
@@ -11,6 +11,7 @@ import { rateLimitByIp, rateLimitByToken } from "./platform/rate-limit";
 import { serviceAccountsRouter } from "./service-accounts";
 import { webhooksRouter } from "./webhooks";
 import { asyncRunsRouter } from "./runs/async";
+import { RUN_PROXY_ROUTES } from "./runs/async/routes";
 
 /** Request bodies of the management API are small JSON documents. */
 export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -28,6 +29,6 @@ export function createManagementApi() {
   v2.route("/", webhooksRouter);
   v2.route("/", domainsRouter);
   v2.route("/", asyncRunsRouter);
-  registerDocs(v2);
+  registerDocs(v2, RUN_PROXY_ROUTES);
   return v2;
 }

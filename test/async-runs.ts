@@ -1,11 +1,10 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { defaultDeps, type Deps } from "../src/platform/context";
-import type { Env } from "../src/platform/env";
+import type { Deps } from "../src/platform/deps";
 import { QUEUES } from "../src/platform/triggers";
-import { createQueue } from "../src/queue";
+import { createWorker } from "../src/worker";
 import type { AsyncRunMessage } from "../src/runs/async/consumer";
-import type { Client } from "./helpers";
+import { type Client, testDeps } from "./helpers";
 import { callWith, capturingQueue } from "./runs";
 
 export interface Accepted {
@@ -57,7 +56,7 @@ export async function consume(
   options: { id?: string; attempts?: number; deps?: Partial<Deps>; bindings?: Partial<Record<keyof Env, unknown>> } = {},
 ) {
   const deliveries = capturingQueue();
-  const consumer = createQueue({ ...defaultDeps, now: api.clock.now, ...options.deps });
+  const { queue: consumer } = createWorker(testDeps({ now: api.clock.now, ...options.deps }));
   const batch = createMessageBatch(QUEUES.asyncRuns, [{ id: options.id ?? `arm-${ids++}`, timestamp: api.clock.now(), attempts: options.attempts ?? 1, body: message }]);
   const ctx = createExecutionContext();
   await consumer(batch, { ...env, WEBHOOK_QUEUE: deliveries.queue, ...options.bindings } as Env, ctx);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { client } from "../../test/helpers";
+import { client, testDeps } from "../../test/helpers";
+import { createHttpRouter } from "../http";
 
 const api = client();
 
@@ -31,7 +32,8 @@ describe("OpenAPI document and reference page", () => {
       )
       .filter((route) => route.includes(" /v2/"))
       .sort();
-    const served = api.app.routes
+    const served = createHttpRouter(testDeps())
+      .routes
       .filter((r) => r.method !== "ALL" && r.path.startsWith("/v2/projects"))
       .map((r) => `${r.method} ${r.path}`);
     expect(documented).toEqual([...new Set(served)].sort());
@@ -57,7 +59,7 @@ describe("OpenAPI document and reference page", () => {
     expect(run.post!.parameters!.map((p) => p.name)).toEqual(expect.arrayContaining(["async", "webhookEndpoint", "idempotency-key"]));
     expect(Object.keys(runs.delete!.responses).sort()).toEqual(["200", "401", "404", "409"]);
     // Every /v4 operation the router serves is documented.
-    const served = api.app.routes.filter((r) => r.path.startsWith("/v4/")).map((r) => `${r.method} ${r.path}`);
+    const served = createHttpRouter(testDeps()).routes.filter((r) => r.path.startsWith("/v4/")).map((r) => `${r.method} ${r.path}`);
     expect(new Set(served)).toEqual(
       new Set(["POST /v4/:project_id/:app_name/run", "GET /v4/:project_id/:app_name/run", "GET /v4/:project_id/:app_name/runs/:run_id", "DELETE /v4/:project_id/:app_name/runs/:run_id"]),
     );

@@ -1,4 +1,4 @@
-import type { Deps } from "../platform/context";
+import type { Deps } from "../platform/deps";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors";
 import { callerStatus, callUpstream, envelope } from "./proxy";
 

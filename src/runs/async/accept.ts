@@ -1,8 +1,8 @@
-import { ApiError } from "../../platform/errors";
+import { ApiError, invalidField } from "../../platform/errors";
 import { newId } from "../../platform/ids";
 import { sealSecret } from "../../webhooks/secret-box";
 import { isGatewayParam, upstreamHeaders, upstreamUrl } from "../proxy";
-import type { RunScope } from "../scope";
+import type { Scope } from "../../platform/scope";
 import { dropPayloads, placePayload, requestKey } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./consumer";
@@ -14,17 +14,15 @@ const KEY = /^[\x21-\x7e]{1,255}$/;
 /** Queue sends tried before the caller is told to try again (nothing is left behind then). */
 const SEND_TRIES = 2;
 
-const fieldError = (location: string, field: string, message: string) =>
-  new ApiError("validation_failed", `The ${location} has 1 invalid field(s).`, { errors: [{ location, field, message }] });
 
 /** Whether the caller asked for an async run: `?async=true`; `false` or no parameter is a synchronous run. */
 export function asyncRequested(query: URLSearchParams | null): boolean {
   const values = query?.getAll("async") ?? [];
   if (values.length === 0) return false;
-  if (values.length > 1) throw fieldError("query", "async", "must be given once");
+  if (values.length > 1) throw invalidField("query", "async", "must be given once");
   if (values[0] === "true") return true;
   if (values[0] === "false") return false;
-  throw fieldError("query", "async", 'must be "true" or "false"');
+  throw invalidField("query", "async", 'must be "true" or "false"');
 }
 
 export interface AsyncRunRequest {
@@ -53,8 +51,8 @@ function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
 export const statusUrl = (requestUrl: string, projectId: string, appName: string, runId: string) =>
   new URL(`/v4/${projectId}/${appName}/runs/${runId}`, requestUrl).href;
 
-function accepted(scope: RunScope, run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">, replayed: boolean): Response {
-  const url = statusUrl(scope.request.url, run.projectId, run.appName, run.id);
+function accepted(request: Request, run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">, replayed: boolean): Response {
+  const url = statusUrl(request.url, run.projectId, run.appName, run.id);
   const headers: Record<string, string> = { "Content-Type": "application/json", Location: url, "X-Run-Id": run.id, "Cache-Control": "no-store" };
   if (replayed) headers["Idempotent-Replayed"] = "true";
   return new Response(JSON.stringify({ run_id: run.id, status: run.status, status_url: url }), { status: 202, headers });
@@ -66,16 +64,16 @@ function accepted(scope: RunScope, run: Pick<AsyncRun, "id" | "status" | "projec
  * answered 202 at once. With an `Idempotency-Key` the same request within 24 hours answers the same
  * run; a different request with that key is a 422.
  */
-export async function acceptAsync(scope: RunScope, req: AsyncRunRequest): Promise<Response> {
-  const { request, deps, config, db, env } = scope;
+export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunRequest): Promise<Response> {
+  const { deps, config, db, env } = scope;
   const key = request.headers.get("idempotency-key");
-  if (key !== null && !KEY.test(key)) throw fieldError("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
+  if (key !== null && !KEY.test(key)) throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
   let bodyText: string | null = null;
   if (req.body) {
     try {
       bodyText = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(req.body);
     } catch {
-      throw fieldError("body", "(root)", "must be UTF-8 JSON");
+      throw invalidField("body", "(root)", "must be UTF-8 JSON");
     }
   }
   const now = deps.now();
@@ -114,7 +112,7 @@ export async function acceptAsync(scope: RunScope, req: AsyncRunRequest): Promis
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
       // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
       await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
-      if (await insertRun(db, run)) return send(scope, run, dropBody);
+      if (await insertRun(db, run)) return send(scope, request, run, dropBody);
       existing = await runByKey(db, req.projectId, key ?? "");
     }
     await dropBody();
@@ -126,18 +124,18 @@ export async function acceptAsync(scope: RunScope, req: AsyncRunRequest): Promis
         { extensions: { run_id: existing.id } },
       );
     }
-    return accepted(scope, existing, true);
+    return accepted(request, existing, true);
   }
-  return send(scope, run, dropBody);
+  return send(scope, request, run, dropBody);
 }
 
-async function send(scope: RunScope, run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">, dropBody: () => Promise<void>): Promise<Response> {
+async function send(scope: Scope, request: Request, run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">, dropBody: () => Promise<void>): Promise<Response> {
   const message: AsyncRunMessage = { v: 1, run_id: run.id, project_id: run.projectId };
   let lastError: unknown;
   for (let tries = 1; tries <= SEND_TRIES; tries++) {
     try {
       await scope.env.ASYNC_RUN_QUEUE.send(message, { contentType: "json" });
-      return accepted(scope, run, false);
+      return accepted(request, run, false);
     } catch (error) {
       lastError = error;
     }

@@ -76,7 +76,7 @@ describe("?async=true: accepted at once", () => {
   it("answers 503 and leaves no run behind when the queue refuses the message", async () => {
     const app = await seedRunnable(api);
     const broken = { send: () => Promise.reject(new Error("queue unavailable")) };
-    const response = await api.app.fetch(
+    const response = await api.worker.fetch(
       new Request(`http://localhost${app.runPath}?async=true`, { headers: { Authorization: `Bearer ${app.token}` } }),
       { ...env, ASYNC_RUN_QUEUE: broken as unknown as Queue },
       { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext,
@@ -165,7 +165,7 @@ describe("an async run's life: queued → running → succeeded | failed | cance
   it("refuses an ASYNC_RUN_TIMEOUT_MS beyond what one consumer invocation allows", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
-    const response = await api.app.fetch(
+    const response = await api.worker.fetch(
       new Request(`http://localhost${app.runPath}?async=true`, { headers: { Authorization: `Bearer ${app.token}` } }),
       { ...env, ASYNC_RUN_TIMEOUT_MS: String(15 * 60_000) },
       { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext,

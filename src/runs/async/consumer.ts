@@ -1,7 +1,5 @@
-import { createDb, type Database } from "../../db/client";
 import type { AsyncRun } from "../../db/schema";
-import type { Deps } from "../../platform/context";
-import { type Config, type Env, getConfig } from "../../platform/env";
+import type { Scope } from "../../platform/scope";
 import { answerRun } from "../answer";
 import { deliver, endingOf, endUnanswered } from "./lifecycle";
 import { dropPayloads, readPayload, requestKey } from "./payloads";
@@ -40,11 +38,12 @@ function log(msg: string, fields: Record<string, unknown>) {
   console.error(JSON.stringify({ level: "error", msg, ...fields }));
 }
 
-async function execute(env: Env, config: Config, deps: Deps, db: Database, run: AsyncRun, messageId: string): Promise<void> {
+async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<void> {
+  const { env, config, deps, db } = scope;
   const body = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
   if (body === null && run.requestInR2) {
     // The stored request is gone: nothing can be run. Ends like a run whose consumer died.
-    await endUnanswered(env, config, deps, db, run, "running", messageId, "interrupted");
+    await endUnanswered(scope, run, "running", messageId, "interrupted");
     return;
   }
   const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
@@ -62,11 +61,12 @@ async function execute(env: Env, config: Config, deps: Deps, db: Database, run: 
       await new Promise((resolve) => setTimeout(resolve, 50 * tries));
     }
   }
-  await deliver(env, config, deps, run, answer.text);
+  await deliver(scope, run, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }
 
-async function consume(msg: Message<unknown>, env: Env, config: Config, deps: Deps, db: Database): Promise<void> {
+async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
+  const { deps, db } = scope;
   if (!isAsyncRunMessage(msg.body)) {
     log("unreadable async run message dropped", { message_id: msg.id });
     return msg.ack();
@@ -78,7 +78,7 @@ async function consume(msg: Message<unknown>, env: Env, config: Config, deps: De
     if (!claimed) {
       const run = await runById(db, runId);
       // Claimed by this very message before: the invocation that had it died mid-run.
-      if (run?.status === "running" && run.claimedBy === msg.id) await endUnanswered(env, config, deps, db, run, "running", msg.id, "interrupted");
+      if (run?.status === "running" && run.claimedBy === msg.id) await endUnanswered(scope, run, "running", msg.id, "interrupted");
       return msg.ack();
     }
   } catch (error) {
@@ -87,7 +87,7 @@ async function consume(msg: Message<unknown>, env: Env, config: Config, deps: De
     return msg.retry({ delaySeconds: 1 });
   }
   try {
-    await execute(env, config, deps, db, claimed, msg.id);
+    await execute(scope, claimed, msg.id);
     msg.ack();
   } catch (error) {
     // Storage failed after the upstream was called. The run is never executed again: the redelivered
@@ -97,8 +97,6 @@ async function consume(msg: Message<unknown>, env: Env, config: Config, deps: De
   }
 }
 
-export async function consumeAsyncRuns(batch: MessageBatch<unknown>, env: Env, _ctx: ExecutionContext, deps: Deps): Promise<void> {
-  const config = getConfig(env);
-  const db = createDb(env.DB);
-  await Promise.all(batch.messages.map((msg) => consume(msg, env, config, deps, db)));
+export async function consumeAsyncRuns(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
+  await Promise.all(batch.messages.map((msg) => consume(msg, scope)));
 }

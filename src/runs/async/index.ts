@@ -1,11 +1,11 @@
 import { and, desc, eq, getTableColumns, lt } from "drizzle-orm";
 import { type AsyncRun, asyncRuns } from "../../db/schema";
 import { ApiError } from "../../platform/errors";
-import { createRouter } from "../../platform/factory";
+import { createRouter } from "../../platform/router";
+import type { Scope } from "../../platform/scope";
 import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { decodeCursor, page } from "../../platform/pagination";
 import { runCaller } from "../run-key";
-import type { RunScope } from "../scope";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import { cancelRun, runById } from "./store";
 import { listAsyncRuns } from "./routes";
@@ -30,8 +30,8 @@ const jsonResponse = (text: string) =>
   new Response(text, { status: 200, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
 
 /** The run `runId` of `{project_id}/{app_name}`, for a caller whose run key is for that project; a 404 for anyone else. */
-async function ownRun(scope: RunScope, projectId: string, appName: string, runId: string): Promise<AsyncRun> {
-  const caller = await runCaller(scope);
+async function ownRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<AsyncRun> {
+  const caller = await runCaller(scope, request);
   const missing = new ApiError("not_found", `No run with id '${runId}' of app '${appName}' in project '${projectId}'.`);
   // A key of another project learns nothing about this one's runs, not even whether the id exists.
   if (caller.projectId !== "*" && caller.projectId !== projectId) throw missing;
@@ -41,8 +41,8 @@ async function ownRun(scope: RunScope, projectId: string, appName: string, runId
 }
 
 /** `GET …/runs/{run_id}`: the run's state and, once finished, its stored answer. */
-export async function readRun(scope: RunScope, projectId: string, appName: string, runId: string): Promise<Response> {
-  const run = await ownRun(scope, projectId, appName, runId);
+export async function readRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<Response> {
+  const run = await ownRun(scope, request, projectId, appName, runId);
   const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
   if (result === null && run.resultInR2) {
     throw new ApiError("service_unavailable", "The run's result could not be read this time; retry the request.", { headers: { "Retry-After": "1" } });
@@ -51,8 +51,8 @@ export async function readRun(scope: RunScope, projectId: string, appName: strin
 }
 
 /** `DELETE …/runs/{run_id}`: a queued run is cancelled (again: the same 200); a running or finished one is a 409. */
-export async function cancel(scope: RunScope, projectId: string, appName: string, runId: string): Promise<Response> {
-  const run = await ownRun(scope, projectId, appName, runId);
+export async function cancel(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<Response> {
+  const run = await ownRun(scope, request, projectId, appName, runId);
   const cancelled = run.status === "queued" ? await cancelRun(scope.db, projectId, appName, runId, scope.deps.now()) : undefined;
   if (cancelled) {
     if (cancelled.requestInR2) await dropPayloads(scope.env, [requestKey(runId)]);
@@ -71,8 +71,7 @@ export const asyncRunsRouter = createRouter().openapi(listAsyncRuns, async (c) =
   const after = decodeCursor(cursor);
   // Every column but the payloads: a page of runs must not read their results.
   const { result: _result, requestBody: _body, requestHeaders: _headers, webhookSecret: _secret, ...columns } = getTableColumns(asyncRuns);
-  const rows = await c
-    .get("db")
+  const rows = await c.var.scope.db
     .select(columns)
     .from(asyncRuns)
     .where(and(eq(asyncRuns.projectId, project_id), status ? eq(asyncRuns.status, status) : undefined, after === undefined ? undefined : lt(asyncRuns.id, after)))

@@ -1,7 +1,5 @@
-import type { Database } from "../../db/client";
 import type { AsyncRun } from "../../db/schema";
-import type { Deps } from "../../platform/context";
-import type { Config, Env } from "../../platform/env";
+import type { Scope } from "../../platform/scope";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../../platform/errors";
 import { enqueueDelivery } from "../../webhooks/enqueue";
 import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
@@ -46,19 +44,19 @@ export function unansweredText(run: Pick<AsyncRun, "id" | "requestId">, why: Una
 }
 
 /** Hands a finished run's stored answer to the webhook pipeline: one delivery, its body the result's exact bytes. */
-export async function deliver(env: Env, config: Config, deps: Deps, run: AsyncRun, text: string): Promise<void> {
+export async function deliver(scope: Scope, run: AsyncRun, text: string): Promise<void> {
   if (!run.webhookEndpoint) return;
   let secret: string | undefined;
   if (run.webhookSecret) {
     try {
-      secret = await openSecret(config.webhookEncryptionKey, run.id, JSON.parse(run.webhookSecret) as SealedSecret);
+      secret = await openSecret(scope.config.webhookEncryptionKey, run.id, JSON.parse(run.webhookSecret) as SealedSecret);
     } catch (error) {
       // Only a changed WEBHOOK_ENCRYPTION_KEY gets here: an unsigned delivery would be refused by a receiver that checks.
       log("async run webhook not delivered: secret unreadable", { run_id: run.id, project_id: run.projectId, error: String(error) });
       return;
     }
   }
-  await enqueueDelivery(env, config, deps, { projectId: run.projectId, runId: run.id, endpoint: run.webhookEndpoint, secret, body: text });
+  await enqueueDelivery(scope, { projectId: run.projectId, runId: run.id, endpoint: run.webhookEndpoint, secret, body: text });
 }
 
 /**
@@ -67,17 +65,14 @@ export async function deliver(env: Env, config: Config, deps: Deps, run: AsyncRu
  * the claim of one queue message.
  */
 export async function endUnanswered(
-  env: Env,
-  config: Config,
-  deps: Deps,
-  db: Database,
+  scope: Scope,
   run: AsyncRun,
   from: "queued" | "running",
   claimedBy: string | null,
   why: Unanswered,
 ): Promise<boolean> {
   const text = unansweredText(run, why);
-  const ended = await endRun(db, run.id, from, claimedBy, {
+  const ended = await endRun(scope.db, run.id, from, claimedBy, {
     status: "failed",
     resultStatus: 502,
     resultType: PROBLEM_CONTENT_TYPE,
@@ -86,10 +81,10 @@ export async function endUnanswered(
     resultInR2: false,
     errorCode: why,
     errorMessage: UNANSWERED_DETAIL[why],
-    finishedAt: deps.now(),
+    finishedAt: scope.deps.now(),
   });
   if (!ended) return false;
   log(`async run ${why}`, { run_id: run.id, project_id: run.projectId, from, started_at: run.startedAt?.toISOString() ?? null });
-  await deliver(env, config, deps, run, text);
+  await deliver(scope, run, text);
   return true;
 }

@@ -2,14 +2,13 @@ import { createExecutionContext, createScheduledController } from "cloudflare:te
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
-import { type Client, client } from "../../../test/helpers";
+import { type Client, client, testDeps } from "../../../test/helpers";
 import { PEER, received, receiver } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
 import { drive } from "../../../test/webhooks";
 import { createDb } from "../../db/client";
-import { defaultDeps } from "../../platform/context";
 import { CRONS } from "../../platform/triggers";
-import { createScheduled } from "../../scheduled";
+import { createWorker } from "../../worker";
 import { claimRun, runById } from "./store";
 import { QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
 
@@ -26,7 +25,7 @@ afterEach(() => {
 
 const cancel = (statusUrl: string, token: string) => api.json(new URL(statusUrl).pathname, { method: "DELETE", token });
 /** One run of the async-runs cron at `c`'s clock. */
-const sweep = (c: Client) => createScheduled({ ...defaultDeps, now: c.clock.now })(createScheduledController({ cron: CRONS.asyncRuns }), env, createExecutionContext());
+const sweep = (c: Client) => createWorker(testDeps({ now: c.clock.now })).scheduled(createScheduledController({ cron: CRONS.asyncRuns }), env, createExecutionContext());
 
 /** A D1 binding whose statements matching `pattern` fail, as D1 does when it is unavailable. */
 function failingD1(pattern: RegExp) {

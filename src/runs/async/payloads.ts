@@ -1,5 +1,3 @@
-import type { Env } from "../../platform/env";
-
 /**
  * Request bodies and results up to this size stay in their D1 row; larger ones go to R2 (`RUN_PAYLOADS`).
  * D1 allows 2,000,000 bytes per row: a request body and a result of this size together, with the

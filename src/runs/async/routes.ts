@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { ASYNC_RUN_STATUSES } from "../../db/schema";
 import { AUTHENTICATED_PROBLEMS, idParam, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../../platform/openapi";
+import { ASYNC_RUN_ROUTE } from "../path";
 import { RunParams, runGet, runPost, RUNS_SECURITY as security } from "../routes";
 
 export const RUN_ID_EXAMPLE = "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
@@ -38,7 +39,7 @@ export const AsyncRunSchema = z
 
 export const getAsyncRun = createRoute({
   method: "get",
-  path: "/{project_id}/{app_name}/runs/{run_id}",
+  path: ASYNC_RUN_ROUTE,
   tags: ["Runs"],
   security,
   summary: "Read an async run",
@@ -49,7 +50,7 @@ export const getAsyncRun = createRoute({
 
 export const cancelAsyncRun = createRoute({
   method: "delete",
-  path: "/{project_id}/{app_name}/runs/{run_id}",
+  path: ASYNC_RUN_ROUTE,
   tags: ["Runs"],
   security,
   summary: "Cancel an async run",

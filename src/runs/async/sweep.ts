@@ -1,6 +1,4 @@
-import { createDb } from "../../db/client";
-import type { Deps } from "../../platform/context";
-import { type Env, getConfig } from "../../platform/env";
+import type { Scope } from "../../platform/scope";
 import { IDEMPOTENCY_WINDOW_MS } from "./accept";
 import { endUnanswered } from "./lifecycle";
 import { dropPayloads, requestKey, resultKey } from "./payloads";
@@ -26,15 +24,14 @@ export const ENDS_PER_SWEEP = 8;
 export const PURGES_PER_SWEEP = 500;
 
 /** The `*\/5 * * * *` cron: settles runs left running or queued too long, purges past retention, frees old keys. */
-export async function sweepAsyncRuns(env: Env, deps: Deps): Promise<void> {
-  const config = getConfig(env);
-  const db = createDb(env.DB);
+export async function sweepAsyncRuns(scope: Scope): Promise<void> {
+  const { env, deps, db } = scope;
   const now = deps.now().getTime();
   const running = await staleRuns(db, "running", new Date(now - RUNNING_MAX_MS), ENDS_PER_SWEEP);
   const queued = await staleRuns(db, "queued", new Date(now - QUEUED_MAX_MS), ENDS_PER_SWEEP - running.length);
   // One at a time: each delivery hand-off opens connections (R2, queue), and Workers allow 6 at once.
-  for (const run of running) await endUnanswered(env, config, deps, db, run, "running", null, "interrupted");
-  for (const run of queued) await endUnanswered(env, config, deps, db, run, "queued", null, "expired");
+  for (const run of running) await endUnanswered(scope, run, "running", null, "interrupted");
+  for (const run of queued) await endUnanswered(scope, run, "queued", null, "expired");
 
   const expired = await expiredRuns(db, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
   const keys = expired.flatMap((r) => [...(r.requestInR2 ? [requestKey(r.id)] : []), ...(r.resultInR2 ? [resultKey(r.id)] : [])]);
