@@ -13,6 +13,7 @@ CREATE TABLE `async_runs` (
 	`request_hash` text NOT NULL,
 	`webhook_endpoint` text,
 	`webhook_secret` text,
+	`delivery_id` text,
 	`claimed_by` text,
 	`result_status` integer,
 	`result_type` text,
@@ -31,4 +32,5 @@ CREATE TABLE `async_runs` (
 CREATE INDEX `async_runs_project` ON `async_runs` (`project_id`,`id`);--> statement-breakpoint
 CREATE UNIQUE INDEX `async_runs_idempotency` ON `async_runs` (`project_id`,`idempotency_key`) WHERE "async_runs"."idempotency_key" is not null;--> statement-breakpoint
 CREATE INDEX `async_runs_open` ON `async_runs` (`status`,`created_at`) WHERE "async_runs"."status" in ('queued', 'running');--> statement-breakpoint
-CREATE INDEX `async_runs_finished` ON `async_runs` (`finished_at`) WHERE "async_runs"."finished_at" is not null;
+CREATE INDEX `async_runs_finished` ON `async_runs` (`finished_at`) WHERE "async_runs"."finished_at" is not null;--> statement-breakpoint
+CREATE INDEX `async_runs_undelivered` ON `async_runs` (`finished_at`) WHERE "async_runs"."webhook_endpoint" is not null and "async_runs"."delivery_id" is null and "async_runs"."status" in ('succeeded', 'failed');

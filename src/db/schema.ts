@@ -241,6 +241,8 @@ export const asyncRuns = sqliteTable(
     webhookEndpoint: text("webhook_endpoint"),
     // Sealed (secret-box), never in clear; cleared once the delivery has it.
     webhookSecret: text("webhook_secret"),
+    // The webhook delivery of the result once handed to the pipeline (`none`: there will be none).
+    deliveryId: text("delivery_id"),
     // The queue message that claimed the run: a redelivery of that same message means its consumer died.
     claimedBy: text("claimed_by"),
     resultStatus: integer("result_status"),
@@ -260,6 +262,10 @@ export const asyncRuns = sqliteTable(
     // The cron's sweeps: runs left running or queued too long, finished runs past retention.
     index("async_runs_open").on(t.status, t.createdAt).where(sql`${t.status} in ('queued', 'running')`),
     index("async_runs_finished").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),
+    // Finished runs whose result was not handed to the webhook pipeline (their consumer died in between).
+    index("async_runs_undelivered")
+      .on(t.finishedAt)
+      .where(sql`${t.webhookEndpoint} is not null and ${t.deliveryId} is null and ${t.status} in ('succeeded', 'failed')`),
     check("async_runs_status", sql`${t.status} in ('queued', 'running', 'succeeded', 'failed', 'cancelled')`),
   ],
 );

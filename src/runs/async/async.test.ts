@@ -203,7 +203,7 @@ describe("webhooks of async runs", () => {
     const done = await poll(api, started.body.status_url, app.token);
     expect(got!.body).toBe(done.rawResult);
     expect(got!.signatures).toEqual({ node: true, openssl: true, standard: true });
-    expect((await runById(db, started.body.run_id))!.webhookSecret).toBeNull();
+    expect(await runById(db, started.body.run_id)).toMatchObject({ webhookSecret: null, deliveryId: got!.headers["x-request-id"] });
   });
 
   it("stores a 5 MB result in R2 and both delivers and answers it intact", async () => {

@@ -5,7 +5,7 @@ import { enqueueDelivery } from "../../webhooks/enqueue";
 import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
 import type { RunAnswer } from "../answer";
 import { byteLength, placePayload, resultKey } from "./payloads";
-import { type Ending, endRun } from "./store";
+import { type Ending, endRun, handedOver } from "./store";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
 export type Unanswered = "interrupted" | "expired";
@@ -43,7 +43,12 @@ export function unansweredText(run: Pick<AsyncRun, "id" | "requestId">, why: Una
   return JSON.stringify(problemBody(error, run.requestId));
 }
 
-/** Hands a finished run's stored answer to the webhook pipeline: one delivery, its body the result's exact bytes. */
+/**
+ * Hands a finished run's stored answer to the webhook pipeline: one delivery, its body the result's
+ * exact bytes; then the run records the delivery's id and forgets the secret. A consumer that dies
+ * between the run's end and this leaves it to the cron (`sweep.ts`), which finds the delivery recorded
+ * or hands it over itself.
+ */
 export async function deliver(scope: Scope, run: AsyncRun, text: string): Promise<void> {
   if (!run.webhookEndpoint) return;
   let secret: string | undefined;
@@ -53,10 +58,12 @@ export async function deliver(scope: Scope, run: AsyncRun, text: string): Promis
     } catch (error) {
       // Only a changed WEBHOOK_ENCRYPTION_KEY gets here: an unsigned delivery would be refused by a receiver that checks.
       log("async run webhook not delivered: secret unreadable", { run_id: run.id, project_id: run.projectId, error: String(error) });
+      await handedOver(scope.db, run.id, "none");
       return;
     }
   }
-  await enqueueDelivery(scope, { projectId: run.projectId, runId: run.id, endpoint: run.webhookEndpoint, secret, body: text });
+  const deliveryId = await enqueueDelivery(scope, { projectId: run.projectId, runId: run.id, endpoint: run.webhookEndpoint, secret, body: text });
+  await handedOver(scope.db, run.id, deliveryId);
 }
 
 /**

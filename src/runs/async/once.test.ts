@@ -4,13 +4,14 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
 import { type Client, client, testDeps } from "../../../test/helpers";
 import { PEER, received, receiver } from "../../../test/peers";
-import { seedRunnable } from "../../../test/runs";
+import { capturingQueue, seedRunnable } from "../../../test/runs";
 import { drive } from "../../../test/webhooks";
 import { createDb } from "../../db/client";
 import { CRONS } from "../../platform/triggers";
 import { createWorker } from "../../worker";
 import { claimRun, runById } from "./store";
-import { QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
+import { HANDOVER_MAX_MS, QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
+import type { DeliveryMessage } from "../../webhooks/enqueue";
 
 const api = client();
 const db = createDb(env.DB);
@@ -200,6 +201,36 @@ describe("the cron sweep", () => {
     const upstream = gatedOutbound();
     expect(await consume(local, queued.message, { deps: { outbound: upstream.outbound } })).toMatchObject({ acked: true });
     expect(upstream.calls).toBe(0);
+  });
+
+  it("hands a finished run's result to the webhook pipeline when its consumer died before doing so, exactly once", async () => {
+    const local = client();
+    const app = await seedRunnable(local);
+    const hook = await receiver();
+    const lost = await startAsync(local, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    const noted = await startAsync(local, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    await consume(local, lost.message);
+    await consume(local, noted.message);
+    // `lost`: the consumer died right after ending the run (no delivery recorded); `noted`: right after
+    // the delivery was recorded, before the run noted it.
+    await env.DB.prepare("DELETE FROM webhook_deliveries WHERE run_id = ?").bind(lost.body.run_id).run();
+    await env.DB.prepare("UPDATE async_runs SET delivery_id = NULL WHERE id IN (?, ?)").bind(lost.body.run_id, noted.body.run_id).run();
+    const capture = capturingQueue();
+    const sweepWith = () =>
+      createWorker(testDeps({ now: local.clock.now })).scheduled(createScheduledController({ cron: CRONS.asyncRuns }), { ...env, WEBHOOK_QUEUE: capture.queue }, createExecutionContext());
+    await sweepWith();
+    expect(capture.sent).toEqual([]);
+    local.clock.advance(HANDOVER_MAX_MS + 1_000);
+    await sweepWith();
+    await sweepWith();
+    expect(capture.sent).toHaveLength(1);
+    const stored = await runById(db, lost.body.run_id);
+    expect((capture.sent[0] as DeliveryMessage).body).toEqual({ inline: stored!.result });
+    expect(stored!.deliveryId).toBe((capture.sent[0] as DeliveryMessage).id);
+    const count = (runId: string) => env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?").bind(runId).first<{ n: number }>();
+    expect((await count(lost.body.run_id))!.n).toBe(1);
+    expect((await count(noted.body.run_id))!.n).toBe(1);
+    expect((await runById(db, noted.body.run_id))!.deliveryId).toMatch(/^whd_/);
   });
 
   it("purges finished runs and their R2 payloads after the retention, and keeps younger ones", async () => {

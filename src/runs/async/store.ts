@@ -1,6 +1,6 @@
-import { and, eq, inArray, isNotNull, lt } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, isNull, lt } from "drizzle-orm";
 import type { Database } from "../../db/client";
-import { type AsyncRun, type AsyncRunStatus, asyncRuns } from "../../db/schema";
+import { type AsyncRun, type AsyncRunStatus, asyncRuns, webhookDeliveries } from "../../db/schema";
 
 /**
  * Every change of an async run's state is one conditional write on its status, so two writers (the
@@ -61,7 +61,7 @@ export async function cancelRun(db: Database, projectId: string, appName: string
   return row;
 }
 
-/** What a finished run keeps: its state, answer and error. The request and sealed secret are cleared. */
+/** What a finished run keeps: its state, answer and error. The request is cleared; the sealed secret waits for the hand-off. */
 export interface Ending {
   status: Extract<AsyncRunStatus, "succeeded" | "failed">;
   resultStatus: number;
@@ -81,10 +81,42 @@ export interface Ending {
 export async function endRun(db: Database, runId: string, from: "queued" | "running", claimedBy: string | null, ending: Ending): Promise<boolean> {
   const rows = await db
     .update(asyncRuns)
-    .set({ ...ending, requestBody: null, webhookSecret: null })
+    .set({ ...ending, requestBody: null })
     .where(and(eq(asyncRuns.id, runId), eq(asyncRuns.status, from), claimedBy === null ? undefined : eq(asyncRuns.claimedBy, claimedBy)))
     .returning({ id: asyncRuns.id });
   return rows.length === 1;
+}
+
+/** The run's result was handed to the webhook pipeline as `deliveryId` (`none`: it will not be); the secret is forgotten. */
+export async function handedOver(db: Database, runId: string, deliveryId: string): Promise<void> {
+  await db.update(asyncRuns).set({ deliveryId, webhookSecret: null }).where(eq(asyncRuns.id, runId));
+}
+
+/** Finished runs with a webhook whose result was never handed over, finished before `before`. */
+export async function undeliveredRuns(db: Database, before: Date, limit: number): Promise<AsyncRun[]> {
+  return db
+    .select()
+    .from(asyncRuns)
+    .where(
+      and(
+        isNotNull(asyncRuns.webhookEndpoint),
+        isNull(asyncRuns.deliveryId),
+        inArray(asyncRuns.status, ["succeeded", "failed"]),
+        lt(asyncRuns.finishedAt, before),
+      ),
+    )
+    .orderBy(asyncRuns.finishedAt)
+    .limit(limit);
+}
+
+/** The id of a delivery already recorded for the run, if any. */
+export async function recordedDelivery(db: Database, projectId: string, runId: string): Promise<string | undefined> {
+  const [row] = await db
+    .select({ id: webhookDeliveries.id })
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.projectId, projectId), eq(webhookDeliveries.runId, runId)))
+    .limit(1);
+  return row?.id;
 }
 
 /** Runs in `status` since before `before` (by start for running, by creation for queued), oldest first. */
