@@ -17,12 +17,13 @@ export const RunQuery = z.looseObject({
     .string()
     .optional()
     .openapi({ description: "URL-encoded absolute https URL that also receives the response body, signed when `X-Webhook-Secret` is sent." }),
+  // Checked by the run itself ("true" or "false"), so the run entry and the router refuse alike.
   async: z
-    .enum(["true", "false"])
+    .string()
     .optional()
     .openapi({
       description:
-        "`true`: answer 202 at once with the run's `status_url` and run it in the background (up to `ASYNC_RUN_TIMEOUT_MS`); " +
+        "`true` or `false` (the default). `true`: answer 202 at once with the run's `status_url` and run it in the background (up to `ASYNC_RUN_TIMEOUT_MS`); " +
         "read the result there, or receive it at `webhookEndpoint`. Not passed to the app.",
     }),
 });

@@ -106,7 +106,15 @@ export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunR
   };
   const dropBody = () => (placed.inR2 ? dropPayloads(env, [requestKey(runId)]) : Promise.resolve());
 
-  if (!(await insertRun(db, run))) {
+  let inserted: boolean;
+  try {
+    inserted = await insertRun(db, run);
+  } catch (error) {
+    // D1 unavailable: nothing points at a body already put in R2.
+    await dropBody();
+    throw error;
+  }
+  if (!inserted) {
     // Only the key can clash (ids are unique): it is taken in this project, and nothing was written.
     let existing = await runByKey(db, req.projectId, key ?? "");
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
