@@ -13,6 +13,9 @@ interface OptionalSettings {
   CF_API_BASE_URL?: string;
   /** How long an async run waits for the upstream; the default is in the schema below. */
   ASYNC_RUN_TIMEOUT_MS?: string;
+  CERTIFICATE_PROVIDER?: string;
+  CERTIFICATE_AUTHORITY?: string;
+  MAX_DOMAINS_PER_PROJECT?: string;
 }
 
 declare global {
@@ -74,10 +77,21 @@ const ConfigSchema = z
       .min(1)
       .max(ASYNC_RUN_TIMEOUT_MAX_MS, `must be at most ${ASYNC_RUN_TIMEOUT_MAX_MS} (a queue consumer's 15 minutes, less a minute to store the result)`)
       .default(600_000),
+    // Fails closed: without "local" (local development only), certificates need Cloudflare for SaaS.
+    CERTIFICATE_PROVIDER: z.enum(["cloudflare", "local"], { error: 'must be "cloudflare" or "local"' }).default("cloudflare"),
+    CERTIFICATE_AUTHORITY: z
+      .enum(["lets_encrypt", "google", "ssl_com"], { error: 'must be "lets_encrypt", "google" or "ssl_com"' })
+      .default("lets_encrypt"),
+    MAX_DOMAINS_PER_PROJECT: z.coerce.number({ error: "is not a number" }).int().min(1).max(10_000).default(100),
   })
   .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
     message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
     path: ["CF_ZONE_ID"],
+  })
+  .refine((c) => c.CERTIFICATE_PROVIDER === "local" || Boolean(c.CF_API_TOKEN && c.CF_ZONE_ID), {
+    message:
+      'is "cloudflare" (the default), which needs CF_API_TOKEN and CF_ZONE_ID; set them, or CERTIFICATE_PROVIDER = "local" for local development only',
+    path: ["CERTIFICATE_PROVIDER"],
   });
 
 export interface Config {
@@ -96,6 +110,12 @@ export interface Config {
   webhookTimeoutMs: number;
   /** How long the async-run consumer waits for the upstream's answer. */
   asyncRunTimeoutMs: number;
+  /** Cloudflare for SaaS, or "local" (development: a certificate is reported active at once). */
+  certificateProvider: "cloudflare" | "local";
+  /** The CA certificates are asked from; CAA records must allow it. */
+  certificateAuthority: "lets_encrypt" | "google" | "ssl_com";
+  /** Claims (domains in any state) one project may have. */
+  maxDomainsPerProject: number;
 }
 
 // Parsed once per isolate for each env object: settings only change with a new deployment.
@@ -128,6 +148,9 @@ export function getConfig(env: Env): Config {
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
     asyncRunTimeoutMs: c.ASYNC_RUN_TIMEOUT_MS,
+    certificateProvider: c.CERTIFICATE_PROVIDER,
+    certificateAuthority: c.CERTIFICATE_AUTHORITY,
+    maxDomainsPerProject: c.MAX_DOMAINS_PER_PROJECT,
   };
   parsed.set(env, config);
   return config;
