@@ -1,4 +1,5 @@
 import { expect } from "vitest";
+import { startAsync } from "./async-runs";
 import { type Client, seedBuild } from "./helpers";
 import { person } from "./people";
 import { seedRunnable } from "./runs";
@@ -15,15 +16,18 @@ export interface Operation {
   template: string;
   /** The scopes its `security` names (empty: any credential of the project). */
   scopes: string[];
+  /** Where it is served: the run proxy's operations name their own server (`/v4`); the rest are `/v2`'s. */
+  base: string;
 }
 
 /** Every operation of the management API's OpenAPI document. */
 export async function documentOperations(api: Client): Promise<Operation[]> {
-  const spec = (await api.json<{ paths: Record<string, Record<string, { security?: { bearerAuth: string[] }[] }>> }>("/v2/openapi.json", { token: null })).body;
+  type Op = { security?: { bearerAuth: string[] }[]; servers?: { url: string }[] };
+  const spec = (await api.json<{ paths: Record<string, Record<string, Op>> }>("/v2/openapi.json", { token: null })).body;
   return Object.entries(spec.paths).flatMap(([template, methods]) =>
     Object.entries(methods)
       .filter(([method]) => ["get", "post", "put", "patch", "delete"].includes(method))
-      .map(([method, op]) => ({ method, template, scopes: op.security?.flatMap((s) => s.bearerAuth) ?? [] })),
+      .map(([method, op]) => ({ method, template, scopes: op.security?.flatMap((s) => s.bearerAuth) ?? [], base: op.servers?.[0]?.url ?? "/v2" })),
   );
 }
 
@@ -47,7 +51,11 @@ export async function projectWithEverything(api: Client) {
   const members = await api.json<{ data: { member_id: string; role: string }[] }>(`/v2/projects/${seed.projectId}/members`);
   const outsider = await person(api);
   const invite = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email: `${unique("invited")}@example.test`, role: "viewer" } });
+  // Queued (its queue message is only captured), so it can be read and cancelled.
+  const asyncRun = await startAsync(api, seed);
+  expect(asyncRun.response.status).toBe(202);
   const values: Record<string, string> = {
+    run_id: asyncRun.body.run_id,
     project_id: seed.projectId,
     app_id: seed.appId,
     app_name: seed.appName,
@@ -62,16 +70,21 @@ export async function projectWithEverything(api: Client) {
   return { seed, values };
 }
 
-/** The `/v2` path of `template` with its parameters filled in from `values`. */
-export function pathOf(template: string, values: Record<string, string>) {
-  return `/v2${template.replace(/\{(\w+)\}/g, (_, name: string) => {
+/** Whether an operation of the document is the management API's (the others are the run proxy's). */
+export const isManagement = (op: Operation) => op.base === "/v2";
+
+/** The path of an operation, with its parameters filled in from `values`. */
+export function pathOf({ base, template }: Operation, values: Record<string, string>) {
+  return `${base}${template.replace(/\{(\w+)\}/g, (_, name: string) => {
     expect(values[name], `a value for {${name}} in ${template}`).toBeDefined();
     return encodeURIComponent(values[name]!);
   })}`;
 }
 
 /** A body each write operation accepts; a new service account gets `scopes` (the default when absent). */
-export function writeBody(api: Client, method: string, template: string, scopes?: string[], values: Record<string, string> = {}): unknown {
+export function writeBody(api: Client, op: Operation, scopes?: string[], values: Record<string, string> = {}): unknown {
+  const { method, template } = op;
+  if (!isManagement(op)) return method === "post" ? {} : undefined;
   if (template.endsWith("/members/{member_id}")) return method === "patch" ? { role: "developer" } : undefined;
   if (template.endsWith("/members")) return { email: values.outsider_email ?? "nobody@example.test", role: "viewer" };
   if (template.endsWith("/invites")) return { email: `${unique("invitee")}@example.test`, role: "developer" };

@@ -11,6 +11,8 @@ interface OptionalSettings {
   CF_ZONE_ID?: string;
   /** The Cloudflare API's base URL: a local fake in tests. */
   CF_API_BASE_URL?: string;
+  /** How long an async run waits for the upstream; the default is in the schema below. */
+  ASYNC_RUN_TIMEOUT_MS?: string;
   CERTIFICATE_PROVIDER?: string;
   CERTIFICATE_AUTHORITY?: string;
   MAX_DOMAINS_PER_PROJECT?: string;
@@ -46,6 +48,9 @@ const secret = (minLength: number) =>
 // wrangler.toml names every var, so "not configured" is an empty string there.
 const optional = <T extends z.ZodType>(schema: T) => z.preprocess((value) => (value === "" ? undefined : value), schema.optional());
 
+/** A queue consumer invocation's wall-time limit (15 min) less one minute for storing the result. */
+export const ASYNC_RUN_TIMEOUT_MAX_MS = 14 * 60_000;
+
 const milliseconds = (fallback: number) =>
   z.coerce.number({ error: "is not a number of milliseconds" }).int().min(1).max(900_000).default(fallback);
 
@@ -70,6 +75,14 @@ const ConfigSchema = z
     OIDC_ISSUER: optional(z.url({ protocol: /^https?$/, error: "is not an http(s) URL" })),
     OIDC_CLIENT_ID: optional(z.string().max(512)),
     OIDC_CLIENT_SECRET: optional(z.string().max(4096)),
+    // A queue consumer invocation may run 15 minutes of wall time; the run must leave the last of them
+    // to store its result and hand it to the webhook pipeline.
+    ASYNC_RUN_TIMEOUT_MS: z.coerce
+      .number({ error: "is not a number of milliseconds" })
+      .int()
+      .min(1)
+      .max(ASYNC_RUN_TIMEOUT_MAX_MS, `must be at most ${ASYNC_RUN_TIMEOUT_MAX_MS} (a queue consumer's 15 minutes, less a minute to store the result)`)
+      .default(600_000),
     // Fails closed: without "local" (local development only), certificates need Cloudflare for SaaS.
     CERTIFICATE_PROVIDER: z.enum(["cloudflare", "local"], { error: 'must be "cloudflare" or "local"' }).default("cloudflare"),
     CERTIFICATE_AUTHORITY: z
@@ -107,6 +120,8 @@ export interface Config {
   webhookTimeoutMs: number;
   /** People's sign-in (OpenID Connect); null: the dashboard offers only the operator's admin-token sign-in. */
   oidc: { issuer: string; clientId: string; clientSecret: string } | null;
+  /** How long the async-run consumer waits for the upstream's answer. */
+  asyncRunTimeoutMs: number;
   /** Cloudflare for SaaS, or "local" (development: a certificate is reported active at once). */
   certificateProvider: "cloudflare" | "local";
   /** The CA certificates are asked from; CAA records must allow it. */
@@ -145,6 +160,7 @@ export function getConfig(env: Env): Config {
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
     oidc: c.OIDC_ISSUER && c.OIDC_CLIENT_ID && c.OIDC_CLIENT_SECRET ? { issuer: c.OIDC_ISSUER, clientId: c.OIDC_CLIENT_ID, clientSecret: c.OIDC_CLIENT_SECRET } : null,
+    asyncRunTimeoutMs: c.ASYNC_RUN_TIMEOUT_MS,
     certificateProvider: c.CERTIFICATE_PROVIDER,
     certificateAuthority: c.CERTIFICATE_AUTHORITY,
     maxDomainsPerProject: c.MAX_DOMAINS_PER_PROJECT,

@@ -34,22 +34,23 @@ describe("scopes in the OpenAPI document", () => {
 
   it("refuses every scoped operation with 403 insufficient_scope to a token lacking its scope, and allows it with only that scope", async () => {
     const tried: string[] = [];
-    for (const { method, template, scopes } of await documentOperations(api)) {
+    for (const op of await documentOperations(api)) {
+      const { method, template, scopes } = op;
       const scope = scopes[0] as Permission | undefined;
       if (!scope) continue;
       const { seed, values } = await projectWithEverything(api);
-      const path = pathOf(template, values);
+      const path = pathOf(op, values);
       const label = `${method.toUpperCase()} ${template}`;
 
       const without = await tokenWith(seed.projectId, PERMISSIONS.filter((p) => p !== scope));
-      const refused = await api.call(path, { method: method.toUpperCase(), token: without.token, body: writeBody(api, method, template, [scope]) });
+      const refused = await api.call(path, { method: method.toUpperCase(), token: without.token, body: writeBody(api, op, [scope]) });
       const problem = (await refused.json()) as { code: string; detail: string };
       expect(refused.status, label).toBe(403);
       expect(problem.code, label).toBe("insufficient_scope");
       expect(refused.headers.get("www-authenticate"), label).toMatch(new RegExp(`^Bearer realm="edge-gateway", error="insufficient_scope", .*scope="${scope}"$`));
 
       const withOnly = await tokenWith(seed.projectId, [scope]);
-      const allowed = await api.call(path, { method: method.toUpperCase(), token: withOnly.token, body: writeBody(api, method, template, [scope]) });
+      const allowed = await api.call(path, { method: method.toUpperCase(), token: withOnly.token, body: writeBody(api, op, [scope]) });
       expect(allowed.status, `${label}: ${await allowed.text()}`).toBeGreaterThanOrEqual(200);
       expect(allowed.status, label).toBeLessThan(300);
       tried.push(label);
