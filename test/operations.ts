@@ -18,16 +18,18 @@ export interface Operation {
   scopes: string[];
   /** Where it is served: the run proxy's operations name their own server (`/v4`); the rest are `/v2`'s. */
   base: string;
+  /** The role a member route declares it needs (`x-required-role`), in place of a token scope. */
+  role?: string;
 }
 
 /** Every operation of the management API's OpenAPI document. */
 export async function documentOperations(api: Client): Promise<Operation[]> {
-  type Op = { security?: { bearerAuth: string[] }[]; servers?: { url: string }[] };
+  type Op = { security?: { bearerAuth: string[] }[]; servers?: { url: string }[]; "x-required-role"?: string };
   const spec = (await api.json<{ paths: Record<string, Record<string, Op>> }>("/v2/openapi.json", { token: null })).body;
   return Object.entries(spec.paths).flatMap(([template, methods]) =>
     Object.entries(methods)
       .filter(([method]) => ["get", "post", "put", "patch", "delete"].includes(method))
-      .map(([method, op]) => ({ method, template, scopes: op.security?.flatMap((s) => s.bearerAuth) ?? [], base: op.servers?.[0]?.url ?? "/v2" })),
+      .map(([method, op]) => ({ method, template, scopes: op.security?.flatMap((s) => s.bearerAuth) ?? [], base: op.servers?.[0]?.url ?? "/v2", role: op["x-required-role"] })),
   );
 }
 

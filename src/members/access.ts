@@ -22,3 +22,16 @@ export const peopleOnly = createMiddleware<AppEnv>(async (c, next) => {
   if (c.get("principal").kind === "service_account") throw new ApiError("forbidden", "Members are listed for people and the operator, not for service account tokens.");
   await next();
 });
+
+/**
+ * What a member route needs, declared once in its definition as `requires` (`../auth/access.ts`) does
+ * for a token permission: the OpenAPI document says which role it takes (`x-required-role`; no
+ * `bearerAuth` scope, since no token permission grants it) and the middleware enforces it. `owner`:
+ * the project's owners and the operator; `member`: any person of the project and the operator (a
+ * handler may narrow it further, e.g. leaving is one's own membership only), never a service account.
+ */
+export const requiresRole = (role: "owner" | "member") => ({
+  security: [{ bearerAuth: [] }],
+  "x-required-role": role,
+  middleware: role === "owner" ? ownersOnly : peopleOnly,
+});

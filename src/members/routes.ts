@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { ROLES } from "../db/schema";
-import { ownersOnly, peopleOnly } from "./access";
+import { requiresRole } from "./access";
 import { idParam, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
 
 const Role = z.enum(ROLES).openapi({ description: "`owner`: everything, members too; `developer`: apps, builds, domains, deliveries, service accounts; `viewer`: read only." });
@@ -42,17 +42,15 @@ const MemberParams = ProjectParams.extend({ member_id: idParam("member_id", "mem
 const InviteParams = ProjectParams.extend({ invite_id: idParam("invite_id", "inv", "inv_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c") });
 
 const tags = ["Members"];
-const security = [{ bearerAuth: [] }];
 const OWNERS = "Owners of the project and the operator only; a service account token gets 403.";
 
 export const listMembers = createRoute({
   method: "get",
   path: "/projects/{project_id}/members",
   tags,
-  security,
   summary: "List members",
   description: "Every member of the project and the operator may list; a service account token gets 403.",
-  middleware: [peopleOnly] as const,
+  ...requiresRole("member"),
   request: { params: ProjectParams, query: ListQuery },
   responses: {
     200: jsonContent(listOf(MemberSchema, "MemberList"), "A page of members, newest first."),
@@ -64,10 +62,9 @@ export const addMember = createRoute({
   method: "post",
   path: "/projects/{project_id}/members",
   tags,
-  security,
   summary: "Add a person who has signed in",
   description: `Adds the person whose verified email this is. Someone who has not signed in yet is invited instead (\`POST …/invites\`). ${OWNERS}`,
-  middleware: [ownersOnly] as const,
+  ...requiresRole("owner"),
   request: { params: ProjectParams, ...jsonBodyOf(AddMemberBody) },
   responses: {
     201: jsonContent(MemberSchema, "The new member."),
@@ -79,10 +76,9 @@ export const changeMember = createRoute({
   method: "patch",
   path: "/projects/{project_id}/members/{member_id}",
   tags,
-  security,
   summary: "Change a member's role",
   description: `The last owner keeps the owner role (409 \`last_owner\`). ${OWNERS}`,
-  middleware: [ownersOnly] as const,
+  ...requiresRole("owner"),
   request: { params: MemberParams, ...jsonBodyOf(ChangeMemberBody) },
   responses: {
     200: jsonContent(MemberSchema, "The member with the new role."),
@@ -94,9 +90,9 @@ export const removeMember = createRoute({
   method: "delete",
   path: "/projects/{project_id}/members/{member_id}",
   tags,
-  security,
   summary: "Remove a member, or leave",
   description: `Owners remove anyone; every member may remove themselves (leave). The last owner can neither leave nor be removed (409 \`last_owner\`).`,
+  ...requiresRole("member"),
   request: { params: MemberParams },
   responses: {
     200: jsonContent(MemberSchema, "The member removed."),
@@ -108,10 +104,9 @@ export const createInvite = createRoute({
   method: "post",
   path: "/projects/{project_id}/invites",
   tags,
-  security,
   summary: "Invite by email",
   description: `The person becomes a member with this role when they sign in with this email, verified by their provider. ${OWNERS}`,
-  middleware: [ownersOnly] as const,
+  ...requiresRole("owner"),
   request: { params: ProjectParams, ...jsonBodyOf(CreateInviteBody) },
   responses: {
     201: jsonContent(InviteSchema, "The open invite."),
@@ -123,10 +118,9 @@ export const listInvites = createRoute({
   method: "get",
   path: "/projects/{project_id}/invites",
   tags,
-  security,
   summary: "List open invites",
   description: OWNERS,
-  middleware: [ownersOnly] as const,
+  ...requiresRole("owner"),
   request: { params: ProjectParams, query: ListQuery },
   responses: {
     200: jsonContent(listOf(InviteSchema, "InviteList"), "A page of invites not yet claimed, newest first."),
@@ -138,10 +132,9 @@ export const deleteInvite = createRoute({
   method: "delete",
   path: "/projects/{project_id}/invites/{invite_id}",
   tags,
-  security,
   summary: "Withdraw an invite",
   description: OWNERS,
-  middleware: [ownersOnly] as const,
+  ...requiresRole("owner"),
   request: { params: InviteParams },
   responses: {
     200: jsonContent(InviteSchema, "The withdrawn invite."),

@@ -21,11 +21,19 @@ async function tokenWith(projectId: string, scopes: readonly Permission[], expir
 }
 
 describe("scopes in the OpenAPI document", () => {
-  it("names one scope from the closed list on every operation, apart from reading projects and the operator's project creation", async () => {
+  it("names one scope from the closed list on every operation, apart from reading projects, the operator's project creation and the member routes, which name a role", async () => {
     const ops = await documentOperations(api);
-    // Members and invites are the owners' (and the operator's): not a token permission, so no scope.
-    const unscoped = ops.filter((o) => o.scopes.length === 0 && !/\/(members|invites)/.test(o.template)).map((o) => `${o.method} ${o.template}`);
+    const unscoped = ops.filter((o) => o.scopes.length === 0 && !o.role).map((o) => `${o.method} ${o.template}`);
     expect(unscoped.sort()).toEqual(["get /projects", "get /projects/{project_id}", "post /projects"]);
+    // Members and invites are the people's: no token permission grants them, so they name a role and no
+    // scope, and every one of them does (not one left to "any credential of the project").
+    const people = ops.filter((o) => /\/(members|invites)/.test(o.template));
+    expect(people.length).toBe(7);
+    for (const op of people) {
+      expect(op.scopes, `${op.method} ${op.template}`).toEqual([]);
+      expect(op.role, `${op.method} ${op.template}`).toBe(op.method === "get" && op.template.endsWith("/members") ? "member" : op.method === "delete" && op.template.endsWith("{member_id}") ? "member" : "owner");
+    }
+    expect(ops.filter((o) => o.role).length).toBe(people.length);
     for (const op of ops.filter((o) => o.scopes.length > 0)) {
       expect(op.scopes, `${op.method} ${op.template}`).toHaveLength(1);
       expect(PERMISSIONS, `${op.method} ${op.template}`).toContain(op.scopes[0]);
