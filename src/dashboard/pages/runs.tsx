@@ -1,4 +1,5 @@
 import { type Page, seg } from "../api";
+import { can, NotAllowed } from "../access";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
@@ -40,6 +41,17 @@ function duration(ms: number | null) {
 
 async function runsPage(c: DashContext, project: Project) {
   const pid = project.project_id;
+  // Listing async runs needs runs:invoke (their results are the runs' answers), which a viewer lacks.
+  if (!can(c, "runs:invoke")) {
+    return renderPage(
+      c,
+      { title: "Runs", projectId: pid, tab: "runs" },
+      <>
+        <ProjectHeading project={project} title="Runs" />
+        <NotAllowed c={c} doing="seeing the project's async runs and their results" />
+      </>,
+    );
+  }
   const wanted = c.req.query("status");
   const status = STATUSES.find((s) => s === wanted);
   const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
