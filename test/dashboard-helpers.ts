@@ -4,8 +4,9 @@ import { ADMIN } from "./helpers";
 export const ORIGIN = "http://localhost";
 let visitors = 0;
 
-/** A browser-like visitor of the dashboard: keeps its cookie, reads the CSRF token from each page. */
+/** A browser-like visitor of the dashboard: keeps its cookies, reads the CSRF token from each page. */
 export function visitor(api: Client, options: { ip?: string; origin?: string | null } = {}) {
+  const jar = new Map<string, string>();
   let cookie = "";
   let csrf = "";
   // Each visitor its own address, so sign-in throttling of one test never reaches another.
@@ -13,9 +14,13 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
 
   function remember(response: Response) {
     for (const header of response.headers.getSetCookie()) {
-      const [pair] = header.split(";");
-      if (pair) cookie = pair;
+      const [pair = ""] = header.split(";");
+      const name = pair.slice(0, pair.indexOf("="));
+      // A deleted cookie comes back empty with Max-Age=0.
+      if (pair.endsWith("=") || /;\s*max-age=0/i.test(header)) jar.delete(name);
+      else jar.set(name, pair);
     }
+    cookie = [...jar.values()].join("; ");
   }
 
   async function get(path: string) {
@@ -57,6 +62,8 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
       return cookie;
     },
     set cookie(value: string) {
+      jar.clear();
+      for (const pair of value.split(/;\s*/).filter(Boolean)) jar.set(pair.slice(0, pair.indexOf("=")), pair);
       cookie = value;
     },
     get csrf() {

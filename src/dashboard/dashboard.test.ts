@@ -136,8 +136,13 @@ describe("dashboard API keys", () => {
     const page = await v.get(`/dashboard/projects/${seed.projectId}/api-keys`);
     expect(page.html).toContain('type="date"');
     expect(page.html).toContain('min="2026-11-22"');
-    const created = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "deploy-bot", expires_on: "2027-01-31" });
-    expect(created.status).toBe(201);
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "deploy-bot", expires_on: "2027-01-31" });
+    // POST/redirect/GET: the token reaches the page through a sealed one-time cookie, not the URL.
+    expect(posted.status).toBe(303);
+    expect(posted.location).toBe(`/dashboard/projects/${seed.projectId}/api-keys`);
+    expect(posted.headers.getSetCookie().join("\n")).not.toMatch(/egsa_/);
+    const created = await v.get(posted.location!);
+    expect(created.status).toBe(200);
     const token = /id="new-token" class="mono" type="text" readonly="" value="(egsa_[0-9A-Za-z]+)"/.exec(created.html)?.[1];
     expect(token).toBeDefined();
     expect(text(created.html)).toContain("it is shown only once");
@@ -148,6 +153,39 @@ describe("dashboard API keys", () => {
     expect(again.html).not.toContain(token!);
     expect(again.html).toContain(`${token!.slice(0, 13)}…`);
     expect(again.html).toContain('datetime="2027-01-31T23:59:59.000Z"');
+  });
+
+  it("creates one key however often the page after creating it is reloaded", async () => {
+    const api = client();
+    const seed = await seedProject(api);
+    const v = visitor(api);
+    await v.signIn();
+    const page = `/dashboard/projects/${seed.projectId}/api-keys`;
+    const posted = await v.post(page, { name: "reloaded", expires_on: "2027-01-31" });
+    const shown = await v.get(posted.location!);
+    expect(text(shown.html)).toContain("it is shown only once");
+    const reloaded = await v.get(page);
+    expect(reloaded.html).not.toContain('id="new-token"');
+    const list = await api.json<{ data: { name: string }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
+    expect(list.body.data.filter((a) => a.name === "reloaded")).toHaveLength(1);
+  });
+
+  it("shows a sealed token only in the session and on the page it was made for", async () => {
+    const api = client();
+    const seed = await seedProject(api);
+    const other = await seedProject(api);
+    const v = visitor(api);
+    await v.signIn();
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "sealed", expires_on: "2027-01-31" });
+    const flash = v.cookie.split("; ").find((pair) => pair.startsWith("eg_flash="))!;
+    expect(flash).toBeDefined();
+    // Another project's page does not show it (and spends it).
+    expect((await v.get(`/dashboard/projects/${other.projectId}/api-keys`)).html).not.toContain('id="new-token"');
+    // Another signed-in session does not show it either.
+    const thief = visitor(api);
+    await thief.signIn();
+    thief.cookie = `${thief.cookie}; ${flash}`;
+    expect((await thief.get(posted.location!)).html).not.toContain('id="new-token"');
   });
 
   it("keeps the input and names the field when the expiry is refused", async () => {

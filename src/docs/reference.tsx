@@ -1,3 +1,4 @@
+import { raw } from "hono/html";
 import type { FC } from "hono/jsx";
 
 interface SchemaObject {
@@ -137,124 +138,127 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
   );
   const schemas = Object.entries(doc.components?.schemas ?? {});
   return (
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>{`${doc.info.title} ${doc.info.version}`}</title>
-        <style>{STYLE}</style>
-      </head>
-      <body>
-        <main>
-          <h1>
-            {doc.info.title} <small>v{doc.info.version}</small>
-          </h1>
-          <p>{doc.info.description}</p>
-          <p>
-            Machine-readable: <a href="openapi.json">openapi.json</a> (OpenAPI 3.1).
-          </p>
-          <nav aria-label="Operations">
-            <h2>Operations</h2>
-            <ul>
-              {operations.map(({ method, path, op, id }) => (
-                <li>
-                  <a href={`#${id}`}>
-                    <span class={`method ${method}`}>{method}</span> {op.summary ?? path}
-                  </a>
-                </li>
-              ))}
-            </ul>
-          </nav>
-          {operations.map(({ method, path, op, id }) => (
-            <section class="op" id={id}>
-              <h3>
-                <span class={`method ${method}`}>{method}</span> <code>/v2{path}</code>
-              </h3>
-              <p>
-                <strong>{op.summary}</strong> {op.description}
-              </p>
-              {op.parameters?.length ? (
-                <>
-                  <h4>Parameters</h4>
-                  <table>
-                    <tbody>
-                      {op.parameters.map((p) => (
-                        <tr>
-                          <td>
-                            <code>{p.name}</code> ({p.in}
-                            {p.required ? ", required" : ""})
-                          </td>
-                          <td>
-                            <TypeOf schema={p.schema} />
-                          </td>
-                          <td>{[p.description ?? p.schema?.description, p.schema ? constraints(p.schema) : ""].filter(Boolean).join(" — ")}</td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </>
-              ) : null}
-              {op.requestBody ? (
-                <>
-                  <h4>Request body</h4>
-                  {Object.entries(op.requestBody.content).map(([type, media]) => (
-                    <p>
-                      <code>{type}</code>: <TypeOf schema={media.schema} />
-                    </p>
-                  ))}
-                </>
-              ) : null}
-              <h4>Responses</h4>
+    <>
+      {raw("<!DOCTYPE html>")}
+      <html lang="en">
+        <head>
+          <meta charset="utf-8" />
+          <meta name="viewport" content="width=device-width, initial-scale=1" />
+          <title>{`${doc.info.title} ${doc.info.version}`}</title>
+          <style>{STYLE}</style>
+        </head>
+        <body>
+          <main>
+            <h1>
+              {doc.info.title} <small>v{doc.info.version}</small>
+            </h1>
+            <p>{doc.info.description}</p>
+            <p>
+              Machine-readable: <a href="openapi.json">openapi.json</a> (OpenAPI 3.1).
+            </p>
+            <nav aria-label="Operations">
+              <h2>Operations</h2>
               <ul>
-                {Object.entries(op.responses).map(([status, response]) => (
+                {operations.map(({ method, path, op, id }) => (
                   <li>
-                    <strong>{status}</strong> {response.description}{" "}
-                    {Object.values(response.content ?? {}).map((media) => (
-                      <TypeOf schema={media.schema} />
-                    ))}
+                    <a href={`#${id}`}>
+                      <span class={`method ${method}`}>{method}</span> {op.summary ?? path}
+                    </a>
                   </li>
                 ))}
               </ul>
-            </section>
-          ))}
-          <h2>Schemas</h2>
-          {schemas.map(([name, schema]) => (
-            <section id={`schema-${name}`}>
-              <h3>{name}</h3>
-              {schema.description ? <p>{schema.description}</p> : null}
-              {schema.oneOf || schema.anyOf ? (
-                (schema.oneOf ?? schema.anyOf ?? []).map((variant) => <Fields schema={variant} />)
-              ) : (
-                <Fields schema={schema} />
-              )}
-            </section>
-          ))}
-          <h2 id="problems">Problem codes</h2>
-          <p>
-            Every error is <code>application/problem+json</code> with <code>type</code> <code>urn:edge-gateway:problem:&lt;code&gt;</code>.
-          </p>
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">code</th>
-                <th scope="col">status</th>
-                <th scope="col">title</th>
-              </tr>
-            </thead>
-            <tbody>
-              {Object.entries(problems).map(([code, problem]) => (
-                <tr id={`problem-${code}`}>
-                  <td>
-                    <code>{code}</code>
-                  </td>
-                  <td>{problem.status}</td>
-                  <td>{problem.title}</td>
+            </nav>
+            {operations.map(({ method, path, op, id }) => (
+              <section class="op" id={id}>
+                <h3>
+                  <span class={`method ${method}`}>{method}</span> <code>/v2{path}</code>
+                </h3>
+                <p>
+                  <strong>{op.summary}</strong> {op.description}
+                </p>
+                {op.parameters?.length ? (
+                  <>
+                    <h4>Parameters</h4>
+                    <table>
+                      <tbody>
+                        {op.parameters.map((p) => (
+                          <tr>
+                            <td>
+                              <code>{p.name}</code> ({p.in}
+                              {p.required ? ", required" : ""})
+                            </td>
+                            <td>
+                              <TypeOf schema={p.schema} />
+                            </td>
+                            <td>{[p.description ?? p.schema?.description, p.schema ? constraints(p.schema) : ""].filter(Boolean).join(" — ")}</td>
+                          </tr>
+                        ))}
+                      </tbody>
+                    </table>
+                  </>
+                ) : null}
+                {op.requestBody ? (
+                  <>
+                    <h4>Request body</h4>
+                    {Object.entries(op.requestBody.content).map(([type, media]) => (
+                      <p>
+                        <code>{type}</code>: <TypeOf schema={media.schema} />
+                      </p>
+                    ))}
+                  </>
+                ) : null}
+                <h4>Responses</h4>
+                <ul>
+                  {Object.entries(op.responses).map(([status, response]) => (
+                    <li>
+                      <strong>{status}</strong> {response.description}{" "}
+                      {Object.values(response.content ?? {}).map((media) => (
+                        <TypeOf schema={media.schema} />
+                      ))}
+                    </li>
+                  ))}
+                </ul>
+              </section>
+            ))}
+            <h2>Schemas</h2>
+            {schemas.map(([name, schema]) => (
+              <section id={`schema-${name}`}>
+                <h3>{name}</h3>
+                {schema.description ? <p>{schema.description}</p> : null}
+                {schema.oneOf || schema.anyOf ? (
+                  (schema.oneOf ?? schema.anyOf ?? []).map((variant) => <Fields schema={variant} />)
+                ) : (
+                  <Fields schema={schema} />
+                )}
+              </section>
+            ))}
+            <h2 id="problems">Problem codes</h2>
+            <p>
+              Every error is <code>application/problem+json</code> with <code>type</code> <code>urn:edge-gateway:problem:&lt;code&gt;</code>.
+            </p>
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">code</th>
+                  <th scope="col">status</th>
+                  <th scope="col">title</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
-        </main>
-      </body>
-    </html>
+              </thead>
+              <tbody>
+                {Object.entries(problems).map(([code, problem]) => (
+                  <tr id={`problem-${code}`}>
+                    <td>
+                      <code>{code}</code>
+                    </td>
+                    <td>{problem.status}</td>
+                    <td>{problem.title}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </main>
+        </body>
+      </html>
+    </>
   );
 };
