@@ -1,4 +1,5 @@
 import { createDashboard, DASHBOARD_BASE } from "./dashboard";
+import { home } from "./docs/home";
 import { createManagementApi } from "./management";
 import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
@@ -17,6 +18,7 @@ export function createApp(deps: Deps = defaultDeps, { fastPath = true } = {}) {
   app.use(requestId);
   app.use(services(deps));
   app.use(hostGate);
+  app.get("/", home);
   app.route("/v2", createManagementApi());
   app.route("/v4", createRunProxy());
   // The dashboard calls the API through this same app, so the API's rules are the dashboard's.

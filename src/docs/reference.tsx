@@ -28,6 +28,7 @@ interface Parameter {
   schema?: SchemaObject;
 }
 interface Operation {
+  operationId?: string;
   summary?: string;
   description?: string;
   tags?: string[];
@@ -35,13 +36,22 @@ interface Operation {
   requestBody?: { content: Record<string, { schema: SchemaObject }> };
   responses: Record<string, { description: string; content?: Record<string, { schema: SchemaObject }> }>;
 }
+type PathItem = { servers?: { url: string }[] } & { [method in (typeof METHODS)[number]]?: Operation };
 export interface OpenApiDocument {
   info: { title: string; version: string; description?: string };
-  paths: Record<string, Record<string, Operation>>;
+  servers?: { url: string }[];
+  paths: Record<string, PathItem>;
   components?: { schemas?: Record<string, SchemaObject> };
 }
 
+const METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"] as const;
+
 const refName = (ref: string) => ref.split("/").at(-1) ?? ref;
+
+/** The document's descriptions use Markdown code spans (`like this`); they render as code, the rest as text. */
+export const Md: FC<{ text: string | undefined }> = ({ text }) => (
+  <>{(text ?? "").split(/`([^`]+)`/).map((part, i) => (i % 2 === 1 ? <code>{part}</code> : part))}</>
+);
 
 /** A short type label: `string (uri)`, `Build[]`, `"a" | "b"`, with links to named schemas. */
 const TypeOf: FC<{ schema: SchemaObject | undefined }> = ({ schema }) => {
@@ -107,7 +117,9 @@ const Fields: FC<{ schema: SchemaObject }> = ({ schema }) => {
             <td>
               <TypeOf schema={property} />
             </td>
-            <td>{[property.description, constraints(property)].filter(Boolean).join(" — ")}</td>
+            <td>
+              <Md text={[property.description, constraints(property)].filter(Boolean).join(" — ")} />
+            </td>
           </tr>
         ))}
       </tbody>
@@ -133,8 +145,13 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
   doc,
   problems,
 }) => {
-  const operations = Object.entries(doc.paths).flatMap(([path, methods]) =>
-    Object.entries(methods).map(([method, op]) => ({ path, method, op, id: `${method}-${path}`.replace(/[^a-z0-9]+/gi, "-") })),
+  const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
+    METHODS.flatMap((method) => {
+      const op = item[method];
+      // A path item's own server (the run endpoint's /v4) wins over the document's (/v2).
+      const url = `${item.servers?.[0]?.url ?? doc.servers?.[0]?.url ?? ""}${path}`;
+      return op ? [{ url, method, op, id: op.operationId ?? `${method}-${path}`.replace(/[^a-z0-9]+/gi, "-") }] : [];
+    }),
   );
   const schemas = Object.entries(doc.components?.schemas ?? {});
   return (
@@ -152,29 +169,31 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
             <h1>
               {doc.info.title} <small>v{doc.info.version}</small>
             </h1>
-            <p>{doc.info.description}</p>
+            <p>
+            <Md text={doc.info.description} />
+          </p>
             <p>
               Machine-readable: <a href="openapi.json">openapi.json</a> (OpenAPI 3.1).
             </p>
             <nav aria-label="Operations">
               <h2>Operations</h2>
               <ul>
-                {operations.map(({ method, path, op, id }) => (
+                {operations.map(({ method, url, op, id }) => (
                   <li>
                     <a href={`#${id}`}>
-                      <span class={`method ${method}`}>{method}</span> {op.summary ?? path}
+                      <span class={`method ${method}`}>{method}</span> {op.summary ?? url}
                     </a>
                   </li>
                 ))}
               </ul>
             </nav>
-            {operations.map(({ method, path, op, id }) => (
+            {operations.map(({ method, url, op, id }) => (
               <section class="op" id={id}>
                 <h3>
-                  <span class={`method ${method}`}>{method}</span> <code>/v2{path}</code>
+                  <span class={`method ${method}`}>{method}</span> <code>{url}</code>
                 </h3>
                 <p>
-                  <strong>{op.summary}</strong> {op.description}
+                  <strong>{op.summary}</strong> <Md text={op.description} />
                 </p>
                 {op.parameters?.length ? (
                   <>
@@ -190,7 +209,9 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
                             <td>
                               <TypeOf schema={p.schema} />
                             </td>
-                            <td>{[p.description ?? p.schema?.description, p.schema ? constraints(p.schema) : ""].filter(Boolean).join(" — ")}</td>
+                            <td>
+                            <Md text={[p.description ?? p.schema?.description, p.schema ? constraints(p.schema) : ""].filter(Boolean).join(" — ")} />
+                          </td>
                           </tr>
                         ))}
                       </tbody>
@@ -211,7 +232,7 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
                 <ul>
                   {Object.entries(op.responses).map(([status, response]) => (
                     <li>
-                      <strong>{status}</strong> {response.description}{" "}
+                      <strong>{status}</strong> <Md text={response.description} />{" "}
                       {Object.values(response.content ?? {}).map((media) => (
                         <TypeOf schema={media.schema} />
                       ))}
@@ -224,7 +245,11 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
             {schemas.map(([name, schema]) => (
               <section id={`schema-${name}`}>
                 <h3>{name}</h3>
-                {schema.description ? <p>{schema.description}</p> : null}
+                {schema.description ? (
+                <p>
+                  <Md text={schema.description} />
+                </p>
+              ) : null}
                 {schema.oneOf || schema.anyOf ? (
                   (schema.oneOf ?? schema.anyOf ?? []).map((variant) => <Fields schema={variant} />)
                 ) : (

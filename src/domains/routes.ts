@@ -51,6 +51,7 @@ const tags = ["Custom domains"];
 const security = [{ bearerAuth: [] }];
 
 export const createDomain = createRoute({
+  operationId: "createDomain",
   method: "post",
   path: "/projects/{project_id}/domains",
   tags,
@@ -65,6 +66,7 @@ export const createDomain = createRoute({
 });
 
 export const listDomains = createRoute({
+  operationId: "listDomains",
   method: "get",
   path: "/projects/{project_id}/domains",
   tags,
@@ -78,6 +80,7 @@ export const listDomains = createRoute({
 });
 
 export const getDomain = createRoute({
+  operationId: "getDomain",
   method: "get",
   path: "/projects/{project_id}/domains/{domain}",
   tags,
@@ -91,6 +94,7 @@ export const getDomain = createRoute({
 });
 
 export const deleteDomain = createRoute({
+  operationId: "deleteDomain",
   method: "delete",
   path: "/projects/{project_id}/domains/{domain}",
   tags,
@@ -105,6 +109,7 @@ export const deleteDomain = createRoute({
 });
 
 export const validateDomainRoute = createRoute({
+  operationId: "validateDomain",
   method: "post",
   path: "/projects/{project_id}/domains/{domain}/validate",
   tags,

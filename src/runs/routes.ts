@@ -38,9 +38,11 @@ const responses = {
 };
 
 export const runPost = createRoute({
+  operationId: "runApp",
   method: "post",
   path: "/{project_id}/{app_name}/run",
   tags: ["Runs"],
+  security: [{ bearerAuth: [] }],
   summary: "Run an app (JSON body)",
   description,
   request: { params: RunParams, query: RunQuery },
@@ -48,9 +50,11 @@ export const runPost = createRoute({
 });
 
 export const runGet = createRoute({
+  operationId: "runAppWithoutBody",
   method: "get",
   path: "/{project_id}/{app_name}/run",
   tags: ["Runs"],
+  security: [{ bearerAuth: [] }],
   summary: "Run an app (no body), or open a WebSocket to it",
   description,
   request: { params: RunParams, query: RunQuery },

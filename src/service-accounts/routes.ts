@@ -39,6 +39,7 @@ const tags = ["Service accounts"];
 const security = [{ bearerAuth: [] }];
 
 export const createServiceAccount = createRoute({
+  operationId: "createServiceAccount",
   method: "post",
   path: "/projects/{project_id}/service-accounts",
   tags,
@@ -53,6 +54,7 @@ export const createServiceAccount = createRoute({
 });
 
 export const listServiceAccounts = createRoute({
+  operationId: "listServiceAccounts",
   method: "get",
   path: "/projects/{project_id}/service-accounts",
   tags,
@@ -66,6 +68,7 @@ export const listServiceAccounts = createRoute({
 });
 
 export const revokeServiceAccount = createRoute({
+  operationId: "revokeServiceAccount",
   method: "delete",
   path: "/projects/{project_id}/service-accounts/{service_account_id}",
   tags,
