@@ -1,9 +1,11 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
 import { appsRouter } from "./apps";
 import { authenticate } from "./auth/middleware";
 import { buildsRouter } from "./builds";
 import { domainsRouter } from "./domains";
 import { registerDocs } from "./docs";
-import { createRouter } from "./platform/factory";
+import { createRouter } from "./platform/router";
+import type { AppEnv } from "./platform/scope";
 import { jsonBody } from "./platform/middleware";
 import { projectsRouter } from "./projects";
 import { projectScope } from "./projects/scope";
@@ -14,8 +16,11 @@ import { webhooksRouter } from "./webhooks";
 /** Request bodies of the management API are small JSON documents. */
 export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
 
-/** The management API, mounted at `/v2`. Every `/projects` route needs a bearer credential. */
-export function createManagementApi() {
+/**
+ * The management API, mounted at `/v2`. Every `/projects` route needs a bearer credential. Its
+ * OpenAPI document also describes `documented`: routers served at other base paths (the run endpoint).
+ */
+export function createManagementApi(documented: Record<string, OpenAPIHono<AppEnv>> = {}) {
   const v2 = createRouter();
   v2.use("/projects/*", rateLimitByIp, authenticate, rateLimitByToken);
   v2.use("/projects/:project_id/*", projectScope);
@@ -26,6 +31,6 @@ export function createManagementApi() {
   v2.route("/", buildsRouter);
   v2.route("/", webhooksRouter);
   v2.route("/", domainsRouter);
-  registerDocs(v2);
+  registerDocs(v2, documented);
   return v2;
 }

@@ -1,10 +1,9 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { defaultDeps, type Deps } from "../src/platform/context";
+import type { Deps } from "../src/platform/deps";
 import { QUEUES } from "../src/platform/triggers";
-import { createQueue } from "../src/queue";
-import type { Env } from "../src/platform/env";
-import type { Client } from "./helpers";
+import { createWorker } from "../src/worker";
+import { type Client, testDeps } from "./helpers";
 import { callWith, capturingQueue } from "./runs";
 
 /** Runs `runPath` with a webhook to `endpoint`, keeping the queue message instead of sending it. */
@@ -33,7 +32,7 @@ let ids = 0;
  * moving the fake clock by the delay plus the consumer's batch timeout. Returns how many attempts ran.
  */
 export async function drive(api: Client, message: unknown, overrides: Partial<Record<string, unknown>> = {}, deps: Partial<Deps> = {}) {
-  const consume = createQueue({ ...defaultDeps, now: api.clock.now, ...deps });
+  const { queue: consume } = createWorker(testDeps({ now: api.clock.now, ...deps }));
   const delays: number[] = [];
   for (let attempts = 1; attempts <= 10; attempts++) {
     const batch = createMessageBatch(QUEUES.webhookDeliveries, [{ id: `msg-${ids++}`, timestamp: api.clock.now(), attempts, body: message }]);

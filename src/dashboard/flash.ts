@@ -42,7 +42,7 @@ const fromBase64url = (text: string) => Uint8Array.from(atob(text.replace(/-/g, 
 export async function setFlash(c: DashContext, page: string, value: unknown): Promise<void> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
   const sealed = new Uint8Array(
-    await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: boundTo(c, page) }, await flashKey(c.get("config").adminToken), encoder.encode(JSON.stringify(value))),
+    await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: boundTo(c, page) }, await flashKey(c.var.scope.config.adminToken), encoder.encode(JSON.stringify(value))),
   );
   const cookie = new Uint8Array(iv.length + sealed.length);
   cookie.set(iv);
@@ -59,7 +59,7 @@ export async function takeFlash<T>(c: DashContext, page: string): Promise<T | un
     const bytes = fromBase64url(value);
     const plain = await crypto.subtle.decrypt(
       { name: "AES-GCM", iv: bytes.subarray(0, 12), additionalData: boundTo(c, page) },
-      await flashKey(c.get("config").adminToken),
+      await flashKey(c.var.scope.config.adminToken),
       bytes.subarray(12),
     );
     return JSON.parse(new TextDecoder().decode(plain)) as T;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { client } from "../../test/helpers";
+import { client, testDeps } from "../../test/helpers";
+import { createHttpRouter } from "../http";
 
 const api = client();
 
@@ -37,7 +38,8 @@ describe("OpenAPI document and reference page", () => {
     const documented = operationsOf(body)
       .map(({ key }) => key.replace(/\{(\w+)\}/g, ":$1"))
       .sort();
-    const served = api.app.routes
+    const served = createHttpRouter(testDeps())
+      .routes
       .filter((r) => r.method !== "ALL" && (r.path.startsWith("/v2/projects") || r.path.startsWith("/v4/")))
       .map((r) => `${r.method} ${r.path}`);
     expect(documented).toEqual([...new Set(served)].sort());

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { DASHBOARD_BASE } from "../dashboard";
-import type { AppEnv } from "../platform/context";
+import type { AppEnv } from "../platform/scope";
 
 /**
  * `/` on an API hostname: people who type the bare hostname land on the dashboard; API clients get the

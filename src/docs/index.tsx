@@ -1,8 +1,6 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import type { AppEnv } from "../platform/context";
+import type { AppEnv } from "../platform/scope";
 import { PROBLEMS } from "../platform/errors";
-import { createRouter } from "../platform/factory";
-import { runGet, runPost } from "../runs/routes";
 import { ReferencePage, type OpenApiDocument } from "./reference";
 
 export const OPENAPI_INFO = {
@@ -19,20 +17,23 @@ export const OPENAPI_INFO = {
   license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" },
 };
 
-/** The run endpoint is served under /v4, so its path item carries that server (OpenAPI 3.1 allows one per path). */
-function runPaths() {
-  const runs = createRouter();
-  runs.openAPIRegistry.registerPath(runPost);
-  runs.openAPIRegistry.registerPath(runGet);
-  const document = runs.getOpenAPI31Document({ openapi: "3.1.0", info: OPENAPI_INFO });
-  const paths = Object.fromEntries(Object.entries(document.paths ?? {}).map(([path, item]) => [path, { servers: [{ url: "/v4" }], ...item }]));
+/**
+ * Operations served outside /v2 (the run endpoint, under /v4), from their own router's registry; each
+ * path item carries its server, as OpenAPI 3.1 allows, so one document describes the whole API.
+ */
+function pathsServedAt(server: string, router: OpenAPIHono<AppEnv>) {
+  const document = router.getOpenAPI31Document({ openapi: "3.1.0", info: OPENAPI_INFO });
+  const paths = Object.fromEntries(Object.entries(document.paths ?? {}).map(([path, item]) => [path, { servers: [{ url: server }], ...item }]));
   return { paths, schemas: document.components?.schemas ?? {} };
 }
 
 const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/** `GET /v2/openapi.json` (OpenAPI 3.1) and `GET /v2/docs`, a reference page rendered from it with no script and no CDN. */
-export function registerDocs(v2: OpenAPIHono<AppEnv>) {
+/**
+ * `GET /v2/openapi.json` (OpenAPI 3.1) and `GET /v2/docs`, a reference page rendered from it with no
+ * script and no CDN. `elsewhere` maps a base path (`/v4`) to the router of the operations served there.
+ */
+export function registerDocs(v2: OpenAPIHono<AppEnv>, elsewhere: Record<string, OpenAPIHono<AppEnv>> = {}) {
   v2.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
     scheme: "bearer",
@@ -40,11 +41,11 @@ export function registerDocs(v2: OpenAPIHono<AppEnv>) {
   });
   const document = () => {
     const management = v2.getOpenAPI31Document({ openapi: "3.1.0", info: OPENAPI_INFO, servers: [{ url: "/v2" }] });
-    const runs = runPaths();
+    const others = Object.entries(elsewhere).map(([server, router]) => pathsServedAt(server, router));
     return {
       ...management,
-      paths: { ...management.paths, ...runs.paths },
-      components: { ...management.components, schemas: { ...management.components?.schemas, ...runs.schemas } },
+      paths: Object.assign({ ...management.paths }, ...others.map((o) => o.paths)),
+      components: { ...management.components, schemas: Object.assign({ ...management.components?.schemas }, ...others.map((o) => o.schemas)) },
     } as unknown as OpenApiDocument;
   };
 

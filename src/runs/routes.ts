@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { APP_NAME } from "../apps/routes";
+import { RUN_ROUTE } from "./path";
 import { idParam, jsonContent, PROJECT_ID_EXAMPLE, problems, Timestamp } from "../platform/openapi";
 
 export const RunParams = z.object({
@@ -40,7 +41,7 @@ const responses = {
 export const runPost = createRoute({
   operationId: "runApp",
   method: "post",
-  path: "/{project_id}/{app_name}/run",
+  path: RUN_ROUTE,
   tags: ["Runs"],
   security: [{ bearerAuth: [] }],
   summary: "Run an app (JSON body)",
@@ -52,7 +53,7 @@ export const runPost = createRoute({
 export const runGet = createRoute({
   operationId: "runAppWithoutBody",
   method: "get",
-  path: "/{project_id}/{app_name}/run",
+  path: RUN_ROUTE,
   tags: ["Runs"],
   security: [{ bearerAuth: [] }],
   summary: "Run an app (no body), or open a WebSocket to it",

@@ -1,10 +1,10 @@
 import { inArray, sql } from "drizzle-orm";
-import { createDb, type Database } from "../db/client";
+import type { Database } from "../db/client";
 import { webhookAttempts, webhookDeliveries, type DeliveryStatus } from "../db/schema";
-import type { Deps } from "../platform/context";
-import { type Config, type Env, getConfig } from "../platform/env";
+import { isTimeout } from "../platform/http";
+import type { Scope } from "../platform/scope";
 import type { DeliveryMessage } from "./enqueue";
-import { classifyStatus, MAX_ATTEMPTS, type Outcome, retryDelaySeconds } from "./policy";
+import { classifyStatus, MAX_ATTEMPTS, type AttemptOutcome, retryDelaySeconds } from "./policy";
 import { openSecret } from "./secret-box";
 import { signatureHeaders } from "./sign";
 
@@ -12,7 +12,7 @@ import { signatureHeaders } from "./sign";
 const RECORD_TRIES = 3;
 
 interface AttemptResult {
-  outcome: Outcome;
+  outcome: AttemptOutcome;
   retryAfter: string | null;
   durationMs: number;
 }
@@ -23,7 +23,7 @@ function isDeliveryMessage(value: unknown): value is DeliveryMessage {
   return m.v === 1 && typeof m.id === "string" && typeof m.endpoint === "string" && typeof m.projectId === "string" && typeof m.body === "object";
 }
 
-async function post(deps: Deps, config: Config, message: DeliveryMessage, body: string, secret: string | null, at: Date): Promise<AttemptResult> {
+async function post({ deps, config }: Scope, message: DeliveryMessage, body: string, secret: string | null, at: Date): Promise<AttemptResult> {
   const headers: Record<string, string> = { "Content-Type": "application/json", "User-Agent": "edge-gateway-webhooks/1" };
   if (secret !== null) Object.assign(headers, await signatureHeaders(secret, message.id, Math.floor(at.getTime() / 1000), body));
   const started = Date.now();
@@ -41,9 +41,7 @@ async function post(deps: Deps, config: Config, message: DeliveryMessage, body: 
     await response.body?.cancel().catch(() => undefined);
     return { outcome: classifyStatus(response.status), retryAfter: response.headers.get("Retry-After"), durationMs: Date.now() - started };
   } catch (error) {
-    const name = error instanceof Error ? error.name : "";
-    const kind = name === "TimeoutError" || name === "AbortError" ? "timeout" : "connection_failed";
-    return { outcome: { kind: "retry", error: kind }, retryAfter: null, durationMs: Date.now() - started };
+    return { outcome: { kind: "retry", error: isTimeout(error) ? "timeout" : "connection_failed" }, retryAfter: null, durationMs: Date.now() - started };
   }
 }
 
@@ -116,8 +114,9 @@ function logFailure(message: DeliveryMessage, attempt: number, why: string, resu
  * retry; `null` when the message went back to the queue with nothing to record (its stored body
  * could not be read this time).
  */
-async function attempt(msg: Message<unknown>, message: DeliveryMessage, env: Env, config: Config, deps: Deps): Promise<Settlement | null> {
-  const at = deps.now();
+async function attempt(scope: Scope, msg: Message<unknown>, message: DeliveryMessage): Promise<Settlement | null> {
+  const { env, config } = scope;
+  const at = scope.deps.now();
   const settle = (status: DeliveryStatus, result: Settlement["result"], why?: string, retryAfterSeconds?: number): Settlement => ({
     msg,
     message,
@@ -150,7 +149,7 @@ async function attempt(msg: Message<unknown>, message: DeliveryMessage, env: Env
     return null;
   }
 
-  const { outcome, retryAfter, durationMs } = await post(deps, config, message, body, secret, at);
+  const { outcome, retryAfter, durationMs } = await post(scope, message, body, secret, at);
   const result = { ...outcome, durationMs };
   if (outcome.kind === "delivered") return settle("delivered", result);
   if (outcome.kind === "permanent") return settle("failed", result, "permanent failure");
@@ -205,9 +204,8 @@ function crashed(msg: Message<unknown>, error: unknown) {
  * The `webhook-deliveries` consumer: one D1 read for the whole batch, every POST at once, one D1
  * batch for every outcome, then each message acknowledged or retried on its own.
  */
-export async function deliverWebhooks(batch: MessageBatch<unknown>, env: Env, _ctx: ExecutionContext, deps: Deps): Promise<void> {
-  const config = getConfig(env);
-  const db = createDb(env.DB);
+export async function deliverWebhooks(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
+  const { env, db } = scope;
   const pending: { msg: Message<unknown>; message: DeliveryMessage }[] = [];
   for (const msg of batch.messages) {
     if (isDeliveryMessage(msg.body)) {
@@ -230,7 +228,7 @@ export async function deliverWebhooks(batch: MessageBatch<unknown>, env: Env, _c
       // A message seen again after its delivery was settled is not sent twice.
       if (settled.has(message.id)) return msg.ack();
       try {
-        const settlement = await attempt(msg, message, env, config, deps);
+        const settlement = await attempt(scope, msg, message);
         if (settlement) settlements.push(settlement);
       } catch (error) {
         crashed(msg, error);

@@ -1,13 +1,12 @@
 import { createExecutionContext, createMessageBatch, getQueueResult, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { client } from "../../test/helpers";
+import { client, testDeps } from "../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../test/peers";
 import { callWith, capturingQueue, countingRoundTrips, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
-import { defaultDeps } from "../platform/context";
-import { getConfig } from "../platform/env";
-import { createQueue } from "../queue";
+import { createScope } from "../platform/scope";
+import { createWorker } from "../worker";
 import { type DeliveryMessage, enqueueDelivery } from "./enqueue";
 import { MAX_ATTEMPTS } from "./policy";
 
@@ -150,7 +149,7 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const capture = capturingQueue();
     const ctx = createExecutionContext();
     const started = Date.now();
-    const response = await api.app.fetch(
+    const response = await api.worker.fetch(
       new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(`${DOWN}/hook`)}`, { headers: { Authorization: `Bearer ${app.token}` } }),
       { ...env, WEBHOOK_QUEUE: capture.queue },
       ctx,
@@ -178,11 +177,12 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200, delayMs: 200 }]);
     const capture = capturingQueue();
-    const deps = { ...defaultDeps, now: api.clock.now, outbound: { fetch: (r: Request) => fetch(r) } };
+    const deps = testDeps({ now: api.clock.now, outbound: { fetch: (r: Request) => fetch(r) } });
     const queueEnv = { ...env, WEBHOOK_QUEUE: capture.queue };
+    const scope = createScope(queueEnv, createExecutionContext(), deps);
     await Promise.all(
       Array.from({ length: 100 }, (_, i) =>
-        enqueueDelivery(queueEnv, getConfig(queueEnv), deps, { projectId: app.projectId, runId: `run_batch_${i}`, endpoint: hook.url, secret: undefined, body: `{"n":${i}}` }),
+        enqueueDelivery(scope, { projectId: app.projectId, runId: `run_batch_${i}`, endpoint: hook.url, secret: undefined, body: `{"n":${i}}` }),
       ),
     );
     const batch = createMessageBatch(
@@ -192,7 +192,7 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const ctx = createExecutionContext();
     const d1 = countingRoundTrips(env.DB);
     const started = Date.now();
-    await createQueue(deps)(batch, { ...env, DB: d1.db }, ctx);
+    await createWorker(deps).queue(batch, { ...env, DB: d1.db }, ctx);
     const elapsed = Date.now() - started;
     const result = await getQueueResult(batch, ctx);
     expect(result.explicitAcks).toHaveLength(100);

@@ -1,9 +1,7 @@
 import { eq } from "drizzle-orm";
-import { createDb } from "../db/client";
 import { webhookDeliveries } from "../db/schema";
-import type { Deps } from "../platform/context";
-import type { Config, Env } from "../platform/env";
 import { newId } from "../platform/ids";
+import type { Scope } from "../platform/scope";
 import { INLINE_BODY_MAX_BYTES } from "./policy";
 import { type SealedSecret, sealSecret } from "./secret-box";
 
@@ -43,10 +41,10 @@ function logError(msg: string, fields: Record<string, unknown>) {
  * so it never throws: a failed send is retried, and if the queue stays unavailable the record says
  * `failed` with the reason, so nothing is lost silently.
  */
-export async function enqueueDelivery(env: Env, config: Config, deps: Deps, request: DeliveryRequest): Promise<string> {
+export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): Promise<string> {
+  const { env, config, deps, db } = scope;
   const now = deps.now();
   const id = newId("whd", now.getTime());
-  const db = createDb(env.DB);
   const bodyBytes = new TextEncoder().encode(request.body).byteLength;
   const log = { delivery_id: id, run_id: request.runId, project_id: request.projectId };
   try {

@@ -1,6 +1,6 @@
 import { and, asc, eq, inArray } from "drizzle-orm";
 import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDelivery } from "../db/schema";
-import { createRouter } from "../platform/factory";
+import { createRouter } from "../platform/router";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
 import { listDeliveries } from "./routes";
@@ -30,7 +30,7 @@ export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => 
 export const webhooksRouter = createRouter().openapi(listDeliveries, async (c) => {
   const { project_id } = c.req.valid("param");
   const { limit, cursor, run_id } = c.req.valid("query");
-  const db = c.get("db");
+  const db = c.var.scope.db;
   const { items, nextCursor } = await listPage(db, webhookDeliveries, {
     filter: and(eq(webhookDeliveries.projectId, project_id), run_id ? eq(webhookDeliveries.runId, run_id) : undefined),
     key: webhookDeliveries.id,

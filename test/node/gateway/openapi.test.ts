@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { describe, expect, it } from "vitest";
-import { createApp } from "../../../src/app";
-import type { Env } from "../../../src/platform/env";
+import { productionDeps } from "../../../src/deps";
+import { createHttpRouter } from "../../../src/http";
 import { TEST_SECRETS } from "../../secrets";
 
 // The document needs no storage: a binding-less env with valid settings is enough to serve it.
@@ -19,7 +19,7 @@ const env = {
 
 describe("OpenAPI document", () => {
   it("validates against the OpenAPI 3.1 schema", async () => {
-    const response = await createApp().request("/v2/openapi.json", {}, env);
+    const response = await createHttpRouter(productionDeps).request("/v2/openapi.json", {}, env);
     expect(response.status).toBe(200);
     const document = (await response.json()) as Record<string, unknown>;
     const validator = new Validator();
@@ -32,7 +32,7 @@ describe("OpenAPI document", () => {
 
 describe("OpenAPI document, linted by Redocly", () => {
   it("passes @redocly/cli lint with the recommended rules: no error, no warning", async () => {
-    const response = await createApp().request("/v2/openapi.json", {}, env);
+    const response = await createHttpRouter(productionDeps).request("/v2/openapi.json", {}, env);
     const dir = mkdtempSync(join(tmpdir(), "eg-openapi-"));
     try {
       const file = join(dir, "openapi.json");
