@@ -9,11 +9,13 @@ import { type DashContext, dashPath } from "./context";
  */
 const FLASH_TTL_SECONDS = 120;
 const encoder = new TextEncoder();
-let cached: { adminToken: string; key: Promise<CryptoKey> } | undefined;
+/** The key per admin token (a Map lookup, not a comparison of the secret); only the current one is kept. */
+const keys = new Map<string, Promise<CryptoKey>>();
 
 function flashKey(adminToken: string): Promise<CryptoKey> {
-  if (cached?.adminToken !== adminToken) {
-    const key = crypto.subtle
+  let key = keys.get(adminToken);
+  if (!key) {
+    key = crypto.subtle
       .importKey("raw", encoder.encode(adminToken), "HKDF", false, ["deriveKey"])
       .then((material) =>
         crypto.subtle.deriveKey(
@@ -24,9 +26,10 @@ function flashKey(adminToken: string): Promise<CryptoKey> {
           ["encrypt", "decrypt"],
         ),
       );
-    cached = { adminToken, key };
+    keys.clear();
+    keys.set(adminToken, key);
   }
-  return cached.key;
+  return key;
 }
 
 const https = (c: DashContext) => new URL(c.req.url).protocol === "https:";
