@@ -2,6 +2,7 @@ import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer, type AddressInfo } from "node:net";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_SECRETS } from "../secrets";
@@ -60,6 +61,45 @@ describe("the Quickstart", () => {
     expect(result.stdout).toContain("1. The operator creates a project.");
     expect(result.stdout).not.toContain("2. ");
     expect(`${result.stdout}${result.stderr}`).not.toMatch(/undefined|SyntaxError/);
+  });
+});
+
+describe("npm run dev", () => {
+  it("says in one line that a port is busy, before it migrates, starts or seeds anything", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+        execFile(process.execPath, ["scripts/dev.mjs"], { env: { ...process.env, PORT: String(port) }, timeout: 30_000 }, (error, stdout, stderr) =>
+          resolve({ code: error ? (typeof error.code === "number" ? error.code : -1) : 0, stdout, stderr }),
+        ),
+      );
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe("");
+      expect(result.stderr.trim().split("\n")).toEqual([
+        `dev: port ${port} is already in use (another \`npm run dev\`?). Stop it, or choose other ports: PORT=8788 SAMPLE_APP_PORT=8791 npm run dev (PORT is the busy one).`,
+      ]);
+    } finally {
+      taken.close();
+    }
+  });
+
+  it("seeds the demo project once: a second start finds it and seeds nothing", async () => {
+    const state = join(dir, "demo.json");
+    const seed = () =>
+      run(process.execPath, ["scripts/seed-demo.mjs", server.url, TEST_SECRETS.ADMIN_TOKEN, "http://127.0.0.1:9/run"], {
+        env: { ...process.env, DEMO_STATE: state },
+        timeout: 30_000,
+      });
+    const first = await seed();
+    expect(first.stdout).toMatch(/^Seeded project proj_/);
+    const second = await seed();
+    expect(second.stdout).toMatch(/^The demo project proj_\w+ is already seeded/);
+    const projects = (await (await fetch(`${server.url}/v2/projects?limit=100`, { headers: { Authorization: `Bearer ${TEST_SECRETS.ADMIN_TOKEN}` } })).json()) as {
+      data: { name: string }[];
+    };
+    expect(projects.data.filter((p) => p.name === "demo")).toHaveLength(1);
   });
 });
 
