@@ -6,7 +6,7 @@ export type CronHandler = (controller: ScheduledController, scope: Scope) => Pro
 
 /** One handler per configured cron. */
 export const cronHandlers: Record<string, CronHandler> = {
-  [CRONS.domainValidation]: async (_controller, scope) => {
-    await domainValidationCron(scope);
+  [CRONS.domainValidation]: async (controller, scope) => {
+    await domainValidationCron(scope, controller.scheduledTime);
   },
 };

@@ -21,6 +21,9 @@ const INHERITED_KEYS = new Set([
   "keep_vars", "tsconfig", "jsx_factory", "jsx_fragment", "usage_model", "node_compat", "first_party_worker", "assets",
 ]);
 
+/** Vars of local development only, which no deployed environment may set (each says why in wrangler.toml). */
+const LOCAL_ONLY_VARS = ["CERTIFICATE_PROVIDER"];
+
 const isTable = (value: unknown): value is Table => typeof value === "object" && value !== null && !Array.isArray(value);
 
 /** A stable text of a value, without the per-deployment fields of its tables. */
@@ -73,12 +76,18 @@ describe("wrangler.toml environments", () => {
   });
 
   it.each(environments)("env.%s configures exactly what the top level does", (_, section) => {
-    const expected = shapeOf(config, config);
+    const expected = shapeOf(config, config).filter((line) => !LOCAL_ONLY_VARS.some((name) => line === `vars.${name}`));
     const actual = shapeOf(section, config);
     expect({ missing: expected.filter((line) => !actual.includes(line)), extra: actual.filter((line) => !expected.includes(line)) }).toEqual({
       missing: [],
       extra: [],
     });
+  });
+
+  it("keeps the local-only vars out of every deployed environment", () => {
+    for (const [name, section] of environments) {
+      for (const local of LOCAL_ONLY_VARS) expect(Object.keys((section.vars ?? {}) as Table), `env.${name}`).not.toContain(local);
+    }
   });
 
   it("notices a binding added to one environment only, and a changed queue setting", () => {
