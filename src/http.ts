@@ -19,9 +19,8 @@ export function createHttpRouter(deps: Deps) {
   router.use(scopeMiddleware(deps));
   router.use(hostGate);
   router.get("/", home);
-  const runs = createRunRouter();
-  router.route("/v2", createManagementApi({ [RUN_BASE]: runs }));
-  router.route(RUN_BASE, runs);
+  router.route("/v2", createManagementApi());
+  router.route(RUN_BASE, createRunRouter());
   // The dashboard calls the API through this same router, so the API's rules are the dashboard's.
   router.route(DASHBOARD_BASE, createDashboard((request, env, ctx) => Promise.resolve(router.fetch(request, env, ctx))));
   installErrorHandling(router);

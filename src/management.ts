@@ -1,26 +1,23 @@
-import type { OpenAPIHono } from "@hono/zod-openapi";
 import { appsRouter } from "./apps";
 import { authenticate } from "./auth/middleware";
 import { buildsRouter } from "./builds";
 import { domainsRouter } from "./domains";
 import { registerDocs } from "./docs";
 import { createRouter } from "./platform/router";
-import type { AppEnv } from "./platform/scope";
 import { jsonBody } from "./platform/middleware";
 import { projectsRouter } from "./projects";
 import { projectScope } from "./projects/scope";
 import { rateLimitByIp, rateLimitByToken } from "./platform/rate-limit";
 import { serviceAccountsRouter } from "./service-accounts";
 import { webhooksRouter } from "./webhooks";
+import { asyncRunsRouter } from "./runs/async";
+import { RUN_PROXY_ROUTES } from "./runs/async/routes";
 
 /** Request bodies of the management API are small JSON documents. */
 export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
 
-/**
- * The management API, mounted at `/v2`. Every `/projects` route needs a bearer credential. Its
- * OpenAPI document also describes `documented`: routers served at other base paths (the run endpoint).
- */
-export function createManagementApi(documented: Record<string, OpenAPIHono<AppEnv>> = {}) {
+/** The management API, mounted at `/v2`. Every `/projects` route needs a bearer credential. */
+export function createManagementApi() {
   const v2 = createRouter();
   v2.use("/projects/*", rateLimitByIp, authenticate, rateLimitByToken);
   v2.use("/projects/:project_id/*", projectScope);
@@ -31,6 +28,7 @@ export function createManagementApi(documented: Record<string, OpenAPIHono<AppEn
   v2.route("/", buildsRouter);
   v2.route("/", webhooksRouter);
   v2.route("/", domainsRouter);
-  registerDocs(v2, documented);
+  v2.route("/", asyncRunsRouter);
+  registerDocs(v2, RUN_PROXY_ROUTES);
   return v2;
 }

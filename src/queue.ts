@@ -2,6 +2,7 @@ import { domainValidationConsumer } from "./domains/validation-queue";
 import type { Scope } from "./platform/scope";
 import { QUEUES } from "./platform/triggers";
 import { deliverWebhooks } from "./webhooks/consumer";
+import { consumeAsyncRuns } from "./runs/async/consumer";
 
 export type QueueHandler = (batch: MessageBatch<unknown>, scope: Scope) => Promise<void>;
 
@@ -9,4 +10,5 @@ export type QueueHandler = (batch: MessageBatch<unknown>, scope: Scope) => Promi
 export const queueHandlers: Record<string, QueueHandler> = {
   [QUEUES.webhookDeliveries]: deliverWebhooks,
   [QUEUES.domainValidations]: domainValidationConsumer,
+  [QUEUES.asyncRuns]: consumeAsyncRuns,
 };

@@ -1,6 +1,7 @@
 import { domainValidationCron } from "./domains/cron";
 import type { Scope } from "./platform/scope";
 import { CRONS } from "./platform/triggers";
+import { sweepAsyncRuns } from "./runs/async/sweep";
 
 export type CronHandler = (controller: ScheduledController, scope: Scope) => Promise<void>;
 
@@ -8,5 +9,8 @@ export type CronHandler = (controller: ScheduledController, scope: Scope) => Pro
 export const cronHandlers: Record<string, CronHandler> = {
   [CRONS.domainValidation]: async (controller, scope) => {
     await domainValidationCron(scope, controller.scheduledTime);
+  },
+  [CRONS.asyncRuns]: async (_controller, scope) => {
+    await sweepAsyncRuns(scope);
   },
 };

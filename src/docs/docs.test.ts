@@ -8,6 +8,8 @@ interface Operation {
   operationId?: string;
   responses: Record<string, unknown>;
   security?: unknown;
+  servers?: { url: string }[];
+  parameters?: { name: string; in: string }[];
 }
 interface Doc {
   openapi: string;
@@ -17,12 +19,12 @@ interface Doc {
 }
 
 const METHODS = new Set(["get", "put", "post", "delete", "patch", "head", "options", "trace"]);
-/** Every operation of the document as `METHOD /full/path`, its path item's server (or the document's) in front. */
+/** Every operation of the document as `METHOD /full/path`, its own server (else its path item's, else the document's) in front. */
 const operationsOf = (doc: Doc) =>
   Object.entries(doc.paths).flatMap(([path, item]) =>
     Object.entries(item)
       .filter(([method]) => METHODS.has(method))
-      .map(([method, op]) => ({ key: `${method.toUpperCase()} ${(item.servers ?? doc.servers)[0]!.url}${path}`, op: op as Operation })),
+      .map(([method, op]) => ({ key: `${method.toUpperCase()} ${((op as Operation).servers ?? item.servers ?? doc.servers)[0]!.url}${path}`, op: op as Operation })),
   );
 
 describe("OpenAPI document and reference page", () => {
@@ -61,6 +63,24 @@ describe("OpenAPI document and reference page", () => {
     const cancel = body.paths["/projects/{project_id}/apps/{app_id}/builds/{build_id}"]!.delete!;
     expect(Object.keys(cancel.responses).sort()).toEqual(["200", "400", "401", "404", "409"]);
     expect(cancel.security).toEqual([{ bearerAuth: [] }]);
+  });
+
+  it("documents the run proxy's operations under /v4, async runs included, each needing runs:invoke", async () => {
+    const { body } = await api.json<Doc>("/v2/openapi.json", { token: null });
+    const run = body.paths["/{project_id}/{app_name}/run"]!;
+    const runs = body.paths["/{project_id}/{app_name}/runs/{run_id}"]!;
+    for (const op of [run.post!, run.get!, runs.get!, runs.delete!]) {
+      expect(op.servers).toEqual([{ url: "/v4" }]);
+      expect(op.security).toEqual([{ bearerAuth: ["runs:invoke"] }]);
+    }
+    expect(Object.keys(run.post!.responses)).toEqual(expect.arrayContaining(["200", "202", "422"]));
+    expect(run.post!.parameters!.map((p) => p.name)).toEqual(expect.arrayContaining(["async", "webhookEndpoint", "idempotency-key"]));
+    expect(Object.keys(runs.delete!.responses).sort()).toEqual(["200", "401", "404", "409"]);
+    // Every /v4 operation the router serves is documented.
+    const served = createHttpRouter(testDeps()).routes.filter((r) => r.path.startsWith("/v4/")).map((r) => `${r.method} ${r.path}`);
+    expect(new Set(served)).toEqual(
+      new Set(["POST /v4/:project_id/:app_name/run", "GET /v4/:project_id/:app_name/run", "GET /v4/:project_id/:app_name/runs/:run_id", "DELETE /v4/:project_id/:app_name/runs/:run_id"]),
+    );
   });
 
   it("renders the reference page with no script and nothing from another origin", async () => {

@@ -29,6 +29,7 @@ interface Parameter {
 }
 interface Operation {
   operationId?: string;
+  servers?: { url: string }[];
   summary?: string;
   description?: string;
   tags?: string[];
@@ -148,8 +149,8 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
   const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
     METHODS.flatMap((method) => {
       const op = item[method];
-      // A path item's own server (the run endpoint's /v4) wins over the document's (/v2).
-      const url = `${item.servers?.[0]?.url ?? doc.servers?.[0]?.url ?? ""}${path}`;
+      // An operation's or path item's own server (the run endpoint's /v4) wins over the document's (/v2).
+      const url = `${op?.servers?.[0]?.url ?? item.servers?.[0]?.url ?? doc.servers?.[0]?.url ?? ""}${path}`;
       return op ? [{ url, method, op, id: op.operationId ?? `${method}-${path}`.replace(/[^a-z0-9]+/gi, "-") }] : [];
     }),
   );

@@ -38,6 +38,7 @@ const problemDescriptions: Record<number, string> = {
   409: "The resource's state does not allow this.",
   413: "The request body is too large.",
   415: "The request body is not JSON.",
+  422: "The `Idempotency-Key` was used before for a different request.",
   429: "Too many requests.",
   502: "The upstream failed.",
   504: "The upstream timed out.",

@@ -4,9 +4,12 @@
  */
 export const CRONS = {
   domainValidation: "*/30 * * * *",
+  /** Async runs: interrupted and stale ones settled, results past retention purged. */
+  asyncRuns: "*/5 * * * *",
 } as const;
 
 export const QUEUES = {
   webhookDeliveries: "webhook-deliveries",
   domainValidations: "domain-validations",
+  asyncRuns: "async-runs",
 } as const;

@@ -1,11 +1,13 @@
 import { upstreamOf } from "../apps/deployments";
-import { ApiError, invalidField, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors";
+import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { enqueueDelivery } from "../webhooks/enqueue";
-import { callerStatus, callUpstream, envelope, readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
+import { answerRun } from "./answer";
+import { acceptAsync, asyncRequested } from "./async/accept";
+import { readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
 import { runCaller } from "./run-key";
 
 const MAX_SECRET_LENGTH = 1024;
@@ -76,9 +78,16 @@ export async function run(scope: Scope, request: Request, projectId: string, app
   const query = queryOf(request.url);
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.
   const webhook = webSocket ? null : webhookOf(scope, request, query);
+  const isAsync = asyncRequested(query);
+  if (isAsync && webSocket) throw invalidField("query", "async", "does not apply to a WebSocket");
   const body = await runBody(request);
   const now = deps.now().getTime();
   const upstream = await upstreamOf(scope.db, projectId, appName, now);
+  if (isAsync) {
+    const response = await acceptAsync(scope, request, { projectId, appName, originUrl: upstream.originUrl, query, body, webhook });
+    caller.afterRun();
+    return response;
+  }
   const runId = newId("run", now);
   const target = upstreamUrl(upstream.originUrl, query);
   const headers = upstreamHeaders(request.headers, runId, webSocket);
@@ -98,21 +107,9 @@ export async function run(scope: Scope, request: Request, projectId: string, app
 
   if (body && !headers.has("content-type")) headers.set("Content-Type", "application/json");
   headers.set("Accept", "application/json");
-  let status: number;
-  let text: string;
-  let responseHeaders: Record<string, string>;
-  try {
-    const answer = await callUpstream(deps, target, { method: request.method, headers, body: body ?? null }, runId, config.runTimeoutMs);
-    status = callerStatus(answer.status);
-    text = envelope(runId, answer, deps.now());
-    responseHeaders = { "Content-Type": "application/json", "X-Run-Id": runId, "Cache-Control": "no-store" };
-  } catch (error) {
-    if (!(error instanceof ApiError)) throw error;
-    // An upstream failure is still this run's answer: the webhook receives it too.
-    status = error.status;
-    text = JSON.stringify(problemBody(error, scope.requestId));
-    responseHeaders = { "Content-Type": PROBLEM_CONTENT_TYPE, "X-Run-Id": runId, "Cache-Control": "no-store" };
-  }
+  // An upstream failure is still this run's answer (a problem): the webhook receives it too.
+  const { status, text, contentType } = await answerRun(deps, target, { method: request.method, headers, body: body ?? null }, runId, config.runTimeoutMs, scope.requestId);
+  const responseHeaders = { "Content-Type": contentType, "X-Run-Id": runId, "Cache-Control": "no-store" };
   caller.afterRun();
   if (webhook) {
     scope.ctx.waitUntil(enqueueDelivery(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret, body: text }));
