@@ -32,8 +32,9 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
     return { status: response.status, html, headers: response.headers };
   }
 
-  async function post(path: string, fields: Record<string, string>, extra: { csrf?: string | null; origin?: string | null } = {}) {
-    const form = new URLSearchParams(fields);
+  async function post(path: string, fields: Record<string, string | string[]>, extra: { csrf?: string | null; origin?: string | null } = {}) {
+    // A list is a repeated field, as a form's checkboxes send it.
+    const form = new URLSearchParams(Object.entries(fields).flatMap(([name, value]) => (Array.isArray(value) ? value : [value]).map((v) => [name, v])));
     const token = extra.csrf === undefined ? csrf : extra.csrf;
     if (token !== null) form.set("_csrf", token);
     const headers: Record<string, string> = { Cookie: cookie, "Content-Type": "application/x-www-form-urlencoded", "CF-Connecting-IP": ip };

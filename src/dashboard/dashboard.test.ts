@@ -142,7 +142,7 @@ describe("dashboard API keys", () => {
     const page = await v.get(`/dashboard/projects/${seed.projectId}/api-keys`);
     expect(page.html).toContain('type="date"');
     expect(page.html).toContain('min="2026-11-22"');
-    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "deploy-bot", expires_on: "2027-01-31" });
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "deploy-bot", expires_on: "2027-01-31", scopes: ["builds:read"] });
     // POST/redirect/GET: the token reaches the page through a sealed one-time cookie, not the URL.
     expect(posted.status).toBe(303);
     expect(posted.location).toBe(`/dashboard/projects/${seed.projectId}/api-keys`);
@@ -161,13 +161,33 @@ describe("dashboard API keys", () => {
     expect(again.html).toContain('datetime="2027-01-31T23:59:59.000Z"');
   });
 
+  it("offers the scopes with the defaults checked, gives the chosen ones, shows them in the list, and names a refused choice", async () => {
+    const api = client();
+    const seed = await seedProject(api);
+    const v = visitor(api);
+    await v.signIn();
+    const page = await v.get(`/dashboard/projects/${seed.projectId}/api-keys`);
+    expect(page.html).toContain('<input type="checkbox" name="scopes" value="builds:read" checked=""');
+    expect(page.html).toMatch(/<input type="checkbox" name="scopes" value="service_accounts:write"\s*\/?>/);
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "reader", expires_on: "2027-01-31", scopes: ["builds:read", "audit:read"] });
+    expect(posted.status).toBe(303);
+    const created = await v.get(posted.location!);
+    const listed = await api.json<{ data: { name: string; scopes: string[] }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
+    expect(listed.body.data.find((a) => a.name === "reader")!.scopes).toEqual(["builds:read", "audit:read"]);
+    expect(text(created.html)).toContain("audit:read");
+    const none = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "nothing", expires_on: "2027-01-31" });
+    expect(none.status).toBe(400);
+    expect(none.html).toContain('id="scopes-error"');
+    expect(none.html).toContain('value="nothing"');
+  });
+
   it("creates one key however often the page after creating it is reloaded", async () => {
     const api = client();
     const seed = await seedProject(api);
     const v = visitor(api);
     await v.signIn();
     const page = `/dashboard/projects/${seed.projectId}/api-keys`;
-    const posted = await v.post(page, { name: "reloaded", expires_on: "2027-01-31" });
+    const posted = await v.post(page, { name: "reloaded", expires_on: "2027-01-31", scopes: ["builds:read"] });
     const shown = await v.get(posted.location!);
     expect(text(shown.html)).toContain("it is shown only once");
     const reloaded = await v.get(page);
@@ -182,7 +202,7 @@ describe("dashboard API keys", () => {
     const other = await seedProject(api);
     const v = visitor(api);
     await v.signIn();
-    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "sealed", expires_on: "2027-01-31" });
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "sealed", expires_on: "2027-01-31", scopes: ["builds:read"] });
     const flash = v.cookie.split("; ").find((pair) => pair.startsWith("eg_flash="))!;
     expect(flash).toBeDefined();
     // Another project's page does not show it (and spends it).
@@ -199,7 +219,7 @@ describe("dashboard API keys", () => {
     const seed = await seedProject(api);
     const v = visitor(api);
     await v.signIn();
-    const refused = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "too-late", expires_on: "2020-01-01" });
+    const refused = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "too-late", expires_on: "2020-01-01", scopes: ["builds:read"] });
     expect(refused.status).toBe(400);
     expect(refused.html).toContain('value="too-late"');
     expect(refused.html).toContain('value="2020-01-01"');

@@ -61,8 +61,8 @@ describe("OpenAPI document and reference page", () => {
   it("documents a problem response for every error status a route declares", async () => {
     const { body } = await api.json<Doc>("/v2/openapi.json", { token: null });
     const cancel = body.paths["/projects/{project_id}/apps/{app_id}/builds/{build_id}"]!.delete!;
-    expect(Object.keys(cancel.responses).sort()).toEqual(["200", "400", "401", "404", "409"]);
-    expect(cancel.security).toEqual([{ bearerAuth: [] }]);
+    expect(Object.keys(cancel.responses).sort()).toEqual(["200", "400", "401", "403", "404", "409"]);
+    expect(cancel.security).toEqual([{ bearerAuth: ["builds:write"] }]);
   });
 
   it("documents the run proxy's operations under /v4, async runs included, each needing runs:invoke", async () => {
@@ -75,7 +75,7 @@ describe("OpenAPI document and reference page", () => {
     }
     expect(Object.keys(run.post!.responses)).toEqual(expect.arrayContaining(["200", "202", "422"]));
     expect(run.post!.parameters!.map((p) => p.name)).toEqual(expect.arrayContaining(["async", "webhookEndpoint", "idempotency-key"]));
-    expect(Object.keys(runs.delete!.responses).sort()).toEqual(["200", "401", "404", "409"]);
+    expect(Object.keys(runs.delete!.responses).sort()).toEqual(["200", "401", "403", "404", "409"]);
     // Every /v4 operation the router serves is documented.
     const served = createHttpRouter(testDeps()).routes.filter((r) => r.path.startsWith("/v4/")).map((r) => `${r.method} ${r.path}`);
     expect(new Set(served)).toEqual(

@@ -28,7 +28,7 @@ export function registerDocs(v2: OpenAPIHono<AppEnv>, runRoutes: readonly RouteC
   v2.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
     scheme: "bearer",
-    description: "A service account token (`egsa_…`) or the admin token.",
+    description: "A service account token (`egsa_…`) or the admin token. An operation lists the scope a service account token needs for it; without it the answer is 403 `insufficient_scope`.",
   });
   for (const route of runRoutes) v2.openAPIRegistry.registerPath({ ...route, servers: [{ url: "/v4" }] });
   const document = () =>

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../auth/access";
 import { DELIVERY_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, jsonContent, ListQuery, listOf, ProjectParams, Timestamp } from "../platform/openapi";
+import { jsonContent, ListQuery, listOf, ProjectParams, SCOPED_PROBLEMS, Timestamp } from "../platform/openapi";
 
 export const AttemptSchema = z
   .object({
@@ -42,12 +43,12 @@ export const listDeliveries = createRoute({
   method: "get",
   path: "/projects/{project_id}/webhook-deliveries",
   tags: ["Webhooks"],
-  security: [{ bearerAuth: [] }],
+  ...requires("deliveries:read"),
   summary: "List webhook deliveries",
   description: "Recent deliveries of run responses, newest first, with every attempt and the last outcome.",
   request: { params: ProjectParams, query: DeliveryQuery },
   responses: {
     200: jsonContent(listOf(DeliverySchema, "WebhookDeliveryList"), "A page of deliveries, newest first."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
