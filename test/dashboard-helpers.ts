@@ -4,7 +4,7 @@ import { ADMIN } from "./helpers";
 export const ORIGIN = "http://localhost";
 let visitors = 0;
 
-/** A browser-like visitor of the dashboard: keeps its cookie, reads the CSRF token from each page. */
+/** A browser-like visitor of the dashboard: keeps its cookies, reads the CSRF token from each page. */
 export function visitor(api: Client, options: { ip?: string; origin?: string | null } = {}) {
   // A cookie jar: the session cookie, and the sign-in cookie while a sign-in with a provider is under way.
   const jar = new Map<string, string>();

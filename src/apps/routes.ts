@@ -48,6 +48,7 @@ export const AppParams = ProjectParams.extend({
 const tags = ["Apps"];
 
 export const createApp = createRoute({
+  operationId: "createApp",
   method: "post",
   path: "/projects/{project_id}/apps",
   tags,
@@ -61,6 +62,7 @@ export const createApp = createRoute({
 });
 
 export const listApps = createRoute({
+  operationId: "listApps",
   method: "get",
   path: "/projects/{project_id}/apps",
   tags,
@@ -74,6 +76,7 @@ export const listApps = createRoute({
 });
 
 export const getApp = createRoute({
+  operationId: "getApp",
   method: "get",
   path: "/projects/{project_id}/apps/{app_id}",
   tags,

@@ -30,6 +30,7 @@ export const AuditQuery = ListQuery.extend({
 }).strict();
 
 export const listAuditLog = createRoute({
+  operationId: "listAuditLog",
   method: "get",
   path: "/projects/{project_id}/audit-log",
   tags: ["Audit log"],

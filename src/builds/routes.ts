@@ -47,6 +47,7 @@ export const BuildParams = AppParams.extend({
 const tags = ["Builds"];
 
 export const startBuild = createRoute({
+  operationId: "startBuild",
   method: "post",
   path: "/projects/{project_id}/apps/{app_id}/builds",
   tags,
@@ -61,6 +62,7 @@ export const startBuild = createRoute({
 });
 
 export const listBuilds = createRoute({
+  operationId: "listBuilds",
   method: "get",
   path: "/projects/{project_id}/apps/{app_id}/builds",
   tags,
@@ -74,6 +76,7 @@ export const listBuilds = createRoute({
 });
 
 export const getBuild = createRoute({
+  operationId: "getBuild",
   method: "get",
   path: "/projects/{project_id}/apps/{app_id}/builds/{build_id}",
   tags,
@@ -87,6 +90,7 @@ export const getBuild = createRoute({
 });
 
 export const reportBuild = createRoute({
+  operationId: "reportBuild",
   method: "patch",
   path: "/projects/{project_id}/apps/{app_id}/builds/{build_id}",
   tags,
@@ -103,6 +107,7 @@ export const reportBuild = createRoute({
 });
 
 export const cancelBuild = createRoute({
+  operationId: "cancelBuild",
   method: "delete",
   path: "/projects/{project_id}/apps/{app_id}/builds/{build_id}",
   tags,

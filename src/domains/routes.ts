@@ -62,6 +62,7 @@ export const DomainParams = ProjectParams.extend({
 const tags = ["Custom domains"];
 
 export const createDomain = createRoute({
+  operationId: "createDomain",
   method: "post",
   path: "/projects/{project_id}/domains",
   tags,
@@ -77,6 +78,7 @@ export const createDomain = createRoute({
 });
 
 export const listDomains = createRoute({
+  operationId: "listDomains",
   method: "get",
   path: "/projects/{project_id}/domains",
   tags,
@@ -90,6 +92,7 @@ export const listDomains = createRoute({
 });
 
 export const getDomain = createRoute({
+  operationId: "getDomain",
   method: "get",
   path: "/projects/{project_id}/domains/{domain}",
   tags,
@@ -103,6 +106,7 @@ export const getDomain = createRoute({
 });
 
 export const deleteDomain = createRoute({
+  operationId: "deleteDomain",
   method: "delete",
   path: "/projects/{project_id}/domains/{domain}",
   tags,
@@ -117,6 +121,7 @@ export const deleteDomain = createRoute({
 });
 
 export const validateDomainRoute = createRoute({
+  operationId: "validateDomain",
   method: "post",
   path: "/projects/{project_id}/domains/{domain}/validate",
   tags,

@@ -47,6 +47,7 @@ const OWNERS = "Owners of the project and the operator only; a service account t
 export const listMembers = createRoute({
   method: "get",
   path: "/projects/{project_id}/members",
+  operationId: "listMembers",
   tags,
   summary: "List members",
   description: "Every member of the project and the operator may list; a service account token gets 403.",
@@ -61,6 +62,7 @@ export const listMembers = createRoute({
 export const addMember = createRoute({
   method: "post",
   path: "/projects/{project_id}/members",
+  operationId: "addMember",
   tags,
   summary: "Add a person who has signed in",
   description: `Adds the person whose verified email this is. Someone who has not signed in yet is invited instead (\`POST …/invites\`). ${OWNERS}`,
@@ -75,6 +77,7 @@ export const addMember = createRoute({
 export const changeMember = createRoute({
   method: "patch",
   path: "/projects/{project_id}/members/{member_id}",
+  operationId: "changeMember",
   tags,
   summary: "Change a member's role",
   description: `The last owner keeps the owner role (409 \`last_owner\`). ${OWNERS}`,
@@ -89,6 +92,7 @@ export const changeMember = createRoute({
 export const removeMember = createRoute({
   method: "delete",
   path: "/projects/{project_id}/members/{member_id}",
+  operationId: "removeMember",
   tags,
   summary: "Remove a member, or leave",
   description: `Owners remove anyone; every member may remove themselves (leave). The last owner can neither leave nor be removed (409 \`last_owner\`).`,
@@ -103,6 +107,7 @@ export const removeMember = createRoute({
 export const createInvite = createRoute({
   method: "post",
   path: "/projects/{project_id}/invites",
+  operationId: "createInvite",
   tags,
   summary: "Invite by email",
   description: `The person becomes a member with this role when they sign in with this email, verified by their provider. ${OWNERS}`,
@@ -117,6 +122,7 @@ export const createInvite = createRoute({
 export const listInvites = createRoute({
   method: "get",
   path: "/projects/{project_id}/invites",
+  operationId: "listInvites",
   tags,
   summary: "List open invites",
   description: OWNERS,
@@ -131,6 +137,7 @@ export const listInvites = createRoute({
 export const deleteInvite = createRoute({
   method: "delete",
   path: "/projects/{project_id}/invites/{invite_id}",
+  operationId: "deleteInvite",
   tags,
   summary: "Withdraw an invite",
   description: OWNERS,

@@ -69,6 +69,7 @@ const responses = {
 export const RUNS_SECURITY = [{ bearerAuth: ["runs:invoke"] }];
 
 export const runPost = createRoute({
+  operationId: "runApp",
   method: "post",
   path: RUN_ROUTE,
   tags: ["Runs"],
@@ -80,6 +81,7 @@ export const runPost = createRoute({
 });
 
 export const runGet = createRoute({
+  operationId: "runAppWithoutBody",
   method: "get",
   path: RUN_ROUTE,
   tags: ["Runs"],

@@ -56,6 +56,7 @@ const tags = ["Service accounts"];
 const access = requires("service_accounts:write");
 
 export const createServiceAccount = createRoute({
+  operationId: "createServiceAccount",
   method: "post",
   path: "/projects/{project_id}/service-accounts",
   tags,
@@ -70,6 +71,7 @@ export const createServiceAccount = createRoute({
 });
 
 export const listServiceAccounts = createRoute({
+  operationId: "listServiceAccounts",
   method: "get",
   path: "/projects/{project_id}/service-accounts",
   tags,
@@ -83,6 +85,7 @@ export const listServiceAccounts = createRoute({
 });
 
 export const revokeServiceAccount = createRoute({
+  operationId: "revokeServiceAccount",
   method: "delete",
   path: "/projects/{project_id}/service-accounts/{service_account_id}",
   tags,

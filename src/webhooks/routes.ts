@@ -39,6 +39,7 @@ export const DeliveryQuery = ListQuery.extend({
 });
 
 export const listDeliveries = createRoute({
+  operationId: "listWebhookDeliveries",
   method: "get",
   path: "/projects/{project_id}/webhook-deliveries",
   tags: ["Webhooks"],

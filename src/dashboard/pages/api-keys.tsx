@@ -3,6 +3,7 @@ import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api"
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
 import { Badge, ConfirmAction, ConfirmForm, CopyValue, Csrf, Field, Pager, ProblemMessage, when } from "../components";
 import { can, NotAllowed } from "../access";
+import { takeFlash, setFlash } from "../flash";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -97,7 +98,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
   const revoked = form.revokedId && accounts.ok ? accounts.data.data.find((a) => a.id === form.revokedId && a.revoked_at) : undefined;
   return renderPage(
     c,
-    { title: "API Keys", projectId: pid, tab: "api-keys", status: form.problem ? 400 : form.created ? 201 : 200 },
+    { title: "API Keys", projectId: pid, tab: "api-keys", status: form.problem ? 400 : 200 },
     <>
       <ProjectHeading project={project} title="API Keys" />
       <p class="muted">
@@ -116,7 +117,8 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
         <p>No service accounts yet.</p>
       ) : (
         <div class="table-wrap">
-          <table>
+          {/* Cards at phone width: every column stays readable and Revoke stays on screen. */}
+          <table class="cards">
             <caption class="skip">Service accounts</caption>
             <thead>
               <tr>
@@ -134,11 +136,11 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
             <tbody>
               {accounts.data.data.map((a) => (
                 <tr>
-                  <td>{a.name}</td>
-                  <td>
+                  <td data-label="Name">{a.name}</td>
+                  <td data-label="Token">
                     <code>{a.token_prefix}…</code>
                   </td>
-                  <td>
+                  <td data-label="Scopes">
                     <ul class="scopes">
                       {a.scopes.map((p) => (
                         <li>
@@ -147,9 +149,9 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
                       ))}
                     </ul>
                   </td>
-                  <td>{when(a.expires_at)}</td>
-                  <td class="optional">{when(a.last_used_at)}</td>
-                  <td>
+                  <td data-label="Expires">{when(a.expires_at)}</td>
+                  <td class="optional" data-label="Last used">{when(a.last_used_at)}</td>
+                  <td data-label="Status">
                     <Status account={a} now={now} />
                   </td>
                   <td>
@@ -204,9 +206,15 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
   );
 }
 
+/** The flash that carries a new token to the API Keys page of its project (and no other page). */
+const NEW_TOKEN_FLASH = (projectId: string) => `api-keys:${projectId}`;
+
 export function registerApiKeys(dash: DashRouter) {
   dash.get("/projects/:project_id/api-keys", (c) =>
-    withProject(c, (project) => apiKeysPage(c, project, { name: "", expiresOn: "", scopes: DEFAULT_PERMISSIONS, revokedId: c.req.query("revoked") })),
+    withProject(c, async (project) => {
+      const created = await takeFlash<ServiceAccount & { token: string }>(c, NEW_TOKEN_FLASH(project.project_id));
+      return apiKeysPage(c, project, { name: "", expiresOn: "", scopes: DEFAULT_PERMISSIONS, revokedId: c.req.query("revoked"), created });
+    }),
   );
 
   dash.post("/projects/:project_id/api-keys", (c) =>
@@ -223,8 +231,10 @@ export function registerApiKeys(dash: DashRouter) {
         scopes,
       });
       if (!created.ok) return apiKeysPage(c, project, { name, expiresOn, scopes, problem: created.problem });
-      // Rendered in the POST's answer (not a redirect), so the token is never in a URL or history entry.
-      return apiKeysPage(c, project, { name: "", expiresOn: "", scopes: DEFAULT_PERMISSIONS, created: created.data });
+      // POST/redirect/GET: a reload shows the list instead of posting again (a second key). The token
+      // crosses the redirect sealed in a one-time cookie, never in the URL or a history entry.
+      await setFlash(c, NEW_TOKEN_FLASH(project.project_id), created.data);
+      return c.redirect(projectPath(project.project_id, "/api-keys"), 303);
     }),
   );
 

@@ -39,6 +39,7 @@ export const AsyncRunSchema = z
   .openapi("AsyncRun");
 
 export const getAsyncRun = createRoute({
+  operationId: "getAsyncRun",
   method: "get",
   path: ASYNC_RUN_ROUTE,
   tags: ["Runs"],
@@ -50,6 +51,7 @@ export const getAsyncRun = createRoute({
 });
 
 export const cancelAsyncRun = createRoute({
+  operationId: "cancelAsyncRun",
   method: "delete",
   path: ASYNC_RUN_ROUTE,
   tags: ["Runs"],
@@ -68,6 +70,7 @@ export const AsyncRunSummary = AsyncRunSchema.omit({ result: true })
   .openapi("AsyncRunSummary");
 
 export const listAsyncRuns = createRoute({
+  operationId: "listAsyncRuns",
   method: "get",
   path: "/projects/{project_id}/runs",
   tags: ["Runs"],
