@@ -22,7 +22,8 @@ const INHERITED_KEYS = new Set([
 ]);
 
 /** Vars of local development only, which no deployed environment may set (each says why in wrangler.toml). */
-const LOCAL_ONLY_VARS = ["CERTIFICATE_PROVIDER"];
+// OIDC_CLIENT_SECRET: a var locally only so wrangler dev loads it from .dev.vars; deployed, a secret.
+const LOCAL_ONLY_VARS = ["CERTIFICATE_PROVIDER", "OIDC_CLIENT_SECRET"];
 
 const isTable = (value: unknown): value is Table => typeof value === "object" && value !== null && !Array.isArray(value);
 
