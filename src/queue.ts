@@ -3,12 +3,14 @@ import { type Deps, defaultDeps } from "./platform/context";
 import type { Env } from "./platform/env";
 import { QUEUES } from "./platform/triggers";
 import { deliverWebhooks } from "./webhooks/consumer";
+import { settleDeadLetters } from "./webhooks/dead-letter";
 
 export type QueueHandler = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext, deps: Deps) => Promise<void>;
 
 /** One consumer per configured queue. */
 export const queueHandlers: Record<string, QueueHandler> = {
-  [QUEUES.webhookDeliveries]: deliverWebhooks,
+  [QUEUES.webhookDeliveries]: (batch, env, ctx, deps) => deliverWebhooks(batch, env, ctx, deps),
+  [QUEUES.webhookDeadLetters]: settleDeadLetters,
   [QUEUES.domainValidations]: (batch, env, _ctx, deps) => domainValidationConsumer(batch, env, deps),
 };
 

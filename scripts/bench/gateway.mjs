@@ -63,7 +63,7 @@ export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DN
         queueConsumers: Object.fromEntries(
           (config.queues?.consumers ?? []).map((c) => [
             c.queue,
-            { maxBatchSize: c.max_batch_size, maxBatchTimeout: c.max_batch_timeout, maxRetries: c.max_retries },
+            { maxBatchSize: c.max_batch_size, maxBatchTimeout: c.max_batch_timeout, maxRetries: c.max_retries, deadLetterQueue: c.dead_letter_queue },
           ]),
         ),
       },

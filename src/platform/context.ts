@@ -11,6 +11,8 @@ import type { Config, Env } from "./env";
  */
 export interface Deps {
   now(): Date;
+  /** Waits `ms` (the pause between webhook attempts); tests pass one that moves a fake clock instead. */
+  sleep(ms: number): Promise<void>;
   /** Requests to the outside world on a customer's behalf: app upstreams and webhook receivers. */
   outbound: Outbound;
   /** DNS over HTTPS (RFC 8484) for custom domain validation. */
@@ -27,6 +29,7 @@ const local = new LocalCertificates();
 
 export const defaultDeps: Deps = {
   now: () => new Date(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
   outbound: { fetch: (request) => fetch(request) },
   resolver: (config) => new DohResolver(config.dnsResolverUrl),
   certificates: (config) =>

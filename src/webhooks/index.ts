@@ -25,6 +25,7 @@ export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => 
   created_at: rfc3339(d.createdAt),
   updated_at: rfc3339(d.updatedAt),
   completed_at: rfc3339OrNull(d.completedAt),
+  resent_from: d.resentFrom,
 });
 
 export const webhooksRouter = createRouter().openapi(listDeliveries, async (c) => {

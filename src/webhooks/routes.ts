@@ -10,7 +10,7 @@ export const AttemptSchema = z
     error: z
       .string()
       .nullable()
-      .openapi({ description: "Why there is no status: `timeout`, `connection_failed`, `body_missing`, `body_unavailable`, `secret_unreadable`, `attempts_exhausted`." }),
+      .openapi({ description: "Why there is no status: `timeout`, `connection_failed`, `body_missing`, `body_unavailable`, `secret_unreadable`." }),
     duration_ms: z.number().int(),
   })
   .openapi("WebhookAttempt");
@@ -26,10 +26,14 @@ export const DeliverySchema = z
     status: z.enum(DELIVERY_STATUSES).openapi({ description: "`pending` until delivered (2xx) or failed (permanent answer, or 3 attempts)." }),
     attempts: z.array(AttemptSchema),
     last_status_code: z.number().int().nullable(),
-    last_error: z.string().nullable().openapi({ description: "Also `enqueue_failed` when the queue was unavailable." }),
+    last_error: z.string().nullable().openapi({
+      description:
+        "The last attempt's error, or why the delivery ended without one: `enqueue_failed` (the queue was unavailable), `run_interrupted` (the run was cut short before its answer), `never_attempted` or `stalled` (settled by the sweeper), `dead_lettered` (the queue gave up on it), `outcome_not_recorded` (the last attempt's outcome could not be written).",
+    }),
     created_at: Timestamp,
     updated_at: Timestamp,
     completed_at: Timestamp.nullable(),
+    resent_from: z.string().nullable().openapi({ description: "The delivery this one resends, if it is a resend." }),
   })
   .openapi("WebhookDelivery");
 
