@@ -20,6 +20,7 @@ export const PROBLEMS = {
   build_cancelled: { status: 409, title: "Build was cancelled" },
   invalid_transition: { status: 409, title: "Invalid build status transition" },
   no_deployment: { status: 409, title: "App has no ready deployment" },
+  gone: { status: 410, title: "Gone" },
   payload_too_large: { status: 413, title: "Payload too large" },
   unsupported_media_type: { status: 415, title: "Unsupported media type" },
   rate_limited: { status: 429, title: "Too many requests" },

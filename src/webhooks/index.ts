@@ -3,7 +3,8 @@ import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDe
 import { createRouter } from "../platform/factory";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
-import { listDeliveries } from "./routes";
+import { resend } from "./resend";
+import { listDeliveries, resendDelivery } from "./routes";
 
 export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => ({
   request_id: d.id,
@@ -28,7 +29,13 @@ export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => 
   resent_from: d.resentFrom,
 });
 
-export const webhooksRouter = createRouter().openapi(listDeliveries, async (c) => {
+export const webhooksRouter = createRouter()
+  .openapi(resendDelivery, async (c) => {
+    const { project_id, delivery_id } = c.req.valid("param");
+    const created = await resend(c.env, c.get("config"), c.get("deps"), c.get("db"), project_id, delivery_id);
+    return c.json(deliveryJson(created, []), 201);
+  })
+  .openapi(listDeliveries, async (c) => {
   const { project_id } = c.req.valid("param");
   const { limit, cursor, run_id } = c.req.valid("query");
   const db = c.get("db");

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { DELIVERY_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, jsonContent, ListQuery, listOf, ProjectParams, Timestamp } from "../platform/openapi";
+import { AUTHENTICATED_PROBLEMS, idParam, jsonContent, ListQuery, listOf, problems, ProjectParams, Timestamp } from "../platform/openapi";
 
 export const AttemptSchema = z
   .object({
@@ -52,5 +52,24 @@ export const listDeliveries = createRoute({
   responses: {
     200: jsonContent(listOf(DeliverySchema, "WebhookDeliveryList"), "A page of deliveries, newest first."),
     ...AUTHENTICATED_PROBLEMS,
+  },
+});
+
+export const DeliveryParams = ProjectParams.extend({
+  delivery_id: idParam("delivery_id", "whd", "whd_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c"),
+});
+
+export const resendDelivery = createRoute({
+  method: "post",
+  path: "/projects/{project_id}/webhook-deliveries/{delivery_id}/resend",
+  tags: ["Webhooks"],
+  security: [{ bearerAuth: ["deliveries:write"] }],
+  summary: "Resend a webhook delivery",
+  description:
+    "Delivers the stored body of a delivery again to the same endpoint, as a new delivery (new id, `resent_from` = this one) signed afresh with the original secret, so receivers' timestamp tolerance passes. Bodies and sealed secrets are kept for 7 days after the original delivery was created; after that the answer is 410.",
+  request: { params: DeliveryParams },
+  responses: {
+    201: jsonContent(DeliverySchema, "The new delivery, `pending`."),
+    ...problems(400, 401, 404, 409, 410),
   },
 });
