@@ -21,7 +21,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ["scripts/**/*.mjs", "*.config.js"],
+    files: ["scripts/**/*.mjs", "*.config.js", ".dependency-cruiser.cjs"],
     languageOptions: { globals: globals.node },
   },
   {

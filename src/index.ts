@@ -1,13 +1,4 @@
-import { createApp } from "./app";
-import { defaultDeps } from "./platform/context";
-import type { Env } from "./platform/env";
-import { createQueue } from "./queue";
-import { createScheduled } from "./scheduled";
+import { productionDeps } from "./deps";
+import { createWorker } from "./worker";
 
-const app = createApp(defaultDeps);
-
-export default {
-  fetch: app.fetch,
-  queue: createQueue(defaultDeps),
-  scheduled: createScheduled(defaultDeps),
-} satisfies ExportedHandler<Env>;
+export default createWorker(productionDeps);

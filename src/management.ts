@@ -3,7 +3,7 @@ import { authenticate } from "./auth/middleware";
 import { buildsRouter } from "./builds";
 import { domainsRouter } from "./domains";
 import { registerDocs } from "./docs";
-import { createRouter } from "./platform/factory";
+import { createRouter } from "./platform/router";
 import { jsonBody } from "./platform/middleware";
 import { projectsRouter } from "./projects";
 import { projectScope } from "./projects/scope";

@@ -4,8 +4,10 @@ import { parse } from "smol-toml";
 import { describe, expect, it } from "vitest";
 import wranglerToml from "../wrangler.toml?raw";
 import { CRONS, QUEUES } from "./platform/triggers";
-import { createQueue, queueHandlers } from "./queue";
-import { createScheduled, cronHandlers } from "./scheduled";
+import { productionDeps } from "./deps";
+import { queueHandlers } from "./queue";
+import { cronHandlers } from "./scheduled";
+import { createWorker } from "./worker";
 
 interface WranglerConfig {
   triggers?: { crons?: string[] };
@@ -33,10 +35,9 @@ describe("wrangler.toml and the handlers agree", () => {
   });
 
   it("throws for a cron or queue it does not know", async () => {
-    const scheduled = createScheduled();
-    await expect(scheduled(createScheduledController({ cron: "0 0 * * *" }), env, createExecutionContext())).rejects.toThrow(/No handler for cron/);
-    const queue = createQueue();
+    const worker = createWorker(productionDeps);
+    await expect(worker.scheduled(createScheduledController({ cron: "0 0 * * *" }), env, createExecutionContext())).rejects.toThrow(/No handler for cron/);
     const batch = createMessageBatch("unknown-queue", [{ id: "1", timestamp: new Date(), attempts: 1, body: {} }]);
-    await expect(queue(batch, env, createExecutionContext())).rejects.toThrow(/No consumer for queue/);
+    await expect(worker.queue(batch, env, createExecutionContext())).rejects.toThrow(/No consumer for queue/);
   });
 });

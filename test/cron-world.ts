@@ -1,14 +1,13 @@
 import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import type { ValidationMessage } from "../src/domains/cron";
 import { CHECKS_PER_QUEUE_BATCH } from "../src/domains/cron";
 import { type DnsResolver, ResolverError } from "../src/domains/dns";
-import { defaultDeps, type Deps } from "../src/platform/context";
+import type { ValidationMessage } from "../src/domains/validation-queue";
+import type { Deps } from "../src/platform/deps";
 import { CRONS, QUEUES } from "../src/platform/triggers";
-import { createQueue } from "../src/queue";
-import { createScheduled } from "../src/scheduled";
+import { createWorker } from "../src/worker";
 import { noerror, nxdomain, rr, TARGET, uniqueLabel } from "./domains";
-import { client } from "./helpers";
+import { client, testDeps } from "./helpers";
 
 type Dns = "ok" | "wrong" | "down";
 
@@ -30,16 +29,14 @@ export function world(overrides: Partial<Deps> = {}) {
     },
   };
   const api = client({ resolver: () => resolver, ...overrides });
-  const deps: Deps = { ...defaultDeps, now: api.clock.now, resolver: () => resolver, ...overrides };
+  const worker = createWorker(testDeps({ now: api.clock.now, resolver: () => resolver, ...overrides }));
   const sent: ValidationMessage[] = [];
   const queue = { sendBatch: async (batch: { body: ValidationMessage }[]) => void sent.push(...batch.map((m) => m.body)) };
   const testEnv = { ...env, DOMAIN_QUEUE: queue as unknown as Queue<unknown> };
-  const scheduled = createScheduled(deps);
-  const consumer = createQueue(deps);
 
   async function cron() {
     const ctx = createExecutionContext();
-    await scheduled(createScheduledController({ cron: CRONS.domainValidation, scheduledTime: api.clock.now() }), testEnv, ctx);
+    await worker.scheduled(createScheduledController({ cron: CRONS.domainValidation, scheduledTime: api.clock.now() }), testEnv, ctx);
   }
   /** Delivers what the cron queued, in batches of the configured size, as the Queues service would. */
   async function drainQueue() {
@@ -48,7 +45,7 @@ export function world(overrides: Partial<Deps> = {}) {
       const messages = sent.splice(0, CHECKS_PER_QUEUE_BATCH).map((body, i) => ({ id: `m-${uniqueLabel()}-${i}`, timestamp: api.clock.now(), attempts: 1, body }));
       const batch = createMessageBatch<unknown>(QUEUES.domainValidations, messages);
       const ctx = createExecutionContext();
-      await consumer(batch, testEnv, ctx);
+      await worker.queue(batch, testEnv, ctx);
       results.push(await getQueueResult(batch, ctx));
     }
     return results;

@@ -1,11 +1,12 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { defaultDeps, type Deps, type Outbound } from "../src/platform/context";
-import { getConfig } from "../src/platform/env";
+import type { Deps } from "../src/platform/deps";
+import type { Outbound } from "../src/platform/outside";
+import { createScope } from "../src/platform/scope";
 import { QUEUES } from "../src/platform/triggers";
 import { deliverWebhooks, type ConsumerHooks } from "../src/webhooks/consumer";
 import { type DeliveryMessage, enqueueDelivery } from "../src/webhooks/enqueue";
-import type { Client } from "./helpers";
+import { type Client, testDeps } from "./helpers";
 import { capturingQueue } from "./runs";
 
 /** One request as the platform saw it: when the consumer called fetch, when a connection took it, when it ended. */
@@ -55,9 +56,9 @@ export function platformOutbound(cap = 6): Outbound & { sent: Sent[]; maxOpen: (
 export async function deliveryMessages(api: Client, projectId: string, endpoint: string, bodies: string[], secret?: string): Promise<DeliveryMessage[]> {
   const capture = capturingQueue();
   const queueEnv = { ...env, WEBHOOK_QUEUE: capture.queue };
-  const deps = { ...defaultDeps, now: api.clock.now };
+  const scope = createScope(queueEnv, createExecutionContext(), testDeps({ now: api.clock.now }));
   for (const [i, body] of bodies.entries()) {
-    await enqueueDelivery(queueEnv, getConfig(queueEnv), deps, { projectId, runId: `run_${endpoint.slice(-6)}_${i}`, endpoint, secret, body });
+    await enqueueDelivery(scope, { projectId, runId: `run_${endpoint.slice(-6)}_${i}`, endpoint, secret, body });
   }
   return capture.sent as DeliveryMessage[];
 }
@@ -67,21 +68,20 @@ let ids = 0;
 /** Runs one consumer invocation over `messages`, pauses taken at once (recorded) on the fake clock. */
 export async function consume(api: Client, messages: unknown[], options: { deps?: Partial<Deps>; env?: Record<string, unknown>; hooks?: ConsumerHooks; attempts?: number } = {}) {
   const pauses: number[] = [];
-  const deps: Deps = {
-    ...defaultDeps,
+  const deps: Deps = testDeps({
     now: api.clock.now,
-    sleep: async (ms) => {
+    sleep: async (ms: number) => {
       pauses.push(ms);
       api.clock.advance(ms);
     },
     ...options.deps,
-  };
+  });
   const batch = createMessageBatch(
     QUEUES.webhookDeliveries,
     messages.map((body) => ({ id: `m${ids++}`, timestamp: new Date(), attempts: options.attempts ?? 1, body })),
   );
   const ctx = createExecutionContext();
-  await deliverWebhooks(batch, { ...env, ...options.env } as never, ctx, deps, options.hooks);
+  await deliverWebhooks(batch, createScope({ ...env, ...options.env } as Env, ctx, deps), options.hooks);
   return { result: await getQueueResult(batch, ctx), pauses };
 }
 

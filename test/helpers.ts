@@ -1,8 +1,8 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { createApp } from "../src/app";
-import { type Deps, defaultDeps } from "../src/platform/context";
-import type { Env } from "../src/platform/env";
+import { productionDeps } from "../src/deps";
+import type { Deps } from "../src/platform/deps";
+import { createWorker } from "../src/worker";
 import { TEST_SECRETS } from "./secrets";
 
 export const ADMIN = TEST_SECRETS.ADMIN_TOKEN;
@@ -30,10 +30,13 @@ export interface CallOptions {
   host?: string;
 }
 
+/** The real outside world but for what a test replaces (a fake clock, a resolver, an outbound fetch). */
+export const testDeps = (deps: Partial<Deps> = {}): Deps => ({ ...productionDeps, ...deps });
+
 /** A client of a gateway built with `deps`; each call waits for the work the request left in waitUntil. */
 export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
   const clock = fakeClock();
-  const app = createApp({ ...defaultDeps, now: clock.now, ...deps });
+  const worker = createWorker(testDeps({ now: clock.now, ...deps }));
   const testEnv = { ...env, ...bindings };
   async function call(path: string, options: CallOptions = {}) {
     const headers = new Headers(options.headers);
@@ -45,7 +48,7 @@ export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
     }
     const request = new Request(`http://${options.host ?? "localhost"}${path}`, { method: options.method ?? "GET", headers, body });
     const ctx = createExecutionContext();
-    const response = await app.fetch(request, testEnv, ctx);
+    const response = await worker.fetch(request, testEnv, ctx);
     await waitOnExecutionContext(ctx);
     return response;
   }
@@ -54,7 +57,7 @@ export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
     const text = await response.text();
     return { status: response.status, body: (text ? JSON.parse(text) : null) as T, headers: response.headers };
   }
-  return { app, clock, call, json };
+  return { worker, clock, call, json };
 }
 
 export type Client = ReturnType<typeof client>;

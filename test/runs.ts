@@ -1,6 +1,5 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import type { Env } from "../src/platform/env";
 import type { Client } from "./helpers";
 import { seedBuild, seedProject } from "./helpers";
 import { PEER } from "./peers";
@@ -30,7 +29,7 @@ export async function callWith(api: Client, overrides: Partial<Record<keyof Env,
   const headers = new Headers(init.headers);
   if (init.token) headers.set("Authorization", `Bearer ${init.token}`);
   const ctx = createExecutionContext();
-  const response = await api.app.fetch(new Request(`http://localhost${path}`, { ...init, headers }), { ...env, ...overrides }, ctx);
+  const response = await api.worker.fetch(new Request(`http://localhost${path}`, { ...init, headers }), { ...env, ...overrides } as Env, ctx);
   await waitOnExecutionContext(ctx);
   return response;
 }

@@ -1,10 +1,9 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { defaultDeps, type Deps } from "../src/platform/context";
+import type { Deps } from "../src/platform/deps";
 import { QUEUES } from "../src/platform/triggers";
-import { createQueue } from "../src/queue";
-import type { Env } from "../src/platform/env";
-import type { Client } from "./helpers";
+import { createWorker } from "../src/worker";
+import { type Client, testDeps } from "./helpers";
 import { callWith, capturingQueue } from "./runs";
 
 /** Runs `runPath` with a webhook to `endpoint`, keeping the queue message instead of sending it. */
@@ -40,7 +39,7 @@ export async function drive(api: Client, message: unknown, overrides: Partial<Re
     delays.push(Math.round(ms / 1000));
     api.clock.advance(ms);
   };
-  const consume = createQueue({ ...defaultDeps, now: api.clock.now, sleep, ...deps });
+  const { queue: consume } = createWorker(testDeps({ now: api.clock.now, sleep, ...deps }));
   const batch = createMessageBatch(QUEUES.webhookDeliveries, [{ id: `msg-${ids++}`, timestamp: api.clock.now(), attempts: queueAttempts, body: message }]);
   const ctx = createExecutionContext();
   await consume(batch, { ...env, ...overrides } as Env, ctx);

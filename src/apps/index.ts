@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { apps } from "../db/schema";
-import { ApiError } from "../platform/errors";
-import { createRouter } from "../platform/factory";
+import { ApiError, invalidField } from "../platform/errors";
+import { createRouter } from "../platform/router";
 import { listPage } from "../platform/pagination";
 import { createApp, getApp, listApps } from "./routes";
 import { appId, appJson, currentDeployments, findApp } from "./store";
@@ -10,17 +10,14 @@ export const appsRouter = createRouter()
   .openapi(createApp, async (c) => {
     const { project_id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const { regions } = c.get("config");
+    const { regions } = c.var.scope.config;
     if (!regions.includes(body.region)) {
-      throw new ApiError("validation_failed", `region must be one of ${regions.join(", ")}.`, {
-        errors: [{ location: "body", field: "region", message: `must be one of ${regions.join(", ")}` }],
-      });
+      throw invalidField("body", "region", `must be one of ${regions.join(", ")}`, `region must be one of ${regions.join(", ")}.`);
     }
     const id = appId(project_id, body.name);
-    const [app] = await c
-      .get("db")
+    const [app] = await c.var.scope.db
       .insert(apps)
-      .values({ id, projectId: project_id, name: body.name, region: body.region, runtime: body.runtime, createdAt: c.get("deps").now() })
+      .values({ id, projectId: project_id, name: body.name, region: body.region, runtime: body.runtime, createdAt: c.var.scope.deps.now() })
       .onConflictDoNothing()
       .returning();
     if (!app) throw new ApiError("conflict", `The project already has an app named '${body.name}'.`);
@@ -29,7 +26,7 @@ export const appsRouter = createRouter()
   .openapi(listApps, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const db = c.get("db");
+    const db = c.var.scope.db;
     const { items, nextCursor } = await listPage(db, apps, {
       filter: eq(apps.projectId, project_id),
       key: apps.name,
@@ -46,7 +43,7 @@ export const appsRouter = createRouter()
   })
   .openapi(getApp, async (c) => {
     const { project_id, app_id } = c.req.valid("param");
-    const db = c.get("db");
+    const db = c.var.scope.db;
     const app = await findApp(db, project_id, app_id);
     const deployments = await currentDeployments(db, [app.id]);
     return c.json(appJson(app, deployments.get(app.id)), 200);

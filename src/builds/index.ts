@@ -2,13 +2,13 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import { findApp } from "../apps/store";
 import type { Database } from "../db/client";
 import { builds, type Build, type BuildStatus } from "../db/schema";
-import { ApiError, notFound } from "../platform/errors";
-import { createRouter } from "../platform/factory";
+import { ApiError, invalidField, notFound } from "../platform/errors";
+import { createRouter } from "../platform/router";
 import { newId } from "../platform/ids";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
 import { checkTarget } from "../platform/url-policy";
-import { deploymentCache } from "../runs/deployments";
+import { forgetDeployment } from "../apps/deployments";
 import { cancelBuild, getBuild, listBuilds, reportBuild, startBuild } from "./routes";
 
 export const buildJson = (b: Build) => ({
@@ -45,9 +45,9 @@ async function findBuild(db: Database, projectId: string, appId: string, buildId
 export const buildsRouter = createRouter()
   .openapi(startBuild, async (c) => {
     const { project_id, app_id } = c.req.valid("param");
-    const db = c.get("db");
+    const db = c.var.scope.db;
     const app = await findApp(db, project_id, app_id);
-    const now = c.get("deps").now();
+    const now = c.var.scope.deps.now();
     const [build] = await db
       .insert(builds)
       .values({ id: newId("bld", now.getTime()), appId: app.id, projectId: project_id, status: "queued", createdAt: now, updatedAt: now })
@@ -57,7 +57,7 @@ export const buildsRouter = createRouter()
   .openapi(listBuilds, async (c) => {
     const { project_id, app_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const db = c.get("db");
+    const db = c.var.scope.db;
     const app = await findApp(db, project_id, app_id);
     const { items, nextCursor } = await listPage(db, builds, {
       filter: eq(builds.appId, app.id),
@@ -71,22 +71,20 @@ export const buildsRouter = createRouter()
   })
   .openapi(getBuild, async (c) => {
     const { project_id, app_id, build_id } = c.req.valid("param");
-    return c.json(buildJson(await findBuild(c.get("db"), project_id, app_id, build_id)), 200);
+    return c.json(buildJson(await findBuild(c.var.scope.db, project_id, app_id, build_id)), 200);
   })
   .openapi(reportBuild, async (c) => {
     const { project_id, app_id, build_id } = c.req.valid("param");
     const report = c.req.valid("json");
     if (report.status === "succeeded") {
       // The gateway will send runs there: the same SSRF rules as webhook targets.
-      const check = checkTarget(report.origin_url, { allowInsecure: c.get("config").allowInsecureTargets });
+      const check = checkTarget(report.origin_url, { allowInsecure: c.var.scope.config.allowInsecureTargets });
       if (!check.ok) {
-        throw new ApiError("validation_failed", "The body has 1 invalid field(s).", {
-          errors: [{ location: "body", field: "origin_url", message: check.reason }],
-        });
+        throw invalidField("body", "origin_url", check.reason);
       }
     }
-    const db = c.get("db");
-    const now = c.get("deps").now();
+    const db = c.var.scope.db;
+    const now = c.var.scope.deps.now();
     const finished = report.status !== "building";
     // One conditional UPDATE: whichever of a report and a cancel reaches D1 first wins; the other matches no row.
     const [updated] = await db
@@ -102,8 +100,7 @@ export const buildsRouter = createRouter()
       .where(and(buildScope(project_id, app_id, build_id), inArray(builds.status, MOVES_TO[report.status])))
       .returning();
     if (updated) {
-      // This isolate routes runs to the new deployment at once; others within RUN_CACHE_TTL_MS.
-      if (updated.status === "succeeded") deploymentCache.delete(updated.appId);
+      if (updated.status === "succeeded") forgetDeployment(updated.appId);
       return c.json(buildJson(updated), 200);
     }
 
@@ -118,8 +115,8 @@ export const buildsRouter = createRouter()
   })
   .openapi(cancelBuild, async (c) => {
     const { project_id, app_id, build_id } = c.req.valid("param");
-    const db = c.get("db");
-    const now = c.get("deps").now();
+    const db = c.var.scope.db;
+    const now = c.var.scope.deps.now();
     const [cancelled] = await db
       .update(builds)
       .set({ status: "cancelled", cancelledAt: now, finishedAt: now, updatedAt: now })

@@ -1,5 +1,4 @@
 import type { Context } from "hono";
-import type { Env } from "../platform/env";
 
 /** How the dashboard reaches the management API: the Worker's own fetch, in-process, no network hop. */
 export type ApiFetch = (request: Request, env: Env, ctx: ExecutionContext | undefined) => Promise<Response>;

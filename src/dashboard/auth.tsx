@@ -28,11 +28,11 @@ async function writeSession(c: DashContext, session: Session) {
 
 /** Loads the session from its cookie, or starts an anonymous one (it carries the sign-in form's CSRF token). */
 export const loadSession = createMiddleware<DashEnv>(async (c, next) => {
-  const key = await sessionKey(c.get("config").adminToken);
+  const key = await sessionKey(c.var.scope.config.adminToken);
   c.set("sessionKey", key);
-  const now = c.get("deps").now();
+  const now = c.var.scope.deps.now();
   let session = await decodeSession(key, getCookie(c, cookieName(c)), now.getTime());
-  if (session?.signedIn && !(await sessionIsLive(c.get("db"), session, now))) session = null; // signed out
+  if (session?.signedIn && !(await sessionIsLive(c.var.scope.db, session, now))) session = null; // signed out
   if (session) {
     c.set("session", session);
     c.set("csrf", await csrfToken(key, session));
@@ -77,7 +77,7 @@ export const requireSignIn = (apiFetch: ApiFetch) =>
       const next = c.req.method === "GET" ? `?next=${encodeURIComponent(new URL(c.req.url).pathname)}` : "";
       return c.redirect(dashPath(`/sign-in${next}`), 303);
     }
-    c.set("api", apiClient(c, apiFetch, c.get("config").adminToken));
+    c.set("api", apiClient(c, apiFetch, c.var.scope.config.adminToken));
     return next();
   });
 
@@ -125,19 +125,19 @@ export function registerAuth(dash: DashRouter) {
   dash.post("/sign-in", async (c) => {
     const form = await c.req.parseBody();
     const next = safeNext(form.next);
-    const now = c.get("deps").now().getTime();
+    const now = c.var.scope.deps.now().getTime();
     const ip = clientIp(c.req.raw.headers);
     const throttle = await recordAttempt(c.env.DB, ip, now);
     if (!throttle.allowed) {
-      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in throttled", request_id: c.get("requestId"), ip }));
+      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in throttled", request_id: c.var.scope.requestId, ip }));
       const minutes = Math.ceil(throttle.retryAfterSeconds / 60);
       c.header("Retry-After", String(throttle.retryAfterSeconds));
       const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in 15 minutes). Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`;
       return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 429);
     }
     const token = formText(form, "token");
-    if (!(await secretsEqual(token, c.get("config").adminToken))) {
-      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.get("requestId"), ip }));
+    if (!(await secretsEqual(token, c.var.scope.config.adminToken))) {
+      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.var.scope.requestId, ip }));
       const left = throttle.remaining === 0 ? "This was the last attempt for 15 minutes." : `You have ${throttle.remaining} more attempt${throttle.remaining === 1 ? "" : "s"} in the next 15 minutes.`;
       const error = `That is not the admin token of this installation. Check it and try again. ${left}`;
       return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 403);
@@ -145,13 +145,13 @@ export function registerAuth(dash: DashRouter) {
     await clearAttempts(c.env.DB, ip);
     // A fresh session id at sign-in: a session planted before sign-in is worth nothing after it.
     const session = newSession(now, true);
-    await storeSession(c.get("db"), session, new Date(now));
+    await storeSession(c.var.scope.db, session, new Date(now));
     await writeSession(c, session);
     return c.redirect(next, 303);
   });
 
   dash.post("/sign-out", async (c) => {
-    await endSession(c.get("db"), c.get("session"));
+    await endSession(c.var.scope.db, c.get("session"));
     deleteCookie(c, cookieName(c), { path: isHttps(c) ? "/" : dashPath(""), secure: isHttps(c) });
     return c.redirect(dashPath("/sign-in"), 303);
   });

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
-import type { AppEnv } from "../platform/context";
+import type { AppEnv } from "../platform/scope";
 import type { ApiCall } from "./api";
 import type { Session } from "./session";
 

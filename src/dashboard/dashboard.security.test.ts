@@ -162,7 +162,7 @@ describe("dashboard: cookie over https", () => {
   it("uses a __Host- cookie with Secure", async () => {
     const api = client();
     const ctx = createExecutionContext();
-    const response = await api.app.fetch(new Request("https://localhost/dashboard/sign-in"), env, ctx);
+    const response = await api.worker.fetch(new Request("https://localhost/dashboard/sign-in"), env, ctx);
     await waitOnExecutionContext(ctx);
     const cookie = response.headers.get("set-cookie") ?? "";
     expect(cookie).toMatch(/^__Host-eg_session=/);

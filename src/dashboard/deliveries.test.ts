@@ -1,12 +1,12 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { text, visitor } from "../../test/dashboard-helpers";
-import { client } from "../../test/helpers";
+import { client, testDeps } from "../../test/helpers";
 import { DOWN, receiver } from "../../test/peers";
 import { capturingQueue, seedRunnable } from "../../test/runs";
 import { drive, runWithWebhook } from "../../test/webhooks";
-import { defaultDeps } from "../platform/context";
-import { type Env, getConfig } from "../platform/env";
+import { createScope } from "../platform/scope";
 import { enqueueDelivery } from "../webhooks/enqueue";
 
 // Failed deliveries log an error line by design.
@@ -107,12 +107,12 @@ describe("dashboard webhook deliveries", () => {
     const app = await seedRunnable(api);
     const capture = capturingQueue();
     const testEnv = { ...env, WEBHOOK_QUEUE: capture.queue } as unknown as Env;
-    const deps = { ...defaultDeps, now: api.clock.now };
+    const scope = { ...createScope(testEnv, createExecutionContext(), testDeps({ now: api.clock.now })) };
     const ids: string[] = [];
     for (let i = 0; i < 21; i++) {
       api.clock.advance(1000); // ids sort by creation time
       const request = { projectId: app.projectId, runId: "run_paged", endpoint: "https://hooks.example/x", secret: undefined, body: "{}" };
-      ids.push(await enqueueDelivery(testEnv, getConfig(testEnv), deps, request));
+      ids.push(await enqueueDelivery(scope, request));
     }
     const v = visitor(api);
     await v.signIn();

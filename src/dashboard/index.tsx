@@ -27,7 +27,7 @@ function errorPage(c: DashContext, title: string, detail: string, status: 400 | 
       <h1>{title}</h1>
       <p>{detail}</p>
       <p class="muted">
-        Request id: <code>{c.get("requestId")}</code>
+        Request id: <code>{c.var.scope.requestId}</code>
       </p>
       <p>
         <a href={dashPath("/")}>Back to the dashboard</a>
@@ -80,7 +80,7 @@ export function createDashboard(apiFetch: ApiFetch) {
       JSON.stringify({
         level: "error",
         msg: "dashboard error",
-        request_id: c.get("requestId"),
+        request_id: c.var.scope.requestId,
         path: c.req.path,
         error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
         stack: err instanceof Error ? err.stack : undefined,

@@ -1,4 +1,5 @@
 import { secretsEqual } from "../platform/crypto";
+import { fromBase64Url, toBase64Url } from "../platform/encoding";
 
 /**
  * Dashboard sessions are stateless signed cookies. The signing key is derived from ADMIN_TOKEN with
@@ -20,18 +21,12 @@ export interface Session {
 const encoder = new TextEncoder();
 const keys = new Map<string, Promise<CryptoKey>>();
 
-function base64url(bytes: ArrayBuffer | Uint8Array): string {
-  const view = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
-  let binary = "";
-  for (const byte of view) binary += String.fromCharCode(byte);
-  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
+const base64url = toBase64Url;
 
 function fromBase64url(text: string): Uint8Array | null {
   if (!/^[A-Za-z0-9_-]*$/.test(text)) return null;
   try {
-    const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
-    return Uint8Array.from(binary, (ch) => ch.charCodeAt(0));
+    return fromBase64Url(text);
   } catch {
     return null;
   }

@@ -1,5 +1,5 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import type { AppEnv } from "../platform/context";
+import type { AppEnv } from "../platform/scope";
 import { PROBLEMS } from "../platform/errors";
 import { ReferencePage, type OpenApiDocument } from "./reference";
 

@@ -1,28 +1,7 @@
 import { z } from "zod";
+import type { CertificateProvider, CertificateState, Challenge } from "../platform/outside";
 
-export interface Challenge {
-  /** Under `/.well-known/acme-challenge/` or `/.well-known/pki-validation/`. */
-  path: string;
-  body: string;
-}
-
-export interface CertificateState {
-  /** The provider's id of the certificate (or custom hostname). */
-  ref: string;
-  status: "pending" | "active" | "failed";
-  /** An HTTP token the issuer will fetch from the hostname, which the gateway then serves. */
-  challenge: Challenge | null;
-  detail: string | null;
-}
-
-/** Issues, reads back and removes certificates for validated custom domains. */
-export interface CertificateProvider {
-  readonly name: string;
-  provision(hostname: string): Promise<CertificateState>;
-  status(ref: string): Promise<CertificateState>;
-  /** Idempotent: removing what is already gone succeeds. */
-  remove(ref: string): Promise<void>;
-}
+export type { CertificateProvider, CertificateState, Challenge };
 
 /** The provider could not be asked, or refused: the domain keeps its certificate state and is retried. */
 export class CertificateError extends Error {

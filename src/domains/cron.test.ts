@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { HALF_HOUR, read, world } from "../../test/cron-world";
 import { addDomain, uniqueLabel, validate } from "../../test/domains";
 import { seedProject } from "../../test/helpers";
-import { defaultDeps } from "../platform/context";
+import { productionDeps } from "../deps";
 import { INLINE_CHECKS_PER_CRON } from "./cron";
 
 describe("automatic validation (cron */30 and the domain-validations queue)", () => {
@@ -103,7 +103,7 @@ describe("automatic validation (cron */30 and the domain-validations queue)", ()
 
   it("runs over many pending domains against the real DNS server, each ending as its DNS says", async () => {
     // The service's own DoH client against knot/dnsdist (test/global/dns-harness.mjs).
-    const w = world({ resolver: defaultDeps.resolver });
+    const w = world({ resolver: productionDeps.resolver });
     const seed = await seedProject(w.api);
     const expected = new Map<string, [string, string | null]>([
       ["wrong.example.test", ["failed", "WRONG_TARGET"]],

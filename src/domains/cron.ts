@@ -1,11 +1,11 @@
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from "drizzle-orm";
-import { createDb } from "../db/client";
 import { domains, type Domain } from "../db/schema";
-import type { Deps } from "../platform/context";
-import { type Env, getConfig } from "../platform/env";
+import { eachLimited } from "../platform/concurrency";
+import type { Scope } from "../platform/scope";
 import { MAX_QUERIES_PER_CHECK } from "./rules";
 import { nextTick } from "./store";
-import { refreshCertificate, type Services, validateDomain } from "./validate";
+import { refreshCertificate, validateDomain } from "./validate";
+import type { ValidationMessage } from "./validation-queue";
 
 /*
  * Subrequest budget. Workers Free allows 50 subrequests per invocation (Paid: 10,000); we plan for 50
@@ -29,39 +29,11 @@ export const SEND_BATCH_LIMIT = 100;
 /** The largest time a Date holds: "no automatic attempt any more". */
 const NEVER = 8_640_000_000_000_000;
 
-export interface ValidationMessage {
-  domain_id: string;
-  /** When the cron claimed it (ms): a redelivered message whose domain was checked since is skipped. */
-  claimed_at: number;
-}
-
-const isValidationMessage = (body: unknown): body is ValidationMessage =>
-  typeof body === "object" && body !== null && typeof (body as ValidationMessage).domain_id === "string" && typeof (body as ValidationMessage).claimed_at === "number";
-
-export const servicesFor = (env: Env, deps: Deps): Services => ({ db: createDb(env.DB), config: getConfig(env), deps });
-
-/** Runs `work` over `items`, at most `limit` at a time; one failure does not stop the others. */
-export async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<unknown>): Promise<PromiseSettledResult<unknown>[]> {
-  const results: PromiseSettledResult<unknown>[] = [];
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const index = next++;
-      results[index] = await work(items[index]!).then(
-        (value) => ({ status: "fulfilled", value }) as const,
-        (reason: unknown) => ({ status: "rejected", reason }) as const,
-      );
-    }
-  });
-  await Promise.all(lanes);
-  return results;
-}
-
 /**
  * Claims the due pending domains in one statement: their next_check_at moves to the next tick, so
  * a second run that overlaps this one finds nothing due and checks nothing twice.
  */
-export async function claimDueDomains(s: Services, now: Date, max: number): Promise<Domain[]> {
+export async function claimDueDomains(s: Scope, now: Date, max: number): Promise<Domain[]> {
   const due = and(eq(domains.status, "pending"), lte(domains.nextCheckAt, now), gt(domains.autoValidationEndsAt, now));
   const oldestFirst = s.db.select({ id: domains.id }).from(domains).where(due).orderBy(asc(domains.nextCheckAt)).limit(max);
   const tick = nextTick(now).getTime();
@@ -81,14 +53,13 @@ const logFailures = (results: PromiseSettledResult<unknown>[], what: string) => 
 };
 
 /** The `*\/30 * * * *` cron: automatic validation of pending domains, and certificates still pending. */
-export async function domainValidationCron(env: Env, deps: Deps): Promise<{ claimed: number; checked: number; queued: number }> {
-  const s = servicesFor(env, deps);
-  const now = deps.now();
+export async function domainValidationCron(s: Scope): Promise<{ claimed: number; checked: number; queued: number }> {
+  const now = s.deps.now();
   const claimed = await claimDueDomains(s, now, MAX_CLAIMS_PER_CRON);
   const inline = claimed.slice(0, INLINE_CHECKS_PER_CRON);
   const rest = claimed.slice(INLINE_CHECKS_PER_CRON);
   for (let i = 0; i < rest.length; i += SEND_BATCH_LIMIT) {
-    await env.DOMAIN_QUEUE.sendBatch(
+    await s.env.DOMAIN_QUEUE.sendBatch(
       rest.slice(i, i + SEND_BATCH_LIMIT).map((d) => ({ body: { domain_id: d.id, claimed_at: now.getTime() } satisfies ValidationMessage })),
     );
   }
@@ -111,26 +82,4 @@ export async function domainValidationCron(env: Env, deps: Deps): Promise<{ clai
     console.log(JSON.stringify({ level: "info", msg: "domain validation run", claimed: claimed.length, inline: inline.length, queued: rest.length }));
   }
   return { claimed: claimed.length, checked: inline.length, queued: rest.length };
-}
-
-/** The domain-validation queue consumer: the checks one cron run had more of than it could do itself. */
-export async function domainValidationConsumer(batch: MessageBatch<unknown>, env: Env, deps: Deps): Promise<void> {
-  const s = servicesFor(env, deps);
-  await eachLimited(batch.messages, CHECK_CONCURRENCY, async (message) => {
-    if (!isValidationMessage(message.body)) {
-      console.error(JSON.stringify({ level: "error", msg: "malformed domain validation message dropped", id: message.id }));
-      message.ack();
-      return;
-    }
-    const { domain_id, claimed_at } = message.body;
-    try {
-      const [domain] = await s.db.select().from(domains).where(eq(domains.id, domain_id)).limit(1);
-      const stale = !domain || domain.status !== "pending" || (domain.lastCheckedAt?.getTime() ?? 0) >= claimed_at;
-      if (!stale) await validateDomain(s, domain);
-      message.ack();
-    } catch (error) {
-      console.error(JSON.stringify({ level: "error", msg: "domain check failed; retrying", domain_id, error: String(error) }));
-      message.retry({ delaySeconds: 30 });
-    }
-  });
 }

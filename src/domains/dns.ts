@@ -1,25 +1,9 @@
 import { decode, encode, type Packet, RECURSION_DESIRED } from "@dnsquery/dns-packet";
 
-export type QueryType = "A" | "AAAA" | "CNAME" | "ANY";
+import { isTimeout } from "../platform/http";
+import type { DnsAnswer, DnsRecord, DnsResolver, QueryType } from "../platform/outside";
 
-/** One resource record of an answer section; names lower case without the trailing dot. */
-export interface DnsRecord {
-  name: string;
-  type: string;
-  ttl: number;
-  /** Addresses and names for A, AAAA, CNAME; text for the rest (for messages only). */
-  data: string;
-}
-
-/** A response the resolver gave: NOERROR (with or without data) or NXDOMAIN. Anything else throws. */
-export interface DnsAnswer {
-  rcode: "NOERROR" | "NXDOMAIN";
-  records: DnsRecord[];
-}
-
-export interface DnsResolver {
-  resolve(name: string, type: QueryType): Promise<DnsAnswer>;
-}
+export type { DnsAnswer, DnsRecord, DnsResolver, QueryType };
 
 /** The resolver could not give an answer this time (timeout, SERVFAIL, garbage): transient by nature. */
 export class ResolverError extends Error {
@@ -59,7 +43,7 @@ export class DohResolver implements DnsResolver {
         signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (error) {
-      const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
+      const timedOut = isTimeout(error);
       throw new ResolverError(timedOut ? `the resolver did not answer within ${this.timeoutMs} ms` : `the resolver could not be reached (${String(error)})`);
     }
     if (response.status !== 200) {

@@ -1,9 +1,7 @@
 import { eq } from "drizzle-orm";
-import type { Context } from "hono";
 import { domains } from "../db/schema";
-import type { AppEnv } from "../platform/context";
-import { ApiError } from "../platform/errors";
-import { createRouter } from "../platform/factory";
+import { ApiError, invalidField } from "../platform/errors";
+import { createRouter } from "../platform/router";
 import { newId } from "../platform/ids";
 import { listPage } from "../platform/pagination";
 import { CertificateError } from "./certificates";
@@ -11,25 +9,22 @@ import { checkHostname } from "./hostname";
 import { forgetHost } from "./lookup";
 import { createDomain, deleteDomain, getDomain, listDomains, validateDomainRoute } from "./routes";
 import { AUTO_VALIDATION_WINDOW_MS, domainJson, findDomain, nextTick } from "./store";
-import { provisionCertificate, refreshCertificate, type Services, validateDomain } from "./validate";
+import { provisionCertificate, refreshCertificate, validateDomain } from "./validate";
 
-const services = (c: Context<AppEnv>): Services => ({ db: c.get("db"), config: c.get("config"), deps: c.get("deps") });
-
-const badField = (field: string, message: string, detail: string) =>
-  new ApiError("validation_failed", detail, { errors: [{ location: "body", field, message }] });
+const badField = (field: string, message: string, detail: string) => invalidField("body", field, message, detail);
 
 export const domainsRouter = createRouter()
   .openapi(createDomain, async (c) => {
     const { project_id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const config = c.get("config");
+    const config = c.var.scope.config;
     const checked = checkHostname(body.domain, { serviceDomain: config.serviceDomain, apiHostnames: config.apiHostnames });
     if (!checked.ok) throw badField("domain", checked.reason, `'${body.domain.slice(0, 300)}' cannot be a custom domain: it ${checked.reason}.`);
     if (!config.regions.includes(body.region)) {
       throw badField("region", `must be one of ${config.regions.join(", ")}`, `region must be one of ${config.regions.join(", ")}.`);
     }
-    const now = c.get("deps").now();
-    const db = c.get("db");
+    const now = c.var.scope.deps.now();
+    const db = c.var.scope.db;
     const [created] = await db
       .insert(domains)
       .values({
@@ -63,7 +58,7 @@ export const domainsRouter = createRouter()
   .openapi(listDomains, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const { items, nextCursor } = await listPage(c.get("db"), domains, {
+    const { items, nextCursor } = await listPage(c.var.scope.db, domains, {
       filter: eq(domains.projectId, project_id),
       key: domains.hostname,
       keyOf: (d) => d.hostname,
@@ -71,16 +66,16 @@ export const domainsRouter = createRouter()
       limit,
       cursor,
     });
-    const config = c.get("config");
+    const config = c.var.scope.config;
     return c.json({ data: items.map((d) => domainJson(d, config)), next_cursor: nextCursor }, 200);
   })
   .openapi(getDomain, async (c) => {
     const { project_id, domain } = c.req.valid("param");
-    return c.json(domainJson(await findDomain(c.get("db"), project_id, domain), c.get("config")), 200);
+    return c.json(domainJson(await findDomain(c.var.scope.db, project_id, domain), c.var.scope.config), 200);
   })
   .openapi(deleteDomain, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
-    const s = services(c);
+    const s = c.var.scope;
     const domain = await findDomain(s.db, project_id, name);
     // The certificate goes first: if the provider cannot be reached, nothing is lost and a retry
     // finishes the job (a custom hostname that is already gone counts as removed).
@@ -98,7 +93,7 @@ export const domainsRouter = createRouter()
   })
   .openapi(validateDomainRoute, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
-    const s = services(c);
+    const s = c.var.scope;
     const domain = await findDomain(s.db, project_id, name);
     if (domain.status !== "validated") return c.json(domainJson(await validateDomain(s, domain), s.config), 200);
     if (domain.certificateStatus === "active") return c.json(domainJson(domain, s.config), 200);

@@ -1,6 +1,6 @@
 import { type DnsAnswer, type DnsRecord, type DnsResolver, ResolverError } from "./dns";
 
-export type Outcome =
+export type CheckResult =
   | { result: "validated"; via: "cname" | "cname_chain" | "flattened" }
   | { result: "misconfigured"; code: "WRONG_TARGET" | "CONFLICTING_RECORDS"; message: string }
   | { result: "no_record"; code: "NO_RECORD"; message: string }
@@ -23,7 +23,7 @@ const NOT_DATA = new Set(["CNAME", "RRSIG", "NSEC", "NSEC3", "HINFO", "OPT"]);
 
 export const targetFor = (region: string, serviceDomain: string) => `proxy.aws.${region}.${serviceDomain}`;
 
-const unavailable = (reason: string): Outcome => ({
+const unavailable = (reason: string): CheckResult => ({
   result: "unavailable",
   code: "DNS_UNAVAILABLE",
   message: `The DNS check could not be completed: ${reason}. Nothing changed; the check will be repeated, or validate again in a few minutes.`,
@@ -65,7 +65,7 @@ const describe = (records: DnsRecord[]) => list([...new Set(records.map((r) => `
  * Decides a domain's state from DNS, per DESIGN.md "Custom domains". Pure apart from the resolver,
  * so every rule is tested against crafted answers. A resolver failure never decides anything.
  */
-export async function checkDomain(resolver: DnsResolver, domain: DomainUnderCheck): Promise<Outcome> {
+export async function checkDomain(resolver: DnsResolver, domain: DomainUnderCheck): Promise<CheckResult> {
   try {
     return domain.apex ? await checkApex(resolver, domain) : await checkSubdomain(resolver, domain);
   } catch (error) {
@@ -80,7 +80,7 @@ async function targetAddresses(resolver: DnsResolver, target: string): Promise<S
   return new Set(addressesOf(chainEnd, a, aaaa).map((r) => r.data));
 }
 
-function cnameOutcome(domain: DomainUnderCheck, cnames: DnsRecord[], chain: DnsRecord[], others: DnsRecord[]): Outcome {
+function cnameOutcome(domain: DomainUnderCheck, cnames: DnsRecord[], chain: DnsRecord[], others: DnsRecord[]): CheckResult {
   const { hostname, target } = domain;
   const targets = [...new Set(cnames.map((r) => r.data))];
   if (targets.length > 1) {
@@ -109,7 +109,7 @@ function cnameOutcome(domain: DomainUnderCheck, cnames: DnsRecord[], chain: DnsR
   };
 }
 
-async function checkSubdomain(resolver: DnsResolver, domain: DomainUnderCheck): Promise<Outcome> {
+async function checkSubdomain(resolver: DnsResolver, domain: DomainUnderCheck): Promise<CheckResult> {
   const { hostname, target } = domain;
   // ANY is best effort: many public resolvers refuse it (RFC 8482), so its failure decides nothing.
   const [cname, a, aaaa, any] = await Promise.all([
@@ -141,7 +141,7 @@ async function checkSubdomain(resolver: DnsResolver, domain: DomainUnderCheck): 
   return noRecord(domain, a, any.records.filter((r) => r.name === hostname && !NOT_DATA.has(r.type)));
 }
 
-function noRecord(domain: DomainUnderCheck, answer: DnsAnswer, unrelated: DnsRecord[]): Outcome {
+function noRecord(domain: DomainUnderCheck, answer: DnsAnswer, unrelated: DnsRecord[]): CheckResult {
   const { hostname, target, apex } = domain;
   const seen =
     answer.rcode === "NXDOMAIN"
@@ -153,7 +153,7 @@ function noRecord(domain: DomainUnderCheck, answer: DnsAnswer, unrelated: DnsRec
   return { result: "no_record", code: "NO_RECORD", message: `${seen} ${todo} The domain stays pending until the record is visible.` };
 }
 
-async function checkApex(resolver: DnsResolver, domain: DomainUnderCheck): Promise<Outcome> {
+async function checkApex(resolver: DnsResolver, domain: DomainUnderCheck): Promise<CheckResult> {
   const { hostname, target } = domain;
   const [a, aaaa, ours] = await Promise.all([
     resolver.resolve(hostname, "A"),

@@ -1,23 +1,15 @@
 import { and, eq, inArray } from "drizzle-orm";
-import type { Database } from "../db/client";
 import { domains, type Domain, type DomainStatus } from "../db/schema";
-import type { Deps } from "../platform/context";
-import type { Config } from "../platform/env";
+import type { Scope } from "../platform/scope";
 import { CertificateError, type CertificateState } from "./certificates";
 import { forgetHost } from "./lookup";
-import { checkDomain, type Outcome, targetFor } from "./rules";
-
-export interface Services {
-  db: Database;
-  config: Config;
-  deps: Deps;
-}
+import { checkDomain, type CheckResult, targetFor } from "./rules";
 
 const log = (level: "info" | "warn", msg: string, fields: Record<string, unknown>) =>
   console.log(JSON.stringify({ level, msg, ...fields }));
 
 /** The columns an outcome writes. A resolver failure changes nothing but the error and check time. */
-function changesFor(outcome: Outcome, current: DomainStatus, now: Date): Partial<Domain> {
+function changesFor(outcome: CheckResult, current: DomainStatus, now: Date): Partial<Domain> {
   const base = { lastCheckedAt: now, updatedAt: now };
   switch (outcome.result) {
     case "validated":
@@ -38,7 +30,7 @@ function changesFor(outcome: Outcome, current: DomainStatus, now: Date): Partial
  * for at once; if the provider fails, the domain stays validated with certificate `pending` and the
  * cron asks again.
  */
-export async function validateDomain(s: Services, domain: Domain): Promise<Domain> {
+export async function validateDomain(s: Scope, domain: Domain): Promise<Domain> {
   const outcome = await checkDomain(s.deps.resolver(s.config), {
     hostname: domain.hostname,
     apex: domain.apex,
@@ -60,7 +52,7 @@ export async function validateDomain(s: Services, domain: Domain): Promise<Domai
   return updated.status === "validated" ? await provisionCertificate(s, updated) : updated;
 }
 
-async function recordCertificate(s: Services, domain: Domain, state: CertificateState): Promise<Domain> {
+async function recordCertificate(s: Scope, domain: Domain, state: CertificateState): Promise<Domain> {
   const now = s.deps.now();
   const [updated] = await s.db
     .update(domains)
@@ -83,7 +75,7 @@ async function recordCertificate(s: Services, domain: Domain, state: Certificate
   return updated;
 }
 
-async function certificateFailed(s: Services, domain: Domain, error: unknown): Promise<Domain> {
+async function certificateFailed(s: Scope, domain: Domain, error: unknown): Promise<Domain> {
   if (!(error instanceof CertificateError)) throw error;
   log("warn", "certificate request failed; will retry", { domain: domain.hostname, error: error.message });
   const now = s.deps.now();
@@ -92,7 +84,7 @@ async function certificateFailed(s: Services, domain: Domain, error: unknown): P
 }
 
 /** Asks the provider for the domain's certificate (the first time, or again after a failed request). */
-export async function provisionCertificate(s: Services, domain: Domain): Promise<Domain> {
+export async function provisionCertificate(s: Scope, domain: Domain): Promise<Domain> {
   try {
     return await recordCertificate(s, domain, await s.deps.certificates(s.config).provision(domain.hostname));
   } catch (error) {
@@ -101,7 +93,7 @@ export async function provisionCertificate(s: Services, domain: Domain): Promise
 }
 
 /** Reads back a pending certificate (provisioning it if the first request failed). */
-export async function refreshCertificate(s: Services, domain: Domain): Promise<Domain> {
+export async function refreshCertificate(s: Scope, domain: Domain): Promise<Domain> {
   if (!domain.certificateRef) return provisionCertificate(s, domain);
   try {
     return await recordCertificate(s, domain, await s.deps.certificates(s.config).status(domain.certificateRef));

@@ -1,10 +1,11 @@
 import { env } from "cloudflare:workers";
 import { createExecutionContext } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
-import { client, seedProject } from "../../test/helpers";
-import { createApp } from "../app";
-import { createRouter, installErrorHandling } from "./factory";
-import { requestId } from "./middleware";
+import { client, seedProject, testDeps } from "../../test/helpers";
+import { createWorker } from "../worker";
+import { installErrorHandling } from "./not-found";
+import { createRouter } from "./router";
+import { scopeMiddleware } from "./scope";
 
 const api = client();
 
@@ -98,7 +99,7 @@ describe("problem+json on every error path", () => {
 
   it("answers an unexpected exception with a 500 problem that hides the error and logs it with the request id", async () => {
     const app = createRouter();
-    app.use(requestId);
+    app.use(scopeMiddleware(testDeps()));
     app.get("/boom", () => {
       throw new Error("secret internal detail");
     });
@@ -116,7 +117,7 @@ describe("problem+json on every error path", () => {
   it("names missing or malformed settings at the first request, without their values", async () => {
     const log = vi.spyOn(console, "error").mockImplementation(() => {});
     const broken = { ...env, ADMIN_TOKEN: undefined, REGIONS: "Mars", SERVICE_DOMAIN: "service.test" };
-    const response = await createApp().fetch(new Request("http://localhost/v2/projects"), broken, createExecutionContext());
+    const response = await createWorker(testDeps()).fetch(new Request("http://localhost/v2/projects"), broken as unknown as Env, createExecutionContext());
     const body = await response.json<Record<string, unknown>>();
     expect(response.status).toBe(500);
     expect(body.code).toBe("configuration_error");

@@ -99,3 +99,14 @@ export function problemResponse(error: ApiError, requestId: string): Response {
 }
 
 export const notFound = (what: string, id: string) => new ApiError("not_found", `No ${what} with id '${id}'.`);
+
+/** A 400 `validation_failed` listing each bad field; `detail` defaults to a count of them. */
+export function invalidFields(errors: FieldError[], detail?: string): ApiError {
+  const locations = [...new Set(errors.map((e) => e.location))];
+  const where = locations.length === 1 ? `The ${locations[0]}` : "The request";
+  return new ApiError("validation_failed", detail ?? `${where} has ${errors.length} invalid field(s).`, { errors });
+}
+
+/** `invalidFields` for one field. */
+export const invalidField = (location: string, field: string, message: string, detail?: string) =>
+  invalidFields([{ location, field, message }], detail);

@@ -1,29 +1,28 @@
 import { and, asc, desc, gt, lt, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Database } from "../db/client";
-import { ApiError } from "./errors";
+import { fromBase64Url, toBase64Url } from "./encoding";
+import { invalidField } from "./errors";
 
 /**
  * Cursors are opaque to clients: base64url of the sort key of the last item of a page, versioned so
  * their form can change without breaking clients that hold one.
  */
 export function encodeCursor(key: string): string {
-  return btoa(JSON.stringify({ v: 1, k: key })).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return toBase64Url(new TextEncoder().encode(JSON.stringify({ v: 1, k: key })));
 }
 
 export function decodeCursor(cursor: string | undefined): string | undefined {
   if (cursor === undefined) return undefined;
   try {
-    const json: unknown = JSON.parse(atob(cursor.replace(/-/g, "+").replace(/_/g, "/")));
+    const json: unknown = JSON.parse(new TextDecoder().decode(fromBase64Url(cursor)));
     if (typeof json === "object" && json !== null && "v" in json && json.v === 1 && "k" in json && typeof json.k === "string") {
       return json.k;
     }
   } catch {
     // fall through: any undecodable cursor gets the same answer
   }
-  throw new ApiError("validation_failed", "The cursor is not one this API issued.", {
-    errors: [{ location: "query", field: "cursor", message: "is not a valid cursor" }],
-  });
+  throw invalidField("query", "cursor", "is not a valid cursor", "The cursor is not one this API issued.");
 }
 
 /** Fetch `limit + 1` rows; this trims the extra one and says where the next page starts. */

@@ -1,6 +1,6 @@
 import { eq } from "drizzle-orm";
 import { projects, type Project } from "../db/schema";
-import { createRouter } from "../platform/factory";
+import { createRouter } from "../platform/router";
 import { newId } from "../platform/ids";
 import { rfc3339 } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
@@ -11,14 +11,14 @@ export const projectJson = (p: Project) => ({ project_id: p.id, name: p.name, cr
 export const projectsRouter = createRouter()
   .openapi(createProject, async (c) => {
     const { name } = c.req.valid("json");
-    const now = c.get("deps").now();
-    const [project] = await c.get("db").insert(projects).values({ id: newId("proj", now.getTime()), name, createdAt: now }).returning();
+    const now = c.var.scope.deps.now();
+    const [project] = await c.var.scope.db.insert(projects).values({ id: newId("proj", now.getTime()), name, createdAt: now }).returning();
     return c.json(projectJson(project!), 201);
   })
   .openapi(listProjects, async (c) => {
     const { limit, cursor } = c.req.valid("query");
     const principal = c.get("principal");
-    const { items, nextCursor } = await listPage(c.get("db"), projects, {
+    const { items, nextCursor } = await listPage(c.var.scope.db, projects, {
       filter: principal.kind === "service_account" ? eq(projects.id, principal.projectId) : undefined,
       key: projects.id,
       keyOf: (p) => p.id,
@@ -30,7 +30,7 @@ export const projectsRouter = createRouter()
   })
   .openapi(getProject, async (c) => {
     const { project_id } = c.req.valid("param");
-    const [project] = await c.get("db").select().from(projects).where(eq(projects.id, project_id)).limit(1);
+    const [project] = await c.var.scope.db.select().from(projects).where(eq(projects.id, project_id)).limit(1);
     // projectScope has already answered 404 for a project this credential may not see.
     return c.json(projectJson(project!), 200);
   });

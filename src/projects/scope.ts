@@ -2,7 +2,7 @@ import { eq } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import { canAccessProject } from "../auth/principal";
 import { projects } from "../db/schema";
-import type { AppEnv } from "../platform/context";
+import type { AppEnv } from "../platform/scope";
 import { ApiError } from "../platform/errors";
 
 /**
@@ -16,7 +16,7 @@ export const projectScope = createMiddleware<AppEnv>(async (c, next) => {
   if (!canAccessProject(principal, projectId)) throw missing;
   // A live service account proves its project exists (accounts are deleted with their project).
   if (principal.kind === "admin") {
-    const [found] = await c.get("db").select({ id: projects.id }).from(projects).where(eq(projects.id, projectId)).limit(1);
+    const [found] = await c.var.scope.db.select({ id: projects.id }).from(projects).where(eq(projects.id, projectId)).limit(1);
     if (!found) throw missing;
   }
   await next();

@@ -1,9 +1,8 @@
 import { createMiddleware } from "hono/factory";
-import type { Database } from "../db/client";
 import { type CustomDomainRoute, routeForHost } from "../domains/lookup";
-import type { AppEnv } from "../platform/context";
-import type { Config } from "../platform/env";
 import { ApiError } from "../platform/errors";
+import type { AppEnv, Scope } from "../platform/scope";
+import { RUN_PATH } from "../runs/path";
 
 /** The request's hostname, lower case, without port or trailing dot. */
 export function hostnameOf(url: string): string {
@@ -12,18 +11,19 @@ export function hostnameOf(url: string): string {
 
 /** Paths certificate issuers fetch to validate a hostname (ACME HTTP-01, CA/B Forum file-based DCV). */
 const CERTIFICATE_VALIDATION = /^\/\.well-known\/(acme-challenge|pki-validation)(\/|$)/;
-/** The one surface a custom domain serves: the run path, as on the default address. */
-const RUN_PATH = /^\/v4\/([^/]+)\/([^/]+)\/run\/?$/;
 
 /** The custom domain `hostname` names; a 404 problem when it names none. */
-async function knownDomain(db: Database, hostname: string, now: number): Promise<CustomDomainRoute> {
-  const route = await routeForHost(db, hostname, now);
+async function knownDomain(scope: Scope, hostname: string): Promise<CustomDomainRoute> {
+  const route = await routeForHost(scope.db, hostname, scope.deps.now().getTime());
   if (!route) throw new ApiError("unknown_host", `'${hostname}' is not served by this gateway.`);
   return route;
 }
 
-/** A custom domain serves the run path of its own project once validated; anything else is a problem that says why. */
-function servedOnDomain(route: CustomDomainRoute, path: string): CustomDomainRoute {
+/**
+ * A custom domain serves the run path of its own project once validated, as on the default address;
+ * anything else is a problem that says why.
+ */
+function checkServedOnDomain(route: CustomDomainRoute, path: string): void {
   const { hostname } = route;
   if (route.status !== "validated") {
     throw new ApiError(
@@ -34,7 +34,6 @@ function servedOnDomain(route: CustomDomainRoute, path: string): CustomDomainRou
   const run = RUN_PATH.exec(path);
   if (!run) throw new ApiError("not_found", `${hostname} serves only /v4/{project_id}/{app_name}/run of its own project.`);
   if (run[1] !== route.projectId) throw new ApiError("not_found", `No project with id '${run[1]}' on ${hostname}.`);
-  return route;
 }
 
 /**
@@ -44,25 +43,26 @@ function servedOnDomain(route: CustomDomainRoute, path: string): CustomDomainRou
  */
 export const hostGate = createMiddleware<AppEnv>(async (c, next) => {
   const hostname = hostnameOf(c.req.url);
-  if (c.get("config").apiHostnames.has(hostname)) return next();
-  const route = await knownDomain(c.get("db"), hostname, c.get("deps").now().getTime());
+  if (c.var.scope.config.apiHostnames.has(hostname)) return next();
+  const route = await knownDomain(c.var.scope, hostname);
   const path = c.req.path;
   if (CERTIFICATE_VALIDATION.test(path)) {
     if (route.challenge?.path === path) return c.text(route.challenge.body, 200, { "Cache-Control": "no-store" });
     throw new ApiError("not_found", `No certificate validation token at ${path} for ${hostname}.`);
   }
-  c.set("customDomain", servedOnDomain(route, path));
+  checkServedOnDomain(route, path);
   return next();
 });
 
 /**
- * `hostGate` for the run fast path: `authority` is the URL's host as sent (a run path is never a
+ * `hostGate` for the run entry: `authority` is the URL's host as sent (a run path is never a
  * certificate validation path). The service's own hostnames are recognised without parsing the URL.
  */
-export async function gateRun(config: Config, db: Database, now: number, url: string, authority: string, path: string): Promise<void> {
+export async function gateRun(scope: Scope, url: string, authority: string, path: string): Promise<void> {
+  const { apiHostnames } = scope.config;
   const quick = authority.toLowerCase().replace(/:\d+$/, "").replace(/\.$/, "");
-  if (config.apiHostnames.has(quick)) return;
+  if (apiHostnames.has(quick)) return;
   const hostname = hostnameOf(url);
-  if (config.apiHostnames.has(hostname)) return;
-  servedOnDomain(await knownDomain(db, hostname, now), path);
+  if (apiHostnames.has(hostname)) return;
+  checkServedOnDomain(await knownDomain(scope, hostname), path);
 }

@@ -1,4 +1,5 @@
-import type { Deps } from "../platform/context";
+import type { Deps } from "../platform/deps";
+import { isTimeout } from "../platform/http";
 import { ApiError } from "../platform/errors";
 
 /** Request bodies up to this size are accepted (413 above, before the body is read when declared). */
@@ -76,7 +77,6 @@ export interface UpstreamAnswer {
   runTimeMs: number;
 }
 
-const isTimeout = (error: unknown) => error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
 
 /** Calls the upstream and returns its JSON answer; a 502 or 504 problem (with `run_id`) when it fails. */
 export async function callUpstream(

@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { APP_NAME } from "../apps/routes";
+import { RUN_ROUTE } from "./path";
 import { idParam, jsonContent, PROJECT_ID_EXAMPLE, problems, Timestamp } from "../platform/openapi";
 
 export const RunParams = z.object({
@@ -39,7 +40,7 @@ const responses = {
 
 export const runPost = createRoute({
   method: "post",
-  path: "/{project_id}/{app_name}/run",
+  path: RUN_ROUTE,
   tags: ["Runs"],
   summary: "Run an app (JSON body)",
   description,
@@ -49,7 +50,7 @@ export const runPost = createRoute({
 
 export const runGet = createRoute({
   method: "get",
-  path: "/{project_id}/{app_name}/run",
+  path: RUN_ROUTE,
   tags: ["Runs"],
   summary: "Run an app (no body), or open a WebSocket to it",
   description,

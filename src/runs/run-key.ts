@@ -1,23 +1,9 @@
-import { eq } from "drizzle-orm";
 import { verify } from "hono/jwt";
-import { bearerToken, touchLastUsed } from "../auth/middleware";
-import { hashToken, isWellFormedToken, TOKEN_PREFIX } from "../auth/tokens";
-import { serviceAccounts, type ServiceAccount } from "../db/schema";
-import { TtlCache } from "../platform/cache";
+import { bearerToken, invalidToken } from "../auth/challenge";
+import { accountForToken, touchLastUsed } from "../auth/lookup";
+import { TOKEN_PREFIX } from "../auth/tokens";
 import { secretsEqual } from "../platform/crypto";
-import { ApiError } from "../platform/errors";
-import type { RunScope } from "./scope";
-
-/**
- * How long this isolate trusts what it learnt about a run key or a deployment without asking D1 again.
- * A revoked token or a new deployment is seen by every isolate within this time (at once by the isolate
- * that made the change).
- */
-export const RUN_CACHE_TTL_MS = 30_000;
-
-type CachedAccount = Pick<ServiceAccount, "id" | "projectId" | "expiresAt" | "revokedAt" | "lastUsedAt">;
-/** Service accounts by token hash. */
-export const runKeyCache = new TtlCache<CachedAccount>(RUN_CACHE_TTL_MS);
+import type { Scope } from "../platform/scope";
 
 /** Who runs: the project the key is for, and a follow-up to do once the upstream has been called. */
 export interface RunCaller {
@@ -25,52 +11,37 @@ export interface RunCaller {
   afterRun(): void;
 }
 
-const REALM = 'Bearer realm="edge-gateway"';
-const invalid = (detail: string) =>
-  new ApiError("invalid_token", detail, { headers: { "WWW-Authenticate": `${REALM}, error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } });
-
-async function serviceAccountCaller(scope: RunScope, token: string): Promise<RunCaller> {
-  if (!isWellFormedToken(token)) throw invalid("The token is not a valid token.");
-  const now = scope.deps.now();
-  const hash = await hashToken(token);
-  let account = runKeyCache.get(hash, now.getTime());
-  if (!account) {
-    const [row] = await scope.db.select().from(serviceAccounts).where(eq(serviceAccounts.tokenHash, hash)).limit(1);
-    if (!row) throw invalid("The token is not a valid token.");
-    account = { id: row.id, projectId: row.projectId, expiresAt: row.expiresAt, revokedAt: row.revokedAt, lastUsedAt: row.lastUsedAt };
-    runKeyCache.set(hash, account, now.getTime());
-  }
-  if (account.revokedAt) throw invalid("The token was revoked.");
-  if (account.expiresAt.getTime() <= now.getTime()) throw invalid(`The token expired at ${account.expiresAt.toISOString()}.`);
-  const found = account;
-  return { projectId: found.projectId, afterRun: () => touchLastUsed(scope.env.DB, scope.ctx, now.getTime(), found) };
+async function serviceAccountCaller(scope: Scope, token: string): Promise<RunCaller> {
+  const account = await accountForToken(scope, token, { cached: true });
+  return { projectId: account.projectId, afterRun: () => touchLastUsed(scope, account) };
 }
 
-async function jwtCaller(scope: RunScope, token: string): Promise<RunCaller> {
+async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
   let claims: Record<string, unknown>;
   try {
     // The algorithm is pinned: a token whose header names another (or `none`) is refused. Time claims
     // are checked below against the service clock.
     claims = await verify(token, scope.config.jwtSecret, { alg: "HS256", exp: false, nbf: false, iat: false });
   } catch {
-    throw invalid("The JWT is not valid: it must be HS256-signed with the service's JWT secret.");
+    throw invalidToken("The JWT is not valid: it must be HS256-signed with the service's JWT secret.");
   }
   const now = scope.deps.now().getTime() / 1000;
-  if (typeof claims.exp !== "number") throw invalid("The JWT has no numeric `exp` claim.");
-  if (claims.exp <= now) throw invalid(`The JWT expired at ${new Date(claims.exp * 1000).toISOString()}.`);
-  if (typeof claims.nbf === "number" && claims.nbf > now + 60) throw invalid("The JWT is not valid yet (`nbf`).");
-  if (typeof claims.project_id !== "string" || claims.project_id === "") throw invalid("The JWT has no `project_id` claim.");
+  if (typeof claims.exp !== "number") throw invalidToken("The JWT has no numeric `exp` claim.");
+  if (claims.exp <= now) throw invalidToken(`The JWT expired at ${new Date(claims.exp * 1000).toISOString()}.`);
+  if (typeof claims.nbf === "number" && claims.nbf > now + 60) throw invalidToken("The JWT is not valid yet (`nbf`).");
+  if (typeof claims.project_id !== "string" || claims.project_id === "") throw invalidToken("The JWT has no `project_id` claim.");
   return { projectId: claims.project_id, afterRun: () => undefined };
 }
 
 /**
- * The run key of a request, resolved without D1 when this isolate saw it in the last `RUN_CACHE_TTL_MS`.
- * The admin token is accepted too: the operator may do what any service account may.
+ * The run key of a request. A service account token is resolved without D1 when this isolate saw it
+ * in the last `TOKEN_CACHE_TTL_MS`. The admin token is accepted too: the operator may do what any
+ * service account may.
  */
-export async function runCaller(scope: RunScope): Promise<RunCaller> {
-  const token = bearerToken(scope.request.headers.get("authorization"));
+export async function runCaller(scope: Scope, request: Request): Promise<RunCaller> {
+  const token = bearerToken(request.headers.get("authorization"));
   if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(scope, token);
   if (token.split(".").length === 3) return jwtCaller(scope, token);
   if (await secretsEqual(token, scope.config.adminToken)) return { projectId: "*", afterRun: () => undefined };
-  throw invalid("The run key is neither a service account token nor a JWT.");
+  throw invalidToken("The run key is neither a service account token nor a JWT.");
 }

@@ -5,7 +5,7 @@ import { client } from "../../test/helpers";
 import { DOWN, PEER } from "../../test/peers";
 import { callWith, countingRoundTrips, deploy, seedRunnable } from "../../test/runs";
 import { TEST_SECRETS } from "../../test/secrets";
-import { RUN_CACHE_TTL_MS } from "./run-key";
+import { TOKEN_CACHE_TTL_MS as RUN_CACHE_TTL_MS } from "../auth/lookup";
 
 const api = client();
 

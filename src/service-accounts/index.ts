@@ -1,13 +1,13 @@
 import { and, eq, isNull } from "drizzle-orm";
 import { generateToken, hashToken, VISIBLE_PREFIX_LENGTH } from "../auth/tokens";
 import { serviceAccounts, type ServiceAccount } from "../db/schema";
-import { ApiError, notFound } from "../platform/errors";
-import { createRouter } from "../platform/factory";
+import { invalidField, notFound } from "../platform/errors";
+import { createRouter } from "../platform/router";
 import { newId } from "../platform/ids";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
 import { createServiceAccount, listServiceAccounts, revokeServiceAccount } from "./routes";
-import { runKeyCache } from "../runs/run-key";
+import { forgetToken } from "../auth/lookup";
 
 /** The longest a token may live: long-lived credentials are the ones that leak. */
 export const MAX_TOKEN_LIFETIME_MS = 2 * 366 * 24 * 60 * 60 * 1000;
@@ -27,16 +27,13 @@ export const serviceAccountsRouter = createRouter()
   .openapi(createServiceAccount, async (c) => {
     const { project_id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const now = c.get("deps").now();
+    const now = c.var.scope.deps.now();
     const expiresAt = new Date(body.expires_at);
     if (expiresAt.getTime() <= now.getTime() || expiresAt.getTime() - now.getTime() > MAX_TOKEN_LIFETIME_MS) {
-      throw new ApiError("validation_failed", "expires_at must be in the future and at most 2 years ahead.", {
-        errors: [{ location: "body", field: "expires_at", message: "must be in the future, at most 2 years ahead" }],
-      });
+      throw invalidField("body", "expires_at", "must be in the future, at most 2 years ahead", "expires_at must be in the future and at most 2 years ahead.");
     }
     const token = generateToken();
-    const [account] = await c
-      .get("db")
+    const [account] = await c.var.scope.db
       .insert(serviceAccounts)
       .values({
         id: newId("sa", now.getTime()),
@@ -53,7 +50,7 @@ export const serviceAccountsRouter = createRouter()
   .openapi(listServiceAccounts, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor } = c.req.valid("query");
-    const { items, nextCursor } = await listPage(c.get("db"), serviceAccounts, {
+    const { items, nextCursor } = await listPage(c.var.scope.db, serviceAccounts, {
       filter: eq(serviceAccounts.projectId, project_id),
       key: serviceAccounts.id,
       keyOf: (a) => a.id,
@@ -65,17 +62,16 @@ export const serviceAccountsRouter = createRouter()
   })
   .openapi(revokeServiceAccount, async (c) => {
     const { project_id, service_account_id } = c.req.valid("param");
-    const db = c.get("db");
-    const scope = and(eq(serviceAccounts.id, service_account_id), eq(serviceAccounts.projectId, project_id));
+    const db = c.var.scope.db;
+    const match = and(eq(serviceAccounts.id, service_account_id), eq(serviceAccounts.projectId, project_id));
     // One conditional write: revoking twice keeps the first revocation time.
     const [revoked] = await db
       .update(serviceAccounts)
-      .set({ revokedAt: c.get("deps").now() })
-      .where(and(scope, isNull(serviceAccounts.revokedAt)))
+      .set({ revokedAt: c.var.scope.deps.now() })
+      .where(and(match, isNull(serviceAccounts.revokedAt)))
       .returning();
-    const account = revoked ?? (await db.select().from(serviceAccounts).where(scope).limit(1))[0];
+    const account = revoked ?? (await db.select().from(serviceAccounts).where(match).limit(1))[0];
     if (!account) throw notFound("service account", service_account_id);
-    // This isolate stops accepting the token as a run key at once; others within RUN_CACHE_TTL_MS.
-    runKeyCache.delete(account.tokenHash);
+    forgetToken(account.tokenHash);
     return c.json(serviceAccountJson(account), 200);
   });

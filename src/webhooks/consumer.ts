@@ -1,10 +1,12 @@
-import { createDb, type Database } from "../db/client";
+import type { Database } from "../db/client";
 import type { AttemptOutcome } from "../db/schema";
-import type { Deps } from "../platform/context";
-import { type Config, type Env, getConfig } from "../platform/env";
+import type { Deps } from "../platform/deps";
+import type { Config } from "../platform/env";
+import { isTimeout } from "../platform/http";
+import type { Scope } from "../platform/scope";
 import type { DeliveryMessage } from "./enqueue";
 import { BODY_BUDGET_BYTES, DELIVERY_LANES, Semaphore } from "./limits";
-import { classifyStatus, MAX_ATTEMPTS, type Outcome, retryDelaySeconds } from "./policy";
+import { type AttemptOutcome as Outcome, classifyStatus, MAX_ATTEMPTS, retryDelaySeconds } from "./policy";
 import { openSecret } from "./secret-box";
 import { signatureHeaders } from "./sign";
 import { type AttemptResult, claimAttempt, failPending, recordAttempt } from "./store";
@@ -137,8 +139,7 @@ async function post(deps: Deps, config: Config, message: DeliveryMessage, body: 
     await response.body?.cancel().catch(() => undefined);
     return { outcome: classifyStatus(response.status), retryAfter: response.headers.get("Retry-After"), durationMs: Date.now() - started };
   } catch (error) {
-    const name = error instanceof Error ? error.name : "";
-    const kind = controller.signal.aborted || name === "TimeoutError" || name === "AbortError" ? "timeout" : "connection_failed";
+    const kind = controller.signal.aborted || isTimeout(error) ? "timeout" : "connection_failed";
     return { outcome: { kind: "retry", error: kind }, retryAfter: null, durationMs: Date.now() - started };
   } finally {
     clearTimeout(timer);
@@ -248,12 +249,12 @@ async function deliver(inv: Invocation, msg: Message<unknown>, message: Delivery
   }
 }
 
-export async function deliverWebhooks(batch: MessageBatch<unknown>, env: Env, _ctx: ExecutionContext, deps: Deps, hooks: ConsumerHooks = {}): Promise<void> {
+export async function deliverWebhooks(batch: MessageBatch<unknown>, scope: Scope, hooks: ConsumerHooks = {}): Promise<void> {
   const inv: Invocation = {
-    env,
-    config: getConfig(env),
-    deps,
-    db: createDb(env.DB),
+    env: scope.env,
+    config: scope.config,
+    deps: scope.deps,
+    db: scope.db,
     lanes: hooks.lanes ?? new Semaphore(DELIVERY_LANES),
     budget: hooks.budget ?? new Semaphore(BODY_BUDGET_BYTES),
   };

@@ -1,6 +1,4 @@
-import { createDb } from "../db/client";
-import type { Deps } from "../platform/context";
-import type { Env } from "../platform/env";
+import type { Scope } from "../platform/scope";
 import { logFailure } from "./consumer";
 import type { DeliveryMessage } from "./enqueue";
 import { failPending } from "./store";
@@ -10,8 +8,7 @@ import { failPending } from "./store";
  * back `max_retries` times (D1 unavailable, invocations that kept dying): its delivery is settled
  * `failed` (`dead_lettered`) with one log line, unless it was settled meanwhile.
  */
-export async function settleDeadLetters(batch: MessageBatch<unknown>, env: Env, _ctx: ExecutionContext, deps: Deps): Promise<void> {
-  const db = createDb(env.DB);
+export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps }: Scope): Promise<void> {
   for (const msg of batch.messages) {
     const message = msg.body as Partial<DeliveryMessage> | null;
     if (typeof message?.id !== "string") {

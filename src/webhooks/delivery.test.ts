@@ -147,7 +147,7 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const capture = capturingQueue();
     const ctx = createExecutionContext();
     const started = Date.now();
-    const response = await api.app.fetch(
+    const response = await api.worker.fetch(
       new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(`${DOWN}/hook`)}`, { headers: { Authorization: `Bearer ${app.token}` } }),
       { ...env, WEBHOOK_QUEUE: capture.queue },
       ctx,

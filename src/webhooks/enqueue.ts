@@ -1,9 +1,7 @@
 import { eq } from "drizzle-orm";
-import { createDb } from "../db/client";
 import { webhookDeliveries } from "../db/schema";
-import type { Deps } from "../platform/context";
-import type { Config, Env } from "../platform/env";
 import { newId } from "../platform/ids";
+import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
 import { type SealedSecret, sealSecret } from "./secret-box";
 
@@ -56,13 +54,13 @@ function logError(msg: string, fields: Record<string, unknown>) {
  * whatever happens to the run afterwards (the caller hangs up, the invocation is cut short), the
  * delivery is accounted for, and the sweeper settles it if nothing else does. One statement.
  */
-export async function recordPending(env: Env, config: Config, deps: Deps, target: DeliveryTarget, options: { resentFrom?: string } = {}): Promise<PendingDelivery> {
+export async function recordPending({ config, deps, db }: Scope, target: DeliveryTarget, options: { resentFrom?: string } = {}): Promise<PendingDelivery> {
   const createdAt = deps.now();
   const id = newId("whd", createdAt.getTime());
   const sealed = target.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, target.secret);
   let recorded = true;
   try {
-    await createDb(env.DB)
+    await db
       .insert(webhookDeliveries)
       .values({
         id,
@@ -103,7 +101,8 @@ async function messageOf(env: Env, pending: PendingDelivery, body: string, bodyB
  * answer, so it never throws: a failed send is retried, and if the queue stays unavailable the
  * record says `failed` with the reason, so nothing is lost silently.
  */
-export async function enqueuePending(env: Env, deps: Deps, pending: PendingDelivery, body: string): Promise<string> {
+export async function enqueuePending(scope: Scope, pending: PendingDelivery, body: string): Promise<string> {
+  const { env } = scope;
   const { id } = pending;
   const bodyBytes = encoder.encode(body).byteLength;
   const log = { delivery_id: id, run_id: pending.runId, project_id: pending.projectId };
@@ -122,14 +121,13 @@ export async function enqueuePending(env: Env, deps: Deps, pending: PendingDeliv
   }
   logError("webhook delivery could not be enqueued", { ...log, endpoint_host: new URL(pending.endpoint).host, error: String(lastError) });
   if (stored) await env.WEBHOOK_BODIES.delete(bodyKey(id)).catch(() => undefined);
-  await settleUnsent(env, deps, pending, "enqueue_failed");
+  await settleUnsent(scope, pending, "enqueue_failed");
   return id;
 }
 
 /** Ends a delivery that never reached the queue as `failed` with `reason`, writing the row if the run path could not. */
-export async function settleUnsent(env: Env, deps: Deps, pending: PendingDelivery, reason: string): Promise<void> {
+export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery, reason: string): Promise<void> {
   const at = deps.now();
-  const db = createDb(env.DB);
   try {
     if (pending.recorded) {
       await db.update(webhookDeliveries).set({ status: "failed", lastError: reason, updatedAt: at, completedAt: at }).where(eq(webhookDeliveries.id, pending.id));
@@ -155,7 +153,7 @@ export async function settleUnsent(env: Env, deps: Deps, pending: PendingDeliver
 }
 
 /** Records a delivery and hands it to the queue: `recordPending` then `enqueuePending`, for a body known already. */
-export async function enqueueDelivery(env: Env, config: Config, deps: Deps, request: DeliveryRequest): Promise<string> {
-  const pending = await recordPending(env, config, deps, request);
-  return enqueuePending(env, deps, pending, request.body);
+export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): Promise<string> {
+  const pending = await recordPending(scope, request);
+  return enqueuePending(scope, pending, request.body);
 }

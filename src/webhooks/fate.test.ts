@@ -4,14 +4,12 @@ import { parse } from "smol-toml";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import wranglerToml from "../../wrangler.toml?raw";
 import { attemptRows, consume, deliveryMessages, deliveryRow, platformOutbound, type Sent } from "../../test/deliveries";
-import { client } from "../../test/helpers";
+import { client, testDeps } from "../../test/helpers";
 import { received, receiver, sha256Hex } from "../../test/peers";
 import { countingRoundTrips, seedRunnable } from "../../test/runs";
 import { createDb } from "../db/client";
-import { defaultDeps } from "../platform/context";
 import { QUEUES } from "../platform/triggers";
-import { createQueue } from "../queue";
-import { createScheduled } from "../scheduled";
+import { createWorker } from "../worker";
 import { BODY_BUDGET_BYTES, DELIVERY_LANES, Semaphore } from "./limits";
 import { MAX_ATTEMPTS, MAX_GAP_MS, RETRY_DELAYS_SECONDS } from "./policy";
 import { RETENTION_MS, STALE_AFTER_MS } from "./housekeeping";
@@ -219,7 +217,7 @@ describe("exactly one record and at most 3 attempts, whatever the queue does", (
     expect(config.queues.consumers.find((c) => c.queue === QUEUES.webhookDeliveries)?.dead_letter_queue).toBe(QUEUES.webhookDeadLetters);
     const batch = createMessageBatch(QUEUES.webhookDeadLetters, [{ id: "dl-1", timestamp: new Date(), attempts: 1, body: message }]);
     const ctx = createExecutionContext();
-    await createQueue({ ...defaultDeps, now: api.clock.now })(batch, env, ctx);
+    await createWorker(testDeps({ now: api.clock.now })).queue(batch, env, ctx);
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["dl-1"]);
     expect(await deliveryRow(message!.id)).toMatchObject({ status: "failed", last_error: "dead_lettered" });
     expect(failureLines(errors).filter((l) => l.delivery_id === message!.id)).toHaveLength(1);
@@ -237,14 +235,14 @@ describe("exactly one record and at most 3 attempts, whatever the queue does", (
     const key = (await deliveryRow(settled!.id))!.body_key!;
     expect(await env.WEBHOOK_BODIES.head(key)).not.toBeNull();
 
-    const clock = { ...defaultDeps, now: () => new Date(api.clock.now().getTime() + STALE_AFTER_MS + 1000) };
-    await createScheduled(clock)(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    const clock = testDeps({ now: () => new Date(api.clock.now().getTime() + STALE_AFTER_MS + 1000) });
+    await createWorker(clock).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
     expect(await deliveryRow(stuck!.id)).toMatchObject({ status: "failed", last_error: "never_attempted" });
     expect(failureLines(errors).filter((l) => l.delivery_id === stuck!.id)).toHaveLength(1);
     expect((await deliveryRow(settled!.id))?.body_purged_at).toBeNull();
 
-    const later = { ...defaultDeps, now: () => new Date(api.clock.now().getTime() + RETENTION_MS + 1000) };
-    await createScheduled(later)(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    const later = testDeps({ now: () => new Date(api.clock.now().getTime() + RETENTION_MS + 1000) });
+    await createWorker(later).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
     expect(await deliveryRow(settled!.id)).toMatchObject({ status: "delivered", body: null, sealed_secret: null, body_purged_at: expect.any(Number) });
     expect(await env.WEBHOOK_BODIES.head(key)).toBeNull();
   });

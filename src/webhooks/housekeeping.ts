@@ -1,8 +1,6 @@
 import { and, eq, isNull, lt, ne, sql } from "drizzle-orm";
-import { createDb } from "../db/client";
 import { webhookDeliveries } from "../db/schema";
-import type { Deps } from "../platform/context";
-import type { Env } from "../platform/env";
+import type { Scope } from "../platform/scope";
 import { logFailure } from "./consumer";
 
 /**
@@ -25,8 +23,7 @@ export const SWEEP_LIMIT = 1000;
 export const PURGE_LIMIT = 1000;
 
 /** Settles deliveries left `pending` too long: `never_attempted` (the run or its enqueue was cut short) or `stalled`. */
-export async function sweepStalled(env: Env, deps: Deps): Promise<number> {
-  const db = createDb(env.DB);
+export async function sweepStalled({ db, deps }: Scope): Promise<number> {
   const now = deps.now();
   const stale = db
     .select({ id: webhookDeliveries.id })
@@ -50,8 +47,7 @@ export async function sweepStalled(env: Env, deps: Deps): Promise<number> {
 }
 
 /** Forgets the bodies and sealed secrets of settled deliveries older than the retention. */
-export async function purgeExpired(env: Env, deps: Deps): Promise<number> {
-  const db = createDb(env.DB);
+export async function purgeExpired({ env, db, deps }: Scope): Promise<number> {
   const now = deps.now();
   const expired = db
     .select({ id: webhookDeliveries.id })
@@ -81,6 +77,6 @@ export async function purgeExpired(env: Env, deps: Deps): Promise<number> {
 }
 
 /** The webhook part of the cron. */
-export async function webhookHousekeeping(env: Env, deps: Deps): Promise<{ swept: number; purged: number }> {
-  return { swept: await sweepStalled(env, deps), purged: await purgeExpired(env, deps) };
+export async function webhookHousekeeping(scope: Scope): Promise<{ swept: number; purged: number }> {
+  return { swept: await sweepStalled(scope), purged: await purgeExpired(scope) };
 }

@@ -1,6 +1,6 @@
 import { and, asc, eq, inArray } from "drizzle-orm";
 import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDelivery } from "../db/schema";
-import { createRouter } from "../platform/factory";
+import { createRouter } from "../platform/router";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
 import { resend } from "./resend";
@@ -32,13 +32,13 @@ export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => 
 export const webhooksRouter = createRouter()
   .openapi(resendDelivery, async (c) => {
     const { project_id, delivery_id } = c.req.valid("param");
-    const created = await resend(c.env, c.get("config"), c.get("deps"), c.get("db"), project_id, delivery_id);
+    const created = await resend(c.var.scope, project_id, delivery_id);
     return c.json(deliveryJson(created, []), 201);
   })
   .openapi(listDeliveries, async (c) => {
   const { project_id } = c.req.valid("param");
   const { limit, cursor, run_id } = c.req.valid("query");
-  const db = c.get("db");
+  const db = c.var.scope.db;
   const { items, nextCursor } = await listPage(db, webhookDeliveries, {
     filter: and(eq(webhookDeliveries.projectId, project_id), run_id ? eq(webhookDeliveries.runId, run_id) : undefined),
     key: webhookDeliveries.id,

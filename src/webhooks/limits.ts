@@ -15,6 +15,13 @@ export const DELIVERY_LANES = 6;
  */
 export const BODY_BUDGET_BYTES = 24 * 1024 * 1024;
 
+/**
+ * Subrequests one delivery may make at worst (fetch, D1, R2 all count; Workers Free allows 50 per
+ * invocation): 3 POSTs, 1 R2 read, 3 claims and the read after a refused one, 3 outcome writes tried
+ * twice each. `max_batch_size` in wrangler.toml × this stays ≤ 50 (a test checks).
+ */
+export const SUBREQUESTS_PER_DELIVERY = 3 + 1 + 3 + 1 + 3 * 2;
+
 /** A counting semaphore whose waiters are served first come, first served; it remembers its high-water mark. */
 export class Semaphore {
   #free: number;

@@ -20,13 +20,13 @@ export const MAX_GAP_MS = 5_000;
  */
 export const INLINE_MESSAGE_MAX_BYTES = 64 * 1024;
 
-export type Outcome =
+export type AttemptOutcome =
   | { kind: "delivered"; statusCode: number }
   | { kind: "retry"; statusCode?: number; error?: string }
   | { kind: "permanent"; statusCode: number };
 
 /** Spec section 7: 2xx delivered; 404, other non-2xx outside 4xx/5xx (redirects too) retried; other 4xx and all 5xx final. */
-export function classifyStatus(status: number): Outcome {
+export function classifyStatus(status: number): AttemptOutcome {
   if (status >= 200 && status < 300) return { kind: "delivered", statusCode: status };
   if (status === 404) return { kind: "retry", statusCode: status };
   if (status >= 400 && status < 600) return { kind: "permanent", statusCode: status };

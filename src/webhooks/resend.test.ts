@@ -1,12 +1,11 @@
 import { createExecutionContext, createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { client, seedProject } from "../../test/helpers";
+import { client, seedProject, testDeps } from "../../test/helpers";
 import { PEER, received, receiver } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { type DeliveryJson, drive, runWithWebhook } from "../../test/webhooks";
-import { defaultDeps } from "../platform/context";
-import { createScheduled } from "../scheduled";
+import { createWorker } from "../worker";
 import type { DeliveryMessage } from "./enqueue";
 import { RETENTION_MS } from "./housekeeping";
 
@@ -74,8 +73,8 @@ describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
     const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
     await drive(api, run.messages[0]);
     const id = (run.messages[0] as DeliveryMessage).id;
-    const later = { ...defaultDeps, now: () => new Date(api.clock.now().getTime() + RETENTION_MS + 60_000) };
-    await createScheduled(later)(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    const later = testDeps({ now: () => new Date(api.clock.now().getTime() + RETENTION_MS + 60_000) });
+    await createWorker(later).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
     const answer = await resendNow(app.projectId, id, app.token);
     expect(answer.status).toBe(410);
     expect(answer.headers.get("content-type")).toContain("application/problem+json");

@@ -1,9 +1,7 @@
 import { and, eq } from "drizzle-orm";
-import type { Database } from "../db/client";
 import { webhookDeliveries, type WebhookDelivery } from "../db/schema";
-import type { Deps } from "../platform/context";
-import type { Config, Env } from "../platform/env";
 import { ApiError } from "../platform/errors";
+import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { enqueuePending, recordPending } from "./enqueue";
 import { RETENTION_MS } from "./housekeeping";
@@ -15,7 +13,8 @@ const RETENTION_DAYS = RETENTION_MS / 86_400_000;
  * A new delivery of `deliveryId`'s stored body to the same endpoint: its own id and record
  * (`resent_from`), its secret sealed again under the new id, signed afresh at each attempt.
  */
-export async function resend(env: Env, config: Config, deps: Deps, db: Database, projectId: string, deliveryId: string): Promise<WebhookDelivery> {
+export async function resend(scope: Scope, projectId: string, deliveryId: string): Promise<WebhookDelivery> {
+  const { env, config, db } = scope;
   const [original] = await db
     .select()
     .from(webhookDeliveries)
@@ -48,9 +47,9 @@ export async function resend(env: Env, config: Config, deps: Deps, db: Database,
     body = await object.text();
   }
 
-  const pending = await recordPending(env, config, deps, { projectId, runId: original.runId, endpoint: original.endpoint, secret }, { resentFrom: original.id });
+  const pending = await recordPending(scope, { projectId, runId: original.runId, endpoint: original.endpoint, secret }, { resentFrom: original.id });
   if (!pending.recorded) throw new ApiError("service_unavailable", "The delivery could not be recorded; try again.");
-  await enqueuePending(env, deps, pending, body);
+  await enqueuePending(scope, pending, body);
   const [created] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, pending.id));
   return created!;
 }

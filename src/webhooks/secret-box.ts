@@ -1,4 +1,4 @@
-import { bytesToBase64 } from "./sign";
+import { fromBase64, toBase64 } from "../platform/encoding";
 
 /**
  * Webhook secrets wait in the queue encrypted: AES-256-GCM under a key derived (HKDF-SHA-256) from
@@ -32,12 +32,10 @@ function aesKey(material: string): Promise<CryptoKey> {
   return key;
 }
 
-const fromBase64 = (value: string) => Uint8Array.from(atob(value), (ch) => ch.charCodeAt(0));
-
 export async function sealSecret(material: string, deliveryId: string, secret: string): Promise<SealedSecret> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
   const ct = await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: encoder.encode(deliveryId) }, await aesKey(material), encoder.encode(secret));
-  return { iv: bytesToBase64(iv), ct: bytesToBase64(new Uint8Array(ct)) };
+  return { iv: toBase64(iv), ct: toBase64(new Uint8Array(ct)) };
 }
 
 /** Throws when the key changed or the ciphertext was tampered with. */

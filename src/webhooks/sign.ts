@@ -8,6 +8,8 @@
  *   take a `whsec_<base64 key>` secret and key the HMAC with the decoded bytes; a secret sent in that
  *   form is used the same way here, so those libraries verify with the very secret the caller sent.
  */
+import { fromBase64, toBase64, toHex } from "../platform/encoding";
+
 const encoder = new TextEncoder();
 
 export type RawBody = string | Uint8Array | ArrayBuffer;
@@ -17,16 +19,10 @@ const bytesOf = (body: RawBody): Uint8Array =>
 
 function base64ToBytes(value: string): Uint8Array | null {
   try {
-    return Uint8Array.from(atob(value), (ch) => ch.charCodeAt(0));
+    return fromBase64(value);
   } catch {
     return null;
   }
-}
-
-export function bytesToBase64(bytes: Uint8Array): string {
-  let binary = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return btoa(binary);
 }
 
 /** The HMAC key bytes of a secret: `whsec_<base64>` is decoded as Standard Webhooks does; anything else is UTF-8. */
@@ -58,7 +54,6 @@ export async function signatureBytes(key: Uint8Array, id: string, timestamp: num
   return hmac(key, signedContent(id, timestamp, body));
 }
 
-export const toHex = (bytes: Uint8Array) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 
 /**
  * The signature headers of one attempt. `content`, when given, is `id.timestamp.body` already laid
@@ -74,6 +69,6 @@ export async function signatureHeaders(secret: string, id: string, timestamp: nu
     "X-Service-Webhook-Signature": `v1,${toHex(service)}`,
     "webhook-id": id,
     "webhook-timestamp": String(timestamp),
-    "webhook-signature": `v1,${bytesToBase64(standard)}`,
+    "webhook-signature": `v1,${toBase64(standard)}`,
   };
 }

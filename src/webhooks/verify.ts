@@ -1,4 +1,5 @@
-import { type RawBody, signatureBytes, toHex } from "./sign";
+import { toHex } from "../platform/encoding";
+import { type RawBody, signatureBytes } from "./sign";
 
 /**
  * For receivers: checks a delivery's `X-Service-Webhook-Signature`. Import it as

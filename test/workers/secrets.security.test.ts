@@ -146,14 +146,14 @@ describe("secrets are compared in constant time", () => {
 
   it("routes every comparison of a presented credential through secretsEqual, crypto.subtle.verify or a constant-time loop", () => {
     const uses = (file: string, pattern: RegExp) => expect(sources[`../../src/${file}`], file).toMatch(pattern);
-    uses("auth/middleware.ts", /secretsEqual\(token, c\.get\("config"\)\.adminToken\)/);
+    uses("auth/middleware.ts", /secretsEqual\(token, scope\.config\.adminToken\)/);
     uses("runs/run-key.ts", /secretsEqual\(token, scope\.config\.adminToken\)/);
-    uses("dashboard/auth.tsx", /secretsEqual\(token, c\.get\("config"\)\.adminToken\)/);
+    uses("dashboard/auth.tsx", /secretsEqual\(token, c\.var\.scope\.config\.adminToken\)/);
     uses("dashboard/session.ts", /crypto\.subtle\.verify\("HMAC"/);
     uses("dashboard/session.ts", /secretsEqual\(token, await csrfToken/);
     uses("webhooks/verify.ts", /constantTimeEqual\(candidate/);
     uses("platform/crypto.ts", /crypto\.subtle\.timingSafeEqual/);
     // Service account tokens are looked up by their SHA-256 hash: nothing secret is compared byte by byte.
-    uses("runs/run-key.ts", /eq\(serviceAccounts\.tokenHash, hash\)/);
+    uses("auth/lookup.ts", /eq\(serviceAccounts\.tokenHash, hash\)/);
   });
 });

@@ -52,7 +52,7 @@ function NewToken({ account }: { account: ServiceAccount & { token: string } }) 
 async function apiKeysPage(c: DashContext, project: Project, form: Form) {
   const pid = project.project_id;
   const accounts: ApiResult<Page<ServiceAccount>> = await c.get("api")("GET", `/projects/${seg(pid)}/service-accounts?${listQuery(c, 100)}`);
-  const now = c.get("deps").now().getTime();
+  const now = c.var.scope.deps.now().getTime();
   const csrf = c.get("csrf");
   const revoked = form.revokedId && accounts.ok ? accounts.data.data.find((a) => a.id === form.revokedId && a.revoked_at) : undefined;
   return renderPage(

@@ -32,8 +32,8 @@ interface ListForm {
 async function domainsPage(c: DashContext, project: Project, form: ListForm) {
   const pid = project.project_id;
   const list: ApiResult<Page<Domain>> = await c.get("api")("GET", `/projects/${seg(pid)}/domains?${listQuery(c, 100)}`);
-  const regions = c.get("config").regions;
-  const now = c.get("deps").now().getTime();
+  const regions = c.var.scope.config.regions;
+  const now = c.var.scope.deps.now().getTime();
   const csrf = c.get("csrf");
   const removed = form.removed && HOSTNAME.test(form.removed) && list.ok && !list.data.data.some((d) => d.domain === form.removed) ? form.removed : undefined;
   return renderPage(
@@ -182,7 +182,7 @@ async function domainPage(c: DashContext, project: Project, options: { added?: b
       </section>
       <section aria-labelledby="status-title">
         <h2 id="status-title">Validation status</h2>
-        <StatusFacts domain={d} now={c.get("deps").now().getTime()} />
+        <StatusFacts domain={d} now={c.var.scope.deps.now().getTime()} />
         <div class="actions">
           <ValidateForm pid={pid} domain={d} csrf={csrf} />
           <RemoveDomain id="remove" pid={pid} domain={d.domain} csrf={csrf} />
@@ -238,7 +238,7 @@ export function registerDomains(dash: DashRouter) {
         { title: `Validation status of ${d.domain}`, projectId: pid, tab: "domains" },
         <div class="card">
           <h1>Validation status of {d.domain}</h1>
-          <StatusFacts domain={d} now={c.get("deps").now().getTime()} />
+          <StatusFacts domain={d} now={c.var.scope.deps.now().getTime()} />
           <div class="actions">
             <ValidateForm pid={pid} domain={d} csrf={c.get("csrf")} />
             <a class="button secondary" href={domainPath(pid, d.domain)}>

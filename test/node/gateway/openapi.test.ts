@@ -1,7 +1,7 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { describe, expect, it } from "vitest";
-import { createApp } from "../../../src/app";
-import type { Env } from "../../../src/platform/env";
+import { productionDeps } from "../../../src/deps";
+import { createHttpRouter } from "../../../src/http";
 import { TEST_SECRETS } from "../../secrets";
 
 // The document needs no storage: a binding-less env with valid settings is enough to serve it.
@@ -15,7 +15,7 @@ const env = {
 
 describe("OpenAPI document", () => {
   it("validates against the OpenAPI 3.1 schema", async () => {
-    const response = await createApp().request("/v2/openapi.json", {}, env);
+    const response = await createHttpRouter(productionDeps).request("/v2/openapi.json", {}, env);
     expect(response.status).toBe(200);
     const document = (await response.json()) as Record<string, unknown>;
     const validator = new Validator();

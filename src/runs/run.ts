@@ -1,17 +1,13 @@
-import type { Context } from "hono";
-import type { AppEnv } from "../platform/context";
-import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors";
-import { createRouter, requestIdOf } from "../platform/factory";
+import { upstreamOf } from "../apps/deployments";
+import { ApiError, invalidField, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors";
+import { isJsonType } from "../platform/http";
 import { newId } from "../platform/ids";
+import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { enqueueDelivery } from "../webhooks/enqueue";
-import { upstreamOf } from "./deployments";
 import { callerStatus, callUpstream, envelope, readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
 import { runCaller } from "./run-key";
-import { runGet, runPost } from "./routes";
-import type { RunScope } from "./scope";
 
-const JSON_TYPE = /^application\/([a-z0-9.+-]+\+)?json\s*(;|$)/i;
 const MAX_SECRET_LENGTH = 1024;
 
 interface Webhook {
@@ -20,22 +16,19 @@ interface Webhook {
 }
 
 /** `webhookEndpoint` and `X-Webhook-Secret`, checked before anything runs. */
-function webhookOf(scope: RunScope, query: URLSearchParams | null): Webhook | null {
+function webhookOf(scope: Scope, request: Request, query: URLSearchParams | null): Webhook | null {
   const endpoints = query?.getAll("webhookEndpoint") ?? [];
   // Without a receiver the secret has nothing to sign; it is dropped (never forwarded).
   if (endpoints.length === 0) return null;
-  if (endpoints.length > 1) throw fieldError("query", "webhookEndpoint", "must be given once");
-  const secret = scope.request.headers.get("x-webhook-secret") ?? undefined;
+  if (endpoints.length > 1) throw invalidField("query", "webhookEndpoint", "must be given once");
+  const secret = request.headers.get("x-webhook-secret") ?? undefined;
   const check = checkTarget(endpoints[0]!, { allowInsecure: scope.config.allowInsecureTargets });
-  if (!check.ok) throw fieldError("query", "webhookEndpoint", check.reason);
+  if (!check.ok) throw invalidField("query", "webhookEndpoint", check.reason);
   if (secret !== undefined && (secret.length === 0 || secret.length > MAX_SECRET_LENGTH)) {
-    throw fieldError("header", "X-Webhook-Secret", `must be 1 to ${MAX_SECRET_LENGTH} characters`);
+    throw invalidField("header", "X-Webhook-Secret", `must be 1 to ${MAX_SECRET_LENGTH} characters`);
   }
   return { endpoint: check.url.href, secret };
 }
-
-const fieldError = (location: string, field: string, message: string) =>
-  new ApiError("validation_failed", `The ${location} has 1 invalid field(s).`, { errors: [{ location, field, message }] });
 
 /** The caller's JSON body, exactly as sent, after checking it is a JSON object within the size limit. */
 async function runBody(request: Request): Promise<Uint8Array | undefined> {
@@ -46,7 +39,7 @@ async function runBody(request: Request): Promise<Uint8Array | undefined> {
   if (bytes === null) throw new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
   if (bytes.byteLength === 0) return undefined;
   const type = request.headers.get("content-type") ?? undefined;
-  if (!type || !JSON_TYPE.test(type)) {
+  if (!isJsonType(type)) {
     throw new ApiError("unsupported_media_type", `Send the run's arguments as application/json (got ${type ?? "no Content-Type"}).`);
   }
   let parsed: unknown;
@@ -56,7 +49,7 @@ async function runBody(request: Request): Promise<Uint8Array | undefined> {
     throw new ApiError("malformed_json", "The request body is not valid JSON.");
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-    throw fieldError("body", "(root)", "must be a JSON object");
+    throw invalidField("body", "(root)", "must be a JSON object");
   }
   return bytes;
 }
@@ -72,9 +65,9 @@ function queryOf(url: string): URLSearchParams | null {
 }
 
 /** A run of `{project_id}/{app_name}`: the caller's key checked, the upstream called, the envelope returned. */
-export async function run(scope: RunScope, projectId: string, appName: string): Promise<Response> {
-  const { request, deps, config } = scope;
-  const caller = await runCaller(scope);
+export async function run(scope: Scope, request: Request, projectId: string, appName: string): Promise<Response> {
+  const { deps, config } = scope;
+  const caller = await runCaller(scope, request);
   if (caller.projectId !== "*" && caller.projectId !== projectId) {
     // A key of another project learns nothing about this one.
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
@@ -82,7 +75,7 @@ export async function run(scope: RunScope, projectId: string, appName: string): 
   const webSocket = isWebSocket(request);
   const query = queryOf(request.url);
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.
-  const webhook = webSocket ? null : webhookOf(scope, query);
+  const webhook = webSocket ? null : webhookOf(scope, request, query);
   const body = await runBody(request);
   const now = deps.now().getTime();
   const upstream = await upstreamOf(scope.db, projectId, appName, now);
@@ -122,33 +115,7 @@ export async function run(scope: RunScope, projectId: string, appName: string): 
   }
   caller.afterRun();
   if (webhook) {
-    scope.ctx.waitUntil(enqueueDelivery(scope.env, config, deps, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret, body: text }));
+    scope.ctx.waitUntil(enqueueDelivery(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret, body: text }));
   }
   return new Response(text, { status, headers: responseHeaders });
-}
-
-const scopeOf = (c: Context<AppEnv>): RunScope => ({
-  request: c.req.raw,
-  env: c.env,
-  ctx: c.executionCtx,
-  deps: c.get("deps"),
-  config: c.get("config"),
-  db: c.get("db"),
-  requestId: requestIdOf(c),
-});
-
-/**
- * The run proxy, mounted at `/v4`: the routes of the OpenAPI document, and the router's answer for
- * whatever the fast path leaves to it (a HEAD, a malformed id, a trailing slash).
- */
-export function createRunProxy() {
-  return createRouter()
-    .openapi(runPost, (c) => {
-      const { project_id, app_name } = c.req.valid("param");
-      return run(scopeOf(c), project_id, app_name) as never;
-    })
-    .openapi(runGet, (c) => {
-      const { project_id, app_name } = c.req.valid("param");
-      return run(scopeOf(c), project_id, app_name) as never;
-    });
 }

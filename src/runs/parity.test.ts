@@ -1,22 +1,21 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { client, seedProject } from "../../test/helpers";
+import { client, seedProject, testDeps } from "../../test/helpers";
 import { DOWN, PEER } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
-import { createApp } from "../app";
-import { defaultDeps } from "../platform/context";
-import { fastRun } from "./fast-path";
+import { createHttpRouter } from "../http";
+import { matchRun } from "./path";
 
 const api = client();
-const routerOnly = createApp({ ...defaultDeps, now: api.clock.now }, { fastPath: false });
+const routerOnly = createHttpRouter(testDeps({ now: api.clock.now }));
 const PROJECT = "proj_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
 
 async function both(path: string, init: RequestInit & { host?: string } = {}) {
   const answers = [];
-  for (const app of [api.app, routerOnly]) {
+  for (const entry of [api.worker, routerOnly]) {
     const ctx = createExecutionContext();
-    const response = await app.fetch(new Request(`http://${init.host ?? "localhost"}${path}`, init), env, ctx);
+    const response = await entry.fetch(new Request(`http://${init.host ?? "localhost"}${path}`, init), env, ctx);
     await waitOnExecutionContext(ctx);
     answers.push(response);
   }
@@ -39,14 +38,15 @@ async function observable(response: Response) {
   };
 }
 
-describe("the run fast path", () => {
+describe("the run entry and the router", () => {
   it("takes exactly the run routes and leaves everything else to the router", async () => {
     const ctx = createExecutionContext();
     const taken: Promise<Response>[] = [];
     const take = (method: string, path: string) => {
-      const answer = fastRun(new Request(`http://localhost${path}`, { method }), env, ctx, defaultDeps);
-      if (answer) taken.push(answer);
-      return answer !== null;
+      const request = new Request(`http://localhost${path}`, { method });
+      if (matchRun(request) === null) return false;
+      taken.push(api.worker.fetch(request, env, ctx));
+      return true;
     };
     expect(take("GET", `/v4/${PROJECT}/hello/run`)).toBe(true);
     expect(take("POST", `/v4/${PROJECT}/hello/run?a=1&webhookEndpoint=x`)).toBe(true);
@@ -88,8 +88,8 @@ describe("the run fast path", () => {
       [app.runPath, { headers: auth, host: "unknown.example.test" }],
     ];
     for (const [path, init] of cases) {
-      const [fast, routed] = await both(path, init);
-      const seen = await observable(fast);
+      const [entry, routed] = await both(path, init);
+      const seen = await observable(entry);
       expect(seen, `${init.method ?? "GET"} ${path}`).toEqual(await observable(routed));
       expect(seen.hasRequestId).toBe(true);
     }
@@ -108,7 +108,7 @@ describe("the run fast path", () => {
     const app = await seedRunnable(api);
     const ctx = createExecutionContext();
     const request = new Request(`http://localhost${app.runPath}`, { headers: { Authorization: `Bearer ${app.token}` } });
-    const response = await api.app.fetch(request, { ...env, DB: undefined as never }, ctx);
+    const response = await api.worker.fetch(request, { ...env, DB: undefined as never }, ctx);
     await waitOnExecutionContext(ctx);
     const text = await response.text();
     expect(response.status).toBe(500);

@@ -1,0 +1,56 @@
+// The layering of src/ (README, "Architecture"), checked by `npm run lint`:
+//   root (index, worker, deps, http, run-entry, management, queue, scheduled) wires everything;
+//   capability folders (apps, auth, builds, dashboard, docs, domains, projects, routing, runs,
+//   service-accounts, webhooks, …) import the ground floor and, downwards, each other;
+//   the ground floor (platform/, db/) imports no capability folder and nothing of the root.
+const CAPABILITY = "^src/(?!platform/|db/)[^/]+/";
+const GROUND = "^src/(platform|db)/";
+const ROOT = "^src/[^/]+\\.tsx?$";
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "ground-floor-stays-down",
+      severity: "error",
+      comment: "platform/ and db/ are the ground floor: they import no capability folder (DESIGN.md, Structure).",
+      from: { path: GROUND },
+      to: { path: CAPABILITY },
+    },
+    {
+      name: "nothing-imports-the-root",
+      severity: "error",
+      comment: "The root wires the Worker together; code below it must not depend on the wiring.",
+      from: { path: "^src/.+/", pathNot: "\\.test\\.tsx?$" },
+      to: { path: ROOT },
+    },
+    {
+      name: "no-sideways-into-runs",
+      severity: "error",
+      comment: "runs/ is the top of the request path: other capabilities do not reach into it (a cache lives with its data).",
+      from: { path: CAPABILITY, pathNot: ["^src/runs/", "^src/routing/", "\\.test\\.tsx?$"] },
+      to: { path: "^src/runs/" },
+    },
+    {
+      name: "the-dashboard-and-docs-sit-on-top",
+      severity: "error",
+      comment: "The dashboard and the docs page use the API; no capability depends on them.",
+      from: { path: CAPABILITY, pathNot: ["^src/(dashboard|docs)/", "\\.test\\.tsx?$"] },
+      to: { path: "^src/(dashboard|docs)/" },
+    },
+    {
+      name: "no-cycles-between-folders",
+      severity: "error",
+      comment: "Folders depend on each other in one direction only.",
+      from: { path: "^src/([^/]+)/", pathNot: "\\.test\\.tsx?$" },
+      to: { path: "^src/([^/]+)/", pathNot: "^src/$1/", circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "\\.test\\.tsx?$" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    enhancedResolveOptions: { extensions: [".ts", ".tsx", ".js", ".mjs"] },
+  },
+};

@@ -1,0 +1,36 @@
+import { eq } from "drizzle-orm";
+import { domains } from "../db/schema";
+import { eachLimited } from "../platform/concurrency";
+import type { Scope } from "../platform/scope";
+import { CHECK_CONCURRENCY } from "./cron";
+import { validateDomain } from "./validate";
+
+export interface ValidationMessage {
+  domain_id: string;
+  /** When the cron claimed it (ms): a redelivered message whose domain was checked since is skipped. */
+  claimed_at: number;
+}
+
+const isValidationMessage = (body: unknown): body is ValidationMessage =>
+  typeof body === "object" && body !== null && typeof (body as ValidationMessage).domain_id === "string" && typeof (body as ValidationMessage).claimed_at === "number";
+
+/** The domain-validation queue consumer: the checks one cron run had more of than it could do itself. */
+export async function domainValidationConsumer(batch: MessageBatch<unknown>, s: Scope): Promise<void> {
+  await eachLimited(batch.messages, CHECK_CONCURRENCY, async (message) => {
+    if (!isValidationMessage(message.body)) {
+      console.error(JSON.stringify({ level: "error", msg: "malformed domain validation message dropped", id: message.id }));
+      message.ack();
+      return;
+    }
+    const { domain_id, claimed_at } = message.body;
+    try {
+      const [domain] = await s.db.select().from(domains).where(eq(domains.id, domain_id)).limit(1);
+      const stale = !domain || domain.status !== "pending" || (domain.lastCheckedAt?.getTime() ?? 0) >= claimed_at;
+      if (!stale) await validateDomain(s, domain);
+      message.ack();
+    } catch (error) {
+      console.error(JSON.stringify({ level: "error", msg: "domain check failed; retrying", domain_id, error: String(error) }));
+      message.retry({ delaySeconds: 30 });
+    }
+  });
+}

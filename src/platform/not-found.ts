@@ -1,0 +1,39 @@
+import { ApiError } from "./errors";
+import { renderError } from "./render-error";
+import type { Router } from "./router";
+
+function routePattern(path: string): RegExp {
+  const source = path
+    .split("/")
+    .map((segment) => {
+      if (segment === "*") return ".*";
+      if (segment.startsWith(":")) return "[^/]+";
+      return segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    })
+    .join("/");
+  return new RegExp(`^${source}/?$`);
+}
+
+/** The methods some route of `app` answers for `path`: the `Allow` header of a 405. */
+export function allowedMethods(app: Router, path: string): string[] {
+  const methods = new Set<string>();
+  for (const route of app.routes) {
+    if (route.method === "ALL" || !routePattern(route.path).test(path)) continue;
+    methods.add(route.method);
+    if (route.method === "GET") methods.add("HEAD");
+  }
+  return [...methods].sort();
+}
+
+/** Installs the error handler and the 404/405 answer on the top-level router. */
+export function installErrorHandling(app: Router) {
+  app.onError(renderError);
+  app.notFound((c) => {
+    const allow = allowedMethods(app, c.req.path);
+    if (allow.length > 0) {
+      const detail = `${c.req.method} is not allowed on ${c.req.path}; use ${allow.join(", ")}.`;
+      return renderError(new ApiError("method_not_allowed", detail, { headers: { Allow: allow.join(", ") } }), c);
+    }
+    return renderError(new ApiError("not_found", `No route for ${c.req.method} ${c.req.path}.`), c);
+  });
+}

@@ -1,0 +1,69 @@
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { ApiError, problemResponse } from "./errors";
+import { newId } from "./ids";
+import type { AppEnv } from "./scope";
+
+/**
+ * Whether `err` (or what it wraps: drizzle puts the driver's error in `cause`) is D1 being unavailable:
+ * overloaded, reset, a lost connection. Such a request changed nothing (each write is one statement or
+ * one batch) and may simply be sent again. A constraint violation is a bug, not an outage.
+ */
+export function isStorageUnavailable(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (/^D1[_ ]|\bD1 DB\b|Network connection lost|SQLITE_BUSY/i.test(e.message) && !/constraint/i.test(e.message)) return true;
+  }
+  return false;
+}
+
+/** Where an error happened: the request it answers. */
+export interface RequestFacts {
+  requestId: string;
+  method: string;
+  path: string;
+}
+
+/** The request id of a router's request; a fresh one when the scope could not be built (a configuration error). */
+export const requestIdOf = (c: Context<AppEnv>) => (c.var.scope as AppEnv["Variables"]["scope"] | undefined)?.requestId ?? newId("req");
+
+/** Renders whatever a router's handler threw as problem+json. */
+export function renderError(err: unknown, c: Context<AppEnv>): Response {
+  return problemFor(err, { requestId: requestIdOf(c), method: c.req.method, path: c.req.path });
+}
+
+/** Whatever was thrown, as problem+json; an unexpected error is logged with its request id, never shown. */
+export function problemFor(err: unknown, { requestId, method, path }: RequestFacts): Response {
+  if (err instanceof ApiError) return problemResponse(err, requestId);
+  if (isStorageUnavailable(err)) {
+    console.error(JSON.stringify({ level: "error", msg: "storage unavailable", request_id: requestId, method, path, error: String(err) }));
+    return problemResponse(
+      new ApiError("service_unavailable", "The database is unavailable for a moment; nothing was changed. Retry the request.", { headers: { "Retry-After": "1" } }),
+      requestId,
+    );
+  }
+  if (err instanceof HTTPException) {
+    if (err.status === 400 && /malformed json/i.test(err.message)) {
+      return problemResponse(new ApiError("malformed_json", "The request body is not valid JSON."), requestId);
+    }
+    if (err.status === 413) {
+      return problemResponse(new ApiError("payload_too_large", "The request body is too large."), requestId);
+    }
+    if (err.status === 401) return problemResponse(new ApiError("unauthorized", err.message), requestId);
+    if (err.status < 500) return problemResponse(new ApiError("bad_request", err.message || "Bad request."), requestId);
+  }
+  console.error(
+    JSON.stringify({
+      level: "error",
+      msg: "unhandled error",
+      request_id: requestId,
+      method,
+      path,
+      error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+      stack: err instanceof Error ? err.stack : undefined,
+    }),
+  );
+  return problemResponse(
+    new ApiError("internal_error", "An unexpected error occurred. Quote the request_id when reporting it."),
+    requestId,
+  );
+}
