@@ -4,7 +4,8 @@ import { isJsonType } from "../platform/http";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
-import { enqueueDelivery } from "../webhooks/enqueue";
+import { enqueuePending, type PendingDelivery, recordPending, settleUnsent } from "../webhooks/enqueue";
+import { cutShortAfterHangUp } from "./hang-up";
 import { callerStatus, callUpstream, envelope, readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
 import { runCaller } from "./run-key";
 
@@ -66,7 +67,11 @@ function queryOf(url: string): URLSearchParams | null {
 
 /** A run of `{project_id}/{app_name}`: the caller's key checked, the upstream called, the envelope returned. */
 export async function run(scope: Scope, request: Request, projectId: string, appName: string): Promise<Response> {
-  const { deps, config } = scope;
+  const { deps } = scope;
+  // Hono answers HEAD by running the GET handler: a run (and its webhook) whose body nobody receives.
+  if (request.method === "HEAD") {
+    throw new ApiError("method_not_allowed", "Runs take GET or POST; HEAD would run the app for an answer nobody reads.", { headers: { Allow: "GET, POST" } });
+  }
   const caller = await runCaller(scope, request);
   if (caller.projectId !== "*" && caller.projectId !== projectId) {
     // A key of another project learns nothing about this one.
@@ -98,11 +103,56 @@ export async function run(scope: Scope, request: Request, projectId: string, app
 
   if (body && !headers.has("content-type")) headers.set("Content-Type", "application/json");
   headers.set("Accept", "application/json");
+  const call = (cancel?: AbortSignal) => answerOf(scope, target, { method: request.method, headers, body: body ?? null }, runId, cancel);
+  if (!webhook) {
+    const answer = await call();
+    caller.afterRun();
+    return answer.response;
+  }
+
+  // The delivery is on record before the upstream is called, and the rest of the run is carried in
+  // `waitUntil`: a caller who hangs up still gets the delivery (within RUN_AFTER_HANG_UP_MS), and a
+  // run cut short ends its record `failed` (`run_interrupted`), never absent.
+  const pending = await recordPending(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret });
+  const work = deliverAfterRun(scope, request, pending, call).finally(() => caller.afterRun());
+  scope.ctx.waitUntil(work.then(() => undefined, () => undefined));
+  return (await work).response;
+}
+
+/** The run's answer with a webhook: the upstream called (cut short if the caller hung up too long ago), then the delivery enqueued. */
+async function deliverAfterRun(scope: Scope, request: Request, pending: PendingDelivery, call: (cancel?: AbortSignal) => Promise<RunAnswer>): Promise<RunAnswer> {
+  const cutShort = cutShortAfterHangUp(request, scope.deps);
+  let answer: RunAnswer;
+  try {
+    answer = await call(cutShort.signal);
+  } catch (error) {
+    await settleUnsent(scope, pending, "run_interrupted");
+    throw error;
+  } finally {
+    cutShort.dispose();
+  }
+  if (cutShort.signal.aborted) {
+    await settleUnsent(scope, pending, "run_interrupted");
+    return answer;
+  }
+  await enqueuePending(scope, pending, answer.text);
+  return answer;
+}
+
+interface RunAnswer {
+  response: Response;
+  /** The exact bytes of the response body. */
+  text: string;
+}
+
+/** Calls the upstream; its envelope, or the 502/504 problem that is the run's answer when it fails. */
+async function answerOf(scope: Scope, target: string, init: Pick<RequestInit, "method" | "headers" | "body">, runId: string, cancel?: AbortSignal): Promise<RunAnswer> {
+  const { deps, config } = scope;
   let status: number;
   let text: string;
   let responseHeaders: Record<string, string>;
   try {
-    const answer = await callUpstream(deps, target, { method: request.method, headers, body: body ?? null }, runId, config.runTimeoutMs);
+    const answer = await callUpstream(deps, target, init, runId, config.runTimeoutMs, cancel);
     status = callerStatus(answer.status);
     text = envelope(runId, answer, deps.now());
     responseHeaders = { "Content-Type": "application/json", "X-Run-Id": runId, "Cache-Control": "no-store" };
@@ -113,9 +163,5 @@ export async function run(scope: Scope, request: Request, projectId: string, app
     text = JSON.stringify(problemBody(error, scope.requestId));
     responseHeaders = { "Content-Type": PROBLEM_CONTENT_TYPE, "X-Run-Id": runId, "Cache-Control": "no-store" };
   }
-  caller.afterRun();
-  if (webhook) {
-    scope.ctx.waitUntil(enqueueDelivery(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret, body: text }));
-  }
-  return new Response(text, { status, headers: responseHeaders });
+  return { response: new Response(text, { status, headers: responseHeaders }), text };
 }
