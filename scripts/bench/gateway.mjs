@@ -56,6 +56,7 @@ export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DN
         scriptPath,
         modulesRoot: dirname(scriptPath),
         compatibilityDate: COMPATIBILITY_DATE,
+        compatibilityFlags: config.compatibility_flags ?? [],
         bindings: { ...config.vars, DNS_RESOLVER_URL: dnsResolverUrl, ...SECRETS, ...extraBindings },
         d1Databases: { DB: "bench-db" },
         r2Buckets: (config.r2_buckets ?? []).map((b) => b.binding),
