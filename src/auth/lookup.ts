@@ -30,7 +30,7 @@ export async function accountForToken(scope: Scope, token: string, { cached }: {
     const [row] = await scope.db.select().from(serviceAccounts).where(eq(serviceAccounts.tokenHash, hash)).limit(1);
     if (!row) throw invalidToken("The token is not a valid token.");
     account = { id: row.id, projectId: row.projectId, expiresAt: row.expiresAt, revokedAt: row.revokedAt, lastUsedAt: row.lastUsedAt };
-    accounts.set(hash, account, now);
+    if (cached) accounts.set(hash, account, now);
   }
   if (account.revokedAt) throw invalidToken("The token was revoked.");
   if (account.expiresAt.getTime() <= now) throw invalidToken(`The token expired at ${account.expiresAt.toISOString()}.`);
