@@ -1,4 +1,6 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { newId } from "../../src/platform/ids";
 import { client, seedBuild } from "../helpers";
 import { seedRunnable } from "../runs";
 
@@ -15,8 +17,16 @@ async function twoProjects() {
   const domain = `iso-${Date.now().toString(36)}.example.org`;
   const created = await api.json(`/v2/projects/${a.projectId}/domains`, { method: "POST", token: a.token, body: { domain, region: "us-east-1" } });
   expect(created.status).toBe(201);
+  // A settled webhook delivery of A, its body kept (so a resend by the wrong project would go out).
+  const deliveryId = newId("whd");
+  const at = api.clock.now().getTime();
+  await env.DB.prepare(
+    "INSERT INTO webhook_deliveries (id, project_id, run_id, endpoint, signed, body_bytes, status, attempt_count, created_at, updated_at, completed_at, body) VALUES (?, ?, 'run_iso', 'https://example.com/hook', 0, 8, 'delivered', 1, ?, ?, ?, '{\"x\":1}')",
+  )
+    .bind(deliveryId, a.projectId, at, at, at)
+    .run();
   const b = await seedRunnable(api);
-  return { a: { ...a, buildId, domain }, b };
+  return { a: { ...a, buildId, domain, deliveryId }, b };
 }
 
 const BODIES: Record<string, unknown> = {
@@ -35,6 +45,7 @@ describe("cross-project access on every route of the API description", () => {
       service_account_id: a.serviceAccountId,
       domain: a.domain,
       app_name: a.appName,
+      delivery_id: a.deliveryId,
     };
     const tried: string[] = [];
     for (const [template, operations] of Object.entries(spec.paths)) {
