@@ -25,6 +25,9 @@ export default defineConfig(async () => {
                   // A real DNS server (test/global/dns-harness.mjs) and fakes of other outside services.
                   DNS_RESOLVER_URL: inject("dohUrl"),
                   TEST_FAKES_URL: inject("fakesUrl"),
+                  // A private DNS harness whose zone the tests write (test/global/dns-zones.mjs).
+                  TEST_ZONES_DOH_URL: inject("zonesDohUrl"),
+                  TEST_ZONES_URL: inject("zonesUrl"),
                 },
               },
             })),
@@ -33,7 +36,7 @@ export default defineConfig(async () => {
             name: "workers",
             include: ["src/**/*.test.ts", "src/**/*.test.tsx", "test/workers/**/*.test.ts"],
             setupFiles: ["test/setup/apply-migrations.ts"],
-            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs"],
+            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs", "test/global/dns-zones.mjs"],
           },
         },
         {

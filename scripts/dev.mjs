@@ -28,9 +28,22 @@ const migrate = spawnSync("npx", ["wrangler", "d1", "migrations", "apply", "DB",
 });
 if (migrate.status !== 0) process.exit(migrate.status ?? 1);
 
+// Custom domains validate offline: the DNS harness (../shared/harness/dns, knot behind dnsdist) is
+// started when nothing answers yet (never restarted: other checkouts may use it), and the gateway is
+// pointed at it. Its zones hold good.example.test, a hostname that validates as it is.
+const dnsVars = [];
+try {
+  const { ensureDnsHarness } = await import("../test/global/dns-harness.mjs");
+  const doh = await ensureDnsHarness();
+  dnsVars.push("--var", `DNS_RESOLVER_URL:${doh}`);
+  console.log(`dev: DNS harness at ${doh}; add good.example.test (region us-east-1) to see a domain validate.`);
+} catch (error) {
+  console.warn(`dev: no DNS harness (${error.message.split("\n")[0]}); domain checks will say DNS_UNAVAILABLE.`);
+}
+
 const children = [
   spawn(process.execPath, ["examples/sample-app/server.mjs"], { stdio: "inherit", env: { ...env, PORT: samplePort } }),
-  spawn("npx", ["wrangler", "dev", "--port", port, "--test-scheduled", ...process.argv.slice(2)], { stdio: "inherit", env }),
+  spawn("npx", ["wrangler", "dev", "--port", port, "--test-scheduled", ...dnsVars, ...process.argv.slice(2)], { stdio: "inherit", env }),
 ];
 const stop = (signal) => children.forEach((child) => child.kill(signal));
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => stop(signal));

@@ -10,8 +10,14 @@ export const productionDeps: Deps = {
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
   outbound: { fetch: (request) => fetch(request) },
   resolver: (config) => new DohResolver(config.dnsResolverUrl),
+  // getConfig refuses "cloudflare" without its credentials, so the local provider is only ever chosen on purpose.
   certificates: (config) =>
-    config.cloudflare
-      ? new CloudflareCustomHostnames({ apiToken: config.cloudflare.apiToken, zoneId: config.cloudflare.zoneId, baseUrl: config.cloudflare.apiBaseUrl })
+    config.certificateProvider === "cloudflare" && config.cloudflare
+      ? new CloudflareCustomHostnames({
+          apiToken: config.cloudflare.apiToken,
+          zoneId: config.cloudflare.zoneId,
+          baseUrl: config.cloudflare.apiBaseUrl,
+          certificateAuthority: config.certificateAuthority,
+        })
       : local,
 };

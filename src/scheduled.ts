@@ -8,8 +8,8 @@ export type CronHandler = (controller: ScheduledController, scope: Scope) => Pro
 /** One handler per configured cron. */
 export const cronHandlers: Record<string, CronHandler> = {
   // Also the webhook sweeper and retention purge (src/webhooks/housekeeping.ts): the one cron there is.
-  [CRONS.domainValidation]: async (_controller, scope) => {
-    await domainValidationCron(scope);
+  [CRONS.domainValidation]: async (controller, scope) => {
+    await domainValidationCron(scope, controller.scheduledTime);
     await webhookHousekeeping(scope);
   },
 };

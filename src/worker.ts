@@ -26,6 +26,11 @@ export function createWorker(deps: Deps) {
     },
 
     async scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
+      // `wrangler dev`'s /__scheduled without ?cron= fires an empty expression: run every configured cron.
+      if (controller.cron === "") {
+        for (const handler of Object.values(cronHandlers)) await handler(controller, createScope(env, ctx, deps));
+        return;
+      }
       const handler = cronHandlers[controller.cron];
       if (!handler) throw new Error(`No handler for cron '${controller.cron}'; wrangler.toml and CRONS disagree.`);
       await handler(controller, createScope(env, ctx, deps));

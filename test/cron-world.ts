@@ -34,9 +34,10 @@ export function world(overrides: Partial<Deps> = {}) {
   const queue = { sendBatch: async (batch: { body: ValidationMessage }[]) => void sent.push(...batch.map((m) => m.body)) };
   const testEnv = { ...env, DOMAIN_QUEUE: queue as unknown as Queue<unknown> };
 
-  async function cron() {
+  /** One cron run; by default the domain cron, scheduled for the clock's time (a late run passes an earlier one). */
+  async function cron(run: { scheduledTime?: number; cron?: string } = {}) {
     const ctx = createExecutionContext();
-    await worker.scheduled(createScheduledController({ cron: CRONS.domainValidation, scheduledTime: api.clock.now() }), testEnv, ctx);
+    await worker.scheduled(createScheduledController({ cron: run.cron ?? CRONS.domainValidation, scheduledTime: run.scheduledTime ?? api.clock.now().getTime() }), testEnv, ctx);
   }
   /** Delivers what the cron queued, in batches of the configured size, as the Queues service would. */
   async function drainQueue() {

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { CloudflareCustomHostnames } from "../src/domains/certificates";
-import type { DnsAnswer, DnsRecord, DnsResolver, QueryType } from "../src/domains/dns";
+import { type DnsAnswer, type DnsRecord, type DnsResolver, DohResolver, type QueryType } from "../src/domains/dns";
 import type { Client } from "./helpers";
 import { TEST_CLOUDFLARE } from "./secrets";
 
@@ -10,6 +10,9 @@ declare global {
     interface Env {
       /** Base URL of test/global/fakes.mjs. */
       TEST_FAKES_URL: string;
+      /** DoH URL and control URL of the private harness of test/global/dns-zones.mjs. */
+      TEST_ZONES_DOH_URL: string;
+      TEST_ZONES_URL: string;
     }
   }
 }
@@ -69,3 +72,20 @@ export async function validate(api: Client, seed: { projectId: string; token: st
     { method: "POST", token: seed.token },
   );
 }
+
+/** The zone tests write into the private DNS harness (test/global/dns-zones.mjs). */
+export const ZONE = "zones.test";
+
+/** A resolver on the private harness, through the service's own DoH client. */
+export const zonesResolver = () => new DohResolver(env.TEST_ZONES_DOH_URL);
+
+/** Sets (or with no records, removes) a name's records in the private harness; knot serves them on return. */
+export async function setRecords(name: string, ...records: { type: "A" | "AAAA" | "CNAME" | "TXT" | "CAA"; data: string }[]) {
+  const response = await fetch(`${env.TEST_ZONES_URL}/names/${name}`, records.length ? { method: "PUT", body: JSON.stringify(records) } : { method: "DELETE" });
+  if (!response.ok) throw new Error(`setRecords ${name}: ${response.status} ${await response.text()}`);
+}
+
+/** The CNAME our instructions give, as a zone file writes it. */
+export const pointsHere = { type: "CNAME", data: `${TARGET}.` } as const;
+export const txt = (value: string) => ({ type: "TXT", data: `"${value}"` }) as const;
+export const caa = (data: string) => ({ type: "CAA", data }) as const;

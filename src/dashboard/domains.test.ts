@@ -66,15 +66,31 @@ describe("dashboard domains", () => {
     expect(badRegion.html).toMatch(/id="field-region-error"/);
   });
 
-  it("explains a domain that another project holds", async () => {
+  it("adds a hostname another project also claims, and shows the TXT ownership record to create with copy buttons", async () => {
     const { api, v, page } = await signedIn();
     const other = await seedProject(api);
-    const name = `${uniqueLabel("taken")}.example.test`;
+    const name = `${uniqueLabel("contested")}.example.test`;
     expect((await v.post(`/dashboard/projects/${other.projectId}/domains`, { domain: name, region: "us-east-1" })).status).toBe(303);
-    const refused = await v.post(page, { domain: name, region: "us-east-1" });
-    expect(refused.status).toBe(409);
-    expect(refused.html).toContain(`value="${name}"`);
-    expect(text(refused.html)).toContain("The domain was not added");
+    const added = await v.post(page, { domain: name, region: "us-east-1" });
+    expect(added.status).toBe(303);
+    const detail = await v.get(added.location!);
+    expect(text(detail.html)).toContain("Ownership record required.");
+    expect(detail.html).toContain(`id="record-txt-name" class="mono" type="text" readonly="" value="_gateway-challenge.${name}"`);
+    expect(detail.html).toMatch(/id="record-txt-value" class="mono" type="text" readonly="" value="gw-[0-9a-f]{32}"/);
+    expect(detail.html).toContain('data-copy="record-txt-name"');
+    expect(detail.html).toContain('data-copy="record-txt-value"');
+    // The same project again: 409, the form kept.
+    const again = await v.post(page, { domain: name, region: "us-east-1" });
+    expect(again.status).toBe(409);
+    expect(again.html).toContain(`value="${name}"`);
+  });
+
+  it("shows no ownership record while the hostname is uncontested", async () => {
+    const { v, page } = await signedIn();
+    const added = await v.post(page, { domain: `${uniqueLabel("alone")}.example.test`, region: "us-east-1" });
+    const detail = await v.get(added.location!);
+    expect(detail.html).not.toContain("record-txt-name");
+    expect(text(detail.html)).not.toContain("Ownership record required.");
   });
 
   it("validates a correctly pointed domain from the Validate Domain button and says Validated", async () => {

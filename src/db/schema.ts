@@ -184,7 +184,15 @@ export type DomainStatus = (typeof DOMAIN_STATUSES)[number];
 export const CERTIFICATE_STATUSES = ["none", "pending", "active", "failed"] as const;
 export type CertificateStatus = (typeof CERTIFICATE_STATUSES)[number];
 /** The stable codes of a domain's `last_error`: clients switch on them, people read the message. */
-export const DOMAIN_ERROR_CODES = ["WRONG_TARGET", "CONFLICTING_RECORDS", "NO_RECORD", "DNS_UNAVAILABLE"] as const;
+export const DOMAIN_ERROR_CODES = [
+  "WRONG_TARGET",
+  "CONFLICTING_RECORDS",
+  "NO_RECORD",
+  "DNS_UNAVAILABLE",
+  "OWNERSHIP_PROOF_REQUIRED",
+  "OWNERSHIP_MOVED",
+  "CAA_BLOCKS_CERTIFICATE",
+] as const;
 export type DomainErrorCode = (typeof DOMAIN_ERROR_CODES)[number];
 
 export const domains = sqliteTable(
@@ -194,7 +202,8 @@ export const domains = sqliteTable(
     projectId: text("project_id")
       .notNull()
       .references(() => projects.id, { onDelete: "cascade" }),
-    // Normalised: lower case, ASCII (punycode), no trailing dot. One project holds a hostname at a time.
+    // Normalised: lower case, ASCII (punycode), no trailing dot. Several projects may claim a hostname;
+    // only a validated claim holds it (DESIGN.md "Custom domains: ownership").
     hostname: text("hostname").notNull(),
     region: text("region").notNull(),
     // An apex cannot hold a CNAME; it is told to use an ALIAS/flattened record and validated by addresses.
@@ -214,13 +223,19 @@ export const domains = sqliteTable(
     // An HTTP validation token the provider asked us to serve under /.well-known/, if any.
     challengePath: text("challenge_path"),
     challengeBody: text("challenge_body"),
+    // The value of the TXT record `_gateway-challenge.{hostname}` that proves control of a contested
+    // hostname: random per claim, so one project's proof never validates another's claim.
+    ownershipValue: text("ownership_value").notNull(),
     createdAt: timestamp("created_at").notNull(),
     updatedAt: timestamp("updated_at").notNull(),
   },
   (t) => [
-    uniqueIndex("domains_hostname").on(t.hostname),
-    index("domains_project").on(t.projectId, t.hostname),
+    index("domains_hostname").on(t.hostname),
+    // One validated claim per hostname: the database itself refuses a second holder.
+    uniqueIndex("domains_hostname_holder").on(t.hostname).where(sql`${t.status} = 'validated'`),
+    uniqueIndex("domains_project").on(t.projectId, t.hostname),
     index("domains_due").on(t.nextCheckAt).where(sql`${t.status} = 'pending'`),
+    index("domains_unvalidated").on(t.autoValidationEndsAt).where(sql`${t.status} <> 'validated'`),
     index("domains_certificates").on(t.certificateCheckedAt).where(sql`${t.certificateStatus} = 'pending'`),
     check("domains_status", sql`${t.status} in ('pending', 'validated', 'failed')`),
     check("domains_certificate_status", sql`${t.certificateStatus} in ('none', 'pending', 'active', 'failed')`),
@@ -228,3 +243,17 @@ export const domains = sqliteTable(
 );
 
 export type Domain = typeof domains.$inferSelect;
+
+/**
+ * Hostnames a project held validated and gave up (removed the domain): for 30 days another project's
+ * claim on them is contested, so a CNAME left dangling cannot be taken over (DESIGN.md, ownership).
+ */
+export const domainReleases = sqliteTable(
+  "domain_releases",
+  {
+    hostname: text("hostname").notNull(),
+    projectId: text("project_id").notNull(),
+    releasedAt: timestamp("released_at").notNull(),
+  },
+  (t) => [index("domain_releases_hostname").on(t.hostname, t.releasedAt)],
+);

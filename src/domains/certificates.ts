@@ -82,6 +82,8 @@ export interface CloudflareOptions {
   zoneId: string;
   baseUrl?: string;
   timeoutMs?: number;
+  /** `ssl.certificate_authority`; CAA checks (src/domains/caa.ts) assume the same one. */
+  certificateAuthority?: string;
 }
 
 /**
@@ -128,7 +130,10 @@ export class CloudflareCustomHostnames implements CertificateProvider {
   }
 
   async provision(hostname: string): Promise<CertificateState> {
-    const created = await this.#call("POST", "/custom_hostnames", { hostname, ssl: { method: "http", type: "dv" } });
+    const created = await this.#call("POST", "/custom_hostnames", {
+      hostname,
+      ssl: { method: "http", type: "dv", ...(this.options.certificateAuthority ? { certificate_authority: this.options.certificateAuthority } : {}) },
+    });
     if (created.success) return stateOf(this.#hostname(created.result));
     // Created before (a retry after a lost answer, or a re-added domain): adopt the existing one.
     if (created.codes.includes(DUPLICATE_HOSTNAME) || created.status === 409) {

@@ -14,8 +14,12 @@ export const canonicalName = (name: string) => name.toLowerCase().replace(/\.$/,
 
 const MAX_RESPONSE_BYTES = 65_535;
 
+const isCaa = (data: unknown): data is { flags?: number; tag: string; value: string } =>
+  typeof data === "object" && data !== null && typeof (data as { tag?: unknown }).tag === "string" && typeof (data as { value?: unknown }).value === "string";
+
 function recordData(data: unknown): string {
   if (typeof data === "string") return canonicalName(data);
+  if (isCaa(data)) return `${data.flags ?? 0} ${data.tag.toLowerCase()} "${data.value}"`;
   if (data instanceof Uint8Array) return `${data.byteLength} bytes`;
   if (Array.isArray(data)) return data.map((part) => (part instanceof Uint8Array ? new TextDecoder().decode(part) : String(part))).join("");
   return JSON.stringify(data) ?? "";

@@ -1,4 +1,4 @@
-import { eq } from "drizzle-orm";
+import { count, eq } from "drizzle-orm";
 import { domains } from "../db/schema";
 import { ApiError, invalidField } from "../platform/errors";
 import { createRouter } from "../platform/router";
@@ -8,7 +8,9 @@ import { CertificateError } from "./certificates";
 import { checkHostname } from "./hostname";
 import { forgetHost } from "./lookup";
 import { createDomain, deleteDomain, getDomain, listDomains, validateDomainRoute } from "./routes";
-import { AUTO_VALIDATION_WINDOW_MS, domainJson, findDomain, nextTick } from "./store";
+import { sendFirstAttempt } from "./first-attempt";
+import { newOwnershipValue, releaseStatement } from "./ownership";
+import { AUTO_VALIDATION_WINDOW_MS, domainsJson, findDomain, nextTick, oneDomainJson } from "./store";
 import { provisionCertificate, refreshCertificate, validateDomain } from "./validate";
 
 const badField = (field: string, message: string, detail: string) => invalidField("body", field, message, detail);
@@ -25,35 +27,43 @@ export const domainsRouter = createRouter()
     }
     const now = c.var.scope.deps.now();
     const db = c.var.scope.db;
-    const [created] = await db
-      .insert(domains)
-      .values({
-        id: newId("dom", now.getTime()),
-        projectId: project_id,
-        hostname: checked.hostname,
-        region: body.region,
-        apex: checked.apex,
-        status: "pending",
-        nextCheckAt: nextTick(now),
-        autoValidationEndsAt: new Date(now.getTime() + AUTO_VALIDATION_WINDOW_MS),
-        certificateStatus: "none",
-        createdAt: now,
-        updatedAt: now,
-      })
-      .onConflictDoNothing()
-      .returning();
-    if (!created) {
-      const [holder] = await db.select({ projectId: domains.projectId }).from(domains).where(eq(domains.hostname, checked.hostname)).limit(1);
+    // Insert and count in one transaction: two concurrent creations cannot both slip under the cap.
+    const [[created], [total]] = await db.batch([
+      db
+        .insert(domains)
+        .values({
+          id: newId("dom", now.getTime()),
+          projectId: project_id,
+          hostname: checked.hostname,
+          region: body.region,
+          apex: checked.apex,
+          status: "pending",
+          nextCheckAt: nextTick(now),
+          autoValidationEndsAt: new Date(now.getTime() + AUTO_VALIDATION_WINDOW_MS),
+          certificateStatus: "none",
+          ownershipValue: newOwnershipValue(),
+          createdAt: now,
+          updatedAt: now,
+        })
+        // Only this project's own claim conflicts: other projects' claims never block (DESIGN.md, ownership).
+        .onConflictDoNothing({ target: [domains.projectId, domains.hostname] })
+        .returning(),
+      db.select({ n: count() }).from(domains).where(eq(domains.projectId, project_id)),
+    ]);
+    if (!created) throw new ApiError("conflict", `${checked.hostname} is already a domain of this project.`);
+    const limit = config.maxDomainsPerProject;
+    if ((total?.n ?? 0) > limit) {
+      await db.delete(domains).where(eq(domains.id, created.id));
       throw new ApiError(
         "conflict",
-        holder?.projectId === project_id
-          ? `${checked.hostname} is already a domain of this project.`
-          : `${checked.hostname} is already claimed by another project. If it is yours, remove it there first.`,
+        `This project already has ${limit} domains, the most one project may have (MAX_DOMAINS_PER_PROJECT). Remove one it no longer needs; claims never validated are removed 30 days after their automatic validation ends.`,
+        { extensions: { limit } },
       );
     }
     // A cached "unknown host" answer must not outlive the domain's creation in this isolate.
     forgetHost(created.hostname);
-    return c.json(domainJson(created, config), 201);
+    c.var.scope.ctx.waitUntil(sendFirstAttempt(c.var.scope.env, created, now));
+    return c.json(await oneDomainJson(db, config, now, created), 201);
   })
   .openapi(listDomains, async (c) => {
     const { project_id } = c.req.valid("param");
@@ -66,12 +76,13 @@ export const domainsRouter = createRouter()
       limit,
       cursor,
     });
-    const config = c.var.scope.config;
-    return c.json({ data: items.map((d) => domainJson(d, config)), next_cursor: nextCursor }, 200);
+    const { db, config, deps } = c.var.scope;
+    return c.json({ data: await domainsJson(db, config, deps.now(), items), next_cursor: nextCursor }, 200);
   })
   .openapi(getDomain, async (c) => {
     const { project_id, domain } = c.req.valid("param");
-    return c.json(domainJson(await findDomain(c.var.scope.db, project_id, domain), c.var.scope.config), 200);
+    const { db, config, deps } = c.var.scope;
+    return c.json(await oneDomainJson(db, config, deps.now(), await findDomain(db, project_id, domain)), 200);
   })
   .openapi(deleteDomain, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
@@ -87,16 +98,21 @@ export const domainsRouter = createRouter()
         throw new ApiError("service_unavailable", `The domain's certificate could not be removed (${error.message}); nothing was deleted. Try again.`);
       }
     }
-    await s.db.delete(domains).where(eq(domains.id, domain.id));
+    const now = s.deps.now();
+    const answer = await oneDomainJson(s.db, s.config, now, domain);
+    const remove = s.db.delete(domains).where(eq(domains.id, domain.id));
+    // A hostname given up after it was held stays contested for 30 days: its CNAME may still point here.
+    if (domain.status === "validated") await s.db.batch([remove, releaseStatement(s.db, domain.hostname, domain.projectId, now)]);
+    else await remove;
     forgetHost(domain.hostname);
-    return c.json(domainJson(domain, s.config), 200);
+    return c.json(answer, 200);
   })
   .openapi(validateDomainRoute, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
     const s = c.var.scope;
     const domain = await findDomain(s.db, project_id, name);
-    if (domain.status !== "validated") return c.json(domainJson(await validateDomain(s, domain), s.config), 200);
-    if (domain.certificateStatus === "active") return c.json(domainJson(domain, s.config), 200);
-    const refreshed = domain.certificateStatus === "failed" ? await provisionCertificate(s, domain) : await refreshCertificate(s, domain);
-    return c.json(domainJson(refreshed, s.config), 200);
+    const json = async (d: typeof domain) => c.json(await oneDomainJson(s.db, s.config, s.deps.now(), d), 200);
+    if (domain.status !== "validated") return json(await validateDomain(s, domain));
+    if (domain.certificateStatus === "active") return json(domain);
+    return json(domain.certificateStatus === "failed" ? await provisionCertificate(s, domain) : await refreshCertificate(s, domain));
   });

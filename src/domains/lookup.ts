@@ -1,4 +1,4 @@
-import { eq } from "drizzle-orm";
+import { desc, eq, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
 import { domains, type DomainStatus } from "../db/schema";
 import { TtlCache } from "../platform/cache";
@@ -16,6 +16,8 @@ export interface CustomDomainRoute {
  * How stale another isolate's view of a domain may be: a newly validated domain is served
  * everywhere, and a removed one refused everywhere, within this time. Unknown hosts are
  * remembered too, so a flood of made-up Host headers does not become a flood of D1 reads.
+ * A hostname claimed by more than one project is never cached: its holder can change when another
+ * claim proves ownership, and the old holder must stop serving at once in every isolate.
  */
 export const HOST_CACHE_TTL_MS = 60_000;
 const hosts = new TtlCache<CustomDomainRoute | null>(HOST_CACHE_TTL_MS);
@@ -24,7 +26,7 @@ const hosts = new TtlCache<CustomDomainRoute | null>(HOST_CACHE_TTL_MS);
 export async function routeForHost(db: Database, hostname: string, now: number): Promise<CustomDomainRoute | null> {
   const cached = hosts.get(hostname, now);
   if (cached !== undefined) return cached;
-  const [row] = await db
+  const rows = await db
     .select({
       hostname: domains.hostname,
       projectId: domains.projectId,
@@ -34,7 +36,10 @@ export async function routeForHost(db: Database, hostname: string, now: number):
     })
     .from(domains)
     .where(eq(domains.hostname, hostname))
-    .limit(1);
+    // The validated claim, if any, is the one that routes; a second row means the hostname is contested.
+    .orderBy(desc(sql`${domains.status} = 'validated'`))
+    .limit(2);
+  const row = rows[0];
   const route = row
     ? {
         hostname: row.hostname,
@@ -43,7 +48,7 @@ export async function routeForHost(db: Database, hostname: string, now: number):
         challenge: row.challengePath && row.challengeBody !== null ? { path: row.challengePath, body: row.challengeBody } : null,
       }
     : null;
-  hosts.set(hostname, route, now);
+  if (rows.length < 2) hosts.set(hostname, route, now);
   return route;
 }
 

@@ -17,6 +17,17 @@ export const DomainSchema = z
         value: z.string().openapi({ example: "proxy.aws.us-east-1.gateway.example.com" }),
       })
       .openapi({ description: "The record to create at the customer's DNS provider, exactly as given." }),
+    ownership_record: z
+      .object({
+        type: z.literal("TXT"),
+        name: z.string().openapi({ example: `_gateway-challenge.${DOMAIN_EXAMPLE}` }),
+        value: z.string().openapi({ example: "gw-4f1c0b5e9a7d2c3b8e6f0a1d2c3b4a59" }),
+      })
+      .openapi({ description: "Proves control of the hostname: random and unique to this domain. Needed (beside the CNAME) when `ownership_required` is true." }),
+    ownership_required: z.boolean().openapi({
+      description:
+        "True while the hostname is contested: another project also claims it, or held it validated in the last 30 days. Then only the `ownership_record` beside the CNAME validates it.",
+    }),
     last_error: z
       .object({
         code: z.enum(DOMAIN_ERROR_CODES),
@@ -56,7 +67,8 @@ export const createDomain = createRoute({
   tags,
   security,
   summary: "Add a custom domain",
-  description: "Starts pending; the answer carries the DNS record to create. Validation is then attempted every 30 minutes for 2 days, or on demand.",
+  description:
+    "Starts pending; the answer carries the DNS record to create (and the ownership record, needed when another project also claims the hostname). The first automatic attempt follows within a minute, then every 30 minutes for 2 days; manual validation works at any time. 409 when this project already has the hostname or has reached its domain limit (`MAX_DOMAINS_PER_PROJECT`).",
   request: { params: ProjectParams, ...jsonBodyOf(CreateDomainBody) },
   responses: {
     201: jsonContent(DomainSchema, "The new domain, pending."),

@@ -2,7 +2,9 @@ import { type DnsAnswer, type DnsRecord, type DnsResolver, ResolverError } from 
 
 export type CheckResult =
   | { result: "validated"; via: "cname" | "cname_chain" | "flattened" }
-  | { result: "misconfigured"; code: "WRONG_TARGET" | "CONFLICTING_RECORDS"; message: string }
+  | { result: "misconfigured"; code: "WRONG_TARGET" | "CONFLICTING_RECORDS" | "CAA_BLOCKS_CERTIFICATE"; message: string }
+  /** The record points here, but the hostname is contested and the claim's TXT record is missing. */
+  | { result: "unproven"; code: "OWNERSHIP_PROOF_REQUIRED"; message: string }
   | { result: "no_record"; code: "NO_RECORD"; message: string }
   | { result: "unavailable"; code: "DNS_UNAVAILABLE"; message: string };
 
@@ -23,7 +25,7 @@ const NOT_DATA = new Set(["CNAME", "RRSIG", "NSEC", "NSEC3", "HINFO", "OPT"]);
 
 export const targetFor = (region: string, serviceDomain: string) => `proxy.aws.${region}.${serviceDomain}`;
 
-const unavailable = (reason: string): CheckResult => ({
+export const unavailable = (reason: string): CheckResult => ({
   result: "unavailable",
   code: "DNS_UNAVAILABLE",
   message: `The DNS check could not be completed: ${reason}. Nothing changed; the check will be repeated, or validate again in a few minutes.`,

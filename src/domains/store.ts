@@ -5,6 +5,7 @@ import type { Config } from "../platform/env";
 import { ApiError } from "../platform/errors";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { normaliseHostname } from "./hostname";
+import { contestedHostnames, ownershipRecordOf } from "./ownership";
 import { targetFor } from "./rules";
 
 /** Automatic validation: every half hour, on the cron's own ticks, for two days after creation. */
@@ -24,12 +25,15 @@ export const dnsRecordOf = (d: Pick<Domain, "hostname" | "apex" | "region">, con
 export const nextAutomaticCheck = (d: Domain) =>
   d.status === "pending" && d.nextCheckAt.getTime() < d.autoValidationEndsAt.getTime() ? d.nextCheckAt : null;
 
-export const domainJson = (d: Domain, config: Config) => ({
+/** `ownershipRequired`: the hostname is contested for this claim (src/domains/ownership.ts). */
+export const domainJson = (d: Domain, config: Config, ownershipRequired: boolean) => ({
   domain: d.hostname,
   project_id: d.projectId,
   region: d.region,
   status: d.status,
   dns_record: dnsRecordOf(d, config),
+  ownership_record: ownershipRecordOf(d),
+  ownership_required: ownershipRequired,
   last_error: d.lastErrorCode ? { code: d.lastErrorCode, message: d.lastErrorMessage ?? "" } : null,
   last_checked_at: rfc3339OrNull(d.lastCheckedAt),
   next_check_at: rfc3339OrNull(nextAutomaticCheck(d)),
@@ -38,6 +42,15 @@ export const domainJson = (d: Domain, config: Config) => ({
   certificate_status: d.certificateStatus,
   created_at: rfc3339(d.createdAt),
 });
+
+/** The API form of one project's domains, with whether each needs its ownership record (two D1 reads). */
+export async function domainsJson(db: Database, config: Config, now: Date, rows: Domain[]) {
+  const projectId = rows[0]?.projectId;
+  const contested = projectId ? await contestedHostnames(db, projectId, rows.map((d) => d.hostname), now) : new Set<string>();
+  return rows.map((d) => domainJson(d, config, contested.has(d.hostname)));
+}
+
+export const oneDomainJson = async (db: Database, config: Config, now: Date, d: Domain) => (await domainsJson(db, config, now, [d]))[0]!;
 
 /** The project's domain named in a path (normalised first); 404 for anything else. */
 export async function findDomain(db: Database, projectId: string, domain: string): Promise<Domain> {

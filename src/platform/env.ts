@@ -11,6 +11,9 @@ interface OptionalSettings {
   CF_ZONE_ID?: string;
   /** The Cloudflare API's base URL: a local fake in tests. */
   CF_API_BASE_URL?: string;
+  CERTIFICATE_PROVIDER?: string;
+  CERTIFICATE_AUTHORITY?: string;
+  MAX_DOMAINS_PER_PROJECT?: string;
 }
 
 declare global {
@@ -61,10 +64,21 @@ const ConfigSchema = z
       .transform((value) => value === "true"),
     RUN_TIMEOUT_MS: milliseconds(120_000),
     WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
+    // Fails closed: without "local" (local development only), certificates need Cloudflare for SaaS.
+    CERTIFICATE_PROVIDER: z.enum(["cloudflare", "local"], { error: 'must be "cloudflare" or "local"' }).default("cloudflare"),
+    CERTIFICATE_AUTHORITY: z
+      .enum(["lets_encrypt", "google", "ssl_com"], { error: 'must be "lets_encrypt", "google" or "ssl_com"' })
+      .default("lets_encrypt"),
+    MAX_DOMAINS_PER_PROJECT: z.coerce.number({ error: "is not a number" }).int().min(1).max(10_000).default(100),
   })
   .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
     message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
     path: ["CF_ZONE_ID"],
+  })
+  .refine((c) => c.CERTIFICATE_PROVIDER === "local" || Boolean(c.CF_API_TOKEN && c.CF_ZONE_ID), {
+    message:
+      'is "cloudflare" (the default), which needs CF_API_TOKEN and CF_ZONE_ID; set them, or CERTIFICATE_PROVIDER = "local" for local development only',
+    path: ["CERTIFICATE_PROVIDER"],
   });
 
 export interface Config {
@@ -81,6 +95,12 @@ export interface Config {
   runTimeoutMs: number;
   /** How long one webhook delivery attempt waits for the receiver. */
   webhookTimeoutMs: number;
+  /** Cloudflare for SaaS, or "local" (development: a certificate is reported active at once). */
+  certificateProvider: "cloudflare" | "local";
+  /** The CA certificates are asked from; CAA records must allow it. */
+  certificateAuthority: "lets_encrypt" | "google" | "ssl_com";
+  /** Claims (domains in any state) one project may have. */
+  maxDomainsPerProject: number;
 }
 
 // Parsed once per isolate for each env object: settings only change with a new deployment.
@@ -112,6 +132,9 @@ export function getConfig(env: Env): Config {
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
+    certificateProvider: c.CERTIFICATE_PROVIDER,
+    certificateAuthority: c.CERTIFICATE_AUTHORITY,
+    maxDomainsPerProject: c.MAX_DOMAINS_PER_PROJECT,
   };
   parsed.set(env, config);
   return config;

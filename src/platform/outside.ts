@@ -5,14 +5,17 @@
  * and are wired at the root (`src/deps.ts`).
  */
 
-export type QueryType = "A" | "AAAA" | "CNAME" | "ANY";
+export type QueryType = "A" | "AAAA" | "CNAME" | "ANY" | "TXT" | "CAA";
 
 /** One resource record of an answer section; names lower case without the trailing dot. */
 export interface DnsRecord {
   name: string;
   type: string;
   ttl: number;
-  /** Addresses and names for A, AAAA, CNAME; text for the rest (for messages only). */
+  /**
+   * Addresses and names for A, AAAA, CNAME; a TXT record's strings joined; a CAA record in its zone
+   * file form `flags tag "value"`; text for the rest (for messages only).
+   */
   data: string;
 }
 

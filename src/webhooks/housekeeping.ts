@@ -5,7 +5,7 @@ import { logFailure } from "./consumer";
 
 /**
  * The webhook side of the `*\/30` cron: the sweeper and the retention purge. Three subrequests
- * (two D1 statements, one R2 call), beside the domain cron's 42 in the same invocation (Workers
+ * (two D1 statements, one R2 call), beside the domain cron's ≤ 38 in the same invocation (Workers
  * Free: 50).
  */
 

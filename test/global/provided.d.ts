@@ -3,6 +3,8 @@ declare module "vitest" {
   export interface ProvidedContext {
     dohUrl: string;
     fakesUrl: string;
+    zonesDohUrl: string;
+    zonesUrl: string;
   }
 }
 export {};

@@ -8,6 +8,8 @@ export interface Domain {
   region: string;
   status: "pending" | "validated" | "failed";
   dns_record: { type: "CNAME" | "ALIAS"; name: string; value: string };
+  ownership_record: { type: "TXT"; name: string; value: string };
+  ownership_required: boolean;
   last_error: { code: string; message: string } | null;
   last_checked_at: string | null;
   next_check_at: string | null;
@@ -41,11 +43,13 @@ export const domainPath = (pid: string, name: string, rest = "") => projectPath(
 /** The record to create at the DNS provider, each part copyable; for an apex, what to use instead of a CNAME. */
 export function DnsRecord({ domain, idPrefix }: { domain: Domain; idPrefix: string }) {
   const r = domain.dns_record;
+  const o = domain.ownership_record;
+  const proof = domain.ownership_required && domain.status !== "validated";
   return (
     <>
       <div class="table-wrap">
         <table class="record cards">
-          <caption class="skip">DNS record to create for {domain.domain}</caption>
+          <caption class="skip">DNS {proof ? "records" : "record"} to create for {domain.domain}</caption>
           <thead>
             <tr>
               <th scope="col">Type</th>
@@ -65,9 +69,29 @@ export function DnsRecord({ domain, idPrefix }: { domain: Domain; idPrefix: stri
                 <CopyValue id={`${idPrefix}-value`} value={r.value} label="record value" />
               </td>
             </tr>
+            {proof && (
+              <tr>
+                <td data-label="Type">
+                  <code>{o.type}</code>
+                </td>
+                <td data-label="Name">
+                  <CopyValue id={`${idPrefix}-txt-name`} value={o.name} label="ownership record name" />
+                </td>
+                <td data-label="Value (target)">
+                  <CopyValue id={`${idPrefix}-txt-value`} value={o.value} label="ownership record value" />
+                </td>
+              </tr>
+            )}
           </tbody>
         </table>
       </div>
+      {proof && (
+        <p class="hint" id={`${idPrefix}-ownership`}>
+          <strong>Ownership record required.</strong> Another project also claims {domain.domain}, or held it in the last 30 days, so the{" "}
+          {r.type} alone does not prove it is yours: create the <code>TXT</code> record as well (it is unique to this domain), then Validate
+          Domain. Once validated here, every other claim on {domain.domain} ends.
+        </p>
+      )}
       {r.type === "ALIAS" ? (
         <p class="hint">
           <strong>{domain.domain} is an apex</strong> (the zone's own name), which cannot hold a CNAME. Create an <code>ALIAS</code>{" "}

@@ -11,6 +11,7 @@ const env = {
   API_HOSTNAMES: "localhost",
   REGIONS: "us-east-1",
   DNS_RESOLVER_URL: "http://127.0.0.1:8053/dns-query",
+  CERTIFICATE_PROVIDER: "local",
 } as unknown as Env;
 
 describe("OpenAPI document", () => {
