@@ -10,6 +10,8 @@ import { projectScope } from "./projects/scope";
 import { rateLimitByIp, rateLimitByToken } from "./platform/rate-limit";
 import { serviceAccountsRouter } from "./service-accounts";
 import { webhooksRouter } from "./webhooks";
+import { asyncRunsRouter } from "./runs/async";
+import { RUN_PROXY_ROUTES } from "./runs/async/routes";
 
 /** Request bodies of the management API are small JSON documents. */
 export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -26,6 +28,7 @@ export function createManagementApi() {
   v2.route("/", buildsRouter);
   v2.route("/", webhooksRouter);
   v2.route("/", domainsRouter);
-  registerDocs(v2);
+  v2.route("/", asyncRunsRouter);
+  registerDocs(v2, RUN_PROXY_ROUTES);
   return v2;
 }

@@ -3,6 +3,7 @@ import type { Scope } from "./platform/scope";
 import { QUEUES } from "./platform/triggers";
 import { deliverWebhooks } from "./webhooks/consumer";
 import { settleDeadLetters } from "./webhooks/dead-letter";
+import { consumeAsyncRuns } from "./runs/async/consumer";
 
 export type QueueHandler = (batch: MessageBatch<unknown>, scope: Scope) => Promise<void>;
 
@@ -11,4 +12,5 @@ export const queueHandlers: Record<string, QueueHandler> = {
   [QUEUES.webhookDeliveries]: (batch, scope) => deliverWebhooks(batch, scope),
   [QUEUES.webhookDeadLetters]: settleDeadLetters,
   [QUEUES.domainValidations]: domainValidationConsumer,
+  [QUEUES.asyncRuns]: consumeAsyncRuns,
 };

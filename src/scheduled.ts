@@ -2,6 +2,7 @@ import { domainValidationCron } from "./domains/cron";
 import type { Scope } from "./platform/scope";
 import { CRONS } from "./platform/triggers";
 import { webhookHousekeeping } from "./webhooks/housekeeping";
+import { sweepAsyncRuns } from "./runs/async/sweep";
 
 export type CronHandler = (controller: ScheduledController, scope: Scope) => Promise<void>;
 
@@ -11,5 +12,8 @@ export const cronHandlers: Record<string, CronHandler> = {
   [CRONS.domainValidation]: async (controller, scope) => {
     await domainValidationCron(scope, controller.scheduledTime);
     await webhookHousekeeping(scope);
+  },
+  [CRONS.asyncRuns]: async (_controller, scope) => {
+    await sweepAsyncRuns(scope);
   },
 };

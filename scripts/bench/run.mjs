@@ -1,4 +1,4 @@
-// `npm run bench [-- --seconds=5 --reps=3 --domains=1000 --deliveries=1000 --targets=abcde]`: the
+// `npm run bench [-- --seconds=5 --reps=3 --domains=1000 --deliveries=1000 [--async=<deliveries>] --targets=abcde]`: the
 // gateway's cost against the runtime's own limit, every figure a ratio to a baseline measured in the
 // same run (these machines are noisy). Servers (workerd, the Node peers) run pinned to CPU 0 and wrk
 // to CPU 1 when taskset exists. Loopback only; bounded by the options.
@@ -8,6 +8,7 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { parse as parseToml } from "smol-toml";
+import { benchAsync, printAsync } from "./async.mjs";
 import { buildBundle, managementApi, SECRETS, seedRunnableApp, startGateway, startPassthrough } from "./gateway.mjs";
 import { startCountingProxy, startPeer } from "./peers.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
@@ -18,6 +19,8 @@ const REPS = Number(options.reps ?? 5);
 const DOMAINS = Number(options.domains ?? 1000);
 const DELIVERIES = Number(options.deliveries ?? 1000);
 const TARGETS = options.targets ?? "abcde";
+// As many async runs as deliveries (1,000 by default; the CI smoke passes fewer deliveries).
+const ASYNC_RUNS = Number(options.async ?? DELIVERIES);
 
 const hasTaskset = spawnSync("taskset", ["-c", "0", "true"]).status === 0;
 if (hasTaskset && !process.env.BENCH_PINNED) {
@@ -254,6 +257,13 @@ try {
     }
   }
 
+  // 5. Async runs with webhooks, drained, beside synchronous runs with webhooks.
+  let asyncFigures = null;
+  if (ASYNC_RUNS > 0) {
+    log(`async runs: ${ASYNC_RUNS} with webhooks, and as many synchronous ones`);
+    asyncFigures = await benchAsync({ gateway, seed, receiver, count: ASYNC_RUNS, cpu: cpuReader(gateway.url) });
+  }
+
   console.log(`\n## 1. Run path (wrk: 16 connections for req/s and CPU, 1 for p50/p99; ${SECONDS} s each; medians of ${REPS} interleaved reps)\n`);
   // Each ratio and difference is taken within a repetition (the targets of one rep ran seconds apart)
   // and the median of those is reported: the machine's drift between reps cancels out.
@@ -299,6 +309,7 @@ try {
   console.log(`| size (gzip) | ${fmt(gzipSync(bundleBytes, { level: 9 }).length / 1024, 1)} KiB (Workers limit 3 MiB Free, 10 MiB Paid) |`);
   console.log(`| startup (module evaluation) CPU, \`wrangler check startup\` profile | ${startup ?? "–"} (Workers limit: 1 s) |`);
   console.log(`| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`);
+  if (asyncFigures) printAsync(asyncFigures, fmt);
   console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`);
 } finally {
   for (const close of cleanup.reverse()) await close();

@@ -6,5 +6,6 @@ export const PROJECT_NAV: readonly { slug: string; label: string }[] = [
   { slug: "apps", label: "Apps and builds" },
   { slug: "api-keys", label: "API Keys" },
   { slug: "domains", label: "Domains" },
+  { slug: "runs", label: "Runs" },
   { slug: "webhook-deliveries", label: "Webhook deliveries" },
 ];

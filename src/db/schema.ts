@@ -244,6 +244,68 @@ export const domains = sqliteTable(
 
 export type Domain = typeof domains.$inferSelect;
 
+export const ASYNC_RUN_STATUSES = ["queued", "running", "succeeded", "failed", "cancelled"] as const;
+export type AsyncRunStatus = (typeof ASYNC_RUN_STATUSES)[number];
+
+/**
+ * A run accepted with `?async=true` (src/runs/async/): its request until it is claimed, its state, and
+ * its answer (the exact bytes a synchronous run would have answered) until the retention purge.
+ */
+export const asyncRuns = sqliteTable(
+  "async_runs",
+  {
+    // `run_…`: also the `X-Run-Id` the upstream sees and the webhook's `run_id`.
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    appName: text("app_name").notNull(),
+    status: text("status", { enum: ASYNC_RUN_STATUSES }).notNull(),
+    // The request as the upstream will get it, fixed when the run was accepted.
+    method: text("method").notNull(),
+    target: text("target").notNull(),
+    requestHeaders: text("request_headers").notNull(),
+    // The caller's body: here when small, in R2 (`requestInR2`) when large; cleared once the run ends.
+    requestBody: text("request_body"),
+    requestInR2: integer("request_in_r2", { mode: "boolean" }).notNull().default(false),
+    // The accepting request's id: problem bodies of the run carry it, as a synchronous run's would.
+    requestId: text("request_id").notNull(),
+    idempotencyKey: text("idempotency_key"),
+    // SHA-256 of what the key stands for (method, app, query, webhook, body): a different request with the same key is a 422.
+    requestHash: text("request_hash").notNull(),
+    webhookEndpoint: text("webhook_endpoint"),
+    // Sealed (secret-box), never in clear; cleared once the delivery has it.
+    webhookSecret: text("webhook_secret"),
+    // The webhook delivery of the result once handed to the pipeline (`none`: there will be none).
+    deliveryId: text("delivery_id"),
+    // The queue message that claimed the run: a redelivery of that same message means its consumer died.
+    claimedBy: text("claimed_by"),
+    resultStatus: integer("result_status"),
+    resultType: text("result_type"),
+    resultBytes: integer("result_bytes"),
+    result: text("result"),
+    resultInR2: integer("result_in_r2", { mode: "boolean" }).notNull().default(false),
+    errorCode: text("error_code"),
+    errorMessage: text("error_message"),
+    createdAt: timestamp("created_at").notNull(),
+    startedAt: timestamp("started_at"),
+    finishedAt: timestamp("finished_at"),
+  },
+  (t) => [
+    index("async_runs_project").on(t.projectId, t.id),
+    uniqueIndex("async_runs_idempotency").on(t.projectId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    // The cron's sweeps: runs left running or queued too long, finished runs past retention.
+    index("async_runs_open").on(t.status, t.createdAt).where(sql`${t.status} in ('queued', 'running')`),
+    index("async_runs_finished").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),
+    // Finished runs whose result was not handed to the webhook pipeline (their consumer died in between).
+    index("async_runs_undelivered")
+      .on(t.finishedAt)
+      .where(sql`${t.webhookEndpoint} is not null and ${t.deliveryId} is null and ${t.status} in ('succeeded', 'failed')`),
+    check("async_runs_status", sql`${t.status} in ('queued', 'running', 'succeeded', 'failed', 'cancelled')`),
+  ],
+);
+
+export type AsyncRun = typeof asyncRuns.$inferSelect;
 /**
  * Hostnames a project held validated and gave up (removed the domain): for 30 days another project's
  * claim on them is contested, so a CNAME left dangling cannot be taken over (DESIGN.md, ownership).

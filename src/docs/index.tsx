@@ -1,4 +1,4 @@
-import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { OpenAPIHono, RouteConfig } from "@hono/zod-openapi";
 import type { AppEnv } from "../platform/scope";
 import { PROBLEMS } from "../platform/errors";
 import { ReferencePage, type OpenApiDocument } from "./reference";
@@ -15,13 +15,17 @@ export const OPENAPI_INFO = {
 
 const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/** `GET /v2/openapi.json` (OpenAPI 3.1) and `GET /v2/docs`, a reference page rendered from it with no script and no CDN. */
-export function registerDocs(v2: OpenAPIHono<AppEnv>) {
+/**
+ * `GET /v2/openapi.json` (OpenAPI 3.1) and `GET /v2/docs`, a reference page rendered from it with no
+ * script and no CDN. `runRoutes`, the run proxy's operations, are documented under their own server, `/v4`.
+ */
+export function registerDocs(v2: OpenAPIHono<AppEnv>, runRoutes: readonly RouteConfig[] = []) {
   v2.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
     scheme: "bearer",
     description: "A service account token (`egsa_…`) or the admin token.",
   });
+  for (const route of runRoutes) v2.openAPIRegistry.registerPath({ ...route, servers: [{ url: "/v4" }] });
   const document = () =>
     v2.getOpenAPI31Document({ openapi: "3.1.0", info: OPENAPI_INFO, servers: [{ url: "/v2" }] }) as unknown as OpenApiDocument;
 

@@ -11,6 +11,8 @@ interface OptionalSettings {
   CF_ZONE_ID?: string;
   /** The Cloudflare API's base URL: a local fake in tests. */
   CF_API_BASE_URL?: string;
+  /** How long an async run waits for the upstream; the default is in the schema below. */
+  ASYNC_RUN_TIMEOUT_MS?: string;
   CERTIFICATE_PROVIDER?: string;
   CERTIFICATE_AUTHORITY?: string;
   MAX_DOMAINS_PER_PROJECT?: string;
@@ -43,6 +45,9 @@ const list = (item: z.ZodString, what: string) =>
 const secret = (minLength: number) =>
   z.string({ error: "is not set" }).min(minLength, `must be at least ${minLength} characters`);
 
+/** A queue consumer invocation's wall-time limit (15 min) less one minute for storing the result. */
+export const ASYNC_RUN_TIMEOUT_MAX_MS = 14 * 60_000;
+
 const milliseconds = (fallback: number) =>
   z.coerce.number({ error: "is not a number of milliseconds" }).int().min(1).max(900_000).default(fallback);
 
@@ -64,6 +69,14 @@ const ConfigSchema = z
       .transform((value) => value === "true"),
     RUN_TIMEOUT_MS: milliseconds(120_000),
     WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
+    // A queue consumer invocation may run 15 minutes of wall time; the run must leave the last of them
+    // to store its result and hand it to the webhook pipeline.
+    ASYNC_RUN_TIMEOUT_MS: z.coerce
+      .number({ error: "is not a number of milliseconds" })
+      .int()
+      .min(1)
+      .max(ASYNC_RUN_TIMEOUT_MAX_MS, `must be at most ${ASYNC_RUN_TIMEOUT_MAX_MS} (a queue consumer's 15 minutes, less a minute to store the result)`)
+      .default(600_000),
     // Fails closed: without "local" (local development only), certificates need Cloudflare for SaaS.
     CERTIFICATE_PROVIDER: z.enum(["cloudflare", "local"], { error: 'must be "cloudflare" or "local"' }).default("cloudflare"),
     CERTIFICATE_AUTHORITY: z
@@ -95,6 +108,8 @@ export interface Config {
   runTimeoutMs: number;
   /** How long one webhook delivery attempt waits for the receiver. */
   webhookTimeoutMs: number;
+  /** How long the async-run consumer waits for the upstream's answer. */
+  asyncRunTimeoutMs: number;
   /** Cloudflare for SaaS, or "local" (development: a certificate is reported active at once). */
   certificateProvider: "cloudflare" | "local";
   /** The CA certificates are asked from; CAA records must allow it. */
@@ -132,6 +147,7 @@ export function getConfig(env: Env): Config {
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
+    asyncRunTimeoutMs: c.ASYNC_RUN_TIMEOUT_MS,
     certificateProvider: c.CERTIFICATE_PROVIDER,
     certificateAuthority: c.CERTIFICATE_AUTHORITY,
     maxDomainsPerProject: c.MAX_DOMAINS_PER_PROJECT,

@@ -39,6 +39,7 @@ const problemDescriptions: Record<number, string> = {
   410: "The resource existed but is no longer kept.",
   413: "The request body is too large.",
   415: "The request body is not JSON.",
+  422: "The `Idempotency-Key` was used before for a different request.",
   429: "Too many requests.",
   502: "The upstream failed.",
   504: "The upstream timed out.",

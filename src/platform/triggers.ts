@@ -4,6 +4,8 @@
  */
 export const CRONS = {
   domainValidation: "*/30 * * * *",
+  /** Async runs: interrupted and stale ones settled, results past retention purged. */
+  asyncRuns: "*/5 * * * *",
 } as const;
 
 export const QUEUES = {
@@ -11,4 +13,5 @@ export const QUEUES = {
   /** Where `webhook-deliveries` puts a message it gave up on (`dead_letter_queue` in wrangler.toml). */
   webhookDeadLetters: "webhook-deliveries-dlq",
   domainValidations: "domain-validations",
+  asyncRuns: "async-runs",
 } as const;

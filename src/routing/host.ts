@@ -2,7 +2,7 @@ import { createMiddleware } from "hono/factory";
 import { type CustomDomainRoute, routeForHost } from "../domains/lookup";
 import { ApiError } from "../platform/errors";
 import type { AppEnv, Scope } from "../platform/scope";
-import { RUN_PATH } from "../runs/path";
+import { ASYNC_RUN_PATH, RUN_PATH } from "../runs/path";
 
 /** The request's hostname, lower case, without port or trailing dot. */
 export function hostnameOf(url: string): string {
@@ -31,7 +31,8 @@ function checkServedOnDomain(route: CustomDomainRoute, path: string): void {
       `'${hostname}' is a custom domain that is not validated yet (status ${route.status}); its owner can see why and validate it in the dashboard.`,
     );
   }
-  const run = RUN_PATH.exec(path);
+  // The run path, and an async run's status path (its `status_url` names the host the run was started on).
+  const run = RUN_PATH.exec(path) ?? ASYNC_RUN_PATH.exec(path);
   if (!run) throw new ApiError("not_found", `${hostname} serves only /v4/{project_id}/{app_name}/run of its own project.`);
   if (run[1] !== route.projectId) throw new ApiError("not_found", `No project with id '${run[1]}' on ${hostname}.`);
 }

@@ -86,6 +86,10 @@ describe("the run entry and the router", () => {
       [`${app.runPath}?webhookEndpoint=not-a-url`, { headers: auth }],
       [`${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/h`)}`, { headers: { ...auth, "X-Webhook-Secret": "" } }],
       [app.runPath, { headers: auth, host: "unknown.example.test" }],
+      // Async runs: accepted alike (the message goes to the real local queue), refused alike.
+      [`${app.runPath}?async=true`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: '{"a":1}' }],
+      [`${app.runPath}?async=maybe`, { headers: auth }],
+      [`/v4/${idle.projectId}/idle/run?async=true`, { headers: { Authorization: `Bearer ${idle.token}` } }],
     ];
     for (const [path, init] of cases) {
       const [entry, routed] = await both(path, init);

@@ -10,6 +10,11 @@ export const RUN_ROUTE = "/{project_id}/{app_name}/run";
 const RUN_PATH_SOURCE = `${RUN_BASE}${RUN_ROUTE.replace(/\{[a-z_]+\}/g, "([^/?#]+)")}`;
 /** A request path that names a run (a trailing slash too); groups: project id, app name. */
 export const RUN_PATH = new RegExp(`^${RUN_PATH_SOURCE}/?$`);
+/** An async run's path under `RUN_BASE` (`GET` reads it, `DELETE` cancels it). */
+export const ASYNC_RUN_ROUTE = "/{project_id}/{app_name}/runs/{run_id}";
+/** A request path that names an async run; groups: project id, app name, run id. */
+export const ASYNC_RUN_PATH = new RegExp(`^${RUN_BASE}${ASYNC_RUN_ROUTE.replace(/\{[a-z_]+\}/g, "([^/?#]+)")}$`);
+
 /** `scheme://authority/v4/{project_id}/{app_name}/run` and nothing after it but a query. */
 const RUN_URL = new RegExp(`^https?://([^/?#]+)(${RUN_PATH_SOURCE})(?:\\?|$)`);
 const PROJECT_ID = ID_PATTERN("proj");

@@ -35,12 +35,16 @@ export function upstreamHeaders(incoming: Headers, runId: string, keepUpgrade = 
   return headers;
 }
 
+/** The gateway's own query parameters, never passed to the app. */
+const OURS = new Set(["webhookEndpoint", "async"]);
+export const isGatewayParam = (name: string) => OURS.has(name);
+
 /** The deployment's origin with the caller's query parameters (but ours) appended. */
 export function upstreamUrl(originUrl: string, query: URLSearchParams | null): string {
   if (query === null) return originUrl;
   const url = new URL(originUrl);
   for (const [name, value] of query) {
-    if (name !== "webhookEndpoint") url.searchParams.append(name, value);
+    if (!OURS.has(name)) url.searchParams.append(name, value);
   }
   return url.href;
 }

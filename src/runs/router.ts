@@ -1,4 +1,6 @@
 import { createRouter } from "../platform/router";
+import { cancel, readRun } from "./async";
+import { cancelAsyncRun, getAsyncRun } from "./async/routes";
 import { runGet, runPost } from "./routes";
 import { run } from "./run";
 
@@ -15,5 +17,13 @@ export function createRunRouter() {
     .openapi(runGet, (c) => {
       const { project_id, app_name } = c.req.valid("param");
       return run(c.var.scope, c.req.raw, project_id, app_name) as never;
+    })
+    .openapi(getAsyncRun, (c) => {
+      const { project_id, app_name, run_id } = c.req.valid("param");
+      return readRun(c.var.scope, c.req.raw, project_id, app_name, run_id) as never;
+    })
+    .openapi(cancelAsyncRun, (c) => {
+      const { project_id, app_name, run_id } = c.req.valid("param");
+      return cancel(c.var.scope, c.req.raw, project_id, app_name, run_id) as never;
     });
 }

@@ -17,6 +17,24 @@ export const RunQuery = z.looseObject({
     .string()
     .optional()
     .openapi({ description: "URL-encoded absolute https URL that also receives the response body, signed when `X-Webhook-Secret` is sent." }),
+  // Checked by the run itself ("true" or "false"), so the run entry and the router refuse alike.
+  async: z
+    .string()
+    .optional()
+    .openapi({
+      description:
+        "`true` or `false` (the default). `true`: answer 202 at once with the run's `status_url` and run it in the background (up to `ASYNC_RUN_TIMEOUT_MS`); " +
+        "read the result there, or receive it at `webhookEndpoint`. Not passed to the app.",
+    }),
+});
+
+export const RunHeaders = z.object({
+  "idempotency-key": z
+    .string()
+    .optional()
+    .openapi({
+      description: "With `async=true`: the same key and request within 24 hours answer the same run; a different request with the key is a 422.",
+    }),
 });
 
 export const RunEnvelope = z
@@ -33,10 +51,22 @@ const description =
   "(`project_id`, `exp`). The HTTP status is the upstream's own (2xx and error statuses alike; 204/205/304 become 200 " +
   "because the envelope is a body). A WebSocket upgrade is passed through to the upstream.";
 
+const AsyncAccepted = z
+  .object({
+    run_id: z.string().openapi({ example: "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
+    status: z.enum(["queued", "running", "succeeded", "failed", "cancelled"]).openapi({ description: "`queued` for a new run; a replayed `Idempotency-Key` answers the run's status now." }),
+    status_url: z.url().openapi({ description: "Where to read the run (`GET`) or cancel it (`DELETE`); also the `Location` header." }),
+  })
+  .openapi("AsyncRunAccepted");
+
 const responses = {
   200: jsonContent(RunEnvelope, "The run's envelope; header `X-Run-Id`."),
-  ...problems(400, 401, 404, 409, 413, 415, 502, 504),
+  202: jsonContent(AsyncAccepted, "With `async=true`: the run is queued. Headers `Location` (the `status_url`) and `X-Run-Id`."),
+  ...problems(400, 401, 404, 409, 413, 415, 422, 502, 503, 504),
 };
+
+/** The permission a credential needs to run an app or read and cancel its async runs (src/auth/permissions.ts). */
+export const RUNS_SECURITY = [{ bearerAuth: ["runs:invoke"] }];
 
 export const runPost = createRoute({
   method: "post",
@@ -44,7 +74,8 @@ export const runPost = createRoute({
   tags: ["Runs"],
   summary: "Run an app (JSON body)",
   description,
-  request: { params: RunParams, query: RunQuery },
+  security: RUNS_SECURITY,
+  request: { params: RunParams, query: RunQuery, headers: RunHeaders },
   responses,
 });
 
@@ -54,6 +85,7 @@ export const runGet = createRoute({
   tags: ["Runs"],
   summary: "Run an app (no body), or open a WebSocket to it",
   description,
-  request: { params: RunParams, query: RunQuery },
+  security: RUNS_SECURITY,
+  request: { params: RunParams, query: RunQuery, headers: RunHeaders },
   responses,
 });

@@ -1,12 +1,14 @@
 import { upstreamOf } from "../apps/deployments";
-import { ApiError, invalidField, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors";
+import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { enqueuePending, type PendingDelivery, recordPending, settleUnsent } from "../webhooks/enqueue";
+import { answerRun, type RunAnswer } from "./answer";
+import { acceptAsync, asyncRequested } from "./async/accept";
 import { cutShortAfterHangUp } from "./hang-up";
-import { callerStatus, callUpstream, envelope, readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
+import { readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
 import { runCaller } from "./run-key";
 
 const MAX_SECRET_LENGTH = 1024;
@@ -67,7 +69,7 @@ function queryOf(url: string): URLSearchParams | null {
 
 /** A run of `{project_id}/{app_name}`: the caller's key checked, the upstream called, the envelope returned. */
 export async function run(scope: Scope, request: Request, projectId: string, appName: string): Promise<Response> {
-  const { deps } = scope;
+  const { deps, config } = scope;
   // Hono answers HEAD by running the GET handler: a run (and its webhook) whose body nobody receives.
   if (request.method === "HEAD") {
     throw new ApiError("method_not_allowed", "Runs take GET or POST; HEAD would run the app for an answer nobody reads.", { headers: { Allow: "GET, POST" } });
@@ -81,9 +83,16 @@ export async function run(scope: Scope, request: Request, projectId: string, app
   const query = queryOf(request.url);
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.
   const webhook = webSocket ? null : webhookOf(scope, request, query);
+  const isAsync = asyncRequested(query);
+  if (isAsync && webSocket) throw invalidField("query", "async", "does not apply to a WebSocket");
   const body = await runBody(request);
   const now = deps.now().getTime();
   const upstream = await upstreamOf(scope.db, projectId, appName, now);
+  if (isAsync) {
+    const response = await acceptAsync(scope, request, { projectId, appName, originUrl: upstream.originUrl, query, body, webhook });
+    caller.afterRun();
+    return response;
+  }
   const runId = newId("run", now);
   const target = upstreamUrl(upstream.originUrl, query);
   const headers = upstreamHeaders(request.headers, runId, webSocket);
@@ -103,11 +112,11 @@ export async function run(scope: Scope, request: Request, projectId: string, app
 
   if (body && !headers.has("content-type")) headers.set("Content-Type", "application/json");
   headers.set("Accept", "application/json");
-  const call = (cancel?: AbortSignal) => answerOf(scope, target, { method: request.method, headers, body: body ?? null }, runId, cancel);
+  const call = (cancel?: AbortSignal) => answerRun(deps, target, { method: request.method, headers, body: body ?? null }, runId, config.runTimeoutMs, scope.requestId, cancel);
   if (!webhook) {
     const answer = await call();
     caller.afterRun();
-    return answer.response;
+    return responseOf(answer, runId);
   }
 
   // The delivery is on record before the upstream is called, and the rest of the run is carried in
@@ -116,8 +125,12 @@ export async function run(scope: Scope, request: Request, projectId: string, app
   const pending = await recordPending(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret });
   const work = deliverAfterRun(scope, request, pending, call).finally(() => caller.afterRun());
   scope.ctx.waitUntil(work.then(() => undefined, () => undefined));
-  return (await work).response;
+  return responseOf(await work, runId);
 }
+
+// An upstream failure is still this run's answer (a problem): the webhook receives it too.
+const responseOf = (answer: RunAnswer, runId: string) =>
+  new Response(answer.text, { status: answer.status, headers: { "Content-Type": answer.contentType, "X-Run-Id": runId, "Cache-Control": "no-store" } });
 
 /** The run's answer with a webhook: the upstream called (cut short if the caller hung up too long ago), then the delivery enqueued. */
 async function deliverAfterRun(scope: Scope, request: Request, pending: PendingDelivery, call: (cancel?: AbortSignal) => Promise<RunAnswer>): Promise<RunAnswer> {
@@ -137,31 +150,4 @@ async function deliverAfterRun(scope: Scope, request: Request, pending: PendingD
   }
   await enqueuePending(scope, pending, answer.text);
   return answer;
-}
-
-interface RunAnswer {
-  response: Response;
-  /** The exact bytes of the response body. */
-  text: string;
-}
-
-/** Calls the upstream; its envelope, or the 502/504 problem that is the run's answer when it fails. */
-async function answerOf(scope: Scope, target: string, init: Pick<RequestInit, "method" | "headers" | "body">, runId: string, cancel?: AbortSignal): Promise<RunAnswer> {
-  const { deps, config } = scope;
-  let status: number;
-  let text: string;
-  let responseHeaders: Record<string, string>;
-  try {
-    const answer = await callUpstream(deps, target, init, runId, config.runTimeoutMs, cancel);
-    status = callerStatus(answer.status);
-    text = envelope(runId, answer, deps.now());
-    responseHeaders = { "Content-Type": "application/json", "X-Run-Id": runId, "Cache-Control": "no-store" };
-  } catch (error) {
-    if (!(error instanceof ApiError)) throw error;
-    // An upstream failure is still this run's answer: the webhook receives it too.
-    status = error.status;
-    text = JSON.stringify(problemBody(error, scope.requestId));
-    responseHeaders = { "Content-Type": PROBLEM_CONTENT_TYPE, "X-Run-Id": runId, "Cache-Control": "no-store" };
-  }
-  return { response: new Response(text, { status, headers: responseHeaders }), text };
 }

@@ -4,9 +4,10 @@ import { registerApps } from "./apps";
 import { registerDeliveries } from "./deliveries";
 import { registerDomains } from "./domains";
 import { registerProjects } from "./projects";
+import { registerRuns } from "./runs";
 
 /**
  * The signed-in pages. A new page is one file here exporting `register(dash)` (routes under
  * `/projects/:project_id/<slug>`), plus its tab in `../nav.ts`.
  */
-export const PAGES: ((dash: DashRouter) => void)[] = [registerProjects, registerApiKeys, registerApps, registerDomains, registerDeliveries];
+export const PAGES: ((dash: DashRouter) => void)[] = [registerProjects, registerApiKeys, registerApps, registerDomains, registerRuns, registerDeliveries];

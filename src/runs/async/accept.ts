@@ -1,0 +1,157 @@
+import { ApiError, invalidField } from "../../platform/errors";
+import { newId } from "../../platform/ids";
+import { sealSecret } from "../../webhooks/secret-box";
+import { isGatewayParam, upstreamHeaders, upstreamUrl } from "../proxy";
+import type { Scope } from "../../platform/scope";
+import { dropPayloads, placePayload, requestKey } from "./payloads";
+import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
+import type { AsyncRunMessage } from "./consumer";
+import type { AsyncRun } from "../../db/schema";
+
+/** Stripe's rule: a key answers the same run for 24 hours, then may name a new one. */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
+const KEY = /^[\x21-\x7e]{1,255}$/;
+/** Queue sends tried before the caller is told to try again (nothing is left behind then). */
+const SEND_TRIES = 2;
+
+
+/** Whether the caller asked for an async run: `?async=true`; `false` or no parameter is a synchronous run. */
+export function asyncRequested(query: URLSearchParams | null): boolean {
+  const values = query?.getAll("async") ?? [];
+  if (values.length === 0) return false;
+  if (values.length > 1) throw invalidField("query", "async", "must be given once");
+  if (values[0] === "true") return true;
+  if (values[0] === "false") return false;
+  throw invalidField("query", "async", 'must be "true" or "false"');
+}
+
+export interface AsyncRunRequest {
+  projectId: string;
+  appName: string;
+  originUrl: string;
+  query: URLSearchParams | null;
+  body: Uint8Array | undefined;
+  webhook: { endpoint: string; secret: string | undefined } | null;
+}
+
+async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The caller's query without our own parameters: what the upstream gets. */
+function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
+  if (query === null) return null;
+  const kept = new URLSearchParams();
+  for (const [name, value] of query) if (!isGatewayParam(name)) kept.append(name, value);
+  return kept;
+}
+
+/** Where the run's state is read: `GET` (and `DELETE`) `…/runs/{run_id}` on the host the caller used. */
+export const statusUrl = (requestUrl: string, projectId: string, appName: string, runId: string) =>
+  new URL(`/v4/${projectId}/${appName}/runs/${runId}`, requestUrl).href;
+
+function accepted(request: Request, run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">, replayed: boolean): Response {
+  const url = statusUrl(request.url, run.projectId, run.appName, run.id);
+  const headers: Record<string, string> = { "Content-Type": "application/json", Location: url, "X-Run-Id": run.id, "Cache-Control": "no-store" };
+  if (replayed) headers["Idempotent-Replayed"] = "true";
+  return new Response(JSON.stringify({ run_id: run.id, status: run.status, status_url: url }), { status: 202, headers });
+}
+
+/**
+ * Accepts an async run after every check a synchronous run makes (key, app, deployment, body,
+ * webhook): the request is stored with the run (`queued`), a message is queued, and the caller is
+ * answered 202 at once. With an `Idempotency-Key` the same request within 24 hours answers the same
+ * run; a different request with that key is a 422.
+ */
+export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunRequest): Promise<Response> {
+  const { deps, config, db, env } = scope;
+  const key = request.headers.get("idempotency-key");
+  if (key !== null && !KEY.test(key)) throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
+  let bodyText: string | null = null;
+  if (req.body) {
+    try {
+      bodyText = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(req.body);
+    } catch {
+      throw invalidField("body", "(root)", "must be UTF-8 JSON");
+    }
+  }
+  const now = deps.now();
+  const runId = newId("run", now.getTime());
+  const query = forwardedQuery(req.query);
+  const headers = upstreamHeaders(request.headers, runId);
+  headers.delete("idempotency-key");
+  if (bodyText !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
+  headers.set("Accept", "application/json");
+  const requestHash = await sha256Hex(JSON.stringify([request.method, req.appName, query?.toString() ?? "", req.webhook?.endpoint ?? null, bodyText]));
+
+  const placed = bodyText === null ? { inline: null, inR2: false } : await placePayload(env, requestKey(runId), bodyText, req.body!.byteLength);
+  const secret = req.webhook?.secret;
+  const run = {
+    id: runId,
+    projectId: req.projectId,
+    appName: req.appName,
+    status: "queued" as const,
+    method: request.method,
+    target: upstreamUrl(req.originUrl, query),
+    requestHeaders: JSON.stringify([...headers]),
+    requestBody: placed.inline,
+    requestInR2: placed.inR2,
+    requestId: scope.requestId,
+    idempotencyKey: key,
+    requestHash,
+    webhookEndpoint: req.webhook?.endpoint ?? null,
+    webhookSecret: secret === undefined ? null : JSON.stringify(await sealSecret(config.webhookEncryptionKey, runId, secret)),
+    createdAt: now,
+  };
+  const dropBody = () => (placed.inR2 ? dropPayloads(env, [requestKey(runId)]) : Promise.resolve());
+
+  let inserted: boolean;
+  try {
+    inserted = await insertRun(db, run);
+  } catch (error) {
+    // D1 unavailable: nothing points at a body already put in R2.
+    await dropBody();
+    throw error;
+  }
+  if (!inserted) {
+    // Only the key can clash (ids are unique): it is taken in this project, and nothing was written.
+    let existing = await runByKey(db, req.projectId, key ?? "");
+    if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
+      // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
+      await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
+      if (await insertRun(db, run)) return send(scope, request, run, dropBody);
+      existing = await runByKey(db, req.projectId, key ?? "");
+    }
+    await dropBody();
+    if (!existing) throw new ApiError("conflict", "A run with this Idempotency-Key was being changed at the same moment; retry the request.");
+    if (existing.requestHash !== requestHash) {
+      throw new ApiError(
+        "idempotency_key_reused",
+        `The Idempotency-Key was used for run ${existing.id} with a different request (method, app, query, webhook or body) in the last 24 hours.`,
+        { extensions: { run_id: existing.id } },
+      );
+    }
+    return accepted(request, existing, true);
+  }
+  return send(scope, request, run, dropBody);
+}
+
+async function send(scope: Scope, request: Request, run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">, dropBody: () => Promise<void>): Promise<Response> {
+  const message: AsyncRunMessage = { v: 1, run_id: run.id, project_id: run.projectId };
+  let lastError: unknown;
+  for (let tries = 1; tries <= SEND_TRIES; tries++) {
+    try {
+      await scope.env.ASYNC_RUN_QUEUE.send(message, { contentType: "json" });
+      return accepted(request, run, false);
+    } catch (error) {
+      lastError = error;
+    }
+  }
+  // Nothing may run without the caller knowing: the run is withdrawn (a message that did go out after
+  // all finds no run and is dropped) and the caller told to try again.
+  console.error(JSON.stringify({ level: "error", msg: "async run not queued", run_id: run.id, project_id: run.projectId, error: String(lastError) }));
+  await deleteRun(scope.db, run.id);
+  await dropBody();
+  throw new ApiError("service_unavailable", "The run could not be queued; nothing was run. Retry the request.", { headers: { "Retry-After": "1" } });
+}

@@ -1,0 +1,102 @@
+import type { AsyncRun } from "../../db/schema";
+import type { Scope } from "../../platform/scope";
+import { answerRun } from "../answer";
+import { deliver, endingOf, endUnanswered } from "./lifecycle";
+import { dropPayloads, readPayload, requestKey } from "./payloads";
+import { claimRun, endRun, runById } from "./store";
+
+/**
+ * The `async-runs` consumer. `max_batch_size = 1` (wrangler.toml): each run gets an invocation of its
+ * own, so it has the invocation's whole 15 minutes of wall time (ASYNC_RUN_TIMEOUT_MS ≤ 14 min leaves
+ * the last one to store the result), its 128 MB (an answer up to 10 MiB is held a few times over while
+ * it is checked, enveloped and stored) and its 6 connections; throughput comes from the consumer's
+ * concurrency, not from batching. A larger batch still works: its messages run side by side, each
+ * holding one connection at a time (upstream, R2 or queue), so up to 6 stay within the limit.
+ * Subrequests per run: about 10 (claim, request body, upstream, result, finish, delivery record, R2
+ * body, queue send, clean-up), well inside the 50 of Workers Free.
+ *
+ * Execution is at most once. The claim (`queued → running`, one conditional write naming this queue
+ * message) comes before the upstream call, and after it the message is never handed back for another
+ * execution. The queue redelivers a message only after the invocation that had it ended without
+ * acknowledging it; so a message that finds its run `running` under its own claim knows its consumer
+ * died, and ends the run `failed` (`interrupted`). Any other copy finds the run not `queued` and stops.
+ */
+
+export interface AsyncRunMessage {
+  v: 1;
+  run_id: string;
+  project_id: string;
+}
+
+export const isAsyncRunMessage = (body: unknown): body is AsyncRunMessage =>
+  typeof body === "object" && body !== null && (body as AsyncRunMessage).v === 1 && typeof (body as AsyncRunMessage).run_id === "string";
+
+/** D1 writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
+const END_TRIES = 3;
+
+function log(msg: string, fields: Record<string, unknown>) {
+  console.error(JSON.stringify({ level: "error", msg, ...fields }));
+}
+
+async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<void> {
+  const { env, config, deps, db } = scope;
+  const body = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
+  if (body === null && run.requestInR2) {
+    // The stored request is gone: nothing can be run. Ends like a run whose consumer died.
+    await endUnanswered(scope, run, "running", messageId, "interrupted");
+    return;
+  }
+  const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
+  const answer = await answerRun(deps, run.target, { method: run.method, headers, body }, run.id, config.asyncRunTimeoutMs, run.requestId);
+  const ending = await endingOf(env, run.id, answer, deps.now());
+  for (let tries = 1; ; tries++) {
+    try {
+      if (!(await endRun(db, run.id, "running", messageId, ending))) {
+        log("async run ended by someone else before its consumer", { run_id: run.id });
+        return;
+      }
+      break;
+    } catch (error) {
+      if (tries >= END_TRIES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50 * tries));
+    }
+  }
+  await deliver(scope, run, answer.text);
+  if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
+}
+
+async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
+  const { deps, db } = scope;
+  if (!isAsyncRunMessage(msg.body)) {
+    log("unreadable async run message dropped", { message_id: msg.id });
+    return msg.ack();
+  }
+  const runId = msg.body.run_id;
+  let claimed: AsyncRun | undefined;
+  try {
+    claimed = await claimRun(db, runId, msg.id, deps.now());
+    if (!claimed) {
+      const run = await runById(db, runId);
+      // Claimed by this very message before: the invocation that had it died mid-run.
+      if (run?.status === "running" && run.claimedBy === msg.id) await endUnanswered(scope, run, "running", msg.id, "interrupted");
+      return msg.ack();
+    }
+  } catch (error) {
+    // Nothing was executed: another attempt may claim it.
+    log("async run not claimed", { run_id: runId, attempts: msg.attempts, error: String(error) });
+    return msg.retry({ delaySeconds: 1 });
+  }
+  try {
+    await execute(scope, claimed, msg.id);
+    msg.ack();
+  } catch (error) {
+    // Storage failed after the upstream was called. The run is never executed again: the redelivered
+    // message finds it running under its own claim and ends it `interrupted`.
+    log("async run crashed after its claim", { run_id: runId, attempts: msg.attempts, error: String(error) });
+    msg.retry({ delaySeconds: 1 });
+  }
+}
+
+export async function consumeAsyncRuns(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
+  await Promise.all(batch.messages.map((msg) => consume(msg, scope)));
+}

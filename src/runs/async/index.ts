@@ -1,0 +1,87 @@
+import { and, desc, eq, getTableColumns, lt } from "drizzle-orm";
+import { type AsyncRun, asyncRuns } from "../../db/schema";
+import { ApiError } from "../../platform/errors";
+import { createRouter } from "../../platform/router";
+import type { Scope } from "../../platform/scope";
+import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
+import { decodeCursor, page } from "../../platform/pagination";
+import { runCaller } from "../run-key";
+import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
+import { cancelRun, runById } from "./store";
+import { listAsyncRuns } from "./routes";
+
+const summary = (run: Omit<AsyncRun, "result" | "requestBody" | "requestHeaders" | "webhookSecret">) => ({
+  run_id: run.id,
+  status: run.status,
+  app_name: run.appName,
+  created_at: rfc3339(run.createdAt),
+  started_at: rfc3339OrNull(run.startedAt),
+  finished_at: rfc3339OrNull(run.finishedAt),
+  status_code: run.resultStatus,
+  error: run.errorCode ? { code: run.errorCode, message: run.errorMessage ?? "" } : null,
+});
+
+/** The run as JSON, its stored result spliced in as it is, so `result` keeps the exact bytes of the answer. */
+export function runJson(run: AsyncRun, result: string | null): string {
+  return `${JSON.stringify(summary(run)).slice(0, -1)},"result":${result ?? "null"}}`;
+}
+
+const jsonResponse = (text: string) =>
+  new Response(text, { status: 200, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
+
+/** The run `runId` of `{project_id}/{app_name}`, for a caller whose run key is for that project; a 404 for anyone else. */
+async function ownRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<AsyncRun> {
+  const caller = await runCaller(scope, request);
+  const missing = new ApiError("not_found", `No run with id '${runId}' of app '${appName}' in project '${projectId}'.`);
+  // A key of another project learns nothing about this one's runs, not even whether the id exists.
+  if (caller.projectId !== "*" && caller.projectId !== projectId) throw missing;
+  const run = await runById(scope.db, runId);
+  if (!run || run.projectId !== projectId || run.appName !== appName) throw missing;
+  return run;
+}
+
+/** `GET …/runs/{run_id}`: the run's state and, once finished, its stored answer. */
+export async function readRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<Response> {
+  const run = await ownRun(scope, request, projectId, appName, runId);
+  const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
+  if (result === null && run.resultInR2) {
+    throw new ApiError("service_unavailable", "The run's result could not be read this time; retry the request.", { headers: { "Retry-After": "1" } });
+  }
+  return jsonResponse(runJson(run, result));
+}
+
+/** `DELETE …/runs/{run_id}`: a queued run is cancelled (again: the same 200); a running or finished one is a 409. */
+export async function cancel(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<Response> {
+  const run = await ownRun(scope, request, projectId, appName, runId);
+  const cancelled = run.status === "queued" ? await cancelRun(scope.db, projectId, appName, runId, scope.deps.now()) : undefined;
+  if (cancelled) {
+    if (cancelled.requestInR2) await dropPayloads(scope.env, [requestKey(runId)]);
+    return jsonResponse(runJson(cancelled, null));
+  }
+  // Not queued now: it may have been claimed or cancelled since it was read.
+  const now = cancelled ?? (await runById(scope.db, runId)) ?? run;
+  if (now.status === "cancelled") return jsonResponse(runJson(now, null));
+  throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, { extensions: { run_id: runId, status: now.status } });
+}
+
+/** `GET /v2/projects/{project_id}/runs`: recent async runs, for the dashboard's Runs page. */
+export const asyncRunsRouter = createRouter().openapi(listAsyncRuns, async (c) => {
+  const { project_id } = c.req.valid("param");
+  const { limit, cursor, status } = c.req.valid("query");
+  const after = decodeCursor(cursor);
+  // Every column but the payloads: a page of runs must not read their results.
+  const { result: _result, requestBody: _body, requestHeaders: _headers, webhookSecret: _secret, ...columns } = getTableColumns(asyncRuns);
+  const rows = await c.var.scope.db
+    .select(columns)
+    .from(asyncRuns)
+    .where(and(eq(asyncRuns.projectId, project_id), status ? eq(asyncRuns.status, status) : undefined, after === undefined ? undefined : lt(asyncRuns.id, after)))
+    .orderBy(desc(asyncRuns.id))
+    .limit(limit + 1);
+  const { items, nextCursor } = page(rows, limit, (r) => r.id);
+  const data = items.map((run) => ({
+    ...summary(run),
+    duration_ms: run.startedAt && run.finishedAt ? run.finishedAt.getTime() - run.startedAt.getTime() : null,
+    webhook_endpoint: run.webhookEndpoint,
+  }));
+  return c.json({ data, next_cursor: nextCursor }, 200);
+});

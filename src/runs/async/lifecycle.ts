@@ -1,0 +1,97 @@
+import type { AsyncRun } from "../../db/schema";
+import type { Scope } from "../../platform/scope";
+import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../../platform/errors";
+import { enqueueDelivery } from "../../webhooks/enqueue";
+import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
+import type { RunAnswer } from "../answer";
+import { byteLength, placePayload, resultKey } from "./payloads";
+import { type Ending, endRun, handedOver } from "./store";
+
+/** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
+export type Unanswered = "interrupted" | "expired";
+
+function log(msg: string, fields: Record<string, unknown>) {
+  console.error(JSON.stringify({ level: "error", msg, ...fields }));
+}
+
+/** The ending of a run whose upstream was called: `succeeded` exactly when a synchronous run would have answered 2xx. */
+export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: Date): Promise<Ending> {
+  const bytes = byteLength(answer.text);
+  const placed = await placePayload(env, resultKey(runId), answer.text, bytes);
+  const ok = answer.status >= 200 && answer.status < 300;
+  return {
+    status: ok ? "succeeded" : "failed",
+    resultStatus: answer.status,
+    resultType: answer.contentType,
+    resultBytes: bytes,
+    result: placed.inline,
+    resultInR2: placed.inR2,
+    errorCode: ok ? null : (answer.failure?.code ?? "upstream_status"),
+    errorMessage: ok ? null : (answer.failure?.message ?? `The app answered ${answer.status}.`),
+    finishedAt: now,
+  };
+}
+
+const UNANSWERED_DETAIL: Record<Unanswered, string> = {
+  interrupted: "The run was interrupted: the worker running it stopped before the app's answer was stored. It is not run again.",
+  expired: "The run waited in the queue too long and was never started. It is not run again.",
+};
+
+/** The answer of a run that has none: the problem a caller would read, stored and delivered like any result. */
+export function unansweredText(run: Pick<AsyncRun, "id" | "requestId">, why: Unanswered): string {
+  const error = new ApiError("run_interrupted", UNANSWERED_DETAIL[why], { extensions: { run_id: run.id } });
+  return JSON.stringify(problemBody(error, run.requestId));
+}
+
+/**
+ * Hands a finished run's stored answer to the webhook pipeline: one delivery, its body the result's
+ * exact bytes; then the run records the delivery's id and forgets the secret. A consumer that dies
+ * between the run's end and this leaves it to the cron (`sweep.ts`), which finds the delivery recorded
+ * or hands it over itself.
+ */
+export async function deliver(scope: Scope, run: AsyncRun, text: string): Promise<void> {
+  if (!run.webhookEndpoint) return;
+  let secret: string | undefined;
+  if (run.webhookSecret) {
+    try {
+      secret = await openSecret(scope.config.webhookEncryptionKey, run.id, JSON.parse(run.webhookSecret) as SealedSecret);
+    } catch (error) {
+      // Only a changed WEBHOOK_ENCRYPTION_KEY gets here: an unsigned delivery would be refused by a receiver that checks.
+      log("async run webhook not delivered: secret unreadable", { run_id: run.id, project_id: run.projectId, error: String(error) });
+      await handedOver(scope.db, run.id, "none");
+      return;
+    }
+  }
+  const deliveryId = await enqueueDelivery(scope, { projectId: run.projectId, runId: run.id, endpoint: run.webhookEndpoint, secret, body: text });
+  await handedOver(scope.db, run.id, deliveryId);
+}
+
+/**
+ * Ends a run that will never have an app's answer (its consumer died, or it was never started), at
+ * most once: only the write that moves it from `from` delivers. `claimedBy` narrows a running run to
+ * the claim of one queue message.
+ */
+export async function endUnanswered(
+  scope: Scope,
+  run: AsyncRun,
+  from: "queued" | "running",
+  claimedBy: string | null,
+  why: Unanswered,
+): Promise<boolean> {
+  const text = unansweredText(run, why);
+  const ended = await endRun(scope.db, run.id, from, claimedBy, {
+    status: "failed",
+    resultStatus: 502,
+    resultType: PROBLEM_CONTENT_TYPE,
+    resultBytes: byteLength(text),
+    result: text,
+    resultInR2: false,
+    errorCode: why,
+    errorMessage: UNANSWERED_DETAIL[why],
+    finishedAt: scope.deps.now(),
+  });
+  if (!ended) return false;
+  log(`async run ${why}`, { run_id: run.id, project_id: run.projectId, from, started_at: run.startedAt?.toISOString() ?? null });
+  await deliver(scope, run, text);
+  return true;
+}

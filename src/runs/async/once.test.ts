@@ -1,0 +1,301 @@
+import { createExecutionContext, createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
+import { type Client, client, testDeps } from "../../../test/helpers";
+import { PEER, received, receiver } from "../../../test/peers";
+import { capturingQueue, seedRunnable } from "../../../test/runs";
+import { drive } from "../../../test/webhooks";
+import { createDb } from "../../db/client";
+import { CRONS } from "../../platform/triggers";
+import { createWorker } from "../../worker";
+import { claimRun, runById } from "./store";
+import { HANDOVER_MAX_MS, QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
+import type { DeliveryMessage } from "../../webhooks/enqueue";
+
+const api = client();
+const db = createDb(env.DB);
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => undefined);
+  vi.spyOn(console, "log").mockImplementation(() => undefined);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const cancel = (statusUrl: string, token: string) => api.json(new URL(statusUrl).pathname, { method: "DELETE", token });
+/** One run of the async-runs cron at `c`'s clock. */
+const sweep = (c: Client) => createWorker(testDeps({ now: c.clock.now })).scheduled(createScheduledController({ cron: CRONS.asyncRuns }), env, createExecutionContext());
+
+/** A D1 binding whose statements matching `pattern` fail, as D1 does when it is unavailable. */
+function failingD1(pattern: RegExp) {
+  return new Proxy(env.DB, {
+    get(target, prop) {
+      if (prop === "prepare") return (query: string) => target.prepare(pattern.test(query) ? "SELECT d1_unavailable()" : query);
+      const value = Reflect.get(target, prop, target) as unknown;
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+describe("cancel: DELETE …/runs/{run_id}", () => {
+  it("cancels a queued run (200), again the same 200; the consumer then runs nothing", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const first = await cancel(started.body.status_url, app.token);
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ run_id: started.body.run_id, status: "cancelled", result: null, finished_at: api.clock.now().toISOString() });
+    api.clock.advance(1_000);
+    const again = await cancel(started.body.status_url, app.token);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    const upstream = gatedOutbound();
+    expect(await consume(api, started.message, { deps: { outbound: upstream.outbound } })).toMatchObject({ acked: true });
+    expect(upstream.calls).toBe(0);
+    expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("cancelled");
+  });
+
+  it("answers 409 for a running and for a finished run, and changes nothing", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const upstream = gatedOutbound();
+    upstream.hold();
+    const consumed = consume(api, started.message, { deps: { outbound: upstream.outbound } });
+    await upstream.reached;
+    const running = await cancel(started.body.status_url, app.token);
+    expect(running.status).toBe(409);
+    expect(running.body).toMatchObject({ code: "run_not_cancellable", status: "running", run_id: started.body.run_id });
+    upstream.release();
+    await consumed;
+    const finished = await cancel(started.body.status_url, app.token);
+    expect(finished.status).toBe(409);
+    expect(finished.body.status).toBe("succeeded");
+    expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
+  });
+
+  it("races the consumer: exactly one of them wins, every time", async () => {
+    const app = await seedRunnable(api);
+    const outcomes = new Set<string>();
+    for (let trial = 0; trial < 16; trial++) {
+      const started = await startAsync(api, app);
+      const upstream = gatedOutbound();
+      // The consumer starts a few turns of the event loop after the cancel (none in the first trials),
+      // so that either side gets to its conditional write first in some trials.
+      const [cancelled] = await Promise.all([
+        cancel(started.body.status_url, app.token),
+        (async () => {
+          for (let i = 0; i < trial * 2; i++) await new Promise((resolve) => setTimeout(resolve, 0));
+          return consume(api, started.message, { deps: { outbound: upstream.outbound } });
+        })(),
+      ]);
+      const final = (await poll(api, started.body.status_url, app.token)).body.status;
+      if (cancelled.status === 200) {
+        expect(final).toBe("cancelled");
+        expect(upstream.calls).toBe(0);
+      } else {
+        expect(cancelled.status).toBe(409);
+        expect(final).toBe("succeeded");
+        expect(upstream.calls).toBe(1);
+      }
+      outcomes.add(final);
+    }
+    // The stagger lets each side win at least once, so both branches above were checked.
+    expect([...outcomes].sort()).toEqual(["cancelled", "succeeded"]);
+  });
+});
+
+describe("at most once", () => {
+  it("a redelivered message and a duplicate copy find the run finished and do not call the app again", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    const upstream = gatedOutbound();
+    const first = await consume(api, started.message, { id: "msg-once", deps: { outbound: upstream.outbound } });
+    expect(first.deliveries).toHaveLength(1);
+    const again = await consume(api, started.message, { id: "msg-once", attempts: 2, deps: { outbound: upstream.outbound } });
+    const copy = await consume(api, started.message, { id: "msg-copy", deps: { outbound: upstream.outbound } });
+    expect(again).toMatchObject({ acked: true, deliveries: [] });
+    expect(copy).toMatchObject({ acked: true, deliveries: [] });
+    expect(upstream.calls).toBe(1);
+    expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
+  });
+
+  it("a copy arriving while the run is running does not run it too", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const upstream = gatedOutbound();
+    upstream.hold();
+    const consumed = consume(api, started.message, { id: "msg-a", deps: { outbound: upstream.outbound } });
+    await upstream.reached;
+    expect(await consume(api, started.message, { id: "msg-b", deps: { outbound: upstream.outbound } })).toMatchObject({ acked: true, deliveries: [] });
+    upstream.release();
+    await consumed;
+    expect(upstream.calls).toBe(1);
+    expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
+  });
+
+  it("a consumer that died mid-run: its redelivered message ends the run failed (interrupted) without running it, and delivers that", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    // The first invocation claimed the run, called the app and died before writing anything else.
+    expect(await claimRun(db, started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
+    const upstream = gatedOutbound();
+    const redelivered = await consume(api, started.message, { id: "msg-died", attempts: 2, deps: { outbound: upstream.outbound } });
+    expect(redelivered.acked).toBe(true);
+    expect(upstream.calls).toBe(0);
+    const done = await poll(api, started.body.status_url, app.token);
+    expect(done.body).toMatchObject({ status: "failed", status_code: 502, error: { code: "interrupted" } });
+    expect(done.body.result).toMatchObject({ code: "run_interrupted", run_id: started.body.run_id });
+    expect(redelivered.deliveries).toHaveLength(1);
+    await drive(api, redelivered.deliveries[0]);
+    expect((await received(hook.key))[0]!.body).toBe(done.rawResult);
+    // Yet another copy changes nothing.
+    expect(await consume(api, started.message, { id: "msg-died", attempts: 3 })).toMatchObject({ acked: true, deliveries: [] });
+  });
+
+  it("a consumer whose D1 write fails after the app answered hands the message back; the redelivery ends it interrupted, the app called once", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const upstream = gatedOutbound();
+    const crashed = await consume(api, started.message, { id: "msg-crash", deps: { outbound: upstream.outbound }, bindings: { DB: failingD1(/^update "async_runs" set .*"error_code" = \?/) } });
+    expect(crashed).toMatchObject({ acked: false, retried: true });
+    expect((await runById(db, started.body.run_id))!.status).toBe("running");
+    const redelivered = await consume(api, started.message, { id: "msg-crash", attempts: 2, deps: { outbound: upstream.outbound } });
+    expect(redelivered.acked).toBe(true);
+    expect(upstream.calls).toBe(1);
+    expect((await poll(api, started.body.status_url, app.token)).body).toMatchObject({ status: "failed", error: { code: "interrupted" } });
+  });
+
+  it("a claim that fails (D1 unavailable) hands the message back with nothing run; the retry runs it", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const upstream = gatedOutbound();
+    const failed = await consume(api, started.message, { deps: { outbound: upstream.outbound }, bindings: { DB: failingD1(/^update "async_runs" set .*"claimed_by" = \?/) } });
+    expect(failed).toMatchObject({ acked: false, retried: true });
+    expect(upstream.calls).toBe(0);
+    await consume(api, started.message, { attempts: 2, deps: { outbound: upstream.outbound } });
+    expect(upstream.calls).toBe(1);
+    expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
+  });
+});
+
+describe("the cron sweep", () => {
+  it("ends a run left running past a consumer's lifetime as interrupted, and one never started as expired; neither runs", async () => {
+    const local = client();
+    const app = await seedRunnable(local);
+    const running = await startAsync(local, app);
+    const queued = await startAsync(local, app);
+    await claimRun(db, running.body.run_id, "msg-lost", local.clock.now());
+    local.clock.advance(RUNNING_MAX_MS - 1_000);
+    await sweep(local);
+    expect((await runById(db, running.body.run_id))!.status).toBe("running");
+    local.clock.advance(2_000);
+    await sweep(local);
+    expect((await poll(local, running.body.status_url, app.token)).body).toMatchObject({ status: "failed", error: { code: "interrupted" } });
+    expect((await runById(db, queued.body.run_id))!.status).toBe("queued");
+    local.clock.advance(QUEUED_MAX_MS);
+    await sweep(local);
+    expect((await poll(local, queued.body.status_url, app.token)).body).toMatchObject({ status: "failed", error: { code: "expired" } });
+    const upstream = gatedOutbound();
+    expect(await consume(local, queued.message, { deps: { outbound: upstream.outbound } })).toMatchObject({ acked: true });
+    expect(upstream.calls).toBe(0);
+  });
+
+  it("hands a finished run's result to the webhook pipeline when its consumer died before doing so, exactly once", async () => {
+    const local = client();
+    const app = await seedRunnable(local);
+    const hook = await receiver();
+    const lost = await startAsync(local, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    const noted = await startAsync(local, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    await consume(local, lost.message);
+    await consume(local, noted.message);
+    // `lost`: the consumer died right after ending the run (no delivery recorded); `noted`: right after
+    // the delivery was recorded, before the run noted it.
+    await env.DB.prepare("DELETE FROM webhook_deliveries WHERE run_id = ?").bind(lost.body.run_id).run();
+    await env.DB.prepare("UPDATE async_runs SET delivery_id = NULL WHERE id IN (?, ?)").bind(lost.body.run_id, noted.body.run_id).run();
+    const capture = capturingQueue();
+    const sweepWith = () =>
+      createWorker(testDeps({ now: local.clock.now })).scheduled(createScheduledController({ cron: CRONS.asyncRuns }), { ...env, WEBHOOK_QUEUE: capture.queue }, createExecutionContext());
+    await sweepWith();
+    expect(capture.sent).toEqual([]);
+    local.clock.advance(HANDOVER_MAX_MS + 1_000);
+    await sweepWith();
+    await sweepWith();
+    expect(capture.sent).toHaveLength(1);
+    const stored = await runById(db, lost.body.run_id);
+    expect((capture.sent[0] as DeliveryMessage).body).toEqual({ inline: stored!.result });
+    expect(stored!.deliveryId).toBe((capture.sent[0] as DeliveryMessage).id);
+    const count = (runId: string) => env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?").bind(runId).first<{ n: number }>();
+    expect((await count(lost.body.run_id))!.n).toBe(1);
+    expect((await count(noted.body.run_id))!.n).toBe(1);
+    expect((await runById(db, noted.body.run_id))!.deliveryId).toMatch(/^whd_/);
+  });
+
+  it("purges finished runs and their R2 payloads after the retention, and keeps younger ones", async () => {
+    const local = client();
+    const app = await seedRunnable(local, `${PEER}/upstream/echo?bytes=${400 * 1024}`);
+    const old = await startAsync(local, app);
+    await consume(local, old.message);
+    expect((await runById(db, old.body.run_id))!.resultInR2).toBe(true);
+    local.clock.advance(RUN_RETENTION_MS - 60_000);
+    const young = await startAsync(local, app);
+    await consume(local, young.message);
+    local.clock.advance(120_000);
+    await sweep(local);
+    expect((await poll(local, old.body.status_url, app.token)).status).toBe(404);
+    expect(await env.RUN_PAYLOADS.head(`runs/${old.body.run_id}/result`)).toBeNull();
+    expect((await poll(local, young.body.status_url, app.token)).body.status).toBe("succeeded");
+  });
+});
+
+describe("Idempotency-Key", () => {
+  it("answers the same run for the same request within 24 hours, and a new one after", async () => {
+    const local = client();
+    const app = await seedRunnable(local);
+    const headers = { "Idempotency-Key": "order-42" };
+    const first = await startAsync(local, app, { headers, body: { n: 1 } });
+    local.clock.advance(3_600_000);
+    const replay = await startAsync(local, app, { headers, body: { n: 1 } });
+    expect(replay.response.status).toBe(202);
+    expect(replay.body.run_id).toBe(first.body.run_id);
+    expect(replay.response.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.sent).toEqual([]);
+    await consume(local, first.message);
+    expect((await startAsync(local, app, { headers, body: { n: 1 } })).body).toMatchObject({ run_id: first.body.run_id, status: "succeeded" });
+
+    // Another project's same key is its own.
+    const other = await seedRunnable(local);
+    const theirs = await startAsync(local, other, { headers, body: { n: 1 } });
+    expect(theirs.body.run_id).not.toBe(first.body.run_id);
+
+    local.clock.advance(23 * 3_600_000);
+    const fresh = await startAsync(local, app, { headers, body: { n: 1 } });
+    expect(fresh.response.status).toBe(202);
+    expect(fresh.body.run_id).not.toBe(first.body.run_id);
+    expect(fresh.sent).toHaveLength(1);
+  });
+
+  it("answers 422 for a different request with the same key, naming the run it was used for", async () => {
+    const app = await seedRunnable(api);
+    const headers = { "Idempotency-Key": "key-422" };
+    const first = await startAsync(api, app, { headers, body: { n: 1 } });
+    for (const changed of [{ body: { n: 2 } }, { body: { n: 1 }, query: "x=1" }, { body: { n: 1 }, query: `webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/k`)}` }]) {
+      const second = await startAsync(api, app, { headers, ...changed });
+      expect(second.response.status).toBe(422);
+      expect(second.response.headers.get("content-type")).toBe("application/problem+json");
+      expect(second.body).toMatchObject({ code: "idempotency_key_reused", run_id: first.body.run_id });
+      expect(second.sent).toEqual([]);
+    }
+  });
+
+  it("is freed by the cron after 24 hours", async () => {
+    const local = client();
+    const app = await seedRunnable(local);
+    const first = await startAsync(local, app, { headers: { "Idempotency-Key": "swept" } });
+    local.clock.advance(24 * 3_600_000 + 1);
+    await sweep(local);
+    expect((await runById(db, first.body.run_id))!.idempotencyKey).toBeNull();
+  });
+});

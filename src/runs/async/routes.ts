@@ -1,0 +1,84 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { ASYNC_RUN_STATUSES } from "../../db/schema";
+import { AUTHENTICATED_PROBLEMS, idParam, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../../platform/openapi";
+import { ASYNC_RUN_ROUTE } from "../path";
+import { RunParams, runGet, runPost, RUNS_SECURITY as security } from "../routes";
+
+export const RUN_ID_EXAMPLE = "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
+
+export const AsyncRunParams = RunParams.extend({ run_id: idParam("run_id", "run", RUN_ID_EXAMPLE) });
+
+export const RunError = z
+  .object({
+    code: z.string().openapi({
+      description:
+        "`upstream_status` (the app answered a non-2xx status; `result` is its envelope), `bad_gateway`, `gateway_timeout` " +
+        "(no answer within `ASYNC_RUN_TIMEOUT_MS`), `interrupted` (the worker running it stopped; never run twice), `expired` (never started).",
+    }),
+    message: z.string(),
+  })
+  .openapi("AsyncRunError");
+
+export const AsyncRunSchema = z
+  .object({
+    run_id: z.string().openapi({ example: RUN_ID_EXAMPLE }),
+    status: z.enum(ASYNC_RUN_STATUSES),
+    app_name: z.string(),
+    created_at: Timestamp,
+    started_at: Timestamp.nullable(),
+    finished_at: Timestamp.nullable(),
+    status_code: z.number().int().nullable().openapi({ description: "The HTTP status the synchronous run would have answered; null until finished." }),
+    error: RunError.nullable(),
+    result: z.unknown().openapi({
+      description:
+        "Once finished: exactly the body the synchronous run would have answered (the envelope `{run_id, result, run_time_ms, timestamp}`, " +
+        "or the problem of a failed run), byte for byte; the webhook receives the same bytes. Null while queued or running, and when cancelled.",
+    }),
+  })
+  .openapi("AsyncRun");
+
+export const getAsyncRun = createRoute({
+  method: "get",
+  path: ASYNC_RUN_ROUTE,
+  tags: ["Runs"],
+  security,
+  summary: "Read an async run",
+  description: "The state of a run started with `?async=true`, and its result once finished. Results are kept 7 days after the run finished.",
+  request: { params: AsyncRunParams },
+  responses: { 200: jsonContent(AsyncRunSchema, "The run."), ...problems(401, 404) },
+});
+
+export const cancelAsyncRun = createRoute({
+  method: "delete",
+  path: ASYNC_RUN_ROUTE,
+  tags: ["Runs"],
+  security,
+  summary: "Cancel an async run",
+  description: "Cancels a queued run: it will not run and no webhook is sent. Cancelling a cancelled run answers the same 200; a running or finished run: 409.",
+  request: { params: AsyncRunParams },
+  responses: { 200: jsonContent(AsyncRunSchema, "The cancelled run."), ...problems(401, 404, 409) },
+});
+
+export const AsyncRunSummary = AsyncRunSchema.omit({ result: true })
+  .extend({
+    duration_ms: z.number().int().nullable().openapi({ description: "From start to finish; null until both happened." }),
+    webhook_endpoint: z.string().nullable(),
+  })
+  .openapi("AsyncRunSummary");
+
+export const listAsyncRuns = createRoute({
+  method: "get",
+  path: "/projects/{project_id}/runs",
+  tags: ["Runs"],
+  security,
+  summary: "List async runs",
+  description: "Recent runs started with `?async=true`, newest first, without their results (read one with `GET /v4/{project_id}/{app_name}/runs/{run_id}`).",
+  request: {
+    params: ProjectParams,
+    query: ListQuery.extend({ status: z.enum(ASYNC_RUN_STATUSES).optional().openapi({ description: "Only runs in this state." }) }),
+  },
+  responses: { 200: jsonContent(listOf(AsyncRunSummary, "AsyncRunList"), "A page of runs, newest first."), ...AUTHENTICATED_PROBLEMS },
+});
+
+/** The run proxy's operations, served under `/v4` and documented in the one OpenAPI document. */
+export const RUN_PROXY_ROUTES = [runPost, runGet, getAsyncRun, cancelAsyncRun];

@@ -1,0 +1,61 @@
+import type { Scope } from "../../platform/scope";
+import { IDEMPOTENCY_WINDOW_MS } from "./accept";
+import { deliver, endUnanswered } from "./lifecycle";
+import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
+import { deleteRuns, expiredRuns, handedOver, recordedDelivery, releaseKeys, staleRuns, undeliveredRuns } from "./store";
+
+/** Finished runs (their results and records) are kept this long, then purged. */
+export const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
+/**
+ * A consumer invocation cannot outlive 15 minutes of wall time: a run still `running` a minute after
+ * that has lost its consumer and ends `failed` (`interrupted`).
+ */
+export const RUNNING_MAX_MS = 16 * 60_000;
+/** A run still `queued` after this was never picked up (its message was lost): it ends `failed` (`expired`), never run. */
+export const QUEUED_MAX_MS = 24 * 3600 * 1000;
+/** A consumer hands a result to the webhook pipeline within a second of ending the run; one still not handed over after this never will be by it. */
+export const HANDOVER_MAX_MS = 2 * 60_000;
+
+/*
+ * Subrequest budget of one cron run, planned for Workers Free's 50 (D1, R2 and queue calls counted):
+ * 3 selects (running, queued, undelivered) + ≤ 6 runs ended or handed over × ≤ 7 (conditional write or
+ * delivery lookup, R2 read of the result, the delivery's D1 insert, R2 put and queue send, the
+ * hand-off write) + 1 select of expired runs + 2 deletes (100 ids each) + 1 R2 delete (≤ 1,000 keys)
+ * + 1 key release = 50. What is left over waits for the next run, 5 minutes later.
+ */
+export const ENDS_PER_SWEEP = 6;
+export const PURGES_PER_SWEEP = 200;
+
+/** The `*\/5 * * * *` cron: settles runs left running or queued too long, purges past retention, frees old keys. */
+export async function sweepAsyncRuns(scope: Scope): Promise<void> {
+  const { env, deps, db } = scope;
+  const now = deps.now().getTime();
+  const running = await staleRuns(db, "running", new Date(now - RUNNING_MAX_MS), ENDS_PER_SWEEP);
+  const queued = await staleRuns(db, "queued", new Date(now - QUEUED_MAX_MS), ENDS_PER_SWEEP - running.length);
+  // One at a time: each delivery hand-off opens connections (R2, queue), and Workers allow 6 at once.
+  for (const run of running) await endUnanswered(scope, run, "running", null, "interrupted");
+  for (const run of queued) await endUnanswered(scope, run, "queued", null, "expired");
+  const undelivered = await undeliveredRuns(db, new Date(now - HANDOVER_MAX_MS), ENDS_PER_SWEEP - running.length - queued.length);
+  for (const run of undelivered) {
+    // The consumer died after recording the delivery but before noting it: one record is enough.
+    const recorded = await recordedDelivery(db, run.projectId, run.id);
+    if (recorded) {
+      await handedOver(db, run.id, recorded);
+      continue;
+    }
+    const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
+    if (result !== null) await deliver(scope, run, result);
+  }
+
+  const expired = await expiredRuns(db, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
+  const keys = expired.flatMap((r) => [...(r.requestInR2 ? [requestKey(r.id)] : []), ...(r.resultInR2 ? [resultKey(r.id)] : [])]);
+  // Payloads first: a row deleted before its payload would leave the payload with nothing pointing at it.
+  await dropPayloads(env, keys);
+  await deleteRuns(db, expired.map((r) => r.id));
+  await releaseKeys(db, new Date(now - IDEMPOTENCY_WINDOW_MS));
+  if (running.length + queued.length + undelivered.length + expired.length > 0) {
+    console.log(
+      JSON.stringify({ level: "info", msg: "async runs swept", interrupted: running.length, expired: queued.length, handed_over: undelivered.length, purged: expired.length }),
+    );
+  }
+}
