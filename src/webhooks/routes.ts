@@ -62,6 +62,7 @@ export const DeliveryParams = ProjectParams.extend({
 export const resendDelivery = createRoute({
   method: "post",
   path: "/projects/{project_id}/webhook-deliveries/{delivery_id}/resend",
+  operationId: "resendWebhookDelivery",
   tags: ["Webhooks"],
   security: [{ bearerAuth: ["deliveries:write"] }],
   summary: "Resend a webhook delivery",
