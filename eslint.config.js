@@ -31,4 +31,9 @@ export default tseslint.config(
       globals: { process: "readonly", console: "readonly", URL: "readonly", Buffer: "readonly", setTimeout: "readonly", fetch: "readonly" },
     },
   },
+  {
+    // The receivers' package runs anywhere Web Crypto does (Node, Workers, Deno, browsers).
+    files: ["packages/verify/**/*.js"],
+    languageOptions: { globals: { crypto: "readonly", TextEncoder: "readonly" } },
+  },
 );

@@ -4,11 +4,32 @@
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 
-const env = { ...process.env, WRANGLER_SEND_METRICS: "false" };
+// CLOUDFLARE_CF_FETCH_ENABLED=false: wrangler would fetch request.cf's sample data from
+// workers.cloudflare.com on every start (a stack trace each time without internet); the gateway reads
+// nothing from request.cf, so the built-in placeholder serves as well.
+const env = { CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env, WRANGLER_SEND_METRICS: "false" };
 const port = process.env.PORT ?? "8787";
 const samplePort = process.env.SAMPLE_APP_PORT ?? "8790";
 const base = `http://127.0.0.1:${port}`;
+
+/** Whether something already answers on 127.0.0.1:`port` (another `npm run dev`, most likely). */
+const busy = (port) =>
+  new Promise((resolve) => {
+    const socket = connect({ host: "127.0.0.1", port: Number(port) });
+    socket.setTimeout(1000);
+    socket.once("connect", () => (socket.destroy(), resolve(true)));
+    socket.once("error", () => resolve(false));
+    socket.once("timeout", () => (socket.destroy(), resolve(false)));
+  });
+// Before anything else, so a second start neither seeds into the running one nor ends in a stack.
+for (const [name, value] of [["PORT", port], ["SAMPLE_APP_PORT", samplePort]]) {
+  if (await busy(value)) {
+    console.error(`dev: port ${value} is already in use (another \`npm run dev\`?). Stop it, or choose other ports: PORT=8788 SAMPLE_APP_PORT=8791 npm run dev (${name} is the busy one).`);
+    process.exit(1);
+  }
+}
 
 if (!existsSync(".dev.vars")) {
   const secret = () => randomBytes(32).toString("base64url");

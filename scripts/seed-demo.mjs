@@ -1,9 +1,16 @@
 #!/usr/bin/env node
 // Seeds a demo project whose app runs on the sample app (examples/sample-app/server.mjs), then prints
-// the commands to try it. Talks to the gateway's own API only.
+// the commands to try it. Talks to the gateway's own API only. Seeds once: what it made is remembered
+// in .wrangler/demo.json (beside the local D1 it lives in, so removing .wrangler starts both afresh),
+// and a later start that finds it still working only prints the commands again.
 //
 //   node scripts/seed-demo.mjs BASE_URL ADMIN_TOKEN [ORIGIN_URL]
 //   node scripts/seed-demo.mjs http://127.0.0.1:8787 "$ADMIN_TOKEN" http://127.0.0.1:8790/run
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+
+const STATE = process.env.DEMO_STATE ?? ".wrangler/demo.json";
+const APP = "hello-world";
 const [base = "http://127.0.0.1:8787", admin, origin = "http://127.0.0.1:8790/run"] = process.argv.slice(2);
 if (!admin) {
   console.error("usage: node scripts/seed-demo.mjs BASE_URL ADMIN_TOKEN [ORIGIN_URL]");
@@ -22,23 +29,48 @@ async function api(method, path, token, body) {
   return json;
 }
 
-const project = await api("POST", "/v2/projects", admin, { name: `demo-${new Date().toISOString().slice(0, 19)}` });
-const p = `/v2/projects/${project.project_id}`;
-const account = await api("POST", `${p}/service-accounts`, admin, {
-  name: "demo",
-  expires_at: new Date(Date.now() + 30 * 24 * 3600 * 1000).toISOString(),
-});
-const app = await api("POST", `${p}/apps`, account.token, { name: "hello-world", region: "us-east-1", runtime: "custom" });
-const build = await api("POST", `${p}/apps/${app.app_id}/builds`, account.token, {});
-const b = `${p}/apps/${app.app_id}/builds/${build.build_id}`;
-await api("PATCH", b, account.token, { status: "building" });
-await api("PATCH", b, account.token, { status: "succeeded", origin_url: origin });
+/** The demo seeded before, if its token still reads its app; null when there is none or it is gone. */
+async function seededBefore() {
+  if (!existsSync(STATE)) return null;
+  try {
+    const state = JSON.parse(readFileSync(STATE, "utf8"));
+    const app = await api("GET", `/v2/projects/${state.project_id}/apps/${state.project_id}-${APP}`, state.token);
+    return { ...state, app };
+  } catch {
+    return null; // a fresh local database, a revoked or expired token: seed again
+  }
+}
 
-const run = `${baseUrl}/v4/${project.project_id}/hello-world/run`;
+/** A succeeded build pointing at `origin`: the app's deployment follows the sample app's port. */
+async function deploy(p, appId, token) {
+  const build = await api("POST", `${p}/apps/${appId}/builds`, token, {});
+  const b = `${p}/apps/${appId}/builds/${build.build_id}`;
+  await api("PATCH", b, token, { status: "building" });
+  await api("PATCH", b, token, { status: "succeeded", origin_url: origin });
+}
+
+let demo = await seededBefore();
+if (demo) {
+  if (demo.app.current_deployment?.origin_url !== origin) await deploy(`/v2/projects/${demo.project_id}`, demo.app.app_id, demo.token);
+  console.log(`The demo project ${demo.project_id} is already seeded (${STATE}); not seeding another.`);
+} else {
+  const project = await api("POST", "/v2/projects", admin, { name: "demo" });
+  const p = `/v2/projects/${project.project_id}`;
+  const account = await api("POST", `${p}/service-accounts`, admin, {
+    name: "demo",
+    expires_at: new Date(Date.now() + 365 * 24 * 3600 * 1000).toISOString(),
+  });
+  const app = await api("POST", `${p}/apps`, account.token, { name: APP, region: "us-east-1", runtime: "custom" });
+  await deploy(p, app.app_id, account.token);
+  demo = { project_id: project.project_id, token: account.token };
+  mkdirSync(dirname(STATE), { recursive: true });
+  writeFileSync(STATE, JSON.stringify({ project_id: demo.project_id, token: demo.token }, null, 2) + "\n", { mode: 0o600 });
+  console.log(`Seeded project ${demo.project_id}, app ${APP} → ${origin}`);
+}
+const run = `${baseUrl}/v4/${demo.project_id}/${APP}/run`;
 const hook = encodeURIComponent(new URL("/webhook", origin).href);
-console.log(`Seeded project ${project.project_id}, app hello-world → ${origin}
-
-export TOKEN=${account.token}
+console.log(`
+export TOKEN=${demo.token}
 
 # Run it:
 curl -s -X POST '${run}' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"inputs":{"name":"edge"}}'
@@ -47,4 +79,4 @@ curl -s -X POST '${run}' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: app
 curl -s -X POST '${run}?webhookEndpoint=${hook}' -H "Authorization: Bearer $TOKEN" -H 'X-Webhook-Secret: demo-webhook-secret' -H 'Content-Type: application/json' -d '{"name":"webhooks"}'
 
 # The deliveries and their attempts:
-curl -s '${baseUrl}${p}/webhook-deliveries' -H "Authorization: Bearer $TOKEN"`);
+curl -s '${baseUrl}/v2/projects/${demo.project_id}/webhook-deliveries' -H "Authorization: Bearer $TOKEN"`);

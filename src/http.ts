@@ -1,4 +1,5 @@
 import { createDashboard, DASHBOARD_BASE } from "./dashboard";
+import { home } from "./docs/home";
 import { createManagementApi } from "./management";
 import type { Deps } from "./platform/deps";
 import { installErrorHandling } from "./platform/not-found";
@@ -17,6 +18,7 @@ export function createHttpRouter(deps: Deps) {
   const router = createRouter();
   router.use(scopeMiddleware(deps));
   router.use(hostGate);
+  router.get("/", home);
   router.route("/v2", createManagementApi());
   router.route(RUN_BASE, createRunRouter());
   // The dashboard calls the API through this same router, so the API's rules are the dashboard's.

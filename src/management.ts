@@ -1,4 +1,5 @@
 import { appsRouter } from "./apps";
+import { auditRouter, auditWrites } from "./audit";
 import { authenticate } from "./auth/middleware";
 import { buildsRouter } from "./builds";
 import { domainsRouter } from "./domains";
@@ -22,12 +23,14 @@ export function createManagementApi() {
   v2.use("/projects/*", rateLimitByIp, authenticate, rateLimitByToken);
   v2.use("/projects/:project_id/*", projectScope);
   v2.use("/projects/*", jsonBody(MANAGEMENT_BODY_LIMIT_BYTES));
+  v2.use("/projects/*", auditWrites);
   v2.route("/", projectsRouter);
   v2.route("/", serviceAccountsRouter);
   v2.route("/", appsRouter);
   v2.route("/", buildsRouter);
   v2.route("/", webhooksRouter);
   v2.route("/", domainsRouter);
+  v2.route("/", auditRouter);
   v2.route("/", asyncRunsRouter);
   registerDocs(v2, RUN_PROXY_ROUTES);
   return v2;

@@ -4,8 +4,9 @@ import { ADMIN } from "./helpers";
 export const ORIGIN = "http://localhost";
 let visitors = 0;
 
-/** A browser-like visitor of the dashboard: keeps its cookie, reads the CSRF token from each page. */
+/** A browser-like visitor of the dashboard: keeps its cookies, reads the CSRF token from each page. */
 export function visitor(api: Client, options: { ip?: string; origin?: string | null } = {}) {
+  const jar = new Map<string, string>();
   let cookie = "";
   let csrf = "";
   // Each visitor its own address, so sign-in throttling of one test never reaches another.
@@ -13,9 +14,13 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
 
   function remember(response: Response) {
     for (const header of response.headers.getSetCookie()) {
-      const [pair] = header.split(";");
-      if (pair) cookie = pair;
+      const [pair = ""] = header.split(";");
+      const name = pair.slice(0, pair.indexOf("="));
+      // A deleted cookie comes back empty with Max-Age=0.
+      if (pair.endsWith("=") || /;\s*max-age=0/i.test(header)) jar.delete(name);
+      else jar.set(name, pair);
     }
+    cookie = [...jar.values()].join("; ");
   }
 
   async function get(path: string) {
@@ -27,8 +32,9 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
     return { status: response.status, html, headers: response.headers };
   }
 
-  async function post(path: string, fields: Record<string, string>, extra: { csrf?: string | null; origin?: string | null } = {}) {
-    const form = new URLSearchParams(fields);
+  async function post(path: string, fields: Record<string, string | string[]>, extra: { csrf?: string | null; origin?: string | null } = {}) {
+    // A list is a repeated field, as a form's checkboxes send it.
+    const form = new URLSearchParams(Object.entries(fields).flatMap(([name, value]) => (Array.isArray(value) ? value : [value]).map((v) => [name, v])));
     const token = extra.csrf === undefined ? csrf : extra.csrf;
     if (token !== null) form.set("_csrf", token);
     const headers: Record<string, string> = { Cookie: cookie, "Content-Type": "application/x-www-form-urlencoded", "CF-Connecting-IP": ip };
@@ -57,6 +63,8 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
       return cookie;
     },
     set cookie(value: string) {
+      jar.clear();
+      for (const pair of value.split(/;\s*/).filter(Boolean)) jar.set(pair.slice(0, pair.indexOf("=")), pair);
       cookie = value;
     },
     get csrf() {

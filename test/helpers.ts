@@ -1,5 +1,6 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { PERMISSIONS } from "../src/auth/permissions";
 import { productionDeps } from "../src/deps";
 import type { Deps } from "../src/platform/deps";
 import { createWorker } from "../src/worker";
@@ -72,7 +73,10 @@ export type Client = ReturnType<typeof client>;
 let counter = 0;
 const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${(counter++).toString(36)}`;
 
-/** Seeds a project with a service account token, an app and (optionally) a build, through the API. */
+/**
+ * Seeds a project with a service account token, an app and (optionally) a build, through the API. The
+ * token has every scope, so tests of other things need not think about scopes; scope tests make their own.
+ */
 export async function seedProject(api: Client, options: { appName?: string } = {}) {
   const project = await api.json<{ project_id: string }>("/v2/projects", { method: "POST", body: { name: unique("project") } });
   if (project.status !== 201) throw new Error(`seed project: ${JSON.stringify(project.body)}`);
@@ -80,7 +84,7 @@ export async function seedProject(api: Client, options: { appName?: string } = {
   const expires = new Date(api.clock.now().getTime() + 30 * 24 * 3600 * 1000).toISOString();
   const account = await api.json<{ id: string; token: string }>(`/v2/projects/${projectId}/service-accounts`, {
     method: "POST",
-    body: { name: "ci", expires_at: expires },
+    body: { name: "ci", expires_at: expires, scopes: PERMISSIONS },
   });
   if (account.status !== 201) throw new Error(`seed account: ${JSON.stringify(account.body)}`);
   const app = await api.json<{ app_id: string }>(`/v2/projects/${projectId}/apps`, {

@@ -1,4 +1,5 @@
 import { eq } from "drizzle-orm";
+import { auditStatement } from "../audit";
 import { apps } from "../db/schema";
 import { ApiError, invalidField } from "../platform/errors";
 import { createRouter } from "../platform/router";
@@ -15,11 +16,15 @@ export const appsRouter = createRouter()
       throw invalidField("body", "region", `must be one of ${regions.join(", ")}`, `region must be one of ${regions.join(", ")}.`);
     }
     const id = appId(project_id, body.name);
-    const [app] = await c.var.scope.db
-      .insert(apps)
-      .values({ id, projectId: project_id, name: body.name, region: body.region, runtime: body.runtime, createdAt: c.var.scope.deps.now() })
-      .onConflictDoNothing()
-      .returning();
+    const db = c.var.scope.db;
+    const [[app]] = await db.batch([
+      db
+        .insert(apps)
+        .values({ id, projectId: project_id, name: body.name, region: body.region, runtime: body.runtime, createdAt: c.var.scope.deps.now() })
+        .onConflictDoNothing()
+        .returning(),
+      auditStatement(c, { action: "app.create", target: { type: "app", id }, details: { region: body.region, runtime: body.runtime } }),
+    ]);
     if (!app) throw new ApiError("conflict", `The project already has an app named '${body.name}'.`);
     return c.json(appJson(app, undefined), 201);
   })

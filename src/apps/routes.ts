@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../auth/access";
 import { RUNTIMES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, PROJECT_ID_EXAMPLE, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import { SCOPED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, PROJECT_ID_EXAMPLE, ProjectParams, problems, Timestamp } from "../platform/openapi";
 
 export const APP_NAME = /^[a-z]([a-z0-9-]{0,48}[a-z0-9])?$/;
 export const APP_ID_EXAMPLE = `${PROJECT_ID_EXAMPLE}-hello-world`;
@@ -45,43 +46,45 @@ export const AppParams = ProjectParams.extend({
 });
 
 const tags = ["Apps"];
-const security = [{ bearerAuth: [] }];
 
 export const createApp = createRoute({
+  operationId: "createApp",
   method: "post",
   path: "/projects/{project_id}/apps",
   tags,
-  security,
+  ...requires("builds:write"),
   summary: "Create an app",
   request: { params: ProjectParams, ...jsonBodyOf(CreateAppBody) },
   responses: {
     201: jsonContent(AppSchema, "The new app."),
-    ...problems(400, 401, 404, 409, 413, 415),
+    ...problems(400, 401, 403, 404, 409, 413, 415),
   },
 });
 
 export const listApps = createRoute({
+  operationId: "listApps",
   method: "get",
   path: "/projects/{project_id}/apps",
   tags,
-  security,
+  ...requires("builds:read"),
   summary: "List apps",
   request: { params: ProjectParams, query: ListQuery },
   responses: {
     200: jsonContent(listOf(AppSchema, "AppList"), "A page of apps, by name."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
 export const getApp = createRoute({
+  operationId: "getApp",
   method: "get",
   path: "/projects/{project_id}/apps/{app_id}",
   tags,
-  security,
+  ...requires("builds:read"),
   summary: "Read an app",
   request: { params: AppParams },
   responses: {
     200: jsonContent(AppSchema, "The app, with its current deployment."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });

@@ -3,6 +3,7 @@ import { serviceAccounts, type ServiceAccount } from "../db/schema";
 import { TtlCache } from "../platform/cache";
 import type { Scope } from "../platform/scope";
 import { invalidToken } from "./challenge";
+import { isPermission, type Permission } from "./permissions";
 import { hashToken, isWellFormedToken } from "./tokens";
 
 /**
@@ -12,7 +13,10 @@ import { hashToken, isWellFormedToken } from "./tokens";
  */
 export const TOKEN_CACHE_TTL_MS = 30_000;
 
-export type TokenAccount = Pick<ServiceAccount, "id" | "projectId" | "expiresAt" | "revokedAt" | "lastUsedAt">;
+export type TokenAccount = Pick<ServiceAccount, "id" | "projectId" | "name" | "expiresAt" | "revokedAt" | "lastUsedAt"> & {
+  /** Its stored `scopes` that name a known permission. */
+  permissions: Permission[];
+};
 
 /** Service accounts by token hash: the run path's view (the management API reads D1 every time). */
 const accounts = new TtlCache<TokenAccount>(TOKEN_CACHE_TTL_MS);
@@ -29,7 +33,15 @@ export async function accountForToken(scope: Scope, token: string, { cached }: {
   if (!account) {
     const [row] = await scope.db.select().from(serviceAccounts).where(eq(serviceAccounts.tokenHash, hash)).limit(1);
     if (!row) throw invalidToken("The token is not a valid token.");
-    account = { id: row.id, projectId: row.projectId, expiresAt: row.expiresAt, revokedAt: row.revokedAt, lastUsedAt: row.lastUsedAt };
+    account = {
+      id: row.id,
+      projectId: row.projectId,
+      name: row.name,
+      expiresAt: row.expiresAt,
+      revokedAt: row.revokedAt,
+      lastUsedAt: row.lastUsedAt,
+      permissions: row.scopes.filter(isPermission),
+    };
     if (cached) accounts.set(hash, account, now);
   }
   if (account.revokedAt) throw invalidToken("The token was revoked.");

@@ -24,7 +24,14 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
     // The management API asks D1 every time: a revoked token stops working everywhere at once here.
     const account = await accountForToken(scope, token, { cached: false });
     touchLastUsed(scope, account);
-    principal = { kind: "service_account", serviceAccountId: account.id, projectId: account.projectId };
+    principal = {
+      kind: "service_account",
+      serviceAccountId: account.id,
+      projectId: account.projectId,
+      name: account.name,
+      permissions: account.permissions,
+      expiresAt: account.expiresAt,
+    };
   }
   c.set("principal", principal);
   await next();

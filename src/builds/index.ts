@@ -1,5 +1,6 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { findApp } from "../apps/store";
+import { auditAs, auditStatement } from "../audit";
 import type { Database } from "../db/client";
 import { builds, type Build, type BuildStatus } from "../db/schema";
 import { ApiError, invalidField, notFound } from "../platform/errors";
@@ -48,10 +49,11 @@ export const buildsRouter = createRouter()
     const db = c.var.scope.db;
     const app = await findApp(db, project_id, app_id);
     const now = c.var.scope.deps.now();
-    const [build] = await db
-      .insert(builds)
-      .values({ id: newId("bld", now.getTime()), appId: app.id, projectId: project_id, status: "queued", createdAt: now, updatedAt: now })
-      .returning();
+    const id = newId("bld", now.getTime());
+    const [[build]] = await db.batch([
+      db.insert(builds).values({ id, appId: app.id, projectId: project_id, status: "queued", createdAt: now, updatedAt: now }).returning(),
+      auditStatement(c, { action: "build.start", target: { type: "build", id }, details: { app_id: app.id } }),
+    ]);
     return c.json(buildJson(build!), 201);
   })
   .openapi(listBuilds, async (c) => {
@@ -76,6 +78,7 @@ export const buildsRouter = createRouter()
   .openapi(reportBuild, async (c) => {
     const { project_id, app_id, build_id } = c.req.valid("param");
     const report = c.req.valid("json");
+    auditAs(c, { action: "build.report", target: { type: "build", id: build_id }, details: { status: report.status } });
     if (report.status === "succeeded") {
       // The gateway will send runs there: the same SSRF rules as webhook targets.
       const check = checkTarget(report.origin_url, { allowInsecure: c.var.scope.config.allowInsecureTargets });
@@ -115,6 +118,7 @@ export const buildsRouter = createRouter()
   })
   .openapi(cancelBuild, async (c) => {
     const { project_id, app_id, build_id } = c.req.valid("param");
+    auditAs(c, { action: "build.cancel", target: { type: "build", id: build_id } });
     const db = c.var.scope.db;
     const now = c.var.scope.deps.now();
     const [cancelled] = await db

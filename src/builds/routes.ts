@@ -1,7 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../auth/access";
 import { AppParams } from "../apps/routes";
 import { BUILD_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, problems, Timestamp } from "../platform/openapi";
+import { SCOPED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, problems, Timestamp } from "../platform/openapi";
 
 export const BUILD_ID_EXAMPLE = "bld_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
 
@@ -44,53 +45,56 @@ export const BuildParams = AppParams.extend({
 });
 
 const tags = ["Builds"];
-const security = [{ bearerAuth: [] }];
 
 export const startBuild = createRoute({
+  operationId: "startBuild",
   method: "post",
   path: "/projects/{project_id}/apps/{app_id}/builds",
   tags,
-  security,
+  ...requires("builds:write"),
   summary: "Start a build",
   description: "The build starts `queued`; the builder reports its progress with PATCH.",
   request: { params: AppParams },
   responses: {
     201: jsonContent(BuildSchema, "The new build."),
-    ...problems(400, 401, 404, 415),
+    ...problems(400, 401, 403, 404, 415),
   },
 });
 
 export const listBuilds = createRoute({
+  operationId: "listBuilds",
   method: "get",
   path: "/projects/{project_id}/apps/{app_id}/builds",
   tags,
-  security,
+  ...requires("builds:read"),
   summary: "List builds",
   request: { params: AppParams, query: ListQuery },
   responses: {
     200: jsonContent(listOf(BuildSchema, "BuildList"), "A page of builds, newest first."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
 export const getBuild = createRoute({
+  operationId: "getBuild",
   method: "get",
   path: "/projects/{project_id}/apps/{app_id}/builds/{build_id}",
   tags,
-  security,
+  ...requires("builds:read"),
   summary: "Read a build",
   request: { params: BuildParams },
   responses: {
     200: jsonContent(BuildSchema, "The build."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
 export const reportBuild = createRoute({
+  operationId: "reportBuild",
   method: "patch",
   path: "/projects/{project_id}/apps/{app_id}/builds/{build_id}",
   tags,
-  security,
+  ...requires("builds:write"),
   summary: "Report a build's progress",
   description:
     "For the builder: `building`, then `succeeded` (with `origin_url`) or `failed`. Repeating the current state " +
@@ -98,15 +102,16 @@ export const reportBuild = createRoute({
   request: { params: BuildParams, ...jsonBodyOf(ReportBuildBody) },
   responses: {
     200: jsonContent(BuildSchema, "The build after the report."),
-    ...problems(400, 401, 404, 409, 413, 415),
+    ...problems(400, 401, 403, 404, 409, 413, 415),
   },
 });
 
 export const cancelBuild = createRoute({
+  operationId: "cancelBuild",
   method: "delete",
   path: "/projects/{project_id}/apps/{app_id}/builds/{build_id}",
   tags,
-  security,
+  ...requires("builds:write"),
   summary: "Cancel a build",
   description:
     "Cancels an ongoing (`queued` or `building`) build. Cancelling a cancelled build answers the same 200; " +
@@ -114,6 +119,6 @@ export const cancelBuild = createRoute({
   request: { params: BuildParams },
   responses: {
     200: jsonContent(BuildSchema, "The cancelled build."),
-    ...problems(400, 401, 404, 409),
+    ...problems(400, 401, 403, 404, 409),
   },
 });

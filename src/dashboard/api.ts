@@ -61,6 +61,9 @@ export function apiClient(c: Context, apiFetch: ApiFetch, adminToken: string) {
   return async function call<T>(method: string, path: string, body?: unknown): Promise<ApiResult<T>> {
     const headers = new Headers({ Authorization: `Bearer ${adminToken}`, Accept: "application/json" });
     if (body !== undefined) headers.set("Content-Type", "application/json");
+    // The person's address, not the Worker's own: the API's per-address limit and the audit log see who acted.
+    const ip = c.req.header("cf-connecting-ip");
+    if (ip) headers.set("CF-Connecting-IP", ip);
     const request = new Request(new URL(`/v2${path}`, c.req.url), {
       method,
       headers,

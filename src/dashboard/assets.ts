@@ -61,6 +61,11 @@ label { font-weight: 600; display: block; }
 .field-error { color: var(--danger); font-size: .9rem; margin: 0; }
 input, select { font: inherit; padding: .45rem .6rem; border: 1px solid #6b7280; border-radius: .375rem; width: 100%; max-width: 32rem; background: #fff; color: var(--fg); }
 input[aria-invalid="true"] { border-color: var(--danger); }
+fieldset { border: 1px solid var(--line); border-radius: .375rem; padding: .5rem .75rem; margin: 0; }
+legend { font-weight: 600; padding: 0 .25rem; }
+label.check { font-weight: normal; padding: .2rem 0; }
+label.check input { width: auto; margin-right: .35rem; }
+ul.scopes { list-style: none; padding: 0; margin: 0; }
 button, .button { font: inherit; display: inline-block; padding: .45rem .9rem; border-radius: .375rem; border: 1px solid var(--accent); background: var(--accent); color: var(--accent-fg); cursor: pointer; text-decoration: none; }
 button.secondary, .button.secondary { background: var(--bg); color: var(--accent); }
 button.danger, .button.danger { background: var(--danger); border-color: var(--danger); color: #fff; }

@@ -7,7 +7,7 @@ import { Csrf, Field } from "./components";
 import { renderBare } from "./layout";
 import { csrfToken, csrfTokenValid, decodeSession, encodeSession, newSession, sameOrigin, type Session, sessionKey } from "./session";
 import { endSession, sessionIsLive, storeSession } from "./session-store";
-import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt } from "./throttle";
+import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt, WINDOW_MS, waitText } from "./throttle";
 
 const isHttps = (c: DashContext) => new URL(c.req.url).protocol === "https:";
 // `__Host-` binds the cookie to this exact host over https (no Domain, Path=/); plain http cannot use it.
@@ -130,15 +130,19 @@ export function registerAuth(dash: DashRouter) {
     const throttle = await recordAttempt(c.env.DB, ip, now);
     if (!throttle.allowed) {
       console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in throttled", request_id: c.var.scope.requestId, ip }));
-      const minutes = Math.ceil(throttle.retryAfterSeconds / 60);
       c.header("Retry-After", String(throttle.retryAfterSeconds));
-      const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in 15 minutes). Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`;
+      // Refused unchecked, the right token too: checking it here would let guessing go on at full speed.
+      const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in ${waitText(WINDOW_MS / 1000)}). This attempt was not checked. Try again in ${waitText(throttle.retryAfterSeconds)}.`;
       return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 429);
     }
     const token = formText(form, "token");
     if (!(await secretsEqual(token, c.var.scope.config.adminToken))) {
       console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.var.scope.requestId, ip }));
-      const left = throttle.remaining === 0 ? "This was the last attempt for 15 minutes." : `You have ${throttle.remaining} more attempt${throttle.remaining === 1 ? "" : "s"} in the next 15 minutes.`;
+      const window = waitText(WINDOW_MS / 1000);
+      const left =
+        throttle.remaining === 0
+          ? `That was the last attempt for up to ${window}.`
+          : `You have ${throttle.remaining} more attempt${throttle.remaining === 1 ? "" : "s"} in the next ${window}.`;
       const error = `That is not the admin token of this installation. Check it and try again. ${left}`;
       return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} />, 403);
     }

@@ -163,6 +163,20 @@ export type BadgeTone = "ok" | "warn" | "bad" | "info" | "neutral";
 /** A status in words and colour (the words carry the meaning; colour only repeats it). */
 export const Badge = ({ tone, children }: { tone: BadgeTone; children: Child }) => <span class={`badge ${tone}`}>{children}</span>;
 
+/** The buttons of a list's filter form: apply, and (when a filter is on) go back to the whole list at `path`. */
+export function FilterActions({ path, filtered }: { path: string; filtered: boolean }) {
+  return (
+    <div class="actions">
+      <button type="submit">Filter</button>
+      {filtered && (
+        <a class="button secondary" href={path}>
+          Show all
+        </a>
+      )}
+    </div>
+  );
+}
+
 /** "Next page" of an API list: the API's opaque `next_cursor`, passed back as `?cursor=` with the page's filters (`query`). */
 export function Pager({ path, next, query }: { path: string; next: string | null; query?: Record<string, string> | undefined }) {
   if (!next) return null;

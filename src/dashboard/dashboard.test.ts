@@ -31,7 +31,7 @@ describe("dashboard sign-in", () => {
     const v = visitor(api);
     const result = await v.signIn("not-the-admin-token");
     expect(result.status).toBe(403);
-    expect(text(result.html)).toContain("That is not the admin token of this installation. Check it and try again. You have 4 more attempts in the next 15 minutes.");
+    expect(text(result.html)).toContain("That is not the admin token of this installation. Check it and try again. You have 4 more attempts in the next 1 minute.");
     expect((await v.get("/dashboard/projects")).status).toBe(303);
   });
 
@@ -41,9 +41,15 @@ describe("dashboard sign-in", () => {
     for (let i = 0; i < 5; i++) expect((await v.signIn("wrong")).status).toBe(403);
     const blocked = await v.signIn();
     expect(blocked.status).toBe(429);
-    expect(blocked.headers.get("retry-after")).toBe("900");
-    expect(text(blocked.html)).toContain("Too many sign-in attempts");
-    api.clock.advance(15 * 60 * 1000 + 1);
+    expect(blocked.headers.get("retry-after")).toBe("60");
+    expect(text(blocked.html)).toContain("Too many sign-in attempts from your address (at most 5 in 1 minute). This attempt was not checked. Try again in 1 minute.");
+    api.clock.advance(20 * 1000);
+    const later = await v.signIn();
+    expect(later.status).toBe(429);
+    expect(later.headers.get("retry-after")).toBe("40");
+    expect(text(later.html)).toContain("Try again in 40 seconds.");
+    // Once the stated wait is over, the right token signs in: the lockout is short and ends by itself.
+    api.clock.advance(40 * 1000);
     expect((await v.signIn()).status).toBe(303);
   });
 
@@ -136,8 +142,13 @@ describe("dashboard API keys", () => {
     const page = await v.get(`/dashboard/projects/${seed.projectId}/api-keys`);
     expect(page.html).toContain('type="date"');
     expect(page.html).toContain('min="2026-11-22"');
-    const created = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "deploy-bot", expires_on: "2027-01-31" });
-    expect(created.status).toBe(201);
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "deploy-bot", expires_on: "2027-01-31", scopes: ["builds:read"] });
+    // POST/redirect/GET: the token reaches the page through a sealed one-time cookie, not the URL.
+    expect(posted.status).toBe(303);
+    expect(posted.location).toBe(`/dashboard/projects/${seed.projectId}/api-keys`);
+    expect(posted.headers.getSetCookie().join("\n")).not.toMatch(/egsa_/);
+    const created = await v.get(posted.location!);
+    expect(created.status).toBe(200);
     const token = /id="new-token" class="mono" type="text" readonly="" value="(egsa_[0-9A-Za-z]+)"/.exec(created.html)?.[1];
     expect(token).toBeDefined();
     expect(text(created.html)).toContain("it is shown only once");
@@ -150,12 +161,65 @@ describe("dashboard API keys", () => {
     expect(again.html).toContain('datetime="2027-01-31T23:59:59.000Z"');
   });
 
+  it("offers the scopes with the defaults checked, gives the chosen ones, shows them in the list, and names a refused choice", async () => {
+    const api = client();
+    const seed = await seedProject(api);
+    const v = visitor(api);
+    await v.signIn();
+    const page = await v.get(`/dashboard/projects/${seed.projectId}/api-keys`);
+    expect(page.html).toContain('<input type="checkbox" name="scopes" value="builds:read" checked=""');
+    expect(page.html).toMatch(/<input type="checkbox" name="scopes" value="service_accounts:write"\s*\/?>/);
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "reader", expires_on: "2027-01-31", scopes: ["builds:read", "audit:read"] });
+    expect(posted.status).toBe(303);
+    const created = await v.get(posted.location!);
+    const listed = await api.json<{ data: { name: string; scopes: string[] }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
+    expect(listed.body.data.find((a) => a.name === "reader")!.scopes).toEqual(["builds:read", "audit:read"]);
+    expect(text(created.html)).toContain("audit:read");
+    const none = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "nothing", expires_on: "2027-01-31" });
+    expect(none.status).toBe(400);
+    expect(none.html).toContain('id="scopes-error"');
+    expect(none.html).toContain('value="nothing"');
+  });
+
+  it("creates one key however often the page after creating it is reloaded", async () => {
+    const api = client();
+    const seed = await seedProject(api);
+    const v = visitor(api);
+    await v.signIn();
+    const page = `/dashboard/projects/${seed.projectId}/api-keys`;
+    const posted = await v.post(page, { name: "reloaded", expires_on: "2027-01-31", scopes: ["builds:read"] });
+    const shown = await v.get(posted.location!);
+    expect(text(shown.html)).toContain("it is shown only once");
+    const reloaded = await v.get(page);
+    expect(reloaded.html).not.toContain('id="new-token"');
+    const list = await api.json<{ data: { name: string }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
+    expect(list.body.data.filter((a) => a.name === "reloaded")).toHaveLength(1);
+  });
+
+  it("shows a sealed token only in the session and on the page it was made for", async () => {
+    const api = client();
+    const seed = await seedProject(api);
+    const other = await seedProject(api);
+    const v = visitor(api);
+    await v.signIn();
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "sealed", expires_on: "2027-01-31", scopes: ["builds:read"] });
+    const flash = v.cookie.split("; ").find((pair) => pair.startsWith("eg_flash="))!;
+    expect(flash).toBeDefined();
+    // Another project's page does not show it (and spends it).
+    expect((await v.get(`/dashboard/projects/${other.projectId}/api-keys`)).html).not.toContain('id="new-token"');
+    // Another signed-in session does not show it either.
+    const thief = visitor(api);
+    await thief.signIn();
+    thief.cookie = `${thief.cookie}; ${flash}`;
+    expect((await thief.get(posted.location!)).html).not.toContain('id="new-token"');
+  });
+
   it("keeps the input and names the field when the expiry is refused", async () => {
     const api = client();
     const seed = await seedProject(api);
     const v = visitor(api);
     await v.signIn();
-    const refused = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "too-late", expires_on: "2020-01-01" });
+    const refused = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "too-late", expires_on: "2020-01-01", scopes: ["builds:read"] });
     expect(refused.status).toBe(400);
     expect(refused.html).toContain('value="too-late"');
     expect(refused.html).toContain('value="2020-01-01"');

@@ -1,3 +1,4 @@
+import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { Page } from "./api";
 import { Csrf, ProblemMessage } from "./components";
@@ -19,21 +20,25 @@ export interface PageOptions {
 }
 
 function Document({ title, children }: { title: string; children: Child }) {
+  // Without the doctype browsers render in quirks mode (other box sizes, table font inheritance).
   return (
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>{`${title} · Edge Gateway`}</title>
-        <link rel="icon" href={dashPath("/assets/icon.svg")} type="image/svg+xml" />
-        <link rel="stylesheet" href={dashPath("/assets/dashboard.css")} />
-        <script src={dashPath("/assets/dashboard.js")} defer></script>
-      </head>
-      <body>
-        {children}
-        <div id="live" class="skip" aria-live="polite"></div>
-      </body>
-    </html>
+    <>
+      {raw("<!DOCTYPE html>")}
+      <html lang="en">
+        <head>
+          <meta charset="utf-8" />
+          <meta name="viewport" content="width=device-width, initial-scale=1" />
+          <title>{`${title} · Edge Gateway`}</title>
+          <link rel="icon" href={dashPath("/assets/icon.svg")} type="image/svg+xml" />
+          <link rel="stylesheet" href={dashPath("/assets/dashboard.css")} />
+          <script src={dashPath("/assets/dashboard.js")} defer></script>
+        </head>
+        <body>
+          {children}
+          <div id="live" class="skip" aria-live="polite"></div>
+        </body>
+      </html>
+    </>
   );
 }
 

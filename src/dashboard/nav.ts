@@ -8,4 +8,5 @@ export const PROJECT_NAV: readonly { slug: string; label: string }[] = [
   { slug: "domains", label: "Domains" },
   { slug: "runs", label: "Runs" },
   { slug: "webhook-deliveries", label: "Webhook deliveries" },
+  { slug: "audit-log", label: "Audit log" },
 ];

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt, WINDOW_MS } from "./throttle";
+import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt, WINDOW_MS, waitText } from "./throttle";
 
 const NOW = Date.parse("2026-11-21T12:00:00Z");
 let n = 0;
@@ -18,7 +18,7 @@ describe("sign-in throttling", () => {
     const results = await attempts(address, MAX_ATTEMPTS + 1);
     expect(results.slice(0, MAX_ATTEMPTS)).toEqual([4, 3, 2, 1, 0].map((remaining) => ({ allowed: true, remaining })));
     expect(results[MAX_ATTEMPTS]).toEqual({ allowed: false, retryAfterSeconds: WINDOW_MS / 1000 });
-    expect(await recordAttempt(env.DB, address, NOW + 60_000)).toEqual({ allowed: false, retryAfterSeconds: WINDOW_MS / 1000 - 60 });
+    expect(await recordAttempt(env.DB, address, NOW + 20_000)).toEqual({ allowed: false, retryAfterSeconds: WINDOW_MS / 1000 - 20 });
   });
 
   it("counts each address on its own", async () => {
@@ -46,6 +46,10 @@ describe("sign-in throttling", () => {
     await recordAttempt(env.DB, ip(), NOW);
     const row = await env.DB.prepare("SELECT ip FROM sign_in_attempts WHERE ip = ?1").bind(old).first();
     expect(row).toBeNull();
+  });
+
+  it("states the wait in seconds under a minute, in minutes beyond", () => {
+    expect([1, 40, 60, 61].map(waitText)).toEqual(["1 second", "40 seconds", "1 minute", "2 minutes"]);
   });
 
   it("reads the client address from CF-Connecting-IP", () => {

@@ -2,9 +2,21 @@
  * Sign-in throttling per client IP, kept in D1 so every isolate and location shares the count (an
  * in-memory counter would reset with each isolate). A fixed window: at most MAX_ATTEMPTS sign-in
  * attempts per IP per window; a successful sign-in clears the IP's count.
+ *
+ * The window is short on purpose: the admin token is at least 32 random characters, so guessing it
+ * is hopeless at any rate a throttle allows, and a long lockout would mostly lock out the operator
+ * who mistyped (with the right token refused for 15 minutes, as it was). What the throttle is for is
+ * keeping scripted guessing slow and noisy; a minute does that, and is stated to the person locked out.
  */
 export const MAX_ATTEMPTS = 5;
-export const WINDOW_MS = 15 * 60 * 1000;
+export const WINDOW_MS = 60 * 1000;
+
+/** "42 seconds", "1 minute": how long until the window ends, as the sign-in page says it. */
+export function waitText(seconds: number): string {
+  if (seconds < 60) return `${seconds} second${seconds === 1 ? "" : "s"}`;
+  const minutes = Math.ceil(seconds / 60);
+  return `${minutes} minute${minutes === 1 ? "" : "s"}`;
+}
 
 export type ThrottleResult = { allowed: true; remaining: number } | { allowed: false; retryAfterSeconds: number };
 

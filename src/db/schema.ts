@@ -21,6 +21,9 @@ export const serviceAccounts = sqliteTable(
     // SHA-256 of the token, hex. The token itself is shown once and never stored.
     tokenHash: text("token_hash").notNull(),
     tokenPrefix: text("token_prefix").notNull(),
+    // JSON array of permission names (auth/permissions.ts). The column default grants nothing, so a
+    // row written without scopes fails closed; the migration gave existing tokens the default set.
+    scopes: text("scopes", { mode: "json" }).$type<string[]>().notNull().default(sql`'[]'`),
     expiresAt: timestamp("expires_at").notNull(),
     lastUsedAt: timestamp("last_used_at"),
     revokedAt: timestamp("revoked_at"),
@@ -319,3 +322,42 @@ export const domainReleases = sqliteTable(
   },
   (t) => [index("domain_releases_hostname").on(t.hostname, t.releasedAt)],
 );
+
+export const ACTOR_KINDS = ["operator", "service_account", "user"] as const;
+export type ActorKind = (typeof ACTOR_KINDS)[number];
+
+/**
+ * The audit log: one row per management write, appended and never changed (no code updates it). Read
+ * newest first per project, optionally by actor or action, hence the three indexes.
+ */
+export const auditLog = sqliteTable(
+  "audit_log",
+  {
+    // `aud_…`: sorts by time, so the id is the list's cursor.
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    actorKind: text("actor_kind", { enum: ACTOR_KINDS }).notNull(),
+    // `sa_…`, a user's id, or `operator`.
+    actorId: text("actor_id").notNull(),
+    // The actor's name at the time (a service account's name, a person's email), for people to read.
+    actorName: text("actor_name"),
+    action: text("action").notNull(),
+    targetType: text("target_type").notNull(),
+    targetId: text("target_id").notNull(),
+    // A few facts of the write (granted scopes, a build's new status); never a secret.
+    details: text("details", { mode: "json" }).$type<Record<string, unknown>>(),
+    clientIp: text("client_ip"),
+    requestId: text("request_id").notNull(),
+    at: timestamp("at").notNull(),
+  },
+  (t) => [
+    index("audit_log_project").on(t.projectId, t.id),
+    index("audit_log_actor").on(t.projectId, t.actorId, t.id),
+    index("audit_log_action").on(t.projectId, t.action, t.id),
+    check("audit_log_actor_kind", sql`${t.actorKind} in ('operator', 'service_account', 'user')`),
+  ],
+);
+
+export type AuditEntry = typeof auditLog.$inferSelect;

@@ -5,6 +5,7 @@ import { createHttpRouter } from "../http";
 const api = client();
 
 interface Operation {
+  operationId?: string;
   responses: Record<string, unknown>;
   security?: unknown;
   servers?: { url: string }[];
@@ -12,9 +13,19 @@ interface Operation {
 }
 interface Doc {
   openapi: string;
-  info: { version: string };
-  paths: Record<string, Record<string, Operation>>;
+  info: { version: string; description: string; license?: { name: string; identifier?: string } };
+  servers: { url: string }[];
+  paths: Record<string, { servers?: { url: string }[] } & Record<string, Operation>>;
 }
+
+const METHODS = new Set(["get", "put", "post", "delete", "patch", "head", "options", "trace"]);
+/** Every operation of the document as `METHOD /full/path`, its own server (else its path item's, else the document's) in front. */
+const operationsOf = (doc: Doc) =>
+  Object.entries(doc.paths).flatMap(([path, item]) =>
+    Object.entries(item)
+      .filter(([method]) => METHODS.has(method))
+      .map(([method, op]) => ({ key: `${method.toUpperCase()} ${((op as Operation).servers ?? item.servers ?? doc.servers)[0]!.url}${path}`, op: op as Operation })),
+  );
 
 describe("OpenAPI document and reference page", () => {
   it("serves OpenAPI 3.1 with info.version 1.0.0, without credentials", async () => {
@@ -24,27 +35,34 @@ describe("OpenAPI document and reference page", () => {
     expect(body.info.version).toBe("1.0.0");
   });
 
-  it("lists every route the management API serves, and nothing it does not", async () => {
+  it("lists every route the management API and the run endpoint serve, and nothing they do not", async () => {
     const { body } = await api.json<Doc>("/v2/openapi.json", { token: null });
-    const documented = Object.entries(body.paths)
-      .flatMap(([path, methods]) =>
-        Object.entries(methods).map(([m, op]) => `${m.toUpperCase()} ${op.servers?.[0]?.url ?? "/v2"}${path.replace(/\{(\w+)\}/g, ":$1")}`),
-      )
-      .filter((route) => route.includes(" /v2/"))
+    const documented = operationsOf(body)
+      .map(({ key }) => key.replace(/\{(\w+)\}/g, ":$1"))
       .sort();
     const served = createHttpRouter(testDeps())
       .routes
-      .filter((r) => r.method !== "ALL" && r.path.startsWith("/v2/projects"))
+      .filter((r) => r.method !== "ALL" && (r.path.startsWith("/v2/projects") || r.path.startsWith("/v4/")))
       .map((r) => `${r.method} ${r.path}`);
     expect(documented).toEqual([...new Set(served)].sort());
     expect(documented).toContain("DELETE /v2/projects/:project_id/apps/:app_id/builds/:build_id");
+    expect(documented).toContain("POST /v4/:project_id/:app_name/run");
+  });
+
+  it("names every operation (unique operationIds, for generated SDKs) and states a licence", async () => {
+    const { body } = await api.json<Doc>("/v2/openapi.json", { token: null });
+    const ids = operationsOf(body).map(({ key, op }) => op.operationId ?? `missing on ${key}`);
+    expect(ids.filter((id) => !/^[a-z][A-Za-z]+$/.test(id))).toEqual([]);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(body.info.license).toEqual({ name: "Proprietary", identifier: "LicenseRef-Proprietary" });
+    expect(body.info.description).toContain("/v4/{project_id}/{app_name}/run");
   });
 
   it("documents a problem response for every error status a route declares", async () => {
     const { body } = await api.json<Doc>("/v2/openapi.json", { token: null });
     const cancel = body.paths["/projects/{project_id}/apps/{app_id}/builds/{build_id}"]!.delete!;
-    expect(Object.keys(cancel.responses).sort()).toEqual(["200", "400", "401", "404", "409"]);
-    expect(cancel.security).toEqual([{ bearerAuth: [] }]);
+    expect(Object.keys(cancel.responses).sort()).toEqual(["200", "400", "401", "403", "404", "409"]);
+    expect(cancel.security).toEqual([{ bearerAuth: ["builds:write"] }]);
   });
 
   it("documents the run proxy's operations under /v4, async runs included, each needing runs:invoke", async () => {
@@ -57,7 +75,7 @@ describe("OpenAPI document and reference page", () => {
     }
     expect(Object.keys(run.post!.responses)).toEqual(expect.arrayContaining(["200", "202", "422"]));
     expect(run.post!.parameters!.map((p) => p.name)).toEqual(expect.arrayContaining(["async", "webhookEndpoint", "idempotency-key"]));
-    expect(Object.keys(runs.delete!.responses).sort()).toEqual(["200", "401", "404", "409"]);
+    expect(Object.keys(runs.delete!.responses).sort()).toEqual(["200", "401", "403", "404", "409"]);
     // Every /v4 operation the router serves is documented.
     const served = createHttpRouter(testDeps()).routes.filter((r) => r.path.startsWith("/v4/")).map((r) => `${r.method} ${r.path}`);
     expect(new Set(served)).toEqual(
@@ -71,9 +89,26 @@ describe("OpenAPI document and reference page", () => {
     expect(response.status).toBe(200);
     expect(response.headers.get("content-type")).toContain("text/html");
     expect(response.headers.get("content-security-policy")).toContain("default-src 'none'");
+    expect(html.startsWith("<!DOCTYPE html>")).toBe(true);
     expect(html).toContain("Cancel a build");
+    // Markdown code spans are code, never raw backticks; the run endpoint has its own server, /v4.
+    expect(html).not.toContain("`");
+    expect(html).toContain("<code>Authorization: Bearer &lt;token&gt;</code>");
+    expect(html).toContain("<code>/v4/{project_id}/{app_name}/run</code>");
     expect(html).toContain("build_not_cancellable");
     expect(html).not.toMatch(/<script/i);
     expect(html).not.toMatch(/(src|href)="https?:/i);
+  });
+});
+
+describe("/ on an API hostname", () => {
+  it("sends people to the dashboard and links the API reference", async () => {
+    const response = await api.call("/", { token: null });
+    expect(response.status).toBe(302);
+    expect(response.headers.get("location")).toBe("/dashboard");
+    expect(response.headers.get("link")).toBe('</v2/docs>; rel="service-doc", </v2/openapi.json>; rel="service-desc"');
+    const html = await response.text();
+    expect(html.startsWith("<!DOCTYPE html>")).toBe(true);
+    expect(html).toContain('href="/v2/docs"');
   });
 });

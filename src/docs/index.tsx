@@ -4,13 +4,18 @@ import { PROBLEMS } from "../platform/errors";
 import { ReferencePage, type OpenApiDocument } from "./reference";
 
 export const OPENAPI_INFO = {
-  title: "Edge Gateway management API",
+  title: "Edge Gateway API",
   version: "1.0.0",
   description:
-    "Projects, service accounts, apps and builds. Authenticate with `Authorization: Bearer <token>`: a service " +
-    "account token of the project, or the operator's admin token. Errors are RFC 9457 problem+json with a " +
-    "stable `code` and the `request_id` also sent as `X-Request-Id`. Lists take `limit` and `cursor` and answer " +
+    "The whole API of the gateway: the management API under `/v2` (projects, service accounts, apps, builds, " +
+    "custom domains and webhook deliveries) and the run endpoint `/v4/{project_id}/{app_name}/run`, which runs " +
+    "an app's current deployment (also asynchronously) and can deliver the answer to a signed webhook. " +
+    "Authenticate with `Authorization: Bearer <token>`: a service account token of the project, or the " +
+    "operator's admin token (runs also take an HS256 JWT). Errors are RFC 9457 problem+json with a stable " +
+    "`code` and the `request_id` also sent as `X-Request-Id`. Lists take `limit` and `cursor` and answer " +
     "`{data, next_cursor}`.",
+  // No open-source licence is granted; SPDX's LicenseRef- form names a licence of one's own.
+  license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" },
 };
 
 const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -23,7 +28,7 @@ export function registerDocs(v2: OpenAPIHono<AppEnv>, runRoutes: readonly RouteC
   v2.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
     scheme: "bearer",
-    description: "A service account token (`egsa_…`) or the admin token.",
+    description: "A service account token (`egsa_…`) or the admin token. An operation lists the scope a service account token needs for it; without it the answer is 403 `insufficient_scope`.",
   });
   for (const route of runRoutes) v2.openAPIRegistry.registerPath({ ...route, servers: [{ url: "/v4" }] });
   const document = () =>

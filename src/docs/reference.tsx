@@ -1,3 +1,4 @@
+import { raw } from "hono/html";
 import type { FC } from "hono/jsx";
 
 interface SchemaObject {
@@ -27,6 +28,8 @@ interface Parameter {
   schema?: SchemaObject;
 }
 interface Operation {
+  operationId?: string;
+  servers?: { url: string }[];
   summary?: string;
   description?: string;
   tags?: string[];
@@ -34,13 +37,22 @@ interface Operation {
   requestBody?: { content: Record<string, { schema: SchemaObject }> };
   responses: Record<string, { description: string; content?: Record<string, { schema: SchemaObject }> }>;
 }
+type PathItem = { servers?: { url: string }[] } & { [method in (typeof METHODS)[number]]?: Operation };
 export interface OpenApiDocument {
   info: { title: string; version: string; description?: string };
-  paths: Record<string, Record<string, Operation>>;
+  servers?: { url: string }[];
+  paths: Record<string, PathItem>;
   components?: { schemas?: Record<string, SchemaObject> };
 }
 
+const METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"] as const;
+
 const refName = (ref: string) => ref.split("/").at(-1) ?? ref;
+
+/** The document's descriptions use Markdown code spans (`like this`); they render as code, the rest as text. */
+export const Md: FC<{ text: string | undefined }> = ({ text }) => (
+  <>{(text ?? "").split(/`([^`]+)`/).map((part, i) => (i % 2 === 1 ? <code>{part}</code> : part))}</>
+);
 
 /** A short type label: `string (uri)`, `Build[]`, `"a" | "b"`, with links to named schemas. */
 const TypeOf: FC<{ schema: SchemaObject | undefined }> = ({ schema }) => {
@@ -106,7 +118,9 @@ const Fields: FC<{ schema: SchemaObject }> = ({ schema }) => {
             <td>
               <TypeOf schema={property} />
             </td>
-            <td>{[property.description, constraints(property)].filter(Boolean).join(" — ")}</td>
+            <td>
+              <Md text={[property.description, constraints(property)].filter(Boolean).join(" — ")} />
+            </td>
           </tr>
         ))}
       </tbody>
@@ -132,129 +146,145 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
   doc,
   problems,
 }) => {
-  const operations = Object.entries(doc.paths).flatMap(([path, methods]) =>
-    Object.entries(methods).map(([method, op]) => ({ path, method, op, id: `${method}-${path}`.replace(/[^a-z0-9]+/gi, "-") })),
+  const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
+    METHODS.flatMap((method) => {
+      const op = item[method];
+      // An operation's or path item's own server (the run endpoint's /v4) wins over the document's (/v2).
+      const url = `${op?.servers?.[0]?.url ?? item.servers?.[0]?.url ?? doc.servers?.[0]?.url ?? ""}${path}`;
+      return op ? [{ url, method, op, id: op.operationId ?? `${method}-${path}`.replace(/[^a-z0-9]+/gi, "-") }] : [];
+    }),
   );
   const schemas = Object.entries(doc.components?.schemas ?? {});
   return (
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>{`${doc.info.title} ${doc.info.version}`}</title>
-        <style>{STYLE}</style>
-      </head>
-      <body>
-        <main>
-          <h1>
-            {doc.info.title} <small>v{doc.info.version}</small>
-          </h1>
-          <p>{doc.info.description}</p>
-          <p>
-            Machine-readable: <a href="openapi.json">openapi.json</a> (OpenAPI 3.1).
+    <>
+      {raw("<!DOCTYPE html>")}
+      <html lang="en">
+        <head>
+          <meta charset="utf-8" />
+          <meta name="viewport" content="width=device-width, initial-scale=1" />
+          <title>{`${doc.info.title} ${doc.info.version}`}</title>
+          <style>{STYLE}</style>
+        </head>
+        <body>
+          <main>
+            <h1>
+              {doc.info.title} <small>v{doc.info.version}</small>
+            </h1>
+            <p>
+            <Md text={doc.info.description} />
           </p>
-          <nav aria-label="Operations">
-            <h2>Operations</h2>
-            <ul>
-              {operations.map(({ method, path, op, id }) => (
-                <li>
-                  <a href={`#${id}`}>
-                    <span class={`method ${method}`}>{method}</span> {op.summary ?? path}
-                  </a>
-                </li>
-              ))}
-            </ul>
-          </nav>
-          {operations.map(({ method, path, op, id }) => (
-            <section class="op" id={id}>
-              <h3>
-                <span class={`method ${method}`}>{method}</span> <code>/v2{path}</code>
-              </h3>
-              <p>
-                <strong>{op.summary}</strong> {op.description}
-              </p>
-              {op.parameters?.length ? (
-                <>
-                  <h4>Parameters</h4>
-                  <table>
-                    <tbody>
-                      {op.parameters.map((p) => (
-                        <tr>
-                          <td>
-                            <code>{p.name}</code> ({p.in}
-                            {p.required ? ", required" : ""})
-                          </td>
-                          <td>
-                            <TypeOf schema={p.schema} />
-                          </td>
-                          <td>{[p.description ?? p.schema?.description, p.schema ? constraints(p.schema) : ""].filter(Boolean).join(" — ")}</td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </>
-              ) : null}
-              {op.requestBody ? (
-                <>
-                  <h4>Request body</h4>
-                  {Object.entries(op.requestBody.content).map(([type, media]) => (
-                    <p>
-                      <code>{type}</code>: <TypeOf schema={media.schema} />
-                    </p>
-                  ))}
-                </>
-              ) : null}
-              <h4>Responses</h4>
+            <p>
+              Machine-readable: <a href="openapi.json">openapi.json</a> (OpenAPI 3.1).
+            </p>
+            <nav aria-label="Operations">
+              <h2>Operations</h2>
               <ul>
-                {Object.entries(op.responses).map(([status, response]) => (
+                {operations.map(({ method, url, op, id }) => (
                   <li>
-                    <strong>{status}</strong> {response.description}{" "}
-                    {Object.values(response.content ?? {}).map((media) => (
-                      <TypeOf schema={media.schema} />
-                    ))}
+                    <a href={`#${id}`}>
+                      <span class={`method ${method}`}>{method}</span> {op.summary ?? url}
+                    </a>
                   </li>
                 ))}
               </ul>
-            </section>
-          ))}
-          <h2>Schemas</h2>
-          {schemas.map(([name, schema]) => (
-            <section id={`schema-${name}`}>
-              <h3>{name}</h3>
-              {schema.description ? <p>{schema.description}</p> : null}
-              {schema.oneOf || schema.anyOf ? (
-                (schema.oneOf ?? schema.anyOf ?? []).map((variant) => <Fields schema={variant} />)
-              ) : (
-                <Fields schema={schema} />
-              )}
-            </section>
-          ))}
-          <h2 id="problems">Problem codes</h2>
-          <p>
-            Every error is <code>application/problem+json</code> with <code>type</code> <code>urn:edge-gateway:problem:&lt;code&gt;</code>.
-          </p>
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">code</th>
-                <th scope="col">status</th>
-                <th scope="col">title</th>
-              </tr>
-            </thead>
-            <tbody>
-              {Object.entries(problems).map(([code, problem]) => (
-                <tr id={`problem-${code}`}>
-                  <td>
-                    <code>{code}</code>
-                  </td>
-                  <td>{problem.status}</td>
-                  <td>{problem.title}</td>
+            </nav>
+            {operations.map(({ method, url, op, id }) => (
+              <section class="op" id={id}>
+                <h3>
+                  <span class={`method ${method}`}>{method}</span> <code>{url}</code>
+                </h3>
+                <p>
+                  <strong>{op.summary}</strong> <Md text={op.description} />
+                </p>
+                {op.parameters?.length ? (
+                  <>
+                    <h4>Parameters</h4>
+                    <table>
+                      <tbody>
+                        {op.parameters.map((p) => (
+                          <tr>
+                            <td>
+                              <code>{p.name}</code> ({p.in}
+                              {p.required ? ", required" : ""})
+                            </td>
+                            <td>
+                              <TypeOf schema={p.schema} />
+                            </td>
+                            <td>
+                            <Md text={[p.description ?? p.schema?.description, p.schema ? constraints(p.schema) : ""].filter(Boolean).join(" — ")} />
+                          </td>
+                          </tr>
+                        ))}
+                      </tbody>
+                    </table>
+                  </>
+                ) : null}
+                {op.requestBody ? (
+                  <>
+                    <h4>Request body</h4>
+                    {Object.entries(op.requestBody.content).map(([type, media]) => (
+                      <p>
+                        <code>{type}</code>: <TypeOf schema={media.schema} />
+                      </p>
+                    ))}
+                  </>
+                ) : null}
+                <h4>Responses</h4>
+                <ul>
+                  {Object.entries(op.responses).map(([status, response]) => (
+                    <li>
+                      <strong>{status}</strong> <Md text={response.description} />{" "}
+                      {Object.values(response.content ?? {}).map((media) => (
+                        <TypeOf schema={media.schema} />
+                      ))}
+                    </li>
+                  ))}
+                </ul>
+              </section>
+            ))}
+            <h2>Schemas</h2>
+            {schemas.map(([name, schema]) => (
+              <section id={`schema-${name}`}>
+                <h3>{name}</h3>
+                {schema.description ? (
+                <p>
+                  <Md text={schema.description} />
+                </p>
+              ) : null}
+                {schema.oneOf || schema.anyOf ? (
+                  (schema.oneOf ?? schema.anyOf ?? []).map((variant) => <Fields schema={variant} />)
+                ) : (
+                  <Fields schema={schema} />
+                )}
+              </section>
+            ))}
+            <h2 id="problems">Problem codes</h2>
+            <p>
+              Every error is <code>application/problem+json</code> with <code>type</code> <code>urn:edge-gateway:problem:&lt;code&gt;</code>.
+            </p>
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">code</th>
+                  <th scope="col">status</th>
+                  <th scope="col">title</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
-        </main>
-      </body>
-    </html>
+              </thead>
+              <tbody>
+                {Object.entries(problems).map(([code, problem]) => (
+                  <tr id={`problem-${code}`}>
+                    <td>
+                      <code>{code}</code>
+                    </td>
+                    <td>{problem.status}</td>
+                    <td>{problem.title}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </main>
+        </body>
+      </html>
+    </>
   );
 };

@@ -1,4 +1,5 @@
 import { count, eq } from "drizzle-orm";
+import { auditAs } from "../audit";
 import { domains } from "../db/schema";
 import { ApiError, invalidField } from "../platform/errors";
 import { createRouter } from "../platform/router";
@@ -63,6 +64,7 @@ export const domainsRouter = createRouter()
     // A cached "unknown host" answer must not outlive the domain's creation in this isolate.
     forgetHost(created.hostname);
     c.var.scope.ctx.waitUntil(sendFirstAttempt(c.var.scope.env, created, now));
+    auditAs(c, { action: "domain.create", target: { type: "domain", id: created.hostname }, details: { region: created.region } });
     return c.json(await oneDomainJson(db, config, now, created), 201);
   })
   .openapi(listDomains, async (c) => {
@@ -86,6 +88,7 @@ export const domainsRouter = createRouter()
   })
   .openapi(deleteDomain, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
+    auditAs(c, { action: "domain.delete", target: { type: "domain", id: name } });
     const s = c.var.scope;
     const domain = await findDomain(s.db, project_id, name);
     // The certificate goes first: if the provider cannot be reached, nothing is lost and a retry
@@ -109,6 +112,7 @@ export const domainsRouter = createRouter()
   })
   .openapi(validateDomainRoute, async (c) => {
     const { project_id, domain: name } = c.req.valid("param");
+    auditAs(c, { action: "domain.validate", target: { type: "domain", id: name } });
     const s = c.var.scope;
     const domain = await findDomain(s.db, project_id, name);
     const json = async (d: typeof domain) => c.json(await oneDomainJson(s.db, s.config, s.deps.now(), d), 200);

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../auth/access";
 import { CERTIFICATE_STATUSES, DOMAIN_ERROR_CODES, DOMAIN_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import { SCOPED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
 
 const DOMAIN_EXAMPLE = "api.example.com";
 
@@ -59,74 +60,78 @@ export const DomainParams = ProjectParams.extend({
 });
 
 const tags = ["Custom domains"];
-const security = [{ bearerAuth: [] }];
 
 export const createDomain = createRoute({
+  operationId: "createDomain",
   method: "post",
   path: "/projects/{project_id}/domains",
   tags,
-  security,
+  ...requires("domains:write"),
   summary: "Add a custom domain",
   description:
     "Starts pending; the answer carries the DNS record to create (and the ownership record, needed when another project also claims the hostname). The first automatic attempt follows within a minute, then every 30 minutes for 2 days; manual validation works at any time. 409 when this project already has the hostname or has reached its domain limit (`MAX_DOMAINS_PER_PROJECT`).",
   request: { params: ProjectParams, ...jsonBodyOf(CreateDomainBody) },
   responses: {
     201: jsonContent(DomainSchema, "The new domain, pending."),
-    ...problems(400, 401, 404, 409, 413, 415),
+    ...problems(400, 401, 403, 404, 409, 413, 415),
   },
 });
 
 export const listDomains = createRoute({
+  operationId: "listDomains",
   method: "get",
   path: "/projects/{project_id}/domains",
   tags,
-  security,
+  ...requires("domains:read"),
   summary: "List custom domains",
   request: { params: ProjectParams, query: ListQuery },
   responses: {
     200: jsonContent(listOf(DomainSchema, "DomainList"), "A page of domains, by name."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
 export const getDomain = createRoute({
+  operationId: "getDomain",
   method: "get",
   path: "/projects/{project_id}/domains/{domain}",
   tags,
-  security,
+  ...requires("domains:read"),
   summary: "Read a custom domain",
   request: { params: DomainParams },
   responses: {
     200: jsonContent(DomainSchema, "The domain and its validation status."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
 export const deleteDomain = createRoute({
+  operationId: "deleteDomain",
   method: "delete",
   path: "/projects/{project_id}/domains/{domain}",
   tags,
-  security,
+  ...requires("domains:write"),
   summary: "Remove a custom domain",
   description: "Removes its certificate (Cloudflare custom hostname) too; the host stops being served at once.",
   request: { params: DomainParams },
   responses: {
     200: jsonContent(DomainSchema, "The domain as it was when removed."),
-    ...problems(400, 401, 404, 503),
+    ...problems(400, 401, 403, 404, 503),
   },
 });
 
 export const validateDomainRoute = createRoute({
+  operationId: "validateDomain",
   method: "post",
   path: "/projects/{project_id}/domains/{domain}/validate",
   tags,
-  security,
+  ...requires("domains:write"),
   summary: "Validate a custom domain now",
   description:
     "Checks DNS at once, from pending or failed, also after the automatic window. On a validated domain it only reads back the certificate.",
   request: { params: DomainParams },
   responses: {
     200: jsonContent(DomainSchema, "The domain after the check; `last_error` says what was found."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });

@@ -12,6 +12,7 @@ export const PROBLEMS = {
   unauthorized: { status: 401, title: "Authentication required" },
   invalid_token: { status: 401, title: "Invalid credentials" },
   forbidden: { status: 403, title: "Forbidden" },
+  insufficient_scope: { status: 403, title: "Insufficient scope" },
   not_found: { status: 404, title: "Not found" },
   unknown_host: { status: 404, title: "Unknown host" },
   method_not_allowed: { status: 405, title: "Method not allowed" },

@@ -33,7 +33,7 @@ export const jsonBodyOf = <T extends z.ZodType>(schema: T) => ({
 const problemDescriptions: Record<number, string> = {
   400: "Invalid input (`validation_failed`, `malformed_json`, `bad_request`).",
   401: "Missing, invalid, expired or revoked credentials.",
-  403: "The credential may not do this.",
+  403: "The credential may not do this (`forbidden`), or lacks the route's scope (`insufficient_scope`, with `WWW-Authenticate: Bearer error=\"insufficient_scope\", scope=\"…\"`).",
   404: "No such resource, or not one the credential may see.",
   409: "The resource's state does not allow this.",
   410: "The resource existed but is no longer kept.",
@@ -54,6 +54,8 @@ export function problems(...statuses: (keyof typeof problemDescriptions)[]) {
 
 /** Errors every authenticated management route can give. */
 export const AUTHENTICATED_PROBLEMS = problems(400, 401, 404);
+/** Errors of an authenticated route that needs a scope (403 `insufficient_scope` without it). */
+export const SCOPED_PROBLEMS = problems(400, 401, 403, 404);
 
 export const idParam = (name: string, prefix: IdPrefix, example: string) =>
   z

@@ -1,4 +1,5 @@
 import { eq } from "drizzle-orm";
+import { auditStatement } from "../audit";
 import { projects, type Project } from "../db/schema";
 import { createRouter } from "../platform/router";
 import { newId } from "../platform/ids";
@@ -12,7 +13,12 @@ export const projectsRouter = createRouter()
   .openapi(createProject, async (c) => {
     const { name } = c.req.valid("json");
     const now = c.var.scope.deps.now();
-    const [project] = await c.var.scope.db.insert(projects).values({ id: newId("proj", now.getTime()), name, createdAt: now }).returning();
+    const id = newId("proj", now.getTime());
+    const db = c.var.scope.db;
+    const [[project]] = await db.batch([
+      db.insert(projects).values({ id, name, createdAt: now }).returning(),
+      auditStatement(c, { action: "project.create", target: { type: "project", id }, projectId: id, details: { name } }),
+    ]);
     return c.json(projectJson(project!), 201);
   })
   .openapi(listProjects, async (c) => {

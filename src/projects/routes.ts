@@ -21,6 +21,7 @@ const tags = ["Projects"];
 const security = [{ bearerAuth: [] }];
 
 export const createProject = createRoute({
+  operationId: "createProject",
   method: "post",
   path: "/projects",
   tags,
@@ -36,6 +37,7 @@ export const createProject = createRoute({
 });
 
 export const listProjects = createRoute({
+  operationId: "listProjects",
   method: "get",
   path: "/projects",
   tags,
@@ -50,6 +52,7 @@ export const listProjects = createRoute({
 });
 
 export const getProject = createRoute({
+  operationId: "getProject",
   method: "get",
   path: "/projects/{project_id}",
   tags,

@@ -62,13 +62,14 @@ const AsyncAccepted = z
 const responses = {
   200: jsonContent(RunEnvelope, "The run's envelope; header `X-Run-Id`."),
   202: jsonContent(AsyncAccepted, "With `async=true`: the run is queued. Headers `Location` (the `status_url`) and `X-Run-Id`."),
-  ...problems(400, 401, 404, 409, 413, 415, 422, 502, 503, 504),
+  ...problems(400, 401, 403, 404, 409, 413, 415, 422, 502, 503, 504),
 };
 
 /** The permission a credential needs to run an app or read and cancel its async runs (src/auth/permissions.ts). */
 export const RUNS_SECURITY = [{ bearerAuth: ["runs:invoke"] }];
 
 export const runPost = createRoute({
+  operationId: "runApp",
   method: "post",
   path: RUN_ROUTE,
   tags: ["Runs"],
@@ -80,6 +81,7 @@ export const runPost = createRoute({
 });
 
 export const runGet = createRoute({
+  operationId: "runAppWithoutBody",
   method: "get",
   path: RUN_ROUTE,
   tags: ["Runs"],

@@ -3,17 +3,23 @@ import { bearerToken, invalidToken } from "../auth/challenge";
 import { accountForToken, touchLastUsed } from "../auth/lookup";
 import { TOKEN_PREFIX } from "../auth/tokens";
 import { secretsEqual } from "../platform/crypto";
+import { ID_PATTERN } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 
 /** Who runs: the project the key is for, and a follow-up to do once the upstream has been called. */
 export interface RunCaller {
-  projectId: string | "*";
+  /** The one project the key may run apps of; undefined for the operator, who may run any. */
+  projectId: string | undefined;
+  /** False for a service account without `runs:invoke`: it gets a 403 in its own project. */
+  mayRun: boolean;
   afterRun(): void;
 }
 
+const PROJECT_ID = ID_PATTERN("proj");
+
 async function serviceAccountCaller(scope: Scope, token: string): Promise<RunCaller> {
   const account = await accountForToken(scope, token, { cached: true });
-  return { projectId: account.projectId, afterRun: () => touchLastUsed(scope, account) };
+  return { projectId: account.projectId, mayRun: account.permissions.includes("runs:invoke"), afterRun: () => touchLastUsed(scope, account) };
 }
 
 async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
@@ -29,8 +35,12 @@ async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
   if (typeof claims.exp !== "number") throw invalidToken("The JWT has no numeric `exp` claim.");
   if (claims.exp <= now) throw invalidToken(`The JWT expired at ${new Date(claims.exp * 1000).toISOString()}.`);
   if (typeof claims.nbf === "number" && claims.nbf > now + 60) throw invalidToken("The JWT is not valid yet (`nbf`).");
-  if (typeof claims.project_id !== "string" || claims.project_id === "") throw invalidToken("The JWT has no `project_id` claim.");
-  return { projectId: claims.project_id, afterRun: () => undefined };
+  // One project, by its id: no wildcard, so a signer that copies a caller's value into the claim
+  // cannot mint a key for every project.
+  if (typeof claims.project_id !== "string" || !PROJECT_ID.test(claims.project_id)) {
+    throw invalidToken("The JWT's `project_id` claim must name one project by its id (proj_...).");
+  }
+  return { projectId: claims.project_id, mayRun: true, afterRun: () => undefined };
 }
 
 /**
@@ -42,6 +52,6 @@ export async function runCaller(scope: Scope, request: Request): Promise<RunCall
   const token = bearerToken(request.headers.get("authorization"));
   if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(scope, token);
   if (token.split(".").length === 3) return jwtCaller(scope, token);
-  if (await secretsEqual(token, scope.config.adminToken)) return { projectId: "*", afterRun: () => undefined };
+  if (await secretsEqual(token, scope.config.adminToken)) return { projectId: undefined, mayRun: true, afterRun: () => undefined };
   throw invalidToken("The run key is neither a service account token nor a JWT.");
 }

@@ -1,4 +1,5 @@
 import { upstreamOf } from "../apps/deployments";
+import { insufficientScope } from "../auth/access";
 import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
 import { newId } from "../platform/ids";
@@ -75,10 +76,11 @@ export async function run(scope: Scope, request: Request, projectId: string, app
     throw new ApiError("method_not_allowed", "Runs take GET or POST; HEAD would run the app for an answer nobody reads.", { headers: { Allow: "GET, POST" } });
   }
   const caller = await runCaller(scope, request);
-  if (caller.projectId !== "*" && caller.projectId !== projectId) {
+  if (caller.projectId !== undefined && caller.projectId !== projectId) {
     // A key of another project learns nothing about this one.
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
+  if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
   const webSocket = isWebSocket(request);
   const query = queryOf(request.url);
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.

@@ -1,4 +1,7 @@
 import { and, eq, isNull } from "drizzle-orm";
+import { auditAs, auditStatement } from "../audit";
+import { checkGrant, permissionsOfRequest } from "../auth/access";
+import { DEFAULT_PERMISSIONS, isPermission, PERMISSIONS } from "../auth/permissions";
 import { generateToken, hashToken, VISIBLE_PREFIX_LENGTH } from "../auth/tokens";
 import { serviceAccounts, type ServiceAccount } from "../db/schema";
 import { invalidField, notFound } from "../platform/errors";
@@ -17,6 +20,7 @@ export const serviceAccountJson = (a: ServiceAccount) => ({
   project_id: a.projectId,
   name: a.name,
   token_prefix: a.tokenPrefix,
+  scopes: a.scopes.filter(isPermission),
   expires_at: rfc3339(a.expiresAt),
   last_used_at: rfc3339OrNull(a.lastUsedAt),
   revoked_at: rfc3339OrNull(a.revokedAt),
@@ -32,19 +36,32 @@ export const serviceAccountsRouter = createRouter()
     if (expiresAt.getTime() <= now.getTime() || expiresAt.getTime() - now.getTime() > MAX_TOKEN_LIFETIME_MS) {
       throw invalidField("body", "expires_at", "must be in the future, at most 2 years ahead", "expires_at must be in the future and at most 2 years ahead.");
     }
+    // Stored in the list's order and without repeats, so equal grants read alike.
+    const scopes = PERMISSIONS.filter((p) => (body.scopes ?? DEFAULT_PERMISSIONS).includes(p));
+    checkGrant(c.get("principal"), await permissionsOfRequest(c), scopes, expiresAt);
     const token = generateToken();
-    const [account] = await c.var.scope.db
-      .insert(serviceAccounts)
-      .values({
-        id: newId("sa", now.getTime()),
-        projectId: project_id,
-        name: body.name,
-        tokenHash: await hashToken(token),
-        tokenPrefix: token.slice(0, VISIBLE_PREFIX_LENGTH),
-        expiresAt,
-        createdAt: now,
-      })
-      .returning();
+    const id = newId("sa", now.getTime());
+    const db = c.var.scope.db;
+    const [[account]] = await db.batch([
+      db
+        .insert(serviceAccounts)
+        .values({
+          id,
+          projectId: project_id,
+          name: body.name,
+          tokenHash: await hashToken(token),
+          tokenPrefix: token.slice(0, VISIBLE_PREFIX_LENGTH),
+          scopes,
+          expiresAt,
+          createdAt: now,
+        })
+        .returning(),
+      auditStatement(c, {
+        action: "service_account.create",
+        target: { type: "service_account", id },
+        details: { name: body.name, scopes, expires_at: expiresAt.toISOString() },
+      }),
+    ]);
     return c.json({ ...serviceAccountJson(account!), token }, 201);
   })
   .openapi(listServiceAccounts, async (c) => {
@@ -73,5 +90,6 @@ export const serviceAccountsRouter = createRouter()
     const account = revoked ?? (await db.select().from(serviceAccounts).where(match).limit(1))[0];
     if (!account) throw notFound("service account", service_account_id);
     forgetToken(account.tokenHash);
+    auditAs(c, { action: "service_account.revoke", target: { type: "service_account", id: account.id }, details: { name: account.name } });
     return c.json(serviceAccountJson(account), 200);
   });

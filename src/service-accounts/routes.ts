@@ -1,5 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { AUTHENTICATED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import { requires } from "../auth/access";
+import { DEFAULT_PERMISSIONS, PERMISSIONS } from "../auth/permissions";
+import { SCOPED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
 
 export const ServiceAccountSchema = z
   .object({
@@ -7,6 +9,7 @@ export const ServiceAccountSchema = z
     project_id: z.string(),
     name: z.string(),
     token_prefix: z.string().openapi({ example: "egsa_3kTq9XbZ", description: "The start of the token, to recognise it." }),
+    scopes: z.array(z.enum(PERMISSIONS)).openapi({ example: [...DEFAULT_PERMISSIONS], description: "What the token may do in its project." }),
     expires_at: Timestamp,
     last_used_at: Timestamp.nullable().openapi({ description: "Updated at most once a minute." }),
     revoked_at: Timestamp.nullable(),
@@ -26,7 +29,19 @@ export const CreateServiceAccountBody = z
     name: z.string().trim().min(1).max(100).openapi({ example: "ci-production" }),
     expires_at: z.iso
       .datetime({ offset: true })
-      .openapi({ example: "2027-06-30T00:00:00Z", description: "RFC 3339; must be in the future, at most 2 years ahead." }),
+      .openapi({
+        example: "2027-06-30T00:00:00Z",
+        description: "RFC 3339; must be in the future, at most 2 years ahead, and no later than the creating token's own expiry.",
+      }),
+    scopes: z
+      .array(z.enum(PERMISSIONS))
+      .min(1, "name at least one scope")
+      .max(PERMISSIONS.length)
+      .optional()
+      .openapi({
+        example: ["builds:read", "builds:write"],
+        description: `What the token may do. Default: ${DEFAULT_PERMISSIONS.join(", ")}. Only scopes the creating credential has itself may be given.`,
+      }),
   })
   .strict()
   .openapi("CreateServiceAccount");
@@ -36,45 +51,50 @@ const ServiceAccountParams = ProjectParams.extend({
 });
 
 const tags = ["Service accounts"];
-const security = [{ bearerAuth: [] }];
+// Every operation on keys needs `service_accounts:write`, listing too: who holds keys to the project
+// is for those who manage them.
+const access = requires("service_accounts:write");
 
 export const createServiceAccount = createRoute({
+  operationId: "createServiceAccount",
   method: "post",
   path: "/projects/{project_id}/service-accounts",
   tags,
-  security,
+  ...access,
   summary: "Create a service account and its token",
   description: "The token is in this response only; afterwards only its prefix is shown.",
   request: { params: ProjectParams, ...jsonBodyOf(CreateServiceAccountBody) },
   responses: {
     201: jsonContent(CreatedServiceAccountSchema, "The new service account, with its token."),
-    ...problems(400, 401, 404, 413, 415),
+    ...problems(400, 401, 403, 404, 413, 415),
   },
 });
 
 export const listServiceAccounts = createRoute({
+  operationId: "listServiceAccounts",
   method: "get",
   path: "/projects/{project_id}/service-accounts",
   tags,
-  security,
+  ...access,
   summary: "List service accounts",
   request: { params: ProjectParams, query: ListQuery },
   responses: {
     200: jsonContent(listOf(ServiceAccountSchema, "ServiceAccountList"), "A page of service accounts, newest first."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
 export const revokeServiceAccount = createRoute({
+  operationId: "revokeServiceAccount",
   method: "delete",
   path: "/projects/{project_id}/service-accounts/{service_account_id}",
   tags,
-  security,
+  ...access,
   summary: "Revoke a service account",
   description: "Its token stops working at once. Revoking again answers the same.",
   request: { params: ServiceAccountParams },
   responses: {
     200: jsonContent(ServiceAccountSchema, "The revoked service account."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });

@@ -1,3 +1,4 @@
+import { auditAs } from "../audit";
 import { and, asc, eq, inArray } from "drizzle-orm";
 import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDelivery } from "../db/schema";
 import { createRouter } from "../platform/router";
@@ -33,6 +34,7 @@ export const webhooksRouter = createRouter()
   .openapi(resendDelivery, async (c) => {
     const { project_id, delivery_id } = c.req.valid("param");
     const created = await resend(c.var.scope, project_id, delivery_id);
+    auditAs(c, { action: "delivery.resend", target: { type: "webhook_delivery", id: delivery_id }, details: { delivery_id: created.id } });
     return c.json(deliveryJson(created, []), 201);
   })
   .openapi(listDeliveries, async (c) => {

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../auth/access";
 import { DELIVERY_STATUSES } from "../db/schema";
-import { AUTHENTICATED_PROBLEMS, idParam, jsonContent, ListQuery, listOf, problems, ProjectParams, Timestamp } from "../platform/openapi";
+import { idParam, jsonContent, ListQuery, listOf, problems, ProjectParams, SCOPED_PROBLEMS, Timestamp } from "../platform/openapi";
 
 export const AttemptSchema = z
   .object({
@@ -42,16 +43,17 @@ export const DeliveryQuery = ListQuery.extend({
 });
 
 export const listDeliveries = createRoute({
+  operationId: "listWebhookDeliveries",
   method: "get",
   path: "/projects/{project_id}/webhook-deliveries",
   tags: ["Webhooks"],
-  security: [{ bearerAuth: [] }],
+  ...requires("deliveries:read"),
   summary: "List webhook deliveries",
   description: "Recent deliveries of run responses, newest first, with every attempt and the last outcome.",
   request: { params: ProjectParams, query: DeliveryQuery },
   responses: {
     200: jsonContent(listOf(DeliverySchema, "WebhookDeliveryList"), "A page of deliveries, newest first."),
-    ...AUTHENTICATED_PROBLEMS,
+    ...SCOPED_PROBLEMS,
   },
 });
 
@@ -64,13 +66,13 @@ export const resendDelivery = createRoute({
   path: "/projects/{project_id}/webhook-deliveries/{delivery_id}/resend",
   operationId: "resendWebhookDelivery",
   tags: ["Webhooks"],
-  security: [{ bearerAuth: ["deliveries:write"] }],
+  ...requires("deliveries:write"),
   summary: "Resend a webhook delivery",
   description:
     "Delivers the stored body of a delivery again to the same endpoint, as a new delivery (new id, `resent_from` = this one) signed afresh with the original secret, so receivers' timestamp tolerance passes. Bodies and sealed secrets are kept for 7 days after the original delivery was created; after that the answer is 410.",
   request: { params: DeliveryParams },
   responses: {
     201: jsonContent(DeliverySchema, "The new delivery, `pending`."),
-    ...problems(400, 401, 404, 409, 410),
+    ...problems(400, 401, 403, 404, 409, 410),
   },
 });

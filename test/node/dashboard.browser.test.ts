@@ -220,6 +220,65 @@ describe.runIf(available)("dashboard in a browser", () => {
     }
   });
 
+  it("first hour: / leads to the dashboard, pages render in standards mode, a reload creates no second key, Revoke fits a phone", async () => {
+    const projectId = await seedProject("First-hour project");
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await signIn();
+
+    // `/` on the API hostname: a redirect to the dashboard for people, Link headers to the docs for tools.
+    const root = await fetch(`${server.url}/`, { redirect: "manual" });
+    expect(root.status).toBe(302);
+    expect(root.headers.get("location")).toBe("/dashboard");
+    expect(root.headers.get("link")).toContain('</v2/docs>; rel="service-doc"');
+    await page.goto(`${server.url}/`);
+    await page.getByRole("heading", { name: "Projects" }).waitFor();
+    expect(new URL(page.url()).pathname).toBe("/dashboard/projects");
+
+    // Every page has <!DOCTYPE html>: the browser renders it in standards mode, not quirks mode.
+    for (const path of [
+      "/dashboard/projects",
+      `/dashboard/projects/${projectId}/api-keys`,
+      `/dashboard/projects/${projectId}/apps`,
+      `/dashboard/projects/${projectId}/domains`,
+      `/dashboard/projects/${projectId}/webhook-deliveries`,
+      "/dashboard/no-such-page",
+      "/v2/docs",
+    ]) {
+      await page.goto(`${server.url}${path}`);
+      expect(await page.evaluate(() => document.compatMode), path).toBe("CSS1Compat");
+    }
+
+    // Create a key, then reload the page that shows its token: the token is gone, no second key exists.
+    await page.goto(`${server.url}/dashboard/projects/${projectId}/api-keys`);
+    await page.getByLabel("Name").fill("reload-me");
+    await page.getByLabel("Expiry date").fill(new Date(Date.now() + 30 * 24 * 3600 * 1000).toISOString().slice(0, 10));
+    await page.getByRole("button", { name: "Create service account" }).click();
+    await page.getByText("it is shown only once").waitFor();
+    expect(new URL(page.url()).pathname).toBe(`/dashboard/projects/${projectId}/api-keys`);
+    expect(await page.locator("#new-token").inputValue()).toMatch(/^egsa_/);
+    await page.reload();
+    await page.getByRole("row", { name: /reload-me/ }).waitFor();
+    expect(await page.locator("#new-token").count()).toBe(0);
+    const accounts = (await (await api(`/projects/${projectId}/service-accounts`, TEST_SECRETS.ADMIN_TOKEN)).json()) as { data: { name: string }[] };
+    expect(accounts.data.filter((a) => a.name === "reload-me")).toHaveLength(1);
+
+    // Phone width: the API Keys table becomes cards; each Revoke is on screen and opens its dialog.
+    await page.setViewportSize({ width: 375, height: 740 });
+    await page.goto(`${server.url}/dashboard/projects/${projectId}/api-keys`);
+    const wrap = await page.locator(".table-wrap").evaluate((el) => el.scrollWidth - el.clientWidth);
+    expect(wrap, "the table scrolls sideways").toBeLessThanOrEqual(0);
+    for (const revoke of await page.getByRole("link", { name: "Revoke" }).all()) {
+      const box = (await revoke.boundingBox())!;
+      expect(box.x).toBeGreaterThanOrEqual(0);
+      expect(box.x + box.width).toBeLessThanOrEqual(375);
+    }
+    await page.getByRole("row", { name: /reload-me/ }).getByRole("link", { name: "Revoke" }).click();
+    await page.getByRole("dialog", { name: /Revoke/ }).waitFor();
+    await shot("24-phone-api-keys-cards");
+    await page.keyboard.press("Escape");
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
   /** An app upstream (`/run`) and a webhook receiver (`/webhook`) in one tiny Node server, on a free port. */
   async function startPeer() {
     const hooks: { id: string; body: string }[] = [];

@@ -28,7 +28,7 @@ export async function startWranglerDev(options: { dir: string; secrets: Record<s
   const persist = join(options.dir, "state");
   const envFile = join(options.dir, "dev.vars");
   writeFileSync(envFile, Object.entries(options.secrets).map(([k, v]) => `${k}=${v}`).join("\n") + "\n");
-  const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "1", NO_COLOR: "1" };
+  const env = { CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env, WRANGLER_SEND_METRICS: "false", CI: "1", NO_COLOR: "1" };
   await run(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], { env, timeout: 60_000 });
   // The suite's other files start servers in parallel, so a port free a moment ago may be taken.
   for (let tries = 1; ; tries++) {

@@ -1,6 +1,8 @@
+import { DEFAULT_PERMISSIONS, type Permission, PERMISSIONS } from "../../auth/permissions";
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
 import { Badge, ConfirmAction, ConfirmForm, CopyValue, Csrf, Field, Pager, ProblemMessage, when } from "../components";
+import { takeFlash, setFlash } from "../flash";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -8,6 +10,7 @@ interface ServiceAccount {
   id: string;
   name: string;
   token_prefix: string;
+  scopes: string[];
   expires_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
@@ -21,9 +24,46 @@ const isoDate = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 /** A token expires at the end of the chosen day (UTC): "expires on 30 June" keeps working on 30 June. */
 export const expiryOfDate = (date: string) => (/^\d{4}-\d{2}-\d{2}$/.test(date) ? `${date}T23:59:59Z` : date);
 
+/** What each scope lets a token do, in words (the closed list of auth/permissions.ts). */
+const SCOPE_TEXT: Record<Permission, string> = {
+  "runs:invoke": "run the project's apps (/v4)",
+  "builds:read": "read apps and builds",
+  "builds:write": "create apps, start, report and cancel builds",
+  "domains:read": "read custom domains",
+  "domains:write": "add, validate and remove custom domains",
+  "deliveries:read": "read webhook deliveries",
+  "deliveries:write": "act on webhook deliveries",
+  "service_accounts:write": "list, create and revoke API keys (within its own scopes and expiry)",
+  "audit:read": "read the audit log",
+};
+
+function ScopeChoice({ selected, error }: { selected: readonly string[]; error: string | undefined }) {
+  return (
+    <fieldset aria-describedby={error ? "scopes-error" : undefined}>
+      <legend>Scopes</legend>
+      <p class="hint">What the token may do in this project. You can give only scopes you have yourself.</p>
+      {PERMISSIONS.map((p) => (
+        <label class="check">
+          <input type="checkbox" name="scopes" value={p} checked={selected.includes(p)} /> <code>{p}</code>: {SCOPE_TEXT[p]}
+        </label>
+      ))}
+      {error && (
+        <p class="field-error" id="scopes-error">
+          {error}
+        </p>
+      )}
+    </fieldset>
+  );
+}
+
+/** The first problem of the `scopes` field or one of its items (`scopes.0`). */
+const scopesError = (problem: Problem | undefined) =>
+  problem && (Object.entries(problem.fields).find(([field]) => field === "scopes" || field.startsWith("scopes."))?.[1] ?? (problem.code === "insufficient_scope" ? problem.detail : undefined));
+
 interface Form {
   name: string;
   expiresOn: string;
+  scopes: readonly string[];
   problem?: Problem;
   created?: ServiceAccount & { token: string };
   /** Just revoked (from the redirect after revoking): named from the list, never from the URL's text. */
@@ -57,7 +97,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
   const revoked = form.revokedId && accounts.ok ? accounts.data.data.find((a) => a.id === form.revokedId && a.revoked_at) : undefined;
   return renderPage(
     c,
-    { title: "API Keys", projectId: pid, tab: "api-keys", status: form.problem ? 400 : form.created ? 201 : 200 },
+    { title: "API Keys", projectId: pid, tab: "api-keys", status: form.problem ? 400 : 200 },
     <>
       <ProjectHeading project={project} title="API Keys" />
       <p class="muted">
@@ -76,12 +116,14 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
         <p>No service accounts yet.</p>
       ) : (
         <div class="table-wrap">
-          <table>
+          {/* Cards at phone width: every column stays readable and Revoke stays on screen. */}
+          <table class="cards">
             <caption class="skip">Service accounts</caption>
             <thead>
               <tr>
                 <th scope="col">Name</th>
                 <th scope="col">Token</th>
+                <th scope="col">Scopes</th>
                 <th scope="col">Expires</th>
                 <th scope="col" class="optional">Last used</th>
                 <th scope="col">Status</th>
@@ -93,13 +135,22 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
             <tbody>
               {accounts.data.data.map((a) => (
                 <tr>
-                  <td>{a.name}</td>
-                  <td>
+                  <td data-label="Name">{a.name}</td>
+                  <td data-label="Token">
                     <code>{a.token_prefix}…</code>
                   </td>
-                  <td>{when(a.expires_at)}</td>
-                  <td class="optional">{when(a.last_used_at)}</td>
-                  <td>
+                  <td data-label="Scopes">
+                    <ul class="scopes">
+                      {a.scopes.map((p) => (
+                        <li>
+                          <code>{p}</code>
+                        </li>
+                      ))}
+                    </ul>
+                  </td>
+                  <td data-label="Expires">{when(a.expires_at)}</td>
+                  <td class="optional" data-label="Last used">{when(a.last_used_at)}</td>
+                  <td data-label="Status">
                     <Status account={a} now={now} />
                   </td>
                   <td>
@@ -140,6 +191,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
             error={form.problem?.fields.expires_at}
             hint="The token stops working at the end of this day (UTC). At most 2 years ahead."
           />
+          <ScopeChoice selected={form.scopes} error={scopesError(form.problem)} />
           <div>
             <button type="submit">Create service account</button>
           </div>
@@ -149,23 +201,35 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
   );
 }
 
+/** The flash that carries a new token to the API Keys page of its project (and no other page). */
+const NEW_TOKEN_FLASH = (projectId: string) => `api-keys:${projectId}`;
+
 export function registerApiKeys(dash: DashRouter) {
   dash.get("/projects/:project_id/api-keys", (c) =>
-    withProject(c, (project) => apiKeysPage(c, project, { name: "", expiresOn: "", revokedId: c.req.query("revoked") })),
+    withProject(c, async (project) => {
+      const created = await takeFlash<ServiceAccount & { token: string }>(c, NEW_TOKEN_FLASH(project.project_id));
+      return apiKeysPage(c, project, { name: "", expiresOn: "", scopes: DEFAULT_PERMISSIONS, revokedId: c.req.query("revoked"), created });
+    }),
   );
 
   dash.post("/projects/:project_id/api-keys", (c) =>
     withProject(c, async (project) => {
-      const form = await c.req.parseBody();
+      const form = await c.req.parseBody({ all: true });
       const name = formText(form, "name");
       const expiresOn = formText(form, "expires_on");
+      const checked = form.scopes;
+      // Unchecking every box asks for no scopes (the API refuses that), not for the defaults.
+      const scopes = (Array.isArray(checked) ? checked : checked === undefined ? [] : [checked]).filter((v): v is string => typeof v === "string");
       const created = await c.get("api")<ServiceAccount & { token: string }>("POST", `/projects/${seg(project.project_id)}/service-accounts`, {
         name,
         expires_at: expiryOfDate(expiresOn),
+        scopes,
       });
-      if (!created.ok) return apiKeysPage(c, project, { name, expiresOn, problem: created.problem });
-      // Rendered in the POST's answer (not a redirect), so the token is never in a URL or history entry.
-      return apiKeysPage(c, project, { name: "", expiresOn: "", created: created.data });
+      if (!created.ok) return apiKeysPage(c, project, { name, expiresOn, scopes, problem: created.problem });
+      // POST/redirect/GET: a reload shows the list instead of posting again (a second key). The token
+      // crosses the redirect sealed in a one-time cookie, never in the URL or a history entry.
+      await setFlash(c, NEW_TOKEN_FLASH(project.project_id), created.data);
+      return c.redirect(projectPath(project.project_id, "/api-keys"), 303);
     }),
   );
 

@@ -1,6 +1,6 @@
 import { type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Badge, type BadgeTone, Csrf, Field, Pager, ProblemMessage, when } from "../components";
+import { Badge, type BadgeTone, Csrf, Field, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -106,14 +106,7 @@ async function deliveriesPage(c: DashContext, project: Project, state: ResendSta
       {state.problem && <ProblemMessage problem={state.problem} action="Resending" />}
       <form method="get" action={path} class="filter" role="search" aria-label="Filter deliveries">
         <Field label="Run id" name="run_id" value={runId} maxlength={64} error={runError} hint="Only the deliveries of this run (the X-Run-Id of its answer)." />
-        <div class="actions">
-          <button type="submit">Filter</button>
-          {runId && (
-            <a class="button secondary" href={path}>
-              Show all
-            </a>
-          )}
-        </div>
+        <FilterActions path={path} filtered={Boolean(runId)} />
       </form>
       {!list.ok ? (
         <ProblemMessage problem={list.problem} action="Loading deliveries" />

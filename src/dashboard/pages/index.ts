@@ -1,6 +1,7 @@
 import type { DashRouter } from "../context";
 import { registerApiKeys } from "./api-keys";
 import { registerApps } from "./apps";
+import { registerAuditLog } from "./audit-log";
 import { registerDeliveries } from "./deliveries";
 import { registerDomains } from "./domains";
 import { registerProjects } from "./projects";
@@ -10,4 +11,4 @@ import { registerRuns } from "./runs";
  * The signed-in pages. A new page is one file here exporting `register(dash)` (routes under
  * `/projects/:project_id/<slug>`), plus its tab in `../nav.ts`.
  */
-export const PAGES: ((dash: DashRouter) => void)[] = [registerProjects, registerApiKeys, registerApps, registerDomains, registerRuns, registerDeliveries];
+export const PAGES: ((dash: DashRouter) => void)[] = [registerProjects, registerApiKeys, registerApps, registerDomains, registerRuns, registerDeliveries, registerAuditLog];

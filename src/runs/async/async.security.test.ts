@@ -46,7 +46,7 @@ describe("async runs: who may read and cancel them", () => {
     const jwt = await sign({ project_id: app.projectId, exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
     expect((await api.json(path, { token: jwt })).status).toBe(200);
     expect((await api.json(path)).status).toBe(200);
-    const stranger = await sign({ project_id: "proj_someone_else", exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
+    const stranger = await sign({ project_id: "proj_0000000000aaaaaaaaaaaaaaaaaaaa", exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
     expect((await api.json(path, { token: stranger })).status).toBe(404);
   });
 

@@ -6,6 +6,7 @@ import type { Scope } from "../../platform/scope";
 import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { decodeCursor, page } from "../../platform/pagination";
 import { runCaller } from "../run-key";
+import { insufficientScope } from "../../auth/access";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import { cancelRun, runById } from "./store";
 import { listAsyncRuns } from "./routes";
@@ -34,7 +35,8 @@ async function ownRun(scope: Scope, request: Request, projectId: string, appName
   const caller = await runCaller(scope, request);
   const missing = new ApiError("not_found", `No run with id '${runId}' of app '${appName}' in project '${projectId}'.`);
   // A key of another project learns nothing about this one's runs, not even whether the id exists.
-  if (caller.projectId !== "*" && caller.projectId !== projectId) throw missing;
+  if (caller.projectId !== undefined && caller.projectId !== projectId) throw missing;
+  if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
   const run = await runById(scope.db, runId);
   if (!run || run.projectId !== projectId || run.appName !== appName) throw missing;
   return run;

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../../auth/access";
 import { ASYNC_RUN_STATUSES } from "../../db/schema";
-import { AUTHENTICATED_PROBLEMS, idParam, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../../platform/openapi";
+import { idParam, jsonContent, ListQuery, listOf, ProjectParams, problems, SCOPED_PROBLEMS, Timestamp } from "../../platform/openapi";
 import { ASYNC_RUN_ROUTE } from "../path";
 import { RunParams, runGet, runPost, RUNS_SECURITY as security } from "../routes";
 
@@ -38,6 +39,7 @@ export const AsyncRunSchema = z
   .openapi("AsyncRun");
 
 export const getAsyncRun = createRoute({
+  operationId: "getAsyncRun",
   method: "get",
   path: ASYNC_RUN_ROUTE,
   tags: ["Runs"],
@@ -45,10 +47,11 @@ export const getAsyncRun = createRoute({
   summary: "Read an async run",
   description: "The state of a run started with `?async=true`, and its result once finished. Results are kept 7 days after the run finished.",
   request: { params: AsyncRunParams },
-  responses: { 200: jsonContent(AsyncRunSchema, "The run."), ...problems(401, 404) },
+  responses: { 200: jsonContent(AsyncRunSchema, "The run."), ...problems(401, 403, 404) },
 });
 
 export const cancelAsyncRun = createRoute({
+  operationId: "cancelAsyncRun",
   method: "delete",
   path: ASYNC_RUN_ROUTE,
   tags: ["Runs"],
@@ -56,7 +59,7 @@ export const cancelAsyncRun = createRoute({
   summary: "Cancel an async run",
   description: "Cancels a queued run: it will not run and no webhook is sent. Cancelling a cancelled run answers the same 200; a running or finished run: 409.",
   request: { params: AsyncRunParams },
-  responses: { 200: jsonContent(AsyncRunSchema, "The cancelled run."), ...problems(401, 404, 409) },
+  responses: { 200: jsonContent(AsyncRunSchema, "The cancelled run."), ...problems(401, 403, 404, 409) },
 });
 
 export const AsyncRunSummary = AsyncRunSchema.omit({ result: true })
@@ -67,17 +70,18 @@ export const AsyncRunSummary = AsyncRunSchema.omit({ result: true })
   .openapi("AsyncRunSummary");
 
 export const listAsyncRuns = createRoute({
+  operationId: "listAsyncRuns",
   method: "get",
   path: "/projects/{project_id}/runs",
   tags: ["Runs"],
-  security,
+  ...requires("runs:invoke"),
   summary: "List async runs",
   description: "Recent runs started with `?async=true`, newest first, without their results (read one with `GET /v4/{project_id}/{app_name}/runs/{run_id}`).",
   request: {
     params: ProjectParams,
     query: ListQuery.extend({ status: z.enum(ASYNC_RUN_STATUSES).optional().openapi({ description: "Only runs in this state." }) }),
   },
-  responses: { 200: jsonContent(listOf(AsyncRunSummary, "AsyncRunList"), "A page of runs, newest first."), ...AUTHENTICATED_PROBLEMS },
+  responses: { 200: jsonContent(listOf(AsyncRunSummary, "AsyncRunList"), "A page of runs, newest first."), ...SCOPED_PROBLEMS },
 });
 
 /** The run proxy's operations, served under `/v4` and documented in the one OpenAPI document. */

@@ -1,3 +1,7 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { describe, expect, it } from "vitest";
 import { productionDeps } from "../../../src/deps";
@@ -24,5 +28,30 @@ describe("OpenAPI document", () => {
     expect(result.errors ?? []).toEqual([]);
     expect(result.valid).toBe(true);
     expect(validator.version).toBe("3.1");
+  });
+});
+
+describe("OpenAPI document, linted by Redocly", () => {
+  it("passes @redocly/cli lint with the recommended rules: no error, no warning", async () => {
+    const response = await createHttpRouter(productionDeps).request("/v2/openapi.json", {}, env);
+    const dir = mkdtempSync(join(tmpdir(), "eg-openapi-"));
+    try {
+      const file = join(dir, "openapi.json");
+      writeFileSync(file, await response.text());
+      // No config file: Redocly's built-in `recommended` ruleset. Offline: no telemetry, no update check.
+      const lint = await new Promise<{ code: number | null; output: string }>((resolve) =>
+        execFile(
+          process.execPath,
+          [join("node_modules", "@redocly", "cli", "bin", "cli.js"), "lint", "--extends=recommended", "--format=stylish", file],
+          { env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true", NO_COLOR: "1" }, timeout: 60_000 },
+          (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, output: `${stdout}${stderr}` }),
+        ),
+      );
+      expect(lint.output).toMatch(/Woohoo! Your API description is valid/);
+      expect(lint.output).not.toMatch(/warning/i);
+      expect(lint.code, lint.output).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

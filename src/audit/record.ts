@@ -1,0 +1,121 @@
+import { sql } from "drizzle-orm";
+import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
+import { routePath } from "hono/route";
+import type { Principal } from "../auth/principal";
+import { type ActorKind, auditLog } from "../db/schema";
+import type { AppEnv } from "../platform/scope";
+import { newId } from "../platform/ids";
+
+/** What a management write did, named by the handler that did it. */
+export interface AuditEvent {
+  /** `noun.verb`, e.g. `build.cancel`; the list in docs/access.md. */
+  action: string;
+  target: { type: string; id: string };
+  /** The project the entry belongs to; the path's `project_id` when absent. */
+  projectId?: string;
+  /** A few facts worth keeping (granted scopes, a new status); never a secret. */
+  details?: Record<string, unknown>;
+}
+
+export interface Actor {
+  kind: ActorKind;
+  id: string;
+  name: string | null;
+}
+
+export function actorOf(principal: Principal): Actor {
+  switch (principal.kind) {
+    case "admin":
+      return { kind: "operator", id: "operator", name: null };
+    case "service_account":
+      return { kind: "service_account", id: principal.serviceAccountId, name: principal.name };
+    default: {
+      const unknown: never = principal;
+      throw new Error(`no audit actor for principal ${JSON.stringify(unknown)}`);
+    }
+  }
+}
+
+const WRITES = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** Per request: the event its handler named, and whether the handler already wrote it in its own batch. */
+const pending = new WeakMap<Request, { event: AuditEvent; written: boolean }>();
+
+function rowOf(c: Context<AppEnv>, event: AuditEvent) {
+  const actor = actorOf(c.get("principal"));
+  const at = c.var.scope.deps.now();
+  return {
+    id: newId("aud", at.getTime()),
+    projectId: event.projectId ?? c.req.param("project_id") ?? "",
+    actorKind: actor.kind,
+    actorId: actor.id,
+    actorName: actor.name,
+    action: event.action,
+    targetType: event.target.type,
+    targetId: event.target.id,
+    details: event.details ?? null,
+    // Cloudflare's edge sets it; absent locally.
+    clientIp: c.req.header("cf-connecting-ip") ?? null,
+    requestId: c.var.scope.requestId,
+    at,
+  };
+}
+
+/**
+ * Names this request's audit entry. `auditWrites` writes it once the handler has answered 2xx, before
+ * the response leaves: for writes whose outcome is known only after them (a conditional update, an
+ * idempotent repeat, a call to a provider).
+ */
+export function auditAs(c: Context<AppEnv>, event: AuditEvent) {
+  pending.set(c.req.raw, { event, written: false });
+}
+
+/**
+ * The entry as a statement for the handler's own D1 batch, placed right after the write: both commit
+ * or neither does, and the entry is inserted only if that write changed a row (`changes()` of the
+ * statement before it in the batch), so an `ON CONFLICT DO NOTHING` that did nothing leaves no entry.
+ */
+export function auditStatement(c: Context<AppEnv>, event: AuditEvent) {
+  pending.set(c.req.raw, { event, written: true });
+  const r = rowOf(c, event);
+  const details = r.details === null ? null : JSON.stringify(r.details);
+  // Columns in the table's order (drizzle names them all in `INSERT … SELECT`).
+  return c.var.scope.db
+    .insert(auditLog)
+    .select(
+      sql`SELECT ${r.id}, ${r.projectId}, ${r.actorKind}, ${r.actorId}, ${r.actorName}, ${r.action}, ${r.targetType}, ${r.targetId}, ${details}, ${r.clientIp}, ${r.requestId}, ${r.at.getTime()} WHERE changes() > 0`,
+    );
+}
+
+async function append(c: Context<AppEnv>, event: AuditEvent) {
+  const row = rowOf(c, event);
+  const insert = () => c.var.scope.db.insert(auditLog).values(row);
+  try {
+    await insert();
+  } catch {
+    // The write is done and its answer must not change now (a retried create would create twice): try
+    // once more, and if D1 still refuses, the entry goes to the logs whole, so it can be restored.
+    try {
+      await insert();
+    } catch (error) {
+      console.error(JSON.stringify({ level: "error", msg: "audit entry not written", entry: { ...row, at: row.at.toISOString() }, error: String(error) }));
+    }
+  }
+}
+
+/**
+ * Every management write leaves exactly one audit entry: the one its handler wrote in its batch, or
+ * the one it named with `auditAs`, written here after a 2xx. A write route that names none still
+ * leaves one (the method and route as its action) and a log line that says the route should name it.
+ */
+export const auditWrites = createMiddleware<AppEnv>(async (c, next) => {
+  await next();
+  if (!WRITES.has(c.req.method) || c.res.status < 200 || c.res.status >= 300) return;
+  const named = pending.get(c.req.raw);
+  if (named?.written) return;
+  if (named) return append(c, named.event);
+  const route = routePath(c, -1);
+  console.error(JSON.stringify({ level: "warn", msg: "write route names no audit action", method: c.req.method, route }));
+  await append(c, { action: `${c.req.method} ${route}`, target: { type: "path", id: c.req.path } });
+});

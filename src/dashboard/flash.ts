@@ -1,0 +1,72 @@
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { type DashContext, dashPath } from "./context";
+
+/**
+ * A value that must survive exactly one redirect (POST/redirect/GET) without ever being in a URL: the
+ * new service account token. It rides in a short-lived cookie, sealed with AES-256-GCM under a key
+ * derived from ADMIN_TOKEN by HKDF and bound to the session and the page it is for, and the GET that
+ * shows it deletes it, so a reload (or the back button) shows it no more and creates nothing.
+ */
+const FLASH_TTL_SECONDS = 120;
+const encoder = new TextEncoder();
+/** The key per admin token (a Map lookup, not a comparison of the secret); only the current one is kept. */
+const keys = new Map<string, Promise<CryptoKey>>();
+
+function flashKey(adminToken: string): Promise<CryptoKey> {
+  let key = keys.get(adminToken);
+  if (!key) {
+    key = crypto.subtle
+      .importKey("raw", encoder.encode(adminToken), "HKDF", false, ["deriveKey"])
+      .then((material) =>
+        crypto.subtle.deriveKey(
+          { name: "HKDF", hash: "SHA-256", salt: encoder.encode("edge-gateway/dashboard"), info: encoder.encode("flash-aes-gcm-v1") },
+          material,
+          { name: "AES-GCM", length: 256 },
+          false,
+          ["encrypt", "decrypt"],
+        ),
+      );
+    keys.clear();
+    keys.set(adminToken, key);
+  }
+  return key;
+}
+
+const https = (c: DashContext) => new URL(c.req.url).protocol === "https:";
+const cookieName = (c: DashContext) => (https(c) ? "__Host-eg_flash" : "eg_flash");
+const cookiePath = (c: DashContext) => (https(c) ? "/" : dashPath(""));
+/** What the sealed value is bound to: this session, and the page that may show it. */
+const boundTo = (c: DashContext, page: string) => encoder.encode(`${c.get("session").sid}\n${page}`);
+
+const toBase64url = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+const fromBase64url = (text: string) => Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0));
+
+/** Seals `value` for the next GET of `page` in this session. */
+export async function setFlash(c: DashContext, page: string, value: unknown): Promise<void> {
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const sealed = new Uint8Array(
+    await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: boundTo(c, page) }, await flashKey(c.var.scope.config.adminToken), encoder.encode(JSON.stringify(value))),
+  );
+  const cookie = new Uint8Array(iv.length + sealed.length);
+  cookie.set(iv);
+  cookie.set(sealed, iv.length);
+  setCookie(c, cookieName(c), toBase64url(cookie), { httpOnly: true, secure: https(c), sameSite: "Strict", path: cookiePath(c), maxAge: FLASH_TTL_SECONDS });
+}
+
+/** The value sealed for `page`, once: the cookie is deleted whatever it held. Undefined when absent, expired or not this session's. */
+export async function takeFlash<T>(c: DashContext, page: string): Promise<T | undefined> {
+  const value = getCookie(c, cookieName(c));
+  if (!value) return undefined;
+  deleteCookie(c, cookieName(c), { path: cookiePath(c), secure: https(c) });
+  try {
+    const bytes = fromBase64url(value);
+    const plain = await crypto.subtle.decrypt(
+      { name: "AES-GCM", iv: bytes.subarray(0, 12), additionalData: boundTo(c, page) },
+      await flashKey(c.var.scope.config.adminToken),
+      bytes.subarray(12),
+    );
+    return JSON.parse(new TextDecoder().decode(plain)) as T;
+  } catch {
+    return undefined; // tampered, another session's or page's, or sealed under a rotated admin token
+  }
+}
