@@ -7,6 +7,7 @@ const local = new LocalCertificates();
 /** The real outside world: the system clock, the network, DNS over HTTPS, Cloudflare for SaaS. */
 export const productionDeps: Deps = {
   now: () => new Date(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
   outbound: { fetch: (request) => fetch(request) },
   resolver: (config) => new DohResolver(config.dnsResolverUrl),
   // getConfig refuses "cloudflare" without its credentials, so the local provider is only ever chosen on purpose.

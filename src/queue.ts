@@ -2,13 +2,15 @@ import { domainValidationConsumer } from "./domains/validation-queue";
 import type { Scope } from "./platform/scope";
 import { QUEUES } from "./platform/triggers";
 import { deliverWebhooks } from "./webhooks/consumer";
+import { settleDeadLetters } from "./webhooks/dead-letter";
 import { consumeAsyncRuns } from "./runs/async/consumer";
 
 export type QueueHandler = (batch: MessageBatch<unknown>, scope: Scope) => Promise<void>;
 
 /** One consumer per configured queue. */
 export const queueHandlers: Record<string, QueueHandler> = {
-  [QUEUES.webhookDeliveries]: deliverWebhooks,
+  [QUEUES.webhookDeliveries]: (batch, scope) => deliverWebhooks(batch, scope),
+  [QUEUES.webhookDeadLetters]: settleDeadLetters,
   [QUEUES.domainValidations]: domainValidationConsumer,
   [QUEUES.asyncRuns]: consumeAsyncRuns,
 };

@@ -11,7 +11,7 @@ import { createWorker } from "./worker";
 
 interface WranglerConfig {
   triggers?: { crons?: string[] };
-  queues?: { producers?: { queue: string }[]; consumers?: { queue: string }[] };
+  queues?: { producers?: { queue: string }[]; consumers?: { queue: string; dead_letter_queue?: string }[] };
   env?: Record<string, WranglerConfig>;
 }
 
@@ -26,7 +26,9 @@ describe("wrangler.toml and the handlers agree", () => {
 
   it.each(environments)("%s: every queue is produced to and consumed, and has a consumer in code", (_, section) => {
     const consumed = (section.queues?.consumers ?? []).map((c) => c.queue).sort();
-    const produced = (section.queues?.producers ?? []).map((p) => p.queue).sort();
+    // A dead-letter queue is produced to by the queue it serves, not by a binding.
+    const deadLetters = (section.queues?.consumers ?? []).flatMap((c) => (c.dead_letter_queue ? [c.dead_letter_queue] : []));
+    const produced = [...(section.queues?.producers ?? []).map((p) => p.queue), ...deadLetters].sort();
     expect(consumed).toEqual(Object.values(QUEUES).sort());
     expect(produced).toEqual(Object.values(QUEUES).sort());
     expect(Object.keys(queueHandlers).sort()).toEqual(Object.values(QUEUES).sort());

@@ -1,4 +1,6 @@
+import { env } from "cloudflare:workers";
 import { expect } from "vitest";
+import { newId } from "../src/platform/ids";
 import { startAsync } from "./async-runs";
 import { type Client, seedBuild } from "./helpers";
 import { person } from "./people";
@@ -53,6 +55,14 @@ export async function projectWithEverything(api: Client) {
   const members = await api.json<{ data: { member_id: string; role: string }[] }>(`/v2/projects/${seed.projectId}/members`);
   const outsider = await person(api);
   const invite = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email: `${unique("invited")}@example.test`, role: "viewer" } });
+  // A settled webhook delivery whose body is kept, so it can be resent.
+  const deliveryId = newId("whd");
+  const at = api.clock.now().getTime();
+  await env.DB.prepare(
+    "INSERT INTO webhook_deliveries (id, project_id, run_id, endpoint, signed, body_bytes, status, attempt_count, created_at, updated_at, completed_at, body) VALUES (?, ?, 'run_ops', 'https://example.com/hook', 0, 8, 'delivered', 1, ?, ?, ?, '{\"x\":1}')",
+  )
+    .bind(deliveryId, seed.projectId, at, at, at)
+    .run();
   // Queued (its queue message is only captured), so it can be read and cancelled.
   const asyncRun = await startAsync(api, seed);
   expect(asyncRun.response.status).toBe(202);
@@ -63,6 +73,7 @@ export async function projectWithEverything(api: Client) {
     app_name: seed.appName,
     build_id: buildId,
     service_account_id: victim.body.id,
+    delivery_id: deliveryId,
     domain,
     member_id: members.body.data.find((m) => m.role === "viewer")!.member_id,
     invite_id: invite.body.invite_id,

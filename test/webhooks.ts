@@ -28,37 +28,25 @@ export async function runWithWebhook(
 let ids = 0;
 
 /**
- * Delivers `message` as the queue would: attempt 1, then again for every retry the consumer asks for,
- * moving the fake clock by the delay plus the consumer's batch timeout. Returns how many attempts ran.
+ * Delivers `message` as the queue would hand it over (once, as `queueAttempts`): the consumer runs
+ * every attempt itself, pausing through `deps.sleep`, which here moves the fake clock instead of
+ * waiting. Returns the attempts D1 counted, the pauses asked for (seconds) and whether the message
+ * was acknowledged (`retried` when it was handed back to the queue).
  */
-export async function drive(api: Client, message: unknown, overrides: Partial<Record<string, unknown>> = {}, deps: Partial<Deps> = {}) {
-  const { queue: consume } = createWorker(testDeps({ now: api.clock.now, ...deps }));
+export async function drive(api: Client, message: unknown, overrides: Partial<Record<string, unknown>> = {}, deps: Partial<Deps> = {}, queueAttempts = 1) {
   const delays: number[] = [];
-  for (let attempts = 1; attempts <= 10; attempts++) {
-    const batch = createMessageBatch(QUEUES.webhookDeliveries, [{ id: `msg-${ids++}`, timestamp: api.clock.now(), attempts, body: message }]);
-    // The test harness records that a message was retried but not its delay: watch `retry` for it.
-    const real = batch.messages[0]!;
-    let delay: number | undefined;
-    const watched = {
-      id: real.id,
-      timestamp: real.timestamp,
-      body: real.body,
-      attempts: real.attempts,
-      ack: () => real.ack(),
-      retry: (options?: QueueRetryOptions) => {
-        delay = options?.delaySeconds ?? 0;
-        real.retry(options);
-      },
-    };
-    const view = { queue: batch.queue, messages: [watched], ackAll: () => batch.ackAll(), retryAll: (o?: QueueRetryOptions) => batch.retryAll(o) };
-    const ctx = createExecutionContext();
-    await consume(view as unknown as MessageBatch<unknown>, { ...env, ...overrides } as Env, ctx);
-    const result = await getQueueResult(batch, ctx);
-    if (result.retryMessages.length === 0) return { attempts, delays, acked: result.explicitAcks.length === 1 };
-    delays.push(delay!);
-    api.clock.advance((delay! + 1) * 1000);
-  }
-  throw new Error("the consumer kept retrying past 10 attempts");
+  const sleep = async (ms: number) => {
+    delays.push(Math.round(ms / 1000));
+    api.clock.advance(ms);
+  };
+  const { queue: consume } = createWorker(testDeps({ now: api.clock.now, sleep, ...deps }));
+  const batch = createMessageBatch(QUEUES.webhookDeliveries, [{ id: `msg-${ids++}`, timestamp: api.clock.now(), attempts: queueAttempts, body: message }]);
+  const ctx = createExecutionContext();
+  await consume(batch, { ...env, ...overrides } as Env, ctx);
+  const result = await getQueueResult(batch, ctx);
+  const id = (message as { id?: string }).id;
+  const row = id ? await env.DB.prepare("SELECT attempt_count AS n FROM webhook_deliveries WHERE id = ?").bind(id).first<{ n: number }>() : null;
+  return { attempts: row?.n ?? 0, delays, acked: result.explicitAcks.length === 1, retried: result.retryMessages.length === 1 };
 }
 
 export interface DeliveryJson {
@@ -71,6 +59,7 @@ export interface DeliveryJson {
   attempts: { attempt: number; at: string; status_code: number | null; error: string | null; duration_ms: number }[];
   last_status_code: number | null;
   last_error: string | null;
+  resent_from: string | null;
 }
 
 export async function deliveriesOf(api: Client, projectId: string, runId: string) {

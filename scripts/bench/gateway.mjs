@@ -44,7 +44,7 @@ export async function startPassthrough(upstreamUrl) {
  * The built gateway under Miniflare with the bindings of wrangler.toml, migrated. `extraBindings`
  * override settings; `sharedOptions` are Miniflare's own (an inspector port, a log handler).
  */
-export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {} } = {}) {
+export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {}, batchSizes = {} } = {}) {
   const started = performance.now();
   const mf = create({
     ...quiet,
@@ -56,6 +56,7 @@ export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DN
         scriptPath,
         modulesRoot: dirname(scriptPath),
         compatibilityDate: COMPATIBILITY_DATE,
+        compatibilityFlags: config.compatibility_flags ?? [],
         bindings: { ...config.vars, DNS_RESOLVER_URL: dnsResolverUrl, ...SECRETS, ...extraBindings },
         d1Databases: { DB: "bench-db" },
         r2Buckets: (config.r2_buckets ?? []).map((b) => b.binding),
@@ -63,7 +64,7 @@ export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DN
         queueConsumers: Object.fromEntries(
           (config.queues?.consumers ?? []).map((c) => [
             c.queue,
-            { maxBatchSize: c.max_batch_size, maxBatchTimeout: c.max_batch_timeout, maxRetries: c.max_retries },
+            { maxBatchSize: batchSizes[c.queue] ?? c.max_batch_size, maxBatchTimeout: c.max_batch_timeout, maxRetries: c.max_retries, deadLetterQueue: c.dead_letter_queue },
           ]),
         ),
       },

@@ -54,6 +54,27 @@ describe("dashboard webhook deliveries", () => {
     expect(text(list.html)).toContain("unsigned");
   });
 
+  it("resends a settled delivery with its Resend button and says under which id", async () => {
+    const sent: unknown[] = [];
+    const api = client({}, { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue });
+    const app = await seedRunnable(api);
+    const v = visitor(api);
+    await v.signIn();
+    const hook = await receiver([{ status: 200 }]);
+    await deliveredRun(api, app, hook.url);
+    const page = `/dashboard/projects/${app.projectId}/webhook-deliveries`;
+    const list = await v.get(page);
+    const action = /<form method="post" action="([^"]+\/resend)"/.exec(list.html)?.[1];
+    expect(action).toBeDefined();
+    const posted = await v.post(action!, {});
+    expect(posted.status).toBe(303);
+    expect(posted.location).toMatch(/webhook-deliveries\?resent=whd_/);
+    const after = await v.get(posted.location!);
+    expect(text(after.html)).toMatch(/Resent as whd_/);
+    expect(text(after.html)).toMatch(/resends whd_/);
+    expect(sent.length).toBeGreaterThanOrEqual(1);
+  });
+
   it("filters by run id with a GET form that keeps the run id, and explains a refused one", async () => {
     const api = client();
     const app = await seedRunnable(api);

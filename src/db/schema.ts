@@ -137,13 +137,27 @@ export const webhookDeliveries = sqliteTable(
     createdAt: timestamp("created_at").notNull(),
     updatedAt: timestamp("updated_at").notNull(),
     completedAt: timestamp("completed_at"),
+    // Kept for resending until the retention ends (src/webhooks/retention.ts): the body itself when
+    // it fits a queue message, else its R2 key; the secret sealed as in the queue message (JSON).
+    body: text("body"),
+    bodyKey: text("body_key"),
+    sealedSecret: text("sealed_secret"),
+    bodyPurgedAt: timestamp("body_purged_at"),
+    /** The delivery this one resends (`POST …/webhook-deliveries/{id}/resend`). */
+    resentFrom: text("resent_from"),
   },
   (t) => [
     index("webhook_deliveries_project").on(t.projectId, t.id),
     index("webhook_deliveries_run").on(t.projectId, t.runId, t.id),
+    // The sweeper's and the retention purge's scans.
+    index("webhook_deliveries_pending").on(t.status, t.updatedAt),
+    index("webhook_deliveries_created").on(t.createdAt),
     check("webhook_deliveries_status", sql`${t.status} in ('pending', 'delivered', 'failed')`),
   ],
 );
+
+export const ATTEMPT_OUTCOMES = ["delivered", "failed", "retry"] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 
 /** Each attempt of a delivery: when, and the receiver's status code or the error class, and how long it took. */
 export const webhookAttempts = sqliteTable(
@@ -157,6 +171,12 @@ export const webhookAttempts = sqliteTable(
     statusCode: integer("status_code"),
     error: text("error"),
     durationMs: integer("duration_ms").notNull(),
+    /**
+     * What this attempt made of the delivery. A trigger (hand-written in the migration
+     * `webhook_delivery_fate`) copies it and the outcome onto the delivery, so recording an attempt
+     * is one statement.
+     */
+    outcome: text("outcome", { enum: ATTEMPT_OUTCOMES }),
   },
   (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
 );

@@ -8,6 +8,8 @@ import type { CertificateProvider, DnsResolver, Outbound } from "./outside";
  */
 export interface Deps {
   now(): Date;
+  /** Waits `ms` (the pause between webhook attempts); tests pass one that moves a fake clock instead. */
+  sleep(ms: number): Promise<void>;
   /** Requests to the outside world on a customer's behalf: app upstreams and webhook receivers. */
   outbound: Outbound;
   /** DNS over HTTPS (RFC 8484) for custom domain validation. */

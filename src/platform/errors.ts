@@ -22,6 +22,7 @@ export const PROBLEMS = {
   build_cancelled: { status: 409, title: "Build was cancelled" },
   invalid_transition: { status: 409, title: "Invalid build status transition" },
   no_deployment: { status: 409, title: "App has no ready deployment" },
+  gone: { status: 410, title: "Gone" },
   run_not_cancellable: { status: 409, title: "Run is not cancellable" },
   payload_too_large: { status: 413, title: "Payload too large" },
   unsupported_media_type: { status: 415, title: "Unsupported media type" },

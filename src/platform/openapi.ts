@@ -36,6 +36,7 @@ const problemDescriptions: Record<number, string> = {
   403: "The credential may not do this (`forbidden`), or lacks the route's scope (`insufficient_scope`, with `WWW-Authenticate: Bearer error=\"insufficient_scope\", scope=\"…\"`).",
   404: "No such resource, or not one the credential may see.",
   409: "The resource's state does not allow this.",
+  410: "The resource existed but is no longer kept.",
   413: "The request body is too large.",
   415: "The request body is not JSON.",
   422: "The `Idempotency-Key` was used before for a different request.",

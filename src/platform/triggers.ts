@@ -10,6 +10,8 @@ export const CRONS = {
 
 export const QUEUES = {
   webhookDeliveries: "webhook-deliveries",
+  /** Where `webhook-deliveries` puts a message it gave up on (`dead_letter_queue` in wrangler.toml). */
+  webhookDeadLetters: "webhook-deliveries-dlq",
   domainValidations: "domain-validations",
   asyncRuns: "async-runs",
 } as const;

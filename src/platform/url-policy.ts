@@ -107,7 +107,13 @@ export function checkTarget(raw: string, policy: TargetPolicy): TargetCheck {
     return { ok: false, reason: `must use https:${insecureNote}` };
   }
   if (url.username || url.password) return { ok: false, reason: "must not contain a user name or password" };
+  // One trailing dot is the root label (fully qualified); any other empty label (`10.0.0.1..`,
+  // `a..b`, `.a`) is not a host name, and stripping dots one at a time would turn `10.0.0.1..`
+  // into an address the IPv4 check never sees.
   const hostname = url.hostname.toLowerCase().replace(/\.$/, "");
+  if (!hostname.startsWith("[") && hostname.split(".").some((label) => label === "")) {
+    return { ok: false, reason: "must not have an empty label in its host name" };
+  }
   switch (classifyHost(hostname)) {
     case "public":
       return { ok: true, url };

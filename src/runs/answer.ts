@@ -23,9 +23,11 @@ export async function answerRun(
   runId: string,
   timeoutMs: number,
   requestId: string,
+  /** Ends the call early (a run with a webhook whose caller hung up long ago, src/runs/hang-up.ts). */
+  cancel?: AbortSignal,
 ): Promise<RunAnswer> {
   try {
-    const answer = await callUpstream(deps, target, init, runId, timeoutMs);
+    const answer = await callUpstream(deps, target, init, runId, timeoutMs, cancel);
     return { status: callerStatus(answer.status), text: envelope(runId, answer, deps.now()), contentType: "application/json", failure: null };
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;

@@ -89,6 +89,8 @@ export async function callUpstream(
   init: Pick<RequestInit, "method" | "headers" | "body">,
   runId: string,
   timeoutMs: number,
+  /** Ends the call early (the caller hung up long ago); it then fails as a timeout would. */
+  cancel?: AbortSignal,
 ): Promise<UpstreamAnswer> {
   const meta = { extensions: { run_id: runId }, headers: { "X-Run-Id": runId } };
   const started = Date.now();
@@ -97,6 +99,8 @@ export async function callUpstream(
   const controller = new AbortController();
   const { signal } = controller;
   const timer = setTimeout(() => controller.abort(new DOMException(`No answer within ${timeoutMs} ms`, "TimeoutError")), timeoutMs);
+  const onCancel = () => controller.abort(cancel?.reason);
+  cancel?.addEventListener("abort", onCancel, { once: true });
   let response: Response;
   let raw: string | null;
   try {
@@ -121,6 +125,7 @@ export async function callUpstream(
     throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });
   } finally {
     clearTimeout(timer);
+    cancel?.removeEventListener("abort", onCancel);
   }
   if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
   const text = raw.trim();

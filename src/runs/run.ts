@@ -5,9 +5,10 @@ import { isJsonType } from "../platform/http";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
-import { enqueueDelivery } from "../webhooks/enqueue";
-import { answerRun } from "./answer";
+import { enqueuePending, type PendingDelivery, recordPending, settleUnsent } from "../webhooks/enqueue";
+import { answerRun, type RunAnswer } from "./answer";
 import { acceptAsync, asyncRequested } from "./async/accept";
+import { cutShortAfterHangUp } from "./hang-up";
 import { readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
 import { runCaller } from "./run-key";
 
@@ -70,6 +71,10 @@ function queryOf(url: string): URLSearchParams | null {
 /** A run of `{project_id}/{app_name}`: the caller's key checked, the upstream called, the envelope returned. */
 export async function run(scope: Scope, request: Request, projectId: string, appName: string): Promise<Response> {
   const { deps, config } = scope;
+  // Hono answers HEAD by running the GET handler: a run (and its webhook) whose body nobody receives.
+  if (request.method === "HEAD") {
+    throw new ApiError("method_not_allowed", "Runs take GET or POST; HEAD would run the app for an answer nobody reads.", { headers: { Allow: "GET, POST" } });
+  }
   const caller = await runCaller(scope, request);
   if (caller.projectId !== undefined && caller.projectId !== projectId) {
     // A key of another project learns nothing about this one.
@@ -109,12 +114,42 @@ export async function run(scope: Scope, request: Request, projectId: string, app
 
   if (body && !headers.has("content-type")) headers.set("Content-Type", "application/json");
   headers.set("Accept", "application/json");
-  // An upstream failure is still this run's answer (a problem): the webhook receives it too.
-  const { status, text, contentType } = await answerRun(deps, target, { method: request.method, headers, body: body ?? null }, runId, config.runTimeoutMs, scope.requestId);
-  const responseHeaders = { "Content-Type": contentType, "X-Run-Id": runId, "Cache-Control": "no-store" };
-  caller.afterRun();
-  if (webhook) {
-    scope.ctx.waitUntil(enqueueDelivery(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret, body: text }));
+  const call = (cancel?: AbortSignal) => answerRun(deps, target, { method: request.method, headers, body: body ?? null }, runId, config.runTimeoutMs, scope.requestId, cancel);
+  if (!webhook) {
+    const answer = await call();
+    caller.afterRun();
+    return responseOf(answer, runId);
   }
-  return new Response(text, { status, headers: responseHeaders });
+
+  // The delivery is on record before the upstream is called, and the rest of the run is carried in
+  // `waitUntil`: a caller who hangs up still gets the delivery (within RUN_AFTER_HANG_UP_MS), and a
+  // run cut short ends its record `failed` (`run_interrupted`), never absent.
+  const pending = await recordPending(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret });
+  const work = deliverAfterRun(scope, request, pending, call).finally(() => caller.afterRun());
+  scope.ctx.waitUntil(work.then(() => undefined, () => undefined));
+  return responseOf(await work, runId);
+}
+
+// An upstream failure is still this run's answer (a problem): the webhook receives it too.
+const responseOf = (answer: RunAnswer, runId: string) =>
+  new Response(answer.text, { status: answer.status, headers: { "Content-Type": answer.contentType, "X-Run-Id": runId, "Cache-Control": "no-store" } });
+
+/** The run's answer with a webhook: the upstream called (cut short if the caller hung up too long ago), then the delivery enqueued. */
+async function deliverAfterRun(scope: Scope, request: Request, pending: PendingDelivery, call: (cancel?: AbortSignal) => Promise<RunAnswer>): Promise<RunAnswer> {
+  const cutShort = cutShortAfterHangUp(request, scope.deps);
+  let answer: RunAnswer;
+  try {
+    answer = await call(cutShort.signal);
+  } catch (error) {
+    await settleUnsent(scope, pending, "run_interrupted");
+    throw error;
+  } finally {
+    cutShort.dispose();
+  }
+  if (cutShort.signal.aborted) {
+    await settleUnsent(scope, pending, "run_interrupted");
+    return answer;
+  }
+  await enqueuePending(scope, pending, answer.text);
+  return answer;
 }

@@ -1,250 +1,282 @@
-import { inArray, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
-import { webhookAttempts, webhookDeliveries, type DeliveryStatus } from "../db/schema";
+import type { AttemptOutcome } from "../db/schema";
+import type { Deps } from "../platform/deps";
+import type { Config } from "../platform/env";
 import { isTimeout } from "../platform/http";
 import type { Scope } from "../platform/scope";
 import type { DeliveryMessage } from "./enqueue";
-import { classifyStatus, MAX_ATTEMPTS, type AttemptOutcome, retryDelaySeconds } from "./policy";
+import { BODY_BUDGET_BYTES, DELIVERY_LANES, Semaphore } from "./limits";
+import { type AttemptOutcome as Outcome, classifyStatus, MAX_ATTEMPTS, retryDelaySeconds } from "./policy";
 import { openSecret } from "./secret-box";
 import { signatureHeaders } from "./sign";
+import { type AttemptResult, claimAttempt, failPending, recordAttempt } from "./store";
+
+/**
+ * The `webhook-deliveries` consumer. Each delivery runs its own attempts (up to 3) inside the
+ * invocation, with its own timer between them, so one receiver's slowness never delays another
+ * delivery's retry: the queue's ack and retry apply only when the whole invocation ends, which is
+ * why they are not used to space attempts. The queue is what makes a delivery durable: a message
+ * acked only once its delivery is settled, redelivered after a crash, resumes from the attempt
+ * count in D1 (see store.ts). docs/webhooks.md explains the limits this is sized for.
+ */
 
 /** Writes of an attempt's outcome tried before the message is handed back to the queue. */
-const RECORD_TRIES = 3;
+const RECORD_TRIES = 2;
+/** Room kept before a body for `id.timestamp.`, so the signed content is laid out without copying the body. */
+const PREFIX_ROOM = 96;
 
-interface AttemptResult {
-  outcome: AttemptOutcome;
-  retryAfter: string | null;
-  durationMs: number;
+export interface ConsumerHooks {
+  /** Connections and body bytes per invocation (defaults: limits.ts); tests pass smaller ones and read the high-water marks. */
+  lanes?: Semaphore;
+  budget?: Semaphore;
 }
 
 function isDeliveryMessage(value: unknown): value is DeliveryMessage {
   if (typeof value !== "object" || value === null) return false;
   const m = value as Partial<DeliveryMessage>;
-  return m.v === 1 && typeof m.id === "string" && typeof m.endpoint === "string" && typeof m.projectId === "string" && typeof m.body === "object";
+  return (
+    m.v === 1 &&
+    typeof m.id === "string" &&
+    typeof m.endpoint === "string" &&
+    typeof m.projectId === "string" &&
+    typeof m.runId === "string" &&
+    typeof m.bodyBytes === "number" &&
+    typeof m.body === "object" &&
+    m.body !== null
+  );
 }
 
-async function post({ deps, config }: Scope, message: DeliveryMessage, body: string, secret: string | null, at: Date): Promise<AttemptResult> {
-  const headers: Record<string, string> = { "Content-Type": "application/json", "User-Agent": "edge-gateway-webhooks/1" };
-  if (secret !== null) Object.assign(headers, await signatureHeaders(secret, message.id, Math.floor(at.getTime() / 1000), body));
-  const started = Date.now();
+const log = (level: "error" | "warn", msg: string, fields: Record<string, unknown>) => {
+  const line = JSON.stringify({ level, msg, ...fields });
+  if (level === "error") console.error(line);
+  else console.warn(line);
+};
+
+/** One line per failed delivery, for alerting; never the secret or the body. */
+export function logFailure(fields: { id: string; runId: string; projectId: string; endpoint: string }, attempts: number, reason: string, last: { statusCode?: number | null; error?: string | null } = {}) {
+  let host = "";
   try {
-    const response = await deps.outbound.fetch(
-      new Request(message.endpoint, {
-        method: "POST",
-        headers,
-        body,
-        redirect: "manual",
-        signal: AbortSignal.timeout(config.webhookTimeoutMs),
-      }),
-    );
+    host = new URL(fields.endpoint).host;
+  } catch {
+    // An endpoint is checked before it is stored; a row edited by hand still gets its log line.
+  }
+  log("error", "webhook delivery failed", {
+    reason,
+    delivery_id: fields.id,
+    run_id: fields.runId,
+    project_id: fields.projectId,
+    endpoint_host: host,
+    attempts,
+    last_status_code: last.statusCode ?? null,
+    last_error: last.error ?? null,
+  });
+}
+
+/** A body held once, with room before it for the signed prefix. */
+class HeldBody {
+  constructor(
+    private readonly buffer: Uint8Array,
+    readonly size: number,
+  ) {}
+
+  get bytes(): Uint8Array {
+    return this.buffer.subarray(PREFIX_ROOM, PREFIX_ROOM + this.size);
+  }
+
+  /** `prefix` + body as one view: the prefix is written into the room before the body. */
+  signed(prefix: Uint8Array): Uint8Array | undefined {
+    if (prefix.byteLength > PREFIX_ROOM) return undefined;
+    const start = PREFIX_ROOM - prefix.byteLength;
+    this.buffer.set(prefix, start);
+    return this.buffer.subarray(start, PREFIX_ROOM + this.size);
+  }
+}
+
+class BodyMissing extends Error {}
+
+async function loadBody(env: Env, message: DeliveryMessage): Promise<HeldBody> {
+  if ("inline" in message.body) {
+    const bytes = new TextEncoder().encode(message.body.inline);
+    const buffer = new Uint8Array(PREFIX_ROOM + bytes.byteLength);
+    buffer.set(bytes, PREFIX_ROOM);
+    return new HeldBody(buffer, bytes.byteLength);
+  }
+  const object = await env.WEBHOOK_BODIES.get(message.body.r2);
+  if (!object) throw new BodyMissing();
+  // Read straight into the one buffer the delivery keeps: no intermediate string or copy.
+  const buffer = new Uint8Array(PREFIX_ROOM + object.size);
+  let offset = PREFIX_ROOM;
+  const reader = object.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (offset + value.byteLength > buffer.byteLength) {
+      await reader.cancel().catch(() => undefined);
+      throw new Error("stored body is larger than its recorded size");
+    }
+    buffer.set(value, offset);
+    offset += value.byteLength;
+  }
+  return new HeldBody(buffer, offset - PREFIX_ROOM);
+}
+
+const encoder = new TextEncoder();
+
+/** One POST. Its timeout starts here, when the request is actually sent (the caller holds a connection lane). */
+async function post(deps: Deps, config: Config, message: DeliveryMessage, body: HeldBody, secret: string | null, at: Date): Promise<{ outcome: Outcome; retryAfter: string | null; durationMs: number }> {
+  const headers: Record<string, string> = { "Content-Type": "application/json", "User-Agent": "edge-gateway-webhooks/1" };
+  if (secret !== null) {
+    const timestamp = Math.floor(at.getTime() / 1000);
+    const content = body.signed(encoder.encode(`${message.id}.${timestamp}.`));
+    Object.assign(headers, await signatureHeaders(secret, message.id, timestamp, body.bytes, content));
+  }
+  const controller = new AbortController();
+  const started = Date.now();
+  const timer = setTimeout(() => controller.abort(new DOMException(`No answer within ${config.webhookTimeoutMs} ms`, "TimeoutError")), config.webhookTimeoutMs);
+  try {
+    const response = await deps.outbound.fetch(new Request(message.endpoint, { method: "POST", headers, body: body.bytes, redirect: "manual", signal: controller.signal }));
     // The receiver's body is not used; release the connection.
     await response.body?.cancel().catch(() => undefined);
     return { outcome: classifyStatus(response.status), retryAfter: response.headers.get("Retry-After"), durationMs: Date.now() - started };
   } catch (error) {
-    return { outcome: { kind: "retry", error: isTimeout(error) ? "timeout" : "connection_failed" }, retryAfter: null, durationMs: Date.now() - started };
+    const kind = controller.signal.aborted || isTimeout(error) ? "timeout" : "connection_failed";
+    return { outcome: { kind: "retry", error: kind }, retryAfter: null, durationMs: Date.now() - started };
+  } finally {
+    clearTimeout(timer);
   }
 }
 
-/** What an attempt leaves to record: the delivery's new state and, unless it was settled before, the attempt. */
-interface Settlement {
-  msg: Message<unknown>;
-  message: DeliveryMessage;
-  at: Date;
-  status: DeliveryStatus;
-  result: { statusCode?: number; error?: string; durationMs: number };
-  /** Why a delivery failed, for the alerting log line. */
-  why?: string;
-  /** After the write: acknowledge, or retry after this many seconds. */
-  retryAfterSeconds?: number;
-}
-
-/** The two statements that record one attempt and the delivery's new state; they create the record if enqueue could not. */
-function recordStatements(db: Database, { message, msg, at, status, result }: Settlement) {
-  const attempt = msg.attempts;
-  const final = status !== "pending";
-  const state = {
-    status,
-    attemptCount: attempt,
-    lastStatusCode: result.statusCode ?? null,
-    lastError: result.error ?? null,
-    updatedAt: at,
-    completedAt: final ? at : null,
-  };
-  return [
-    db
-      .insert(webhookDeliveries)
-      .values({
-        id: message.id,
-        projectId: message.projectId,
-        runId: message.runId,
-        endpoint: message.endpoint,
-        signed: message.secret !== null,
-        bodyBytes: message.bodyBytes,
-        createdAt: new Date(message.createdAt),
-        ...state,
-      })
-      .onConflictDoUpdate({ target: webhookDeliveries.id, set: { ...state, attemptCount: sql`max(${webhookDeliveries.attemptCount}, ${attempt})` } }),
-    db
-      .insert(webhookAttempts)
-      .values({ deliveryId: message.id, attempt, at, statusCode: result.statusCode ?? null, error: result.error ?? null, durationMs: result.durationMs })
-      .onConflictDoNothing(),
-  ] as const;
-}
-
-function logFailure(message: DeliveryMessage, attempt: number, why: string, result: { statusCode?: number; error?: string }) {
-  // One line per failed delivery, for alerting; never the secret or the body.
-  console.error(
-    JSON.stringify({
-      level: "error",
-      msg: "webhook delivery failed",
-      reason: why,
-      delivery_id: message.id,
-      run_id: message.runId,
-      project_id: message.projectId,
-      endpoint_host: new URL(message.endpoint).host,
-      attempts: attempt,
-      last_status_code: result.statusCode ?? null,
-      last_error: result.error ?? null,
-    }),
-  );
-}
-
-/**
- * One message's attempt: loads its body and secret, POSTs, and says what to record and whether to
- * retry; `null` when the message went back to the queue with nothing to record (its stored body
- * could not be read this time).
- */
-async function attempt(scope: Scope, msg: Message<unknown>, message: DeliveryMessage): Promise<Settlement | null> {
-  const { env, config } = scope;
-  const at = scope.deps.now();
-  const settle = (status: DeliveryStatus, result: Settlement["result"], why?: string, retryAfterSeconds?: number): Settlement => ({
-    msg,
-    message,
-    at,
-    status,
-    result,
-    why,
-    retryAfterSeconds,
-  });
-  if (msg.attempts > MAX_ATTEMPTS) return settle("failed", { error: "attempts_exhausted", durationMs: 0 }, "attempts exhausted");
-
-  let body: string;
-  let secret: string | null = null;
-  try {
-    if ("inline" in message.body) {
-      body = message.body.inline;
-    } else {
-      const object = await env.WEBHOOK_BODIES.get(message.body.r2);
-      if (!object) return settle("failed", { error: "body_missing", durationMs: 0 }, "stored body missing");
-      body = await object.text();
-    }
-    if (message.secret) secret = await openSecret(config.webhookEncryptionKey, message.id, message.secret);
-  } catch (error) {
-    if (message.secret && secret === null && error instanceof Error && error.name === "OperationError") {
-      return settle("failed", { error: "secret_unreadable", durationMs: 0 }, "secret could not be decrypted (WEBHOOK_ENCRYPTION_KEY changed?)");
-    }
-    // Storage hiccup: try again later within the attempt budget; past it, the record must not stay pending.
-    if (msg.attempts >= MAX_ATTEMPTS) return settle("failed", { error: "body_unavailable", durationMs: 0 }, `stored body unreadable: ${String(error)}`);
-    msg.retry({ delaySeconds: retryDelaySeconds(msg.attempts, null, at) });
-    return null;
-  }
-
-  const { outcome, retryAfter, durationMs } = await post(scope, message, body, secret, at);
-  const result = { ...outcome, durationMs };
-  if (outcome.kind === "delivered") return settle("delivered", result);
-  if (outcome.kind === "permanent") return settle("failed", result, "permanent failure");
-  if (msg.attempts >= MAX_ATTEMPTS) return settle("failed", result, "attempts exhausted");
-  return settle("pending", result, undefined, retryDelaySeconds(msg.attempts, retryAfter, at));
-}
-
-/** The ids among `ids` whose delivery is settled already (the queue delivers at least once): one read per 100. */
-async function settledIds(db: Database, ids: string[]): Promise<Set<string>> {
-  const settled = new Set<string>();
-  // D1 binds at most 100 parameters per statement.
-  for (let i = 0; i < ids.length; i += 100) {
-    const rows = await db
-      .select({ id: webhookDeliveries.id, status: webhookDeliveries.status })
-      .from(webhookDeliveries)
-      .where(inArray(webhookDeliveries.id, ids.slice(i, i + 100)));
-    for (const row of rows) if (row.status !== "pending") settled.add(row.id);
-  }
-  return settled;
-}
-
-/**
- * Writes every settlement of the batch in one D1 batch. A settled delivery must not stay `pending`
- * because D1 hiccuped: the write is tried a few times before the caller hands the messages back.
- */
-async function recordAll(db: Database, settlements: Settlement[]): Promise<void> {
-  if (settlements.length === 0) return;
-  const [first, ...rest] = settlements.flatMap((s) => recordStatements(db, s));
+/** Records an attempt, tried twice; false when D1 would not take it. */
+async function record(db: Database, message: DeliveryMessage, attempt: number, at: Date, result: AttemptResult, outcome: AttemptOutcome): Promise<boolean> {
   for (let tries = 1; ; tries++) {
     try {
-      await db.batch([first!, ...rest]);
-      return;
+      await recordAttempt(db, message.id, attempt, at, result, outcome);
+      return true;
     } catch (error) {
-      console.error(JSON.stringify({ level: "error", msg: "webhook attempts not recorded", deliveries: settlements.length, tries, error: String(error) }));
-      if (tries >= RECORD_TRIES) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 50 * tries));
+      log("error", "webhook attempt not recorded", { delivery_id: message.id, attempt, tries, error: String(error) });
+      if (tries >= RECORD_TRIES) return false;
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }
 }
 
-/** Only D1 failing gets here. Another attempt may fare better; the last one says so in the log. */
-function crashed(msg: Message<unknown>, error: unknown) {
-  const last = msg.attempts >= MAX_ATTEMPTS;
-  console.error(
-    JSON.stringify({ level: "error", msg: last ? "webhook delivery failed" : "webhook delivery crashed", reason: "internal error", message_id: msg.id, attempts: msg.attempts, error: String(error) }),
-  );
-  if (last) msg.ack();
-  else msg.retry({ delaySeconds: 1 });
+interface Invocation {
+  env: Env;
+  config: Config;
+  deps: Deps;
+  db: Database;
+  lanes: Semaphore;
+  budget: Semaphore;
 }
 
 /**
- * The `webhook-deliveries` consumer: one D1 read for the whole batch, every POST at once, one D1
- * batch for every outcome, then each message acknowledged or retried on its own.
+ * A claim refused although the delivery is pending: every attempt is claimed. An attempt writes its
+ * outcome within its timeout; a claim older than that plus a margin belongs to an invocation that
+ * died (or whose D1 write failed), and its outcome will never come.
  */
-export async function deliverWebhooks(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
-  const { env, db } = scope;
-  const pending: { msg: Message<unknown>; message: DeliveryMessage }[] = [];
-  for (const msg of batch.messages) {
-    if (isDeliveryMessage(msg.body)) {
-      pending.push({ msg, message: msg.body });
-    } else {
-      console.error(JSON.stringify({ level: "error", msg: "unreadable webhook message dropped", message_id: msg.id }));
-      msg.ack();
-    }
-  }
-  let settled: Set<string>;
-  try {
-    settled = await settledIds(db, pending.map((p) => p.message.id));
-  } catch (error) {
-    for (const { msg } of pending) crashed(msg, error);
+async function settleExhausted(inv: Invocation, msg: Message<unknown>, message: DeliveryMessage, claim: { attempts: number; updatedAt: Date }) {
+  const lostAfterMs = inv.config.webhookTimeoutMs + 30_000;
+  const age = inv.deps.now().getTime() - claim.updatedAt.getTime();
+  if (age < lostAfterMs) {
+    // Another copy may still be on its last attempt: look again once it must have written.
+    msg.retry({ delaySeconds: Math.ceil((lostAfterMs - age) / 1000) });
     return;
   }
-  const settlements: Settlement[] = [];
-  await Promise.all(
-    pending.map(async ({ msg, message }) => {
-      // A message seen again after its delivery was settled is not sent twice.
-      if (settled.has(message.id)) return msg.ack();
+  if (await failPending(inv.db, message.id, inv.deps.now(), "outcome_not_recorded")) {
+    logFailure(message, claim.attempts, "the last attempt's outcome was never recorded");
+  }
+  msg.ack();
+}
+
+/** One delivery, start to end: claims, attempts and their records, the pauses between them, and the ack. */
+async function deliver(inv: Invocation, msg: Message<unknown>, message: DeliveryMessage): Promise<void> {
+  const { env, config, deps, db } = inv;
+  let claim = await claimAttempt(db, message, deps.now());
+  if (claim.kind === "settled" || claim.kind === "gone") return msg.ack();
+  if (claim.kind === "exhausted") return settleExhausted(inv, msg, message, claim);
+
+  const releaseBytes = await inv.budget.acquire(PREFIX_ROOM + message.bodyBytes);
+  try {
+    let body: HeldBody | undefined;
+    let secret: string | null | undefined = message.secret ? undefined : null;
+    for (;;) {
+      const attempt = claim.attempt;
+      const at = deps.now();
+      let result: AttemptResult;
+      let outcome: AttemptOutcome;
+      let reason = "attempts exhausted";
+      let retryAfter: string | null = null;
+      const last = attempt >= MAX_ATTEMPTS;
       try {
-        const settlement = await attempt(scope, msg, message);
-        if (settlement) settlements.push(settlement);
+        body ??= await loadBody(env, message);
+        if (secret === undefined) secret = await openSecret(config.webhookEncryptionKey, message.id, message.secret!);
+        const sent = await post(deps, config, message, body, secret, at);
+        result = { ...sent.outcome, durationMs: sent.durationMs };
+        retryAfter = sent.retryAfter;
+        if (sent.outcome.kind === "delivered") outcome = "delivered";
+        else if (sent.outcome.kind === "permanent") [outcome, reason] = ["failed", "permanent failure"];
+        else outcome = last ? "failed" : "retry";
       } catch (error) {
-        crashed(msg, error);
+        if (error instanceof BodyMissing) [result, outcome, reason] = [{ error: "body_missing", durationMs: 0 }, "failed", "stored body missing"];
+        else if (secret === undefined && error instanceof Error && error.name === "OperationError") {
+          [result, outcome, reason] = [{ error: "secret_unreadable", durationMs: 0 }, "failed", "secret could not be decrypted (WEBHOOK_ENCRYPTION_KEY changed?)"];
+        } else {
+          // Storage hiccup: another attempt may read it; the last one must not leave the record pending.
+          [result, outcome, reason] = [{ error: "body_unavailable", durationMs: 0 }, last ? "failed" : "retry", `stored body unreadable: ${String(error)}`];
+        }
+      }
+      const ended = Date.now();
+      if (!(await record(db, message, attempt, at, result, outcome))) {
+        // The attempt happened but is not written. The redelivery claims the next attempt (the count
+        // in D1 includes this one) or, after the last, settles the delivery `outcome_not_recorded`.
+        msg.retry({ delaySeconds: 1 });
+        return;
+      }
+      if (outcome !== "retry") {
+        if (outcome === "failed") logFailure(message, attempt, reason, result);
+        msg.ack();
+        return;
+      }
+      // The pause counts from the end of the attempt: the write above is part of it, not added to it.
+      const pauseMs = retryDelaySeconds(attempt, retryAfter, at) * 1000 - (Date.now() - ended);
+      if (pauseMs > 0) await deps.sleep(pauseMs);
+      claim = await claimAttempt(db, message, deps.now());
+      if (claim.kind === "settled" || claim.kind === "gone") return msg.ack();
+      if (claim.kind === "exhausted") return settleExhausted(inv, msg, message, claim);
+    }
+  } finally {
+    releaseBytes();
+  }
+}
+
+export async function deliverWebhooks(batch: MessageBatch<unknown>, scope: Scope, hooks: ConsumerHooks = {}): Promise<void> {
+  const inv: Invocation = {
+    env: scope.env,
+    config: scope.config,
+    deps: scope.deps,
+    db: scope.db,
+    lanes: hooks.lanes ?? new Semaphore(DELIVERY_LANES),
+    budget: hooks.budget ?? new Semaphore(BODY_BUDGET_BYTES),
+  };
+  await Promise.all(
+    batch.messages.map(async (msg) => {
+      if (!isDeliveryMessage(msg.body)) {
+        log("error", "unreadable webhook message dropped", { message_id: msg.id });
+        return msg.ack();
+      }
+      const message = msg.body;
+      // A delivery keeps its lane from its first attempt to its last, pauses included: the 5 s
+      // between attempts never depends on a neighbour giving a connection back.
+      const release = await inv.lanes.acquire();
+      try {
+        await deliver(inv, msg, message);
+      } catch (error) {
+        // Only D1 failing gets here (a claim). The redelivery resumes from D1's attempt count.
+        log("error", "webhook delivery interrupted", { delivery_id: message.id, message_id: msg.id, queue_attempts: msg.attempts, error: String(error) });
+        msg.retry({ delaySeconds: 1 });
+      } finally {
+        release();
       }
     }),
   );
-  try {
-    await recordAll(db, settlements);
-  } catch (error) {
-    for (const { msg } of settlements) crashed(msg, error);
-    return;
-  }
-  for (const { msg, message, status, result, why, retryAfterSeconds } of settlements) {
-    if (status === "failed") logFailure(message, msg.attempts, why ?? "failed", result);
-    if (status !== "pending" && "r2" in message.body) await env.WEBHOOK_BODIES.delete(message.body.r2).catch(() => undefined);
-    if (retryAfterSeconds === undefined) msg.ack();
-    else msg.retry({ delaySeconds: retryAfterSeconds });
-  }
 }

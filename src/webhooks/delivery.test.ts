@@ -1,13 +1,11 @@
-import { createExecutionContext, createMessageBatch, getQueueResult, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { client, testDeps } from "../../test/helpers";
+import { client } from "../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../test/peers";
-import { callWith, capturingQueue, countingRoundTrips, seedRunnable } from "../../test/runs";
+import { callWith, capturingQueue, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
-import { createScope } from "../platform/scope";
-import { createWorker } from "../worker";
-import { type DeliveryMessage, enqueueDelivery } from "./enqueue";
+import type { DeliveryMessage } from "./enqueue";
 import { MAX_ATTEMPTS } from "./policy";
 
 const api = client();
@@ -80,7 +78,7 @@ describe("webhook delivery: what the receiver gets", () => {
     for (const call of errors.mock.calls) expect(JSON.stringify(call)).not.toContain(SECRET);
   });
 
-  it("delivers a 5 MB body intact: stored in R2, referenced by the message, removed once settled", async () => {
+  it("delivers a 5 MB body intact: stored in R2, referenced by the message, kept for resending", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream/echo?bytes=${5 * 1024 * 1024}`);
     const hook = await receiver([{ status: 200 }], SECRET);
     const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
@@ -93,7 +91,7 @@ describe("webhook delivery: what the receiver gets", () => {
     expect(got!.bodyLength).toBe(run.text.length);
     expect(got!.bodySha256).toBe(await sha256Hex(run.text));
     expect(got!.signatures).toEqual({ node: true, openssl: true, standard: true });
-    expect(await env.WEBHOOK_BODIES.head((message.body as { r2: string }).r2)).toBeNull();
+    expect(await env.WEBHOOK_BODIES.head((message.body as { r2: string }).r2)).not.toBeNull();
   });
 
   it("also delivers the caller's 502 problem when the app fails: it is the run's answer", async () => {
@@ -130,7 +128,7 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const driven = await drive(api, run.messages[0], { WEBHOOK_TIMEOUT_MS: "250" });
     expect(driven.attempts).toBe(attempts);
     expect(driven.acked).toBe(true);
-    for (const delay of driven.delays) expect(delay + 1).toBeLessThanOrEqual(5);
+    for (const delay of driven.delays) expect(delay).toBeLessThanOrEqual(4);
     const got = await received(hook.key);
     expect(got).toHaveLength(attempts);
     // One id per delivery, the same on every attempt; a fresh timestamp and signature on each.
@@ -166,46 +164,11 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: "error", reason: "attempts exhausted", attempts: 3, run_id: response.headers.get("x-run-id") });
   });
 
-  it("honours Retry-After up to the 4 s cap (4 s + the 1 s batch timeout = 5 s)", async () => {
+  it("honours Retry-After up to the 4 s cap (the claim of the next attempt fits in the 5 s)", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 404, headers: { "Retry-After": "2" } }, { status: 404, headers: { "Retry-After": "120" } }, { status: 200 }]);
     const run = await runWithWebhook(api, app, hook.url);
     expect((await drive(api, run.messages[0])).delays).toEqual([2, 4]);
-  });
-
-  it("delivers the messages of a batch concurrently: 100 to a 200 ms receiver take about one latency, with two D1 round trips", async () => {
-    const app = await seedRunnable(api);
-    const hook = await receiver([{ status: 200, delayMs: 200 }]);
-    const capture = capturingQueue();
-    const deps = testDeps({ now: api.clock.now, outbound: { fetch: (r: Request) => fetch(r) } });
-    const queueEnv = { ...env, WEBHOOK_QUEUE: capture.queue };
-    const scope = createScope(queueEnv, createExecutionContext(), deps);
-    await Promise.all(
-      Array.from({ length: 100 }, (_, i) =>
-        enqueueDelivery(scope, { projectId: app.projectId, runId: `run_batch_${i}`, endpoint: hook.url, secret: undefined, body: `{"n":${i}}` }),
-      ),
-    );
-    const batch = createMessageBatch(
-      "webhook-deliveries",
-      capture.sent.map((body, i) => ({ id: `b${i}`, timestamp: new Date(), attempts: 1, body })),
-    );
-    const ctx = createExecutionContext();
-    const d1 = countingRoundTrips(env.DB);
-    const started = Date.now();
-    await createWorker(deps).queue(batch, { ...env, DB: d1.db }, ctx);
-    const elapsed = Date.now() - started;
-    const result = await getQueueResult(batch, ctx);
-    expect(result.explicitAcks).toHaveLength(100);
-    // One read of which deliveries are settled, one batch writing all 100 outcomes.
-    expect(d1.trips()).toBe(2);
-    const delivered = await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id LIKE 'run_batch_%' AND status = 'delivered'").first<{ n: number }>();
-    expect(delivered?.n).toBe(100);
-    const arrivals = (await received(hook.key)).map((r) => r.at);
-    expect(arrivals).toHaveLength(100);
-    // All 100 reached the receiver before the first answer could have come back.
-    expect(Math.max(...arrivals) - Math.min(...arrivals)).toBeLessThan(200);
-    console.log(`100 deliveries to a 200 ms receiver: ${elapsed} ms`);
-    expect(elapsed).toBeLessThan(1500);
   });
 
   it("records the delivery as failed when the queue refuses it, and the caller is unaffected", async () => {

@@ -2,7 +2,7 @@ import { eq } from "drizzle-orm";
 import { webhookDeliveries } from "../db/schema";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
-import { INLINE_BODY_MAX_BYTES } from "./policy";
+import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
 import { type SealedSecret, sealSecret } from "./secret-box";
 
 /** What travels through the queue: everything the consumer needs, the secret sealed, a large body by reference. */
@@ -18,18 +18,31 @@ export interface DeliveryMessage {
   secret: SealedSecret | null;
 }
 
-export interface DeliveryRequest {
+export interface DeliveryTarget {
   projectId: string;
   runId: string;
   endpoint: string;
   secret: string | undefined;
+}
+
+export interface DeliveryRequest extends DeliveryTarget {
   /** The exact bytes returned to the caller. */
   body: string;
+}
+
+/** A delivery whose `pending` row exists: what `recordPending` returns and `enqueueDelivery` takes. */
+export interface PendingDelivery extends DeliveryTarget {
+  id: string;
+  createdAt: Date;
+  /** Whether the row was written; if not, the consumer's first claim writes it. */
+  recorded: boolean;
+  sealed: SealedSecret | null;
 }
 
 export const SEND_TRIES = 3;
 export const bodyKey = (deliveryId: string) => `webhook-bodies/${deliveryId}`;
 
+const encoder = new TextEncoder();
 const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function logError(msg: string, fields: Record<string, unknown>) {
@@ -37,54 +50,68 @@ function logError(msg: string, fields: Record<string, unknown>) {
 }
 
 /**
- * Records a delivery and hands it to the queue. Runs in `waitUntil` after the caller has its answer,
- * so it never throws: a failed send is retried, and if the queue stays unavailable the record says
- * `failed` with the reason, so nothing is lost silently.
+ * Writes the delivery's `pending` row, with its sealed secret, before the run calls its upstream:
+ * whatever happens to the run afterwards (the caller hangs up, the invocation is cut short), the
+ * delivery is accounted for, and the sweeper settles it if nothing else does. One statement.
  */
-export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): Promise<string> {
-  const { env, config, deps, db } = scope;
-  const now = deps.now();
-  const id = newId("whd", now.getTime());
-  const bodyBytes = new TextEncoder().encode(request.body).byteLength;
-  const log = { delivery_id: id, run_id: request.runId, project_id: request.projectId };
+export async function recordPending({ config, deps, db }: Scope, target: DeliveryTarget, options: { resentFrom?: string } = {}): Promise<PendingDelivery> {
+  const createdAt = deps.now();
+  const id = newId("whd", createdAt.getTime());
+  const sealed = target.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, target.secret);
+  let recorded = true;
   try {
-    await db.insert(webhookDeliveries).values({
-      id,
-      projectId: request.projectId,
-      runId: request.runId,
-      endpoint: request.endpoint,
-      signed: request.secret !== undefined,
-      bodyBytes,
-      status: "pending",
-      createdAt: now,
-      updatedAt: now,
-    });
+    await db
+      .insert(webhookDeliveries)
+      .values({
+        id,
+        projectId: target.projectId,
+        runId: target.runId,
+        endpoint: target.endpoint,
+        signed: sealed !== null,
+        bodyBytes: 0,
+        status: "pending",
+        createdAt,
+        updatedAt: createdAt,
+        sealedSecret: sealed === null ? null : JSON.stringify(sealed),
+        resentFrom: options.resentFrom ?? null,
+      });
   } catch (error) {
-    // The consumer writes the record when it first sees the message; carry on.
-    logError("webhook delivery record not written at enqueue", { ...log, error: String(error) });
+    // The consumer's first claim writes the row from the message; the run goes on.
+    recorded = false;
+    logError("webhook delivery record not written before the run", { delivery_id: id, run_id: target.runId, project_id: target.projectId, error: String(error) });
   }
+  return { ...target, id, createdAt, recorded, sealed };
+}
 
+/** The queue message of `pending` with `body`: inline when the serialised message stays small, else by R2 reference. */
+async function messageOf(env: Env, pending: PendingDelivery, body: string, bodyBytes: number): Promise<DeliveryMessage> {
+  const base = { v: 1 as const, id: pending.id, projectId: pending.projectId, runId: pending.runId, endpoint: pending.endpoint, createdAt: pending.createdAt.getTime(), bodyBytes, secret: pending.sealed };
+  // The limit is on what the queue carries: JSON escaping (quotes, control characters, non-ASCII
+  // as written by the upstream) can make the message far larger than the body.
+  if (bodyBytes <= INLINE_MESSAGE_MAX_BYTES) {
+    const message: DeliveryMessage = { ...base, body: { inline: body } };
+    if (encoder.encode(JSON.stringify(message)).byteLength <= INLINE_MESSAGE_MAX_BYTES) return message;
+  }
+  await env.WEBHOOK_BODIES.put(bodyKey(pending.id), body, { httpMetadata: { contentType: "application/json" } });
+  return { ...base, body: { r2: bodyKey(pending.id) } };
+}
+
+/**
+ * Hands a delivery whose row exists to the queue. Runs in `waitUntil` after the caller has its
+ * answer, so it never throws: a failed send is retried, and if the queue stays unavailable the
+ * record says `failed` with the reason, so nothing is lost silently.
+ */
+export async function enqueuePending(scope: Scope, pending: PendingDelivery, body: string): Promise<string> {
+  const { env } = scope;
+  const { id } = pending;
+  const bodyBytes = encoder.encode(body).byteLength;
+  const log = { delivery_id: id, run_id: pending.runId, project_id: pending.projectId };
   let lastError: unknown;
+  let stored = false;
   for (let attempt = 1; attempt <= SEND_TRIES; attempt++) {
     try {
-      let body: DeliveryMessage["body"];
-      if (bodyBytes <= INLINE_BODY_MAX_BYTES) {
-        body = { inline: request.body };
-      } else {
-        await env.WEBHOOK_BODIES.put(bodyKey(id), request.body, { httpMetadata: { contentType: "application/json" } });
-        body = { r2: bodyKey(id) };
-      }
-      const message: DeliveryMessage = {
-        v: 1,
-        id,
-        projectId: request.projectId,
-        runId: request.runId,
-        endpoint: request.endpoint,
-        createdAt: now.getTime(),
-        bodyBytes,
-        body,
-        secret: request.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, request.secret),
-      };
+      const message = await messageOf(env, pending, body, bodyBytes);
+      stored = "r2" in message.body;
       await env.WEBHOOK_QUEUE.send(message, { contentType: "json" });
       return id;
     } catch (error) {
@@ -92,16 +119,41 @@ export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): P
       if (attempt < SEND_TRIES) await wait(100 * 2 ** attempt);
     }
   }
-  logError("webhook delivery could not be enqueued", { ...log, endpoint_host: new URL(request.endpoint).host, error: String(lastError) });
-  if (bodyBytes > INLINE_BODY_MAX_BYTES) await env.WEBHOOK_BODIES.delete(bodyKey(id)).catch(() => undefined);
-  try {
-    const at = deps.now();
-    await db
-      .update(webhookDeliveries)
-      .set({ status: "failed", lastError: "enqueue_failed", updatedAt: at, completedAt: at })
-      .where(eq(webhookDeliveries.id, id));
-  } catch (error) {
-    logError("webhook delivery failure not recorded", { ...log, error: String(error) });
-  }
+  logError("webhook delivery could not be enqueued", { ...log, endpoint_host: new URL(pending.endpoint).host, error: String(lastError) });
+  if (stored) await env.WEBHOOK_BODIES.delete(bodyKey(id)).catch(() => undefined);
+  await settleUnsent(scope, pending, "enqueue_failed");
   return id;
+}
+
+/** Ends a delivery that never reached the queue as `failed` with `reason`, writing the row if the run path could not. */
+export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery, reason: string): Promise<void> {
+  const at = deps.now();
+  try {
+    if (pending.recorded) {
+      await db.update(webhookDeliveries).set({ status: "failed", lastError: reason, updatedAt: at, completedAt: at }).where(eq(webhookDeliveries.id, pending.id));
+    } else {
+      await db.insert(webhookDeliveries).values({
+        id: pending.id,
+        projectId: pending.projectId,
+        runId: pending.runId,
+        endpoint: pending.endpoint,
+        signed: pending.sealed !== null,
+        bodyBytes: 0,
+        status: "failed",
+        lastError: reason,
+        createdAt: pending.createdAt,
+        updatedAt: at,
+        completedAt: at,
+      });
+    }
+  } catch (error) {
+    // The sweeper settles the row (if any) once it is old enough.
+    logError("webhook delivery failure not recorded", { delivery_id: pending.id, run_id: pending.runId, project_id: pending.projectId, reason, error: String(error) });
+  }
+}
+
+/** Records a delivery and hands it to the queue: `recordPending` then `enqueuePending`, for a body known already. */
+export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): Promise<string> {
+  const pending = await recordPending(scope, request);
+  return enqueuePending(scope, pending, request.body);
 }

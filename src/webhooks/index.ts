@@ -1,9 +1,11 @@
+import { auditAs } from "../audit";
 import { and, asc, eq, inArray } from "drizzle-orm";
 import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDelivery } from "../db/schema";
 import { createRouter } from "../platform/router";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
-import { listDeliveries } from "./routes";
+import { resend } from "./resend";
+import { listDeliveries, resendDelivery } from "./routes";
 
 export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => ({
   request_id: d.id,
@@ -25,9 +27,17 @@ export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => 
   created_at: rfc3339(d.createdAt),
   updated_at: rfc3339(d.updatedAt),
   completed_at: rfc3339OrNull(d.completedAt),
+  resent_from: d.resentFrom,
 });
 
-export const webhooksRouter = createRouter().openapi(listDeliveries, async (c) => {
+export const webhooksRouter = createRouter()
+  .openapi(resendDelivery, async (c) => {
+    const { project_id, delivery_id } = c.req.valid("param");
+    const created = await resend(c.var.scope, project_id, delivery_id);
+    auditAs(c, { action: "delivery.resend", target: { type: "webhook_delivery", id: delivery_id }, details: { delivery_id: created.id } });
+    return c.json(deliveryJson(created, []), 201);
+  })
+  .openapi(listDeliveries, async (c) => {
   const { project_id } = c.req.valid("param");
   const { limit, cursor, run_id } = c.req.valid("query");
   const db = c.var.scope.db;

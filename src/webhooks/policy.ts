@@ -6,12 +6,19 @@ export const MAX_ATTEMPTS = 3;
 /** Delay before attempt 2 and attempt 3 when the receiver does not ask for one (`Retry-After`). */
 export const RETRY_DELAYS_SECONDS = [1, 3] as const;
 /**
- * The queue redelivers a retried message after its delay plus the consumer's `max_batch_timeout`
- * (1 s in wrangler.toml), so 4 s is the longest delay that keeps attempts at most 5 s apart.
+ * A delivery waits for its next attempt inside the consumer (src/webhooks/deliver.ts), so the gap is
+ * this delay plus one D1 write (the claim of the next attempt). 4 s leaves a second of the spec's 5 s
+ * for that write even when `Retry-After` asks for more.
  */
 export const MAX_RETRY_DELAY_SECONDS = 4;
-/** Bodies up to this size ride in the queue message (limit 128 KB with the other fields); larger ones wait in R2. */
-export const INLINE_BODY_MAX_BYTES = 64 * 1024;
+/** The longest gap the spec allows between the end of one attempt and the start of the next. */
+export const MAX_GAP_MS = 5_000;
+/**
+ * A body rides in the queue message when the whole serialised message (JSON escaping can double a
+ * body's size) stays within this; otherwise it waits in R2. Well under the Queues limit of 128 KB
+ * per message, and it is also what a delivery row keeps of a body in D1 for resending.
+ */
+export const INLINE_MESSAGE_MAX_BYTES = 64 * 1024;
 
 export type AttemptOutcome =
   | { kind: "delivered"; statusCode: number }

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
 import { DELIVERY_STATUSES } from "../db/schema";
-import { jsonContent, ListQuery, listOf, ProjectParams, SCOPED_PROBLEMS, Timestamp } from "../platform/openapi";
+import { idParam, jsonContent, ListQuery, listOf, problems, ProjectParams, SCOPED_PROBLEMS, Timestamp } from "../platform/openapi";
 
 export const AttemptSchema = z
   .object({
@@ -11,7 +11,7 @@ export const AttemptSchema = z
     error: z
       .string()
       .nullable()
-      .openapi({ description: "Why there is no status: `timeout`, `connection_failed`, `body_missing`, `body_unavailable`, `secret_unreadable`, `attempts_exhausted`." }),
+      .openapi({ description: "Why there is no status: `timeout`, `connection_failed`, `body_missing`, `body_unavailable`, `secret_unreadable`." }),
     duration_ms: z.number().int(),
   })
   .openapi("WebhookAttempt");
@@ -27,10 +27,14 @@ export const DeliverySchema = z
     status: z.enum(DELIVERY_STATUSES).openapi({ description: "`pending` until delivered (2xx) or failed (permanent answer, or 3 attempts)." }),
     attempts: z.array(AttemptSchema),
     last_status_code: z.number().int().nullable(),
-    last_error: z.string().nullable().openapi({ description: "Also `enqueue_failed` when the queue was unavailable." }),
+    last_error: z.string().nullable().openapi({
+      description:
+        "The last attempt's error, or why the delivery ended without one: `enqueue_failed` (the queue was unavailable), `run_interrupted` (the run was cut short before its answer), `never_attempted` or `stalled` (settled by the sweeper), `dead_lettered` (the queue gave up on it), `outcome_not_recorded` (the last attempt's outcome could not be written).",
+    }),
     created_at: Timestamp,
     updated_at: Timestamp,
     completed_at: Timestamp.nullable(),
+    resent_from: z.string().nullable().openapi({ description: "The delivery this one resends, if it is a resend." }),
   })
   .openapi("WebhookDelivery");
 
@@ -50,5 +54,25 @@ export const listDeliveries = createRoute({
   responses: {
     200: jsonContent(listOf(DeliverySchema, "WebhookDeliveryList"), "A page of deliveries, newest first."),
     ...SCOPED_PROBLEMS,
+  },
+});
+
+export const DeliveryParams = ProjectParams.extend({
+  delivery_id: idParam("delivery_id", "whd", "whd_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c"),
+});
+
+export const resendDelivery = createRoute({
+  method: "post",
+  path: "/projects/{project_id}/webhook-deliveries/{delivery_id}/resend",
+  operationId: "resendWebhookDelivery",
+  tags: ["Webhooks"],
+  ...requires("deliveries:write"),
+  summary: "Resend a webhook delivery",
+  description:
+    "Delivers the stored body of a delivery again to the same endpoint, as a new delivery (new id, `resent_from` = this one) signed afresh with the original secret, so receivers' timestamp tolerance passes. Bodies and sealed secrets are kept for 7 days after the original delivery was created; after that the answer is 410.",
+  request: { params: DeliveryParams },
+  responses: {
+    201: jsonContent(DeliverySchema, "The new delivery, `pending`."),
+    ...problems(400, 401, 403, 404, 409, 410),
   },
 });

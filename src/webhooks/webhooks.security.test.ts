@@ -7,7 +7,8 @@ import { received, receiver } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
 import type { DeliveryMessage } from "./enqueue";
-import { MAX_ATTEMPTS, MAX_RETRY_DELAY_SECONDS, RETRY_DELAYS_SECONDS } from "./policy";
+import { DELIVERY_LANES, SUBREQUESTS_PER_DELIVERY } from "./limits";
+import { MAX_GAP_MS, MAX_RETRY_DELAY_SECONDS, RETRY_DELAYS_SECONDS } from "./policy";
 
 const api = client();
 
@@ -75,7 +76,7 @@ describe("webhook queue messages", () => {
 
   it("drops a message of unknown shape with a log line instead of retrying it forever", async () => {
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
-    expect(await drive(api, { hello: "world" })).toMatchObject({ attempts: 1, acked: true });
+    expect(await drive(api, { hello: "world" })).toMatchObject({ attempts: 0, acked: true, retried: false });
     expect(errors.mock.calls.some((call) => String(call[0]).includes("unreadable webhook message"))).toBe(true);
   });
 });
@@ -86,6 +87,7 @@ describe("wrangler.toml agrees with the delivery policy", () => {
     max_retries: number;
     max_batch_timeout: number;
     max_batch_size: number;
+    dead_letter_queue?: string;
   }
   interface Section {
     queues?: { consumers?: Consumer[] };
@@ -94,12 +96,16 @@ describe("wrangler.toml agrees with the delivery policy", () => {
   const config = parse(wranglerToml) as Section;
   const environments: [string, Section][] = [["top level", config], ...Object.entries(config.env ?? {})];
 
-  it.each(environments)("%s: the webhook consumer makes 3 attempts, at most 5 s apart", (_, section) => {
+  it.each(environments)("%s: the webhook consumer's batches fit the limits its attempts are planned for, and give up into the dead-letter queue", (_, section) => {
     const consumers = (section.queues?.consumers ?? []).filter((c) => c.queue === QUEUES.webhookDeliveries);
     expect(consumers).toHaveLength(1);
     const consumer = consumers[0]!;
-    expect(consumer.max_retries).toBe(MAX_ATTEMPTS - 1);
-    expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) + consumer.max_batch_timeout).toBeLessThanOrEqual(5);
-    expect(consumer.max_batch_size).toBeLessThanOrEqual(100);
+    // Attempts are spaced inside the invocation (≤ 4 s pause + one claim), not by queue retries.
+    expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) * 1000).toBeLessThan(MAX_GAP_MS);
+    // Every delivery of a batch has a lane at once, and the worst case stays within Workers Free's 50 subrequests.
+    expect(consumer.max_batch_size).toBeLessThanOrEqual(DELIVERY_LANES);
+    expect(consumer.max_batch_size * SUBREQUESTS_PER_DELIVERY).toBeLessThanOrEqual(50);
+    expect(consumer.dead_letter_queue).toBe(QUEUES.webhookDeadLetters);
+    expect(consumer.max_retries).toBeGreaterThanOrEqual(1);
   });
 });

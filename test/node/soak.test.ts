@@ -12,7 +12,7 @@ describe("soak (small): nothing lost under load with faults", () => {
     const workdir = mkdtempSync(join(tmpdir(), "edge-gateway-soak-test-"));
     const gateway = await startSoakGateway(buildBundle(join(workdir, "dist")));
     try {
-      const result = await soak({ gateway, runs: 200, concurrency: 16, settleTimeoutMs: 40_000 });
+      const result = await soak({ gateway, runs: 200, concurrency: 16, settleTimeoutMs: 100_000 });
       expect(result.violations).toEqual([]);
       expect(result.records).toBe(200);
       expect(result.callerStatuses).toEqual({ 200: 200 });
@@ -25,5 +25,5 @@ describe("soak (small): nothing lost under load with faults", () => {
       await gateway.mf.dispose();
       rmSync(workdir, { recursive: true, force: true });
     }
-  }, 90_000);
+  }, 180_000);
 });

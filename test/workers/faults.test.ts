@@ -144,11 +144,11 @@ describe("D1 errors (injected)", () => {
     await callWith(api, { WEBHOOK_QUEUE: capture.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, { method: "POST", token: app.token, headers: { "Content-Type": "application/json" }, body: "{}" });
     const message = capture.sent[0] as DeliveryMessage;
 
-    // Two failed writes of the outcome: retried within the same attempt, delivered once.
-    let failures = 2;
-    const flaky = faultyD1(env.DB, (sql) => /^insert into "webhook_deliveries"/i.test(sql) && failures-- > 0);
+    // One failed write of the outcome: tried again within the same attempt, delivered once.
+    let failures = 1;
+    const flaky = faultyD1(env.DB, (sql) => /^insert into "webhook_attempts"/i.test(sql) && failures-- > 0);
     const first = await drive(api, message, { DB: flaky });
-    expect(first.attempts).toBe(1);
+    expect(first).toMatchObject({ attempts: 1, acked: true });
     const [delivered] = await deliveriesOf(api, app.projectId, message.runId);
     expect(delivered).toMatchObject({ status: "delivered" });
     expect(await received(hook.key)).toHaveLength(1);
@@ -161,10 +161,13 @@ describe("D1 errors (injected)", () => {
     await callWith(api, { WEBHOOK_QUEUE: capture.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, { method: "POST", token: app.token, headers: { "Content-Type": "application/json" }, body: "{}" });
     const message = capture.sent[0] as DeliveryMessage;
 
-    let failures = 3; // every write of attempt 1
-    const flaky = faultyD1(env.DB, (sql) => /^insert into "webhook_deliveries"/i.test(sql) && failures-- > 0);
-    const result = await drive(api, message, { DB: flaky });
-    expect(result.attempts).toBe(2);
+    let failures = 2; // both writes of attempt 1's outcome
+    const flaky = faultyD1(env.DB, (sql) => /^insert into "webhook_attempts"/i.test(sql) && failures-- > 0);
+    const first = await drive(api, message, { DB: flaky });
+    expect(first).toMatchObject({ attempts: 1, acked: false, retried: true });
+    // The queue's redelivery claims attempt 2 (D1 counted attempt 1) and records it.
+    const result = await drive(api, message, {}, {}, 2);
+    expect(result).toMatchObject({ attempts: 2, acked: true });
     const [delivery] = await deliveriesOf(api, app.projectId, message.runId);
     expect(delivery).toMatchObject({ status: "delivered", attempts: [{ attempt: 2, status_code: 200 }] });
     // The receiver saw the same bytes twice: delivery is at least once (receivers de-duplicate on the id).

@@ -1,4 +1,6 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { newId } from "../../src/platform/ids";
 import { client, seedBuild } from "../helpers";
 import { startAsync } from "../async-runs";
 import { person } from "../people";
@@ -23,10 +25,18 @@ async function twoProjects() {
   await person(api, { email: ownerEmail });
   const members = await api.json<{ data: { member_id: string }[] }>(`/v2/projects/${a.projectId}/members`);
   const other = await api.json<{ invite_id: string }>(`/v2/projects/${a.projectId}/invites`, { method: "POST", body: { email: `iso-${invite.body.invite_id}@example.test`, role: "viewer" } });
+  // A settled webhook delivery of A, its body kept (so a resend by the wrong project would go out).
+  const deliveryId = newId("whd");
+  const at = api.clock.now().getTime();
+  await env.DB.prepare(
+    "INSERT INTO webhook_deliveries (id, project_id, run_id, endpoint, signed, body_bytes, status, attempt_count, created_at, updated_at, completed_at, body) VALUES (?, ?, 'run_iso', 'https://example.com/hook', 0, 8, 'delivered', 1, ?, ?, ?, '{\"x\":1}')",
+  )
+    .bind(deliveryId, a.projectId, at, at, at)
+    .run();
   const b = await seedRunnable(api);
   const asyncRun = await startAsync(api, a);
   expect(asyncRun.response.status).toBe(202);
-  return { a: { ...a, buildId, domain, memberId: members.body.data[0]!.member_id, inviteId: other.body.invite_id, runId: asyncRun.body.run_id }, b };
+  return { a: { ...a, buildId, domain, runId: asyncRun.body.run_id, deliveryId, memberId: members.body.data[0]!.member_id, inviteId: other.body.invite_id }, b };
 }
 
 const BODIES: Record<string, unknown> = {
@@ -47,6 +57,7 @@ describe("cross-project access on every route of the API description", () => {
       app_name: a.appName,
       member_id: a.memberId,
       invite_id: a.inviteId,
+      delivery_id: a.deliveryId,
       run_id: a.runId,
     };
     const tried: string[] = [];

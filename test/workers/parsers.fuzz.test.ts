@@ -153,6 +153,29 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
     );
   });
 
+  it("refuses a host name with any empty label: every blocked address with extra dots, and names like a..b", () => {
+    const dots = fc.constantFrom("..", "...", "....");
+    fc.assert(
+      fc.property(fromCidrs(BLOCKED_V4).chain(v4Spelling), dots, (host, extra) => {
+        expect(checkTarget(`https://${host.replace(/\.$/, "")}${extra}/hook`, strict).ok, host + extra).toBe(false);
+        expect(checkTarget(`http://${host.replace(/\.$/, "")}${extra}/hook`, { allowInsecure: true }).ok, host + extra).toBe(false);
+      }),
+      RUNS,
+    );
+    fc.assert(
+      fc.property(fc.domain(), fc.nat(), dots, (domain, at, extra) => {
+        const labels = domain.split(".");
+        const cut = at % labels.length;
+        const host = [...labels.slice(0, cut), "", ...labels.slice(cut)].join(".");
+        expect(checkTarget(`https://${host}/`, strict).ok, host).toBe(false);
+        expect(checkTarget(`https://${domain}${extra}/`, strict).ok, domain + extra).toBe(false);
+        expect(checkTarget(`https://${domain}./`, strict).ok, `${domain}.`).toBe(true);
+      }),
+      RUNS,
+    );
+    expect(checkTarget("https://10.0.0.1../", strict)).toEqual({ ok: false, reason: "must not have an empty label in its host name" });
+  });
+
   it("never throws, and whatever it accepts is https, has no user info and names a public host", () => {
     const anything = fc.oneof(
       fc.string(),
@@ -167,6 +190,7 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
         expect(check.url.username + check.url.password).toBe("");
         const host = check.url.hostname.replace(/\.$/, "");
         expect(host).toContain(".");
+        if (!host.startsWith("[")) expect(host.split(".")).not.toContain("");
         expect(host === "localhost" || host.endsWith(".localhost")).toBe(false);
       }),
       { numRuns: 2000 },

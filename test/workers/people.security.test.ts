@@ -1,5 +1,7 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { text, visitor } from "../dashboard-helpers";
+import { newId } from "../../src/platform/ids";
 import { client, seedBuild } from "../helpers";
 import { asPerson, person, projectOwnedBy, signInAs } from "../people";
 import { seedRunnable } from "../runs";
@@ -26,7 +28,16 @@ async function fullProject(ownerEmail: string) {
   const owner = await person(api, { email: ownerEmail });
   const open = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email: `open-${invite.body.invite_id}@example.test`, role: "viewer" } });
   const members = await api.json<{ data: { member_id: string }[] }>(`/v2/projects/${seed.projectId}/members`);
+  // A settled webhook delivery, its body kept, so resending it is a write to try.
+  const deliveryId = newId("whd");
+  const at = api.clock.now().getTime();
+  await env.DB.prepare(
+    "INSERT INTO webhook_deliveries (id, project_id, run_id, endpoint, signed, body_bytes, status, attempt_count, created_at, updated_at, completed_at, body) VALUES (?, ?, 'run_people', 'https://example.com/hook', 0, 8, 'delivered', 1, ?, ?, ?, '{\"x\":1}')",
+  )
+    .bind(deliveryId, seed.projectId, at, at, at)
+    .run();
   const values: Record<string, string> = {
+    delivery_id: deliveryId,
     project_id: seed.projectId,
     app_id: seed.appId,
     build_id: buildId,

@@ -1,6 +1,6 @@
-import { type Page, seg } from "../api";
+import { type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Badge, type BadgeTone, Field, FilterActions, Pager, ProblemMessage, when } from "../components";
+import { Badge, type BadgeTone, Csrf, Field, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -24,6 +24,7 @@ export interface Delivery {
   last_error: string | null;
   created_at: string;
   completed_at: string | null;
+  resent_from: string | null;
 }
 
 const STATUS_TONE: Record<Delivery["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
@@ -38,6 +39,11 @@ const ERROR_TEXT: Record<string, string> = {
   secret_unreadable: "the signing secret could not be read",
   attempts_exhausted: "gave up after the last attempt",
   enqueue_failed: "could not be queued",
+  run_interrupted: "the run was cut short before its answer",
+  never_attempted: "never attempted; settled by the sweeper",
+  stalled: "stopped before its last attempt; settled by the sweeper",
+  dead_lettered: "the queue gave up on it",
+  outcome_not_recorded: "the last attempt's outcome was lost",
 };
 
 const PAGE_SIZE = 20;
@@ -68,7 +74,13 @@ function Attempts({ attempts }: { attempts: Attempt[] }) {
   );
 }
 
-async function deliveriesPage(c: DashContext, project: Project) {
+/** After a Resend: the new delivery's id, or why there is none. */
+interface ResendState {
+  resent?: string;
+  problem?: Problem;
+}
+
+async function deliveriesPage(c: DashContext, project: Project, state: ResendState = {}) {
   const pid = project.project_id;
   const runId = (c.req.query("run_id") ?? "").trim();
   const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
@@ -86,6 +98,12 @@ async function deliveriesPage(c: DashContext, project: Project) {
       <p class="muted">
         Runs called with <code>?webhookEndpoint=</code> send their answer there. Newest first; each delivery is tried up to 3 times.
       </p>
+      {state.resent && (
+        <div class="alert success" role="status">
+          Resent as <code>{state.resent}</code>.
+        </div>
+      )}
+      {state.problem && <ProblemMessage problem={state.problem} action="Resending" />}
       <form method="get" action={path} class="filter" role="search" aria-label="Filter deliveries">
         <Field label="Run id" name="run_id" value={runId} maxlength={64} error={runError} hint="Only the deliveries of this run (the X-Run-Id of its answer)." />
         <FilterActions path={path} filtered={Boolean(runId)} />
@@ -116,7 +134,21 @@ async function deliveriesPage(c: DashContext, project: Project) {
                       run <a href={`${path}?run_id=${seg(d.run_id)}`}>{d.run_id}</a>
                       <br />
                       id <code>{d.request_id}</code>, {d.body_bytes} bytes, {d.signed ? "signed" : "unsigned"}, {when(d.created_at)}
+                      {d.resent_from && (
+                        <>
+                          <br />
+                          resends <code>{d.resent_from}</code>
+                        </>
+                      )}
                     </span>
+                    {d.status !== "pending" && (
+                      <form method="post" action={`${path}/${seg(d.request_id)}/resend`} class="inline">
+                        <Csrf token={c.get("csrf")} />
+                        <button type="submit" class="secondary" aria-label={`Resend delivery ${d.request_id}`}>
+                          Resend
+                        </button>
+                      </form>
+                    )}
                   </td>
                   <td data-label="Status">
                     <Badge tone={STATUS_TONE[d.status]}>{STATUS_LABEL[d.status]}</Badge>
@@ -145,5 +177,19 @@ async function deliveriesPage(c: DashContext, project: Project) {
 }
 
 export function registerDeliveries(dash: DashRouter) {
-  dash.get("/projects/:project_id/webhook-deliveries", (c) => withProject(c, (project) => deliveriesPage(c, project)));
+  dash.get("/projects/:project_id/webhook-deliveries", (c) =>
+    withProject(c, (project) => {
+      // Named from the API's answer to the POST (the id must look like one), never echoed as free text.
+      const resent = c.req.query("resent");
+      return deliveriesPage(c, project, { resent: resent && /^whd_[0-9a-z]{1,64}$/.test(resent) ? resent : undefined });
+    }),
+  );
+  dash.post("/projects/:project_id/webhook-deliveries/:delivery_id/resend", (c) =>
+    withProject(c, async (project) => {
+      const pid = project.project_id;
+      const resent = await c.get("api")<Delivery>("POST", `/projects/${seg(pid)}/webhook-deliveries/${seg(c.req.param("delivery_id"))}/resend`);
+      if (!resent.ok) return deliveriesPage(c, project, { problem: resent.problem });
+      return c.redirect(projectPath(pid, `/webhook-deliveries?resent=${encodeURIComponent(resent.data.request_id)}`), 303);
+    }),
+  );
 }

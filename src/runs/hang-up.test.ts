@@ -1,0 +1,105 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { client } from "../../test/helpers";
+import { PEER, received, receiver } from "../../test/peers";
+import { capturingQueue, seedRunnable } from "../../test/runs";
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => undefined);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** An outbound fetch that notes, when the upstream is called, whether the run's delivery is already on record. */
+function watchingOutbound() {
+  const calls: { url: string; method: string; recorded: boolean }[] = [];
+  return {
+    calls,
+    async fetch(request: Request) {
+      const runId = request.headers.get("x-run-id");
+      const row = runId ? await env.DB.prepare("SELECT status FROM webhook_deliveries WHERE run_id = ?").bind(runId).first() : null;
+      calls.push({ url: request.url, method: request.method, recorded: row !== null });
+      return fetch(request);
+    },
+  };
+}
+
+async function rowOf(runId: string) {
+  return env.DB.prepare("SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?").bind(runId).first<{ status: string; last_error: string | null }>();
+}
+
+describe("a caller who hangs up mid-run", () => {
+  it("still gets its delivery: the record exists before the upstream is called and the run is carried in waitUntil", async () => {
+    const outbound = watchingOutbound();
+    const api = client({ outbound });
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?delay=400`);
+    const hook = await receiver();
+    const capture = capturingQueue();
+    const hangUp = new AbortController();
+    const ctx = createExecutionContext();
+    const request = new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+      headers: { Authorization: `Bearer ${app.token}` },
+      signal: hangUp.signal,
+    });
+    // The caller never reads the answer and hangs up while the app is still working.
+    void api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: capture.queue }, ctx).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    hangUp.abort();
+    await waitOnExecutionContext(ctx);
+    expect(outbound.calls).toHaveLength(1);
+    expect(outbound.calls[0]!.recorded).toBe(true);
+    expect(capture.sent).toHaveLength(1);
+    const runId = (capture.sent[0] as { runId: string }).runId;
+    expect(await rowOf(runId)).toMatchObject({ status: "pending" });
+  });
+
+  it("ends the record failed (run_interrupted), not absent, when the run outlives what the platform allows after the hang-up", async () => {
+    // The 25 s after the hang-up pass at once on this clock.
+    const api = client({ sleep: async () => undefined });
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?delay=3000`);
+    const hook = await receiver();
+    const capture = capturingQueue();
+    const hangUp = new AbortController();
+    const ctx = createExecutionContext();
+    const request = new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+      headers: { Authorization: `Bearer ${app.token}` },
+      signal: hangUp.signal,
+    });
+    const started = Date.now();
+    const answered = api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: capture.queue }, ctx);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    hangUp.abort();
+    const response = await answered;
+    const runId = response.headers.get("x-run-id")!;
+    await waitOnExecutionContext(ctx);
+    expect(Date.now() - started).toBeLessThan(2500);
+    expect(capture.sent).toHaveLength(0);
+    expect(await rowOf(runId)).toMatchObject({ status: "failed", last_error: "run_interrupted" });
+    expect(await received(hook.key)).toHaveLength(0);
+  });
+});
+
+describe("HEAD on a run path", () => {
+  it.each(["", "/"])("answers 405 without calling the upstream or sending a webhook (path%s)", async (slash) => {
+    const outbound = watchingOutbound();
+    const api = client({ outbound });
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const capture = capturingQueue();
+    const ctx = createExecutionContext();
+    const response = await api.worker.fetch(
+      new Request(`http://localhost${app.runPath}${slash}?webhookEndpoint=${encodeURIComponent(hook.url)}`, { method: "HEAD", headers: { Authorization: `Bearer ${app.token}` } }),
+      { ...env, WEBHOOK_QUEUE: capture.queue },
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    expect(response.status).toBe(405);
+    if (slash === "") expect(response.headers.get("allow")).toBe("GET, POST");
+    expect(outbound.calls).toHaveLength(0);
+    expect(capture.sent).toHaveLength(0);
+    const { n } = (await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint = ?").bind(hook.url).first<{ n: number }>())!;
+    expect(n).toBe(0);
+  });
+});

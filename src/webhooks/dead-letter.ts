@@ -1,0 +1,31 @@
+import type { Scope } from "../platform/scope";
+import { logFailure } from "./consumer";
+import type { DeliveryMessage } from "./enqueue";
+import { failPending } from "./store";
+
+/**
+ * The `webhook-deliveries-dlq` consumer. A message lands here after the delivery consumer handed it
+ * back `max_retries` times (D1 unavailable, invocations that kept dying): its delivery is settled
+ * `failed` (`dead_lettered`) with one log line, unless it was settled meanwhile.
+ */
+export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps }: Scope): Promise<void> {
+  for (const msg of batch.messages) {
+    const message = msg.body as Partial<DeliveryMessage> | null;
+    if (typeof message?.id !== "string") {
+      console.error(JSON.stringify({ level: "error", msg: "unreadable dead-lettered webhook message dropped", message_id: msg.id }));
+      msg.ack();
+      continue;
+    }
+    try {
+      const settled = await failPending(db, message.id, deps.now(), "dead_lettered");
+      if (settled) {
+        logFailure({ id: message.id, runId: String(message.runId), projectId: String(message.projectId), endpoint: String(message.endpoint) }, settled.attempts, "dead-lettered: the queue gave up on it");
+      }
+      msg.ack();
+    } catch (error) {
+      // D1 still down: try later; past this queue's own retries the sweeper settles the row.
+      console.error(JSON.stringify({ level: "error", msg: "dead-lettered webhook not settled", delivery_id: message.id, error: String(error) }));
+      msg.retry({ delaySeconds: 30 });
+    }
+  }
+}

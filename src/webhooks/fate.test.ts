@@ -1,0 +1,268 @@
+import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { parse } from "smol-toml";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import wranglerToml from "../../wrangler.toml?raw";
+import { attemptRows, consume, deliveryMessages, deliveryRow, platformOutbound, type Sent } from "../../test/deliveries";
+import { client, testDeps } from "../../test/helpers";
+import { received, receiver, sha256Hex } from "../../test/peers";
+import { countingRoundTrips, seedRunnable } from "../../test/runs";
+import { createDb } from "../db/client";
+import { QUEUES } from "../platform/triggers";
+import { createWorker } from "../worker";
+import { BODY_BUDGET_BYTES, DELIVERY_LANES, Semaphore } from "./limits";
+import { MAX_ATTEMPTS, MAX_GAP_MS, RETRY_DELAYS_SECONDS } from "./policy";
+import { RETENTION_MS, STALE_AFTER_MS } from "./housekeeping";
+import { claimAttempt } from "./store";
+
+const api = client();
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => undefined);
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const failureLines = (spy: { mock: { calls: unknown[][] } }) =>
+  spy.mock.calls.map((call) => String(call[0])).filter((line) => line.includes('"webhook delivery failed"')).map((line) => JSON.parse(line) as Record<string, unknown>);
+
+describe("each delivery's timing is its own (spec section 8: 3 attempts, at most 5 s apart)", () => {
+  it("in one batch of timeouts, 404s, a 302 and a 2xx, every gap stays within 5 s and every count is right, on at most 6 connections", async () => {
+    const app = await seedRunnable(api);
+    const TIMEOUT_MS = 1500;
+    const kinds = [
+      { name: "timeout A", answers: [{ status: 200, delayMs: 4000 }], attempts: 3 },
+      { name: "timeout B", answers: [{ status: 200, delayMs: 4000 }], attempts: 3 },
+      { name: "404 A", answers: [{ status: 404 }], attempts: 3 },
+      { name: "404 B", answers: [{ status: 404 }], attempts: 3 },
+      { name: "302", answers: [{ status: 302, headers: { Location: "https://example.com/" } }], attempts: 3 },
+      { name: "404 then 200", answers: [{ status: 404 }, { status: 200 }], attempts: 2 },
+      // More deliveries than lanes: these two wait for a lane, never for a connection inside the runtime.
+      { name: "200 A", answers: [{ status: 200 }], attempts: 1 },
+      { name: "200 B", answers: [{ status: 204 }], attempts: 1 },
+    ];
+    const hooks = await Promise.all(kinds.map((k) => receiver(k.answers)));
+    const messages = (await Promise.all(hooks.map((h) => deliveryMessages(api, app.projectId, h.url, ['{"n":1}'])))).flat();
+    const outbound = platformOutbound(6);
+    const { result } = await consume(api, messages, { deps: { outbound }, env: { WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS) } });
+
+    expect(result.explicitAcks).toHaveLength(kinds.length);
+    expect(outbound.maxOpen()).toBeLessThanOrEqual(DELIVERY_LANES);
+    // No request waited for a connection after its timer had started.
+    expect(outbound.waited()).toBe(0);
+    for (const [i, kind] of kinds.entries()) {
+      const mine = outbound.sent.filter((s: Sent) => s.url === hooks[i]!.url).sort((a, b) => a.calledAt - b.calledAt);
+      expect(mine, kind.name).toHaveLength(kind.attempts);
+      expect(await received(hooks[i]!.key), kind.name).toHaveLength(kind.attempts);
+      expect((await deliveryRow(messages[i]!.id))?.attempt_count, kind.name).toBe(kind.attempts);
+      for (let n = 1; n < mine.length; n++) {
+        // The pause itself ran on the fake clock: what real time shows between attempts is the rest
+        // (two D1 writes and signing), and it must not grow with what the neighbours are doing.
+        const overhead = mine[n]!.calledAt - mine[n - 1]!.endedAt;
+        expect(overhead, `${kind.name}: between attempts ${n} and ${n + 1}`).toBeLessThan(1000);
+        expect(RETRY_DELAYS_SECONDS[n - 1]! * 1000 + overhead).toBeLessThanOrEqual(MAX_GAP_MS);
+      }
+      // Each attempt timed from its sending: a timed-out attempt lasted the whole timeout.
+      for (const attempt of await attemptRows(messages[i]!.id)) {
+        if (attempt.error === "timeout") expect(attempt.duration_ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+      }
+    }
+    // The 404s finished all three attempts while the timeouts were still on their first.
+    const end = (i: number) => Math.max(...outbound.sent.filter((s) => s.url === hooks[i]!.url).map((s) => s.endedAt));
+    const firstTimeoutEnd = Math.min(...outbound.sent.filter((s) => s.url === hooks[0]!.url).map((s) => s.endedAt));
+    expect(end(2)).toBeLessThan(firstTimeoutEnd);
+    expect(end(4)).toBeLessThan(firstTimeoutEnd);
+  }, 20_000);
+
+  it("fairness: 100 deliveries to a receiver answering after 10 s do not delay 10 to a fast one (all within 2 s)", async () => {
+    const app = await seedRunnable(api);
+    const slow = await receiver([{ status: 200, delayMs: 10_000 }]);
+    const fast = await receiver([{ status: 200 }]);
+    const slowMessages = await deliveryMessages(api, app.projectId, slow.url, Array.from({ length: 100 }, (_, i) => `{"slow":${i}}`));
+    const fastMessages = await deliveryMessages(api, app.projectId, fast.url, Array.from({ length: 10 }, (_, i) => `{"fast":${i}}`));
+    // Batches as wrangler.toml configures them, in arrival order (the fast ones come last, one
+    // sharing a batch with slow ones); Queues runs batches side by side as a backlog grows.
+    const size = (parse(wranglerToml) as { queues: { consumers: { queue: string; max_batch_size: number }[] } }).queues.consumers.find((c) => c.queue === QUEUES.webhookDeliveries)!.max_batch_size;
+    const all = [...slowMessages, ...fastMessages];
+    const started = Date.now();
+    const invocations: Promise<unknown>[] = [];
+    for (let i = 0; i < all.length; i += size) {
+      invocations.push(consume(api, all.slice(i, i + size), { env: { WEBHOOK_TIMEOUT_MS: "3000" } }));
+    }
+    let arrivals = await received(fast.key);
+    while (arrivals.length < 10 && Date.now() - started < 2500) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      arrivals = await received(fast.key);
+    }
+    expect(arrivals).toHaveLength(10);
+    for (const a of arrivals) expect(a.at - started).toBeLessThan(2000);
+    await Promise.all(invocations);
+    console.log(`10 fast deliveries beside 100 slow ones: the last arrived after ${Math.max(...arrivals.map((a) => a.at)) - started} ms`);
+  }, 30_000);
+
+  it("holds at most 24 MiB of bodies at once: six 10 MiB deliveries in one batch go two at a time, each intact", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200, delayMs: 100 }], "memory-secret");
+    const big = (i: number) => `{"i":${i},"pad":"${"x".repeat(10 * 1024 * 1024 - 32)}"}`;
+    const bodies = Array.from({ length: 6 }, (_, i) => big(i));
+    const messages = await deliveryMessages(api, app.projectId, hook.url, bodies, "memory-secret");
+    expect(messages.every((m) => "r2" in m.body)).toBe(true);
+    const budget = new Semaphore(BODY_BUDGET_BYTES);
+    const outbound = platformOutbound(6);
+    const { result } = await consume(api, messages, { deps: { outbound }, hooks: { budget } });
+    expect(result.explicitAcks).toHaveLength(6);
+    expect(budget.highWater).toBeLessThanOrEqual(BODY_BUDGET_BYTES);
+    expect(budget.highWater).toBeGreaterThan(10 * 1024 * 1024);
+    expect(outbound.maxOpen()).toBeLessThanOrEqual(2);
+    const got = await received(hook.key);
+    expect(got).toHaveLength(6);
+    const expected = new Set(await Promise.all(bodies.map(sha256Hex)));
+    for (const r of got) {
+      expect(expected.has(r.bodySha256)).toBe(true);
+      expect(r.signatures).toEqual({ node: true, openssl: true, standard: true });
+    }
+  }, 60_000);
+
+  it("costs 2 D1 statements per first-attempt success in the consumer (3 with the run's pending row)", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    const messages = await deliveryMessages(api, app.projectId, hook.url, ['{"a":1}', '{"b":2}', '{"c":3}']);
+    const d1 = countingRoundTrips(env.DB);
+    const { result } = await consume(api, messages, { env: { DB: d1.db } });
+    expect(result.explicitAcks).toHaveLength(3);
+    expect(d1.trips()).toBe(2 * 3);
+    for (const m of messages) expect((await deliveryRow(m.id))?.status).toBe("delivered");
+  });
+});
+
+describe("exactly one record and at most 3 attempts, whatever the queue does", () => {
+  it("a duplicate message (two copies in flight at once) still gives 3 attempts in all and one record", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 404 }]);
+    const [message] = await deliveryMessages(api, app.projectId, hook.url, ['{"dup":1}']);
+    const { result } = await consume(api, [message, message]);
+    expect(await received(hook.key)).toHaveLength(MAX_ATTEMPTS);
+    expect(await deliveryRow(message!.id)).toMatchObject({ status: "failed", attempt_count: 3, last_status_code: 404 });
+    expect((await attemptRows(message!.id)).map((a) => a.attempt)).toEqual([1, 2, 3]);
+    // One copy settled it; the other either saw it settled or is asked back to look again later.
+    expect(result.explicitAcks.length + result.retryMessages.length).toBe(2);
+    const { count } = (await env.DB.prepare("SELECT count(*) AS count FROM webhook_deliveries WHERE run_id = ?").bind(message!.runId).first<{ count: number }>())!;
+    expect(count).toBe(1);
+  });
+
+  it("a redelivery after a crash resumes from D1's attempt count, not from msg.attempts", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 404 }]);
+    const [message] = await deliveryMessages(api, app.projectId, hook.url, ['{"crash":1}']);
+    // The invocation that died had claimed attempt 1 (and maybe sent it) before writing anything else.
+    expect(await claimAttempt(createDb(env.DB), message!, api.clock.now())).toEqual({ kind: "attempt", attempt: 1 });
+    const { result } = await consume(api, [message], { attempts: 2 });
+    expect(result.explicitAcks).toHaveLength(1);
+    expect(await received(hook.key)).toHaveLength(2);
+    expect(await deliveryRow(message!.id)).toMatchObject({ status: "failed", attempt_count: 3 });
+    expect((await attemptRows(message!.id)).map((a) => a.attempt)).toEqual([2, 3]);
+  });
+
+  it("a D1 failure writing the last attempt hands the message back, and its redelivery settles the record failed", async () => {
+    const errors = vi.spyOn(console, "error");
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 404 }]);
+    const [message] = await deliveryMessages(api, app.projectId, hook.url, ['{"d1":1}']);
+    // A D1 that refuses every write of attempt 3.
+    const refuse = () => Promise.reject(new Error("D1_ERROR: storage unavailable"));
+    const refusing = { all: refuse, run: refuse, raw: refuse, first: refuse };
+    const failing = new Proxy(env.DB, {
+      get(target, prop) {
+        if (prop === "prepare") {
+          return (query: string) => {
+            const statement = target.prepare(query);
+            if (!query.includes("webhook_attempts")) return statement;
+            return new Proxy(statement, {
+              get(s, p) {
+                if (p === "bind") {
+                  // (delivery_id, attempt, …): the write of attempt 3.
+                  return (...args: unknown[]) => (args[1] === 3 ? refusing : s.bind(...args));
+                }
+                const value = Reflect.get(s, p, s) as unknown;
+                return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(s) : value;
+              },
+            });
+          };
+        }
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const first = await consume(api, [message], { env: { DB: failing } });
+    expect(first.result.explicitAcks).toHaveLength(0);
+    expect(first.result.retryMessages).toHaveLength(1);
+    expect(await deliveryRow(message!.id)).toMatchObject({ status: "pending", attempt_count: 3 });
+
+    api.clock.advance(60_000);
+    const again = await consume(api, [message], { attempts: 2 });
+    expect(again.result.explicitAcks).toHaveLength(1);
+    expect(await received(hook.key)).toHaveLength(3);
+    expect(await deliveryRow(message!.id)).toMatchObject({ status: "failed", attempt_count: 3, last_error: "outcome_not_recorded" });
+    expect(failureLines(errors).filter((l) => l.delivery_id === message!.id)).toHaveLength(1);
+  });
+
+  it("a message that reaches the dead-letter queue settles its delivery failed, with one log line", async () => {
+    const errors = vi.spyOn(console, "error");
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const [message] = await deliveryMessages(api, app.projectId, hook.url, ['{"dlq":1}']);
+    const config = parse(wranglerToml) as { queues: { consumers: { queue: string; dead_letter_queue?: string }[] } };
+    expect(config.queues.consumers.find((c) => c.queue === QUEUES.webhookDeliveries)?.dead_letter_queue).toBe(QUEUES.webhookDeadLetters);
+    const batch = createMessageBatch(QUEUES.webhookDeadLetters, [{ id: "dl-1", timestamp: new Date(), attempts: 1, body: message }]);
+    const ctx = createExecutionContext();
+    await createWorker(testDeps({ now: api.clock.now })).queue(batch, env, ctx);
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["dl-1"]);
+    expect(await deliveryRow(message!.id)).toMatchObject({ status: "failed", last_error: "dead_lettered" });
+    expect(failureLines(errors).filter((l) => l.delivery_id === message!.id)).toHaveLength(1);
+    expect(await received(hook.key)).toHaveLength(0);
+  });
+
+  it("the cron settles deliveries pending past 30 minutes (one log line each) and purges bodies past the retention", async () => {
+    const errors = vi.spyOn(console, "error");
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const [stuck, settled] = await deliveryMessages(api, app.projectId, hook.url, ['{"stuck":1}', `{"big":"${"y".repeat(100 * 1024)}"}`]);
+    // `settled` is delivered (its body kept in R2 for resending); `stuck` never reaches the consumer.
+    await consume(api, [settled]);
+    expect(await deliveryRow(settled!.id)).toMatchObject({ status: "delivered", body_key: expect.any(String) });
+    const key = (await deliveryRow(settled!.id))!.body_key!;
+    expect(await env.WEBHOOK_BODIES.head(key)).not.toBeNull();
+
+    const clock = testDeps({ now: () => new Date(api.clock.now().getTime() + STALE_AFTER_MS + 1000) });
+    await createWorker(clock).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    expect(await deliveryRow(stuck!.id)).toMatchObject({ status: "failed", last_error: "never_attempted" });
+    expect(failureLines(errors).filter((l) => l.delivery_id === stuck!.id)).toHaveLength(1);
+    expect((await deliveryRow(settled!.id))?.body_purged_at).toBeNull();
+
+    const later = testDeps({ now: () => new Date(api.clock.now().getTime() + RETENTION_MS + 1000) });
+    await createWorker(later).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    expect(await deliveryRow(settled!.id)).toMatchObject({ status: "delivered", body: null, sealed_secret: null, body_purged_at: expect.any(Number) });
+    expect(await env.WEBHOOK_BODIES.head(key)).toBeNull();
+  });
+});
+
+describe("the lanes themselves", () => {
+  it("serve waiters in order and never exceed their capacity", async () => {
+    const lanes = new Semaphore(2);
+    const order: number[] = [];
+    const releases = await Promise.all([lanes.acquire(), lanes.acquire()]);
+    const waiting = [3, 4].map((n) => lanes.acquire().then((release) => (order.push(n), release)));
+    releases[0]!();
+    releases[1]!();
+    (await Promise.all(waiting)).forEach((release) => release());
+    expect(order).toEqual([3, 4]);
+    expect(lanes.highWater).toBe(2);
+    // One holder larger than the whole budget still runs, alone.
+    const budget = new Semaphore(10);
+    const release = await budget.acquire(50);
+    expect(budget.highWater).toBe(10);
+    release();
+  });
+});

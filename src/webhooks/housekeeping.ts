@@ -1,0 +1,82 @@
+import { and, eq, isNull, lt, ne, sql } from "drizzle-orm";
+import { webhookDeliveries } from "../db/schema";
+import type { Scope } from "../platform/scope";
+import { logFailure } from "./consumer";
+
+/**
+ * The webhook side of the `*\/30` cron: the sweeper and the retention purge. Three subrequests
+ * (two D1 statements, one R2 call), beside the domain cron's ≤ 38 in the same invocation (Workers
+ * Free: 50).
+ */
+
+/**
+ * A delivery still `pending` this long after its last change is settled `failed`. Its normal life
+ * is far shorter: the run (≤ RUN_TIMEOUT_MS, 2 min by default), the queue's wait, 3 attempts of
+ * ≤ WEBHOOK_TIMEOUT_MS with ≤ 5 s between them, and a few queue redeliveries after a crash.
+ */
+export const STALE_AFTER_MS = 30 * 60 * 1000;
+/** Bodies and sealed secrets are kept this long after a delivery is created, for resending; then purged (resend: 410). */
+export const RETENTION_MS = 7 * 24 * 3600 * 1000;
+/** Rows settled or purged per cron run, each in one statement (a bigger backlog goes on at the next run). */
+export const SWEEP_LIMIT = 1000;
+/** R2 deletes up to 1000 keys per call: one subrequest. */
+export const PURGE_LIMIT = 1000;
+
+/** Settles deliveries left `pending` too long: `never_attempted` (the run or its enqueue was cut short) or `stalled`. */
+export async function sweepStalled({ db, deps }: Scope): Promise<number> {
+  const now = deps.now();
+  const stale = db
+    .select({ id: webhookDeliveries.id })
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.status, "pending"), lt(webhookDeliveries.updatedAt, new Date(now.getTime() - STALE_AFTER_MS))))
+    .limit(SWEEP_LIMIT);
+  const settled = await db
+    .update(webhookDeliveries)
+    .set({
+      status: "failed",
+      lastError: sql`CASE WHEN ${webhookDeliveries.attemptCount} = 0 THEN 'never_attempted' ELSE 'stalled' END`,
+      updatedAt: now,
+      completedAt: now,
+    })
+    .where(and(sql`${webhookDeliveries.id} IN ${stale}`, eq(webhookDeliveries.status, "pending")))
+    .returning();
+  for (const d of settled) {
+    logFailure(d, d.attemptCount, `still pending after ${STALE_AFTER_MS / 60_000} minutes`, { statusCode: d.lastStatusCode, error: d.lastError });
+  }
+  return settled.length;
+}
+
+/** Forgets the bodies and sealed secrets of settled deliveries older than the retention. */
+export async function purgeExpired({ env, db, deps }: Scope): Promise<number> {
+  const now = deps.now();
+  const expired = db
+    .select({ id: webhookDeliveries.id })
+    .from(webhookDeliveries)
+    .where(
+      and(
+        lt(webhookDeliveries.createdAt, new Date(now.getTime() - RETENTION_MS)),
+        isNull(webhookDeliveries.bodyPurgedAt),
+        ne(webhookDeliveries.status, "pending"),
+      ),
+    )
+    .limit(PURGE_LIMIT);
+  // The R2 key stays on the row (it is not secret) so RETURNING can name the objects to delete.
+  const purged = await db
+    .update(webhookDeliveries)
+    .set({ body: null, sealedSecret: null, bodyPurgedAt: now })
+    .where(sql`${webhookDeliveries.id} IN ${expired}`)
+    .returning({ key: webhookDeliveries.bodyKey });
+  const keys = purged.flatMap((p) => (p.key ? [p.key] : []));
+  if (keys.length > 0) {
+    await env.WEBHOOK_BODIES.delete(keys).catch((error: unknown) => {
+      // Rows say purged, so nothing reads these objects again; the bucket's lifecycle rule (docs/webhooks.md) removes them.
+      console.error(JSON.stringify({ level: "error", msg: "webhook bodies not deleted from R2", keys: keys.length, error: String(error) }));
+    });
+  }
+  return purged.length;
+}
+
+/** The webhook part of the cron. */
+export async function webhookHousekeeping(scope: Scope): Promise<{ swept: number; purged: number }> {
+  return { swept: await sweepStalled(scope), purged: await purgeExpired(scope) };
+}

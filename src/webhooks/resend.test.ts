@@ -1,0 +1,103 @@
+import { createExecutionContext, createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { client, seedProject, testDeps } from "../../test/helpers";
+import { PEER, received, receiver } from "../../test/peers";
+import { seedRunnable } from "../../test/runs";
+import { type DeliveryJson, drive, runWithWebhook } from "../../test/webhooks";
+import { createWorker } from "../worker";
+import type { DeliveryMessage } from "./enqueue";
+import { RETENTION_MS } from "./housekeeping";
+
+const api = client();
+const SECRET = "resend-secret-0123456789";
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => undefined);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const resendPath = (projectId: string, id: string) => `/v2/projects/${projectId}/webhook-deliveries/${id}/resend`;
+
+/** Resends through the API, capturing the new delivery's queue message. */
+async function resendNow(projectId: string, id: string, token: string) {
+  const sent: unknown[] = [];
+  const local = client({ now: api.clock.now }, { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue });
+  const answer = await local.json<DeliveryJson & { type?: string; code?: string }>(resendPath(projectId, id), { method: "POST", token });
+  return { ...answer, messages: sent };
+}
+
+describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
+  it("delivers the stored body again as a new delivery, linked by resent_from and signed afresh", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }], SECRET);
+    const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
+    await drive(api, run.messages[0]);
+    const original = (run.messages[0] as DeliveryMessage).id;
+
+    api.clock.advance(3600_000);
+    const answer = await resendNow(app.projectId, original, app.token);
+    expect(answer.status).toBe(201);
+    expect(answer.body).toMatchObject({ status: "pending", resent_from: original, signed: true, attempts: [] });
+    expect(answer.body.request_id).not.toBe(original);
+    expect(JSON.stringify(answer.messages)).not.toContain(SECRET);
+    await drive(api, answer.messages[0]);
+
+    const got = await received(hook.key);
+    expect(got).toHaveLength(2);
+    expect(got[1]!.body).toBe(run.text);
+    expect(got[1]!.headers["x-request-id"]).toBe(answer.body.request_id);
+    // Signed at the moment of the new attempt, so a receiver's timestamp tolerance passes.
+    expect(Number(got[1]!.headers["x-service-webhook-timestamp"])).toBe(Math.floor(api.clock.now().getTime() / 1000));
+    expect(got[1]!.signatures).toEqual({ node: true, openssl: true, standard: true });
+  });
+
+  it("resends a large body kept in R2", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?bytes=${200 * 1024}`);
+    const hook = await receiver([{ status: 200 }]);
+    const run = await runWithWebhook(api, app, hook.url);
+    await drive(api, run.messages[0]);
+    const answer = await resendNow(app.projectId, (run.messages[0] as DeliveryMessage).id, app.token);
+    expect(answer.status).toBe(201);
+    await drive(api, answer.messages[0]);
+    const got = await received(hook.key);
+    expect(got).toHaveLength(2);
+    expect(got[1]!.bodySha256).toBe(got[0]!.bodySha256);
+  });
+
+  it("answers 410 once the retention has passed and the cron purged the body", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
+    await drive(api, run.messages[0]);
+    const id = (run.messages[0] as DeliveryMessage).id;
+    const later = testDeps({ now: () => new Date(api.clock.now().getTime() + RETENTION_MS + 60_000) });
+    await createWorker(later).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    const answer = await resendNow(app.projectId, id, app.token);
+    expect(answer.status).toBe(410);
+    expect(answer.headers.get("content-type")).toContain("application/problem+json");
+    expect(answer.body).toMatchObject({ code: "gone" });
+  });
+
+  it("answers 404 for another project's delivery, an unknown one and a malformed id, and sends nothing", async () => {
+    const app = await seedRunnable(api);
+    const other = await seedProject(api);
+    const hook = await receiver([{ status: 200 }]);
+    const run = await runWithWebhook(api, app, hook.url);
+    await drive(api, run.messages[0]);
+    const id = (run.messages[0] as DeliveryMessage).id;
+    expect((await resendNow(other.projectId, id, other.token)).status).toBe(404);
+    expect((await resendNow(app.projectId, `whd_${"0".repeat(30)}`, app.token)).status).toBe(404);
+    expect((await resendNow(app.projectId, "not-an-id", app.token)).status).toBe(404);
+    expect(await received(hook.key)).toHaveLength(1);
+  });
+
+  it("is in the OpenAPI document with its scope", async () => {
+    const { body } = await api.json<{ paths: Record<string, Record<string, { security: unknown; responses: Record<string, unknown> }>> }>("/v2/openapi.json");
+    const op = body.paths["/v2/projects/{project_id}/webhook-deliveries/{delivery_id}/resend"]?.post ?? body.paths["/projects/{project_id}/webhook-deliveries/{delivery_id}/resend"]?.post;
+    expect(op?.security).toEqual([{ bearerAuth: ["deliveries:write"] }]);
+    expect(Object.keys(op!.responses)).toEqual(expect.arrayContaining(["201", "404", "410"]));
+  });
+});

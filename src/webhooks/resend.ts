@@ -1,0 +1,55 @@
+import { and, eq } from "drizzle-orm";
+import { webhookDeliveries, type WebhookDelivery } from "../db/schema";
+import { ApiError } from "../platform/errors";
+import type { Scope } from "../platform/scope";
+import { checkTarget } from "../platform/url-policy";
+import { enqueuePending, recordPending } from "./enqueue";
+import { RETENTION_MS } from "./housekeeping";
+import { openSecret, type SealedSecret } from "./secret-box";
+
+const RETENTION_DAYS = RETENTION_MS / 86_400_000;
+
+/**
+ * A new delivery of `deliveryId`'s stored body to the same endpoint: its own id and record
+ * (`resent_from`), its secret sealed again under the new id, signed afresh at each attempt.
+ */
+export async function resend(scope: Scope, projectId: string, deliveryId: string): Promise<WebhookDelivery> {
+  const { env, config, db } = scope;
+  const [original] = await db
+    .select()
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.projectId, projectId)));
+  if (!original) throw new ApiError("not_found", `No webhook delivery '${deliveryId}' in project '${projectId}'.`);
+  const purged = new ApiError("gone", `The body of delivery '${deliveryId}' is no longer kept: bodies and secrets are kept ${RETENTION_DAYS} days for resending.`);
+  if (original.bodyPurgedAt) throw purged;
+  if (original.body === null && original.bodyKey === null) {
+    // Pending and not yet handed to the consumer (which stores the body), or from before bodies were kept.
+    if (original.status === "pending") throw new ApiError("conflict", `Delivery '${deliveryId}' has not been attempted yet; resend it once it has.`);
+    throw purged;
+  }
+  const target = checkTarget(original.endpoint, { allowInsecure: config.allowInsecureTargets });
+  if (!target.ok) throw new ApiError("conflict", `The delivery's endpoint is no longer allowed: it ${target.reason}.`);
+
+  let secret: string | undefined;
+  if (original.signed) {
+    if (!original.sealedSecret) throw purged;
+    try {
+      secret = await openSecret(config.webhookEncryptionKey, original.id, JSON.parse(original.sealedSecret) as SealedSecret);
+    } catch {
+      // Never resend a signed delivery unsigned.
+      throw new ApiError("conflict", "The delivery's signing secret can no longer be read (WEBHOOK_ENCRYPTION_KEY changed?).");
+    }
+  }
+  let body = original.body;
+  if (body === null) {
+    const object = await env.WEBHOOK_BODIES.get(original.bodyKey!);
+    if (!object) throw purged;
+    body = await object.text();
+  }
+
+  const pending = await recordPending(scope, { projectId, runId: original.runId, endpoint: original.endpoint, secret }, { resentFrom: original.id });
+  if (!pending.recorded) throw new ApiError("service_unavailable", "The delivery could not be recorded; try again.");
+  await enqueuePending(scope, pending, body);
+  const [created] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, pending.id));
+  return created!;
+}

@@ -1,0 +1,103 @@
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import type { Deps } from "../src/platform/deps";
+import type { Outbound } from "../src/platform/outside";
+import { createScope } from "../src/platform/scope";
+import { QUEUES } from "../src/platform/triggers";
+import { deliverWebhooks, type ConsumerHooks } from "../src/webhooks/consumer";
+import { type DeliveryMessage, enqueueDelivery } from "../src/webhooks/enqueue";
+import { type Client, testDeps } from "./helpers";
+import { capturingQueue } from "./runs";
+
+/** One request as the platform saw it: when the consumer called fetch, when a connection took it, when it ended. */
+export interface Sent {
+  url: string;
+  calledAt: number;
+  sentAt: number;
+  endedAt: number;
+}
+
+/**
+ * An outbound fetch that behaves as Workers do with connections (at most `cap` open per invocation,
+ * the rest wait inside the runtime) and records every request, the most open at once and how many
+ * had to wait for a connection.
+ */
+export function platformOutbound(cap = 6): Outbound & { sent: Sent[]; maxOpen: () => number; waited: () => number } {
+  let open = 0;
+  let maxOpen = 0;
+  let waited = 0;
+  const queue: (() => void)[] = [];
+  const sent: Sent[] = [];
+  return {
+    sent,
+    maxOpen: () => maxOpen,
+    waited: () => waited,
+    async fetch(request: Request) {
+      const calledAt = Date.now();
+      if (open >= cap) {
+        waited++;
+        await new Promise<void>((resolve) => queue.push(resolve));
+      }
+      open++;
+      maxOpen = Math.max(maxOpen, open);
+      const sentAt = Date.now();
+      try {
+        return await fetch(request);
+      } finally {
+        open--;
+        sent.push({ url: request.url, calledAt, sentAt, endedAt: Date.now() });
+        queue.shift()?.();
+      }
+    },
+  };
+}
+
+/** Queue messages of deliveries of `bodies` to `endpoint` (records written as the run path writes them). */
+export async function deliveryMessages(api: Client, projectId: string, endpoint: string, bodies: string[], secret?: string): Promise<DeliveryMessage[]> {
+  const capture = capturingQueue();
+  const queueEnv = { ...env, WEBHOOK_QUEUE: capture.queue };
+  const scope = createScope(queueEnv, createExecutionContext(), testDeps({ now: api.clock.now }));
+  for (const [i, body] of bodies.entries()) {
+    await enqueueDelivery(scope, { projectId, runId: `run_${endpoint.slice(-6)}_${i}`, endpoint, secret, body });
+  }
+  return capture.sent as DeliveryMessage[];
+}
+
+let ids = 0;
+
+/** Runs one consumer invocation over `messages`, pauses taken at once (recorded) on the fake clock. */
+export async function consume(api: Client, messages: unknown[], options: { deps?: Partial<Deps>; env?: Record<string, unknown>; hooks?: ConsumerHooks; attempts?: number } = {}) {
+  const pauses: number[] = [];
+  const deps: Deps = testDeps({
+    now: api.clock.now,
+    sleep: async (ms: number) => {
+      pauses.push(ms);
+      api.clock.advance(ms);
+    },
+    ...options.deps,
+  });
+  const batch = createMessageBatch(
+    QUEUES.webhookDeliveries,
+    messages.map((body) => ({ id: `m${ids++}`, timestamp: new Date(), attempts: options.attempts ?? 1, body })),
+  );
+  const ctx = createExecutionContext();
+  await deliverWebhooks(batch, createScope({ ...env, ...options.env } as Env, ctx, deps), options.hooks);
+  return { result: await getQueueResult(batch, ctx), pauses };
+}
+
+export async function deliveryRow(id: string) {
+  return env.DB.prepare("SELECT status, attempt_count, last_status_code, last_error, body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?")
+    .bind(id)
+    .first<{ status: string; attempt_count: number; last_status_code: number | null; last_error: string | null; body: string | null; body_key: string | null; sealed_secret: string | null; body_purged_at: number | null }>();
+}
+
+export async function attemptRows(id: string) {
+  const { results } = await env.DB.prepare("SELECT attempt, status_code, error, duration_ms, outcome FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt").bind(id).all<{
+    attempt: number;
+    status_code: number | null;
+    error: string | null;
+    duration_ms: number;
+    outcome: string;
+  }>();
+  return results;
+}
