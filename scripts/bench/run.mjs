@@ -117,7 +117,9 @@ try {
   if (doh) cleanup.push(doh.close);
   const bare = await startPassthrough(upstream.url);
   cleanup.push(() => bare.mf.dispose());
-  const gateway = await startGateway(bundle, doh ? { dnsResolverUrl: doh.url } : {});
+  // Section 3 puts DOMAINS domains in the one bench project: above the per-project cap's default.
+  const extraBindings = { MAX_DOMAINS_PER_PROJECT: String(Math.min(10_000, DOMAINS + 10)) };
+  const gateway = await startGateway(bundle, doh ? { dnsResolverUrl: doh.url, extraBindings } : { extraBindings });
   cleanup.push(() => gateway.mf.dispose());
   const seed = await seedRunnableApp(gateway.url, upstream.url);
   const auth = { Authorization: `Bearer ${seed.token}` };
