@@ -1,5 +1,6 @@
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { type DashContext, dashPath } from "./context";
+import { aesKeyFromSecret } from "../platform/crypto";
 
 /**
  * A value that must survive exactly one redirect (POST/redirect/GET) without ever being in a URL: the
@@ -9,28 +10,7 @@ import { type DashContext, dashPath } from "./context";
  */
 const FLASH_TTL_SECONDS = 120;
 const encoder = new TextEncoder();
-/** The key per admin token (a Map lookup, not a comparison of the secret); only the current one is kept. */
-const keys = new Map<string, Promise<CryptoKey>>();
-
-function flashKey(adminToken: string): Promise<CryptoKey> {
-  let key = keys.get(adminToken);
-  if (!key) {
-    key = crypto.subtle
-      .importKey("raw", encoder.encode(adminToken), "HKDF", false, ["deriveKey"])
-      .then((material) =>
-        crypto.subtle.deriveKey(
-          { name: "HKDF", hash: "SHA-256", salt: encoder.encode("edge-gateway/dashboard"), info: encoder.encode("flash-aes-gcm-v1") },
-          material,
-          { name: "AES-GCM", length: 256 },
-          false,
-          ["encrypt", "decrypt"],
-        ),
-      );
-    keys.clear();
-    keys.set(adminToken, key);
-  }
-  return key;
-}
+const flashKey = (adminToken: string) => aesKeyFromSecret(adminToken, "edge-gateway/dashboard", "flash-aes-gcm-v1");
 
 const https = (c: DashContext) => new URL(c.req.url).protocol === "https:";
 const cookieName = (c: DashContext) => (https(c) ? "__Host-eg_flash" : "eg_flash");

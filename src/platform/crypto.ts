@@ -17,3 +17,33 @@ export async function secretsEqual(a: string, b: string): Promise<boolean> {
   ]);
   return crypto.subtle.timingSafeEqual(ha, hb);
 }
+
+// Per purpose (salt and info), the key of the current secret only: a rotated secret's key is dropped.
+const aesKeys = new Map<string, Map<string, Promise<CryptoKey>>>();
+
+/**
+ * An AES-256-GCM key derived by HKDF-SHA-256 from a secret setting, for one purpose (`salt`, `info`).
+ * Derived once per isolate; looked up by a Map, never by comparing the secret.
+ */
+export function aesKeyFromSecret(secret: string, salt: string, info: string): Promise<CryptoKey> {
+  const purpose = `${salt}\n${info}`;
+  let byPurpose = aesKeys.get(purpose);
+  if (!byPurpose) aesKeys.set(purpose, (byPurpose = new Map()));
+  let key = byPurpose.get(secret);
+  if (!key) {
+    key = crypto.subtle
+      .importKey("raw", encoder.encode(secret), "HKDF", false, ["deriveKey"])
+      .then((material) =>
+        crypto.subtle.deriveKey(
+          { name: "HKDF", hash: "SHA-256", salt: encoder.encode(salt), info: encoder.encode(info) },
+          material,
+          { name: "AES-GCM", length: 256 },
+          false,
+          ["encrypt", "decrypt"],
+        ),
+      );
+    byPurpose.clear();
+    byPurpose.set(secret, key);
+  }
+  return key;
+}

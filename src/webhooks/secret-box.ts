@@ -1,4 +1,5 @@
 import { fromBase64, toBase64 } from "../platform/encoding";
+import { aesKeyFromSecret } from "../platform/crypto";
 
 /**
  * Webhook secrets wait in the queue encrypted: AES-256-GCM under a key derived (HKDF-SHA-256) from
@@ -11,26 +12,7 @@ export interface SealedSecret {
 }
 
 const encoder = new TextEncoder();
-const keys = new Map<string, Promise<CryptoKey>>();
-
-function aesKey(material: string): Promise<CryptoKey> {
-  let key = keys.get(material);
-  if (!key) {
-    key = crypto.subtle
-      .importKey("raw", encoder.encode(material), "HKDF", false, ["deriveKey"])
-      .then((ikm) =>
-        crypto.subtle.deriveKey(
-          { name: "HKDF", hash: "SHA-256", salt: encoder.encode("edge-gateway"), info: encoder.encode("webhook-secret/v1") },
-          ikm,
-          { name: "AES-GCM", length: 256 },
-          false,
-          ["encrypt", "decrypt"],
-        ),
-      );
-    keys.set(material, key);
-  }
-  return key;
-}
+const aesKey = (material: string) => aesKeyFromSecret(material, "edge-gateway", "webhook-secret/v1");
 
 export async function sealSecret(material: string, deliveryId: string, secret: string): Promise<SealedSecret> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
