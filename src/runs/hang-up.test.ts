@@ -103,3 +103,31 @@ describe("HEAD on a run path", () => {
     expect(n).toBe(0);
   });
 });
+
+describe("the caller's answer and the delivery's enqueue", () => {
+  it("answers the caller while the queue send is still under way (spec 6: the delivery does not block the response)", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    let release!: () => void;
+    const sending = new Promise<void>((resolve) => (release = resolve));
+    const sent: unknown[] = [];
+    const slowQueue = {
+      send: async (body: unknown) => {
+        await sending;
+        sent.push(body);
+      },
+    } as unknown as Queue;
+    const ctx = createExecutionContext();
+    const request = new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/slow-queue`)}`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${app.token}`, "Content-Type": "application/json" },
+      body: "{}",
+    });
+    const response = await api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: slowQueue }, ctx);
+    expect(response.status).toBe(200);
+    expect(sent).toHaveLength(0);
+    release();
+    await waitOnExecutionContext(ctx);
+    expect(sent).toHaveLength(1);
+  });
+});

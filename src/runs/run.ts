@@ -125,17 +125,28 @@ export async function run(scope: Scope, request: Request, projectId: string, app
   // `waitUntil`: a caller who hangs up still gets the delivery (within RUN_AFTER_HANG_UP_MS), and a
   // run cut short ends its record `failed` (`run_interrupted`), never absent.
   const pending = await recordPending(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret });
-  const work = deliverAfterRun(scope, request, pending, call).finally(() => caller.afterRun());
+  const answered = answerForDelivery(scope, request, pending, call);
+  // The caller has the answer as soon as the upstream gave it; the enqueue goes on after (spec 6: the
+  // delivery does not block the response).
+  const work = answered.then(({ answer, cutShort }) => (cutShort ? undefined : enqueuePending(scope, pending, answer.text))).finally(() => caller.afterRun());
   scope.ctx.waitUntil(work.then(() => undefined, () => undefined));
-  return responseOf(await work, runId);
+  return responseOf((await answered).answer, runId);
 }
 
 // An upstream failure is still this run's answer (a problem): the webhook receives it too.
 const responseOf = (answer: RunAnswer, runId: string) =>
   new Response(answer.text, { status: answer.status, headers: { "Content-Type": answer.contentType, "X-Run-Id": runId, "Cache-Control": "no-store" } });
 
-/** The run's answer with a webhook: the upstream called (cut short if the caller hung up too long ago), then the delivery enqueued. */
-async function deliverAfterRun(scope: Scope, request: Request, pending: PendingDelivery, call: (cancel?: AbortSignal) => Promise<RunAnswer>): Promise<RunAnswer> {
+/**
+ * The run's answer with a webhook: the upstream called, cut short if the caller hung up too long ago;
+ * a run that did not finish settles its pending delivery as `run_interrupted`.
+ */
+async function answerForDelivery(
+  scope: Scope,
+  request: Request,
+  pending: PendingDelivery,
+  call: (cancel?: AbortSignal) => Promise<RunAnswer>,
+): Promise<{ answer: RunAnswer; cutShort: boolean }> {
   const cutShort = cutShortAfterHangUp(request, scope.deps);
   let answer: RunAnswer;
   try {
@@ -148,8 +159,7 @@ async function deliverAfterRun(scope: Scope, request: Request, pending: PendingD
   }
   if (cutShort.signal.aborted) {
     await settleUnsent(scope, pending, "run_interrupted");
-    return answer;
+    return { answer, cutShort: true };
   }
-  await enqueuePending(scope, pending, answer.text);
-  return answer;
+  return { answer, cutShort: false };
 }
