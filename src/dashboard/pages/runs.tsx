@@ -1,3 +1,5 @@
+import type { z } from "@hono/zod-openapi";
+import type { AsyncRunSummary } from "../../runs/async/routes";
 import { type Page, seg } from "../api";
 import { can, NotAllowed } from "../access";
 import { type DashContext, type DashRouter, projectPath } from "../context";
@@ -5,19 +7,8 @@ import { Badge, type BadgeTone, Pager, ProblemMessage, when } from "../component
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
-/** What the API answers for each run (`GET /v2/projects/{project_id}/runs`, `AsyncRunSummary` in src/runs/async/routes.ts). */
-interface Run {
-  run_id: string;
-  status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
-  app_name: string;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  status_code: number | null;
-  error: { code: string; message: string } | null;
-  duration_ms: number | null;
-  webhook_endpoint: string | null;
-}
+/** What the API answers for each run (`GET /v2/projects/{project_id}/runs`): its own response schema. */
+type Run = z.infer<typeof AsyncRunSummary>;
 
 const STATUS_TONE: Record<Run["status"], BadgeTone> = { queued: "neutral", running: "info", succeeded: "ok", failed: "bad", cancelled: "warn" };
 const STATUS_LABEL: Record<Run["status"], string> = { queued: "Queued", running: "Running", succeeded: "Succeeded", failed: "Failed", cancelled: "Cancelled" };
