@@ -1,3 +1,5 @@
+import type { z } from "@hono/zod-openapi";
+import type { InviteSchema, MemberSchema } from "../../members/routes";
 import type { Child } from "hono/jsx";
 import { type ApiResult, type Page, type Problem, seg } from "../api";
 import { canManageMembers, NotAllowed } from "../access";
@@ -14,21 +16,9 @@ const ROLE_HINT: Record<Role, string> = {
   viewer: "reads only",
 };
 
-interface Member {
-  member_id: string;
-  user_id: string;
-  email: string | null;
-  name: string | null;
-  role: Role;
-  created_at: string;
-}
-
-interface Invite {
-  invite_id: string;
-  email: string;
-  role: Role;
-  expires_at: string;
-}
+// What the API answers: its own response schemas, not copies.
+type Member = z.infer<typeof MemberSchema>;
+type Invite = z.infer<typeof InviteSchema>;
 
 interface Notice {
   problem?: Problem | undefined;
