@@ -1,7 +1,7 @@
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import * as schema from "./schema";
 
-export type Database = DrizzleD1Database<typeof schema>;
+export type Database = DrizzleD1Database<typeof schema> & { $client: D1Database };
 
 // drizzle builds its relational config from the schema on every call: once per binding is enough.
 const databases = new WeakMap<D1Database, Database>();

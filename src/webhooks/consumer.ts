@@ -1,4 +1,5 @@
 import type { Database } from "../db/client";
+import { StatementGroup } from "../db/statement-group";
 import type { AttemptOutcome } from "../db/schema";
 import type { Deps } from "../platform/deps";
 import type { Config } from "../platform/env";
@@ -22,6 +23,12 @@ import { type AttemptResult, claimAttempt, failPending, recordAttempt } from "./
 
 /** Writes of an attempt's outcome tried before the message is handed back to the queue. */
 const RECORD_TRIES = 2;
+/**
+ * How long an attempt's outcome waits for a neighbour's, whose request is still in flight, to go to
+ * D1 in the same round trip. Short against the pause between attempts (which counts from the end of
+ * the attempt and includes this write), long against a loopback or same-region answer.
+ */
+const WRITE_WINDOW_MS = 25;
 /** Room kept before a body for `id.timestamp.`, so the signed content is laid out without copying the body. */
 const PREFIX_ROOM = 96;
 
@@ -29,6 +36,8 @@ export interface ConsumerHooks {
   /** Connections and body bytes per invocation (defaults: limits.ts); tests pass smaller ones and read the high-water marks. */
   lanes?: Semaphore;
   budget?: Semaphore;
+  /** The invocation's grouped D1 writes; tests pass one to count its round trips. */
+  writes?: StatementGroup;
 }
 
 function isDeliveryMessage(value: unknown): value is DeliveryMessage {
@@ -147,10 +156,10 @@ async function post(deps: Deps, config: Config, message: DeliveryMessage, body: 
 }
 
 /** Records an attempt, tried twice; false when D1 would not take it. */
-async function record(db: Database, message: DeliveryMessage, attempt: number, at: Date, result: AttemptResult, outcome: AttemptOutcome): Promise<boolean> {
+async function record(inv: Invocation, message: DeliveryMessage, attempt: number, at: Date, result: AttemptResult, outcome: AttemptOutcome): Promise<boolean> {
   for (let tries = 1; ; tries++) {
     try {
-      await recordAttempt(db, message.id, attempt, at, result, outcome);
+      await recordAttempt(inv.db, message.id, attempt, at, result, outcome, inv.writes);
       return true;
     } catch (error) {
       log("error", "webhook attempt not recorded", { delivery_id: message.id, attempt, tries, error: String(error) });
@@ -167,6 +176,8 @@ interface Invocation {
   db: Database;
   lanes: Semaphore;
   budget: Semaphore;
+  /** The claims and outcomes of this invocation's deliveries, written together (see `StatementGroup`). */
+  writes: StatementGroup;
 }
 
 /**
@@ -191,7 +202,7 @@ async function settleExhausted(inv: Invocation, msg: Message<unknown>, message: 
 /** One delivery, start to end: claims, attempts and their records, the pauses between them, and the ack. */
 async function deliver(inv: Invocation, msg: Message<unknown>, message: DeliveryMessage): Promise<void> {
   const { env, config, deps, db } = inv;
-  let claim = await claimAttempt(db, message, deps.now());
+  let claim = await claimAttempt(db, message, deps.now(), inv.writes);
   if (claim.kind === "settled" || claim.kind === "gone") return msg.ack();
   if (claim.kind === "exhausted") return settleExhausted(inv, msg, message, claim);
 
@@ -210,7 +221,8 @@ async function deliver(inv: Invocation, msg: Message<unknown>, message: Delivery
       try {
         body ??= await loadBody(env, message);
         if (secret === undefined) secret = await openSecret(config.webhookEncryptionKey, message.id, message.secret!);
-        const sent = await post(deps, config, message, body, secret, at);
+        // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
+        const sent = await post(deps, config, message, body, secret, at).finally(inv.writes.hold());
         result = { ...sent.outcome, durationMs: sent.durationMs };
         retryAfter = sent.retryAfter;
         if (sent.outcome.kind === "delivered") outcome = "delivered";
@@ -226,7 +238,7 @@ async function deliver(inv: Invocation, msg: Message<unknown>, message: Delivery
         }
       }
       const ended = Date.now();
-      if (!(await record(db, message, attempt, at, result, outcome))) {
+      if (!(await record(inv, message, attempt, at, result, outcome))) {
         // The attempt happened but is not written. The redelivery claims the next attempt (the count
         // in D1 includes this one) or, after the last, settles the delivery `outcome_not_recorded`.
         msg.retry({ delaySeconds: 1 });
@@ -240,7 +252,7 @@ async function deliver(inv: Invocation, msg: Message<unknown>, message: Delivery
       // The pause counts from the end of the attempt: the write above is part of it, not added to it.
       const pauseMs = retryDelaySeconds(attempt, retryAfter, at) * 1000 - (Date.now() - ended);
       if (pauseMs > 0) await deps.sleep(pauseMs);
-      claim = await claimAttempt(db, message, deps.now());
+      claim = await claimAttempt(db, message, deps.now(), inv.writes);
       if (claim.kind === "settled" || claim.kind === "gone") return msg.ack();
       if (claim.kind === "exhausted") return settleExhausted(inv, msg, message, claim);
     }
@@ -257,6 +269,7 @@ export async function deliverWebhooks(batch: MessageBatch<unknown>, scope: Scope
     db: scope.db,
     lanes: hooks.lanes ?? new Semaphore(DELIVERY_LANES),
     budget: hooks.budget ?? new Semaphore(BODY_BUDGET_BYTES),
+    writes: hooks.writes ?? new StatementGroup(scope.db, WRITE_WINDOW_MS),
   };
   await Promise.all(
     batch.messages.map(async (msg) => {

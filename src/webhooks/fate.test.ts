@@ -8,6 +8,7 @@ import { client, testDeps } from "../../test/helpers";
 import { received, receiver, sha256Hex } from "../../test/peers";
 import { countingRoundTrips, seedRunnable } from "../../test/runs";
 import { createDb } from "../db/client";
+import { StatementGroup } from "../db/statement-group";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
 import { BODY_BUDGET_BYTES, DELIVERY_LANES, Semaphore } from "./limits";
@@ -125,15 +126,52 @@ describe("each delivery's timing is its own (spec section 8: 3 attempts, at most
     }
   }, 60_000);
 
-  it("costs 2 D1 statements per first-attempt success in the consumer (3 with the run's pending row)", async () => {
+  it("writes a batch's claims in one D1 round trip and their outcomes in another (3 statements per delivery with the run's pending row)", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
     const messages = await deliveryMessages(api, app.projectId, hook.url, ['{"a":1}', '{"b":2}', '{"c":3}']);
     const d1 = countingRoundTrips(env.DB);
-    const { result } = await consume(api, messages, { env: { DB: d1.db } });
+    // A window longer than the test: the outcomes go together because the last POST has ended, not by timing luck.
+    const writes = new StatementGroup(createDb(d1.db), 60_000);
+    const { result } = await consume(api, messages, { env: { DB: d1.db }, hooks: { writes } });
     expect(result.explicitAcks).toHaveLength(3);
-    expect(d1.trips()).toBe(2 * 3);
+    expect(d1.trips()).toBe(2);
+    expect(writes.statements).toBe(2 * 3);
     for (const m of messages) expect((await deliveryRow(m.id))?.status).toBe("delivered");
+  });
+
+  it("a delivery whose project is deleted, before or during its attempt, does not take its batch neighbours' writes down", async () => {
+    const live = await seedRunnable(api);
+    const goneBefore = await seedRunnable(api);
+    const goneDuring = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    const doomed = await receiver([{ status: 200 }]);
+    const messages = [
+      ...(await deliveryMessages(api, live.projectId, hook.url, ['{"live":1}', '{"live":2}'])),
+      ...(await deliveryMessages(api, goneBefore.projectId, hook.url, ['{"before":1}'])),
+      ...(await deliveryMessages(api, goneDuring.projectId, doomed.url, ['{"during":1}'])),
+    ];
+    const deleteProject = (id: string) => env.DB.prepare("DELETE FROM projects WHERE id = ?").bind(id).run();
+    await deleteProject(goneBefore.projectId);
+    const outbound = {
+      async fetch(request: Request) {
+        // The project goes (its deliveries with it) while its receiver is being called.
+        if (request.url === doomed.url) await deleteProject(goneDuring.projectId);
+        return fetch(request);
+      },
+    };
+    const writes = new StatementGroup(createDb(env.DB), 60_000);
+    const { result } = await consume(api, messages, { deps: { outbound }, hooks: { writes } });
+    expect(result.explicitAcks).toHaveLength(4);
+    expect(result.retryMessages).toHaveLength(0);
+    // The claims went in one batch, the outcomes in another, with the doomed ones among them.
+    expect(writes.trips).toBe(2);
+    expect(await received(hook.key)).toHaveLength(2);
+    for (const m of messages.slice(0, 2)) expect((await deliveryRow(m.id))?.status).toBe("delivered");
+    for (const m of messages.slice(2)) {
+      expect(await deliveryRow(m.id)).toBeNull();
+      expect(await attemptRows(m.id)).toEqual([]);
+    }
   });
 });
 

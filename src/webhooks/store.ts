@@ -1,6 +1,8 @@
-import { and, eq, lt, sql } from "drizzle-orm";
+import { and, eq, type SQL, sql } from "drizzle-orm";
+import type { SQLiteColumn as Column } from "drizzle-orm/sqlite-core";
 import type { Database } from "../db/client";
-import { type AttemptOutcome, webhookAttempts, webhookDeliveries } from "../db/schema";
+import { type AttemptOutcome, projects, webhookAttempts, webhookDeliveries } from "../db/schema";
+import { prepared, type StatementGroup } from "../db/statement-group";
 import type { DeliveryMessage } from "./enqueue";
 import { MAX_ATTEMPTS } from "./policy";
 
@@ -11,7 +13,9 @@ import { MAX_ATTEMPTS } from "./policy";
  *
  * A first-attempt success costs 3 statements: the `pending` row before the run
  * (`recordPending`), the claim of attempt 1 (`claimAttempt`), the attempt's outcome
- * (`recordAttempt`, one INSERT; a trigger settles the delivery row in the same statement).
+ * (`recordAttempt`, one INSERT; a trigger settles the delivery row in the same statement). The
+ * consumer sends a batch's claims together and its outcomes together (`StatementGroup`), so a batch
+ * of first-attempt successes costs 2 D1 round trips however many deliveries it holds.
  */
 
 export type Claim =
@@ -25,56 +29,84 @@ export type Claim =
   | { kind: "gone" };
 
 /**
- * Claims the next attempt with one conditional write. The row is created here if the run path
- * could not write it (D1 hiccuped at enqueue); the body and sealed secret the message carries are
- * kept on the row for resending.
+ * `(col, …) SELECT :col, … WHERE EXISTS (…)`: an INSERT of the placeholders named after `columns`'
+ * keys that writes nothing, and fails for nothing, when `exists` finds no row.
  */
-export async function claimAttempt(db: Database, message: DeliveryMessage, at: Date): Promise<Claim> {
-  const inline = "inline" in message.body ? message.body.inline : null;
-  const key = "r2" in message.body ? message.body.r2 : null;
-  const sealed = message.secret ? JSON.stringify(message.secret) : null;
-  const claimed = await db
-    .insert(webhookDeliveries)
-    .values({
-      id: message.id,
-      projectId: message.projectId,
-      runId: message.runId,
-      endpoint: message.endpoint,
-      signed: message.secret !== null,
-      bodyBytes: message.bodyBytes,
-      status: "pending",
-      attemptCount: 1,
-      createdAt: new Date(message.createdAt),
-      updatedAt: at,
-      body: inline,
-      bodyKey: key,
-      sealedSecret: sealed,
-    })
-    .onConflictDoUpdate({
-      target: webhookDeliveries.id,
-      set: {
-        attemptCount: sql`${webhookDeliveries.attemptCount} + 1`,
-        updatedAt: at,
-        bodyBytes: message.bodyBytes,
-        body: sql`coalesce(${webhookDeliveries.body}, excluded.body)`,
-        bodyKey: sql`coalesce(${webhookDeliveries.bodyKey}, excluded.body_key)`,
-        sealedSecret: sql`coalesce(${webhookDeliveries.sealedSecret}, excluded.sealed_secret)`,
-      },
-      setWhere: and(eq(webhookDeliveries.status, "pending"), lt(webhookDeliveries.attemptCount, MAX_ATTEMPTS)),
-    })
-    .returning({ attempt: webhookDeliveries.attemptCount })
-    .catch((error: unknown) => {
-      // The project is gone (deleted with its deliveries): nothing to deliver or record.
-      if (String(error).includes("FOREIGN KEY")) return "gone" as const;
-      throw error;
-    });
-  if (claimed === "gone") return { kind: "gone" };
-  if (claimed.length === 1) return { kind: "attempt", attempt: claimed[0]!.attempt };
-  // Refused: the rare path, one read to say why.
+function insertIfExists(columns: Record<string, Column>, exists: SQL) {
+  const entries = Object.entries(columns);
+  return sql`(${sql.join(
+    entries.map(([, column]) => sql.identifier(column.name)),
+    sql`, `,
+  )}) SELECT ${sql.join(
+    // The column's own encoding (booleans as 0/1, timestamps in ms), as `.values()` would apply.
+    entries.map(([name, column]) => sql.param(sql.placeholder(name), column)),
+    sql`, `,
+  )} WHERE EXISTS (${exists})`;
+}
+
+const name = (column: Column) => sql.identifier(column.name);
+
+const d = webhookDeliveries;
+const claimColumns = {
+  id: d.id,
+  projectId: d.projectId,
+  runId: d.runId,
+  endpoint: d.endpoint,
+  signed: d.signed,
+  bodyBytes: d.bodyBytes,
+  status: d.status,
+  attemptCount: d.attemptCount,
+  createdAt: d.createdAt,
+  updatedAt: d.updatedAt,
+  body: d.body,
+  bodyKey: d.bodyKey,
+  sealedSecret: d.sealedSecret,
+};
+const keep = (column: Column) => sql`${name(column)} = coalesce(${column}, excluded.${name(column)})`;
+
+/**
+ * The claim of the next attempt, one conditional upsert. The row is created here if the run path
+ * could not write it (D1 hiccuped at enqueue), with the body and sealed secret the message carries
+ * (kept for resending), but only while the project exists: the statement never fails on its own, so
+ * it can share a D1 batch with other deliveries' claims (`StatementGroup`). SQLite reads `INSERT …
+ * SELECT … ON CONFLICT` only when the SELECT has a WHERE clause: it has.
+ */
+const claimStatement = prepared<{ [K in keyof typeof claimColumns]: unknown }>(
+  () => sql`INSERT INTO ${d} ${insertIfExists(claimColumns, sql`SELECT 1 FROM ${projects} WHERE ${projects.id} = ${sql.placeholder("projectId")}`)}
+    ON CONFLICT (${name(d.id)}) DO UPDATE SET
+      ${name(d.attemptCount)} = ${d.attemptCount} + 1, ${name(d.updatedAt)} = excluded.${name(d.updatedAt)},
+      ${name(d.bodyBytes)} = excluded.${name(d.bodyBytes)}, ${keep(d.body)}, ${keep(d.bodyKey)}, ${keep(d.sealedSecret)}
+    WHERE ${d.status} = 'pending' AND ${d.attemptCount} < ${MAX_ATTEMPTS}
+    RETURNING ${name(d.attemptCount)}`,
+);
+
+/**
+ * Claims the next attempt (`claimStatement`), through `group` when given: the claims of one queue
+ * batch's deliveries then travel to D1 as one round trip.
+ */
+export async function claimAttempt(db: Database, message: DeliveryMessage, at: Date, group?: StatementGroup): Promise<Claim> {
+  const statement = claimStatement(db, {
+    id: message.id,
+    projectId: message.projectId,
+    runId: message.runId,
+    endpoint: message.endpoint,
+    signed: message.secret !== null,
+    bodyBytes: message.bodyBytes,
+    status: "pending",
+    attemptCount: 1,
+    createdAt: new Date(message.createdAt),
+    updatedAt: at,
+    body: "inline" in message.body ? message.body.inline : null,
+    bodyKey: "r2" in message.body ? message.body.r2 : null,
+    sealedSecret: message.secret ? JSON.stringify(message.secret) : null,
+  });
+  const { results } = await (group ? group.run<{ attempt_count: number }>(statement) : statement.all<{ attempt_count: number }>());
+  if (results.length === 1) return { kind: "attempt", attempt: results[0]!.attempt_count };
+  // Refused (or no project, so no row): the rare path, one read to say why.
   const [row] = await db
-    .select({ status: webhookDeliveries.status, attempts: webhookDeliveries.attemptCount, updatedAt: webhookDeliveries.updatedAt })
-    .from(webhookDeliveries)
-    .where(eq(webhookDeliveries.id, message.id));
+    .select({ status: d.status, attempts: d.attemptCount, updatedAt: d.updatedAt })
+    .from(d)
+    .where(eq(d.id, message.id));
   if (!row) return { kind: "gone" };
   if (row.status !== "pending") return { kind: "settled" };
   return { kind: "exhausted", attempts: row.attempts, updatedAt: row.updatedAt };
@@ -86,12 +118,22 @@ export interface AttemptResult {
   durationMs: number;
 }
 
-/** One INSERT: the attempt, and (by the trigger `webhook_attempt_settles`) the delivery's last outcome and status. */
-export async function recordAttempt(db: Database, deliveryId: string, attempt: number, at: Date, result: AttemptResult, outcome: AttemptOutcome) {
-  await db
-    .insert(webhookAttempts)
-    .values({ deliveryId, attempt, at, statusCode: result.statusCode ?? null, error: result.error ?? null, durationMs: result.durationMs, outcome })
-    .onConflictDoNothing();
+const a = webhookAttempts;
+const attemptColumns = { deliveryId: a.deliveryId, attempt: a.attempt, at: a.at, statusCode: a.statusCode, error: a.error, durationMs: a.durationMs, outcome: a.outcome };
+
+/**
+ * One INSERT: the attempt, and (by the trigger `webhook_attempt_settles`) the delivery's last outcome
+ * and status. It writes nothing if the delivery is gone (its project deleted meanwhile) or the
+ * attempt is on record already, so it never fails on its own and may share a batch.
+ */
+const attemptStatement = prepared<{ [K in keyof typeof attemptColumns]: unknown }>(
+  () => sql`INSERT INTO ${a} ${insertIfExists(attemptColumns, sql`SELECT 1 FROM ${d} WHERE ${d.id} = ${sql.placeholder("deliveryId")}`)} ON CONFLICT DO NOTHING`,
+);
+
+/** Records an attempt (`attemptStatement`), through `group` when given. */
+export async function recordAttempt(db: Database, deliveryId: string, attempt: number, at: Date, result: AttemptResult, outcome: AttemptOutcome, group?: StatementGroup) {
+  const statement = attemptStatement(db, { deliveryId, attempt, at, statusCode: result.statusCode ?? null, error: result.error ?? null, durationMs: result.durationMs, outcome });
+  await (group ? group.run(statement) : statement.run());
 }
 
 /** Settles a delivery still `pending` as failed with `reason` (dead-letter queue, a lost outcome, a cut-short run); null if it was not pending. */
