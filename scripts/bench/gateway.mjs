@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { convertV4MiniflareOptions, Miniflare } from "miniflare";
 import { parse } from "smol-toml";
-import { passthroughScript } from "./passthrough.mjs";
+import { floorScript, passthroughScript } from "./passthrough.mjs";
 
 // The local (top-level) configuration of wrangler.toml: the bench runs what `wrangler dev` would.
 const config = parse(readFileSync("wrangler.toml", "utf8"));
@@ -38,6 +38,28 @@ export async function startPassthrough(upstreamUrl) {
   });
   const url = await mf.ready;
   return { mf, url: url.origin, startupMs: performance.now() - started };
+}
+
+/** `floorScript` with a local D1 and a queue configured as the webhook queue is in wrangler.toml. */
+export async function startFloor(upstreamUrl) {
+  const webhooks = config.queues.consumers.find((c) => c.queue === "webhook-deliveries");
+  const mf = create({
+    ...quiet,
+    workers: [
+      {
+        name: "floor",
+        modules: true,
+        script: floorScript(upstreamUrl),
+        compatibilityDate: COMPATIBILITY_DATE,
+        d1Databases: { DB: "floor-db" },
+        queueProducers: { QUEUE: { queueName: "floor" } },
+        queueConsumers: { floor: { maxBatchSize: webhooks.max_batch_size, maxBatchTimeout: webhooks.max_batch_timeout } },
+      },
+    ],
+  });
+  const url = await mf.ready;
+  await (await mf.getD1Database("DB")).prepare("CREATE TABLE pending (id TEXT PRIMARY KEY, at INTEGER NOT NULL)").run();
+  return { mf, url: url.origin };
 }
 
 /**

@@ -1,4 +1,4 @@
-// `npm run bench [-- --seconds=5 --reps=3 --domains=1000 --deliveries=1000 [--async=<deliveries>] --targets=abcde]`: the
+// `npm run bench [-- --seconds=5 --reps=3 --domains=1000 --deliveries=1000 [--async=<deliveries>] --targets=abcdef]`: the
 // gateway's cost against the runtime's own limit, every figure a ratio to a baseline measured in the
 // same run (these machines are noisy). Servers (workerd, the Node peers) run pinned to CPU 0 and wrk
 // to CPU 1 when taskset exists. Loopback only; bounded by the options.
@@ -9,8 +9,9 @@ import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { parse as parseToml } from "smol-toml";
 import { benchAsync, printAsync } from "./async.mjs";
-import { buildBundle, managementApi, SECRETS, seedRunnableApp, startGateway, startPassthrough } from "./gateway.mjs";
+import { buildBundle, COMPATIBILITY_DATE, managementApi, SECRETS, seedRunnableApp, startFloor, startGateway, startPassthrough } from "./gateway.mjs";
 import { startCountingProxy, startPeer } from "./peers.mjs";
+import { measureUnits } from "./units.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
 const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
@@ -18,7 +19,7 @@ const SECONDS = Number(options.seconds ?? 3);
 const REPS = Number(options.reps ?? 5);
 const DOMAINS = Number(options.domains ?? 1000);
 const DELIVERIES = Number(options.deliveries ?? 1000);
-const TARGETS = options.targets ?? "abcde";
+const TARGETS = options.targets ?? "abcdef";
 // As many async runs as deliveries (1,000 by default; the CI smoke passes fewer deliveries).
 const ASYNC_RUNS = Number(options.async ?? DELIVERIES);
 
@@ -117,6 +118,8 @@ try {
   if (doh) cleanup.push(doh.close);
   const bare = await startPassthrough(upstream.url);
   cleanup.push(() => bare.mf.dispose());
+  const floor = await startFloor(upstream.url);
+  cleanup.push(() => floor.mf.dispose());
   // Section 3 puts DOMAINS domains in the one bench project: above the per-project cap's default.
   const extraBindings = { MAX_DOMAINS_PER_PROJECT: String(Math.min(10_000, DOMAINS + 10)) };
   const gateway = await startGateway(bundle, doh ? { dnsResolverUrl: doh.url, extraBindings } : { extraBindings });
@@ -141,6 +144,7 @@ try {
     { id: "c", name: "gateway, default hostname", url: `${gateway.url}${seed.runPath}`, headers: auth },
     customHost && { id: "d", name: `gateway, custom domain (${customHost})`, url: `${gateway.url}${seed.runPath}`, headers: { ...auth, Host: customHost } },
     { id: "e", name: "gateway, with webhookEndpoint", url: `${gateway.url}${seed.runPath}${hook(receiver)}`, headers: auth, drains: receiver },
+    { id: "f", name: "floor of (e): (b) + 1 D1 write before the upstream + 1 queue send after", url: `${floor.url}${seed.runPath}` },
   ].filter((t) => t && TARGETS.includes(t.id));
   for (const target of targets) {
     const check = await fetch(target.url, { headers: target.headers });
@@ -198,6 +202,9 @@ try {
   // The slow ones finish (3 attempts of 10 s) before the run path is measured.
   await Promise.all(fairBatches);
   const fairAllMs = performance.now() - started;
+
+  log("unit costs of the local bindings");
+  const units = await measureUnits({ compatibilityDate: COMPATIBILITY_DATE, receiverUrl: `${receiver.url}/hook`, cpuReader });
 
   // 3. Domain validation: DOMAINS pending domains, due now, checked by one cron run and its fan-out.
   let domainFigures = null;
@@ -285,6 +292,11 @@ try {
     );
   }
 
+  if (results.e?.rps.length && results.f?.rps.length === results.e.rps.length) {
+    const share = median(results.e.rps.map((v, i) => v / results.f.rps[i]));
+    console.log(`\n(e) ÷ (f): **${fmt(share, 2)}** — a webhook run, its delivery drained, against the floor any design that records before the run and enqueues after pays here, where local D1 and Queues run on the Worker's own core.`);
+  }
+
   console.log("\n## 2. Webhook delivery (queue consumer in workerd, receivers on loopback)\n");
   const one = median(single);
   console.log("| figure | value |");
@@ -293,6 +305,17 @@ try {
   console.log(`| 100 deliveries to the same receiver, first run → last received | ${fmt(batchMs, 0)} ms (**${fmt(batchMs / one)}×** one) |`);
   console.log(`| fairness: 10 deliveries to a fast receiver beside 100 to one answering after 10 s, last fast one received (target < 2 s) | ${fmt(fairFastMs, 0)} ms (the slow ones settled after ${fmt(fairAllMs / 1000, 1)} s) |`);
   console.log(`| ${DELIVERIES} deliveries to a fast receiver (runs made 32 at a time) | ${fmt(DELIVERIES / (fastMs / 1000), 0)} deliveries/s (runs made in ${fmt(producedMs, 0)} ms, all received after ${fmt(fastMs, 0)} ms) |`);
+
+  if (units) {
+    const us = (v) => `${fmt(v, 0)} µs`;
+    console.log("\n### Unit costs of the local bindings (workerd CPU per call, in a Worker's loop)\n");
+    console.log("| call | CPU |");
+    console.log("|---|---:|");
+    console.log(`| D1: one statement (an upsert), one round trip | ${us(units.statement)} |`);
+    console.log(`| D1: three statements in one \`batch\` | ${us(units.batch3)} (**${fmt(units.batch3 / units.statement, 2)}×** one: each further statement ${us((units.batch3 - units.statement) / 2)}) |`);
+    console.log(`| Queues: one \`send\` | ${us(units.send)} |`);
+    console.log(`| fetch: one POST to a loopback receiver | ${us(units.post)} |`);
+  }
 
   if (domainFigures) {
     const d = domainFigures;
