@@ -5,7 +5,9 @@ import type { Database } from "./client";
  * A statement drizzle renders once per isolate, with `sql.placeholder(name)` where its values go
  * (wrapped in `sql.param(…, column)` for the column's own encoding); each use only binds values. The
  * webhook consumer's statements run for every delivery: this keeps drizzle's query building (a
- * measurable share of their CPU) off that path.
+ * measurable share of their CPU) off that path. It yields a D1 statement, not a drizzle query, because
+ * drizzle's own `db.batch` cannot batch raw `sql` on D1 (drizzle-orm#2277: "Cannot read properties of
+ * undefined (reading 'bind')"); `StatementGroup` batches D1 statements itself.
  */
 export function prepared<Values extends Record<string, unknown>>(build: () => SQL) {
   let query: Query | undefined;
