@@ -5,7 +5,7 @@ import type { Deps } from "../platform/deps";
 import type { Config } from "../platform/env";
 import { isTimeout } from "../platform/http";
 import type { Scope } from "../platform/scope";
-import type { DeliveryMessage } from "./enqueue";
+import { type DeliveryMessage, deliveryMessageSchema } from "./enqueue";
 import { BODY_BUDGET_BYTES, DELIVERY_LANES, Semaphore } from "./limits";
 import { type AttemptOutcome as Outcome, classifyStatus, MAX_ATTEMPTS, retryDelaySeconds } from "./policy";
 import { openSecret } from "./secret-box";
@@ -24,9 +24,9 @@ import { type AttemptResult, claimAttempt, failPending, recordAttempt } from "./
 /** Writes of an attempt's outcome tried before the message is handed back to the queue. */
 const RECORD_TRIES = 2;
 /**
- * How long an attempt's outcome waits for a neighbour's, whose request is still in flight, to go to
- * D1 in the same round trip. Short against the pause between attempts (which counts from the end of
- * the attempt and includes this write), long against a loopback or same-region answer.
+ * How long a write (an attempt's outcome, or the claim of a next attempt) waits for a neighbour whose
+ * request is still in flight, to go to D1 in the same round trip. Short against the pause between
+ * attempts and the 1 s left of the 5 s gap, long against a loopback or same-region answer.
  */
 const WRITE_WINDOW_MS = 25;
 /** Room kept before a body for `id.timestamp.`, so the signed content is laid out without copying the body. */
@@ -38,21 +38,6 @@ export interface ConsumerHooks {
   budget?: Semaphore;
   /** The invocation's grouped D1 writes; tests pass one to count its round trips. */
   writes?: StatementGroup;
-}
-
-function isDeliveryMessage(value: unknown): value is DeliveryMessage {
-  if (typeof value !== "object" || value === null) return false;
-  const m = value as Partial<DeliveryMessage>;
-  return (
-    m.v === 1 &&
-    typeof m.id === "string" &&
-    typeof m.endpoint === "string" &&
-    typeof m.projectId === "string" &&
-    typeof m.runId === "string" &&
-    typeof m.bodyBytes === "number" &&
-    typeof m.body === "object" &&
-    m.body !== null
-  );
 }
 
 const log = (level: "error" | "warn", msg: string, fields: Record<string, unknown>) => {
@@ -273,11 +258,12 @@ export async function deliverWebhooks(batch: MessageBatch<unknown>, scope: Scope
   };
   await Promise.all(
     batch.messages.map(async (msg) => {
-      if (!isDeliveryMessage(msg.body)) {
-        log("error", "unreadable webhook message dropped", { message_id: msg.id });
+      const parsed = deliveryMessageSchema.safeParse(msg.body);
+      if (!parsed.success) {
+        log("error", "unreadable webhook message dropped", { message_id: msg.id, issues: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`) });
         return msg.ack();
       }
-      const message = msg.body;
+      const message = parsed.data;
       // A delivery keeps its lane from its first attempt to its last, pauses included: the 5 s
       // between attempts never depends on a neighbour giving a connection back.
       const release = await inv.lanes.acquire();

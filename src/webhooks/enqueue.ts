@@ -1,22 +1,29 @@
 import { eq } from "drizzle-orm";
+import { z } from "zod";
 import { webhookDeliveries } from "../db/schema";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
 import { type SealedSecret, sealSecret } from "./secret-box";
 
-/** What travels through the queue: everything the consumer needs, the secret sealed, a large body by reference. */
-export interface DeliveryMessage {
-  v: 1;
-  id: string;
-  projectId: string;
-  runId: string;
-  endpoint: string;
-  createdAt: number;
-  bodyBytes: number;
-  body: { inline: string } | { r2: string };
-  secret: SealedSecret | null;
-}
+/**
+ * What travels through the queue: everything the consumer needs, the secret sealed, a large body by
+ * reference. The consumer checks each message against this before it writes anything: a claim shares
+ * its D1 batch with other deliveries', so a message that could make its statement fail (a missing
+ * `createdAt` bound as NaN into a NOT NULL column) must be turned away, not written.
+ */
+export const deliveryMessageSchema = z.object({
+  v: z.literal(1),
+  id: z.string().min(1),
+  projectId: z.string().min(1),
+  runId: z.string().min(1),
+  endpoint: z.string().min(1),
+  createdAt: z.number(),
+  bodyBytes: z.number().int().nonnegative(),
+  body: z.union([z.object({ inline: z.string() }), z.object({ r2: z.string().min(1) })]),
+  secret: z.object({ iv: z.string(), ct: z.string() }).nullable(),
+}) satisfies z.ZodType<{ secret: SealedSecret | null }>;
+export type DeliveryMessage = z.infer<typeof deliveryMessageSchema>;
 
 export interface DeliveryTarget {
   projectId: string;

@@ -173,6 +173,23 @@ describe("each delivery's timing is its own (spec section 8: 3 attempts, at most
       expect(await attemptRows(m.id)).toEqual([]);
     }
   });
+  it("turns away a malformed message before it writes anything, so its batch neighbours' claims go through", async () => {
+    const errors = vi.spyOn(console, "error");
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    const [good, other, broken] = await deliveryMessages(api, app.projectId, hook.url, ['{"g":1}', '{"g":2}', '{"g":3}']);
+    // Without createdAt its claim would bind NaN into a NOT NULL column and fail the whole D1 batch.
+    const { createdAt: _, ...malformed } = broken!;
+    const writes = new StatementGroup(createDb(env.DB), 60_000);
+    const { result } = await consume(api, [good, malformed, other], { hooks: { writes } });
+    expect(result.explicitAcks).toHaveLength(3);
+    expect(result.retryMessages).toHaveLength(0);
+    expect(await received(hook.key)).toHaveLength(2);
+    for (const m of [good!, other!]) expect((await deliveryRow(m.id))?.status).toBe("delivered");
+    const dropped = errors.mock.calls.map((call) => String(call[0])).filter((line) => line.includes("unreadable webhook message dropped"));
+    expect(dropped).toHaveLength(1);
+    expect(dropped[0]).toContain("createdAt");
+  });
 });
 
 describe("exactly one record and at most 3 attempts, whatever the queue does", () => {

@@ -15,7 +15,7 @@ import { MAX_ATTEMPTS } from "./policy";
  * (`recordPending`), the claim of attempt 1 (`claimAttempt`), the attempt's outcome
  * (`recordAttempt`, one INSERT; a trigger settles the delivery row in the same statement). The
  * consumer sends a batch's claims together and its outcomes together (`StatementGroup`), so a batch
- * of first-attempt successes costs 2 D1 round trips however many deliveries it holds.
+ * of first-attempt successes (up to the 6 lanes at once) costs 2 D1 round trips.
  */
 
 export type Claim =
