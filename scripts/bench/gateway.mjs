@@ -40,6 +40,15 @@ export async function startPassthrough(upstreamUrl) {
   return { mf, url: url.origin, startupMs: performance.now() - started };
 }
 
+/** Applies `migrations/` in order, as `wrangler d1 migrations apply` would. */
+export async function migrate(db) {
+  for (const file of readdirSync("migrations").filter((f) => /^\d{4}_.*\.sql$/.test(f)).sort()) {
+    for (const statement of readFileSync(join("migrations", file), "utf8").split("--> statement-breakpoint")) {
+      if (statement.trim()) await db.prepare(statement).run();
+    }
+  }
+}
+
 /** `floorScript` with a local D1 and a queue configured as the webhook queue is in wrangler.toml. */
 export async function startFloor(upstreamUrl) {
   const webhooks = config.queues.consumers.find((c) => c.queue === "webhook-deliveries");
@@ -95,11 +104,7 @@ export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DN
   const url = await mf.ready;
   const startupMs = performance.now() - started;
   const db = await mf.getD1Database("DB");
-  for (const file of readdirSync("migrations").filter((f) => /^\d{4}_.*\.sql$/.test(f)).sort()) {
-    for (const statement of readFileSync(join("migrations", file), "utf8").split("--> statement-breakpoint")) {
-      if (statement.trim()) await db.prepare(statement).run();
-    }
-  }
+  await migrate(db);
   return { mf, db, url: url.origin, startupMs };
 }
 

@@ -308,11 +308,15 @@ try {
 
   if (units) {
     const us = (v) => `${fmt(v, 0)} µs`;
-    console.log("\n### Unit costs of the local bindings (workerd CPU per call, in a Worker's loop)\n");
+    const perDelivery = units.pending + (units.claims3 + units.outcomes3) / 3;
+    console.log("\n### Unit costs of the local bindings (workerd CPU per call, in a Worker's loop, on the real schema)\n");
     console.log("| call | CPU |");
     console.log("|---|---:|");
-    console.log(`| D1: one statement (an upsert), one round trip | ${us(units.statement)} |`);
-    console.log(`| D1: three statements in one \`batch\` | ${us(units.batch3)} (**${fmt(units.batch3 / units.statement, 2)}×** one: each further statement ${us((units.batch3 - units.statement) / 2)}) |`);
+    console.log(`| D1: a delivery's pending row (INSERT), its own round trip | ${us(units.pending)} |`);
+    console.log(`| D1: one claim (upsert), its own round trip | ${us(units.claim)} |`);
+    console.log(`| D1: three claims in one \`batch\` (group commit) | ${us(units.claims3)} (each further claim ${us((units.claims3 - units.claim) / 2)}) |`);
+    console.log(`| D1: three outcomes (INSERT + trigger) in one \`batch\` | ${us(units.outcomes3)} |`);
+    console.log(`| D1 per first-attempt delivery, batches of 3: pending + (claims + outcomes) ÷ 3 | **${us(perDelivery)}** (≈ ${fmt(1e6 / perDelivery, 0)} deliveries/s if all of it were the database's time) |`);
     console.log(`| Queues: one \`send\` | ${us(units.send)} |`);
     console.log(`| fetch: one POST to a loopback receiver | ${us(units.post)} |`);
   }

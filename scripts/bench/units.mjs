@@ -1,19 +1,30 @@
 // What one call to each local binding costs the workerd process (CPU), measured inside a Worker in a
-// loop: the unit costs behind (e), (f) and the capacity model in docs/webhooks.md.
+// loop, with the webhook delivery's own write pattern on the real schema (migrations/): the unit costs
+// behind (e), (f) and the capacity model in docs/webhooks.md. The statements have the shape of
+// src/webhooks/enqueue.ts (pending row) and src/webhooks/store.ts (claim, outcome with its trigger).
 import { convertV4MiniflareOptions, Miniflare } from "miniflare";
+import { migrate } from "./gateway.mjs";
 
 const script = `
-const UPSERT = "INSERT INTO t (id, n) VALUES (?, 1) ON CONFLICT(id) DO UPDATE SET n = n + 1 RETURNING n";
+const PENDING = "INSERT INTO webhook_deliveries (id, project_id, run_id, endpoint, signed, body_bytes, status, attempt_count, created_at, updated_at, sealed_secret, resent_from) VALUES (?, 'proj_units', ?, 'https://receiver.example/hook', 0, 0, 'pending', 0, ?, ?, NULL, NULL)";
+const CLAIM = "INSERT INTO webhook_deliveries (id, project_id, run_id, endpoint, signed, body_bytes, status, attempt_count, created_at, updated_at, body, body_key, sealed_secret) SELECT ?1, 'proj_units', ?2, 'https://receiver.example/hook', 0, 2, 'pending', 1, ?3, ?3, '{}', NULL, NULL WHERE EXISTS (SELECT 1 FROM projects WHERE id = 'proj_units') ON CONFLICT (id) DO UPDATE SET attempt_count = attempt_count + 1, updated_at = excluded.updated_at, body_bytes = excluded.body_bytes, body = coalesce(body, excluded.body), body_key = coalesce(body_key, excluded.body_key), sealed_secret = coalesce(sealed_secret, excluded.sealed_secret) WHERE status = 'pending' AND attempt_count < 3 RETURNING attempt_count";
+const OUTCOME = "INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms, outcome) SELECT ?1, 1, ?2, 204, NULL, 3, 'delivered' WHERE EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = ?1) ON CONFLICT DO NOTHING";
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
-    const n = Number(url.searchParams.get("n"));
     const kind = url.pathname.slice(1);
+    const prefix = url.searchParams.get("prefix");
+    const from = Number(url.searchParams.get("from"));
+    const n = Number(url.searchParams.get("n"));
+    const id = (k) => prefix + k;
+    const now = Date.now();
+    const three = (i, sql) => [0, 1, 2].map((j) => env.DB.prepare(sql).bind(id(from + 3 * i + j), "run_" + id(from + 3 * i + j), now));
     for (let i = 0; i < n; i++) {
-      const id = crypto.randomUUID();
-      if (kind === "statement") await env.DB.prepare(UPSERT).bind(id).all();
-      else if (kind === "batch3") await env.DB.batch([1, 2, 3].map((j) => env.DB.prepare(UPSERT).bind(id + j)));
-      else if (kind === "send") await env.QUEUE.send({ id, body: "{}" }, { contentType: "json" });
+      if (kind === "pending") await env.DB.prepare(PENDING).bind(id(from + i), "run_" + id(from + i), now, now).run();
+      else if (kind === "claim") await env.DB.prepare(CLAIM).bind(id(from + i), "run_" + id(from + i), now).all();
+      else if (kind === "claims3") await env.DB.batch(three(i, CLAIM));
+      else if (kind === "outcomes3") await env.DB.batch([0, 1, 2].map((j) => env.DB.prepare(OUTCOME).bind(id(from + 3 * i + j), now)));
+      else if (kind === "send") await env.QUEUE.send({ id: id(from + i), body: "{}" }, { contentType: "json" });
       else if (kind === "post") await (await fetch(env.RECEIVER, { method: "POST", body: "{}" })).arrayBuffer();
     }
     return new Response("ok");
@@ -23,8 +34,12 @@ export default {
   },
 };`;
 
-/** CPU µs per call of each kind, `calls` calls each after a warm-up; `cpuReader(url)` reads the serving process's CPU ms. */
-export async function measureUnits({ compatibilityDate, receiverUrl, cpuReader, calls = 1000 }) {
+/**
+ * CPU µs per call of each kind (`calls` of each, after a warm-up); `cpuReader(url)` reads the serving
+ * process's CPU ms. `pending` and `claim` are one statement in its own round trip; `claims3` and
+ * `outcomes3` three in one D1 batch, as the consumer's group commit sends a batch of 3 deliveries.
+ */
+export async function measureUnits({ compatibilityDate, receiverUrl, cpuReader, calls = 600 }) {
   const mf = new Miniflare(
     convertV4MiniflareOptions({
       host: "127.0.0.1",
@@ -40,16 +55,38 @@ export async function measureUnits({ compatibilityDate, receiverUrl, cpuReader, 
   );
   try {
     const url = (await mf.ready).origin;
-    await (await mf.getD1Database("DB")).prepare("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL)").run();
+    const db = await mf.getD1Database("DB");
+    await migrate(db);
+    await db.prepare("INSERT INTO projects (id, name, created_at) VALUES ('proj_units', 'units', 0)").run();
     const cpu = cpuReader(url);
     if (!cpu) return null;
+    const call = async (kind, prefix, from, n) => {
+      const response = await fetch(`${url}/${kind}?prefix=${prefix}&from=${from}&n=${n}`);
+      if (!response.ok) throw new Error(`bench units: ${kind}: ${response.status} ${await response.text()}`);
+    };
+    // Rows: `pending` writes 4 × calls; `claim` claims the first calls of them, `claims3` and
+    // `outcomes3` the other 3 × calls, three at a time. The warm-up works on rows of its own.
+    // [kind, first row, calls, rows per call, warm-up: [prefix, first row]]
+    const plan = [
+      ["pending", 0, 4 * calls, 1, ["wp", 0]],
+      ["claim", 0, calls, 1, ["w", 0]],
+      ["claims3", calls, calls, 3, ["w", 20]],
+      ["outcomes3", calls, calls, 3, ["w", 20]],
+      ["send", 0, calls, 1, ["w", 0]],
+      ["post", 0, calls, 1, ["w", 0]],
+    ];
+    await call("pending", "w", 0, 80);
     const units = {};
-    for (const kind of ["statement", "batch3", "send", "post"]) {
-      await (await fetch(`${url}/${kind}?n=20`)).text();
+    for (const [kind, from, n, rowsPerCall, [warmPrefix, warmFrom]] of plan) {
+      await call(kind, warmPrefix, warmFrom, 20);
       const before = cpu();
-      for (let i = 0; i < 10; i++) await (await fetch(`${url}/${kind}?n=${calls / 10}`)).text();
-      units[kind] = ((cpu() - before) / calls) * 1000;
+      const chunk = n / 10;
+      for (let i = 0; i < 10; i++) await call(kind, "m", from + i * chunk * rowsPerCall, chunk);
+      units[kind] = ((cpu() - before) / n) * 1000;
     }
+    // The statements did what they stand for: every measured row claimed, and delivered by its outcome.
+    const delivered = await db.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE id LIKE 'm%' AND status = 'delivered' AND attempt_count = 1").first();
+    if (delivered.n !== 3 * calls) throw new Error(`bench units: ${delivered.n} of ${3 * calls} rows claimed and delivered`);
     return units;
   } finally {
     await mf.dispose();
