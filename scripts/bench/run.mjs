@@ -294,7 +294,7 @@ try {
 
   if (results.e?.rps.length && results.f?.rps.length === results.e.rps.length) {
     const share = median(results.e.rps.map((v, i) => v / results.f.rps[i]));
-    console.log(`\n(e) ÷ (f): **${fmt(share, 2)}** — a webhook run, its delivery drained, against the floor any design that records before the run and enqueues after pays here, where local D1 and Queues run on the Worker's own core.`);
+    console.log(`\n(e) ÷ (f), req/s during the load: **${fmt(share, 2)}** — (f) is the floor of a run that records its delivery before the upstream call and enqueues it after, where local D1 and Queues run on the Worker's own core; (e)'s deliveries drain after the load, which its CPU column counts and its req/s does not.`);
   }
 
   console.log("\n## 2. Webhook delivery (queue consumer in workerd, receivers on loopback)\n");
