@@ -8,10 +8,13 @@ export type CronHandler = (controller: ScheduledController, scope: Scope) => Pro
 
 /** One handler per configured cron. */
 export const cronHandlers: Record<string, CronHandler> = {
-  // Also the webhook sweeper and retention purge (src/webhooks/housekeeping.ts): the one cron there is.
+  // Also the webhook sweeper and retention purge (src/webhooks/housekeeping.ts). Each job runs even if
+  // the other throws; the first error is rethrown so the invocation still shows as failed.
   [CRONS.domainValidation]: async (controller, scope) => {
-    await domainValidationCron(scope, controller.scheduledTime);
-    await webhookHousekeeping(scope);
+    const failures: unknown[] = [];
+    await domainValidationCron(scope, controller.scheduledTime).catch((error: unknown) => failures.push(error));
+    await webhookHousekeeping(scope).catch((error: unknown) => failures.push(error));
+    if (failures.length > 0) throw failures[0];
   },
   [CRONS.asyncRuns]: async (_controller, scope) => {
     await sweepAsyncRuns(scope);

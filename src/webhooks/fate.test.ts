@@ -303,6 +303,48 @@ describe("exactly one record and at most 3 attempts, whatever the queue does", (
   });
 });
 
+describe("the sweeper runs whatever the rest of its cron does", () => {
+  it("settles a stale delivery even when the domain checks of the same cron run fail", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const [stuck] = await deliveryMessages(api, app.projectId, hook.url, ['{"stuck":2}']);
+    // A D1 that fails every statement about domains: the domain cron throws.
+    const refuse = () => Promise.reject(new Error("D1_ERROR: domains unavailable"));
+    const refusing = { all: refuse, run: refuse, raw: refuse, first: refuse, bind: () => refusing };
+    const db = new Proxy(env.DB, {
+      get(target, prop) {
+        if (prop === "prepare") return (query: string) => (query.includes('"domains"') ? refusing : target.prepare(query));
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const stale = testDeps({ now: () => new Date(api.clock.now().getTime() + STALE_AFTER_MS + 1000) });
+    const run = createWorker(stale).scheduled(createScheduledController({ cron: "*/30 * * * *" }), { ...env, DB: db }, createExecutionContext());
+    await expect(run).rejects.toThrow(/Failed query: .*"domains"/);
+    expect(await deliveryRow(stuck!.id)).toMatchObject({ status: "failed", last_error: "never_attempted" });
+  });
+});
+
+describe("the sweeper's verdict is provisional for a delivery it saw no end of", () => {
+  it("a message that arrives after the sweeper gave up (a backlog past 30 minutes) still delivers, and a dead-lettered one does not", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    const [late, dead] = await deliveryMessages(api, app.projectId, hook.url, ['{"late":1}', '{"dead":1}']);
+    const stale = testDeps({ now: () => new Date(api.clock.now().getTime() + STALE_AFTER_MS + 1000) });
+    await createWorker(stale).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    expect(await deliveryRow(late!.id)).toMatchObject({ status: "failed", last_error: "never_attempted" });
+    // `dead` was given up by the queue itself: its dead-letter consumer's verdict is final.
+    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'failed', last_error = 'dead_lettered' WHERE id = ?").bind(dead!.id).run();
+
+    api.clock.advance(STALE_AFTER_MS + 60_000);
+    const { result } = await consume(api, [late, dead]);
+    expect(result.explicitAcks).toHaveLength(2);
+    expect(await received(hook.key)).toHaveLength(1);
+    expect(await deliveryRow(late!.id)).toMatchObject({ status: "delivered", attempt_count: 1, last_status_code: 200, last_error: null });
+    expect(await deliveryRow(dead!.id)).toMatchObject({ status: "failed", attempt_count: 0, last_error: "dead_lettered" });
+  });
+});
+
 describe("the lanes themselves", () => {
   it("serve waiters in order and never exceed their capacity", async () => {
     const lanes = new Semaphore(2);

@@ -2,6 +2,9 @@ import { and, eq, isNull, lt, ne, sql } from "drizzle-orm";
 import { webhookDeliveries } from "../db/schema";
 import type { Scope } from "../platform/scope";
 import { logFailure } from "./consumer";
+import { SWEPT_REASONS } from "./policy";
+
+const [NEVER_ATTEMPTED, STALLED] = SWEPT_REASONS;
 
 /**
  * The webhook side of the `*\/30` cron: the sweeper and the retention purge. Three subrequests
@@ -34,7 +37,7 @@ export async function sweepStalled({ db, deps }: Scope): Promise<number> {
     .update(webhookDeliveries)
     .set({
       status: "failed",
-      lastError: sql`CASE WHEN ${webhookDeliveries.attemptCount} = 0 THEN 'never_attempted' ELSE 'stalled' END`,
+      lastError: sql`CASE WHEN ${webhookDeliveries.attemptCount} = 0 THEN ${NEVER_ATTEMPTED} ELSE ${STALLED} END`,
       updatedAt: now,
       completedAt: now,
     })

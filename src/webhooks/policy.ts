@@ -6,9 +6,9 @@ export const MAX_ATTEMPTS = 3;
 /** Delay before attempt 2 and attempt 3 when the receiver does not ask for one (`Retry-After`). */
 export const RETRY_DELAYS_SECONDS = [1, 3] as const;
 /**
- * A delivery waits for its next attempt inside the consumer (src/webhooks/deliver.ts), so the gap is
- * this delay plus one D1 write (the claim of the next attempt). 4 s leaves a second of the spec's 5 s
- * for that write even when `Retry-After` asks for more.
+ * A delivery waits for its next attempt inside the consumer (src/webhooks/consumer.ts), so the gap is
+ * this delay plus one D1 write (the claim of the next attempt, which may wait up to 25 ms to share its
+ * round trip). 4 s leaves a second of the spec's 5 s for that write even when `Retry-After` asks for more.
  */
 export const MAX_RETRY_DELAY_SECONDS = 4;
 /** The longest gap the spec allows between the end of one attempt and the start of the next. */
@@ -19,6 +19,13 @@ export const MAX_GAP_MS = 5_000;
  * per message, and it is also what a delivery row keeps of a body in D1 for resending.
  */
 export const INLINE_MESSAGE_MAX_BYTES = 64 * 1024;
+
+/**
+ * Why the sweeper settled a delivery it saw no end of (src/webhooks/housekeeping.ts): no attempt was
+ * ever claimed, or the last claimed one never recorded its outcome. Its message may still be waiting
+ * in a queue backlog; when it arrives, the claim takes the delivery up again (src/webhooks/store.ts).
+ */
+export const SWEPT_REASONS = ["never_attempted", "stalled"] as const;
 
 export type AttemptOutcome =
   | { kind: "delivered"; statusCode: number }

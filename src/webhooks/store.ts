@@ -4,7 +4,7 @@ import type { Database } from "../db/client";
 import { type AttemptOutcome, projects, webhookAttempts, webhookDeliveries } from "../db/schema";
 import { prepared, type StatementGroup } from "../db/statement-group";
 import type { DeliveryMessage } from "./enqueue";
-import { MAX_ATTEMPTS } from "./policy";
+import { MAX_ATTEMPTS, SWEPT_REASONS } from "./policy";
 
 /**
  * The D1 statements of a delivery's life. D1 is where the attempt count lives: the queue delivers
@@ -71,14 +71,22 @@ const keep = (column: Column) => sql`${name(column)} = coalesce(${column}, exclu
  * it can share a D1 batch with other deliveries' claims (`StatementGroup`). SQLite reads `INSERT …
  * SELECT … ON CONFLICT` only when the SELECT has a WHERE clause: it has.
  */
-const claimStatement = prepared<{ [K in keyof typeof claimColumns]: unknown }>(
-  () => sql`INSERT INTO ${d} ${insertIfExists(claimColumns, sql`SELECT 1 FROM ${projects} WHERE ${projects.id} = ${sql.placeholder("projectId")}`)}
+const claimStatement = prepared<{ [K in keyof typeof claimColumns]: unknown }>(() => {
+  // The sweeper's verdict on a delivery it saw no end of is provisional: a message that reaches the
+  // consumer after it (a queue backlog longer than STALE_AFTER_MS) takes the delivery up again.
+  const sweptFailed = sql`${d.status} = 'failed' AND ${d.lastError} IN (${sql.join(
+    SWEPT_REASONS.map((reason) => sql`${reason}`),
+    sql`, `,
+  )})`;
+  const unlessSwept = (column: Column, value: SQL) => sql`${name(column)} = CASE WHEN ${sweptFailed} THEN ${value} ELSE ${column} END`;
+  return sql`INSERT INTO ${d} ${insertIfExists(claimColumns, sql`SELECT 1 FROM ${projects} WHERE ${projects.id} = ${sql.placeholder("projectId")}`)}
     ON CONFLICT (${name(d.id)}) DO UPDATE SET
       ${name(d.attemptCount)} = ${d.attemptCount} + 1, ${name(d.updatedAt)} = excluded.${name(d.updatedAt)},
-      ${name(d.bodyBytes)} = excluded.${name(d.bodyBytes)}, ${keep(d.body)}, ${keep(d.bodyKey)}, ${keep(d.sealedSecret)}
-    WHERE ${d.status} = 'pending' AND ${d.attemptCount} < ${MAX_ATTEMPTS}
-    RETURNING ${name(d.attemptCount)}`,
-);
+      ${name(d.bodyBytes)} = excluded.${name(d.bodyBytes)}, ${keep(d.body)}, ${keep(d.bodyKey)}, ${keep(d.sealedSecret)},
+      ${unlessSwept(d.lastError, sql`NULL`)}, ${unlessSwept(d.completedAt, sql`NULL`)}, ${name(d.status)} = 'pending'
+    WHERE (${d.status} = 'pending' OR (${sweptFailed})) AND ${d.attemptCount} < ${MAX_ATTEMPTS}
+    RETURNING ${name(d.attemptCount)}`;
+});
 
 /**
  * Claims the next attempt (`claimStatement`), through `group` when given: the claims of one queue
