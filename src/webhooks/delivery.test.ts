@@ -3,10 +3,11 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../test/peers";
+import { deliveryMessages } from "../../test/deliveries";
 import { callWith, capturingQueue, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
 import type { DeliveryMessage } from "./enqueue";
-import { MAX_ATTEMPTS } from "./policy";
+import { INLINE_MESSAGE_MAX_BYTES, MAX_ATTEMPTS } from "./policy";
 
 const api = client();
 const SECRET = "s3cret-for-signing-deliveries";
@@ -92,6 +93,21 @@ describe("webhook delivery: what the receiver gets", () => {
     expect(got!.bodySha256).toBe(await sha256Hex(run.text));
     expect(got!.signatures).toEqual({ node: true, openssl: true, standard: true });
     expect(await env.WEBHOOK_BODIES.head((message.body as { r2: string }).r2)).not.toBeNull();
+  });
+
+  it("measures the inline limit on the serialised message: a body under 64 KiB that JSON escaping doubles goes by R2, intact", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    // 30,000 quotes, each written `\"` in the body and `\\\"` once the message is serialised.
+    const body = JSON.stringify({ quotes: '"'.repeat(30_000) });
+    expect(new TextEncoder().encode(body).byteLength).toBeLessThan(INLINE_MESSAGE_MAX_BYTES);
+    const [message] = await deliveryMessages(api, app.projectId, hook.url, [body]);
+    expect(JSON.stringify({ ...message, body: { inline: body } }).length).toBeGreaterThan(INLINE_MESSAGE_MAX_BYTES);
+    expect("r2" in message!.body).toBe(true);
+    expect(JSON.stringify(message).length).toBeLessThan(2048);
+    await drive(api, message!);
+    const [got] = await received(hook.key);
+    expect(got!.bodySha256).toBe(await sha256Hex(body));
   });
 
   it("also delivers the caller's 502 problem when the app fails: it is the run's answer", async () => {
