@@ -6,7 +6,7 @@ import { installErrorHandling } from "./platform/not-found";
 import { createRouter } from "./platform/router";
 import { scopeMiddleware } from "./platform/scope";
 import { hostGate } from "./routing/host";
-import { RUN_BASE } from "./runs/path";
+import { RUN_BASE, RUN_PATH } from "./runs/path";
 import { createRunRouter } from "./runs/router";
 
 /**
@@ -23,6 +23,7 @@ export function createHttpRouter(deps: Deps) {
   router.route(RUN_BASE, createRunRouter());
   // The dashboard calls the API through this same router, so the API's rules are the dashboard's.
   router.route(DASHBOARD_BASE, createDashboard((request, env, ctx) => Promise.resolve(router.fetch(request, env, ctx))));
-  installErrorHandling(router);
+  // A run refuses HEAD (it would run the app for an answer nobody reads): no 405 offers it there.
+  installErrorHandling(router, { headRefused: [RUN_PATH] });
   return router;
 }

@@ -14,22 +14,29 @@ function routePattern(path: string): RegExp {
   return new RegExp(`^${source}/?$`);
 }
 
-/** The methods some route of `app` answers for `path`: the `Allow` header of a 405. */
-export function allowedMethods(app: Router, path: string): string[] {
+/**
+ * The methods some route of `app` answers for `path`: the `Allow` header of a 405. A GET route implies
+ * HEAD (Hono answers it with the GET handler) unless `path` is one of `headRefused`.
+ */
+export function allowedMethods(app: Router, path: string, headRefused: readonly RegExp[] = []): string[] {
   const methods = new Set<string>();
+  const impliesHead = !headRefused.some((pattern) => pattern.test(path));
   for (const route of app.routes) {
     if (route.method === "ALL" || !routePattern(route.path).test(path)) continue;
     methods.add(route.method);
-    if (route.method === "GET") methods.add("HEAD");
+    if (route.method === "GET" && impliesHead) methods.add("HEAD");
   }
   return [...methods].sort();
 }
 
-/** Installs the error handler and the 404/405 answer on the top-level router. */
-export function installErrorHandling(app: Router) {
+/**
+ * Installs the error handler and the 404/405 answer on the top-level router. `headRefused`: paths
+ * whose GET handler refuses HEAD itself, so a 405's `Allow` must not offer it.
+ */
+export function installErrorHandling(app: Router, { headRefused = [] }: { headRefused?: readonly RegExp[] } = {}) {
   app.onError(renderError);
   app.notFound((c) => {
-    const allow = allowedMethods(app, c.req.path);
+    const allow = allowedMethods(app, c.req.path, headRefused);
     if (allow.length > 0) {
       const detail = `${c.req.method} is not allowed on ${c.req.path}; use ${allow.join(", ")}.`;
       return renderError(new ApiError("method_not_allowed", detail, { headers: { Allow: allow.join(", ") } }), c);

@@ -104,6 +104,16 @@ describe("HEAD on a run path", () => {
   });
 });
 
+describe("another method on a run path", () => {
+  it.each(["PUT", "DELETE", "PATCH"])("%s answers 405 whose Allow offers GET and POST, not the HEAD runs refuse", async (method) => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const response = await api.worker.fetch(new Request(`http://localhost${app.runPath}`, { method, headers: { Authorization: `Bearer ${app.token}` } }), env, createExecutionContext());
+    expect(response.status).toBe(405);
+    expect(response.headers.get("allow")).toBe("GET, POST");
+  });
+});
+
 describe("the caller's answer and the delivery's enqueue", () => {
   it("answers the caller while the queue send is still under way (spec 6: the delivery does not block the response)", async () => {
     const api = client();
