@@ -79,6 +79,23 @@ describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
     expect(answer.status).toBe(410);
     expect(answer.headers.get("content-type")).toContain("application/problem+json");
     expect(answer.body).toMatchObject({ code: "gone" });
+    // The signed delivery's sealed secret went with its body.
+    const row = await env.DB.prepare("SELECT body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?").bind(id).first();
+    expect(row).toMatchObject({ body: null, sealed_secret: null, body_purged_at: expect.any(Number) });
+  });
+
+  it.each(["run_interrupted", "enqueue_failed", "never_attempted"])("answers 409, not 410, for a delivery that ended %s before its body was ever stored", async (reason) => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
+    const id = (run.messages[0] as DeliveryMessage).id;
+    // As the run path leaves it when the run is cut short or the queue stays unavailable: no body kept.
+    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'failed', last_error = ? WHERE id = ?").bind(reason, id).run();
+    const answer = await resendNow(app.projectId, id, app.token);
+    expect(answer.status).toBe(409);
+    expect(answer.body).toMatchObject({ code: "conflict" });
+    expect(String((answer.body as { detail?: string }).detail)).toContain(reason);
+    expect(answer.messages).toHaveLength(0);
   });
 
   it("answers 404 for another project's delivery, an unknown one and a malformed id, and sends nothing", async () => {

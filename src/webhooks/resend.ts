@@ -8,6 +8,8 @@ import { RETENTION_MS } from "./housekeeping";
 import { openSecret, type SealedSecret } from "./secret-box";
 
 const RETENTION_DAYS = RETENTION_MS / 86_400_000;
+/** Why a delivery ends without its body ever reaching the consumer, which is what stores it for resending. */
+const NEVER_QUEUED = new Set(["run_interrupted", "enqueue_failed", "never_attempted"]);
 
 /**
  * A new delivery of `deliveryId`'s stored body to the same endpoint: its own id and record
@@ -23,8 +25,12 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
   const purged = new ApiError("gone", `The body of delivery '${deliveryId}' is no longer kept: bodies and secrets are kept ${RETENTION_DAYS} days for resending.`);
   if (original.bodyPurgedAt) throw purged;
   if (original.body === null && original.bodyKey === null) {
-    // Pending and not yet handed to the consumer (which stores the body), or from before bodies were kept.
+    // Pending and not yet handed to the consumer (which stores the body), ended before it ever was, or
+    // from before bodies were kept.
     if (original.status === "pending") throw new ApiError("conflict", `Delivery '${deliveryId}' has not been attempted yet; resend it once it has.`);
+    if (original.lastError !== null && NEVER_QUEUED.has(original.lastError)) {
+      throw new ApiError("conflict", `Delivery '${deliveryId}' ended before its body reached the queue (${original.lastError}): there is no body to resend.`);
+    }
     throw purged;
   }
   const target = checkTarget(original.endpoint, { allowInsecure: config.allowInsecureTargets });

@@ -69,7 +69,7 @@ export const resendDelivery = createRoute({
   ...requires("deliveries:write"),
   summary: "Resend a webhook delivery",
   description:
-    "Delivers the stored body of a delivery again to the same endpoint, as a new delivery (new id, `resent_from` = this one) signed afresh with the original secret, so receivers' timestamp tolerance passes. Bodies and sealed secrets are kept for 7 days after the original delivery was created; after that the answer is 410.",
+    "Delivers the stored body of a delivery again to the same endpoint, as a new delivery (new id, `resent_from` = this one) signed afresh with the original secret, so receivers' timestamp tolerance passes. Bodies and sealed secrets are kept for 7 days after the original delivery was created; after that the answer is 410. A delivery still pending, or one that ended before its body reached the queue (`run_interrupted`, `enqueue_failed`, `never_attempted`), has nothing to resend: 409.",
   request: { params: DeliveryParams },
   responses: {
     201: jsonContent(DeliverySchema, "The new delivery, `pending`."),
