@@ -188,3 +188,41 @@ export function Pager({ path, next, query }: { path: string; next: string | null
     </p>
   );
 }
+
+/** A column of a `DataTable`: its heading, or the heading of one narrow screens may hide. */
+export type Column = string | { label: string; optional: true };
+
+/**
+ * The dashboard's data table: scrollable wrapper, a caption for screen readers, one header row, and
+ * (with `actions`) a last column for the row's buttons, labelled for screen readers only. The rows
+ * are the children; `footer` (a `Pager`) goes under the table, inside the wrapper.
+ */
+export function DataTable(props: { caption: Child; columns: readonly Column[]; actions?: boolean; class?: string; footer?: Child; children: Child }) {
+  return (
+    <div class="table-wrap">
+      <table class={props.class}>
+        <caption class="skip">{props.caption}</caption>
+        <thead>
+          <tr>
+            {props.columns.map((column) =>
+              typeof column === "string" ? (
+                <th scope="col">{column}</th>
+              ) : (
+                <th scope="col" class="optional">
+                  {column.label}
+                </th>
+              ),
+            )}
+            {props.actions && (
+              <th scope="col">
+                <span class="skip">Actions</span>
+              </th>
+            )}
+          </tr>
+        </thead>
+        <tbody>{props.children}</tbody>
+      </table>
+      {props.footer}
+    </div>
+  );
+}

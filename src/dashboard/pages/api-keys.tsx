@@ -1,7 +1,7 @@
 import { DEFAULT_PERMISSIONS, type Permission, PERMISSIONS } from "../../auth/permissions";
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
-import { Badge, ConfirmAction, ConfirmForm, CopyValue, Csrf, Field, Pager, ProblemMessage, when } from "../components";
+import { Badge, ConfirmAction, ConfirmForm, CopyValue, Csrf, DataTable, Field, Pager, ProblemMessage, when } from "../components";
 import { can, NotAllowed } from "../access";
 import { takeFlash, setFlash } from "../flash";
 import { renderPage } from "../layout";
@@ -116,64 +116,45 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
       ) : accounts.data.data.length === 0 ? (
         <p>No service accounts yet.</p>
       ) : (
-        <div class="table-wrap">
-          {/* Cards at phone width: every column stays readable and Revoke stays on screen. */}
-          <table class="cards">
-            <caption class="skip">Service accounts</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Token</th>
-                <th scope="col">Scopes</th>
-                <th scope="col">Expires</th>
-                <th scope="col" class="optional">Last used</th>
-                <th scope="col">Status</th>
-                <th scope="col">
-                  <span class="skip">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {accounts.data.data.map((a) => (
-                <tr>
-                  <td data-label="Name">{a.name}</td>
-                  <td data-label="Token">
-                    <code>{a.token_prefix}…</code>
-                  </td>
-                  <td data-label="Scopes">
-                    <ul class="scopes">
-                      {a.scopes.map((p) => (
-                        <li>
-                          <code>{p}</code>
-                        </li>
-                      ))}
-                    </ul>
-                  </td>
-                  <td data-label="Expires">{when(a.expires_at)}</td>
-                  <td class="optional" data-label="Last used">{when(a.last_used_at)}</td>
-                  <td data-label="Status">
-                    <Status account={a} now={now} />
-                  </td>
-                  <td>
-                    {!a.revoked_at && can(c, "service_accounts:write") && (
-                      <ConfirmAction
-                        id={`revoke-${a.id}`}
-                        label="Revoke"
-                        href={projectPath(pid, `/api-keys/${a.id}/revoke`)}
-                        action={projectPath(pid, `/api-keys/${a.id}/revoke`)}
-                        csrf={csrf}
-                        title={`Revoke “${a.name}”?`}
-                        question={<>Its token ({a.token_prefix}…) stops working at once. This cannot be undone.</>}
-                        confirmLabel="Revoke"
-                      />
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          <Pager path={projectPath(pid, "/api-keys")} next={accounts.data.next_cursor} />
-        </div>
+        // Cards at phone width: every column stays readable and Revoke stays on screen.
+        <DataTable caption="Service accounts" columns={["Name", "Token", "Scopes", "Expires", { label: "Last used", optional: true }, "Status"]} actions class="cards" footer={<Pager path={projectPath(pid, "/api-keys")} next={accounts.data.next_cursor} />}>
+          {accounts.data.data.map((a) => (
+            <tr>
+              <td data-label="Name">{a.name}</td>
+              <td data-label="Token">
+                <code>{a.token_prefix}…</code>
+              </td>
+              <td data-label="Scopes">
+                <ul class="scopes">
+                  {a.scopes.map((p) => (
+                    <li>
+                      <code>{p}</code>
+                    </li>
+                  ))}
+                </ul>
+              </td>
+              <td data-label="Expires">{when(a.expires_at)}</td>
+              <td class="optional" data-label="Last used">{when(a.last_used_at)}</td>
+              <td data-label="Status">
+                <Status account={a} now={now} />
+              </td>
+              <td>
+                {!a.revoked_at && can(c, "service_accounts:write") && (
+                  <ConfirmAction
+                    id={`revoke-${a.id}`}
+                    label="Revoke"
+                    href={projectPath(pid, `/api-keys/${a.id}/revoke`)}
+                    action={projectPath(pid, `/api-keys/${a.id}/revoke`)}
+                    csrf={csrf}
+                    title={`Revoke “${a.name}”?`}
+                    question={<>Its token ({a.token_prefix}…) stops working at once. This cannot be undone.</>}
+                    confirmLabel="Revoke"
+                  />
+                )}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       )}
       {!can(c, "service_accounts:write") ? (
         <NotAllowed c={c} doing="seeing, creating or revoking service accounts" />

@@ -1,6 +1,6 @@
 import { listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Badge, type BadgeTone, ConfirmAction, ConfirmForm, Pager, ProblemMessage, when } from "../components";
+import { Badge, type BadgeTone, ConfirmAction, ConfirmForm, DataTable, Pager, ProblemMessage, when } from "../components";
 import { can } from "../access";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
@@ -56,44 +56,30 @@ async function appsPage(c: DashContext, project: Project) {
           <a href={projectPath(pid, "/api-keys")}>API Keys</a>.
         </p>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <caption class="skip">Apps</caption>
-            <thead>
-              <tr>
-                <th scope="col">App</th>
-                <th scope="col" class="optional">Region</th>
-                <th scope="col" class="optional">Runtime</th>
-                <th scope="col">Current deployment</th>
-              </tr>
-            </thead>
-            <tbody>
-              {apps.data.data.map((a) => (
-                <tr>
-                  <td>
-                    <a href={projectPath(pid, `/apps/${seg(a.app_id)}`)}>{a.name}</a>
-                  </td>
-                  <td class="optional">{a.region}</td>
-                  <td class="optional">{a.runtime}</td>
-                  <td>
-                    {a.current_deployment ? (
-                      <>
-                        <code>{a.current_deployment.origin_url}</code>
-                        <br />
-                        <span class="muted">
-                          build <code>{a.current_deployment.build_id}</code>, {when(a.current_deployment.deployed_at)}
-                        </span>
-                      </>
-                    ) : (
-                      <Badge tone="neutral">Not deployed</Badge>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          <Pager path={projectPath(pid, "/apps")} next={apps.data.next_cursor} />
-        </div>
+        <DataTable caption="Apps" columns={["App", { label: "Region", optional: true }, { label: "Runtime", optional: true }, "Current deployment"]} footer={<Pager path={projectPath(pid, "/apps")} next={apps.data.next_cursor} />}>
+          {apps.data.data.map((a) => (
+            <tr>
+              <td>
+                <a href={projectPath(pid, `/apps/${seg(a.app_id)}`)}>{a.name}</a>
+              </td>
+              <td class="optional">{a.region}</td>
+              <td class="optional">{a.runtime}</td>
+              <td>
+                {a.current_deployment ? (
+                  <>
+                    <code>{a.current_deployment.origin_url}</code>
+                    <br />
+                    <span class="muted">
+                      build <code>{a.current_deployment.build_id}</code>, {when(a.current_deployment.deployed_at)}
+                    </span>
+                  </>
+                ) : (
+                  <Badge tone="neutral">Not deployed</Badge>
+                )}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       )}
     </>,
   );
@@ -148,57 +134,40 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
       ) : builds.data.data.length === 0 ? (
         <p>No builds yet.</p>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <caption class="skip">Builds of {app.data.name}</caption>
-            <thead>
-              <tr>
-                <th scope="col">Build</th>
-                <th scope="col">Status</th>
-                <th scope="col" class="optional">Created</th>
-                <th scope="col" class="optional">Finished</th>
-                <th scope="col">
-                  <span class="skip">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {builds.data.data.map((b) => (
-                <tr id={`build-${b.build_id}`}>
-                  <td>
-                    <code>{b.build_id}</code>
-                    {b.error && <p class="field-error">{b.error}</p>}
-                  </td>
-                  <td>
-                    <Badge tone={STATUS_BADGE[b.status]}>{STATUS_LABEL[b.status]}</Badge>
-                  </td>
-                  <td class="optional">{when(b.created_at)}</td>
-                  <td class="optional">{b.finished_at ? when(b.finished_at) : <span class="muted">—</span>}</td>
-                  <td>
-                    {isOngoing(b) && can(c, "builds:write") && (
-                      <ConfirmAction
-                        id={`cancel-${b.build_id}`}
-                        label="Cancel"
-                        href={projectPath(pid, `/apps/${seg(appId)}/builds/${b.build_id}/cancel`)}
-                        action={projectPath(pid, `/apps/${seg(appId)}/builds/${b.build_id}/cancel`)}
-                        csrf={csrf}
-                        title="Cancel this build?"
-                        question={
-                          <>
-                            Build <code>{b.build_id}</code> stops; the builder is told to stop at its next report. The current deployment
-                            stays as it is.
-                          </>
-                        }
-                        confirmLabel="Cancel build"
-                      />
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          <Pager path={projectPath(pid, `/apps/${seg(appId)}`)} next={builds.data.next_cursor} />
-        </div>
+        <DataTable caption={<>Builds of {app.data.name}</>} columns={["Build", "Status", { label: "Created", optional: true }, { label: "Finished", optional: true }]} actions footer={<Pager path={projectPath(pid, `/apps/${seg(appId)}`)} next={builds.data.next_cursor} />}>
+          {builds.data.data.map((b) => (
+            <tr id={`build-${b.build_id}`}>
+              <td>
+                <code>{b.build_id}</code>
+                {b.error && <p class="field-error">{b.error}</p>}
+              </td>
+              <td>
+                <Badge tone={STATUS_BADGE[b.status]}>{STATUS_LABEL[b.status]}</Badge>
+              </td>
+              <td class="optional">{when(b.created_at)}</td>
+              <td class="optional">{b.finished_at ? when(b.finished_at) : <span class="muted">—</span>}</td>
+              <td>
+                {isOngoing(b) && can(c, "builds:write") && (
+                  <ConfirmAction
+                    id={`cancel-${b.build_id}`}
+                    label="Cancel"
+                    href={projectPath(pid, `/apps/${seg(appId)}/builds/${b.build_id}/cancel`)}
+                    action={projectPath(pid, `/apps/${seg(appId)}/builds/${b.build_id}/cancel`)}
+                    csrf={csrf}
+                    title="Cancel this build?"
+                    question={
+                      <>
+                        Build <code>{b.build_id}</code> stops; the builder is told to stop at its next report. The current deployment
+                        stays as it is.
+                      </>
+                    }
+                    confirmLabel="Cancel build"
+                  />
+                )}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       )}
     </>,
   );

@@ -2,7 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import type { AuditEntrySchema } from "../../audit/routes";
 import { type Page, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Field, FilterActions, Pager, ProblemMessage, when } from "../components";
+import { DataTable, Field, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -51,46 +51,31 @@ async function auditLogPage(c: DashContext, project: Project) {
       ) : list.data.data.length === 0 ? (
         <p>{filtered ? "No entries match." : "No entries yet."}</p>
       ) : (
-        <div class="table-wrap">
-          <table class="cards">
-            <caption class="skip">Audit log</caption>
-            <thead>
-              <tr>
-                <th scope="col">When</th>
-                <th scope="col">Actor</th>
-                <th scope="col">Action</th>
-                <th scope="col">Target</th>
-                <th scope="col" class="optional">From</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.data.map((e) => (
-                <tr id={`entry-${e.id}`}>
-                  <td data-label="When">{when(e.at)}</td>
-                  <td data-label="Actor">
-                    <Actor actor={e.actor} />
-                  </td>
-                  <td data-label="Action">
-                    <a href={`${path}?action=${encodeURIComponent(e.action)}`}>
-                      <code>{e.action}</code>
-                    </a>
-                  </td>
-                  <td data-label="Target">
-                    {e.target.type} <code>{e.target.id}</code>
-                  </td>
-                  <td data-label="From" class="optional">
-                    {e.client_ip ?? <span class="muted">unknown address</span>}
-                    <br />
-                    <span class="muted">
-                      request <code>{e.request_id}</code>
-                    </span>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          <Pager path={path} next={list.data.next_cursor} query={filtered ? filters : undefined} />
-        </div>
+        <DataTable caption="Audit log" columns={["When", "Actor", "Action", "Target", { label: "From", optional: true }]} class="cards" footer={<Pager path={path} next={list.data.next_cursor} query={filtered ? filters : undefined} />}>
+          {list.data.data.map((e) => (
+            <tr id={`entry-${e.id}`}>
+              <td data-label="When">{when(e.at)}</td>
+              <td data-label="Actor">
+                <Actor actor={e.actor} />
+              </td>
+              <td data-label="Action">
+                <a href={`${path}?action=${encodeURIComponent(e.action)}`}>
+                  <code>{e.action}</code>
+                </a>
+              </td>
+              <td data-label="Target">
+                {e.target.type} <code>{e.target.id}</code>
+              </td>
+              <td data-label="From" class="optional">
+                {e.client_ip ?? <span class="muted">unknown address</span>}
+                <br />
+                <span class="muted">
+                  request <code>{e.request_id}</code>
+                </span>
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       )}
     </>,
   );

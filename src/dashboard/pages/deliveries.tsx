@@ -1,6 +1,6 @@
 import { type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Badge, type BadgeTone, Csrf, Field, FilterActions, Pager, ProblemMessage, when } from "../components";
+import { Badge, type BadgeTone, Csrf, DataTable, Field, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -113,64 +113,50 @@ async function deliveriesPage(c: DashContext, project: Project, state: ResendSta
       ) : list.data.data.length === 0 ? (
         <p>{runId ? "No deliveries for this run." : "No webhook deliveries yet."}</p>
       ) : (
-        <div class="table-wrap">
-          <table class="cards">
-            <caption class="skip">Webhook deliveries{runId ? ` of run ${runId}` : ""}</caption>
-            <thead>
-              <tr>
-                <th scope="col">Delivery</th>
-                <th scope="col">Status</th>
-                <th scope="col">Attempts</th>
-                <th scope="col">Last outcome</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.data.map((d) => (
-                <tr id={`delivery-${d.request_id}`}>
-                  <td data-label="Delivery">
-                    <code>{d.endpoint}</code>
-                    <br />
-                    <span class="muted">
-                      run <a href={`${path}?run_id=${seg(d.run_id)}`}>{d.run_id}</a>
+        <DataTable caption={<>Webhook deliveries{runId ? ` of run ${runId}` : ""}</>} columns={["Delivery", "Status", "Attempts", "Last outcome"]} class="cards" footer={<Pager path={path} next={list.data.next_cursor} query={runId ? { run_id: runId } : undefined} />}>
+          {list.data.data.map((d) => (
+            <tr id={`delivery-${d.request_id}`}>
+              <td data-label="Delivery">
+                <code>{d.endpoint}</code>
+                <br />
+                <span class="muted">
+                  run <a href={`${path}?run_id=${seg(d.run_id)}`}>{d.run_id}</a>
+                  <br />
+                  id <code>{d.request_id}</code>, {d.body_bytes} bytes, {d.signed ? "signed" : "unsigned"}, {when(d.created_at)}
+                  {d.resent_from && (
+                    <>
                       <br />
-                      id <code>{d.request_id}</code>, {d.body_bytes} bytes, {d.signed ? "signed" : "unsigned"}, {when(d.created_at)}
-                      {d.resent_from && (
-                        <>
-                          <br />
-                          resends <code>{d.resent_from}</code>
-                        </>
-                      )}
-                    </span>
-                    {d.status !== "pending" && (
-                      <form method="post" action={`${path}/${seg(d.request_id)}/resend`} class="inline">
-                        <Csrf token={c.get("csrf")} />
-                        <button type="submit" class="secondary" aria-label={`Resend delivery ${d.request_id}`}>
-                          Resend
-                        </button>
-                      </form>
-                    )}
-                  </td>
-                  <td data-label="Status">
-                    <Badge tone={STATUS_TONE[d.status]}>{STATUS_LABEL[d.status]}</Badge>
-                  </td>
-                  <td data-label="Attempts">
-                    <Attempts attempts={d.attempts} />
-                  </td>
-                  <td data-label="Last outcome">
-                    <Outcome code={d.last_status_code} error={d.last_error} />
-                    {d.completed_at && (
-                      <>
-                        <br />
-                        <span class="muted">settled {when(d.completed_at)}</span>
-                      </>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          <Pager path={path} next={list.data.next_cursor} query={runId ? { run_id: runId } : undefined} />
-        </div>
+                      resends <code>{d.resent_from}</code>
+                    </>
+                  )}
+                </span>
+                {d.status !== "pending" && (
+                  <form method="post" action={`${path}/${seg(d.request_id)}/resend`} class="inline">
+                    <Csrf token={c.get("csrf")} />
+                    <button type="submit" class="secondary" aria-label={`Resend delivery ${d.request_id}`}>
+                      Resend
+                    </button>
+                  </form>
+                )}
+              </td>
+              <td data-label="Status">
+                <Badge tone={STATUS_TONE[d.status]}>{STATUS_LABEL[d.status]}</Badge>
+              </td>
+              <td data-label="Attempts">
+                <Attempts attempts={d.attempts} />
+              </td>
+              <td data-label="Last outcome">
+                <Outcome code={d.last_status_code} error={d.last_error} />
+                {d.completed_at && (
+                  <>
+                    <br />
+                    <span class="muted">settled {when(d.completed_at)}</span>
+                  </>
+                )}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       )}
     </>,
   );

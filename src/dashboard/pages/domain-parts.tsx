@@ -1,5 +1,5 @@
 import { seg } from "../api";
-import { Badge, type BadgeTone, CopyValue, Csrf, when } from "../components";
+import { Badge, type BadgeTone, CopyValue, Csrf, DataTable, when } from "../components";
 import { projectPath } from "../context";
 
 /** A custom domain as the API answers it (src/domains/routes.ts). */
@@ -47,44 +47,32 @@ export function DnsRecord({ domain, idPrefix }: { domain: Domain; idPrefix: stri
   const proof = domain.ownership_required && domain.status !== "validated";
   return (
     <>
-      <div class="table-wrap">
-        <table class="record cards">
-          <caption class="skip">DNS {proof ? "records" : "record"} to create for {domain.domain}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Type</th>
-              <th scope="col">Name</th>
-              <th scope="col">Value (target)</th>
-            </tr>
-          </thead>
-          <tbody>
-            <tr>
-              <td data-label="Type">
-                <code>{r.type}</code>
-              </td>
-              <td data-label="Name">
-                <CopyValue id={`${idPrefix}-name`} value={r.name} label="record name" />
-              </td>
-              <td data-label="Value (target)">
-                <CopyValue id={`${idPrefix}-value`} value={r.value} label="record value" />
-              </td>
-            </tr>
-            {proof && (
-              <tr>
-                <td data-label="Type">
-                  <code>{o.type}</code>
-                </td>
-                <td data-label="Name">
-                  <CopyValue id={`${idPrefix}-txt-name`} value={o.name} label="ownership record name" />
-                </td>
-                <td data-label="Value (target)">
-                  <CopyValue id={`${idPrefix}-txt-value`} value={o.value} label="ownership record value" />
-                </td>
-              </tr>
-            )}
-          </tbody>
-        </table>
-      </div>
+      <DataTable caption={<>DNS {proof ? "records" : "record"} to create for {domain.domain}</>} columns={["Type", "Name", "Value (target)"]} class="record cards">
+        <tr>
+          <td data-label="Type">
+            <code>{r.type}</code>
+          </td>
+          <td data-label="Name">
+            <CopyValue id={`${idPrefix}-name`} value={r.name} label="record name" />
+          </td>
+          <td data-label="Value (target)">
+            <CopyValue id={`${idPrefix}-value`} value={r.value} label="record value" />
+          </td>
+        </tr>
+        {proof && (
+          <tr>
+            <td data-label="Type">
+              <code>{o.type}</code>
+            </td>
+            <td data-label="Name">
+              <CopyValue id={`${idPrefix}-txt-name`} value={o.name} label="ownership record name" />
+            </td>
+            <td data-label="Value (target)">
+              <CopyValue id={`${idPrefix}-txt-value`} value={o.value} label="ownership record value" />
+            </td>
+          </tr>
+        )}
+      </DataTable>
       {proof && (
         <p class="hint" id={`${idPrefix}-ownership`}>
           <strong>Ownership record required.</strong> Another project also claims {domain.domain}, or held it in the last 30 days, so the{" "}

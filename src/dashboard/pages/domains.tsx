@@ -1,6 +1,6 @@
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
-import { CloseDialog, ConfirmAction, ConfirmForm, Csrf, Dialog, DialogLink, Field, Pager, ProblemMessage, when } from "../components";
+import { CloseDialog, ConfirmAction, ConfirmForm, Csrf, DataTable, Dialog, DialogLink, Field, Pager, ProblemMessage, when } from "../components";
 import { can, NotAllowed } from "../access";
 import { renderPage } from "../layout";
 import { CheckResult, DnsRecord, type Domain, domainPath, StatusBadge, StatusFacts, ValidateForm } from "./domain-parts";
@@ -53,62 +53,45 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
       ) : list.data.data.length === 0 ? (
         <p>No custom domains yet.</p>
       ) : (
-        <div class="table-wrap">
-          <table class="cards">
-            <caption class="skip">Custom domains</caption>
-            <thead>
-              <tr>
-                <th scope="col">Domain</th>
-                <th scope="col">Status</th>
-                <th scope="col" class="optional">Region</th>
-                <th scope="col" class="optional">Last attempt</th>
-                <th scope="col">
-                  <span class="skip">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.data.map((d, i) => (
-                <tr id={`domain-${i}`}>
-                  <td data-label="Domain">
-                    <a href={domainPath(pid, d.domain)}>{d.domain}</a>
-                  </td>
-                  <td data-label="Status">
-                    <StatusBadge domain={d} />
-                  </td>
-                  <td class="optional" data-label="Region">{d.region}</td>
-                  <td class="optional" data-label="Last attempt">{when(d.last_checked_at)}</td>
-                  <td>
-                    <div class="row-actions">
-                      <DialogLink
-                        dialog={`status-${i}`}
-                        href={domainPath(pid, d.domain, "/status")}
-                        label={
-                          <>
-                            Validation status<span class="skip"> of {d.domain}</span>
-                          </>
-                        }
-                      />
-                      {can(c, "domains:write") && <RemoveDomain id={`remove-${i}`} pid={pid} domain={d.domain} csrf={csrf} />}
-                    </div>
-                    <Dialog id={`status-${i}`}>
-                      <h2 id={`status-${i}-title`}>Validation status of {d.domain}</h2>
-                      <StatusFacts domain={d} now={now} />
-                      <div class="actions">
-                        {can(c, "domains:write") && (d.status !== "validated" || d.certificate_status !== "active") ? <ValidateForm pid={pid} domain={d} csrf={csrf} /> : null}
-                        <a class="button secondary" href={domainPath(pid, d.domain)}>
-                          DNS record
-                        </a>
-                        <CloseDialog />
-                      </div>
-                    </Dialog>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          <Pager path={projectPath(pid, "/domains")} next={list.data.next_cursor} />
-        </div>
+        <DataTable caption="Custom domains" columns={["Domain", "Status", { label: "Region", optional: true }, { label: "Last attempt", optional: true }]} actions class="cards" footer={<Pager path={projectPath(pid, "/domains")} next={list.data.next_cursor} />}>
+          {list.data.data.map((d, i) => (
+            <tr id={`domain-${i}`}>
+              <td data-label="Domain">
+                <a href={domainPath(pid, d.domain)}>{d.domain}</a>
+              </td>
+              <td data-label="Status">
+                <StatusBadge domain={d} />
+              </td>
+              <td class="optional" data-label="Region">{d.region}</td>
+              <td class="optional" data-label="Last attempt">{when(d.last_checked_at)}</td>
+              <td>
+                <div class="row-actions">
+                  <DialogLink
+                    dialog={`status-${i}`}
+                    href={domainPath(pid, d.domain, "/status")}
+                    label={
+                      <>
+                        Validation status<span class="skip"> of {d.domain}</span>
+                      </>
+                    }
+                  />
+                  {can(c, "domains:write") && <RemoveDomain id={`remove-${i}`} pid={pid} domain={d.domain} csrf={csrf} />}
+                </div>
+                <Dialog id={`status-${i}`}>
+                  <h2 id={`status-${i}-title`}>Validation status of {d.domain}</h2>
+                  <StatusFacts domain={d} now={now} />
+                  <div class="actions">
+                    {can(c, "domains:write") && (d.status !== "validated" || d.certificate_status !== "active") ? <ValidateForm pid={pid} domain={d} csrf={csrf} /> : null}
+                    <a class="button secondary" href={domainPath(pid, d.domain)}>
+                      DNS record
+                    </a>
+                    <CloseDialog />
+                  </div>
+                </Dialog>
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       )}
       {!can(c, "domains:write") ? (
         <NotAllowed c={c} doing="adding, validating or removing domains" />

@@ -4,7 +4,7 @@ import type { Child } from "hono/jsx";
 import { type ApiResult, type Page, type Problem, seg } from "../api";
 import { canManageMembers, NotAllowed } from "../access";
 import { type DashContext, type DashRouter, dashPath, formText, projectPath } from "../context";
-import { ConfirmAction, ConfirmForm, Csrf, Field, ProblemMessage, when } from "../components";
+import { ConfirmAction, ConfirmForm, Csrf, DataTable, Field, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -69,69 +69,53 @@ async function membersPage(c: DashContext, project: Project, notice: Notice = {}
       ) : members.data.data.length === 0 ? (
         <p>No members yet: invite the first owner below.</p>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <caption class="skip">Members</caption>
-            <thead>
+        <DataTable caption="Members" columns={["Name", "Email", "Role", { label: "Member since", optional: true }]} actions>
+          {members.data.data.map((m, _, all) => {
+            const self = m.user_id === me;
+            // The API refuses to remove the last owner (409 last_owner); the page does not offer it.
+            const lastOwner = m.role === "owner" && all.filter((o) => o.role === "owner").length === 1;
+            const who = m.name ?? m.email ?? m.user_id;
+            return (
               <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Email</th>
-                <th scope="col">Role</th>
-                <th scope="col" class="optional">Member since</th>
-                <th scope="col">
-                  <span class="skip">Actions</span>
-                </th>
+                <td>
+                  {who}
+                  {self && <span class="muted"> (you)</span>}
+                </td>
+                <td>{m.email ?? <span class="muted">none</span>}</td>
+                <td>
+                  {manage ? (
+                    <form method="post" action={projectPath(pid, `/members/${m.member_id}/role`)} class="inline">
+                      <Csrf token={csrf} />
+                      <RoleSelect id={`role-${m.member_id}`} name="role" value={m.role} label={`Role of ${who}`} />
+                      <button type="submit" class="secondary">
+                        Change<span class="skip"> role of {who}</span>
+                      </button>
+                    </form>
+                  ) : (
+                    m.role
+                  )}
+                </td>
+                <td class="optional">{when(m.created_at)}</td>
+                <td>
+                  {lastOwner ? (
+                    <span class="muted">Last owner</span>
+                  ) : (manage || self) && (
+                    <ConfirmAction
+                      id={`remove-${m.member_id}`}
+                      label={self ? "Leave" : "Remove"}
+                      href={projectPath(pid, `/members/${m.member_id}/remove`)}
+                      action={projectPath(pid, `/members/${m.member_id}/remove`)}
+                      csrf={csrf}
+                      title={self ? "Leave this project?" : `Remove ${who}?`}
+                      question={self ? <>You lose access to it at once.</> : <>They lose access to this project at once.</>}
+                      confirmLabel={self ? "Leave project" : "Remove member"}
+                    />
+                  )}
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {members.data.data.map((m, _, all) => {
-                const self = m.user_id === me;
-                // The API refuses to remove the last owner (409 last_owner); the page does not offer it.
-                const lastOwner = m.role === "owner" && all.filter((o) => o.role === "owner").length === 1;
-                const who = m.name ?? m.email ?? m.user_id;
-                return (
-                  <tr>
-                    <td>
-                      {who}
-                      {self && <span class="muted"> (you)</span>}
-                    </td>
-                    <td>{m.email ?? <span class="muted">none</span>}</td>
-                    <td>
-                      {manage ? (
-                        <form method="post" action={projectPath(pid, `/members/${m.member_id}/role`)} class="inline">
-                          <Csrf token={csrf} />
-                          <RoleSelect id={`role-${m.member_id}`} name="role" value={m.role} label={`Role of ${who}`} />
-                          <button type="submit" class="secondary">
-                            Change<span class="skip"> role of {who}</span>
-                          </button>
-                        </form>
-                      ) : (
-                        m.role
-                      )}
-                    </td>
-                    <td class="optional">{when(m.created_at)}</td>
-                    <td>
-                      {lastOwner ? (
-                        <span class="muted">Last owner</span>
-                      ) : (manage || self) && (
-                        <ConfirmAction
-                          id={`remove-${m.member_id}`}
-                          label={self ? "Leave" : "Remove"}
-                          href={projectPath(pid, `/members/${m.member_id}/remove`)}
-                          action={projectPath(pid, `/members/${m.member_id}/remove`)}
-                          csrf={csrf}
-                          title={self ? "Leave this project?" : `Remove ${who}?`}
-                          question={self ? <>You lose access to it at once.</> : <>They lose access to this project at once.</>}
-                          confirmLabel={self ? "Leave project" : "Remove member"}
-                        />
-                      )}
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
+            );
+          })}
+        </DataTable>
       )}
       {!manage ? (
         <NotAllowed c={c} doing="inviting, removing or changing the role of members" />
@@ -179,38 +163,23 @@ function InviteList({ pid, invites, csrf }: { pid: string; invites: ApiResult<Pa
   return (
     <section aria-labelledby="invites">
       <h2 id="invites">Open invites</h2>
-      <div class="table-wrap">
-        <table>
-          <caption class="skip">Open invites</caption>
-          <thead>
-            <tr>
-              <th scope="col">Email</th>
-              <th scope="col">Role</th>
-              <th scope="col">Expires</th>
-              <th scope="col">
-                <span class="skip">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {invites.data.data.map((i) => (
-              <tr>
-                <td>{i.email}</td>
-                <td>{i.role}</td>
-                <td>{when(i.expires_at)}</td>
-                <td>
-                  <form method="post" action={projectPath(pid, `/members/invites/${i.invite_id}/withdraw`)} class="inline">
-                    <Csrf token={csrf} />
-                    <button type="submit" class="secondary">
-                      Withdraw<span class="skip"> the invite of {i.email}</span>
-                    </button>
-                  </form>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <DataTable caption="Open invites" columns={["Email", "Role", "Expires"]} actions>
+        {invites.data.data.map((i) => (
+          <tr>
+            <td>{i.email}</td>
+            <td>{i.role}</td>
+            <td>{when(i.expires_at)}</td>
+            <td>
+              <form method="post" action={projectPath(pid, `/members/invites/${i.invite_id}/withdraw`)} class="inline">
+                <Csrf token={csrf} />
+                <button type="submit" class="secondary">
+                  Withdraw<span class="skip"> the invite of {i.email}</span>
+                </button>
+              </form>
+            </td>
+          </tr>
+        ))}
+      </DataTable>
     </section>
   );
 }

@@ -1,6 +1,6 @@
 import { listQuery, type Page, type Problem } from "../api";
 import { type DashContext, type DashRouter, dashPath, formText, projectPath } from "../context";
-import { Csrf, Field, Pager, ProblemMessage, when } from "../components";
+import { Csrf, DataTable, Field, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { PROJECT_NAV } from "../nav";
 
@@ -26,32 +26,19 @@ async function projectsPage(c: DashContext, form: { name: string; problem?: Prob
           <p class="muted">No projects yet. Create the first one below.</p>
         )
       ) : (
-        <div class="table-wrap">
-          <table>
-            <caption class="skip">Projects</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Project id</th>
-                <th scope="col" class="optional">Created</th>
-              </tr>
-            </thead>
-            <tbody>
-              {projects.data.data.map((p) => (
-                <tr>
-                  <td>
-                    <a href={projectPath(p.project_id, "/apps")}>{p.name}</a>
-                  </td>
-                  <td>
-                    <code>{p.project_id}</code>
-                  </td>
-                  <td class="optional">{when(p.created_at)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          <Pager path={dashPath("/projects")} next={projects.data.next_cursor} />
-        </div>
+        <DataTable caption="Projects" columns={["Name", "Project id", { label: "Created", optional: true }]} footer={<Pager path={dashPath("/projects")} next={projects.data.next_cursor} />}>
+          {projects.data.data.map((p) => (
+            <tr>
+              <td>
+                <a href={projectPath(p.project_id, "/apps")}>{p.name}</a>
+              </td>
+              <td>
+                <code>{p.project_id}</code>
+              </td>
+              <td class="optional">{when(p.created_at)}</td>
+            </tr>
+          ))}
+        </DataTable>
       )}
       {!c.get("user") && (
         <section class="card" aria-labelledby="create-project">

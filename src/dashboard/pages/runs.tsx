@@ -3,7 +3,7 @@ import type { AsyncRunSummary } from "../../runs/async/routes";
 import { type Page, seg } from "../api";
 import { can, NotAllowed } from "../access";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Badge, type BadgeTone, Pager, ProblemMessage, when } from "../components";
+import { Badge, type BadgeTone, DataTable, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -78,52 +78,37 @@ async function runsPage(c: DashContext, project: Project) {
       ) : list.data.data.length === 0 ? (
         <p>{status ? `No ${STATUS_LABEL[status].toLowerCase()} runs.` : "No async runs yet."}</p>
       ) : (
-        <div class="table-wrap">
-          <table class="cards">
-            <caption class="skip">Async runs{status ? ` (${STATUS_LABEL[status]})` : ""}</caption>
-            <thead>
-              <tr>
-                <th scope="col">Run</th>
-                <th scope="col">Status</th>
-                <th scope="col">Duration</th>
-                <th scope="col">Outcome</th>
-                <th scope="col">Webhook</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.data.map((r) => (
-                <tr id={`run-${r.run_id}`}>
-                  <td data-label="Run">
-                    <code>{r.run_id}</code>
-                    <br />
-                    <span class="muted">
-                      app {r.app_name}, created {when(r.created_at)}
-                    </span>
-                  </td>
-                  <td data-label="Status">
-                    <Badge tone={STATUS_TONE[r.status]}>{STATUS_LABEL[r.status]}</Badge>
-                  </td>
-                  <td data-label="Duration">{duration(r.duration_ms)}</td>
-                  <td data-label="Outcome">
-                    {r.status_code !== null && <>HTTP {r.status_code}</>}
-                    {r.error && (
-                      <>
-                        {r.status_code !== null && <br />}
-                        <code>{r.error.code}</code>
-                        {ERROR_TEXT[r.error.code] && <span class="muted"> ({ERROR_TEXT[r.error.code]})</span>}
-                      </>
-                    )}
-                    {r.status_code === null && !r.error && <span class="muted">not yet</span>}
-                  </td>
-                  <td data-label="Webhook">
-                    {r.webhook_endpoint ? <a href={`${deliveries}?run_id=${seg(r.run_id)}`}>Deliveries</a> : <span class="muted">none</span>}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          <Pager path={path} next={list.data.next_cursor} query={status ? { status } : undefined} />
-        </div>
+        <DataTable caption={<>Async runs{status ? ` (${STATUS_LABEL[status]})` : ""}</>} columns={["Run", "Status", "Duration", "Outcome", "Webhook"]} class="cards" footer={<Pager path={path} next={list.data.next_cursor} query={status ? { status } : undefined} />}>
+          {list.data.data.map((r) => (
+            <tr id={`run-${r.run_id}`}>
+              <td data-label="Run">
+                <code>{r.run_id}</code>
+                <br />
+                <span class="muted">
+                  app {r.app_name}, created {when(r.created_at)}
+                </span>
+              </td>
+              <td data-label="Status">
+                <Badge tone={STATUS_TONE[r.status]}>{STATUS_LABEL[r.status]}</Badge>
+              </td>
+              <td data-label="Duration">{duration(r.duration_ms)}</td>
+              <td data-label="Outcome">
+                {r.status_code !== null && <>HTTP {r.status_code}</>}
+                {r.error && (
+                  <>
+                    {r.status_code !== null && <br />}
+                    <code>{r.error.code}</code>
+                    {ERROR_TEXT[r.error.code] && <span class="muted"> ({ERROR_TEXT[r.error.code]})</span>}
+                  </>
+                )}
+                {r.status_code === null && !r.error && <span class="muted">not yet</span>}
+              </td>
+              <td data-label="Webhook">
+                {r.webhook_endpoint ? <a href={`${deliveries}?run_id=${seg(r.run_id)}`}>Deliveries</a> : <span class="muted">none</span>}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       )}
     </>,
   );
