@@ -1,7 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { client } from "../../test/helpers";
+import { type Client, client } from "../../test/helpers";
 import { PEER, received, receiver } from "../../test/peers";
 import { capturingQueue, seedRunnable } from "../../test/runs";
 
@@ -30,21 +30,27 @@ async function rowOf(runId: string) {
   return env.DB.prepare("SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?").bind(runId).first<{ status: string; last_error: string | null }>();
 }
 
+/** A run of `app` with a webhook, its queue captured, whose caller hangs up with `hangUp.abort()`; `start` sends it. */
+async function hangingUpRun(api: Client, app: { runPath: string; token: string }) {
+  const hook = await receiver();
+  const capture = capturingQueue();
+  const hangUp = new AbortController();
+  const ctx = createExecutionContext();
+  const request = new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+    headers: { Authorization: `Bearer ${app.token}` },
+    signal: hangUp.signal,
+  });
+  return { hook, capture, hangUp, ctx, start: () => api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: capture.queue }, ctx) };
+}
+
 describe("a caller who hangs up mid-run", () => {
   it("still gets its delivery: the record exists before the upstream is called and the run is carried in waitUntil", async () => {
     const outbound = watchingOutbound();
     const api = client({ outbound });
     const app = await seedRunnable(api, `${PEER}/upstream/echo?delay=400`);
-    const hook = await receiver();
-    const capture = capturingQueue();
-    const hangUp = new AbortController();
-    const ctx = createExecutionContext();
-    const request = new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
-      headers: { Authorization: `Bearer ${app.token}` },
-      signal: hangUp.signal,
-    });
+    const { capture, hangUp, ctx, start } = await hangingUpRun(api, app);
     // The caller never reads the answer and hangs up while the app is still working.
-    void api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: capture.queue }, ctx).catch(() => undefined);
+    void start().catch(() => undefined);
     await new Promise((resolve) => setTimeout(resolve, 100));
     hangUp.abort();
     await waitOnExecutionContext(ctx);
@@ -59,16 +65,9 @@ describe("a caller who hangs up mid-run", () => {
     // The 25 s after the hang-up pass at once on this clock.
     const api = client({ sleep: async () => undefined });
     const app = await seedRunnable(api, `${PEER}/upstream/echo?delay=3000`);
-    const hook = await receiver();
-    const capture = capturingQueue();
-    const hangUp = new AbortController();
-    const ctx = createExecutionContext();
-    const request = new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
-      headers: { Authorization: `Bearer ${app.token}` },
-      signal: hangUp.signal,
-    });
+    const { hook, capture, hangUp, ctx, start } = await hangingUpRun(api, app);
     const started = Date.now();
-    const answered = api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: capture.queue }, ctx);
+    const answered = start();
     await new Promise((resolve) => setTimeout(resolve, 100));
     hangUp.abort();
     const response = await answered;
