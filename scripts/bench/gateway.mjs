@@ -30,12 +30,12 @@ const quiet = { logRequests: false, verbose: false, host: "127.0.0.1", port: 0 }
 // Miniflare 5 takes a new options shape; the v4 shape (as its docs and wrangler's own use) converts.
 const create = (options) => new Miniflare(convertV4MiniflareOptions(options));
 
+/** One Worker under Miniflare on a free loopback port, quiet: what every server of the bench is. */
+export const startWorker = (worker) => create({ ...quiet, workers: [{ modules: true, compatibilityDate: COMPATIBILITY_DATE, ...worker }] });
+
 export async function startPassthrough(upstreamUrl) {
   const started = performance.now();
-  const mf = create({
-    ...quiet,
-    workers: [{ name: "bare", modules: true, script: passthroughScript(upstreamUrl), compatibilityDate: COMPATIBILITY_DATE }],
-  });
+  const mf = startWorker({ name: "bare", script: passthroughScript(upstreamUrl) });
   const url = await mf.ready;
   return { mf, url: url.origin, startupMs: performance.now() - started };
 }
@@ -52,19 +52,12 @@ export async function migrate(db) {
 /** `floorScript` with a local D1 and a queue configured as the webhook queue is in wrangler.toml. */
 export async function startFloor(upstreamUrl) {
   const webhooks = config.queues.consumers.find((c) => c.queue === "webhook-deliveries");
-  const mf = create({
-    ...quiet,
-    workers: [
-      {
-        name: "floor",
-        modules: true,
-        script: floorScript(upstreamUrl),
-        compatibilityDate: COMPATIBILITY_DATE,
-        d1Databases: { DB: "floor-db" },
-        queueProducers: { QUEUE: { queueName: "floor" } },
-        queueConsumers: { floor: { maxBatchSize: webhooks.max_batch_size, maxBatchTimeout: webhooks.max_batch_timeout } },
-      },
-    ],
+  const mf = startWorker({
+    name: "floor",
+    script: floorScript(upstreamUrl),
+    d1Databases: { DB: "floor-db" },
+    queueProducers: { QUEUE: { queueName: "floor" } },
+    queueConsumers: { floor: { maxBatchSize: webhooks.max_batch_size, maxBatchTimeout: webhooks.max_batch_timeout } },
   });
   const url = await mf.ready;
   await (await mf.getD1Database("DB")).prepare("CREATE TABLE pending (id TEXT PRIMARY KEY, at INTEGER NOT NULL)").run();

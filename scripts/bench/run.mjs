@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { parse as parseToml } from "smol-toml";
 import { benchAsync, printAsync } from "./async.mjs";
-import { buildBundle, COMPATIBILITY_DATE, managementApi, SECRETS, seedRunnableApp, startFloor, startGateway, startPassthrough } from "./gateway.mjs";
+import { buildBundle, managementApi, SECRETS, seedRunnableApp, startFloor, startGateway, startPassthrough } from "./gateway.mjs";
 import { startCountingProxy, startPeer } from "./peers.mjs";
 import { measureUnits } from "./units.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
@@ -204,7 +204,7 @@ try {
   const fairAllMs = performance.now() - started;
 
   log("unit costs of the local bindings");
-  const units = await measureUnits({ compatibilityDate: COMPATIBILITY_DATE, receiverUrl: `${receiver.url}/hook`, cpuReader });
+  const units = await measureUnits({ receiverUrl: `${receiver.url}/hook`, cpuReader });
 
   // 3. Domain validation: DOMAINS pending domains, due now, checked by one cron run and its fan-out.
   let domainFigures = null;

@@ -2,8 +2,7 @@
 // loop, with the webhook delivery's own write pattern on the real schema (migrations/): the unit costs
 // behind (e), (f) and the capacity model in docs/webhooks.md. The statements have the shape of
 // src/webhooks/enqueue.ts (pending row) and src/webhooks/store.ts (claim, outcome with its trigger).
-import { convertV4MiniflareOptions, Miniflare } from "miniflare";
-import { migrate } from "./gateway.mjs";
+import { migrate, startWorker } from "./gateway.mjs";
 
 const script = `
 const PENDING = "INSERT INTO webhook_deliveries (id, project_id, run_id, endpoint, signed, body_bytes, status, attempt_count, created_at, updated_at, sealed_secret, resent_from) VALUES (?, 'proj_units', ?, 'https://receiver.example/hook', 0, 0, 'pending', 0, ?, ?, NULL, NULL)";
@@ -39,20 +38,14 @@ export default {
  * process's CPU ms. `pending` and `claim` are one statement in its own round trip; `claims3` and
  * `outcomes3` three in one D1 batch, as the consumer's group commit sends a batch of 3 deliveries.
  */
-export async function measureUnits({ compatibilityDate, receiverUrl, cpuReader, calls = 600 }) {
-  const mf = new Miniflare(
-    convertV4MiniflareOptions({
-      host: "127.0.0.1",
-      port: 0,
-      modules: true,
-      script,
-      compatibilityDate,
-      d1Databases: { DB: "units-db" },
-      queueProducers: { QUEUE: { queueName: "units" } },
-      queueConsumers: { units: { maxBatchSize: 100, maxBatchTimeout: 1 } },
-      bindings: { RECEIVER: receiverUrl },
-    }),
-  );
+export async function measureUnits({ receiverUrl, cpuReader, calls = 600 }) {
+  const mf = startWorker({
+    script,
+    d1Databases: { DB: "units-db" },
+    queueProducers: { QUEUE: { queueName: "units" } },
+    queueConsumers: { units: { maxBatchSize: 100, maxBatchTimeout: 1 } },
+    bindings: { RECEIVER: receiverUrl },
+  });
   try {
     const url = (await mf.ready).origin;
     const db = await mf.getD1Database("DB");
