@@ -61,7 +61,7 @@ const oidc = await startOidcProvider({
 const oidcVars = ["--var", `OIDC_ISSUER:${oidc.issuer}`, "--var", `OIDC_CLIENT_ID:${oidcClient.client_id}`, "--var", `OIDC_CLIENT_SECRET:${oidcClient.client_secret}`];
 console.log(`dev: people sign in at ${oidc.issuer} (local OpenID provider): "Sign in with single sign-on", login "${DEV_USER.login}" (${DEV_USER.email}).`);
 
-// Custom domains validate offline: the DNS harness (../shared/harness/dns, knot behind dnsdist) is
+// Custom domains validate offline: the DNS harness (scripts/dns-harness, knot behind dnsdist) is
 // started when nothing answers yet (never restarted: other checkouts may use it), and the gateway is
 // pointed at it. Its zones hold good.example.test, a hostname that validates as it is.
 const dnsVars = [];

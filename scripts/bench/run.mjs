@@ -93,9 +93,9 @@ function startupCpu(outfile) {
 /** The DNS test harness (knot behind dnsdist), started by its own idempotent script; null if it cannot start. */
 function dnsHarness() {
   try {
-    return execFileSync("bash", ["../shared/harness/dns/start.sh"], { stdio: ["ignore", "pipe", "ignore"] }).toString().trim();
+    return execFileSync("bash", ["scripts/dns-harness/start.sh"], { stdio: ["ignore", "pipe", "ignore"] }).toString().trim();
   } catch {
-    log("the DNS harness (../shared/harness/dns) did not start: custom-domain figures are skipped");
+    log("the DNS harness (scripts/dns-harness) did not start: custom-domain figures are skipped");
     return null;
   }
 }

@@ -4,7 +4,7 @@ import { TARGET, uniqueLabel } from "../../test/domains";
 import { client, seedProject } from "../../test/helpers";
 
 // Validation resolves against the real DNS server of test/global/dns-harness.mjs (zones in
-// ../shared/harness/dns/start.sh): any <label>.wild.example.test is CNAMEd to us, wrong.example.test elsewhere.
+// scripts/dns-harness/start.sh): any <label>.wild.example.test is CNAMEd to us, wrong.example.test elsewhere.
 async function signedIn() {
   const api = client();
   const seed = await seedProject(api);

@@ -3,7 +3,7 @@ import { addDomain, TARGET, uniqueLabel, validate } from "../../test/domains";
 import { client, seedProject } from "../../test/helpers";
 
 // Validation here resolves against the real DNS server of test/global/dns-harness.mjs (knot behind
-// dnsdist, zones in ../shared/harness/dns/start.sh), through the service's own DoH client.
+// dnsdist, zones in scripts/dns-harness/start.sh), through the service's own DoH client.
 const api = client();
 
 describe("custom domains API", () => {

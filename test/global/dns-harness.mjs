@@ -1,11 +1,11 @@
 // Vitest globalSetup (runs in Node): makes sure a real DNS server answers over RFC 8484 DoH, starting
-// the shared harness (knot behind dnsdist, see ../shared/harness/dns/README.md) when it does not.
+// the harness of scripts/dns-harness (knot behind dnsdist, see its README) when it does not.
 // Idempotent: a harness that already answers is reused, so repeated `npm test` runs cost nothing.
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
-const HARNESS = fileURLToPath(new URL("../../../shared/harness/dns/start.sh", import.meta.url));
+const HARNESS = fileURLToPath(new URL("../../scripts/dns-harness/start.sh", import.meta.url));
 const DEFAULT_URL = "http://127.0.0.1:8053/dns-query";
 
 // good.example.test CNAME, id 0, RD: a name the harness always serves.
@@ -29,7 +29,7 @@ async function answers(url) {
 }
 
 /**
- * Makes sure a DoH server answers at `url`, starting the shared harness only when none does: start.sh
+ * Makes sure a DoH server answers at `url`, starting the harness only when none does: start.sh
  * restarts a running harness, which would disturb tests already using it. Also used by the browser tests.
  */
 export async function ensureDnsHarness(url = process.env.TEST_DOH_URL || DEFAULT_URL) {

@@ -1,6 +1,6 @@
 // Vitest globalSetup (runs in Node): a second, private instance of the DNS harness (knot behind dnsdist,
-// ../shared/harness/dns) whose zone `zones.test` the tests themselves write, through a small HTTP control
-// server. The shared harness on 127.0.0.1:8053 serves every worktree and must never be restarted; this
+// scripts/dns-harness) whose zone `zones.test` the tests themselves write, through a small HTTP control
+// server. The harness on 127.0.0.1:8053 may serve several checkouts and must never be restarted; this
 // instance has its own HARNESS_DIR and ports, and is stopped (by its own PID files) when the run ends.
 //
 //   PUT    {control}/names/{name}  body [{"type": "CNAME", "data": "proxy.aws…"}, …]  sets the name's records
@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const HARNESS = fileURLToPath(new URL("../../../shared/harness/dns/", import.meta.url));
+const HARNESS = fileURLToPath(new URL("../../scripts/dns-harness/", import.meta.url));
 export const ZONE = "zones.test";
 const TYPES = new Set(["A", "AAAA", "CNAME", "TXT", "CAA"]);
 
