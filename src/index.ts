@@ -1,4 +1,9 @@
 import { productionDeps } from "./deps";
+import { webhookLaneClass } from "./webhooks/lane";
 import { createWorker } from "./worker";
 
 export default createWorker(productionDeps);
+
+/** The webhook delivery lanes (Durable Objects, wrangler.toml `WEBHOOK_LANES`), built from the same deps. */
+export const WebhookLane = webhookLaneClass(productionDeps);
+export type WebhookLane = InstanceType<typeof WebhookLane>;

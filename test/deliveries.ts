@@ -4,8 +4,11 @@ import type { Deps } from "../src/platform/deps";
 import type { Outbound } from "../src/platform/outside";
 import { createScope } from "../src/platform/scope";
 import { QUEUES } from "../src/platform/triggers";
-import { deliverWebhooks, type ConsumerHooks } from "../src/webhooks/consumer";
-import { type DeliveryMessage, enqueueDelivery } from "../src/webhooks/enqueue";
+import { createWorker } from "../src/worker";
+import type { StatementGroup } from "../src/db/statement-group";
+import { newDeliveryContext, type RunEnd, runDelivery } from "../src/webhooks/attempts";
+import { type DeliveryMessage, deliveryMessageSchema, enqueueDelivery } from "../src/webhooks/enqueue";
+import { LANE_CONCURRENCY, Semaphore } from "../src/webhooks/limits";
 import { type Client, testDeps } from "./helpers";
 import { capturingQueue } from "./runs";
 
@@ -65,8 +68,14 @@ export async function deliveryMessages(api: Client, projectId: string, endpoint:
 
 let ids = 0;
 
-/** Runs one consumer invocation over `messages`, pauses taken at once (recorded) on the fake clock. */
-export async function consume(api: Client, messages: unknown[], options: { deps?: Partial<Deps>; env?: Record<string, unknown>; hooks?: ConsumerHooks; attempts?: number } = {}) {
+/**
+ * Runs `messages` as one lane runs its backlog (src/webhooks/lane.ts): in order of arrival, at most
+ * LANE_CONCURRENCY in progress, each with `runDelivery`, in the test's isolate so that pauses are
+ * taken at once (recorded) on the fake clock and `deps.outbound` can behave like the platform. A
+ * malformed message is dropped as the consumer drops it. `explicitAcks` are the deliveries that ended,
+ * `retryMessages` those the lane would run again.
+ */
+export async function consume(api: Client, messages: unknown[], options: { deps?: Partial<Deps>; env?: Record<string, unknown>; budget?: Semaphore; writes?: StatementGroup } = {}) {
   const pauses: number[] = [];
   const deps: Deps = testDeps({
     now: api.clock.now,
@@ -76,13 +85,49 @@ export async function consume(api: Client, messages: unknown[], options: { deps?
     },
     ...options.deps,
   });
+  const scope = createScope({ ...env, ...options.env } as Env, createExecutionContext(), deps);
+  const ctx = newDeliveryContext(scope, { budget: options.budget, writes: options.writes });
+  const slots = new Semaphore(LANE_CONCURRENCY);
+  const result = { explicitAcks: [] as string[], retryMessages: [] as string[] };
+  await Promise.all(
+    messages.map(async (body) => {
+      const id = `m${ids++}`;
+      const parsed = deliveryMessageSchema.safeParse(body);
+      if (!parsed.success) return void result.explicitAcks.push(id);
+      const release = await slots.acquire();
+      try {
+        const end = await runDelivery(ctx, parsed.data).catch((): RunEnd => ({ kind: "again", delayMs: 1000 }));
+        (end.kind === "done" ? result.explicitAcks : result.retryMessages).push(id);
+      } finally {
+        release();
+      }
+    }),
+  );
+  return { result, pauses };
+}
+
+/**
+ * Runs the real `webhook-deliveries` consumer over `messages` (one batch, handed to it directly): it
+ * hands each to its lane, the real Durable Object, which delivers from its alarm. The acks and retries.
+ */
+export async function handOff(api: Client, messages: unknown[]) {
   const batch = createMessageBatch(
     QUEUES.webhookDeliveries,
-    messages.map((body) => ({ id: `m${ids++}`, timestamp: new Date(), attempts: options.attempts ?? 1, body })),
+    messages.map((body, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body })),
   );
   const ctx = createExecutionContext();
-  await deliverWebhooks(batch, createScope({ ...env, ...options.env } as Env, ctx, deps), options.hooks);
-  return { result: await getQueueResult(batch, ctx), pauses };
+  await createWorker(testDeps({ now: api.clock.now })).queue(batch, env, ctx);
+  return getQueueResult(batch, ctx);
+}
+
+/** Polls `probe` every 50 ms until it returns a value `done` accepts or `withinMs` pass; the last value. */
+export async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, withinMs: number): Promise<T> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const value = await probe();
+    if (done(value) || Date.now() >= deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 export async function deliveryRow(id: string) {

@@ -1,8 +1,9 @@
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import type { Deps } from "../src/platform/deps";
-import { QUEUES } from "../src/platform/triggers";
-import { createWorker } from "../src/worker";
+import { createScope } from "../src/platform/scope";
+import { newDeliveryContext, type RunEnd, runDelivery } from "../src/webhooks/attempts";
+import { deliveryMessageSchema } from "../src/webhooks/enqueue";
 import { type Client, testDeps } from "./helpers";
 import { callWith, capturingQueue } from "./runs";
 
@@ -25,28 +26,31 @@ export async function runWithWebhook(
   return { response, text: await response.text(), messages: capture.sent };
 }
 
-let ids = 0;
-
 /**
- * Delivers `message` as the queue would hand it over (once, as `queueAttempts`): the consumer runs
- * every attempt itself, pausing through `deps.sleep`, which here moves the fake clock instead of
- * waiting. Returns the attempts D1 counted, the pauses asked for (seconds) and whether the message
- * was acknowledged (`retried` when it was handed back to the queue).
+ * Runs `message`'s delivery as its lane runs it (`runDelivery`, the code of src/webhooks/lane.ts), in
+ * the test's isolate so that pauses move the fake clock instead of waiting. Returns the attempts D1
+ * counted, the pauses asked for (seconds) and whether the delivery ended (`acked`) or would be run
+ * again by its lane (`retried`). The lanes themselves, behind the real queue, are lanes.test.ts's.
  */
-export async function drive(api: Client, message: unknown, overrides: Partial<Record<string, unknown>> = {}, deps: Partial<Deps> = {}, queueAttempts = 1) {
+export async function drive(api: Client, message: unknown, overrides: Partial<Record<string, unknown>> = {}, deps: Partial<Deps> = {}) {
   const delays: number[] = [];
   const sleep = async (ms: number) => {
     delays.push(Math.round(ms / 1000));
     api.clock.advance(ms);
   };
-  const { queue: consume } = createWorker(testDeps({ now: api.clock.now, sleep, ...deps }));
-  const batch = createMessageBatch(QUEUES.webhookDeliveries, [{ id: `msg-${ids++}`, timestamp: api.clock.now(), attempts: queueAttempts, body: message }]);
-  const ctx = createExecutionContext();
-  await consume(batch, { ...env, ...overrides } as Env, ctx);
-  const result = await getQueueResult(batch, ctx);
+  const parsed = deliveryMessageSchema.safeParse(message);
   const id = (message as { id?: string }).id;
+  let end: RunEnd = { kind: "done" };
+  if (parsed.success) {
+    const scope = createScope({ ...env, ...overrides } as Env, createExecutionContext(), testDeps({ now: api.clock.now, sleep, ...deps }));
+    try {
+      end = await runDelivery(newDeliveryContext(scope), parsed.data);
+    } catch {
+      end = { kind: "again", delayMs: 1000 };
+    }
+  }
   const row = id ? await env.DB.prepare("SELECT attempt_count AS n FROM webhook_deliveries WHERE id = ?").bind(id).first<{ n: number }>() : null;
-  return { attempts: row?.n ?? 0, delays, acked: result.explicitAcks.length === 1, retried: result.retryMessages.length === 1 };
+  return { attempts: row?.n ?? 0, delays, acked: end.kind === "done", retried: end.kind === "again" };
 }
 
 export interface DeliveryJson {

@@ -1,5 +1,5 @@
 import type { Scope } from "../platform/scope";
-import { logFailure } from "./consumer";
+import { logFailure } from "./attempts";
 import type { DeliveryMessage } from "./enqueue";
 import { failPending } from "./store";
 

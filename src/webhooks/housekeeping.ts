@@ -1,7 +1,7 @@
 import { and, eq, isNull, lt, ne, sql } from "drizzle-orm";
 import { webhookDeliveries } from "../db/schema";
 import type { Scope } from "../platform/scope";
-import { logFailure } from "./consumer";
+import { logFailure } from "./attempts";
 import { SWEPT_REASONS } from "./policy";
 
 const [NEVER_ATTEMPTED, STALLED] = SWEPT_REASONS;

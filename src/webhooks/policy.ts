@@ -1,12 +1,12 @@
 /**
- * The delivery rules of spec section 7 and 8, in one place the consumer and the wrangler.toml check share.
+ * The delivery rules of spec section 7 and 8, in one place the lanes and the wrangler.toml check share.
  * Pure: no Workers imports.
  */
 export const MAX_ATTEMPTS = 3;
 /** Delay before attempt 2 and attempt 3 when the receiver does not ask for one (`Retry-After`). */
 export const RETRY_DELAYS_SECONDS = [1, 3] as const;
 /**
- * A delivery waits for its next attempt inside the consumer (src/webhooks/consumer.ts), so the gap is
+ * A delivery waits for its next attempt inside its lane (src/webhooks/lane.ts), so the gap is
  * this delay plus one D1 write (the claim of the next attempt, which may wait up to 25 ms to share its
  * round trip). 4 s leaves a second of the spec's 5 s for that write even when `Retry-After` asks for more.
  */

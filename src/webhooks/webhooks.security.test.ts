@@ -3,11 +3,12 @@ import wranglerToml from "../../wrangler.toml?raw";
 import { QUEUES } from "../platform/triggers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
+import { handOff } from "../../test/deliveries";
 import { received, receiver } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
 import type { DeliveryMessage } from "./enqueue";
-import { DELIVERY_LANES, SUBREQUESTS_PER_DELIVERY } from "./limits";
+import { DELIVERIES_PER_LANE_INVOCATION, LANE_SUBREQUESTS_PER_INVOCATION, SUBREQUESTS_PER_DELIVERY, SUBREQUESTS_PER_HAND_OFF } from "./limits";
 import { MAX_GAP_MS, MAX_RETRY_DELAY_SECONDS, RETRY_DELAYS_SECONDS } from "./policy";
 
 const api = client();
@@ -76,8 +77,9 @@ describe("webhook queue messages", () => {
 
   it("drops a message of unknown shape with a log line instead of retrying it forever", async () => {
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
-    expect(await drive(api, { hello: "world" })).toMatchObject({ attempts: 0, acked: true, retried: false });
-    expect(errors.mock.calls.some((call) => String(call[0]).includes("unreadable webhook message"))).toBe(true);
+    const result = await handOff(api, [{ hello: "world" }]);
+    expect(result).toMatchObject({ explicitAcks: ["m0"], retryMessages: [] });
+    expect(errors.mock.calls.some((call) => JSON.stringify(call[0]).includes("unreadable webhook message"))).toBe(true);
   });
 });
 
@@ -91,6 +93,8 @@ describe("wrangler.toml agrees with the delivery policy", () => {
   }
   interface Section {
     queues?: { consumers?: Consumer[] };
+    durable_objects?: { bindings?: { name: string; class_name: string }[] };
+    migrations?: { tag: string; new_sqlite_classes?: string[] }[];
     env?: Record<string, Section>;
   }
   const config = parse(wranglerToml) as Section;
@@ -100,11 +104,15 @@ describe("wrangler.toml agrees with the delivery policy", () => {
     const consumers = (section.queues?.consumers ?? []).filter((c) => c.queue === QUEUES.webhookDeliveries);
     expect(consumers).toHaveLength(1);
     const consumer = consumers[0]!;
-    // Attempts are spaced inside the invocation (≤ 4 s pause + one claim), not by queue retries.
+    // Attempts are spaced inside the lane's invocation (≤ 4 s pause + one claim), not by queue retries.
     expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) * 1000).toBeLessThan(MAX_GAP_MS);
-    // Every delivery of a batch has a lane at once, and the worst case stays within Workers Free's 50 subrequests.
-    expect(consumer.max_batch_size).toBeLessThanOrEqual(DELIVERY_LANES);
-    expect(consumer.max_batch_size * SUBREQUESTS_PER_DELIVERY).toBeLessThanOrEqual(50);
+    // The consumer only hands off (one Durable Object call per message): within Workers Free's 50 subrequests.
+    expect(consumer.max_batch_size * SUBREQUESTS_PER_HAND_OFF).toBeLessThanOrEqual(50);
+    // A lane's alarm starts no more deliveries than its subrequests allow at worst.
+    expect(DELIVERIES_PER_LANE_INVOCATION * SUBREQUESTS_PER_DELIVERY).toBeLessThanOrEqual(LANE_SUBREQUESTS_PER_INVOCATION);
+    // The lanes are declared, with SQLite storage, in every environment.
+    expect(section.durable_objects?.bindings).toContainEqual({ name: "WEBHOOK_LANES", class_name: "WebhookLane" });
+    expect(section.migrations?.flatMap((m) => m.new_sqlite_classes ?? [])).toContain("WebhookLane");
     expect(consumer.dead_letter_queue).toBe(QUEUES.webhookDeadLetters);
     expect(consumer.max_retries).toBeGreaterThanOrEqual(1);
   });

@@ -1,0 +1,220 @@
+import { DurableObject } from "cloudflare:workers";
+import type { Deps } from "../platform/deps";
+import { log } from "../platform/log";
+import { createScope } from "../platform/scope";
+import { type DeliveryContext, logFailure, newDeliveryContext, type RunEnd, runDelivery } from "./attempts";
+import type { DeliveryMessage } from "./enqueue";
+import { DELIVERIES_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./limits";
+
+/**
+ * A delivery lane: one Durable Object per (project, receiver origin). The queue consumer hands it a
+ * delivery (`handOff`), which it stores in its SQLite storage before the call returns, and acks at
+ * once; the lane makes the attempts on its own, from its alarm. So a receiver that answers after 10 s
+ * holds only its own lane: the queue's batches, and every other lane, go on (docs/webhooks.md).
+ *
+ * Inside a lane: at most LANE_CONCURRENCY deliveries in progress (one connection each), started in
+ * order of arrival; a delivery keeps its place from its first attempt to its last, pauses included, so
+ * its retries never wait for a neighbour. D1 keeps the attempt count (an attempt is claimed there
+ * before its request is sent), so a lane evicted mid-attempt resumes from its storage at the next
+ * attempt and never makes a fourth. A row leaves the lane only when its delivery is settled.
+ */
+
+/** The lane's name: its Durable Object id is `idFromName` of it. */
+export function laneName(message: Pick<DeliveryMessage, "projectId" | "endpoint">): string {
+  let origin: string;
+  try {
+    origin = new URL(message.endpoint).origin;
+  } catch {
+    // An endpoint is checked before it is stored; an unparsable one still gets a lane (its attempt fails).
+    origin = message.endpoint;
+  }
+  return `${message.projectId} ${origin}`;
+}
+
+/** D1 failing again and again for one delivery: tries before the lane gives it up (the sweeper settles its record). */
+const MAX_RUNS = 6;
+/** Waits between those tries, after the run's own ask (a failed claim or outcome write). */
+const RUN_BACKOFF_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
+/** A resumed attempt this much after its time is logged (a delayed alarm, an eviction); D1's attempt times show the gap. */
+const LATE_MS = 1_000;
+/** A row due this soon is waited for inside the alarm rather than by a new one. */
+const HOLD_MS = 5_000;
+
+interface Row extends Record<string, SqlStorageValue> {
+  seq: number;
+  id: string;
+  message: string;
+  due_at: number;
+  /** 1 when `due_at` is a next attempt's time (a pause stored for a crash), not the time of arrival. */
+  paused: number;
+  runs: number;
+}
+
+const SCHEMA = `CREATE TABLE IF NOT EXISTS lane_deliveries (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  message TEXT NOT NULL,
+  due_at INTEGER NOT NULL,
+  paused INTEGER NOT NULL DEFAULT 0,
+  runs INTEGER NOT NULL DEFAULT 0
+)`;
+
+/** The lane's logic, apart from the Durable Object class so that it reads as plain code. */
+export class Lane {
+  readonly #sql: SqlStorage;
+  readonly #inFlight = new Set<string>();
+  #pumping = false;
+  #wake: (() => void) | undefined;
+
+  constructor(
+    private readonly state: DurableObjectState,
+    private readonly env: Env,
+    private readonly deps: Deps,
+  ) {
+    this.#sql = state.storage.sql;
+    this.#sql.exec(SCHEMA);
+  }
+
+  /** Stores `message` (once: a duplicate hand-off adds nothing) and makes sure an alarm or the running one will take it. */
+  async handOff(message: DeliveryMessage): Promise<{ stored: boolean }> {
+    const inserted = this.#sql
+      .exec("INSERT INTO lane_deliveries (id, message, due_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING seq", message.id, JSON.stringify(message), Date.now())
+      .toArray();
+    if (this.#pumping) this.#wake?.();
+    else await this.#arm();
+    // The write is durable before this answer leaves the object (output gate): the consumer may ack.
+    return { stored: inserted.length === 1 };
+  }
+
+  /** Deliveries the lane holds (settled ones leave it), for tests and operators. */
+  pending(): { id: string; dueAt: number; runs: number }[] {
+    return this.#sql
+      .exec<{ id: string; due_at: number; runs: number }>("SELECT id, due_at, runs FROM lane_deliveries ORDER BY seq")
+      .toArray()
+      .map((r) => ({ id: r.id, dueAt: r.due_at, runs: r.runs }));
+  }
+
+  /** The alarm for the earliest due row (now if it is overdue), unless one at least as early is set. */
+  async #arm(): Promise<void> {
+    const next = this.#sql.exec<{ at: number | null }>("SELECT min(due_at) AS at FROM lane_deliveries").one().at;
+    if (next === null) return;
+    const at = Math.max(next, Date.now());
+    const current = await this.state.storage.getAlarm();
+    if (current === null || current > at) await this.state.storage.setAlarm(at);
+  }
+
+  /**
+   * The alarm: starts due deliveries in order of arrival while fewer than LANE_CONCURRENCY are in
+   * progress, until the lane is empty or nothing is due within HOLD_MS. Bounded per invocation
+   * (subrequests, wall time): past either bound it starts nothing new, lets its deliveries in progress
+   * finish, and leaves the rest to the next alarm.
+   */
+  async pump(): Promise<void> {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    const began = Date.now();
+    let started = 0;
+    const ctx = newDeliveryContext(createScope(this.env, this.state, this.deps));
+    try {
+      for (;;) {
+        const now = Date.now();
+        const open = started < DELIVERIES_PER_LANE_INVOCATION && now - began < LANE_INVOCATION_WALL_MS;
+        if (open && this.#inFlight.size < LANE_CONCURRENCY) {
+          const due = this.#sql
+            .exec<Row>("SELECT seq, id, message, due_at, paused, runs FROM lane_deliveries WHERE due_at <= ? ORDER BY seq LIMIT ?", now, LANE_CONCURRENCY + this.#inFlight.size)
+            .toArray()
+            .filter((row) => !this.#inFlight.has(row.id))
+            .slice(0, LANE_CONCURRENCY - this.#inFlight.size);
+          for (const row of due) {
+            // An alarm the platform delayed (Cloudflare documents up to a minute during failover): the
+            // attempts' times in D1 show the gap as it happened; this line says why.
+            const lateMs = now - row.due_at;
+            if (row.paused === 1 && lateMs > LATE_MS) log("warn", "webhook attempt started late", { delivery_id: row.id, late_ms: lateMs });
+            started++;
+            this.#inFlight.add(row.id);
+            void this.#run(ctx, row).finally(() => {
+              this.#inFlight.delete(row.id);
+              this.#wake?.();
+            });
+          }
+        }
+        const next = this.#sql.exec<{ at: number | null }>("SELECT min(due_at) AS at FROM lane_deliveries WHERE id NOT IN (SELECT value FROM json_each(?))", JSON.stringify([...this.#inFlight])).one().at;
+        if (this.#inFlight.size === 0 && (next === null || !open || next - now > HOLD_MS)) break;
+        // Wait for a delivery to end, a hand-off, or the next due row, whichever comes first.
+        const waitMs = next === null || !open || this.#inFlight.size >= LANE_CONCURRENCY ? HOLD_MS : Math.max(0, next - now);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, waitMs);
+          this.#wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.#wake = undefined;
+      }
+    } finally {
+      // Same turn as the last look at the table: a hand-off from here on sees no pump and arms the alarm.
+      this.#pumping = false;
+      this.#wake = undefined;
+      await this.#arm();
+    }
+  }
+
+  /** One delivery's run, and what the lane keeps of it afterwards. */
+  async #run(ctx: DeliveryContext, row: Row): Promise<void> {
+    const message = JSON.parse(row.message) as DeliveryMessage;
+    let end: RunEnd;
+    try {
+      end = await runDelivery(ctx, message, {
+        // Where a crash resumes: the next attempt's time, stored before the pause.
+        pausing: (dueAt) => void this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 1 WHERE id = ?", dueAt, message.id),
+      });
+    } catch (error) {
+      // D1 refused a claim: nothing was sent for it. Try again shortly.
+      log("error", "webhook delivery interrupted", { delivery_id: message.id, project_id: message.projectId, runs: row.runs + 1, error });
+      end = { kind: "again", delayMs: 1000 };
+    }
+    if (end.kind === "done") {
+      this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
+      return;
+    }
+    const runs = row.runs + 1;
+    if (runs >= MAX_RUNS) {
+      // D1 has refused this delivery's writes for minutes: the record stays pending and the sweeper settles it.
+      this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
+      logFailure(message, 0, "its lane gave up: D1 kept refusing its writes");
+      return;
+    }
+    const delayMs = Math.max(end.delayMs, RUN_BACKOFF_MS[runs - 1] ?? 0);
+    this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 0, runs = ? WHERE id = ?", Date.now() + delayMs, runs, message.id);
+  }
+}
+
+/**
+ * The Durable Object class of the lanes, built from the Worker's `deps` as `createWorker` is (the
+ * root exports it, src/index.ts). RPC: `handOff(message)`, `pending()`.
+ */
+export function webhookLaneClass(deps: Deps) {
+  return class WebhookLane extends DurableObject<Env> {
+    readonly lane: Lane;
+
+    constructor(state: DurableObjectState, env: Env) {
+      super(state, env);
+      this.lane = new Lane(state, env, deps);
+    }
+
+    handOff(message: DeliveryMessage): Promise<{ stored: boolean }> {
+      return this.lane.handOff(message);
+    }
+
+    pending() {
+      return this.lane.pending();
+    }
+
+    override async alarm(): Promise<void> {
+      await this.lane.pump();
+    }
+  };
+}
+
+export type WebhookLaneClass = ReturnType<typeof webhookLaneClass>;
+export type WebhookLane = InstanceType<WebhookLaneClass>;
