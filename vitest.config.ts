@@ -22,6 +22,11 @@ export default defineConfig(async () => {
                   // Real local peers (test/global/peers.mjs): app upstreams and webhook receivers.
                   PEER_URL: inject("peerUrl" as never) as string,
                   PEER_DOWN_URL: inject("downUrl" as never) as string,
+                  PEER_OTHER_URL: inject("peerOtherUrl" as never) as string,
+                  // Test-only: webhook attempts time out after 2 s instead of 10 s, so the lanes tests'
+                  // receivers that time out (src/webhooks/lanes.test.ts) hold their lanes for 10 s, not 38 s.
+                  // Every other test that needs a timeout sets its own.
+                  WEBHOOK_TIMEOUT_MS: "2000",
                   // A real DNS server (test/global/dns-harness.mjs) and fakes of other outside services.
                   DNS_RESOLVER_URL: inject("dohUrl"),
                   TEST_FAKES_URL: inject("fakesUrl"),

@@ -6,12 +6,15 @@ declare global {
     interface Env {
       PEER_URL: string;
       PEER_DOWN_URL: string;
+      PEER_OTHER_URL: string;
     }
   }
 }
 
 /** The Node peer of test/global/peers.mjs: app upstreams under `/upstream`, webhook receivers under `/hooks/{key}`. */
 export const PEER = env.PEER_URL;
+/** The same peer on another origin (another port): its receivers are another lane's. */
+export const PEER_OTHER = env.PEER_OTHER_URL;
 /** A port nothing listens on. */
 export const DOWN = env.PEER_DOWN_URL;
 
@@ -35,11 +38,11 @@ export interface ReceivedRequest {
 let counter = 0;
 
 /** A fresh receiver that answers with `responses` in order (the last repeats); its URL. */
-export async function receiver(responses: ReceiverAnswer[] = [{ status: 200 }], secret?: string): Promise<{ url: string; key: string }> {
+export async function receiver(responses: ReceiverAnswer[] = [{ status: 200 }], secret?: string, origin = PEER): Promise<{ url: string; key: string }> {
   const key = `r${Date.now().toString(36)}${(counter++).toString(36)}`;
   const res = await fetch(`${PEER}/scenarios/${key}`, { method: "POST", body: JSON.stringify({ responses, secret }) });
   if (!res.ok) throw new Error(`peer scenario: ${res.status}`);
-  return { url: `${PEER}/hooks/${key}`, key };
+  return { url: `${origin}/hooks/${key}`, key };
 }
 
 export async function received(key: string): Promise<ReceivedRequest[]> {

@@ -125,7 +125,7 @@ function upgrade(req, socket) {
 }
 
 export default async function setup(project) {
-  const server = createServer(async (req, res) => {
+  const handle = async (req, res) => {
     const url = new URL(req.url, "http://peer");
     const [, area, key] = url.pathname.split("/");
     try {
@@ -141,13 +141,18 @@ export default async function setup(project) {
     } catch (error) {
       json(res, 500, { error: String(error) });
     }
-  });
+  };
+  const server = createServer(handle);
   server.on("upgrade", upgrade);
   // Idle connections stay open longer than any test run: a server closing one while workerd reuses it
   // would fail a request at random.
   server.keepAliveTimeout = 120_000;
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address();
+  // The same receivers on a second origin: a project's deliveries to another origin go to another lane.
+  const other = createServer(handle);
+  other.keepAliveTimeout = 120_000;
+  await new Promise((resolve) => other.listen(0, "127.0.0.1", resolve));
 
   // A port nothing listens on: connections are refused, like a receiver that is down.
   const closed = createServer();
@@ -157,8 +162,11 @@ export default async function setup(project) {
 
   project.provide("peerUrl", `http://127.0.0.1:${port}`);
   project.provide("downUrl", `http://127.0.0.1:${downPort}`);
+  project.provide("peerOtherUrl", `http://127.0.0.1:${other.address().port}`);
   return async () => {
     server.closeAllConnections();
+    other.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
+    await new Promise((resolve) => other.close(resolve));
   };
 }

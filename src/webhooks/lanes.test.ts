@@ -1,0 +1,175 @@
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { attemptRows, deliveryMessages, deliveryRow, until } from "../../test/deliveries";
+import { client, testDeps } from "../../test/helpers";
+import { PEER_OTHER, received, receiver } from "../../test/peers";
+import { seedRunnable } from "../../test/runs";
+import { createDb } from "../db/client";
+import { QUEUES } from "../platform/triggers";
+import { createWorker } from "../worker";
+import type { DeliveryMessage } from "./enqueue";
+import { laneName } from "./lane";
+import { LANE_CONCURRENCY } from "./limits";
+import { MAX_ATTEMPTS, MAX_GAP_MS } from "./policy";
+import { claimAttempt } from "./store";
+
+/**
+ * The lanes behind the real local queue broker: messages go in through the Worker's queue binding and
+ * the consumer configured in wrangler.toml takes them (its batch size, one batch at a time, as
+ * Miniflare's broker and `wrangler dev` do); each hands its deliveries to the real Durable Objects,
+ * whose alarms make the attempts. Receivers that time out answer after 10 s; attempts time out after
+ * 2 s here (vitest.config.ts), so a slow delivery holds its lane for about 10 s rather than 38 s.
+ */
+
+const api = client();
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => undefined);
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** Enqueues `messages` in this order through the Worker's queue binding, as the run path does. */
+async function enqueue(messages: DeliveryMessage[]): Promise<number> {
+  const started = Date.now();
+  await env.WEBHOOK_QUEUE.sendBatch(messages.map((body) => ({ body, contentType: "json" as const })));
+  return started;
+}
+
+/** `count` deliveries, each to a receiver of its own answering `answers`, at `origin`. */
+async function deliveriesTo(projectId: string, count: number, answers: Parameters<typeof receiver>[0], origin?: string) {
+  const hooks = await Promise.all(Array.from({ length: count }, () => receiver(answers, undefined, origin)));
+  const messages = (await Promise.all(hooks.map((h, i) => deliveryMessages(api, projectId, h.url, [`{"n":${i}}`])))).flat();
+  return { hooks, messages };
+}
+
+const slowAnswer = [{ status: 200, delayMs: 10_000 }];
+
+describe("a slow receiver holds only its own lane (real queue broker, real Durable Objects)", () => {
+  it("10 fast receivers enqueued after 30 that time out all receive within 2 s, and the slow lane opens at most 6 connections", async () => {
+    const app = await seedRunnable(api);
+    const slow = await deliveriesTo(app.projectId, 30, slowAnswer);
+    const fast = await deliveriesTo(app.projectId, 10, [{ status: 204 }], PEER_OTHER);
+    const started = await enqueue([...slow.messages, ...fast.messages]);
+
+    const arrivals = await until(
+      async () => (await Promise.all(fast.hooks.map((h) => received(h.key)))).flat(),
+      (all) => all.length >= 10,
+      2_500,
+    );
+    expect(arrivals).toHaveLength(10);
+    for (const a of arrivals) expect(a.at - started).toBeLessThan(2_000);
+    console.log(`10 fast deliveries behind 30 slow ones on the real queue: the last arrived after ${Math.max(...arrivals.map((a) => a.at)) - started} ms`);
+    // Politeness: before the first timeout (2 s) ends, the slow lane has at most LANE_CONCURRENCY requests out.
+    const slowSoFar = (await Promise.all(slow.hooks.map((h) => received(h.key)))).flat().filter((r) => r.at - started < 1_900);
+    expect(slowSoFar.length).toBeGreaterThan(0);
+    expect(slowSoFar.length).toBeLessThanOrEqual(LANE_CONCURRENCY);
+    // In order of arrival: the first six enqueued are the six in flight.
+    const firstSix = await Promise.all(slow.hooks.slice(0, LANE_CONCURRENCY).map((h) => received(h.key)));
+    expect(firstSix.every((r) => r.length === 1)).toBe(true);
+  }, 20_000);
+
+  it("a 404 enqueued after slow ones gets its 3 attempts, the first within 2 s and each gap ≤ 5 s", async () => {
+    const app = await seedRunnable(api);
+    const slow = await deliveriesTo(app.projectId, 5, slowAnswer);
+    const missing = await deliveriesTo(app.projectId, 1, [{ status: 404 }], PEER_OTHER);
+    const started = await enqueue([...slow.messages, ...missing.messages]);
+    const id = missing.messages[0]!.id;
+
+    const row = await until(() => deliveryRow(id), (r) => r?.status === "failed", 10_000);
+    expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
+    const requests = await received(missing.hooks[0]!.key);
+    expect(requests).toHaveLength(MAX_ATTEMPTS);
+    expect(requests[0]!.at - started).toBeLessThan(2_000);
+    const attempts = await attemptRows(id);
+    expect(attempts.map((a) => a.attempt)).toEqual([1, 2, 3]);
+    const times = await attemptTimes(id);
+    for (let n = 1; n < times.length; n++) {
+      // From the end of one attempt (its start + its duration) to the start of the next.
+      expect(times[n]!.at - (times[n - 1]!.at + times[n - 1]!.durationMs), `gap before attempt ${n + 1}`).toBeLessThanOrEqual(MAX_GAP_MS);
+    }
+  }, 20_000);
+
+  it("the outcome table holds with slow receivers in the same batches", async () => {
+    const app = await seedRunnable(api);
+    const kinds = [
+      { name: "200", answers: [{ status: 200 }], status: "delivered", attempts: 1 },
+      { name: "404", answers: [{ status: 404 }], status: "failed", attempts: 3 },
+      { name: "410", answers: [{ status: 410 }], status: "failed", attempts: 1 },
+      { name: "500", answers: [{ status: 500 }], status: "failed", attempts: 1 },
+      { name: "302", answers: [{ status: 302, headers: { Location: "https://example.com/" } }], status: "failed", attempts: 3 },
+      { name: "404 then 204", answers: [{ status: 404 }, { status: 204 }], status: "delivered", attempts: 2 },
+      { name: "503 then 200", answers: [{ status: 503 }, { status: 200 }], status: "failed", attempts: 1 },
+    ];
+    const slow = await deliveriesTo(app.projectId, 14, slowAnswer);
+    const table = await Promise.all(kinds.map((k) => deliveriesTo(app.projectId, 1, k.answers, PEER_OTHER)));
+    // Two slow deliveries before each of the table's: every batch of 10 mixes them.
+    const order = kinds.flatMap((_, i) => [slow.messages[2 * i]!, slow.messages[2 * i + 1]!, table[i]!.messages[0]!]);
+    await enqueue(order);
+    for (const [i, kind] of kinds.entries()) {
+      const id = table[i]!.messages[0]!.id;
+      const row = await until(() => deliveryRow(id), (r) => r?.status !== "pending", 10_000);
+      expect(row, kind.name).toMatchObject({ status: kind.status, attempt_count: kind.attempts });
+      expect(await received(table[i]!.hooks[0]!.key), kind.name).toHaveLength(kind.attempts);
+    }
+  }, 30_000);
+});
+
+describe("a lane stores a delivery once and never makes a fourth attempt", () => {
+  const laneOf = (message: DeliveryMessage) => env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(message)));
+
+  it("a duplicate hand-off (directly and through the queue) adds no attempt, and the lane forgets a delivery once it is settled", async () => {
+    const app = await seedRunnable(api);
+    const { hooks, messages } = await deliveriesTo(app.projectId, 1, [{ status: 404 }], PEER_OTHER);
+    const message = messages[0]!;
+    const lane = laneOf(message);
+    expect(await lane.handOff(message)).toEqual({ stored: true });
+    expect(await lane.handOff(message)).toEqual({ stored: false });
+    await enqueue([message, message]);
+    const row = await until(() => deliveryRow(message.id), (r) => r?.status === "failed", 10_000);
+    expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS });
+    // Copies arriving after the end find the record settled: still 3 requests in all.
+    await until(() => lane.pending(), (p) => p.length === 0, 3_000);
+    expect(await received(hooks[0]!.key)).toHaveLength(MAX_ATTEMPTS);
+    expect((await attemptRows(message.id)).map((a) => a.attempt)).toEqual([1, 2, 3]);
+  }, 20_000);
+
+  it("a lane that died after claiming attempt 2 resumes at attempt 3, its last", async () => {
+    const app = await seedRunnable(api);
+    const { hooks, messages } = await deliveriesTo(app.projectId, 1, [{ status: 404 }], PEER_OTHER);
+    const message = messages[0]!;
+    // Attempts 1 and 2 were claimed (counted before their requests were sent), then the lane was evicted.
+    const db = createDb(env.DB);
+    await claimAttempt(db, message, new Date());
+    await claimAttempt(db, message, new Date());
+    expect(await laneOf(message).handOff(message)).toEqual({ stored: true });
+    const row = await until(() => deliveryRow(message.id), (r) => r?.status === "failed", 5_000);
+    expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
+    expect(await received(hooks[0]!.key)).toHaveLength(1);
+    expect((await attemptRows(message.id)).map((a) => a.attempt)).toEqual([3]);
+  }, 10_000);
+
+  it("a hand-off that fails is handed back to the queue (whose retries end in the dead-letter queue)", async () => {
+    const app = await seedRunnable(api);
+    const { messages } = await deliveriesTo(app.projectId, 1, [{ status: 200 }], PEER_OTHER);
+    const unavailable = {
+      idFromName: (name: string) => env.WEBHOOK_LANES.idFromName(name),
+      get: () => ({ handOff: () => Promise.reject(new Error("Durable Object overloaded")) }),
+    };
+    const batch = createMessageBatch(QUEUES.webhookDeliveries, [{ id: "h-1", timestamp: new Date(), attempts: 1, body: messages[0] }]);
+    const ctx = createExecutionContext();
+    await createWorker(testDeps()).queue(batch, { ...env, WEBHOOK_LANES: unavailable } as unknown as Env, ctx);
+    const result = await getQueueResult(batch, ctx);
+    expect(result.explicitAcks).toEqual([]);
+    expect(result.retryMessages).toMatchObject([{ msgId: "h-1" }]);
+    expect(await deliveryRow(messages[0]!.id)).toMatchObject({ status: "pending", attempt_count: 0 });
+  });
+});
+
+async function attemptTimes(id: string) {
+  const { results } = await env.DB.prepare("SELECT at, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt").bind(id).all<{ at: number; duration_ms: number }>();
+  return results.map((r) => ({ at: r.at, durationMs: r.duration_ms }));
+}
