@@ -68,7 +68,7 @@ export async function startFloor(upstreamUrl) {
  * The built gateway under Miniflare with the bindings of wrangler.toml, migrated. `extraBindings`
  * override settings; `sharedOptions` are Miniflare's own (an inspector port, a log handler).
  */
-export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {}, batchSizes = {} } = {}) {
+export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {} } = {}) {
   const started = performance.now();
   const mf = create({
     ...quiet,
@@ -85,10 +85,14 @@ export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DN
         d1Databases: { DB: "bench-db" },
         r2Buckets: (config.r2_buckets ?? []).map((b) => b.binding),
         queueProducers: Object.fromEntries((config.queues?.producers ?? []).map((p) => [p.binding, { queueName: p.queue }])),
+        // The webhook lanes (Durable Objects with SQLite storage), as wrangler.toml declares them.
+        durableObjects: Object.fromEntries(
+          (config.durable_objects?.bindings ?? []).map((b) => [b.name, { className: b.class_name, useSQLite: (config.migrations ?? []).some((m) => m.new_sqlite_classes?.includes(b.class_name)) }]),
+        ),
         queueConsumers: Object.fromEntries(
           (config.queues?.consumers ?? []).map((c) => [
             c.queue,
-            { maxBatchSize: batchSizes[c.queue] ?? c.max_batch_size, maxBatchTimeout: c.max_batch_timeout, maxRetries: c.max_retries, deadLetterQueue: c.dead_letter_queue },
+            { maxBatchSize: c.max_batch_size, maxBatchTimeout: c.max_batch_timeout, maxRetries: c.max_retries, deadLetterQueue: c.dead_letter_queue },
           ]),
         ),
       },

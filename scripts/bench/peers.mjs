@@ -5,10 +5,12 @@ import { createServer } from "node:http";
 export async function startPeer({ delayMs = 0, status = 200 } = {}) {
   let count = 0;
   const waiters = [];
+  const arrivals = [];
   const body = JSON.stringify({ message: "hello from the bench upstream", value: 42 });
   const server = createServer((req, res) => {
     req.resume();
     req.on("end", () => {
+      arrivals.push(performance.now());
       const reply = () => {
         count++;
         res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
@@ -26,12 +28,15 @@ export async function startPeer({ delayMs = 0, status = 200 } = {}) {
     get count() {
       return count;
     },
+    /** When each request arrived (performance.now()), in order. */
+    arrivals,
     /** Resolves once `n` requests in total have been answered. */
     async waitFor(n) {
       while (count < n) await new Promise((r) => waiters.push(r));
     },
     reset() {
       count = 0;
+      arrivals.length = 0;
     },
     close: () => new Promise((r) => server.close(r)),
   };

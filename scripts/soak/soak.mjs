@@ -28,10 +28,8 @@ export function startSoakGateway(bundle) {
     // No domain is checked in the soak: a resolver that is never asked.
     dnsResolverUrl: "http://127.0.0.1:9/dns-query",
     extraBindings: { WEBHOOK_TIMEOUT_MS: String(WEBHOOK_TIMEOUT_MS) },
-    // Miniflare's queue runs one batch at a time where Queues runs batches side by side; each delivery
-    // spends its retries inside the invocation (src/webhooks/consumer.ts), so the soak's local queue
-    // takes larger batches to stand in for that concurrency (the lanes still cap connections at 6).
-    batchSizes: { "webhook-deliveries": 100 },
+    // The local queue as wrangler.toml configures it: the consumer only hands deliveries to their lanes
+    // (src/webhooks/lane.ts), which make the attempts, so one batch at a time keeps up.
     sharedOptions: {
       handleStructuredLogs: (log) => {
         workerLogs.lines++;
