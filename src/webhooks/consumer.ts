@@ -1,31 +1,38 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import { deliveryMessageSchema } from "./enqueue";
+import { type DeliveryMessage, deliveryMessageSchema } from "./enqueue";
 import { laneName } from "./lane";
 
 /**
  * The `webhook-deliveries` consumer: hands each delivery to its lane (lane.ts) and acks it once the
- * lane has stored it. Its time per delivery is one Durable Object call, whatever the receiver does:
- * Queues decide consumer concurrency after a batch ends, so a batch held by a slow receiver would hold
- * every delivery queued behind it. A hand-off that fails is retried by the queue and, past
- * `max_retries`, ends in the dead-letter queue (dead-letter.ts).
+ * lane has stored it. Its time per batch is one Durable Object call per lane the batch touches, whatever
+ * the receivers do: Queues decide consumer concurrency after a batch ends, so a batch held by a slow
+ * receiver would hold every delivery queued behind it. A hand-off that fails is retried by the queue
+ * and, past `max_retries`, ends in the dead-letter queue (dead-letter.ts).
  */
 export async function handOffDeliveries(batch: MessageBatch<unknown>, { env }: Scope): Promise<void> {
+  const lanes = new Map<string, { msg: Message<unknown>; message: DeliveryMessage }[]>();
+  for (const msg of batch.messages) {
+    const parsed = deliveryMessageSchema.safeParse(msg.body);
+    if (!parsed.success) {
+      log("error", "unreadable webhook message dropped", { queue: batch.queue, message_id: msg.id, issues: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`) });
+      msg.ack();
+      continue;
+    }
+    const name = laneName(parsed.data);
+    lanes.set(name, [...(lanes.get(name) ?? []), { msg, message: parsed.data }]);
+  }
   await Promise.all(
-    batch.messages.map(async (msg) => {
-      const parsed = deliveryMessageSchema.safeParse(msg.body);
-      if (!parsed.success) {
-        log("error", "unreadable webhook message dropped", { queue: batch.queue, message_id: msg.id, issues: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`) });
-        return msg.ack();
-      }
-      const message = parsed.data;
+    [...lanes].map(async ([name, entries]) => {
       try {
-        const lane = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(message)));
-        await lane.handOff(message);
-        msg.ack();
+        // In the batch's order: a lane drains its backlog in order of arrival.
+        await env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(name)).handOff(entries.map((e) => e.message));
+        for (const { msg } of entries) msg.ack();
       } catch (error) {
-        log("error", "webhook hand-off to its lane failed", { queue: batch.queue, delivery_id: message.id, project_id: message.projectId, message_id: msg.id, queue_attempts: msg.attempts, error });
-        msg.retry({ delaySeconds: 1 });
+        for (const { msg, message } of entries) {
+          log("error", "webhook hand-off to its lane failed", { queue: batch.queue, delivery_id: message.id, project_id: message.projectId, message_id: msg.id, queue_attempts: msg.attempts, error });
+          msg.retry({ delaySeconds: 1 });
+        }
       }
     }),
   );

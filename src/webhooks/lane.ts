@@ -7,8 +7,8 @@ import type { DeliveryMessage } from "./enqueue";
 import { DELIVERIES_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./limits";
 
 /**
- * A delivery lane: one Durable Object per (project, receiver origin). The queue consumer hands it a
- * delivery (`handOff`), which it stores in its SQLite storage before the call returns, and acks at
+ * A delivery lane: one Durable Object per (project, receiver origin). The queue consumer hands it
+ * deliveries (`handOff`), which it stores in its SQLite storage before the call returns, and acks at
  * once; the lane makes the attempts on its own, from its alarm. So a receiver that answers after 10 s
  * holds only its own lane: the queue's batches, and every other lane, go on (docs/webhooks.md).
  *
@@ -75,15 +75,20 @@ export class Lane {
     this.#sql.exec(SCHEMA);
   }
 
-  /** Stores `message` (once: a duplicate hand-off adds nothing) and makes sure an alarm or the running one will take it. */
-  async handOff(message: DeliveryMessage): Promise<{ stored: boolean }> {
-    const inserted = this.#sql
-      .exec("INSERT INTO lane_deliveries (id, message, due_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING seq", message.id, JSON.stringify(message), Date.now())
-      .toArray();
+  /**
+   * Stores `messages` in order (each once: a duplicate hand-off adds nothing) and makes sure an alarm or
+   * the running one will take them. One call per lane per queue batch.
+   */
+  async handOff(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
+    const now = Date.now();
+    const stored = messages.map(
+      (message) =>
+        this.#sql.exec("INSERT INTO lane_deliveries (id, message, due_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING seq", message.id, JSON.stringify(message), now).toArray().length === 1,
+    );
     if (this.#pumping) this.#wake?.();
     else await this.#arm();
-    // The write is durable before this answer leaves the object (output gate): the consumer may ack.
-    return { stored: inserted.length === 1 };
+    // The writes are durable before this answer leaves the object (output gate): the consumer may ack.
+    return { stored };
   }
 
   /** Deliveries the lane holds (settled ones leave it), for tests and operators. */
@@ -202,8 +207,8 @@ export function webhookLaneClass(deps: Deps) {
       this.lane = new Lane(state, env, deps);
     }
 
-    handOff(message: DeliveryMessage): Promise<{ stored: boolean }> {
-      return this.lane.handOff(message);
+    handOff(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
+      return this.lane.handOff(messages);
     }
 
     pending() {

@@ -126,8 +126,8 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
     const { hooks, messages } = await deliveriesTo(app.projectId, 1, [{ status: 404 }], PEER_OTHER);
     const message = messages[0]!;
     const lane = laneOf(message);
-    expect(await lane.handOff(message)).toEqual({ stored: true });
-    expect(await lane.handOff(message)).toEqual({ stored: false });
+    expect(await lane.handOff([message])).toEqual({ stored: [true] });
+    expect(await lane.handOff([message, message])).toEqual({ stored: [false, false] });
     await enqueue([message, message]);
     const row = await until(() => deliveryRow(message.id), (r) => r?.status === "failed", 10_000);
     expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS });
@@ -145,7 +145,7 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
     const db = createDb(env.DB);
     await claimAttempt(db, message, new Date());
     await claimAttempt(db, message, new Date());
-    expect(await laneOf(message).handOff(message)).toEqual({ stored: true });
+    expect(await laneOf(message).handOff([message])).toEqual({ stored: [true] });
     const row = await until(() => deliveryRow(message.id), (r) => r?.status === "failed", 5_000);
     expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
     expect(await received(hooks[0]!.key)).toHaveLength(1);

@@ -37,7 +37,7 @@ export const DELIVERIES_PER_LANE_INVOCATION = Math.floor(LANE_SUBREQUESTS_PER_IN
  * in progress finish (≤ 3 × 10 s + 2 × 4 s each), then the next alarm takes the backlog.
  */
 export const LANE_INVOCATION_WALL_MS = 10 * 60 * 1000;
-/** Subrequests the queue consumer makes per message: one hand-off to its lane. */
+/** Subrequests the queue consumer makes per message at worst (every message of the batch to a lane of its own): one hand-off. */
 export const SUBREQUESTS_PER_HAND_OFF = 1;
 
 /** A counting semaphore whose waiters are served first come, first served; it remembers its high-water mark. */

@@ -106,7 +106,7 @@ describe("wrangler.toml agrees with the delivery policy", () => {
     const consumer = consumers[0]!;
     // Attempts are spaced inside the lane's invocation (≤ 4 s pause + one claim), not by queue retries.
     expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) * 1000).toBeLessThan(MAX_GAP_MS);
-    // The consumer only hands off (one Durable Object call per message): within Workers Free's 50 subrequests.
+    // The consumer only hands off (one Durable Object call per lane a batch touches): within Workers Free's 50 subrequests.
     expect(consumer.max_batch_size * SUBREQUESTS_PER_HAND_OFF).toBeLessThanOrEqual(50);
     // A lane's alarm starts no more deliveries than its subrequests allow at worst.
     expect(DELIVERIES_PER_LANE_INVOCATION * SUBREQUESTS_PER_DELIVERY).toBeLessThanOrEqual(LANE_SUBREQUESTS_PER_INVOCATION);
