@@ -1,7 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
-import { countingRoundTrips, seedRunnable } from "../../test/runs";
+import { PEER } from "../../test/peers";
+import { callWith, countingRoundTrips, seedRunnable } from "../../test/runs";
 import { generateToken } from "../auth/tokens";
 import { RATE_LIMITS } from "../platform/rate-limit";
 
@@ -17,7 +18,7 @@ describe("back-pressure on runs", () => {
     expect(limited.body.code).toBe("rate_limited");
     expect(limited.headers.get("retry-after")).toBe(String(RATE_LIMITS.runs.period));
     expect((await api.json(other.runPath, { token: other.token })).status).toBe(200);
-  });
+  }, 30_000);
 
   it("refuses an unknown well-formed token without a second D1 read", async () => {
     const d1 = countingRoundTrips(env.DB);
@@ -41,5 +42,23 @@ describe("back-pressure on runs", () => {
     expect(limited.headers.get("retry-after")).toBe("60");
     // A valid key from the same address still runs: only failures are counted.
     expect((await api.json(app.runPath, { token: app.token, headers })).status).toBe(200);
+  });
+});
+
+describe("WebSocket handshake with the app", () => {
+  it("does not follow a redirect: the upgrade is refused with 502", async () => {
+    const api = client();
+    const app = await seedRunnable(api, `${PEER}/upstream/ws-redirect`);
+    const res = await api.json(app.runPath, { token: app.token, headers: { Upgrade: "websocket" } });
+    expect(res.status).toBe(502);
+    expect(String(res.body.detail)).toMatch(/status 302/);
+  });
+
+  it("gives up after the run timeout when the app never answers the handshake", async () => {
+    const api = client();
+    const app = await seedRunnable(api, `${PEER}/upstream/ws-stall`);
+    const res = await callWith(api, { RUN_TIMEOUT_MS: "200" }, app.runPath, { token: app.token, headers: { Upgrade: "websocket" } });
+    expect(res.status).toBe(504);
+    expect(res.headers.get("x-run-id")).toMatch(/^run_/);
   });
 });

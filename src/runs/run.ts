@@ -10,6 +10,7 @@ import { answerRun, type RunAnswer } from "./answer";
 import { acceptAsync, asyncRequested } from "./async/accept";
 import { cutShortAfterHangUp } from "./hang-up";
 import { readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
+import { webSocketHandshake } from "./handshake";
 import { admitCaller, admitRun } from "./limits";
 
 const MAX_SECRET_LENGTH = 1024;
@@ -101,7 +102,7 @@ export async function run(scope: Scope, request: Request, projectId: string, app
   const headers = upstreamHeaders(request.headers, runId, webSocket);
 
   if (webSocket) {
-    const response = await deps.outbound.fetch(new Request(target, { headers }));
+    const response = await webSocketHandshake(scope, target, headers, runId);
     caller.afterRun();
     if (response.status !== 101 || !response.webSocket) {
       await response.body?.cancel().catch(() => undefined);
