@@ -1,8 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
-import { PEER } from "../../test/peers";
-import { callWith, countingRoundTrips, seedRunnable } from "../../test/runs";
+import { countingRoundTrips, seedRunnable } from "../../test/runs";
 import { generateToken } from "../auth/tokens";
 import { RATE_LIMITS } from "../platform/rate-limit";
 
@@ -42,23 +41,5 @@ describe("back-pressure on runs", () => {
     expect(limited.headers.get("retry-after")).toBe("60");
     // A valid key from the same address still runs: only failures are counted.
     expect((await api.json(app.runPath, { token: app.token, headers })).status).toBe(200);
-  });
-});
-
-describe("WebSocket handshake with the app", () => {
-  it("does not follow a redirect: the upgrade is refused with 502", async () => {
-    const api = client();
-    const app = await seedRunnable(api, `${PEER}/upstream/ws-redirect`);
-    const res = await api.json(app.runPath, { token: app.token, headers: { Upgrade: "websocket" } });
-    expect(res.status).toBe(502);
-    expect(String(res.body.detail)).toMatch(/status 302/);
-  });
-
-  it("gives up after the run timeout when the app never answers the handshake", async () => {
-    const api = client();
-    const app = await seedRunnable(api, `${PEER}/upstream/ws-stall`);
-    const res = await callWith(api, { RUN_TIMEOUT_MS: "200" }, app.runPath, { token: app.token, headers: { Upgrade: "websocket" } });
-    expect(res.status).toBe(504);
-    expect(res.headers.get("x-run-id")).toMatch(/^run_/);
   });
 });
