@@ -22,6 +22,16 @@ export type TokenAccount = Pick<ServiceAccount, "id" | "projectId" | "name" | "e
 const accounts = new TtlCache<TokenAccount>(TOKEN_CACHE_TTL_MS);
 
 /**
+ * Well-formed tokens D1 did not know, by hash, so a forged token costs one D1 read per isolate per
+ * `TOKEN_CACHE_TTL_MS`, not one per request. Bounded to `UNKNOWN_TOKENS_MAX` entries (oldest evicted
+ * first): each is a 64-character hex key plus a small record, well under 2 MB in all against the
+ * isolate's 128 MB, however many random tokens an attacker sprays. A token created after a miss works
+ * at once here because creation calls `forgetToken`; other isolates learn it within the TTL.
+ */
+export const UNKNOWN_TOKENS_MAX = 10_000;
+const unknownTokens = new TtlCache<true>(TOKEN_CACHE_TTL_MS, UNKNOWN_TOKENS_MAX);
+
+/**
  * The current service account a token belongs to; a 401 that says why otherwise. `cached` lets the
  * run path skip D1 for a token this isolate saw in the last `TOKEN_CACHE_TTL_MS`.
  */
@@ -31,8 +41,12 @@ export async function accountForToken(scope: Scope, token: string, { cached }: {
   const hash = await hashToken(token);
   let account = cached ? accounts.get(hash, now) : undefined;
   if (!account) {
+    if (cached && unknownTokens.get(hash, now)) throw invalidToken("The token is not a valid token.");
     const [row] = await scope.db.select().from(serviceAccounts).where(eq(serviceAccounts.tokenHash, hash)).limit(1);
-    if (!row) throw invalidToken("The token is not a valid token.");
+    if (!row) {
+      if (cached) unknownTokens.set(hash, true, now);
+      throw invalidToken("The token is not a valid token.");
+    }
     account = {
       id: row.id,
       projectId: row.projectId,
@@ -49,9 +63,13 @@ export async function accountForToken(scope: Scope, token: string, { cached }: {
   return account;
 }
 
-/** Makes this isolate refuse a revoked token at once (others within TOKEN_CACHE_TTL_MS). */
+/**
+ * Makes this isolate see a change to a token at once (others within TOKEN_CACHE_TTL_MS): a revoked
+ * token is refused, a newly created one is no longer remembered as unknown.
+ */
 export function forgetToken(tokenHash: string): void {
   accounts.delete(tokenHash);
+  unknownTokens.delete(tokenHash);
 }
 
 /** How often `last_used_at` is written for one token, at most. */

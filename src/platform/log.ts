@@ -24,7 +24,7 @@ export interface LogFields {
 }
 
 const WRITERS: Record<LogLevel, (line: unknown) => void> = {
-  debug: (line) => console.debug(line),
+  debug: (line) => console.log(line),
   info: (line) => console.log(line),
   warn: (line) => console.warn(line),
   error: (line) => console.error(line),

@@ -11,9 +11,11 @@ import { ApiError } from "./errors";
 export const RATE_LIMITS = {
   ip: { binding: "RATE_LIMIT_IP", limit: 1200, period: 60 },
   token: { binding: "RATE_LIMIT_TOKEN", limit: 600, period: 60 },
+  /** Runs per project on /v4 (src/runs/limits.ts). */
+  runs: { binding: "RATE_LIMIT_RUNS", limit: 6000, period: 60 },
 } as const;
 
-type Policy = keyof typeof RATE_LIMITS;
+type Policy = "ip" | "token";
 
 const policyHeader = (name: Policy) => `"${name}";q=${RATE_LIMITS[name].limit};w=${RATE_LIMITS[name].period}`;
 

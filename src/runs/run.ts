@@ -10,7 +10,8 @@ import { answerRun, type RunAnswer } from "./answer";
 import { acceptAsync, asyncRequested } from "./async/accept";
 import { cutShortAfterHangUp } from "./hang-up";
 import { readLimited, RUN_REQUEST_MAX_BYTES, upstreamHeaders, upstreamUrl } from "./proxy";
-import { runCaller } from "./run-key";
+import { webSocketHandshake } from "./handshake";
+import { admitCaller, admitRun } from "./limits";
 
 const MAX_SECRET_LENGTH = 1024;
 
@@ -75,12 +76,13 @@ export async function run(scope: Scope, request: Request, projectId: string, app
   if (request.method === "HEAD") {
     throw new ApiError("method_not_allowed", "Runs take GET or POST; HEAD would run the app for an answer nobody reads.", { headers: { Allow: "GET, POST" } });
   }
-  const caller = await runCaller(scope, request);
+  const caller = await admitCaller(scope, request);
   if (caller.projectId !== undefined && caller.projectId !== projectId) {
     // A key of another project learns nothing about this one.
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
+  await admitRun(scope, projectId);
   const webSocket = isWebSocket(request);
   const query = queryOf(request.url);
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.
@@ -100,7 +102,7 @@ export async function run(scope: Scope, request: Request, projectId: string, app
   const headers = upstreamHeaders(request.headers, runId, webSocket);
 
   if (webSocket) {
-    const response = await deps.outbound.fetch(new Request(target, { headers }));
+    const response = await webSocketHandshake(scope, target, headers, runId);
     caller.afterRun();
     if (response.status !== 101 || !response.webSocket) {
       await response.body?.cancel().catch(() => undefined);

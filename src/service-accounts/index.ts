@@ -62,6 +62,8 @@ export const serviceAccountsRouter = createRouter()
         details: { name: body.name, scopes, expires_at: expiresAt.toISOString() },
       }),
     ]);
+    // A new token is random, so a miss on it was a guess; forgetting it anyway keeps creation exact.
+    forgetToken(account!.tokenHash);
     return c.json({ ...serviceAccountJson(account!), token }, 201);
   })
   .openapi(listServiceAccounts, async (c) => {

@@ -97,6 +97,15 @@ async function upstream(req, res, url) {
 
 // A WebSocket echo with no library: the handshake of RFC 6455 and single, small text frames.
 function upgrade(req, socket) {
+  // A handshake the gateway must not follow, and one that never finishes (runs/handshake.ts).
+  if (req.url.startsWith("/upstream/ws-redirect")) {
+    socket.end("HTTP/1.1 302 Found\r\nLocation: /upstream/ws\r\nContent-Length: 0\r\n\r\n");
+    return;
+  }
+  if (req.url.startsWith("/upstream/ws-stall")) {
+    socket.on("error", () => undefined);
+    return;
+  }
   const accept = createHash("sha1").update(`${req.headers["sec-websocket-key"]}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
   socket.write(
     `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\nX-Seen-Run-Id: ${req.headers["x-run-id"] ?? ""}\r\n\r\n`,
