@@ -23,6 +23,8 @@ export default defineConfig(async () => {
                   PEER_URL: inject("peerUrl" as never) as string,
                   PEER_DOWN_URL: inject("downUrl" as never) as string,
                   PEER_OTHER_URL: inject("peerOtherUrl" as never) as string,
+                  // An OpenAI-compatible server (test/global/openai-peer.mjs), deployed as a custom app.
+                  OPENAI_PEER_URL: inject("openaiPeerUrl"),
                   // Test-only: webhook attempts time out after 2 s instead of 10 s, so the lanes tests'
                   // receivers that time out (src/webhooks/lanes.test.ts) hold their lanes for 10 s, not 38 s.
                   // Every other test that needs a timeout sets its own.
@@ -46,7 +48,7 @@ export default defineConfig(async () => {
             name: "workers",
             include: ["src/**/*.test.ts", "src/**/*.test.tsx", "test/workers/**/*.test.ts"],
             setupFiles: ["test/setup/apply-migrations.ts"],
-            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs", "test/global/dns-zones.mjs", "test/global/oidc.mjs"],
+            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs", "test/global/dns-zones.mjs", "test/global/oidc.mjs", "test/global/openai-peer.mjs"],
           },
         },
         {

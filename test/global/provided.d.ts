@@ -5,6 +5,7 @@ declare module "vitest" {
     fakesUrl: string;
     oidcIssuer: string;
     oidcOtherIssuer: string;
+    openaiPeerUrl: string;
     zonesDohUrl: string;
     zonesUrl: string;
   }
