@@ -92,7 +92,7 @@ if (process.env.SEED_DEMO !== "0") {
   for (let i = 0; i < 120; i++) {
     const ready = await fetch(`${base}/v2/openapi.json`).then((r) => r.ok, () => false);
     if (ready) {
-      spawnSync(process.execPath, ["scripts/seed-demo.mjs", base, adminToken, `http://127.0.0.1:${samplePort}/run`], { stdio: "inherit", env });
+      spawnSync(process.execPath, ["scripts/seed-demo.mjs", base, adminToken, `http://127.0.0.1:${samplePort}`], { stdio: "inherit", env });
       await inviteDevUser();
       break;
     }

@@ -1,18 +1,32 @@
 #!/usr/bin/env node
 // The demo app of `npm run dev`: a tiny upstream the gateway runs, and a webhook receiver that checks
-// the signatures of the deliveries it gets. Node only, no dependencies, no internet.
+// the signatures of the deliveries it gets. Node only, no dependencies, no internet. One server holds
+// what two demo apps are made of: the functions of a `cortex` app (run, stream, image) and the routes of
+// a `custom` OpenAI-compatible server (/v1/…), as an LLM server such as vLLM or Ollama serves them.
 //
 //   node examples/sample-app/server.mjs            # listens on 127.0.0.1:8790
 //   PORT=9000 WEBHOOK_SECRET=… node examples/sample-app/server.mjs
 //
-// POST|GET /run      → {"greeting": "Hello, <name>!", "inputs": …, "query": …} (name from inputs.name, name or ?name=)
-// WebSocket /run     → echoes text frames
-// POST /webhook      → logs each delivery and whether its X-Service-Webhook-Signature verifies
+// POST|GET /run                  → {"greeting": "Hello, <name>!", "inputs": …, "query": …} (name from inputs.name, name or ?name=)
+// POST|GET /stream               → with Accept: text/event-stream, the greeting word by word as server-sent
+//                                   events (`data: {"token": …}`, one every TOKEN_MS, then `event: done`);
+//                                   otherwise the whole text as JSON
+// GET /image                     → image/png: a generated 64×64 picture whose colour follows ?name=
+// GET /v1/models                 → OpenAI's model list (one model, "sample-echo")
+// POST /v1/chat/completions      → a chat completion echoing the last user message; `"stream": true`
+//                                   sends it as OpenAI's chunks (`data: {…}`, ending `data: [DONE]`)
+// WebSocket /run                 → echoes text frames
+// POST /webhook                  → logs each delivery and whether its X-Service-Webhook-Signature verifies
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
+import { deflateSync } from "node:zlib";
 
 const port = Number(process.env.PORT ?? 8790);
 const secret = process.env.WEBHOOK_SECRET ?? "demo-webhook-secret";
+// The pace of streamed tokens: slow enough to watch them arrive one by one.
+const TOKEN_MS = Number(process.env.TOKEN_MS ?? 150);
+const MODEL = "sample-echo";
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function readBody(req) {
   const chunks = [];
@@ -31,6 +45,87 @@ function verify(headers, body) {
   return ok ? (age <= 300 ? "valid" : "valid but stale") : "INVALID";
 }
 
+function sendJson(res, status, value) {
+  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(value));
+}
+
+/** Writes `tokens` one every TOKEN_MS as server-sent events made by `event`; stops early if the client hangs up. */
+async function streamTokens(res, tokens, event, end) {
+  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" });
+  let gone = false;
+  res.on("close", () => (gone = !res.writableFinished));
+  for (const token of tokens) {
+    if (gone) return console.log("  the client hung up: stream stopped");
+    res.write(event(token));
+    await sleep(TOKEN_MS);
+  }
+  res.end(end);
+}
+
+// A PNG of its own making (signature, IHDR, one IDAT, IEND; RFC 2083), so the image route needs no file.
+const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+const crc32 = (bytes) => (bytes.reduce((c, b) => CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8), 0xffffffff) ^ 0xffffffff) >>> 0;
+function pngChunk(type, data) {
+  const out = Buffer.alloc(12 + data.length);
+  out.writeUInt32BE(data.length, 0);
+  out.write(type, 4, "ascii");
+  data.copy(out, 8);
+  out.writeUInt32BE(crc32(out.subarray(4, 8 + data.length)), 8 + data.length);
+  return out;
+}
+/** A 64×64 RGB picture: a diagonal gradient in a hue taken from `seed`. */
+function png(seed) {
+  const size = 64;
+  const hue = createHash("sha256").update(seed).digest();
+  const rows = Buffer.alloc(size * (1 + size * 3));
+  for (let y = 0; y < size; y++) {
+    const row = y * (1 + size * 3); // each row starts with filter type 0 (none)
+    for (let x = 0; x < size; x++) {
+      const t = (x + y) / (2 * size);
+      for (let c = 0; c < 3; c++) rows[row + 1 + x * 3 + c] = Math.round(hue[c] * (1 - t) + 255 * t);
+    }
+  }
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(size, 0);
+  header.writeUInt32BE(size, 4);
+  header.set([8, 2, 0, 0, 0], 8); // 8 bits per channel, RGB, deflate, no filter, no interlace
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), pngChunk("IHDR", header), pngChunk("IDAT", deflateSync(rows)), pngChunk("IEND", Buffer.alloc(0))]);
+}
+
+/** OpenAI-compatible routes: what a `custom` app serving an LLM answers. */
+async function openAi(req, res, url, body) {
+  if (url.pathname === "/v1/models" && req.method === "GET") {
+    return sendJson(res, 200, { object: "list", data: [{ id: MODEL, object: "model", created: 1_764_000_000, owned_by: "sample-app" }] });
+  }
+  if (url.pathname !== "/v1/chat/completions" || req.method !== "POST") {
+    return sendJson(res, 404, { error: { message: `Unknown request URL: ${req.method} ${url.pathname}`, type: "invalid_request_error", param: null, code: null } });
+  }
+  let request;
+  try {
+    request = JSON.parse(body.toString("utf8"));
+  } catch {
+    return sendJson(res, 400, { error: { message: "The body is not JSON.", type: "invalid_request_error", param: null, code: null } });
+  }
+  const last = [...(request.messages ?? [])].reverse().find((m) => m?.role === "user");
+  const words = `You said: ${typeof last?.content === "string" ? last.content : ""}`.split(/(?= )/);
+  const id = `chatcmpl-${createHash("sha256").update(String(Date.now())).digest("hex").slice(0, 12)}`;
+  const base = { id, created: Math.floor(Date.now() / 1000), model: request.model ?? MODEL };
+  if (request.stream !== true) {
+    return sendJson(res, 200, {
+      ...base,
+      object: "chat.completion",
+      choices: [{ index: 0, message: { role: "assistant", content: words.join(""), refusal: null }, logprobs: null, finish_reason: "stop" }],
+      usage: { prompt_tokens: 1, completion_tokens: words.length, total_tokens: 1 + words.length },
+    });
+  }
+  const chunk = (delta, finish = null) => `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  await streamTokens(res, [{ role: "assistant", content: "" }, ...words.map((content) => ({ content }))], (delta) => chunk(delta), `${chunk({}, "stop")}data: [DONE]\n\n`);
+}
+
 const server = createServer(async (req, res) => {
   const url = new URL(req.url, `http://127.0.0.1:${port}`);
   const body = await readBody(req);
@@ -40,18 +135,28 @@ const server = createServer(async (req, res) => {
     res.writeHead(204).end();
     return;
   }
+  console.log(`run ${req.headers["x-run-id"] ?? ""}: ${req.method} ${url.pathname}${url.search}`);
+  if (url.pathname.startsWith("/v1/")) return openAi(req, res, url, body);
   let inputs;
   try {
     inputs = body.length ? JSON.parse(body.toString("utf8")) : {};
   } catch {
-    res.writeHead(400, { "content-type": "application/json" }).end(JSON.stringify({ error: "body is not JSON" }));
-    return;
+    return sendJson(res, 400, { error: "body is not JSON" });
   }
   const args = inputs.inputs ?? inputs;
   const name = args.name ?? url.searchParams.get("name") ?? "world";
-  const answer = JSON.stringify({ greeting: `Hello, ${name}!`, inputs, query: Object.fromEntries(url.searchParams), run_id: req.headers["x-run-id"] ?? null });
-  console.log(`run ${req.headers["x-run-id"] ?? ""}: ${req.method} ${url.pathname}${url.search}`);
-  res.writeHead(200, { "content-type": "application/json" }).end(answer);
+  if (url.pathname === "/image") {
+    const image = png(name);
+    res.writeHead(200, { "content-type": "image/png", "content-length": image.length }).end(image);
+    return;
+  }
+  if (url.pathname === "/stream") {
+    const words = `Hello, ${name}! These words come one by one, as a model writes them.`.split(/(?= )/);
+    if (!(req.headers.accept ?? "").includes("text/event-stream")) return sendJson(res, 200, { text: words.join("") });
+    return streamTokens(res, words, (token) => `data: ${JSON.stringify({ token })}\n\n`, "event: done\ndata: {}\n\n");
+  }
+  if (url.pathname !== "/run" && url.pathname !== "/") return sendJson(res, 404, { error: `no function at ${url.pathname}` });
+  sendJson(res, 200, { greeting: `Hello, ${name}!`, inputs, query: Object.fromEntries(url.searchParams), run_id: req.headers["x-run-id"] ?? null });
 });
 
 // WebSocket echo (RFC 6455 handshake, short unfragmented text frames), so runs can be tried over a socket too.
@@ -70,4 +175,4 @@ server.on("upgrade", (req, socket) => {
   socket.on("error", () => undefined);
 });
 
-server.listen(port, "127.0.0.1", () => console.log(`sample app on http://127.0.0.1:${port} (runs at /run, webhooks at /webhook)`));
+server.listen(port, "127.0.0.1", () => console.log(`sample app on http://127.0.0.1:${port} (functions /run, /stream, /image; OpenAI-compatible /v1; webhooks at /webhook)`));

@@ -88,7 +88,7 @@ describe("npm run dev", () => {
   it("seeds the demo project once: a second start finds it and seeds nothing", async () => {
     const state = join(dir, "demo.json");
     const seed = () =>
-      run(process.execPath, ["scripts/seed-demo.mjs", server.url, TEST_SECRETS.ADMIN_TOKEN, "http://127.0.0.1:9/run"], {
+      run(process.execPath, ["scripts/seed-demo.mjs", server.url, TEST_SECRETS.ADMIN_TOKEN, "http://127.0.0.1:9"], {
         env: { ...process.env, DEMO_STATE: state },
         timeout: 30_000,
       });
