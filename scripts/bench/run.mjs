@@ -1,4 +1,5 @@
-// `npm run bench [-- --seconds=5 --reps=3 --domains=1000 --deliveries=1000 [--async=<deliveries>] --targets=abcdef]`: the
+// `npm run bench [-- --seconds=5 --reps=3 --domains=1000 --deliveries=1000 [--async=<deliveries>] --targets=abcdef
+// --stream-mib=100 [--stream-samples=<100 × seconds>]]`: the
 // gateway's cost against the runtime's own limit, every figure a ratio to a baseline measured in the
 // same run (these machines are noisy). Servers (workerd, the Node peers) run pinned to CPU 0 and wrk
 // to CPU 1 when taskset exists. Loopback only; bounded by the options.
@@ -10,6 +11,7 @@ import { gzipSync } from "node:zlib";
 import { benchAsync, printAsync } from "./async.mjs";
 import { buildBundle, managementApi, SECRETS, seedRunnableApp, startFloor, startGateway, startPassthrough } from "./gateway.mjs";
 import { startCountingProxy, startPeer } from "./peers.mjs";
+import { benchStreaming, printStreaming, startStreamPeer } from "./streaming.mjs";
 import { measureUnits } from "./units.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
@@ -21,6 +23,9 @@ const DELIVERIES = Number(options.deliveries ?? 1000);
 const TARGETS = options.targets ?? "abcdef";
 // As many async runs as deliveries (1,000 by default; the CI smoke passes fewer deliveries).
 const ASYNC_RUNS = Number(options.async ?? DELIVERIES);
+// The large body of the streaming section, and how many event streams time their first byte.
+const STREAM_MIB = Number(options["stream-mib"] ?? 100);
+const STREAM_SAMPLES = Number(options["stream-samples"] ?? 100 * SECONDS);
 
 const hasTaskset = spawnSync("taskset", ["-c", "0", "true"]).status === 0;
 if (hasTaskset && !process.env.BENCH_PINNED) {
@@ -268,6 +273,32 @@ try {
     }
   }
 
+  // 6. Streaming: a custom app on its own peer, through the gateway and through a bare Worker of its own.
+  let streamFigures = null;
+  if (STREAM_MIB > 0) {
+    const streamPeer = await startStreamPeer();
+    cleanup.push(streamPeer.close);
+    const streamBare = await startPassthrough(streamPeer.url);
+    cleanup.push(() => streamBare.mf.dispose());
+    const app = `/projects/${seed.projectId}/apps`;
+    const { app_id } = await api(seed.token, "POST", app, { name: "stream-app", region: "us-east-1", runtime: "custom" });
+    const { build_id } = await api(seed.token, "POST", `${app}/${app_id}/builds`);
+    await api(seed.token, "PATCH", `${app}/${app_id}/builds/${build_id}`, { status: "building" });
+    await api(seed.token, "PATCH", `${app}/${app_id}/builds/${build_id}`, { status: "succeeded", origin_url: streamPeer.url });
+    const appPath = `/v4/${seed.projectId}/stream-app`;
+    streamFigures = await benchStreaming({
+      gateway: { url: `${gateway.url}${appPath}`, headers: auth },
+      bare: { url: `${streamBare.url}${appPath}`, headers: {} },
+      samples: STREAM_SAMPLES,
+      mib: STREAM_MIB,
+      reps: REPS,
+      seconds: SECONDS,
+      wrk,
+      wrkCpu: WRK_CPU,
+      log,
+    });
+  }
+
   // 5. Async runs with webhooks, drained, beside synchronous runs with webhooks.
   let asyncFigures = null;
   if (ASYNC_RUNS > 0) {
@@ -344,6 +375,7 @@ try {
   console.log(`| startup (module evaluation) CPU, \`wrangler check startup\` profile | ${startup ?? "–"} (Workers limit: 1 s) |`);
   console.log(`| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`);
   if (asyncFigures) printAsync(asyncFigures, fmt);
+  if (streamFigures) printStreaming(streamFigures, fmt);
   console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`);
 } finally {
   for (const close of cleanup.reverse()) await close();
