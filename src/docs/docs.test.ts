@@ -83,6 +83,20 @@ describe("OpenAPI document and reference page", () => {
     );
   });
 
+  it("documents a run's body and the app's own answers: JSON for cortex, any type for custom, event streams and binary passed through", async () => {
+    const { body } = await api.json<Doc>("/v2/openapi.json", { token: null });
+    type Media = Record<string, { schema: { $ref?: string; anyOf?: { $ref?: string }[] } }>;
+    const run = body.paths["/{project_id}/{app_name}/run"]!.post as Operation & { requestBody?: { required: boolean; content: Media } };
+    expect(run.operationId).toBe("runApp");
+    // Not required (a run may have no body), and described for both runtimes rather than validated here.
+    expect(run.requestBody?.required).toBe(false);
+    expect(Object.keys(run.requestBody!.content)).toEqual(["application/json", "*/*"]);
+    const ok = run.responses["200"] as { headers: Record<string, unknown>; content: Media };
+    expect(Object.keys(ok.content)).toEqual(["application/json", "text/event-stream", "*/*"]);
+    expect(ok.content["application/json"]!.schema.anyOf![0]!.$ref).toBe("#/components/schemas/RunResult");
+    expect(ok.headers).toHaveProperty("X-Run-Id");
+  });
+
   it("renders the reference page with no script and nothing from another origin", async () => {
     const response = await api.call("/v2/docs", { token: null });
     const html = await response.text();

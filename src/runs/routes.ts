@@ -59,8 +59,49 @@ const AsyncAccepted = z
   })
   .openapi("AsyncRunAccepted");
 
+// The body of a run and the app's answer, documented as plain schema objects rather than zod: for those
+// @hono/zod-openapi describes the body and validates nothing, so the run itself checks it as the app's
+// runtime requires and a request the router serves is answered exactly as one the run entry serves.
+const anyBytes = (description: string) => ({ schema: { type: "string" as const, contentMediaType: "application/octet-stream", description } });
+
+/** What a run sends the app: a JSON object for a `cortex` function; anything at all for a `custom` app. */
+export const RunRequestBody = {
+  required: false,
+  description:
+    "Passed to the app as sent, with its `Content-Type`, streamed (at most 6 MiB, counted as the bytes arrive). A `cortex` function takes a JSON " +
+    "object (415 for another type, 400 for anything but an object); a `custom` app takes any content type, byte for byte (multipart " +
+    "uploads, audio, images).",
+  content: {
+    "application/json": {
+      schema: { type: "object" as const, additionalProperties: true, description: "The function's arguments (`cortex`), or a `custom` app's JSON.", example: { inputs: { prompt: "a lighthouse at dusk" } } },
+    },
+    "*/*": anyBytes("Any other body of a `custom` app (multipart/form-data, application/octet-stream, …), byte for byte."),
+  },
+};
+
+/** The answer: the envelope of a `cortex` function's JSON, or the app's own answer passed through. */
+const runAnswer = {
+  description:
+    "A `cortex` function's JSON answer to a caller who did not ask for a stream comes in the run envelope. Every other answer (every " +
+    "answer of a `custom` app, an event stream, an image) passes through as the app gave it: its status, `Content-Type` and other " +
+    "content headers, and its body streamed as it arrives. Either way with header `X-Run-Id`, and the app's `Retry-After` on a 429 or 503.",
+  headers: { "X-Run-Id": { description: "The run's id, also in the envelope and in webhook deliveries.", schema: { type: "string" as const } } },
+  content: {
+    "application/json": {
+      schema: z.union([RunEnvelope, z.unknown().openapi({ description: "A `custom` app's own JSON, as the app sent it (an OpenAI-compatible server's chat completion, say)." })]),
+    },
+    "text/event-stream": {
+      schema: {
+        type: "string" as const,
+        description: "Server-sent events, each reaching the caller as the app writes it (a `cortex` function asked with `Accept: text/event-stream`, a streamed chat completion).",
+      },
+    },
+    "*/*": anyBytes("Any other answer (image/png, audio/wav, …), byte for byte."),
+  },
+};
+
 const responses = {
-  200: jsonContent(RunEnvelope, "The run's envelope; header `X-Run-Id`."),
+  200: runAnswer,
   202: jsonContent(AsyncAccepted, "With `async=true`: the run is queued. Headers `Location` (the `status_url`) and `X-Run-Id`."),
   ...problems(400, 401, 403, 404, 409, 413, 415, 422, 502, 503, 504),
 };
@@ -73,10 +114,10 @@ export const runPost = createRoute({
   method: "post",
   path: RUN_ROUTE,
   tags: ["Runs"],
-  summary: "Run an app (JSON body)",
+  summary: "Run an app (with a body)",
   description,
   security: RUNS_SECURITY,
-  request: { params: RunParams, query: RunQuery, headers: RunHeaders },
+  request: { params: RunParams, query: RunQuery, headers: RunHeaders, body: RunRequestBody },
   responses,
 });
 
