@@ -175,4 +175,4 @@ server.on("upgrade", (req, socket) => {
   socket.on("error", () => undefined);
 });
 
-server.listen(port, "127.0.0.1", () => console.log(`sample app on http://127.0.0.1:${port} (functions /run, /stream, /image; OpenAI-compatible /v1; webhooks at /webhook)`));
+server.listen(port, "127.0.0.1", () => console.log(`sample app on http://127.0.0.1:${server.address().port} (functions /run, /stream, /image; OpenAI-compatible /v1; webhooks at /webhook)`));
