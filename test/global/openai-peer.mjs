@@ -73,6 +73,7 @@ function held(key) {
       state.releasedBy = "timer";
       resolve();
     }, HOLD_FALLBACK_MS);
+    timer.unref(); // a stream still held never keeps vitest from exiting
     state.release = () => {
       clearTimeout(timer);
       state.releasedBy ??= "test";
@@ -142,13 +143,19 @@ export async function startOpenAiPeer() {
     }
   });
   server.keepAliveTimeout = 120_000;
+  // Every socket accepted, so teardown ends them all (a stream still held included) and vitest can exit.
+  const sockets = new Set();
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     close: async () => {
-      for (const state of holds.values()) state.release?.();
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      const closing = new Promise((resolve) => server.close(resolve));
+      for (const socket of sockets) socket.destroy();
+      await closing;
     },
   };
 }
