@@ -47,9 +47,13 @@ export const RunEnvelope = z
   .openapi("RunResult");
 
 const description =
-  "Runs the app's current deployment. Bearer run key: a service account token of the project or an HS256 JWT " +
-  "(`project_id`, `exp`). The HTTP status is the upstream's own (2xx and error statuses alike; 204/205/304 become 200 " +
-  "because the envelope is a body). A WebSocket upgrade is passed through to the upstream.";
+  "Runs the app's current deployment: the gateway calls `{origin_url}/{path}` with the caller's method, body, query (less " +
+  "`webhookEndpoint` and `async`) and headers (less `Authorization`), plus `X-Run-Id`. `{path}` names a `cortex` function (`run`) or " +
+  "any route of a `custom` app's server (`v1/chat/completions`: the OpenAI SDK works with `baseURL` `…/v4/{project_id}/{app_name}/v1`); " +
+  "`runs/{run_id}` is the gateway's own. Bearer run key: a service account token of the project or an HS256 JWT (`project_id`, `exp`). " +
+  "The HTTP status is the app's own. A `cortex` function's JSON answer comes in the run envelope (204/205/304 then become 200, " +
+  "because the envelope is a body); every other answer passes through, streamed as the app writes it. A WebSocket upgrade is " +
+  "passed through to the app.";
 
 const AsyncAccepted = z
   .object({
