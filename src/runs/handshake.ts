@@ -1,5 +1,8 @@
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
+import type { AdmittedRun } from "./admit";
+import { runMeta } from "./call";
+import { upstreamHeaders, upstreamUrl } from "./proxy";
 
 /**
  * The app's answer to a WebSocket upgrade. A redirect is not followed (`redirect: "manual"`: the
@@ -12,11 +15,20 @@ export async function webSocketHandshake(scope: Scope, target: string, headers: 
     return await scope.deps.outbound.fetch(new Request(target, { headers, redirect: "manual", signal: AbortSignal.timeout(timeoutMs) }));
   } catch (error) {
     if (error instanceof DOMException && (error.name === "TimeoutError" || error.name === "AbortError")) {
-      throw new ApiError("gateway_timeout", `The app did not finish the WebSocket handshake within ${timeoutMs} ms.`, {
-        extensions: { run_id: runId },
-        headers: { "X-Run-Id": runId },
-      });
+      throw new ApiError("gateway_timeout", `The app did not finish the WebSocket handshake within ${timeoutMs} ms.`, runMeta(runId));
     }
     throw error;
   }
+}
+
+/** A WebSocket run: the caller's upgrade passed to the app at `{origin_url}/{path}`; webhooks never apply. */
+export async function webSocketRun(scope: Scope, request: Request, run: AdmittedRun, runId: string): Promise<Response> {
+  const headers = upstreamHeaders(request.headers, runId, true);
+  const response = await webSocketHandshake(scope, upstreamUrl(run.originUrl, run.appPath, run.query), headers, runId);
+  run.caller.afterRun();
+  if (response.status !== 101 || !response.webSocket) {
+    await response.body?.cancel().catch(() => undefined);
+    throw new ApiError("bad_gateway", `The app refused the WebSocket upgrade (status ${response.status}).`, runMeta(runId));
+  }
+  return new Response(null, { status: 101, webSocket: response.webSocket, headers: { "X-Run-Id": runId } });
 }
