@@ -3,7 +3,7 @@ import type { Deps } from "./platform/deps";
 import { problemFor } from "./platform/render-error";
 import { createScope } from "./platform/scope";
 import { gateRun } from "./routing/host";
-import type { RunTarget } from "./runs/path";
+import type { RunRequestTarget } from "./runs/path";
 import { run } from "./runs/run";
 
 /**
@@ -12,14 +12,14 @@ import { run } from "./runs/run";
  * cost per run. It does what the router does for these requests, with the same functions and in the
  * same order (scope, host gate, `run`, problem rendering); `src/runs/parity.test.ts` holds the two to it.
  */
-export async function serveRun(request: Request, env: Env, ctx: ExecutionContext, deps: Deps, target: RunTarget): Promise<Response> {
+export async function serveRun(request: Request, env: Env, ctx: ExecutionContext, deps: Deps, target: RunRequestTarget): Promise<Response> {
   let requestId: string | undefined;
   let response: Response;
   try {
     const scope = createScope(env, ctx, deps);
     requestId = scope.requestId;
     await gateRun(scope, request.url, target.authority, target.path);
-    response = await run(scope, request, target.projectId, target.appName);
+    response = await run(scope, request, target);
   } catch (error) {
     requestId ??= newId("req");
     response = problemFor(error, { requestId, method: request.method, path: target.path });

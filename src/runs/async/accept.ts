@@ -7,6 +7,7 @@ import { dropPayloads, placePayload, requestKey } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./consumer";
 import type { AsyncRun } from "../../db/schema";
+import type { AdmittedRun } from "../admit";
 
 /** Stripe's rule: a key answers the same run for 24 hours, then may name a new one. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
@@ -25,14 +26,6 @@ export function asyncRequested(query: URLSearchParams | null): boolean {
   throw invalidField("query", "async", 'must be "true" or "false"');
 }
 
-export interface AsyncRunRequest {
-  projectId: string;
-  appName: string;
-  originUrl: string;
-  query: URLSearchParams | null;
-  body: Uint8Array | undefined;
-  webhook: { endpoint: string; secret: string | undefined } | null;
-}
 
 async function sha256Hex(text: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
@@ -64,16 +57,24 @@ function accepted(request: Request, run: Pick<AsyncRun, "id" | "status" | "proje
  * answered 202 at once. With an `Idempotency-Key` the same request within 24 hours answers the same
  * run; a different request with that key is a 422.
  */
-export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunRequest): Promise<Response> {
+export async function acceptAsync(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
+  const response = await accept(scope, request, req);
+  req.caller.afterRun();
+  return response;
+}
+
+async function accept(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
   const { deps, config, db, env } = scope;
+  // Stored as text with the run (D1 or R2), so an async run's body is UTF-8 (JSON, form fields, text).
+  const bodyBytes = req.body.kind === "bytes" ? req.body.bytes : undefined;
   const key = request.headers.get("idempotency-key");
   if (key !== null && !KEY.test(key)) throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
   let bodyText: string | null = null;
-  if (req.body) {
+  if (bodyBytes) {
     try {
-      bodyText = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(req.body);
+      bodyText = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bodyBytes);
     } catch {
-      throw invalidField("body", "(root)", "must be UTF-8 JSON");
+      throw invalidField("body", "(root)", req.runtime === "cortex" ? "must be UTF-8 JSON" : "must be UTF-8 text for an async run (binary bodies run synchronously)");
     }
   }
   const now = deps.now();
@@ -81,11 +82,13 @@ export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunR
   const query = forwardedQuery(req.query);
   const headers = upstreamHeaders(request.headers, runId);
   headers.delete("idempotency-key");
-  if (bodyText !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
-  headers.set("Accept", "application/json");
-  const requestHash = await sha256Hex(JSON.stringify([request.method, req.appName, query?.toString() ?? "", req.webhook?.endpoint ?? null, bodyText]));
+  if (req.runtime === "cortex") {
+    if (bodyText !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
+    if (!headers.has("accept")) headers.set("Accept", "application/json");
+  }
+  const requestHash = await sha256Hex(JSON.stringify([request.method, req.appName, req.appPath, query?.toString() ?? "", req.webhook?.endpoint ?? null, bodyText]));
 
-  const placed = bodyText === null ? { inline: null, inR2: false } : await placePayload(env, requestKey(runId), bodyText, req.body!.byteLength);
+  const placed = bodyText === null ? { inline: null, inR2: false } : await placePayload(env, requestKey(runId), bodyText, bodyBytes!.byteLength);
   const secret = req.webhook?.secret;
   const run = {
     id: runId,
@@ -93,7 +96,7 @@ export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunR
     appName: req.appName,
     status: "queued" as const,
     method: request.method,
-    target: upstreamUrl(req.originUrl, query),
+    target: upstreamUrl(req.originUrl, req.appPath, query),
     requestHeaders: JSON.stringify([...headers]),
     requestBody: placed.inline,
     requestInR2: placed.inR2,
