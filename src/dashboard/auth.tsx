@@ -29,12 +29,20 @@ export async function writeSession(c: DashContext, session: Session) {
 
 /** Loads the session from its cookie, or starts an anonymous one (it carries the sign-in form's CSRF token). */
 export const loadSession = createMiddleware<DashEnv>(async (c, next) => {
-  const key = await sessionKey(c.var.scope.config.adminToken);
+  const { adminToken, previous } = c.var.scope.config;
+  const key = await sessionKey(adminToken);
+  const previousKey = previous.adminToken === undefined ? undefined : await sessionKey(previous.adminToken);
   c.set("sessionKey", key);
+  c.set("previousSessionKey", previousKey);
   const now = c.var.scope.deps.now();
-  let session = await decodeSession(key, getCookie(c, cookieName(c)), now.getTime());
+  const cookie = getCookie(c, cookieName(c));
+  let session = await decodeSession(key, cookie, now.getTime());
+  // During a rotation a cookie signed under the previous admin token is read, then signed again below.
+  const signedBefore = session === null && previousKey !== undefined && (session = await decodeSession(previousKey, cookie, now.getTime())) !== null;
   if (session?.signedIn && !(await sessionIsLive(c.var.scope.db, session, now))) session = null; // signed out
-  if (session) {
+  if (session && signedBefore) {
+    await writeSession(c, session);
+  } else if (session) {
     c.set("session", session);
     c.set("csrf", await csrfToken(key, session));
   } else {
@@ -65,7 +73,11 @@ export const verifyCsrf = createMiddleware<DashEnv>(async (c, next) => {
   const type = c.req.header("content-type") ?? "";
   if (!/^(application\/x-www-form-urlencoded|multipart\/form-data)/i.test(type)) return refused(c, "Send the dashboard's own forms only.");
   const form = await c.req.parseBody();
-  if (!(await csrfTokenValid(c.get("sessionKey"), c.get("session"), form._csrf))) {
+  const previousKey = c.get("previousSessionKey");
+  const valid =
+    (await csrfTokenValid(c.get("sessionKey"), c.get("session"), form._csrf)) ||
+    (previousKey !== undefined && (await csrfTokenValid(previousKey, c.get("session"), form._csrf))); // a form shown before a rotation
+  if (!valid) {
     return refused(c, "The form has expired or does not belong to this session (for example after signing in again in another tab).");
   }
   return next();

@@ -16,6 +16,10 @@ interface OptionalSettings {
   CERTIFICATE_PROVIDER?: string;
   CERTIFICATE_AUTHORITY?: string;
   MAX_DOMAINS_PER_PROJECT?: string;
+  /** During a rotation only: the secret being replaced, still accepted to read what it signed or sealed. */
+  ADMIN_TOKEN_PREVIOUS?: string;
+  JWT_SECRET_PREVIOUS?: string;
+  WEBHOOK_ENCRYPTION_KEY_PREVIOUS?: string;
 }
 
 declare global {
@@ -63,6 +67,10 @@ const ConfigSchema = z
     ADMIN_TOKEN: secret(32),
     JWT_SECRET: secret(32),
     WEBHOOK_ENCRYPTION_KEY: secret(32),
+    // Set only while a secret is rotated (docs/operations.md): read, never used to sign or seal.
+    ADMIN_TOKEN_PREVIOUS: optional(secret(32)),
+    JWT_SECRET_PREVIOUS: optional(secret(32)),
+    WEBHOOK_ENCRYPTION_KEY_PREVIOUS: optional(secret(32)),
     CF_API_TOKEN: z.string().min(1).optional(),
     CF_ZONE_ID: z.string().min(1).optional(),
     CF_API_BASE_URL: z.url({ protocol: /^https?$/, error: "is not an http(s) URL" }).optional(),
@@ -112,6 +120,12 @@ export interface Config {
   adminToken: string;
   jwtSecret: string;
   webhookEncryptionKey: string;
+  /**
+   * The secrets a rotation replaces, while it lasts: the previous admin token verifies dashboard cookies
+   * it signed (never a credential), the previous JWT secret verifies run JWTs, the previous encryption
+   * key opens webhook secrets sealed under it. Undefined outside a rotation.
+   */
+  previous: { adminToken?: string; jwtSecret?: string; webhookEncryptionKey?: string };
   cloudflare: { apiToken: string; zoneId: string; apiBaseUrl: string | undefined } | null;
   allowInsecureTargets: boolean;
   /** How long the run proxy waits for the upstream's answer. */
@@ -155,6 +169,7 @@ export function getConfig(env: Env): Config {
     adminToken: c.ADMIN_TOKEN,
     jwtSecret: c.JWT_SECRET,
     webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY,
+    previous: { adminToken: c.ADMIN_TOKEN_PREVIOUS, jwtSecret: c.JWT_SECRET_PREVIOUS, webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY_PREVIOUS },
     cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID, apiBaseUrl: c.CF_API_BASE_URL } : null,
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
     runTimeoutMs: c.RUN_TIMEOUT_MS,

@@ -22,12 +22,26 @@ async function serviceAccountCaller(scope: Scope, token: string): Promise<RunCal
   return { projectId: account.projectId, mayRun: account.permissions.includes("runs:invoke"), afterRun: () => touchLastUsed(scope, account) };
 }
 
+/**
+ * The JWT's claims if the current secret signed it, or, during a rotation, the previous one
+ * (`JWT_SECRET_PREVIOUS`), so keys issued before the rotation keep working until they expire.
+ */
+async function verifyJwt(token: string, secret: string, previous: string | undefined): Promise<Record<string, unknown>> {
+  const options = { alg: "HS256", exp: false, nbf: false, iat: false } as const;
+  try {
+    return await verify(token, secret, options);
+  } catch (error) {
+    if (previous === undefined) throw error;
+    return verify(token, previous, options);
+  }
+}
+
 async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
   let claims: Record<string, unknown>;
   try {
     // The algorithm is pinned: a token whose header names another (or `none`) is refused. Time claims
     // are checked below against the service clock.
-    claims = await verify(token, scope.config.jwtSecret, { alg: "HS256", exp: false, nbf: false, iat: false });
+    claims = await verifyJwt(token, scope.config.jwtSecret, scope.config.previous.jwtSecret);
   } catch {
     throw invalidToken("The JWT is not valid: it must be HS256-signed with the service's JWT secret.");
   }

@@ -215,7 +215,7 @@ export async function runDelivery(ctx: DeliveryContext, message: DeliveryMessage
       const last = attempt >= MAX_ATTEMPTS;
       try {
         body ??= await loadBody(env, message);
-        if (secret === undefined) secret = await openSecret(config.webhookEncryptionKey, message.id, message.secret!);
+        if (secret === undefined) secret = await openSecret(config.webhookEncryptionKey, message.id, message.secret!, config.previous.webhookEncryptionKey);
         // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
         const sent = await post(deps, config, message, body, secret, at).finally(ctx.writes.hold());
         result = { ...sent.outcome, durationMs: sent.durationMs };

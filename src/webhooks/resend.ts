@@ -40,7 +40,7 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
   if (original.signed) {
     if (!original.sealedSecret) throw purged;
     try {
-      secret = await openSecret(config.webhookEncryptionKey, original.id, JSON.parse(original.sealedSecret) as SealedSecret);
+      secret = await openSecret(config.webhookEncryptionKey, original.id, JSON.parse(original.sealedSecret) as SealedSecret, config.previous.webhookEncryptionKey);
     } catch {
       // Never resend a signed delivery unsigned.
       throw new ApiError("conflict", "The delivery's signing secret can no longer be read (WEBHOOK_ENCRYPTION_KEY changed?).");

@@ -54,7 +54,7 @@ export async function deliver(scope: Scope, run: AsyncRun, text: string): Promis
   let secret: string | undefined;
   if (run.webhookSecret) {
     try {
-      secret = await openSecret(scope.config.webhookEncryptionKey, run.id, JSON.parse(run.webhookSecret) as SealedSecret);
+      secret = await openSecret(scope.config.webhookEncryptionKey, run.id, JSON.parse(run.webhookSecret) as SealedSecret, scope.config.previous.webhookEncryptionKey);
     } catch (error) {
       // Only a changed WEBHOOK_ENCRYPTION_KEY gets here: an unsigned delivery would be refused by a receiver that checks.
       log("async run webhook not delivered: secret unreadable", { run_id: run.id, project_id: run.projectId, error: String(error) });
