@@ -141,8 +141,10 @@ async function post(deps: Deps, config: Config, message: DeliveryMessage, body: 
   const headers: Record<string, string> = { "Content-Type": "application/json", "User-Agent": "edge-gateway-webhooks/1" };
   if (secret !== null) {
     const timestamp = Math.floor(at.getTime() / 1000);
-    const content = body.signed(encoder.encode(`${message.id}.${timestamp}.`));
-    Object.assign(headers, await signatureHeaders(secret, message.id, timestamp, body.bytes, content));
+    // The message's id, not the record's: a resend carries its original's, with this attempt's timestamp.
+    const id = message.messageId ?? message.id;
+    const content = body.signed(encoder.encode(`${id}.${timestamp}.`));
+    Object.assign(headers, await signatureHeaders(secret, id, timestamp, body.bytes, content));
   }
   const controller = new AbortController();
   const started = Date.now();
