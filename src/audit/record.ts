@@ -6,6 +6,7 @@ import type { Principal } from "../auth/principal";
 import { type ActorKind, auditLog } from "../db/schema";
 import type { AppEnv } from "../platform/scope";
 import { newId } from "../platform/ids";
+import { log } from "../platform/log";
 
 /** What a management write did, named by the handler that did it. */
 export interface AuditEvent {
@@ -122,9 +123,7 @@ async function append(c: Context<AppEnv>, ...events: AuditEvent[]) {
     try {
       await insert();
     } catch (error) {
-      for (const row of rows) {
-        console.error(JSON.stringify({ level: "error", msg: "audit entry not written", entry: { ...row, at: row.at.toISOString() }, error: String(error) }));
-      }
+      for (const row of rows) log("error", "audit entry not written", { entry: { ...row, at: row.at.toISOString() }, error });
     }
   }
 }
@@ -143,6 +142,6 @@ export const auditWrites = createMiddleware<AppEnv>(async (c, next) => {
   if (named?.written) return also.length > 0 ? append(c, ...also) : undefined;
   if (named) return append(c, ...also, named.event);
   const route = routePath(c, -1);
-  console.error(JSON.stringify({ level: "warn", msg: "write route names no audit action", method: c.req.method, route }));
+  log("warn", "write route names no audit action", { method: c.req.method, route });
   await append(c, { action: `${c.req.method} ${route}`, target: { type: "path", id: c.req.path } });
 });
