@@ -1,4 +1,6 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { actingAs } from "../auth/internal";
 import { describe, expect, it } from "vitest";
 import { ROLE_PERMISSIONS, ROLES } from "../auth/roles";
 import { PERMISSIONS } from "../auth/permissions";
@@ -163,6 +165,44 @@ describe("tokens end with their creator's access", () => {
       body: { name: "after-removal", expires_at: inDays(api, 1), scopes: ["builds:read"] },
     });
     expect(minted.status).toBe(401);
+  });
+
+  it("a token minted while its creator is being removed is not created: the insert itself checks the creator", async () => {
+    const api = client();
+    const t = await projectWithTokens(api);
+    // A D1 that lets the removal land between the request's checks (membership, scopes) and its insert:
+    // the creation's one batch (the insert and its audit entry) is the request's only batch.
+    let raced = false;
+    const racingDb = {
+      prepare: (query: string) => env.DB.prepare(query),
+      async batch(statements: D1PreparedStatement[]) {
+        if (!raced) {
+          raced = true;
+          const removed = await t.asOwner(`/v2/projects/${t.projectId}/members/${t.member.member_id}`, { method: "DELETE" });
+          expect(removed.status).toBe(200);
+        }
+        return env.DB.batch(statements);
+      },
+      exec: (query: string) => env.DB.exec(query),
+    } as unknown as D1Database;
+    // As the dashboard calls the API for the developer (in-process), on that D1.
+    const request = new Request(`http://localhost/v2/projects/${t.projectId}/service-accounts`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "minted-during-removal", expires_at: inDays(api, 1), scopes: ["builds:read"] }),
+    });
+    actingAs(request, { kind: "user", userId: t.developer.id, email: t.developer.email });
+    const ctx = createExecutionContext();
+    const response = await api.worker.fetch(request, { ...env, DB: racingDb }, ctx);
+    await waitOnExecutionContext(ctx);
+    const minted = { status: response.status, body: (await response.json()) as { code: string } };
+    expect(raced).toBe(true);
+    expect(minted.status, JSON.stringify(minted.body)).toBe(403);
+    expect(minted.body.code).toBe("forbidden");
+    const all = await api.json<List<Account>>(`/v2/projects/${t.projectId}/service-accounts?limit=100`);
+    expect(all.body.data.map((a) => a.name)).not.toContain("minted-during-removal");
+    // And no audit entry claims it was created.
+    expect((await auditOf(t.projectId)).filter((e) => e.action === "service_account.create" && JSON.stringify(e.details).includes("minted-during-removal"))).toEqual([]);
   });
 
   it("every role either may not create tokens (its members' tokens end when they get it) or holds every permission (nothing to narrow)", () => {
