@@ -54,6 +54,11 @@ describe("Members page", () => {
     const v = visitor(api);
     await signInAs(v, api, owner);
 
+    // API Keys says who made each key (they end with their creator).
+    const keys = text((await v.get(`/dashboard/projects/${projectId}/api-keys`)).html);
+    expect(keys).toContain("Created by");
+    expect(keys).toMatch(/dana-ci .*a member/);
+
     const list = await v.get(`/dashboard/projects/${projectId}/members`);
     expect(list.html).toContain(`href="/dashboard/projects/${projectId}/members/${member.member_id}/remove"`);
     const confirm = await v.get(`/dashboard/projects/${projectId}/members/${member.member_id}/remove`);
