@@ -67,8 +67,8 @@ export const serviceAccountsRouter = createRouter()
     ]);
     if (!account) throw new ApiError("forbidden", "Your access to this project ended while the token was being created: no token was created.");
     // A new token is random, so a miss on it was a guess; forgetting it anyway keeps creation exact.
-    forgetToken(account!.tokenHash);
-    return c.json({ ...serviceAccountJson(account!), token }, 201);
+    forgetToken(account.tokenHash);
+    return c.json({ ...serviceAccountJson(account), token }, 201);
   })
   .openapi(listServiceAccounts, async (c) => {
     const { project_id } = c.req.valid("param");
@@ -91,13 +91,12 @@ export const serviceAccountsRouter = createRouter()
     const match = and(eq(serviceAccounts.id, service_account_id), eq(serviceAccounts.projectId, project_id));
     // One batch ends the account and every token it created, at any depth (a token lives no longer
     // than its creator's access). Revoking twice keeps the first revocation time.
-    const [[revoked], descendantRows] = await db.batch([
+    const [[revoked], descendants] = await db.batch([
       db.update(serviceAccounts).set({ revokedAt: now }).where(and(match, isNull(serviceAccounts.revokedAt))).returning(),
       endLineage(db, project_id, { kind: "service_account", id: service_account_id }, now),
     ]);
     const account = revoked ?? (await db.select().from(serviceAccounts).where(match).limit(1))[0];
     if (!account) throw notFound("service account", service_account_id);
-    const descendants = descendantRows;
     for (const token of descendants) forgetToken(token.tokenHash);
     forgetToken(account.tokenHash);
     auditAs(c, {
