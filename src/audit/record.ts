@@ -6,6 +6,7 @@ import type { Principal } from "../auth/principal";
 import { type ActorKind, auditLog } from "../db/schema";
 import type { AppEnv } from "../platform/scope";
 import { newId } from "../platform/ids";
+import { log } from "../platform/log";
 
 /** What a management write did, named by the handler that did it. */
 export interface AuditEvent {
@@ -101,7 +102,7 @@ async function append(c: Context<AppEnv>, event: AuditEvent) {
     try {
       await insert();
     } catch (error) {
-      console.error(JSON.stringify({ level: "error", msg: "audit entry not written", entry: { ...row, at: row.at.toISOString() }, error: String(error) }));
+      log("error", "audit entry not written", { entry: { ...row, at: row.at.toISOString() }, error });
     }
   }
 }
@@ -118,6 +119,6 @@ export const auditWrites = createMiddleware<AppEnv>(async (c, next) => {
   if (named?.written) return;
   if (named) return append(c, named.event);
   const route = routePath(c, -1);
-  console.error(JSON.stringify({ level: "warn", msg: "write route names no audit action", method: c.req.method, route }));
+  log("warn", "write route names no audit action", { method: c.req.method, route });
   await append(c, { action: `${c.req.method} ${route}`, target: { type: "path", id: c.req.path } });
 });

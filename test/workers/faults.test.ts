@@ -56,7 +56,7 @@ let errorLines: string[] = [];
 beforeEach(() => {
   errorLines = [];
   vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
-    errorLines.push(args.map(String).join(" "));
+    errorLines.push(args.map((a) => (typeof a === "string" ? a : JSON.stringify(a))).join(" "));
   });
 });
 afterEach(() => {

@@ -7,6 +7,7 @@ import { dropPayloads, placePayload, requestKey } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./consumer";
 import type { AsyncRun } from "../../db/schema";
+import { log } from "../../platform/log";
 
 /** Stripe's rule: a key answers the same run for 24 hours, then may name a new one. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
@@ -150,7 +151,7 @@ async function send(scope: Scope, request: Request, run: Pick<AsyncRun, "id" | "
   }
   // Nothing may run without the caller knowing: the run is withdrawn (a message that did go out after
   // all finds no run and is dropped) and the caller told to try again.
-  console.error(JSON.stringify({ level: "error", msg: "async run not queued", run_id: run.id, project_id: run.projectId, error: String(lastError) }));
+  log("error", "async run not queued", { run_id: run.id, project_id: run.projectId, error: lastError });
   await deleteRun(scope.db, run.id);
   await dropBody();
   throw new ApiError("service_unavailable", "The run could not be queued; nothing was run. Retry the request.", { headers: { "Retry-After": "1" } });
