@@ -29,6 +29,8 @@ export function asyncRequested(query: URLSearchParams | null): boolean {
 export interface AsyncRunRequest {
   projectId: string;
   appName: string;
+  /** `RunCaller.id`: the run and its Idempotency-Key are this caller's alone. */
+  caller: string;
   originUrl: string;
   query: URLSearchParams | null;
   body: Uint8Array | undefined;
@@ -92,6 +94,7 @@ export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunR
     id: runId,
     projectId: req.projectId,
     appName: req.appName,
+    caller: req.caller,
     status: "queued" as const,
     method: request.method,
     target: upstreamUrl(req.originUrl, query),
@@ -116,13 +119,14 @@ export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunR
     throw error;
   }
   if (!inserted) {
-    // Only the key can clash (ids are unique): it is taken in this project, and nothing was written.
-    let existing = await runByKey(db, req.projectId, key ?? "");
+    // Only the key can clash (ids are unique): this caller took it in this project, and nothing was
+    // written. Another caller's use of the same key is no clash: keys are per caller, like the runs.
+    let existing = await runByKey(db, req.projectId, req.caller, key ?? "");
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
       // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
       await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
       if (await insertRun(db, run)) return send(scope, request, run, dropBody);
-      existing = await runByKey(db, req.projectId, key ?? "");
+      existing = await runByKey(db, req.projectId, req.caller, key ?? "");
     }
     await dropBody();
     if (!existing) throw new ApiError("conflict", "A run with this Idempotency-Key was being changed at the same moment; retry the request.");
