@@ -5,6 +5,7 @@ import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
 import { type SealedSecret, sealSecret } from "./secret-box";
+import { log, type LogFields } from "../platform/log";
 
 /**
  * What travels through the queue: everything the consumer needs, the secret sealed, a large body by
@@ -57,9 +58,8 @@ export const bodyKey = (deliveryId: string) => `webhook-bodies/${deliveryId}`;
 const encoder = new TextEncoder();
 const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function logError(msg: string, fields: Record<string, unknown>) {
-  console.error(JSON.stringify({ level: "error", msg, ...fields }));
-}
+/** Errors by name, code and redacted message (`describeError`): D1's error carries the row's values, the endpoint among them. */
+const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
 /**
  * Writes the delivery's `pending` row, with its sealed secret, before the run calls its upstream:
@@ -98,7 +98,7 @@ export async function recordPending(
   } catch (error) {
     // The consumer's first claim writes the row from the message; the run goes on.
     recorded = false;
-    logError("webhook delivery record not written before the run", { delivery_id: id, run_id: target.runId, project_id: target.projectId, error: String(error) });
+    logError("webhook delivery record not written before the run", { delivery_id: id, run_id: target.runId, project_id: target.projectId, error });
   }
   return { ...target, id, messageId, createdAt, recorded, sealed };
 }
@@ -125,7 +125,7 @@ export async function enqueuePending(scope: Scope, pending: PendingDelivery, bod
   const { env } = scope;
   const { id } = pending;
   const bodyBytes = encoder.encode(body).byteLength;
-  const log = { delivery_id: id, run_id: pending.runId, project_id: pending.projectId };
+  const facts = { delivery_id: id, run_id: pending.runId, project_id: pending.projectId };
   let lastError: unknown;
   let stored = false;
   for (let attempt = 1; attempt <= SEND_TRIES; attempt++) {
@@ -139,7 +139,7 @@ export async function enqueuePending(scope: Scope, pending: PendingDelivery, bod
       if (attempt < SEND_TRIES) await wait(100 * 2 ** attempt);
     }
   }
-  logError("webhook delivery could not be enqueued", { ...log, endpoint_host: new URL(pending.endpoint).host, error: String(lastError) });
+  logError("webhook delivery could not be enqueued", { ...facts, endpoint_host: new URL(pending.endpoint).host, error: lastError });
   if (stored) await env.WEBHOOK_BODIES.delete(bodyKey(id)).catch(() => undefined);
   await settleUnsent(scope, pending, "enqueue_failed");
   return id;
@@ -169,7 +169,7 @@ export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery
     }
   } catch (error) {
     // The sweeper settles the row (if any) once it is old enough.
-    logError("webhook delivery failure not recorded", { delivery_id: pending.id, run_id: pending.runId, project_id: pending.projectId, reason, error: String(error) });
+    logError("webhook delivery failure not recorded", { delivery_id: pending.id, run_id: pending.runId, project_id: pending.projectId, reason, error });
   }
 }
 
