@@ -93,7 +93,7 @@ export async function run(scope: Scope, request: Request, projectId: string, app
   const now = deps.now().getTime();
   const upstream = await upstreamOf(scope.db, projectId, appName, now);
   if (isAsync) {
-    const response = await acceptAsync(scope, request, { projectId, appName, originUrl: upstream.originUrl, query, body, webhook });
+    const response = await acceptAsync(scope, request, { projectId, appName, caller: caller.id, originUrl: upstream.originUrl, query, body, webhook });
     caller.afterRun();
     return response;
   }

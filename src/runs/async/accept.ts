@@ -7,6 +7,7 @@ import { dropPayloads, placePayload, requestKey } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./consumer";
 import type { AsyncRun } from "../../db/schema";
+import { log } from "../../platform/log";
 
 /** Stripe's rule: a key answers the same run for 24 hours, then may name a new one. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
@@ -28,6 +29,8 @@ export function asyncRequested(query: URLSearchParams | null): boolean {
 export interface AsyncRunRequest {
   projectId: string;
   appName: string;
+  /** `RunCaller.id`: the run and its Idempotency-Key are this caller's alone. */
+  caller: string;
   originUrl: string;
   query: URLSearchParams | null;
   body: Uint8Array | undefined;
@@ -91,6 +94,7 @@ export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunR
     id: runId,
     projectId: req.projectId,
     appName: req.appName,
+    caller: req.caller,
     status: "queued" as const,
     method: request.method,
     target: upstreamUrl(req.originUrl, query),
@@ -115,13 +119,14 @@ export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunR
     throw error;
   }
   if (!inserted) {
-    // Only the key can clash (ids are unique): it is taken in this project, and nothing was written.
-    let existing = await runByKey(db, req.projectId, key ?? "");
+    // Only the key can clash (ids are unique): this caller took it in this project, and nothing was
+    // written. Another caller's use of the same key is no clash: keys are per caller, like the runs.
+    let existing = await runByKey(db, req.projectId, req.caller, key ?? "");
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
       // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
       await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
       if (await insertRun(db, run)) return send(scope, request, run, dropBody);
-      existing = await runByKey(db, req.projectId, key ?? "");
+      existing = await runByKey(db, req.projectId, req.caller, key ?? "");
     }
     await dropBody();
     if (!existing) throw new ApiError("conflict", "A run with this Idempotency-Key was being changed at the same moment; retry the request.");
@@ -150,7 +155,7 @@ async function send(scope: Scope, request: Request, run: Pick<AsyncRun, "id" | "
   }
   // Nothing may run without the caller knowing: the run is withdrawn (a message that did go out after
   // all finds no run and is dropped) and the caller told to try again.
-  console.error(JSON.stringify({ level: "error", msg: "async run not queued", run_id: run.id, project_id: run.projectId, error: String(lastError) }));
+  log("error", "async run not queued", { run_id: run.id, project_id: run.projectId, error: lastError });
   await deleteRun(scope.db, run.id);
   await dropBody();
   throw new ApiError("service_unavailable", "The run could not be queued; nothing was run. Retry the request.", { headers: { "Retry-After": "1" } });
