@@ -9,6 +9,7 @@ import { csrfToken, csrfTokenValid, decodeSession, encodeSession, newSession, sa
 import { endSession, sessionIsLive, storeSession } from "./session-store";
 import { userById } from "../auth/users";
 import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt, WINDOW_MS, waitText } from "./throttle";
+import { log } from "../platform/log";
 
 export const isHttps = (c: DashContext) => new URL(c.req.url).protocol === "https:";
 // `__Host-` binds the cookie to this exact host over https (no Domain, Path=/); plain http cannot use it.
@@ -155,7 +156,7 @@ export function registerAuth(dash: DashRouter) {
     const ip = clientIp(c.req.raw.headers);
     const throttle = await recordAttempt(c.env.DB, ip, now);
     if (!throttle.allowed) {
-      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in throttled", request_id: c.var.scope.requestId, ip }));
+      log("warn", "dashboard sign-in throttled", { request_id: c.var.scope.requestId, ip });
       c.header("Retry-After", String(throttle.retryAfterSeconds));
       // Refused unchecked, the right token too: checking it here would let guessing go on at full speed.
       const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in ${waitText(WINDOW_MS / 1000)}). This attempt was not checked. Try again in ${waitText(throttle.retryAfterSeconds)}.`;
@@ -163,7 +164,7 @@ export function registerAuth(dash: DashRouter) {
     }
     const token = formText(form, "token");
     if (!(await secretsEqual(token, c.var.scope.config.adminToken))) {
-      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.var.scope.requestId, ip }));
+      log("warn", "dashboard sign-in refused", { request_id: c.var.scope.requestId, ip });
       const window = waitText(WINDOW_MS / 1000);
       const left =
         throttle.remaining === 0

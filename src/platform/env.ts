@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ApiError } from "./errors";
+import { log } from "./log";
 
 /**
  * `Env` is generated from wrangler.toml by `wrangler types` (worker-configuration.d.ts; `npm run types`,
@@ -146,7 +147,8 @@ export function getConfig(env: Env): Config {
   const result = ConfigSchema.safeParse(env);
   if (!result.success) {
     const problems = result.error.issues.map((issue) => `${issue.path.join(".") || "config"} ${issue.message}`);
-    console.error(JSON.stringify({ level: "error", msg: "invalid configuration", problems }));
+    // The settings' names and what is wrong with them; never their values.
+    log("error", "invalid configuration", { problems });
     throw new ApiError("configuration_error", `The service is misconfigured: ${problems.join("; ")}.`);
   }
   const c = result.data;

@@ -11,13 +11,16 @@ import { upstreamHeaders, upstreamUrl } from "./proxy";
  */
 export async function webSocketHandshake(scope: Scope, target: string, headers: Headers, runId: string): Promise<Response> {
   const timeoutMs = scope.config.runTimeoutMs;
+  const signal = AbortSignal.timeout(timeoutMs);
   try {
-    return await scope.deps.outbound.fetch(new Request(target, { headers, redirect: "manual", signal: AbortSignal.timeout(timeoutMs) }));
+    return await scope.deps.outbound.fetch(new Request(target, { headers, redirect: "manual", signal }));
   } catch (error) {
-    if (error instanceof DOMException && (error.name === "TimeoutError" || error.name === "AbortError")) {
-      throw new ApiError("gateway_timeout", `The app did not finish the WebSocket handshake within ${timeoutMs} ms.`, runMeta(runId));
-    }
-    throw error;
+    const facts = runMeta(runId);
+    // workerd does not always reject with the signal's TimeoutError: an upgrade cut short by the abort
+    // may surface as "Network connection lost". The signal says which it was.
+    if (signal.aborted) throw new ApiError("gateway_timeout", `The app did not finish the WebSocket handshake within ${timeoutMs} ms.`, facts);
+    // Any other failure is the app's (refused, reset), never the gateway's storage: a 502, not a 503.
+    throw new ApiError("bad_gateway", `The app's WebSocket handshake failed (${error instanceof Error ? error.name : "error"}).`, facts);
   }
 }
 

@@ -201,7 +201,7 @@ async function upstream(req, res, url) {
 function upgrade(req, socket) {
   // A handshake the gateway must not follow, and one that never finishes (runs/handshake.ts).
   if (req.url.startsWith("/upstream/ws-redirect")) {
-    // `Connection: close`: the socket ends here, so the client must not keep it for another request.
+    // `Connection: close`: a client must not reuse a connection this peer ends after the answer.
     socket.end("HTTP/1.1 302 Found\r\nLocation: /upstream/ws\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     return;
   }
@@ -286,10 +286,19 @@ export default async function setup(project) {
   project.provide("peerUrl", `http://127.0.0.1:${port}`);
   project.provide("downUrl", `http://127.0.0.1:${downPort}`);
   project.provide("peerOtherUrl", `http://127.0.0.1:${other.address().port}`);
+  // Every socket either server accepted, upgraded ones included: `closeAllConnections` knows only the
+  // HTTP connections, and a WebSocket left half-open (the redirect and stall peers end or keep theirs)
+  // held `close` — and with it vitest's exit — forever.
+  const sockets = new Set();
+  for (const s of [server, other]) {
+    s.on("connection", (socket) => {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+    });
+  }
   return async () => {
-    server.closeAllConnections();
-    other.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-    await new Promise((resolve) => other.close(resolve));
+    const closing = [server, other].map((s) => new Promise((resolve) => s.close(resolve)));
+    for (const socket of sockets) socket.destroy();
+    await Promise.all(closing);
   };
 }
