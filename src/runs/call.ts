@@ -108,6 +108,12 @@ function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (re
  * `idleMs` ends the call. `cancel` ends it at once: the caller hung up (a run without a webhook), or
  * its grace after a hang-up is over (a run with one). Redirects are not followed: the caller's headers
  * must not travel to wherever the app points.
+ *
+ * Platform limits relied on: the call holds one of the invocation's 6 simultaneous outbound
+ * connections for as long as the body flows (a webhook run opens its second, the queue send, only after
+ * the answer ended); nothing of a passed-through body is held, so a stream of any length stays within
+ * the isolate's 128 MB; Cloudflare cancels a request's work when its caller hangs up, and this ends the
+ * app's call itself at that moment rather than leaving the connection to be torn down later.
  */
 export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, cancel?: AbortSignal): Promise<AppCall> {
   const meta = runMeta(req.runId);
