@@ -144,6 +144,22 @@ describe("a caller who hangs up", () => {
   });
 });
 
+describe("a caller who hangs up on a run with a webhook", () => {
+  it("keeps the app's call: the webhook still receives the whole stream", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const hook = await receiver();
+    const key = watchKey();
+    const { response, ctx } = send(`${app.appPath}/s?events=3&hold=${key}&watch=${key}&webhookEndpoint=${encodeURIComponent(hook.url)}`, { headers: bearer(app.token) });
+    const reader = (await response).body!.getReader();
+    await reader.read();
+    await reader.cancel();
+    await releaseStream(key);
+    await waitOnExecutionContext(ctx);
+    expect(await watchState(key)).toMatchObject({ finished: true, closed: false });
+    expect(JSON.parse((await waitForDelivery(hook.key))[0]!.body!).text).toBe('data: {"i":0}\n\ndata: {"i":1}\n\ndata: {"i":2}\n\n');
+  });
+});
+
 describe("request bodies of custom apps", () => {
   it("reach the app byte for byte, any content type (a multipart upload, binary)", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
