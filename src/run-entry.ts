@@ -4,7 +4,7 @@ import type { Deps } from "./platform/deps";
 import { problemFor } from "./platform/render-error";
 import { createScope } from "./platform/scope";
 import { gateRun } from "./routing/host";
-import { RUN_BASE, RUN_ROUTE, type RunTarget } from "./runs/path";
+import { RUN_BASE, RUN_ROUTE, type RunRequestTarget } from "./runs/path";
 import { run } from "./runs/run";
 
 /** The run's route as the router's request line names it (`/v4/:project_id/:app_name/run`). */
@@ -16,7 +16,7 @@ const RUN_ROUTE_PATTERN = `${RUN_BASE}${RUN_ROUTE.replace(/\{([a-z_]+)\}/g, ":$1
  * cost per run. It does what the router does for these requests, with the same functions and in the
  * same order (scope, host gate, `run`, problem rendering); `src/runs/parity.test.ts` holds the two to it.
  */
-export async function serveRun(request: Request, env: Env, ctx: ExecutionContext, deps: Deps, target: RunTarget): Promise<Response> {
+export async function serveRun(request: Request, env: Env, ctx: ExecutionContext, deps: Deps, target: RunRequestTarget): Promise<Response> {
   const started = Date.now();
   const requestId = newId("req");
   const fields = { request_id: requestId, project_id: target.projectId, route: RUN_ROUTE_PATTERN };
@@ -24,7 +24,7 @@ export async function serveRun(request: Request, env: Env, ctx: ExecutionContext
     try {
       const scope = createScope(env, ctx, deps, requestId);
       await gateRun(scope, request.url, target.authority, target.path);
-      return await run(scope, request, target.projectId, target.appName);
+      return await run(scope, request, target);
     } catch (error) {
       return problemFor(error, { requestId, method: request.method, path: target.path });
     }

@@ -77,7 +77,7 @@ const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${(coun
  * Seeds a project with a service account token, an app and (optionally) a build, through the API. The
  * token has every scope, so tests of other things need not think about scopes; scope tests make their own.
  */
-export async function seedProject(api: Client, options: { appName?: string } = {}) {
+export async function seedProject(api: Client, options: { appName?: string; runtime?: "cortex" | "custom" } = {}) {
   const project = await api.json<{ project_id: string }>("/v2/projects", { method: "POST", body: { name: unique("project") } });
   if (project.status !== 201) throw new Error(`seed project: ${JSON.stringify(project.body)}`);
   const projectId = project.body.project_id;
@@ -90,7 +90,7 @@ export async function seedProject(api: Client, options: { appName?: string } = {
   const app = await api.json<{ app_id: string }>(`/v2/projects/${projectId}/apps`, {
     method: "POST",
     token: account.body.token,
-    body: { name: options.appName ?? "hello", region: "us-east-1", runtime: "cortex" },
+    body: { name: options.appName ?? "hello", region: "us-east-1", runtime: options.runtime ?? "cortex" },
   });
   if (app.status !== 201) throw new Error(`seed app: ${JSON.stringify(app.body)}`);
   return { projectId, token: account.body.token, serviceAccountId: account.body.id, appId: app.body.app_id };

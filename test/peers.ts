@@ -54,3 +54,15 @@ export async function sha256Hex(text: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
+
+/** An upstream call the peer watches (`?watch={key}`): release its held stream, read its state, or wait until its connection closed. */
+export interface WatchState {
+  finished: boolean;
+  closed: boolean;
+  chunks: number;
+}
+export const releaseStream = async (key: string): Promise<WatchState> => (await fetch(`${PEER}/release/${key}`, { method: "POST" })).json();
+export const watchState = async (key: string): Promise<WatchState> => (await fetch(`${PEER}/watch/${key}`)).json();
+/** Answers once the watched call's connection closed before the peer finished (or after 10 s, `closed: false`). */
+export const whenClosed = async (key: string): Promise<WatchState> => (await fetch(`${PEER}/closed/${key}`)).json();
+export const watchKey = () => `w${Date.now().toString(36)}${(counter++).toString(36)}`;

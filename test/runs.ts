@@ -16,12 +16,15 @@ export async function deploy(api: Client, seed: { projectId: string; appId: stri
 
 let apps = 0;
 
-/** A project with an app deployed at the peer's echo upstream (or `origin`), and its run path. */
-export async function seedRunnable(api: Client, origin = `${PEER}/upstream/echo`) {
-  const seed = await seedProject(api, { appName: `app-${(apps++).toString(36)}` });
+/**
+ * A project with an app (`cortex` unless said) deployed at the peer's echo upstream (or `origin`), and
+ * its run path (`…/run`; `appPath` is `/v4/{project_id}/{app_name}`, for other paths).
+ */
+export async function seedRunnable(api: Client, origin = `${PEER}/upstream/echo`, runtime: "cortex" | "custom" = "cortex") {
+  const seed = await seedProject(api, { appName: `app-${(apps++).toString(36)}`, runtime });
   await deploy(api, seed, origin);
   const appName = seed.appId.slice(seed.projectId.length + 1);
-  return { ...seed, appName, runPath: `/v4/${seed.projectId}/${appName}/run` };
+  return { ...seed, appName, appPath: `/v4/${seed.projectId}/${appName}`, runPath: `/v4/${seed.projectId}/${appName}/run` };
 }
 
 /** Calls `api.app` with bindings or settings replaced (a shorter timeout, a counting D1, a failing queue). */

@@ -16,6 +16,7 @@ export interface Upstream {
   appId: string;
   buildId: string;
   originUrl: string;
+  runtime: "cortex" | "custom";
 }
 
 /** Current deployments by app id. Only found ones are kept, so a first deployment is used at once. */
@@ -28,7 +29,7 @@ export async function upstreamOf(db: Database, projectId: string, appName: strin
   if (cached) return cached;
   const deployment = (await currentDeployments(db, [id])).get(id);
   if (deployment) {
-    const upstream = { appId: id, buildId: deployment.buildId, originUrl: deployment.originUrl };
+    const upstream = { appId: id, buildId: deployment.buildId, originUrl: deployment.originUrl, runtime: deployment.runtime };
     deployments.set(id, upstream, now);
     return upstream;
   }

@@ -22,6 +22,8 @@ export interface Deployment {
   buildId: string;
   originUrl: string;
   deployedAt: Date;
+  /** The app's runtime: how its runs are answered (src/runs/answer.ts). */
+  runtime: App["runtime"];
 }
 
 /** Each app's current deployment: the origin of its newest succeeded build. */
@@ -34,14 +36,16 @@ export async function currentDeployments(db: Database, appIds: string[]): Promis
       appId: builds.appId,
       buildId: builds.id,
       originUrl: builds.originUrl,
+      runtime: apps.runtime,
       finishedAt: sql`max(${builds.finishedAt})`.mapWith(builds.finishedAt),
     })
     .from(builds)
+    .innerJoin(apps, eq(apps.id, builds.appId))
     .where(and(inArray(builds.appId, appIds), eq(builds.status, "succeeded")))
     .groupBy(builds.appId);
   for (const row of rows) {
     if (row.originUrl && row.finishedAt) {
-      result.set(row.appId, { buildId: row.buildId, originUrl: row.originUrl, deployedAt: row.finishedAt });
+      result.set(row.appId, { buildId: row.buildId, originUrl: row.originUrl, deployedAt: row.finishedAt, runtime: row.runtime });
     }
   }
   return result;

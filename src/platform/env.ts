@@ -80,6 +80,7 @@ const ConfigSchema = z
       .default("false")
       .transform((value) => value === "true"),
     RUN_TIMEOUT_MS: milliseconds(120_000),
+    RUN_STREAM_IDLE_MS: milliseconds(60_000),
     WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
     OIDC_ISSUER: optional(z.url({ protocol: /^https?$/, error: "is not an http(s) URL" })),
     OIDC_CLIENT_ID: optional(z.string().max(512)),
@@ -129,8 +130,10 @@ export interface Config {
   previous: { adminToken?: string; jwtSecret?: string; webhookEncryptionKey?: string };
   cloudflare: { apiToken: string; zoneId: string; apiBaseUrl: string | undefined } | null;
   allowInsecureTargets: boolean;
-  /** How long the run proxy waits for the upstream's answer. */
+  /** How long the run proxy waits for the app's response headers. */
   runTimeoutMs: number;
+  /** How long an app's answer may stay silent between two chunks (a stream may run as long as it keeps talking). */
+  runStreamIdleMs: number;
   /** How long one webhook delivery attempt waits for the receiver. */
   webhookTimeoutMs: number;
   /** People's sign-in (OpenID Connect); null: the dashboard offers only the operator's admin-token sign-in. */
@@ -175,6 +178,7 @@ export function getConfig(env: Env): Config {
     cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID, apiBaseUrl: c.CF_API_BASE_URL } : null,
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
     runTimeoutMs: c.RUN_TIMEOUT_MS,
+    runStreamIdleMs: c.RUN_STREAM_IDLE_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
     oidc: c.OIDC_ISSUER && c.OIDC_CLIENT_ID && c.OIDC_CLIENT_SECRET ? { issuer: c.OIDC_ISSUER, clientId: c.OIDC_CLIENT_ID, clientSecret: c.OIDC_CLIENT_SECRET } : null,
     asyncRunTimeoutMs: c.ASYNC_RUN_TIMEOUT_MS,

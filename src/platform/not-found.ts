@@ -7,6 +7,9 @@ function routePattern(path: string): RegExp {
     .split("/")
     .map((segment) => {
       if (segment === "*") return ".*";
+      // `:name{pattern}`: the pattern, which may span segments (the run proxy's `{path}`).
+      const pattern = /^:[a-z_]+\{(.+)\}$/i.exec(segment);
+      if (pattern) return pattern[1]!;
       if (segment.startsWith(":")) return "[^/]+";
       return segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
     })

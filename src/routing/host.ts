@@ -2,7 +2,7 @@ import { createMiddleware } from "hono/factory";
 import { type CustomDomainRoute, routeForHost } from "../domains/lookup";
 import { ApiError } from "../platform/errors";
 import type { AppEnv, Scope } from "../platform/scope";
-import { ASYNC_RUN_PATH, RUN_PATH } from "../runs/path";
+import { RUN_PATH } from "../runs/path";
 
 /** The request's hostname, lower case, without port or trailing dot. */
 export function hostnameOf(url: string): string {
@@ -20,8 +20,9 @@ async function knownDomain(scope: Scope, hostname: string): Promise<CustomDomain
 }
 
 /**
- * A custom domain serves the run path of its own project once validated, as on the default address;
- * anything else is a problem that says why.
+ * A custom domain serves the run paths of its own project once validated, as on the default address
+ * (every path of its apps, the async runs' `runs/{run_id}` included: a `status_url` names the host the
+ * run was started on); anything else is a problem that says why.
  */
 function checkServedOnDomain(route: CustomDomainRoute, path: string): void {
   const { hostname } = route;
@@ -31,9 +32,8 @@ function checkServedOnDomain(route: CustomDomainRoute, path: string): void {
       `'${hostname}' is a custom domain that is not validated yet (status ${route.status}); its owner can see why and validate it in the dashboard.`,
     );
   }
-  // The run path, and an async run's status path (its `status_url` names the host the run was started on).
-  const run = RUN_PATH.exec(path) ?? ASYNC_RUN_PATH.exec(path);
-  if (!run) throw new ApiError("not_found", `${hostname} serves only /v4/{project_id}/{app_name}/run of its own project.`);
+  const run = RUN_PATH.exec(path);
+  if (!run) throw new ApiError("not_found", `${hostname} serves only /v4/{project_id}/{app_name}/{path} of its own project.`);
   if (run[1] !== route.projectId) throw new ApiError("not_found", `No project with id '${run[1]}' on ${hostname}.`);
 }
 

@@ -1,36 +1,182 @@
-import type { Deps } from "../platform/deps";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors";
-import { callerStatus, callUpstream, envelope } from "./proxy";
+import { isJsonType } from "../platform/http";
+import type { Deps } from "../platform/deps";
+import { type AppCall, type AppRequest, callApp, type CallLimits, runMeta } from "./call";
+import { BodyCopy, documentOf } from "./copy";
+import { passedBackHeaders, RUN_RESPONSE_MAX_BYTES } from "./proxy";
 
-/** What a run answers: the status, the exact body and its type. An async run stores exactly this. */
+/**
+ * The answer stage: the app's answer becomes the caller's, either the envelope (a `cortex` app's JSON
+ * to a caller who did not ask for a stream) or the app's own answer passed through as it streams. A
+ * run that hands a copy on (webhook, async store) gets it here too, as a `RunAnswer`.
+ */
+
+/** A run's answer as text: what a webhook receives and an async run stores. */
 export interface RunAnswer {
   status: number;
   text: string;
   contentType: string;
-  /** Why the upstream gave no answer (502/504), when it did not. */
+  /** Why the app gave no (whole) answer (502/504), when it did not. */
   failure: ApiError | null;
 }
 
+export interface AnswerContext {
+  runId: string;
+  runtime: "cortex" | "custom";
+  /** The caller's `Accept`, as sent to the app. */
+  accept: string | null;
+  requestId: string;
+  now: () => Date;
+}
+
+/** Whether the caller asked for an event stream (`Accept: text/event-stream`). */
+const asksForStream = (accept: string | null) => accept !== null && /(^|,)\s*text\/event-stream\b/i.test(accept);
+
 /**
- * Calls the upstream and makes the run's answer: the envelope, or, when the upstream failed, the
- * problem a caller gets (a webhook receives it too). The synchronous run and the async consumer both
- * answer through this, so an async run's stored result is what the synchronous run would have answered.
+ * The envelope is for a `cortex` app's JSON answer (or an answer with no type, whose body must then be
+ * JSON or nothing) to a caller who did not ask for a stream; every other answer passes through.
  */
-export async function answerRun(
-  deps: Deps,
-  target: string,
-  init: Pick<RequestInit, "method" | "headers" | "body">,
-  runId: string,
-  timeoutMs: number,
-  requestId: string,
-  /** Ends the call early (a run with a webhook whose caller hung up long ago, src/runs/hang-up.ts). */
-  cancel?: AbortSignal,
-): Promise<RunAnswer> {
+export function envelopes(call: AppCall, ctx: AnswerContext): boolean {
+  if (ctx.runtime !== "cortex" || asksForStream(ctx.accept)) return false;
+  const type = call.response.headers.get("content-type");
+  return type === null || isJsonType(type);
+}
+
+// Statuses whose responses cannot carry a body: the envelope always has one.
+const NULL_BODY = new Set([204, 205, 304]);
+export const callerStatus = (upstream: number) => (NULL_BODY.has(upstream) || upstream < 200 || upstream > 599 ? 200 : upstream);
+
+/** An app's `Retry-After` on a 429 or 503 reaches the caller with the envelope too. */
+function retryAfterOf(response: Response): Record<string, string> {
+  const value = response.headers.get("retry-after");
+  return value !== null && (response.status === 429 || response.status === 503) ? { "Retry-After": value } : {};
+}
+
+export interface EnvelopeAnswer extends RunAnswer {
+  headers: Record<string, string>;
+}
+
+/**
+ * The envelope `{run_id, result, run_time_ms, timestamp}`, spliced around the app's own JSON text so
+ * `result` keeps its exact bytes. The body is read whole, within `RUN_RESPONSE_MAX_BYTES` decoded.
+ */
+export async function envelopeAnswer(call: AppCall, ctx: AnswerContext): Promise<EnvelopeAnswer> {
+  const meta = runMeta(ctx.runId);
+  const raw = await call.text(RUN_RESPONSE_MAX_BYTES);
+  if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
+  const text = raw.trim();
+  if (text !== "") {
+    try {
+      JSON.parse(text);
+    } catch {
+      throw new ApiError("bad_gateway", `The app answered ${call.response.status} with a body that is not JSON.`, meta);
+    }
+  }
+  const runTimeMs = Date.now() - call.startedAt;
+  const envelope = `{"run_id":${JSON.stringify(ctx.runId)},"result":${text === "" ? "null" : text},"run_time_ms":${runTimeMs},"timestamp":${JSON.stringify(ctx.now().toISOString())}}`;
+  return { status: callerStatus(call.response.status), text: envelope, contentType: "application/json", failure: null, headers: retryAfterOf(call.response) };
+}
+
+/** The problem a caller gets when the app gave no answer (502, 504, 413): its webhook receives it too. */
+export function failureAnswer(error: ApiError, requestId: string): EnvelopeAnswer {
+  return { status: error.status, text: JSON.stringify(problemBody(error, requestId)), contentType: PROBLEM_CONTENT_TYPE, failure: error, headers: {} };
+}
+
+/** A whole answer (envelope or problem) as the caller's response. */
+export const responseOf = (answer: EnvelopeAnswer, runId: string) =>
+  new Response(answer.text, { status: answer.status, headers: { "Content-Type": answer.contentType, "X-Run-Id": runId, "Cache-Control": "no-store", ...answer.headers, ...answer.failure?.headers } });
+
+const asRunError = (error: unknown, runId: string): ApiError =>
+  error instanceof ApiError ? error : new ApiError("bad_gateway", "The app's answer broke off.", { ...runMeta(runId), cause: error });
+
+/**
+ * Reads `body` to its end, copying it (bounded) beside `caller` when there is one, and returns the
+ * document of the whole answer.
+ *
+ * Back-pressure: while the caller is connected each chunk is written to it and the next one read only
+ * once the caller has taken it, so the caller sets the pace as on a plain pass-through; the copy adds
+ * no wait of its own and holds at most `RUN_COPY_MAX_BYTES`. Nothing is queued for a slow caller (a
+ * `tee()` would buffer without bound for the slower branch). Once the caller has hung up, the rest is
+ * read at the app's pace into the copy only, so the webhook still receives the whole answer; the run's
+ * grace after a hang-up bounds that (`cutShortAfterHangUp`).
+ */
+async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, caller: WritableStreamDefaultWriter<Uint8Array> | null, ctx: AnswerContext): Promise<RunAnswer> {
+  const copy = new BodyCopy();
+  let error: ApiError | null = null;
+  let callerGone = caller === null;
+  if (body !== null) {
+    const reader = body.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        copy.add(value);
+        if (!callerGone) await caller!.write(value).catch(() => (callerGone = true));
+      }
+    } catch (failure) {
+      error = asRunError(failure, ctx.runId);
+    }
+  }
+  if (!callerGone) await (error ? caller!.abort(error) : caller!.close()).catch(() => undefined);
+  const text = documentOf(copy, {
+    runId: ctx.runId,
+    status: call.response.status,
+    contentType: call.response.headers.get("content-type"),
+    runTimeMs: Date.now() - call.startedAt,
+    at: ctx.now(),
+    error,
+  });
+  return { status: call.response.status, text, contentType: "application/json", failure: error };
+}
+
+/**
+ * The app's answer passed through: its status, its headers (`passedBackHeaders`), its body streamed as
+ * it arrives, and `X-Run-Id`. With `copy`, the document of the answer is collected beside the stream
+ * (`collect`), and resolves once the app's body ended.
+ */
+export function passThrough(call: AppCall, ctx: AnswerContext, copy: boolean): { response: Response; copy: Promise<RunAnswer> | null } {
+  const headers = passedBackHeaders(call.response.headers, ctx.runId);
+  const init = { status: call.response.status, statusText: call.response.statusText, headers };
+  const body = call.stream();
+  if (!copy) return { response: new Response(body, init), copy: null };
+  if (body === null) return { response: new Response(null, init), copy: collect(call, null, null, ctx) };
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  return { response: new Response(readable, init), copy: collect(call, body, writable.getWriter(), ctx) };
+}
+
+/** The document of an answer nobody streams (an async run): the body read to its end into the copy. */
+export const collectAnswer = (call: AppCall, ctx: AnswerContext): Promise<RunAnswer> => collect(call, call.stream(), null, ctx);
+
+export interface Answered {
+  response: Response;
+  /** The copy handed on (webhook), when one was asked for: resolves once the answer is whole. */
+  copy: Promise<RunAnswer> | null;
+}
+
+/** The caller's answer to the app's: the envelope or the app's own, and a copy of it when `copy`. */
+export async function answerCall(call: AppCall, ctx: AnswerContext, copy: boolean): Promise<Answered> {
+  if (!envelopes(call, ctx)) return passThrough(call, ctx, copy);
+  const answer = await envelopeAnswer(call, ctx);
+  return { response: responseOf(answer, ctx.runId), copy: copy ? Promise.resolve(answer) : null };
+}
+
+/** The answer of a run whose app gave none (502, 504, 413): the problem, for the caller and the copy alike. */
+export function failed(error: ApiError, ctx: AnswerContext): Answered {
+  const answer = failureAnswer(error, ctx.requestId);
+  return { response: responseOf(answer, ctx.runId), copy: Promise.resolve(answer) };
+}
+
+/**
+ * Calls the app and makes the run's answer as text, for a run nobody waits on (an async run): the
+ * envelope, the document of a passed-through answer, or the problem when the app gave none. What it
+ * stores is what the synchronous run would have answered, or handed its webhook.
+ */
+export async function answerRun(deps: Deps, req: AppRequest, limits: CallLimits, ctx: AnswerContext, cancel?: AbortSignal): Promise<RunAnswer> {
   try {
-    const answer = await callUpstream(deps, target, init, runId, timeoutMs, cancel);
-    return { status: callerStatus(answer.status), text: envelope(runId, answer, deps.now()), contentType: "application/json", failure: null };
+    const call = await callApp(deps, req, limits, cancel);
+    return envelopes(call, ctx) ? await envelopeAnswer(call, ctx) : await collectAnswer(call, ctx);
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
-    return { status: error.status, text: JSON.stringify(problemBody(error, requestId)), contentType: PROBLEM_CONTENT_TYPE, failure: error };
+    return failureAnswer(error, ctx.requestId);
   }
 }

@@ -1,5 +1,8 @@
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
+import type { AdmittedRun } from "./admit";
+import { runMeta } from "./call";
+import { upstreamHeaders, upstreamUrl } from "./proxy";
 
 /**
  * The app's answer to a WebSocket upgrade. A redirect is not followed (`redirect: "manual"`: the
@@ -12,11 +15,23 @@ export async function webSocketHandshake(scope: Scope, target: string, headers: 
   try {
     return await scope.deps.outbound.fetch(new Request(target, { headers, redirect: "manual", signal }));
   } catch (error) {
-    const facts = { extensions: { run_id: runId }, headers: { "X-Run-Id": runId } };
+    const facts = runMeta(runId);
     // workerd does not always reject with the signal's TimeoutError: an upgrade cut short by the abort
     // may surface as "Network connection lost". The signal says which it was.
     if (signal.aborted) throw new ApiError("gateway_timeout", `The app did not finish the WebSocket handshake within ${timeoutMs} ms.`, facts);
     // Any other failure is the app's (refused, reset), never the gateway's storage: a 502, not a 503.
     throw new ApiError("bad_gateway", `The app's WebSocket handshake failed (${error instanceof Error ? error.name : "error"}).`, facts);
   }
+}
+
+/** A WebSocket run: the caller's upgrade passed to the app at `{origin_url}/{path}`; webhooks never apply. */
+export async function webSocketRun(scope: Scope, request: Request, run: AdmittedRun, runId: string): Promise<Response> {
+  const headers = upstreamHeaders(request.headers, runId, true);
+  const response = await webSocketHandshake(scope, upstreamUrl(run.originUrl, run.appPath, run.query), headers, runId);
+  run.caller.afterRun();
+  if (response.status !== 101 || !response.webSocket) {
+    await response.body?.cancel().catch(() => undefined);
+    throw new ApiError("bad_gateway", `The app refused the WebSocket upgrade (status ${response.status}).`, runMeta(runId));
+  }
+  return new Response(null, { status: 101, webSocket: response.webSocket, headers: { "X-Run-Id": runId } });
 }

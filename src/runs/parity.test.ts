@@ -50,16 +50,28 @@ describe("the run entry and the router", () => {
     };
     expect(take("GET", `/v4/${PROJECT}/hello/run`)).toBe(true);
     expect(take("POST", `/v4/${PROJECT}/hello/run?a=1&webhookEndpoint=x`)).toBe(true);
+    // Any path of the app, any method a custom app takes (the run answers 405 for a cortex one).
+    expect(take("POST", `/v4/${PROJECT}/llm/v1/chat/completions`)).toBe(true);
+    expect(take("PUT", `/v4/${PROJECT}/hello/run`)).toBe(true);
+    expect(take("PATCH", `/v4/${PROJECT}/hello/items/1`)).toBe(true);
+    expect(take("DELETE", `/v4/${PROJECT}/hello/items/1`)).toBe(true);
+    expect(take("GET", `/v4/${PROJECT}/hello/run/`)).toBe(true);
+    expect(take("GET", `/v4/${PROJECT}/hello/runs`)).toBe(true);
+    expect(take("GET", `/v4/${PROJECT}/hello/runs/a/b`)).toBe(true);
+    // The router's: HEAD (refused), OPTIONS, the reserved runs/{run_id}, malformed ids.
     expect(take("HEAD", `/v4/${PROJECT}/hello/run`)).toBe(false);
-    expect(take("PUT", `/v4/${PROJECT}/hello/run`)).toBe(false);
-    expect(take("GET", `/v4/${PROJECT}/hello/run/`)).toBe(false);
-    expect(take("GET", `/v4/${PROJECT}/hello/run/extra`)).toBe(false);
+    expect(take("OPTIONS", `/v4/${PROJECT}/hello/run`)).toBe(false);
+    expect(take("GET", `/v4/${PROJECT}/hello/runs/run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c`)).toBe(false);
+    expect(take("DELETE", `/v4/${PROJECT}/hello/runs/run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c`)).toBe(false);
+    expect(take("PUT", `/v4/${PROJECT}/hello/runs/x/`)).toBe(false);
+    expect(take("GET", `/v4/${PROJECT}/hello`)).toBe(false);
     expect(take("GET", `/v4/proj_short/hello/run`)).toBe(false);
     expect(take("GET", `/v4/${PROJECT}/Hello/run`)).toBe(false);
     expect(take("GET", `/v4/${PROJECT}/he%6clo/run`)).toBe(false);
     expect(take("GET", `/v2/projects`)).toBe(false);
     // What it took, it answered (here: no key, a 401).
-    expect((await Promise.all(taken)).map((r) => r.status)).toEqual([401, 401]);
+    expect((await Promise.all(taken)).map((r) => r.status)).toEqual(Array(taken.length).fill(401));
+    expect(taken).toHaveLength(9);
     await waitOnExecutionContext(ctx);
   });
 
@@ -67,7 +79,9 @@ describe("the run entry and the router", () => {
     const app = await seedRunnable(api);
     const idle = await seedProject(api, { appName: "idle" });
     const down = await seedRunnable(api, DOWN);
+    const custom = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const auth = { Authorization: `Bearer ${app.token}` };
+    const customAuth = { Authorization: `Bearer ${custom.token}` };
     const cases: [string, RequestInit & { host?: string }][] = [
       [`${app.runPath}?temperature=0.2&tag=a&tag=b`, { method: "POST", headers: { ...auth, "Content-Type": "application/json", "X-Custom": "kept" }, body: '{"a":1}' }],
       [`${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/none`)}`, { headers: auth }],
@@ -90,6 +104,16 @@ describe("the run entry and the router", () => {
       [`${app.runPath}?async=true`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: '{"a":1}' }],
       [`${app.runPath}?async=maybe`, { headers: auth }],
       [`/v4/${idle.projectId}/idle/run?async=true`, { headers: { Authorization: `Bearer ${idle.token}` } }],
+      // Any path: a cortex app's other functions, its methods refused; a custom app's routes, methods and bodies passed through.
+      [`${app.appPath}/predict/v2?x=1`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "{}" }],
+      [`${app.appPath}/run`, { method: "PUT", headers: auth }],
+      [`${app.appPath}/run`, { method: "DELETE", headers: auth }],
+      [`${custom.appPath}/v1/chat/completions?async=false`, { method: "POST", headers: { ...customAuth, "Content-Type": "text/plain" }, body: "hi" }],
+      [`${custom.appPath}/items/7?png=64`, { method: "GET", headers: customAuth }],
+      [`${custom.appPath}/items/7?raw=1`, { method: "PUT", headers: { ...customAuth, "Content-Type": "application/octet-stream" }, body: new Uint8Array([0, 1, 2, 255]) }],
+      [`${custom.appPath}/items/7`, { method: "PATCH", headers: customAuth }],
+      [`${custom.appPath}/items/7?status=429&retryAfter=7`, { method: "DELETE", headers: customAuth }],
+      [`${custom.appPath}/items/7`, { headers: customAuth, host: "unknown.example.test" }],
     ];
     for (const [path, init] of cases) {
       const [entry, routed] = await both(path, init);

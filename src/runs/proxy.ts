@@ -1,14 +1,17 @@
-import type { Deps } from "../platform/deps";
-import { isTimeout } from "../platform/http";
-import { ApiError } from "../platform/errors";
+/**
+ * What crosses the gateway between a caller and an app: the request's headers and URL, the headers of
+ * a passed-through answer, and the size limits on what the gateway holds. Sizes always count decoded
+ * bytes: the runtime decodes a `Content-Encoding: gzip` (or br) answer as it is read, so a count over
+ * the body read is a count of what it expands to, never of its wire length.
+ */
 
-/** Request bodies up to this size are accepted (413 above, before the body is read when declared). */
+/** Request bodies up to this size are accepted (413 above: before the body is read when declared, else as the bytes flow). */
 export const RUN_REQUEST_MAX_BYTES = 6 * 1024 * 1024;
-/** Upstream answers up to this size are returned (and delivered); larger ones are a 502. */
+/** Answers the gateway reads whole (a `cortex` JSON answer, to envelope it) up to this size, decoded; larger ones are a 502. */
 export const RUN_RESPONSE_MAX_BYTES = 10 * 1024 * 1024;
 
 // Not forwarded: the caller's credentials and the webhook secret stay with us; hop-by-hop headers and
-// the length are the fetch's own.
+// the length are the fetch's own; `Accept-Encoding` is the runtime's (it decodes only what it asked for).
 const DROPPED = new Set([
   "authorization",
   "cookie",
@@ -22,6 +25,7 @@ const DROPPED = new Set([
   "transfer-encoding",
   "upgrade",
   "content-length",
+  "accept-encoding",
 ]);
 
 export function upstreamHeaders(incoming: Headers, runId: string, keepUpgrade = false): Headers {
@@ -35,16 +39,50 @@ export function upstreamHeaders(incoming: Headers, runId: string, keepUpgrade = 
   return headers;
 }
 
+// Not passed back from the app: hop-by-hop headers; the encoding and length of a body the runtime has
+// decoded; and headers that would act on the gateway's hostname as a whole (shared by every project,
+// the dashboard included) rather than on this answer.
+const NOT_PASSED_BACK = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "content-encoding",
+  "content-length",
+  "set-cookie",
+  "set-cookie2",
+  "strict-transport-security",
+  "alt-svc",
+  "clear-site-data",
+  "x-request-id",
+]);
+
+/** The headers of an app's answer that a passed-through answer carries, with `X-Run-Id`. */
+export function passedBackHeaders(upstream: Headers, runId: string): Headers {
+  const headers = new Headers();
+  for (const [name, value] of upstream) if (!NOT_PASSED_BACK.has(name)) headers.append(name, value);
+  headers.set("X-Run-Id", runId);
+  return headers;
+}
+
 /** The gateway's own query parameters, never passed to the app. */
 const OURS = new Set(["webhookEndpoint", "async"]);
 export const isGatewayParam = (name: string) => OURS.has(name);
 
-/** The deployment's origin with the caller's query parameters (but ours) appended. */
-export function upstreamUrl(originUrl: string, query: URLSearchParams | null): string {
-  if (query === null) return originUrl;
+/**
+ * `{origin_url}/{path}` with the caller's query parameters (but ours) after the origin's own. The path
+ * is appended as sent (still percent-encoded), below the origin's base path.
+ */
+export function upstreamUrl(originUrl: string, appPath: string, query: URLSearchParams | null): string {
   const url = new URL(originUrl);
-  for (const [name, value] of query) {
-    if (!OURS.has(name)) url.searchParams.append(name, value);
+  url.pathname = `${url.pathname.replace(/\/+$/, "")}/${appPath}`;
+  if (query !== null) {
+    for (const [name, value] of query) {
+      if (!OURS.has(name)) url.searchParams.append(name, value);
+    }
   }
   return url.href;
 }
@@ -65,6 +103,11 @@ export async function readLimited(body: ReadableStream<Uint8Array> | null, max: 
     }
     chunks.push(value);
   }
+  return concat(chunks, size);
+}
+
+export function concat(chunks: readonly Uint8Array[], size: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
   const out = new Uint8Array(size);
   let offset = 0;
   for (const chunk of chunks) {
@@ -74,76 +117,38 @@ export async function readLimited(body: ReadableStream<Uint8Array> | null, max: 
   return out;
 }
 
-export interface UpstreamAnswer {
-  status: number;
-  /** The upstream's JSON text, verified to parse; `null` for an empty body. */
-  json: string;
-  runTimeMs: number;
+/** A body counted as it flows: whether it passed its limit, and who to tell when it does. */
+export interface BodyLimit {
+  exceeded(): boolean;
+  /** `end` is called once, when the body passes the limit: it ends the app's call (the upload must not look complete). */
+  onExceeded(end: () => void): void;
 }
 
-
-/** Calls the upstream and returns its JSON answer; a 502 or 504 problem (with `run_id`) when it fails. */
-export async function callUpstream(
-  deps: Deps,
-  target: string,
-  init: Pick<RequestInit, "method" | "headers" | "body">,
-  runId: string,
-  timeoutMs: number,
-  /** Ends the call early (the caller hung up long ago); it then fails as a timeout would. */
-  cancel?: AbortSignal,
-): Promise<UpstreamAnswer> {
-  const meta = { extensions: { run_id: runId }, headers: { "X-Run-Id": runId } };
-  const started = Date.now();
-  // A timer of our own, cleared once the answer is read: `AbortSignal.timeout` would leave one pending
-  // for the whole timeout after every run.
-  const controller = new AbortController();
-  const { signal } = controller;
-  const timer = setTimeout(() => controller.abort(new DOMException(`No answer within ${timeoutMs} ms`, "TimeoutError")), timeoutMs);
-  const onCancel = () => controller.abort(cancel?.reason);
-  cancel?.addEventListener("abort", onCancel, { once: true });
-  let response: Response;
-  let raw: string | null;
-  try {
-    response = await deps.outbound.fetch(new Request(target, { ...init, signal, redirect: "manual" }));
-    const length = response.headers.get("content-length");
-    const declared = length === null ? null : Number(length);
-    if (declared !== null && declared > RUN_RESPONSE_MAX_BYTES) {
-      await response.body?.cancel().catch(() => undefined);
-      raw = null;
-    } else if (declared !== null && Number.isFinite(declared)) {
-      // The common case, a declared length within the limit: the runtime reads it in one go, far
-      // cheaper than a chunk loop in JavaScript (the hot path's largest cost in the benchmark).
-      raw = await response.text();
-    } else {
-      const bytes = await readLimited(response.body, RUN_RESPONSE_MAX_BYTES);
-      raw = bytes === null ? null : new TextDecoder().decode(bytes);
-    }
-  } catch (error) {
-    if (isTimeout(error) || signal.aborted) {
-      throw new ApiError("gateway_timeout", `The app did not answer within ${timeoutMs} ms.`, meta);
-    }
-    throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });
-  } finally {
-    clearTimeout(timer);
-    cancel?.removeEventListener("abort", onCancel);
-  }
-  if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
-  const text = raw.trim();
-  if (text !== "") {
-    try {
-      JSON.parse(text);
-    } catch {
-      throw new ApiError("bad_gateway", `The app answered ${response.status} with a body that is not JSON.`, meta);
-    }
-  }
-  return { status: response.status, json: text === "" ? "null" : text, runTimeMs: Date.now() - started };
+/**
+ * The caller's body as it flows to the app, counted: past `max` bytes the app's call is ended and the
+ * stream errors, and `exceeded()` turns true, so the run answers 413 rather than 502.
+ */
+export function limitedStream(body: ReadableStream<Uint8Array>, max: number): { stream: ReadableStream<Uint8Array>; limit: BodyLimit } {
+  let size = 0;
+  let over = false;
+  let end = () => undefined as void;
+  const counter = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      size += chunk.byteLength;
+      if (size > max) {
+        over = true;
+        end();
+        controller.error(new RangeError(`The request body is larger than ${max} bytes.`));
+        return;
+      }
+      controller.enqueue(chunk);
+    },
+  });
+  const limit: BodyLimit = {
+    exceeded: () => over,
+    onExceeded: (fn) => {
+      end = fn;
+    },
+  };
+  return { stream: body.pipeThrough(counter), limit };
 }
-
-/** The envelope, spliced around the upstream's own JSON text so `result` keeps its exact bytes. */
-export function envelope(runId: string, answer: UpstreamAnswer, at: Date): string {
-  return `{"run_id":${JSON.stringify(runId)},"result":${answer.json},"run_time_ms":${answer.runTimeMs},"timestamp":${JSON.stringify(at.toISOString())}}`;
-}
-
-// Statuses whose responses cannot carry a body: the envelope always has one.
-const NULL_BODY = new Set([204, 205, 304]);
-export const callerStatus = (upstream: number) => (NULL_BODY.has(upstream) || upstream < 200 || upstream > 599 ? 200 : upstream);

@@ -11,6 +11,19 @@ export const RunParams = z.object({
     .openapi({ param: { name: "app_name", in: "path" }, example: "hello-world" }),
 });
 
+/** A run's parameters: the app and its `{path}` (one or more segments, passed to the app as `{origin_url}/{path}`). */
+export const RunPathParams = RunParams.extend({
+  path: z
+    .string()
+    .openapi({
+      param: { name: "path", in: "path" },
+      example: "run",
+      description:
+        "The app's path, one or more segments: a `cortex` function (`run`) or any route of a `custom` server (`v1/chat/completions`). " +
+        "`runs/{run_id}` is the gateway's own (async runs).",
+    }),
+});
+
 // Every other query parameter is the app's and passes through unchanged.
 export const RunQuery = z.looseObject({
   webhookEndpoint: z
@@ -68,6 +81,8 @@ const responses = {
 /** The permission a credential needs to run an app or read and cancel its async runs (src/auth/permissions.ts). */
 export const RUNS_SECURITY = [{ bearerAuth: ["runs:invoke"] }];
 
+const request = { params: RunPathParams, query: RunQuery, headers: RunHeaders };
+
 export const runPost = createRoute({
   operationId: "runApp",
   method: "post",
@@ -76,7 +91,7 @@ export const runPost = createRoute({
   summary: "Run an app (JSON body)",
   description,
   security: RUNS_SECURITY,
-  request: { params: RunParams, query: RunQuery, headers: RunHeaders },
+  request,
   responses,
 });
 
@@ -88,6 +103,24 @@ export const runGet = createRoute({
   summary: "Run an app (no body), or open a WebSocket to it",
   description,
   security: RUNS_SECURITY,
-  request: { params: RunParams, query: RunQuery, headers: RunHeaders },
+  request,
   responses,
 });
+
+/** The methods a `custom` app's server takes besides GET and POST (a `cortex` app answers them 405). */
+const customRoute = (method: "put" | "patch" | "delete", operationId: string) =>
+  createRoute({
+    operationId,
+    method,
+    path: RUN_ROUTE,
+    tags: ["Runs"],
+    summary: `Call a custom app's route (${method.toUpperCase()})`,
+    description: `${description} Custom apps only; a cortex app answers 405.`,
+    security: RUNS_SECURITY,
+    request,
+    responses,
+  });
+
+export const runPut = customRoute("put", "runAppPut");
+export const runPatch = customRoute("patch", "runAppPatch");
+export const runDelete = customRoute("delete", "runAppDelete");

@@ -102,7 +102,7 @@ describe("run proxy (POST|GET /v4/{project_id}/{app_name}/run)", () => {
     expect(unknown.status).toBe(404);
   });
 
-  it("answers 502 with run_id when the upstream is down or answers non-JSON", async () => {
+  it("answers 502 with run_id when the upstream is down or answers JSON that is not", async () => {
     const down = await seedRunnable(api, `${DOWN}/run`);
     const res = await api.json(down.runPath, { method: "POST", token: down.token, body: {} });
     expect(res.status).toBe(502);
@@ -110,7 +110,7 @@ describe("run proxy (POST|GET /v4/{project_id}/{app_name}/run)", () => {
     expect(res.body.code).toBe("bad_gateway");
     expect(res.body.run_id).toMatch(/^run_/);
     expect(res.headers.get("x-run-id")).toBe(res.body.run_id);
-    const text = await seedRunnable(api, `${PEER}/upstream/echo?text=1`);
+    const text = await seedRunnable(api, `${PEER}/upstream/echo?text=1&type=application/json`);
     const notJson = await api.json(text.runPath, { token: text.token });
     expect(notJson.status).toBe(502);
   });

@@ -4,12 +4,67 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import { createServer } from "node:http";
+import { gzipSync } from "node:zlib";
 
 /** Per receiver key: how to answer (in order, the last repeats) and what arrived. */
 const scenarios = new Map();
 const logs = new Map();
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Upstream calls a test watches, by the key it chose (`?watch=`): whether the peer finished writing its
+ * answer, whether the connection closed before that, and the release a held stream waits for.
+ */
+const watched = new Map();
+function watch(key) {
+  let entry = watched.get(key);
+  if (!entry) {
+    let release;
+    let closed;
+    entry = { finished: false, closed: false, chunks: 0, released: new Promise((resolve) => (release = resolve)), whenClosed: new Promise((resolve) => (closed = resolve)) };
+    entry.release = release;
+    entry.markClosed = () => {
+      entry.closed = true;
+      closed();
+    };
+    watched.set(key, entry);
+  }
+  return entry;
+}
+const watchState = (entry) => ({ finished: entry.finished, closed: entry.closed, chunks: entry.chunks });
+
+/** Deterministic bytes of a PNG image: the signature, then a counter pattern. */
+function pngBytes(size) {
+  const bytes = Buffer.alloc(Math.max(size, 8));
+  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(bytes);
+  for (let i = 8; i < bytes.length; i++) bytes[i] = (i * 31) & 0xff;
+  return bytes;
+}
+
+/**
+ * An event stream of `events` events, `gap` ms apart; with `hold`, the first event is written and the
+ * rest waits for `POST /release/{hold}`. With `watch`, the peer notes when it finished or the
+ * connection closed first (a caller's hang-up reaching the app).
+ */
+async function eventStream(req, res, url, entry) {
+  const events = Number(url.searchParams.get("events") ?? "3");
+  const gap = Number(url.searchParams.get("gap") ?? "0");
+  const hold = url.searchParams.get("hold");
+  const first = Number(url.searchParams.get("firstAfter") ?? "0");
+  res.writeHead(Number(url.searchParams.get("status") ?? "200"), { "content-type": "text/event-stream", "cache-control": "no-cache", "x-app-header": "kept" });
+  res.flushHeaders();
+  if (first) await sleep(first);
+  for (let i = 0; i < events; i++) {
+    if (res.destroyed || entry?.closed) return;
+    res.write(`data: {"i":${i}}\n\n`);
+    if (entry) entry.chunks++;
+    if (i === 0 && hold) await watch(hold).released;
+    else if (gap && i < events - 1) await sleep(gap);
+  }
+  if (entry) entry.finished = true;
+  res.end();
+}
 
 async function readBody(req) {
   const chunks = [];
@@ -53,7 +108,7 @@ async function receiver(req, res, key) {
     headers: req.headers,
     bodyLength: body.length,
     bodySha256: createHash("sha256").update(body).digest("hex"),
-    body: body.length <= 256 * 1024 ? body.toString("utf8") : null,
+    body: body.length <= 8 * 1024 * 1024 ? body.toString("utf8") : null,
     signatures: scenario.secret ? checkSignatures(scenario.secret, req.headers, body) : null,
   };
   log.push(entry);
@@ -68,11 +123,51 @@ async function receiver(req, res, key) {
 }
 
 async function upstream(req, res, url) {
-  const body = await readBody(req);
+  const key = url.searchParams.get("watch");
+  const entry = key ? watch(key) : null;
+  if (entry) {
+    // "close" on the response before it finished: the gateway dropped the connection.
+    res.on("close", () => {
+      if (!entry.finished) entry.markClosed();
+    });
+  }
+  if (url.searchParams.has("events")) return eventStream(req, res, url, entry);
+  const body = await readBody(req).catch(() => null);
+  if (body === null) return;
   const delay = Number(url.searchParams.get("delay") ?? "0");
   if (delay) await sleep(delay);
+  if (entry) entry.finished = true;
+  const retryAfter = url.searchParams.get("retryAfter");
+  const extra = retryAfter ? { "retry-after": retryAfter } : {};
+  if (url.searchParams.has("gzip")) {
+    // A JSON body of `gzip` bytes once decoded, sent compressed: its Content-Length is the wire length.
+    const size = Number(url.searchParams.get("gzip"));
+    const text = `{"pad":"${"x".repeat(Math.max(size - 10, 0))}"}`;
+    const zipped = gzipSync(Buffer.from(text));
+    const type = url.searchParams.get("type") ?? "application/json";
+    res.writeHead(200, { "content-type": type, "content-encoding": "gzip", "content-length": zipped.length, ...extra });
+    res.end(zipped);
+    return;
+  }
+  if (url.searchParams.has("png")) {
+    const bytes = pngBytes(Number(url.searchParams.get("png")));
+    res.writeHead(200, { "content-type": "image/png", "content-length": bytes.length, "x-image-sha256": createHash("sha256").update(bytes).digest("hex") });
+    res.end(bytes);
+    return;
+  }
+  if (url.searchParams.has("raw")) {
+    // The request body back, byte for byte, with its type: what a custom app sees of an upload.
+    res.writeHead(Number(url.searchParams.get("status") ?? "200"), {
+      "content-type": req.headers["content-type"] ?? "application/octet-stream",
+      "content-length": body.length,
+      "x-body-sha256": createHash("sha256").update(body).digest("hex"),
+      ...extra,
+    });
+    res.end(body);
+    return;
+  }
   if (url.searchParams.has("text")) {
-    res.writeHead(200, { "content-type": "text/plain" });
+    res.writeHead(200, { "content-type": url.searchParams.get("type") ?? "text/plain" });
     res.end("not json");
     return;
   }
@@ -86,13 +181,20 @@ async function upstream(req, res, url) {
     return;
   }
   const status = Number(url.searchParams.get("status") ?? "200");
-  json(res, status, {
-    method: req.method,
-    path: url.pathname,
-    query: [...url.searchParams],
-    headers: req.headers,
-    body: body.length ? body.toString("utf8") : null,
-  });
+  json(
+    res,
+    status,
+    {
+      method: req.method,
+      path: url.pathname,
+      query: [...url.searchParams],
+      headers: req.headers,
+      body: body.length ? body.toString("utf8") : null,
+      bodyLength: body.length,
+      bodySha256: createHash("sha256").update(body).digest("hex"),
+    },
+    extra,
+  );
 }
 
 // A WebSocket echo with no library: the handshake of RFC 6455 and single, small text frames.
@@ -147,6 +249,17 @@ export default async function setup(project) {
         return json(res, 200, { ok: true });
       }
       if (area === "log") return json(res, 200, { requests: logs.get(key) ?? [] });
+      // A watched upstream call: release its held stream, read its state, or wait (up to 10 s) until its connection closed.
+      if (area === "release" && req.method === "POST") {
+        watch(key).release();
+        return json(res, 200, watchState(watch(key)));
+      }
+      if (area === "watch") return json(res, 200, watchState(watch(key)));
+      if (area === "closed") {
+        const entry = watch(key);
+        await Promise.race([entry.whenClosed, sleep(10_000)]);
+        return json(res, 200, watchState(entry));
+      }
       json(res, 404, { error: "no such peer route" });
     } catch (error) {
       json(res, 500, { error: String(error) });

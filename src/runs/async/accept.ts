@@ -7,6 +7,7 @@ import { dropPayloads, placePayload, requestKey } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./consumer";
 import type { AsyncRun } from "../../db/schema";
+import type { AdmittedRun } from "../admit";
 import { log } from "../../platform/log";
 
 /** Stripe's rule: a key answers the same run for 24 hours, then may name a new one. */
@@ -26,16 +27,6 @@ export function asyncRequested(query: URLSearchParams | null): boolean {
   throw invalidField("query", "async", 'must be "true" or "false"');
 }
 
-export interface AsyncRunRequest {
-  projectId: string;
-  appName: string;
-  /** `RunCaller.id`: the run and its Idempotency-Key are this caller's alone. */
-  caller: string;
-  originUrl: string;
-  query: URLSearchParams | null;
-  body: Uint8Array | undefined;
-  webhook: { endpoint: string; secret: string | undefined } | null;
-}
 
 async function sha256Hex(text: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
@@ -67,16 +58,24 @@ function accepted(request: Request, run: Pick<AsyncRun, "id" | "status" | "proje
  * answered 202 at once. With an `Idempotency-Key` the same request within 24 hours answers the same
  * run; a different request with that key is a 422.
  */
-export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunRequest): Promise<Response> {
+export async function acceptAsync(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
+  const response = await accept(scope, request, req);
+  req.caller.afterRun();
+  return response;
+}
+
+async function accept(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
   const { deps, config, db, env } = scope;
+  // Stored as text with the run (D1 or R2), so an async run's body is UTF-8 (JSON, form fields, text).
+  const bodyBytes = req.body.kind === "bytes" ? req.body.bytes : undefined;
   const key = request.headers.get("idempotency-key");
   if (key !== null && !KEY.test(key)) throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
   let bodyText: string | null = null;
-  if (req.body) {
+  if (bodyBytes) {
     try {
-      bodyText = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(req.body);
+      bodyText = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bodyBytes);
     } catch {
-      throw invalidField("body", "(root)", "must be UTF-8 JSON");
+      throw invalidField("body", "(root)", req.runtime === "cortex" ? "must be UTF-8 JSON" : "must be UTF-8 text for an async run (binary bodies run synchronously)");
     }
   }
   const now = deps.now();
@@ -84,20 +83,22 @@ export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunR
   const query = forwardedQuery(req.query);
   const headers = upstreamHeaders(request.headers, runId);
   headers.delete("idempotency-key");
-  if (bodyText !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
-  headers.set("Accept", "application/json");
-  const requestHash = await sha256Hex(JSON.stringify([request.method, req.appName, query?.toString() ?? "", req.webhook?.endpoint ?? null, bodyText]));
+  if (req.runtime === "cortex") {
+    if (bodyText !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
+    if (!headers.has("accept")) headers.set("Accept", "application/json");
+  }
+  const requestHash = await sha256Hex(JSON.stringify([request.method, req.appName, req.appPath, query?.toString() ?? "", req.webhook?.endpoint ?? null, bodyText]));
 
-  const placed = bodyText === null ? { inline: null, inR2: false } : await placePayload(env, requestKey(runId), bodyText, req.body!.byteLength);
+  const placed = bodyText === null ? { inline: null, inR2: false } : await placePayload(env, requestKey(runId), bodyText, bodyBytes!.byteLength);
   const secret = req.webhook?.secret;
   const run = {
     id: runId,
     projectId: req.projectId,
     appName: req.appName,
-    caller: req.caller,
+    caller: req.caller.id,
     status: "queued" as const,
     method: request.method,
-    target: upstreamUrl(req.originUrl, query),
+    target: upstreamUrl(req.originUrl, req.appPath, query),
     requestHeaders: JSON.stringify([...headers]),
     requestBody: placed.inline,
     requestInR2: placed.inR2,
@@ -121,12 +122,12 @@ export async function acceptAsync(scope: Scope, request: Request, req: AsyncRunR
   if (!inserted) {
     // Only the key can clash (ids are unique): this caller took it in this project, and nothing was
     // written. Another caller's use of the same key is no clash: keys are per caller, like the runs.
-    let existing = await runByKey(db, req.projectId, req.caller, key ?? "");
+    let existing = await runByKey(db, req.projectId, req.caller.id, key ?? "");
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
       // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
       await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
       if (await insertRun(db, run)) return send(scope, request, run, dropBody);
-      existing = await runByKey(db, req.projectId, req.caller, key ?? "");
+      existing = await runByKey(db, req.projectId, req.caller.id, key ?? "");
     }
     await dropBody();
     if (!existing) throw new ApiError("conflict", "A run with this Idempotency-Key was being changed at the same moment; retry the request.");

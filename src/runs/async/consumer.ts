@@ -1,5 +1,6 @@
 import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
+import { upstreamOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
 import { deliver, endingOf, endUnanswered } from "./lifecycle";
 import { dropPayloads, readPayload, requestKey } from "./payloads";
@@ -37,6 +38,15 @@ const END_TRIES = 3;
 
 const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
+/** The runtime of the run's app, which decides its answer's form; an app deleted since answers as a `custom` one (passed through). */
+async function runtimeOf(scope: Scope, run: AsyncRun): Promise<"cortex" | "custom"> {
+  try {
+    return (await upstreamOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime())).runtime;
+  } catch {
+    return "custom";
+  }
+}
+
 async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<void> {
   const { env, config, deps, db } = scope;
   const body = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
@@ -46,7 +56,12 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
     return;
   }
   const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
-  const answer = await answerRun(deps, run.target, { method: run.method, headers, body }, run.id, config.asyncRunTimeoutMs, run.requestId);
+  const runtime = await runtimeOf(scope, run);
+  const limits = { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs };
+  const ctx = { runId: run.id, runtime, accept: headers.get("accept"), requestId: run.requestId, now: deps.now };
+  // ASYNC_RUN_TIMEOUT_MS bounds the whole run here, a stream included: the invocation has 15 minutes.
+  const request = { target: run.target, method: run.method, headers, body, runId: run.id };
+  const answer = await answerRun(deps, request, limits, ctx, AbortSignal.timeout(config.asyncRunTimeoutMs));
   const ending = await endingOf(env, run.id, answer, deps.now());
   for (let tries = 1; ; tries++) {
     try {

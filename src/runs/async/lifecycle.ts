@@ -17,7 +17,8 @@ const logError = (message: string, fields: LogFields) => log("error", message, f
 export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: Date): Promise<Ending> {
   const bytes = byteLength(answer.text);
   const placed = await placePayload(env, resultKey(runId), answer.text, bytes);
-  const ok = answer.status >= 200 && answer.status < 300;
+  // A passed-through answer that broke off is a failed run, whatever status it began with.
+  const ok = answer.status >= 200 && answer.status < 300 && answer.failure === null;
   return {
     status: ok ? "succeeded" : "failed",
     resultStatus: answer.status,

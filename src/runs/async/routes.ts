@@ -3,7 +3,7 @@ import { requires } from "../../auth/access";
 import { ASYNC_RUN_STATUSES } from "../../db/schema";
 import { idParam, jsonContent, ListQuery, listOf, ProjectParams, problems, SCOPED_PROBLEMS, Timestamp } from "../../platform/openapi";
 import { ASYNC_RUN_ROUTE } from "../path";
-import { RunParams, runGet, runPost, RUNS_SECURITY as security } from "../routes";
+import { RunParams, runDelete, runGet, runPatch, runPost, runPut, RUNS_SECURITY as security } from "../routes";
 
 export const RUN_ID_EXAMPLE = "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
 
@@ -85,4 +85,4 @@ export const listAsyncRuns = createRoute({
 });
 
 /** The run proxy's operations, served under `/v4` and documented in the one OpenAPI document. */
-export const RUN_PROXY_ROUTES = [runPost, runGet, getAsyncRun, cancelAsyncRun];
+export const RUN_PROXY_ROUTES = [runPost, runGet, runPut, runPatch, runDelete, getAsyncRun, cancelAsyncRun];

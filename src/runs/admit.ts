@@ -1,0 +1,138 @@
+import { upstreamOf } from "../apps/deployments";
+import { insufficientScope } from "../auth/access";
+import { ApiError, invalidField } from "../platform/errors";
+import { isJsonType } from "../platform/http";
+import type { Scope } from "../platform/scope";
+import { checkTarget } from "../platform/url-policy";
+import { asyncRequested } from "./async/accept";
+import { admitCaller, admitRun } from "./limits";
+import { METHODS_OF, type RunTarget } from "./path";
+import { type BodyLimit, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
+import type { RunCaller } from "./run-key";
+
+/**
+ * The admit stage: everything checked before the app is called. The caller's key, the project's run
+ * budget, the target (the app's deployment and runtime), the method, the gateway's own parameters and
+ * the body. Nothing here calls the app; a refused run leaves no trace but its answer.
+ */
+
+const MAX_SECRET_LENGTH = 1024;
+
+export interface Webhook {
+  endpoint: string;
+  secret: string | undefined;
+}
+
+/** The caller's body as the app will get it. */
+export type RunBody =
+  | { kind: "none" }
+  /** Read whole: a `cortex` run's JSON object, or any body of an async run (it is stored). */
+  | { kind: "bytes"; bytes: Uint8Array }
+  /** A `custom` app's body, any type, streamed to it as it arrives and counted against the limit. */
+  | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit };
+
+export interface AdmittedRun extends RunTarget {
+  caller: RunCaller;
+  runtime: "cortex" | "custom";
+  originUrl: string;
+  /** The caller's query string, parsed only when there is one (most runs have none). */
+  query: URLSearchParams | null;
+  webhook: Webhook | null;
+  isAsync: boolean;
+  webSocket: boolean;
+  body: RunBody;
+}
+
+/** `webhookEndpoint` and `X-Webhook-Secret`, checked before anything runs. */
+function webhookOf(scope: Scope, request: Request, query: URLSearchParams | null): Webhook | null {
+  const endpoints = query?.getAll("webhookEndpoint") ?? [];
+  // Without a receiver the secret has nothing to sign; it is dropped (never forwarded).
+  if (endpoints.length === 0) return null;
+  if (endpoints.length > 1) throw invalidField("query", "webhookEndpoint", "must be given once");
+  const secret = request.headers.get("x-webhook-secret") ?? undefined;
+  const check = checkTarget(endpoints[0]!, { allowInsecure: scope.config.allowInsecureTargets });
+  if (!check.ok) throw invalidField("query", "webhookEndpoint", check.reason);
+  if (secret !== undefined && (secret.length === 0 || secret.length > MAX_SECRET_LENGTH)) {
+    throw invalidField("header", "X-Webhook-Secret", `must be 1 to ${MAX_SECRET_LENGTH} characters`);
+  }
+  return { endpoint: check.url.href, secret };
+}
+
+const tooLarge = () => new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
+
+/** The caller's body, whole, within the limit. */
+async function wholeBody(request: Request): Promise<Uint8Array> {
+  const bytes = await readLimited(request.body, RUN_REQUEST_MAX_BYTES);
+  if (bytes === null) throw tooLarge();
+  return bytes;
+}
+
+/** A `cortex` run's body: a JSON object, exactly as sent. */
+async function functionArguments(request: Request): Promise<RunBody> {
+  const bytes = await wholeBody(request);
+  if (bytes.byteLength === 0) return { kind: "none" };
+  const type = request.headers.get("content-type") ?? undefined;
+  if (!isJsonType(type)) {
+    throw new ApiError("unsupported_media_type", `Send the run's arguments as application/json (got ${type ?? "no Content-Type"}).`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    throw new ApiError("malformed_json", "The request body is not valid JSON.");
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw invalidField("body", "(root)", "must be a JSON object");
+  }
+  return { kind: "bytes", bytes };
+}
+
+/** The body of a run: checked (`cortex`), read whole (async), or streamed as it comes (`custom`). */
+async function bodyOf(request: Request, runtime: "cortex" | "custom", isAsync: boolean): Promise<RunBody> {
+  if (request.body === null || request.method === "GET") return { kind: "none" };
+  const declared = Number(request.headers.get("content-length") ?? "0");
+  if (declared > RUN_REQUEST_MAX_BYTES) throw tooLarge();
+  if (runtime === "cortex") return functionArguments(request);
+  if (isAsync) {
+    const bytes = await wholeBody(request);
+    return bytes.byteLength === 0 ? { kind: "none" } : { kind: "bytes", bytes };
+  }
+  return { kind: "stream", ...limitedStream(request.body, RUN_REQUEST_MAX_BYTES) };
+}
+
+const isWebSocket = (request: Request) => request.method === "GET" && request.headers.get("upgrade")?.toLowerCase() === "websocket";
+
+/** The caller's query string, parsed only when there is one (most runs have none). */
+function queryOf(url: string): URLSearchParams | null {
+  const mark = url.indexOf("?");
+  if (mark === -1 || mark === url.length - 1) return null;
+  const hash = url.indexOf("#", mark);
+  return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
+}
+
+/** Admits a run of `target`: a problem for anything that must not reach the app. */
+export async function admit(scope: Scope, request: Request, target: RunTarget): Promise<AdmittedRun> {
+  const { projectId, appName } = target;
+  const caller = await admitCaller(scope, request);
+  if (caller.projectId !== undefined && caller.projectId !== projectId) {
+    // A key of another project learns nothing about this one.
+    throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
+  }
+  if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
+  await admitRun(scope, projectId);
+  const upstream = await upstreamOf(scope.db, projectId, appName, scope.deps.now().getTime());
+  const allowed: readonly string[] = METHODS_OF[upstream.runtime];
+  // HEAD included: Hono would answer it by running the app for a body nobody receives.
+  if (!allowed.includes(request.method)) {
+    const what = upstream.runtime === "cortex" ? "A cortex app's functions take" : "Runs take";
+    throw new ApiError("method_not_allowed", `${what} ${allowed.join(", ")}; not ${request.method}.`, { headers: { Allow: allowed.join(", ") } });
+  }
+  const webSocket = isWebSocket(request);
+  const query = queryOf(request.url);
+  // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.
+  const webhook = webSocket ? null : webhookOf(scope, request, query);
+  const isAsync = asyncRequested(query);
+  if (isAsync && webSocket) throw invalidField("query", "async", "does not apply to a WebSocket");
+  const body = await bodyOf(request, upstream.runtime, isAsync);
+  return { ...target, caller, runtime: upstream.runtime, originUrl: upstream.originUrl, query, webhook, isAsync, webSocket, body };
+}

@@ -1,0 +1,195 @@
+import type { Deps } from "../platform/deps";
+import { ApiError } from "../platform/errors";
+import { isTimeout } from "../platform/http";
+import type { AdmittedRun } from "./admit";
+import { type BodyLimit, readLimited, upstreamHeaders, upstreamUrl } from "./proxy";
+
+/** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
+export interface AppRequest {
+  target: string;
+  method: string;
+  headers: Headers;
+  body: BodyInit | null;
+  runId: string;
+  /** The caller's streamed body's limit: past it the call ends, and answers 413 rather than 502. */
+  bodyLimit?: BodyLimit;
+}
+
+/**
+ * The request to the app: `{origin_url}/{path}` with the caller's query (but the gateway's own
+ * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
+ */
+export function appRequestOf(request: Request, run: AdmittedRun, runId: string): AppRequest {
+  const headers = upstreamHeaders(request.headers, runId);
+  const target = upstreamUrl(run.originUrl, run.appPath, run.query);
+  const { body } = run;
+  if (run.runtime === "cortex") {
+    // A function's arguments are JSON, and so is the answer the envelope needs, unless the caller asked otherwise.
+    if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
+    if (!headers.has("accept")) headers.set("Accept", "application/json");
+  }
+  if (body.kind === "stream") return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
+  return { target, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
+}
+
+export interface CallLimits {
+  /** How long the app may take to send its response headers (`RUN_TIMEOUT_MS`). */
+  headersMs: number;
+  /** How long the app may stay silent between two chunks of its body (`RUN_STREAM_IDLE_MS`). */
+  idleMs: number;
+}
+
+/** The app's answer: its status and headers, and its body read one of two ways. */
+export interface AppCall {
+  /** The app's own response; read its body through `stream()` or `text()`, never directly. */
+  response: Response;
+  /** `Date.now()` when the call was sent: a run's `run_time_ms` counts from here. */
+  startedAt: number;
+  /** The body, decoded, passed on chunk by chunk as it arrives, under the silence timer; `null` for none. */
+  stream(): ReadableStream<Uint8Array> | null;
+  /** The whole body as text when it is at most `max` decoded bytes; `null` when larger (the call is then ended). */
+  text(max: number): Promise<string | null>;
+}
+
+export const runMeta = (runId: string) => ({ extensions: { run_id: runId }, headers: { "X-Run-Id": runId } });
+
+/** The problem of a stream that stayed silent too long: its error, seen by whoever reads the body. */
+export class StreamIdle extends ApiError {
+  constructor(idleMs: number, runId: string) {
+    super("gateway_timeout", `The app sent nothing for ${idleMs} ms in the middle of its answer.`, runMeta(runId));
+  }
+}
+
+/**
+ * The body as it arrives, with a timer that ends the call when the app stays silent `idleMs` between
+ * chunks: a stream may run as long as it keeps talking. Each chunk is passed on as it comes (nothing
+ * is held here); the timer is re-armed per chunk.
+ */
+function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (reason: unknown) => void, runId: string, over: () => void): ReadableStream<Uint8Array> {
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  const disarm = () => {
+    if (timer !== null) clearTimeout(timer);
+  };
+  const arm = (controller: TransformStreamDefaultController<Uint8Array>) => {
+    disarm();
+    timer = setTimeout(() => {
+      const idle = new StreamIdle(idleMs, runId);
+      controller.error(idle);
+      end(idle);
+    }, idleMs);
+  };
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      start: arm,
+      transform(chunk, controller) {
+        arm(controller);
+        controller.enqueue(chunk);
+      },
+      flush: () => {
+        disarm();
+        over();
+      },
+      // The reader went away (the caller hung up): the timer must not outlive the call.
+      cancel: () => {
+        disarm();
+        over();
+      },
+    } as Transformer<Uint8Array, Uint8Array>),
+  );
+}
+
+/**
+ * Calls the app. Hand-written rather than `hono/proxy`: the headers each way follow the gateway's own
+ * rules (`upstreamHeaders`, `passedBackHeaders`: credentials, the webhook secret and headers that would
+ * act on the shared hostname stay out), the envelope path reads the answer without a re-wrapped
+ * Response, and a run is one Request and one Response, not two of each.
+ *
+ * `RUN_TIMEOUT_MS` bounds the wait for the response headers (504); after them, only silence longer than
+ * `idleMs` ends the call. `cancel` ends it at once: the caller hung up (a run without a webhook), or
+ * its grace after a hang-up is over (a run with one). Redirects are not followed: the caller's headers
+ * must not travel to wherever the app points.
+ *
+ * Platform limits relied on: the call holds one of the invocation's 6 simultaneous outbound
+ * connections for as long as the body flows (a webhook run opens its second, the queue send, only after
+ * the answer ended); nothing of a passed-through body is held, so a stream of any length stays within
+ * the isolate's 128 MB; Cloudflare cancels a request's work when its caller hangs up, and this ends the
+ * app's call itself at that moment rather than leaving the connection to be torn down later.
+ */
+export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, cancel?: AbortSignal): Promise<AppCall> {
+  const meta = runMeta(req.runId);
+  const controller = new AbortController();
+  const { signal } = controller;
+  const end = (reason: unknown) => controller.abort(reason);
+  // A timer of our own, cleared once the headers are in: `AbortSignal.timeout` would leave one pending
+  // for the whole timeout after every run.
+  const timer = setTimeout(() => end(new DOMException(`No answer within ${limits.headersMs} ms`, "TimeoutError")), limits.headersMs);
+  const onCancel = () => end(cancel?.reason ?? new DOMException("The run was ended", "AbortError"));
+  if (cancel?.aborted) onCancel();
+  else cancel?.addEventListener("abort", onCancel, { once: true });
+  req.bodyLimit?.onExceeded(() => end(new DOMException("The request body passed the run's limit", "AbortError")));
+  const startedAt = Date.now();
+  let response: Response;
+  try {
+    response = await deps.outbound.fetch(new Request(req.target, { method: req.method, headers: req.headers, body: req.body, signal, redirect: "manual" }));
+  } catch (error) {
+    cancel?.removeEventListener("abort", onCancel);
+    if (req.bodyLimit?.exceeded()) throw new ApiError("payload_too_large", "The request body is larger than the run's limit; the app's call was ended.", meta);
+    if (isTimeout(error) || signal.aborted) throw new ApiError("gateway_timeout", `The app did not answer within ${limits.headersMs} ms.`, meta);
+    throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });
+  } finally {
+    clearTimeout(timer);
+  }
+  // The cancel listener stays while the body flows (a hang-up mid-stream ends the call too) and goes with it.
+  const over = () => cancel?.removeEventListener("abort", onCancel);
+  /** What a broken read of the body means for the caller. */
+  const brokenOff = (error: unknown): ApiError => {
+    if (signal.reason instanceof ApiError) return signal.reason;
+    if (error instanceof ApiError) return error;
+    if (signal.aborted || isTimeout(error)) return new ApiError("gateway_timeout", "The app's answer was cut off by the run's time limits.", meta);
+    return new ApiError("bad_gateway", "The app's answer broke off.", { ...meta, cause: error });
+  };
+  const raw = response;
+  const empty = raw.body === null || NULL_BODY.has(raw.status);
+  if (empty) {
+    await raw.body?.cancel().catch(() => undefined);
+    over();
+  }
+  return {
+    response: raw,
+    startedAt,
+    stream: () => (empty ? null : watchSilence(raw.body!, limits.idleMs, end, req.runId, over)),
+    async text(max) {
+      if (empty) return "";
+      // A declared length is the decoded length only when nothing was encoded (the runtime decodes gzip
+      // and br as it reads, and the header keeps the wire length).
+      const length = raw.headers.has("content-encoding") ? null : raw.headers.get("content-length");
+      const declared = length === null ? null : Number(length);
+      try {
+        if (declared !== null && declared > max) {
+          await raw.body!.cancel().catch(() => undefined);
+          return null;
+        }
+        if (declared !== null && Number.isFinite(declared)) {
+          // The common case, a declared length within the limit: the runtime reads it in one go, far
+          // cheaper than a chunk loop in JavaScript; one silence timer covers the whole read.
+          const idle = setTimeout(() => end(new StreamIdle(limits.idleMs, req.runId)), limits.idleMs);
+          try {
+            return await raw.text();
+          } finally {
+            clearTimeout(idle);
+          }
+        }
+        const bytes = await readLimited(watchSilence(raw.body!, limits.idleMs, end, req.runId, () => undefined), max);
+        if (bytes === null) end(new DOMException("The answer is larger than the gateway reads", "AbortError"));
+        return bytes === null ? null : new TextDecoder().decode(bytes);
+      } catch (error) {
+        throw brokenOff(error);
+      } finally {
+        over();
+      }
+    },
+  };
+}
+
+/** Statuses whose responses carry no body. */
+export const NULL_BODY: ReadonlySet<number> = new Set([204, 205, 304]);
