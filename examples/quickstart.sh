@@ -40,6 +40,6 @@ echo "3. An app, and a build of it (status \"queued\")."
 APP=$(call "$TOKEN" POST "/projects/$PROJECT/apps" '{"name":"hello","region":"us-east-1","runtime":"cortex"}' | field app_id)
 BUILD=$(call "$TOKEN" POST "/projects/$PROJECT/apps/$APP/builds" '{}' | field build_id)
 
-echo "4. Cancel it (the spec's operation): 200, status \"cancelled\". Again: the same 200."
+echo "4. Cancel it: 200, status \"cancelled\". Again: the same 200 (cancelling is idempotent)."
 call "$TOKEN" DELETE "/projects/$PROJECT/apps/$APP/builds/$BUILD"
 call "$TOKEN" DELETE "/projects/$PROJECT/apps/$APP/builds/$BUILD"

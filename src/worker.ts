@@ -1,5 +1,6 @@
 import { createHttpRouter } from "./http";
 import type { Deps } from "./platform/deps";
+import { logInvocation } from "./platform/log";
 import { createScope } from "./platform/scope";
 import { cronHandlers } from "./scheduled";
 import { queueHandlers } from "./queue";
@@ -22,18 +23,23 @@ export function createWorker(deps: Deps) {
     async queue(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
       const handler = queueHandlers[batch.queue];
       if (!handler) throw new Error(`No consumer for queue '${batch.queue}'; wrangler.toml and QUEUES disagree.`);
-      await handler(batch, createScope(env, ctx, deps));
+      const scope = createScope(env, ctx, deps);
+      await logInvocation({ request_id: scope.requestId, queue: batch.queue, messages: batch.messages.length }, () => handler(batch, scope));
     },
 
     async scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
       // `wrangler dev`'s /__scheduled without ?cron= fires an empty expression: run every configured cron.
       if (controller.cron === "") {
-        for (const handler of Object.values(cronHandlers)) await handler(controller, createScope(env, ctx, deps));
+        for (const [cron, handler] of Object.entries(cronHandlers)) {
+          const scope = createScope(env, ctx, deps);
+          await logInvocation({ request_id: scope.requestId, cron }, () => handler(controller, scope));
+        }
         return;
       }
       const handler = cronHandlers[controller.cron];
       if (!handler) throw new Error(`No handler for cron '${controller.cron}'; wrangler.toml and CRONS disagree.`);
-      await handler(controller, createScope(env, ctx, deps));
+      const scope = createScope(env, ctx, deps);
+      await logInvocation({ request_id: scope.requestId, cron: controller.cron }, () => handler(controller, scope));
     },
   } satisfies ExportedHandler<Env>;
 }

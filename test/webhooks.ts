@@ -54,6 +54,7 @@ export async function drive(api: Client, message: unknown, overrides: Partial<Re
 }
 
 export interface DeliveryJson {
+  delivery_id: string;
   request_id: string;
   run_id: string;
   status: string;

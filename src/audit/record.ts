@@ -6,6 +6,7 @@ import type { Principal } from "../auth/principal";
 import { type ActorKind, auditLog } from "../db/schema";
 import type { AppEnv } from "../platform/scope";
 import { newId } from "../platform/ids";
+import { log } from "../platform/log";
 
 /** What a management write did, named by the handler that did it. */
 export interface AuditEvent {
@@ -43,6 +44,8 @@ const WRITES = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
 /** Per request: the event its handler named, and whether the handler already wrote it in its own batch. */
 const pending = new WeakMap<Request, { event: AuditEvent; written: boolean }>();
+/** Per request: entries beyond the write's own (the tokens a member's removal ended), written after a 2xx. */
+const consequences = new WeakMap<Request, AuditEvent[]>();
 
 function rowOf(c: Context<AppEnv>, event: AuditEvent) {
   const actor = actorOf(c.get("principal"));
@@ -74,6 +77,16 @@ export function auditAs(c: Context<AppEnv>, event: AuditEvent) {
 }
 
 /**
+ * An entry beside the write's own, for what the write did to other things (each token that ended
+ * with a removed member): written with it once the handler answered 2xx, with the same request id.
+ */
+export function auditAlso(c: Context<AppEnv>, event: AuditEvent) {
+  const list = consequences.get(c.req.raw) ?? [];
+  list.push(event);
+  consequences.set(c.req.raw, list);
+}
+
+/**
  * The entry as a statement for the handler's own D1 batch, placed right after the write: both commit
  * or neither does, and the entry is inserted only if that write changed a row (`changes()` of the
  * statement before it in the batch), so an `ON CONFLICT DO NOTHING` that did nothing leaves no entry.
@@ -90,18 +103,27 @@ export function auditStatement(c: Context<AppEnv>, event: AuditEvent) {
     );
 }
 
-async function append(c: Context<AppEnv>, event: AuditEvent) {
-  const row = rowOf(c, event);
-  const insert = () => c.var.scope.db.insert(auditLog).values(row);
+// D1 binds at most 100 parameters per statement: 12 per entry, so 8 entries per statement.
+const ENTRIES_PER_STATEMENT = 8;
+
+async function append(c: Context<AppEnv>, ...events: AuditEvent[]) {
+  const rows = events.map((event) => rowOf(c, event));
+  const db = c.var.scope.db;
+  const insert = async () => {
+    const statements = [];
+    for (let i = 0; i < rows.length; i += ENTRIES_PER_STATEMENT) statements.push(db.insert(auditLog).values(rows.slice(i, i + ENTRIES_PER_STATEMENT)));
+    if (statements.length === 1) await statements[0];
+    else await db.batch(statements as [(typeof statements)[number], ...(typeof statements)[number][]]);
+  };
   try {
     await insert();
   } catch {
     // The write is done and its answer must not change now (a retried create would create twice): try
-    // once more, and if D1 still refuses, the entry goes to the logs whole, so it can be restored.
+    // once more, and if D1 still refuses, the entries go to the logs whole, so they can be restored.
     try {
       await insert();
     } catch (error) {
-      console.error(JSON.stringify({ level: "error", msg: "audit entry not written", entry: { ...row, at: row.at.toISOString() }, error: String(error) }));
+      for (const row of rows) log("error", "audit entry not written", { entry: { ...row, at: row.at.toISOString() }, error });
     }
   }
 }
@@ -110,14 +132,16 @@ async function append(c: Context<AppEnv>, event: AuditEvent) {
  * Every management write leaves exactly one audit entry: the one its handler wrote in its batch, or
  * the one it named with `auditAs`, written here after a 2xx. A write route that names none still
  * leaves one (the method and route as its action) and a log line that says the route should name it.
+ * Beside it, one entry per consequence the handler named with `auditAlso`.
  */
 export const auditWrites = createMiddleware<AppEnv>(async (c, next) => {
   await next();
   if (!WRITES.has(c.req.method) || c.res.status < 200 || c.res.status >= 300) return;
+  const also = consequences.get(c.req.raw) ?? [];
   const named = pending.get(c.req.raw);
-  if (named?.written) return;
-  if (named) return append(c, named.event);
+  if (named?.written) return also.length > 0 ? append(c, ...also) : undefined;
+  if (named) return append(c, ...also, named.event);
   const route = routePath(c, -1);
-  console.error(JSON.stringify({ level: "warn", msg: "write route names no audit action", method: c.req.method, route }));
+  log("warn", "write route names no audit action", { method: c.req.method, route });
   await append(c, { action: `${c.req.method} ${route}`, target: { type: "path", id: c.req.path } });
 });

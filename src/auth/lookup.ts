@@ -5,6 +5,7 @@ import type { Scope } from "../platform/scope";
 import { invalidToken } from "./challenge";
 import { isPermission, type Permission } from "./permissions";
 import { hashToken, isWellFormedToken } from "./tokens";
+import { log } from "../platform/log";
 
 /**
  * How long this isolate trusts what it learnt about a token on the run path without asking D1 again.
@@ -87,6 +88,6 @@ export function touchLastUsed(scope: Scope, account: Pick<ServiceAccount, "id" |
   const write = scope.env.DB.prepare("UPDATE service_accounts SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at <= ?3)")
     .bind(now, account.id, now - LAST_USED_RESOLUTION_MS)
     .run()
-    .catch((error: unknown) => console.error(JSON.stringify({ level: "warn", msg: "last_used_at write failed", error: String(error) })));
+    .catch((error: unknown) => log("warn", "last_used_at write failed", { service_account_id: account.id, error }));
   scope.ctx.waitUntil(write);
 }

@@ -17,7 +17,11 @@ export const PERMISSIONS = [
 
 export type Permission = (typeof PERMISSIONS)[number];
 
-/** A new service account's permissions when its creator names none: all but minting more tokens. */
-export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter((p) => p !== "service_accounts:write");
+/**
+ * A new service account's permissions when its creator names none: all but minting more tokens and
+ * resending webhook deliveries (a resend delivers a stored result again to its receiver: asked for by
+ * name, never granted by default). Tokens created before keep the scopes they were given.
+ */
+export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter((p) => p !== "service_accounts:write" && p !== "deliveries:write");
 
 export const isPermission = (value: string): value is Permission => (PERMISSIONS as readonly string[]).includes(value);

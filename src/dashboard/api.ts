@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { actingAs } from "../auth/internal";
 import type { Principal } from "../auth/principal";
+import { insideRequest, type Scope } from "../platform/scope";
 
 /** How the dashboard reaches the management API: the Worker's own fetch, in-process, no network hop. */
 export type ApiFetch = (request: Request, env: Env, ctx: ExecutionContext | undefined) => Promise<Response>;
@@ -76,6 +77,9 @@ export function apiClient(c: Context, apiFetch: ApiFetch, caller: Caller) {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     if ("principal" in caller) actingAs(request, caller.principal);
+    // The API call serves this page's request: it shares its id (logs, audit log, the problem shown).
+    const page = (c.var as { scope?: Scope }).scope;
+    if (page) insideRequest(request, page.requestId);
     const response = await apiFetch(request, c.env as Env, ctx);
     const text = await response.text();
     const json = parseJson(text);

@@ -9,6 +9,7 @@ import { csrfToken, csrfTokenValid, decodeSession, encodeSession, newSession, sa
 import { endSession, sessionIsLive, storeSession } from "./session-store";
 import { userById } from "../auth/users";
 import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt, WINDOW_MS, waitText } from "./throttle";
+import { log } from "../platform/log";
 
 export const isHttps = (c: DashContext) => new URL(c.req.url).protocol === "https:";
 // `__Host-` binds the cookie to this exact host over https (no Domain, Path=/); plain http cannot use it.
@@ -29,12 +30,20 @@ export async function writeSession(c: DashContext, session: Session) {
 
 /** Loads the session from its cookie, or starts an anonymous one (it carries the sign-in form's CSRF token). */
 export const loadSession = createMiddleware<DashEnv>(async (c, next) => {
-  const key = await sessionKey(c.var.scope.config.adminToken);
+  const { adminToken, previous } = c.var.scope.config;
+  const key = await sessionKey(adminToken);
+  const previousKey = previous.adminToken === undefined ? undefined : await sessionKey(previous.adminToken);
   c.set("sessionKey", key);
+  c.set("previousSessionKey", previousKey);
   const now = c.var.scope.deps.now();
-  let session = await decodeSession(key, getCookie(c, cookieName(c)), now.getTime());
+  const cookie = getCookie(c, cookieName(c));
+  let session = await decodeSession(key, cookie, now.getTime());
+  // During a rotation a cookie signed under the previous admin token is read, then signed again below.
+  const signedBefore = session === null && previousKey !== undefined && (session = await decodeSession(previousKey, cookie, now.getTime())) !== null;
   if (session?.signedIn && !(await sessionIsLive(c.var.scope.db, session, now))) session = null; // signed out
-  if (session) {
+  if (session && signedBefore) {
+    await writeSession(c, session);
+  } else if (session) {
     c.set("session", session);
     c.set("csrf", await csrfToken(key, session));
   } else {
@@ -65,7 +74,11 @@ export const verifyCsrf = createMiddleware<DashEnv>(async (c, next) => {
   const type = c.req.header("content-type") ?? "";
   if (!/^(application\/x-www-form-urlencoded|multipart\/form-data)/i.test(type)) return refused(c, "Send the dashboard's own forms only.");
   const form = await c.req.parseBody();
-  if (!(await csrfTokenValid(c.get("sessionKey"), c.get("session"), form._csrf))) {
+  const previousKey = c.get("previousSessionKey");
+  const valid =
+    (await csrfTokenValid(c.get("sessionKey"), c.get("session"), form._csrf)) ||
+    (previousKey !== undefined && (await csrfTokenValid(previousKey, c.get("session"), form._csrf))); // a form shown before a rotation
+  if (!valid) {
     return refused(c, "The form has expired or does not belong to this session (for example after signing in again in another tab).");
   }
   return next();
@@ -155,7 +168,7 @@ export function registerAuth(dash: DashRouter) {
     const ip = clientIp(c.req.raw.headers);
     const throttle = await recordAttempt(c.env.DB, ip, now);
     if (!throttle.allowed) {
-      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in throttled", request_id: c.var.scope.requestId, ip }));
+      log("warn", "dashboard sign-in throttled", { request_id: c.var.scope.requestId, ip });
       c.header("Retry-After", String(throttle.retryAfterSeconds));
       // Refused unchecked, the right token too: checking it here would let guessing go on at full speed.
       const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in ${waitText(WINDOW_MS / 1000)}). This attempt was not checked. Try again in ${waitText(throttle.retryAfterSeconds)}.`;
@@ -163,7 +176,7 @@ export function registerAuth(dash: DashRouter) {
     }
     const token = formText(form, "token");
     if (!(await secretsEqual(token, c.var.scope.config.adminToken))) {
-      console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in refused", request_id: c.var.scope.requestId, ip }));
+      log("warn", "dashboard sign-in refused", { request_id: c.var.scope.requestId, ip });
       const window = waitText(WINDOW_MS / 1000);
       const left =
         throttle.remaining === 0

@@ -12,6 +12,8 @@ export interface DashEnv {
     /** The visitor's session (anonymous before sign-in); set for every dashboard request but assets. */
     session: Session;
     sessionKey: CryptoKey;
+    /** During an admin token rotation, the previous token's key: it still verifies cookies and forms it signed. */
+    previousSessionKey: CryptoKey | undefined;
     /** The synchroniser token every form of this session carries as `_csrf`. */
     csrf: string;
     /** The management API, called as the operator or the person signed in. Only set once signed in. */

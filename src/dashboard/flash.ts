@@ -38,15 +38,16 @@ export async function takeFlash<T>(c: DashContext, page: string): Promise<T | un
   const value = getCookie(c, cookieName(c));
   if (!value) return undefined;
   deleteCookie(c, cookieName(c), { path: cookiePath(c), secure: https(c) });
-  try {
-    const bytes = fromBase64url(value);
-    const plain = await crypto.subtle.decrypt(
-      { name: "AES-GCM", iv: bytes.subarray(0, 12), additionalData: boundTo(c, page) },
-      await flashKey(c.var.scope.config.adminToken),
-      bytes.subarray(12),
-    );
-    return JSON.parse(new TextDecoder().decode(plain)) as T;
-  } catch {
-    return undefined; // tampered, another session's or page's, or sealed under a rotated admin token
+  const { adminToken, previous } = c.var.scope.config;
+  // The current admin token's key, then during a rotation the previous one's (a flash lives 2 minutes).
+  for (const token of previous.adminToken === undefined ? [adminToken] : [adminToken, previous.adminToken]) {
+    try {
+      const bytes = fromBase64url(value);
+      const plain = await crypto.subtle.decrypt({ name: "AES-GCM", iv: bytes.subarray(0, 12), additionalData: boundTo(c, page) }, await flashKey(token), bytes.subarray(12));
+      return JSON.parse(new TextDecoder().decode(plain)) as T;
+    } catch {
+      // tampered, another session's or page's, or sealed under another admin token
+    }
   }
+  return undefined;
 }

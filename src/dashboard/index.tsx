@@ -8,6 +8,7 @@ import { renderBare } from "./layout";
 import { PAGES } from "./pages";
 import { securityHeaders } from "./security";
 import { registerOidcSignIn } from "./sign-in-oidc";
+import { describeError, log } from "../platform/log";
 
 export { DASHBOARD_BASE } from "./context";
 
@@ -78,16 +79,7 @@ export function createDashboard(apiFetch: ApiFetch) {
   );
   dash.onError((err, c) => {
     if (err instanceof ApiError && err.status < 500) return errorPage(c, PROBLEMS[err.code].title, err.message, 400);
-    console.error(
-      JSON.stringify({
-        level: "error",
-        msg: "dashboard error",
-        request_id: c.var.scope.requestId,
-        path: c.req.path,
-        error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
-        stack: err instanceof Error ? err.stack : undefined,
-      }),
-    );
+    log("error", "dashboard error", { request_id: c.var.scope.requestId, path: c.req.path, error: describeError(err, { withStack: true }) });
     return errorPage(c, "Something went wrong", "An unexpected error occurred. Quote the request id when reporting it.", 500);
   });
   return dash;

@@ -38,4 +38,49 @@ describe("Members page", () => {
     expect(left.location).toBe("/dashboard/projects");
     expect((await v.get(`/dashboard/projects/${projectId}/members`)).status).toBe(404);
   });
+
+  it("says which API keys end before removing a member or making them a viewer, and which ended after", async () => {
+    const api = client();
+    const ownerEmail = `page-tokens-${Date.now()}@example.test`;
+    const projectId = await projectOwnedBy(api, ownerEmail);
+    const owner = await person(api, { email: ownerEmail });
+    const developer = await person(api, { name: "Dana Dev" });
+    const asOwner = asPerson(api, owner);
+    const member = (await asOwner<Member>(`/v2/projects/${projectId}/members`, { method: "POST", body: { email: developer.email, role: "developer" } })).body;
+    const expires_at = new Date(api.clock.now().getTime() + 86_400_000).toISOString();
+    for (const name of ["dana-ci", "dana-deploy"]) {
+      await asPerson(api, developer)(`/v2/projects/${projectId}/service-accounts`, { method: "POST", body: { name, expires_at } });
+    }
+    const v = visitor(api);
+    await signInAs(v, api, owner);
+
+    // API Keys says who made each key (they end with their creator).
+    const keys = text((await v.get(`/dashboard/projects/${projectId}/api-keys`)).html);
+    expect(keys).toContain("Created by");
+    expect(keys).toMatch(/dana-ci .*a member/);
+
+    const list = await v.get(`/dashboard/projects/${projectId}/members`);
+    expect(list.html).toContain(`href="/dashboard/projects/${projectId}/members/${member.member_id}/remove"`);
+    const confirm = await v.get(`/dashboard/projects/${projectId}/members/${member.member_id}/remove`);
+    expect(confirm.status).toBe(200);
+    expect(text(confirm.html)).toContain("Remove Dana Dev?");
+    expect(text(confirm.html)).toMatch(/2 API keys created by Dana Dev \(or by their keys\) stop working at once/);
+    expect(text(confirm.html)).toContain("dana-ci");
+    expect(text(confirm.html)).toContain("dana-deploy");
+
+    // Made a viewer: asked first, with the same list; confirmed, the keys end.
+    const ask = await v.post(`/dashboard/projects/${projectId}/members/${member.member_id}/role`, { role: "viewer" });
+    expect(ask.status).toBe(200);
+    expect(text(ask.html)).toContain("Make Dana Dev a viewer?");
+    expect(text(ask.html)).toContain("dana-deploy");
+    expect((await asOwner<{ data: { role: string }[] }>(`/v2/projects/${projectId}/members`)).body.data.map((m) => m.role).sort()).toEqual(["developer", "owner"]);
+    const done = await v.post(`/dashboard/projects/${projectId}/members/${member.member_id}/role`, { role: "viewer", confirmed: "yes" });
+    expect(text(done.html)).toMatch(/Dana Dev is now viewer\. 2 API keys they created stopped working/);
+
+    // Nothing left to end: removal says so before, and removes.
+    const again = await v.get(`/dashboard/projects/${projectId}/members/${member.member_id}/remove`);
+    expect(text(again.html)).toContain("created no API key that is still working");
+    const removed = await v.post(`/dashboard/projects/${projectId}/members/${member.member_id}/remove`, {});
+    expect(text(removed.html)).toContain("Dana Dev was removed.");
+  });
 });

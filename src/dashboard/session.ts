@@ -3,7 +3,9 @@ import { fromBase64Url, toBase64Url } from "../platform/encoding";
 
 /**
  * Dashboard sessions are stateless signed cookies. The signing key is derived from ADMIN_TOKEN with
- * HKDF, so rotating the admin token ends every session at once, and no other setting is needed.
+ * HKDF, so no other setting is needed. Rotating the admin token ends every session at once, unless
+ * `ADMIN_TOKEN_PREVIOUS` names the token being replaced: then a cookie signed under it is still read,
+ * and signed again under the current token (docs/operations.md, rotating secrets).
  */
 
 /** How long a signed-in session lasts; the operator signs in again afterwards. */
@@ -48,7 +50,8 @@ export function sessionKey(adminToken: string): Promise<CryptoKey> {
         ["sign", "verify"],
       );
     })();
-    keys.clear(); // only the current admin token matters
+    // Only the current admin token and, during a rotation, the previous one matter.
+    if (keys.size >= 2) keys.delete(keys.keys().next().value!);
     keys.set(adminToken, key);
   }
   return key;

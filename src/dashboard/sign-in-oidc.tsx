@@ -10,6 +10,7 @@ import { type DashContext, type DashRouter, dashPath } from "./context";
 import { renderBare } from "./layout";
 import { newSession } from "./session";
 import { storeSession } from "./session-store";
+import { log, redact } from "../platform/log";
 
 /** How long a person may take at their provider before the sign-in must start again. */
 export const SIGN_IN_REQUEST_TTL_MS = 10 * 60 * 1000;
@@ -33,7 +34,8 @@ function settingsOf(c: DashContext): OidcSettings | null {
 const redirectUri = (c: DashContext) => new URL(dashPath(CALLBACK), c.req.url).toString();
 
 function failed(c: DashContext, detail: string, status: 400 | 403 | 404 | 502) {
-  console.warn(JSON.stringify({ level: "warn", msg: "dashboard sign-in with OpenID Connect failed", request_id: c.var.scope.requestId, detail }));
+  // The provider's words are redacted too: an error description may quote what it was sent.
+  log("warn", "dashboard sign-in with OpenID Connect failed", { request_id: c.var.scope.requestId, detail: redact(detail) });
   return renderBare(
     c,
     "Sign-in failed",

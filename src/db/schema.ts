@@ -10,6 +10,9 @@ export const projects = sqliteTable("projects", {
   createdAt: timestamp("created_at").notNull(),
 });
 
+export const CREATOR_KINDS = ["user", "service_account", "admin"] as const;
+export type CreatorKind = (typeof CREATOR_KINDS)[number];
+
 export const serviceAccounts = sqliteTable(
   "service_accounts",
   {
@@ -28,8 +31,20 @@ export const serviceAccounts = sqliteTable(
     lastUsedAt: timestamp("last_used_at"),
     revokedAt: timestamp("revoked_at"),
     createdAt: timestamp("created_at").notNull(),
+    // Who created the token: a token lives no longer than its creator's access (docs/access.md).
+    // `admin` for the operator and for every token made before creators were recorded (the migration
+    // that added the column filled existing rows with its default): nobody can be shown to have made
+    // them, so no member's removal ends them. New rows always name their creator (`createdBy`).
+    createdByKind: text("created_by_kind", { enum: CREATOR_KINDS }).notNull().default("admin"),
+    // A user's id (`user`), a service account's id (`service_account`), null for the operator.
+    createdById: text("created_by_id"),
   },
-  (t) => [uniqueIndex("service_accounts_token_hash").on(t.tokenHash), index("service_accounts_project").on(t.projectId, t.id)],
+  (t) => [
+    uniqueIndex("service_accounts_token_hash").on(t.tokenHash),
+    index("service_accounts_project").on(t.projectId, t.id),
+    // The tokens a member or a token created in a project: what removing or revoking the creator ends.
+    index("service_accounts_creator").on(t.projectId, t.createdById),
+  ],
 );
 
 export const RUNTIMES = ["cortex", "custom"] as const;
@@ -121,7 +136,7 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 export const webhookDeliveries = sqliteTable(
   "webhook_deliveries",
   {
-    // `whd_…`: also the `X-Request-Id`/`webhook-id` of every attempt, so receivers can de-duplicate.
+    // `whd_…`: the record's own id. Receivers see `message_id` (the same, except on a resend).
     id: text("id").primaryKey(),
     projectId: text("project_id")
       .notNull()
@@ -145,6 +160,12 @@ export const webhookDeliveries = sqliteTable(
     bodyPurgedAt: timestamp("body_purged_at"),
     /** The delivery this one resends (`POST …/webhook-deliveries/{id}/resend`). */
     resentFrom: text("resent_from"),
+    /**
+     * The Standard Webhooks message id: `X-Request-Id` and `webhook-id` of every attempt. A delivery's
+     * own id, and a resend's original's, so receivers that de-duplicate by it recognise a resend.
+     * Always written; the migration that added it set it to `id` on existing rows (they were sent so).
+     */
+    messageId: text("message_id"),
   },
   (t) => [
     index("webhook_deliveries_project").on(t.projectId, t.id),
@@ -292,13 +313,17 @@ export const asyncRuns = sqliteTable(
     resultInR2: integer("result_in_r2", { mode: "boolean" }).notNull().default(false),
     errorCode: text("error_code"),
     errorMessage: text("error_message"),
+    // The principal that made the run: `sa:<service_account_id>`, `jwt:<sub>` (`jwt:` + project for a
+    // JWT without `sub`), `user:<user_id>` or `admin`. Only that caller reads, cancels or re-uses its
+    // Idempotency-Key. '' on runs made before callers were recorded.
+    caller: text("caller").notNull().default(""),
     createdAt: timestamp("created_at").notNull(),
     startedAt: timestamp("started_at"),
     finishedAt: timestamp("finished_at"),
   },
   (t) => [
     index("async_runs_project").on(t.projectId, t.id),
-    uniqueIndex("async_runs_idempotency").on(t.projectId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    uniqueIndex("async_runs_idempotency").on(t.projectId, t.caller, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     // The cron's sweeps: runs left running or queued too long, finished runs past retention.
     index("async_runs_open").on(t.status, t.createdAt).where(sql`${t.status} in ('queued', 'running')`),
     index("async_runs_finished").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),

@@ -8,6 +8,7 @@ import { MAX_QUERIES_PER_CHECK } from "./rules";
 import { nextTick } from "./store";
 import { refreshCertificate, validateDomain } from "./validate";
 import type { ValidationMessage } from "./validation-queue";
+import { log } from "../platform/log";
 
 /*
  * Subrequest budget. Workers Free allows 50 subrequests per invocation (Paid: 1,000 by default); we
@@ -51,7 +52,7 @@ export async function claimDueDomains(s: Scope, now: Date, max: number): Promise
 
 const logFailures = (results: PromiseSettledResult<unknown>[], what: string) => {
   for (const result of results) {
-    if (result.status === "rejected") console.error(JSON.stringify({ level: "error", msg: `${what} failed`, error: String(result.reason) }));
+    if (result.status === "rejected") log("error", `${what} failed`, { error: result.reason });
   }
 };
 
@@ -87,7 +88,7 @@ export async function domainValidationCron(s: Scope, scheduledTime: number = s.d
   logFailures(await eachLimited(pendingCertificates, CHECK_CONCURRENCY, (d) => refreshCertificate(s, d)), "certificate refresh");
   await removeExpiredClaims(s.db, now);
   if (claimed.length > 0) {
-    console.log(JSON.stringify({ level: "info", msg: "domain validation run", claimed: claimed.length, inline: inline.length, queued: rest.length }));
+    log("info", "domain validation run", { claimed: claimed.length, inline: inline.length, queued: rest.length });
   }
   return { claimed: claimed.length, checked: inline.length, queued: rest.length };
 }

@@ -103,7 +103,7 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
   const read = async (seed: { projectId: string; token: string }, name: string) =>
     (await zones.json<DomainBody>(`/v2/projects/${seed.projectId}/domains/${name}`, { token: seed.token })).body;
 
-  it("a squatter's pending claim neither blocks the owner nor wins when the owner's CNAME appears", async () => {
+  it("a squatter's pending claim neither blocks the owner nor wins when the owner's CNAME appears after the owner added the domain", async () => {
     const squatter = await seedProject(zones);
     const owner = await seedProject(zones);
     const name = host();
@@ -162,6 +162,36 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     expect((await validate(zones, owner, name)).body.status).toBe("validated");
     expect(await read(squatter, name)).toMatchObject({ status: "failed", last_error: { code: "OWNERSHIP_MOVED" } });
     expect((await run()).body).toMatchObject({ status: 404, code: "not_found" });
+  });
+
+  it("a squatter who claimed in advance wins the race when the owner publishes the CNAME before adding the domain, and loses it at once when the owner adds the domain with its TXT record", async () => {
+    // The race the CNAME-only flow leaves open (SECURITY.md, domain takeover): an uncontested hostname
+    // validates by its CNAME alone, so a claim made before the owner's CNAME exists validates when it appears.
+    const squatter = await seedRunnable(zones);
+    const owner = await seedRunnable(zones);
+    const name = host();
+    expect((await addDomain(zones, squatter, name)).body).toMatchObject({ status: "pending", ownership_required: false });
+    await setRecords(name, pointsHere); // the owner's CNAME, published before the owner added the domain
+    expect((await validate(zones, squatter, name)).body.status).toBe("validated");
+    expect((await zones.json(squatter.runPath, { host: name, token: squatter.token })).status).toBe(200);
+
+    // The owner's recovery: add the domain (contested now: it must prove ownership), publish its TXT, validate.
+    const claim = (await addDomain(zones, owner, name)).body as unknown as DomainBody;
+    expect(claim).toMatchObject({ status: "pending", ownership_required: true });
+    expect((await validate(zones, owner, name)).body).toMatchObject({ status: "pending", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
+    await setRecords(`_gateway-challenge.${name}`, txt(claim.ownership_record.value));
+    expect((await validate(zones, owner, name)).body).toMatchObject({ status: "validated", last_error: null });
+
+    // At once: the squatter's claim failed with OWNERSHIP_MOVED, its app no longer answers on the hostname, the owner's does.
+    expect(await read(squatter, name)).toMatchObject({ status: "failed", last_error: { code: "OWNERSHIP_MOVED" } });
+    expect((await zones.json(squatter.runPath, { host: name, token: squatter.token })).body).toMatchObject({ status: 404 });
+    expect((await zones.json(owner.runPath, { host: name, token: owner.token })).status).toBe(200);
+    // The squatter cannot take it back: validating again, or removing and claiming anew, needs its own TXT record.
+    expect((await validate(zones, squatter, name)).body).toMatchObject({ status: "failed", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
+    expect((await zones.json(`/v2/projects/${squatter.projectId}/domains/${name}`, { method: "DELETE", token: squatter.token })).status).toBe(200);
+    expect((await addDomain(zones, squatter, name)).body).toMatchObject({ status: "pending", ownership_required: true });
+    expect((await validate(zones, squatter, name)).body).toMatchObject({ status: "pending", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
+    expect((await zones.json(owner.runPath, { host: name, token: owner.token })).status).toBe(200);
   });
 
   it("a removed domain's hostname, claimed by another project within 30 days, needs the TXT record (dangling CNAME)", async () => {

@@ -3,6 +3,7 @@ import type { Database } from "../db/client";
 import { domains } from "../db/schema";
 import { forgetHost } from "./lookup";
 import { forgetOldReleases } from "./ownership";
+import { log } from "../platform/log";
 
 /**
  * Claims are bounded (DESIGN.md, ownership): one never validated is removed 30 days after its
@@ -26,6 +27,6 @@ export async function removeExpiredClaims(db: Database, now: Date): Promise<numb
     forgetOldReleases(db, now),
   ]);
   for (const claim of removed) forgetHost(claim.hostname);
-  if (removed.length > 0) console.log(JSON.stringify({ level: "info", msg: "expired domain claims removed", count: removed.length }));
+  if (removed.length > 0) log("info", "expired domain claims removed", { count: removed.length });
   return removed.length;
 }

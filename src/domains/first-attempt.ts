@@ -1,5 +1,6 @@
 import type { Domain } from "../db/schema";
 import type { ValidationMessage } from "./validation-queue";
+import { log } from "../platform/log";
 
 /**
  * The first automatic attempt comes through the domain-validations queue, a few seconds after the
@@ -19,6 +20,6 @@ export async function sendFirstAttempt(env: Env, domain: Domain, now: Date): Pro
   try {
     await env.DOMAIN_QUEUE.send({ domain_id: domain.id, claimed_at: now.getTime() } satisfies ValidationMessage, { delaySeconds: FIRST_ATTEMPT_DELAY_S });
   } catch (error) {
-    console.log(JSON.stringify({ level: "warn", msg: "first validation attempt not queued; the next cron tick makes it", domain: domain.hostname, error: String(error) }));
+    log("warn", "first validation attempt not queued; the next cron tick makes it", { domain: domain.hostname, project_id: domain.projectId, error });
   }
 }

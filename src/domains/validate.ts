@@ -7,9 +7,8 @@ import { type DnsResolver, ResolverError } from "./dns";
 import { forgetHost } from "./lookup";
 import { checkOwnershipRecord, isContested, ownershipRecordName } from "./ownership";
 import { checkDomain, type CheckResult, targetFor, unavailable } from "./rules";
+import { log } from "../platform/log";
 
-const log = (level: "info" | "warn", msg: string, fields: Record<string, unknown>) =>
-  console.log(JSON.stringify({ level, msg, ...fields }));
 
 /** The columns an outcome writes. A resolver failure changes nothing but the error and check time. */
 function changesFor(outcome: CheckResult, current: DomainStatus, now: Date): Partial<Domain> {
@@ -155,7 +154,7 @@ async function recordCertificate(s: Scope, domain: Domain, state: CertificateSta
 
 async function certificateFailed(s: Scope, domain: Domain, error: unknown): Promise<Domain> {
   if (!(error instanceof CertificateError)) throw error;
-  log("warn", "certificate request failed; will retry", { domain: domain.hostname, error: error.message });
+  log("warn", "certificate request failed; will retry", { domain: domain.hostname, error });
   const now = s.deps.now();
   const [updated] = await s.db.update(domains).set({ certificateCheckedAt: now }).where(eq(domains.id, domain.id)).returning();
   return updated ?? domain;

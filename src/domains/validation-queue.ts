@@ -4,6 +4,7 @@ import { eachLimited } from "../platform/concurrency";
 import type { Scope } from "../platform/scope";
 import { CHECK_CONCURRENCY } from "./cron";
 import { validateDomain } from "./validate";
+import { log } from "../platform/log";
 
 export interface ValidationMessage {
   domain_id: string;
@@ -18,7 +19,7 @@ const isValidationMessage = (body: unknown): body is ValidationMessage =>
 export async function domainValidationConsumer(batch: MessageBatch<unknown>, s: Scope): Promise<void> {
   await eachLimited(batch.messages, CHECK_CONCURRENCY, async (message) => {
     if (!isValidationMessage(message.body)) {
-      console.error(JSON.stringify({ level: "error", msg: "malformed domain validation message dropped", id: message.id }));
+      log("error", "malformed domain validation message dropped", { message_id: message.id });
       message.ack();
       return;
     }
@@ -29,7 +30,7 @@ export async function domainValidationConsumer(batch: MessageBatch<unknown>, s: 
       if (!stale) await validateDomain(s, domain);
       message.ack();
     } catch (error) {
-      console.error(JSON.stringify({ level: "error", msg: "domain check failed; retrying", domain_id, error: String(error) }));
+      log("error", "domain check failed; retrying", { domain_id, error });
       message.retry({ delaySeconds: 30 });
     }
   });

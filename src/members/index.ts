@@ -6,6 +6,9 @@ import { createRouter } from "../platform/router";
 import { rfc3339 } from "../platform/openapi";
 import * as routes from "./routes";
 import * as store from "./store";
+import { forgetToken } from "../auth/lookup";
+import { auditEnded } from "../service-accounts";
+import type { EndedToken } from "../service-accounts/lineage";
 
 export const memberJson = (m: store.MemberRow) => ({
   member_id: m.id,
@@ -26,6 +29,18 @@ export const inviteJson = (i: ProjectInvite) => ({
   created_at: rfc3339(i.createdAt),
   expires_at: rfc3339(i.expiresAt),
 });
+
+/**
+ * The tokens a member's removal or role change ended, as the answer lists them. Forgotten by this
+ * isolate's token cache at once; other isolates refuse them on the run path within
+ * TOKEN_CACHE_TTL_MS (the management API reads D1 every time).
+ */
+function tokensEnded(ended: readonly EndedToken[]) {
+  for (const token of ended) forgetToken(token.tokenHash);
+  return ended.map((t) => ({ id: t.id, name: t.name }));
+}
+
+const endedDetails = (ended: readonly { id: string }[]) => (ended.length > 0 ? { ended_tokens: ended.map((t) => t.id) } : {});
 
 const lastOwner = () => new ApiError("last_owner", "This is the project's last owner: make another member owner first.");
 
@@ -51,11 +66,15 @@ export const membersRouter = createRouter()
     const { project_id, member_id } = c.req.valid("param");
     const { role } = c.req.valid("json");
     const db = c.var.scope.db;
-    const result = await store.changeRole(db, project_id, member_id, role, c.var.scope.deps.now());
-    if (result === "not_found") throw notFound("member", member_id);
-    if (result === "last_owner") throw lastOwner();
-    auditAs(c, { action: "member.change_role", target: { type: "member", id: member_id }, details: { role } });
-    return c.json(memberJson((await store.memberById(db, project_id, member_id))!), 200);
+    const member = await store.memberById(db, project_id, member_id);
+    if (!member) throw notFound("member", member_id);
+    const change = await store.changeRole(db, project_id, member, role, c.var.scope.deps.now());
+    if (change.result === "not_found") throw notFound("member", member_id);
+    if (change.result === "last_owner") throw lastOwner();
+    const ended = tokensEnded(change.ended);
+    auditAs(c, { action: "member.change_role", target: { type: "member", id: member_id }, details: { role, ...endedDetails(ended) } });
+    auditEnded(c, change.ended, { reason: "creator_role_changed", creator: member.userId });
+    return c.json({ ...memberJson((await store.memberById(db, project_id, member_id))!), ended_service_accounts: ended }, 200);
   })
   .openapi(routes.removeMember, async (c) => {
     const { project_id, member_id } = c.req.valid("param");
@@ -65,11 +84,17 @@ export const membersRouter = createRouter()
     const db = c.var.scope.db;
     const member = await store.memberById(db, project_id, member_id);
     if (!member) throw notFound("member", member_id);
-    const result = await store.removeMember(db, project_id, member_id);
-    if (result === "not_found") throw notFound("member", member_id);
-    if (result === "last_owner") throw lastOwner();
-    auditAs(c, { action: leaving ? "member.leave" : "member.remove", target: { type: "member", id: member_id }, details: { email: member.email, role: member.role } });
-    return c.json(memberJson(member), 200);
+    const removal = await store.removeMember(db, project_id, member, c.var.scope.deps.now());
+    if (removal.result === "not_found") throw notFound("member", member_id);
+    if (removal.result === "last_owner") throw lastOwner();
+    const ended = tokensEnded(removal.ended);
+    auditAs(c, {
+      action: leaving ? "member.leave" : "member.remove",
+      target: { type: "member", id: member_id },
+      details: { email: member.email, role: member.role, ...endedDetails(ended) },
+    });
+    auditEnded(c, removal.ended, { reason: "creator_removed", creator: member.userId });
+    return c.json({ ...memberJson(member), ended_service_accounts: ended }, 200);
   })
   .openapi(routes.createInvite, async (c) => {
     const { project_id } = c.req.valid("param");

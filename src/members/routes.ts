@@ -23,6 +23,16 @@ export const MemberSchema = z
   })
   .openapi("Member");
 
+/** A member as a role change or a removal left them, with the tokens that ended because of it. */
+export const ChangedMemberSchema = MemberSchema.extend({
+  ended_service_accounts: z
+    .array(z.object({ id: z.string().openapi({ example: "sa_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }), name: z.string() }))
+    .openapi({
+      description:
+        "The tokens this write ended: those the person created, and those created by them. Removing a member ends them all; a role that may not create tokens (`viewer`) ends them too. Each also has its own `service_account.revoke` audit entry.",
+    }),
+}).openapi("ChangedMember");
+
 export const InviteSchema = z
   .object({
     invite_id: z.string().openapi({ example: "inv_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
@@ -80,11 +90,11 @@ export const changeMember = createRoute({
   operationId: "changeMember",
   tags,
   summary: "Change a member's role",
-  description: `The last owner keeps the owner role (409 \`last_owner\`). ${OWNERS}`,
+  description: `The last owner keeps the owner role (409 \`last_owner\`). Made a \`viewer\`, a role that may not create tokens, the member's tokens end (\`ended_service_accounts\`). ${OWNERS}`,
   ...requiresRole("owner"),
   request: { params: MemberParams, ...jsonBodyOf(ChangeMemberBody) },
   responses: {
-    200: jsonContent(MemberSchema, "The member with the new role."),
+    200: jsonContent(ChangedMemberSchema, "The member with the new role, and the tokens that ended."),
     ...problems(400, 401, 403, 404, 409, 413, 415),
   },
 });
@@ -95,11 +105,11 @@ export const removeMember = createRoute({
   operationId: "removeMember",
   tags,
   summary: "Remove a member, or leave",
-  description: `Owners remove anyone; every member may remove themselves (leave). The last owner can neither leave nor be removed (409 \`last_owner\`).`,
+  description: `Owners remove anyone; every member may remove themselves (leave). The last owner can neither leave nor be removed (409 \`last_owner\`). The tokens the member created, and those created by them, end with the removal (\`ended_service_accounts\`); \`GET …/service-accounts?creator={user_id}\` lists them beforehand.`,
   ...requiresRole("member"),
   request: { params: MemberParams },
   responses: {
-    200: jsonContent(MemberSchema, "The member removed."),
+    200: jsonContent(ChangedMemberSchema, "The member removed, and the tokens that ended."),
     ...problems(400, 401, 403, 404, 409),
   },
 });

@@ -3,6 +3,7 @@ import type { Database } from "../db/client";
 import { projectInvites, projectMembers, type ProjectInvite, type Role, type User, users } from "../db/schema";
 import { newId } from "../platform/ids";
 import { decodeCursor, page } from "../platform/pagination";
+import { type EndedToken, endLineage, mayNoLongerMint, noLongerMember } from "../service-accounts/lineage";
 
 /** How long an invite waits to be claimed. */
 export const INVITE_TTL_MS = 14 * 24 * 60 * 60 * 1000;
@@ -83,24 +84,39 @@ export async function addMember(db: Database, projectId: string, userId: string,
 const anotherOwnerRemains = (projectId: string) =>
   sql`(${projectMembers.role} <> 'owner' or (select count(*) from ${projectMembers} where ${projectMembers.projectId} = ${projectId} and ${projectMembers.role} = 'owner') > 1)`;
 
-export type ChangeResult = "changed" | "not_found" | "last_owner";
+export type ChangeResult = { result: "changed"; ended: EndedToken[] } | { result: "not_found" } | { result: "last_owner" };
 
-export async function changeRole(db: Database, projectId: string, memberId: string, role: Role, now: Date): Promise<ChangeResult> {
-  const scope = and(eq(projectMembers.projectId, projectId), eq(projectMembers.id, memberId));
-  const [changed] = await db
-    .update(projectMembers)
-    .set({ role, updatedAt: now })
-    .where(and(scope, role === "owner" ? undefined : anotherOwnerRemains(projectId)))
-    .returning({ id: projectMembers.id });
-  if (changed) return "changed";
-  return (await memberById(db, projectId, memberId)) ? "last_owner" : "not_found";
+/**
+ * Changes a member's role. In the same batch, if the new role may not create tokens, the tokens the
+ * person created (and those created by them) end: the guard reads the role the first statement left,
+ * so a change refused as the last owner's ends nothing.
+ */
+export async function changeRole(db: Database, projectId: string, member: Pick<MemberRow, "id" | "userId">, role: Role, now: Date): Promise<ChangeResult> {
+  const scope = and(eq(projectMembers.projectId, projectId), eq(projectMembers.id, member.id));
+  const [[changed], ended] = await db.batch([
+    db
+      .update(projectMembers)
+      .set({ role, updatedAt: now })
+      .where(and(scope, role === "owner" ? undefined : anotherOwnerRemains(projectId)))
+      .returning({ id: projectMembers.id }),
+    endLineage(db, projectId, { kind: "user", id: member.userId }, now, { guard: mayNoLongerMint(projectId, member.userId) }),
+  ]);
+  if (changed) return { result: "changed", ended: ended };
+  return (await memberById(db, projectId, member.id)) ? { result: "last_owner" } : { result: "not_found" };
 }
 
-export async function removeMember(db: Database, projectId: string, memberId: string): Promise<ChangeResult> {
-  const scope = and(eq(projectMembers.projectId, projectId), eq(projectMembers.id, memberId));
-  const [removed] = await db.delete(projectMembers).where(and(scope, anotherOwnerRemains(projectId))).returning({ id: projectMembers.id });
-  if (removed) return "changed";
-  return (await memberById(db, projectId, memberId)) ? "last_owner" : "not_found";
+/**
+ * Removes a member and, in the same batch, ends the tokens they created (and those created by them),
+ * guarded by "no longer a member", so a removal refused as the last owner's ends nothing.
+ */
+export async function removeMember(db: Database, projectId: string, member: Pick<MemberRow, "id" | "userId">, now: Date): Promise<ChangeResult> {
+  const scope = and(eq(projectMembers.projectId, projectId), eq(projectMembers.id, member.id));
+  const [[removed], ended] = await db.batch([
+    db.delete(projectMembers).where(and(scope, anotherOwnerRemains(projectId))).returning({ id: projectMembers.id }),
+    endLineage(db, projectId, { kind: "user", id: member.userId }, now, { guard: noLongerMember(projectId, member.userId) }),
+  ]);
+  if (removed) return { result: "changed", ended: ended };
+  return (await memberById(db, projectId, member.id)) ? { result: "last_owner" } : { result: "not_found" };
 }
 
 /** Creates an invite; undefined when this email has an open invite to the project already. */

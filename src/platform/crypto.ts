@@ -18,7 +18,8 @@ export async function secretsEqual(a: string, b: string): Promise<boolean> {
   return crypto.subtle.timingSafeEqual(ha, hb);
 }
 
-// Per purpose (salt and info), the key of the current secret only: a rotated secret's key is dropped.
+// Per purpose (salt and info), the keys of the last two secrets seen: the current one and, during a
+// rotation, the previous one; a third secret drops the oldest.
 const aesKeys = new Map<string, Map<string, Promise<CryptoKey>>>();
 
 /**
@@ -42,7 +43,7 @@ export function aesKeyFromSecret(secret: string, salt: string, info: string): Pr
           ["encrypt", "decrypt"],
         ),
       );
-    byPurpose.clear();
+    if (byPurpose.size >= 2) byPurpose.delete(byPurpose.keys().next().value!);
     byPurpose.set(secret, key);
   }
   return key;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ApiError } from "./errors";
+import { log } from "./log";
 
 /**
  * `Env` is generated from wrangler.toml by `wrangler types` (worker-configuration.d.ts; `npm run types`,
@@ -16,6 +17,10 @@ interface OptionalSettings {
   CERTIFICATE_PROVIDER?: string;
   CERTIFICATE_AUTHORITY?: string;
   MAX_DOMAINS_PER_PROJECT?: string;
+  /** During a rotation only: the secret being replaced, still accepted to read what it signed or sealed. */
+  ADMIN_TOKEN_PREVIOUS?: string;
+  JWT_SECRET_PREVIOUS?: string;
+  WEBHOOK_ENCRYPTION_KEY_PREVIOUS?: string;
 }
 
 declare global {
@@ -63,6 +68,10 @@ const ConfigSchema = z
     ADMIN_TOKEN: secret(32),
     JWT_SECRET: secret(32),
     WEBHOOK_ENCRYPTION_KEY: secret(32),
+    // Set only while a secret is rotated (docs/operations.md): read, never used to sign or seal.
+    ADMIN_TOKEN_PREVIOUS: optional(secret(32)),
+    JWT_SECRET_PREVIOUS: optional(secret(32)),
+    WEBHOOK_ENCRYPTION_KEY_PREVIOUS: optional(secret(32)),
     CF_API_TOKEN: z.string().min(1).optional(),
     CF_ZONE_ID: z.string().min(1).optional(),
     CF_API_BASE_URL: z.url({ protocol: /^https?$/, error: "is not an http(s) URL" }).optional(),
@@ -113,6 +122,12 @@ export interface Config {
   adminToken: string;
   jwtSecret: string;
   webhookEncryptionKey: string;
+  /**
+   * The secrets a rotation replaces, while it lasts: the previous admin token verifies dashboard cookies
+   * it signed (never a credential), the previous JWT secret verifies run JWTs, the previous encryption
+   * key opens webhook secrets sealed under it. Undefined outside a rotation.
+   */
+  previous: { adminToken?: string; jwtSecret?: string; webhookEncryptionKey?: string };
   cloudflare: { apiToken: string; zoneId: string; apiBaseUrl: string | undefined } | null;
   allowInsecureTargets: boolean;
   /** How long the run proxy waits for the app's response headers. */
@@ -146,7 +161,8 @@ export function getConfig(env: Env): Config {
   const result = ConfigSchema.safeParse(env);
   if (!result.success) {
     const problems = result.error.issues.map((issue) => `${issue.path.join(".") || "config"} ${issue.message}`);
-    console.error(JSON.stringify({ level: "error", msg: "invalid configuration", problems }));
+    // The settings' names and what is wrong with them; never their values.
+    log("error", "invalid configuration", { problems });
     throw new ApiError("configuration_error", `The service is misconfigured: ${problems.join("; ")}.`);
   }
   const c = result.data;
@@ -158,6 +174,7 @@ export function getConfig(env: Env): Config {
     adminToken: c.ADMIN_TOKEN,
     jwtSecret: c.JWT_SECRET,
     webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY,
+    previous: { adminToken: c.ADMIN_TOKEN_PREVIOUS, jwtSecret: c.JWT_SECRET_PREVIOUS, webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY_PREVIOUS },
     cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID, apiBaseUrl: c.CF_API_BASE_URL } : null,
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
     runTimeoutMs: c.RUN_TIMEOUT_MS,

@@ -111,7 +111,7 @@ describe("problem+json on every error path", () => {
     expect(response.status).toBe(500);
     expect(body.code).toBe("internal_error");
     expect(JSON.stringify(body)).not.toContain("secret internal detail");
-    expect(log).toHaveBeenCalledWith(expect.stringContaining(String(body.request_id)));
+    expect(log).toHaveBeenCalledWith(expect.objectContaining({ message: "unhandled error", request_id: body.request_id }));
     log.mockRestore();
   });
 

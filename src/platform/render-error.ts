@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { ApiError, problemResponse } from "./errors";
 import { newId } from "./ids";
+import { describeError, log } from "./log";
 import type { AppEnv } from "./scope";
 
 /**
@@ -35,7 +36,7 @@ export function renderError(err: unknown, c: Context<AppEnv>): Response {
 export function problemFor(err: unknown, { requestId, method, path }: RequestFacts): Response {
   if (err instanceof ApiError) return problemResponse(err, requestId);
   if (isStorageUnavailable(err)) {
-    console.error(JSON.stringify({ level: "error", msg: "storage unavailable", request_id: requestId, method, path, error: String(err) }));
+    log("error", "storage unavailable", { request_id: requestId, method, path, error: err });
     return problemResponse(
       new ApiError("service_unavailable", "The database is unavailable for a moment; nothing was changed. Retry the request.", { headers: { "Retry-After": "1" } }),
       requestId,
@@ -51,17 +52,8 @@ export function problemFor(err: unknown, { requestId, method, path }: RequestFac
     if (err.status === 401) return problemResponse(new ApiError("unauthorized", err.message), requestId);
     if (err.status < 500) return problemResponse(new ApiError("bad_request", err.message || "Bad request."), requestId);
   }
-  console.error(
-    JSON.stringify({
-      level: "error",
-      msg: "unhandled error",
-      request_id: requestId,
-      method,
-      path,
-      error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
-      stack: err instanceof Error ? err.stack : undefined,
-    }),
-  );
+  // By name, code, redacted message and stack frames: a driver's message can carry a statement's parameters.
+  log("error", "unhandled error", { request_id: requestId, method, path, error: describeError(err, { withStack: true }) });
   return problemResponse(
     new ApiError("internal_error", "An unexpected error occurred. Quote the request_id when reporting it."),
     requestId,

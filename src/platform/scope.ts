@@ -1,8 +1,11 @@
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
+import { matchedRoutes } from "hono/route";
 import { createDb, type Database } from "../db/client";
 import type { Deps } from "./deps";
 import { type Config, getConfig } from "./env";
 import { newId } from "./ids";
+import { logRequest, withInvocation } from "./log";
 
 /**
  * Everything one invocation of the Worker works with: a request, a queue batch or a cron tick. Every
@@ -20,9 +23,36 @@ export interface Scope {
 }
 
 /** The scope of one invocation. Throws the configuration problem when a setting is missing or malformed. */
-export function createScope(env: Env, ctx: Pick<ExecutionContext, "waitUntil">, deps: Deps): Scope {
-  return { requestId: newId("req"), env, ctx, config: getConfig(env), db: createDb(env.DB), deps };
+export function createScope(env: Env, ctx: Pick<ExecutionContext, "waitUntil">, deps: Deps, requestId: string = newId("req")): Scope {
+  return { requestId, env, ctx, config: getConfig(env), db: createDb(env.DB), deps };
 }
+
+/**
+ * Requests the Worker makes to its own router in-process (the dashboard's API calls), with the id of
+ * the request they serve: they share it, so a person's one click is one id in the logs, the audit log
+ * and the problem the page shows. Held by the Request object itself, so nothing from outside can claim it.
+ */
+const innerRequests = new WeakMap<Request, string>();
+
+/** Marks `request` as made in-process while serving `requestId`. */
+export function insideRequest(request: Request, requestId: string): Request {
+  innerRequests.set(request, requestId);
+  return request;
+}
+
+/**
+ * The pattern of the route that answered (`/v2/projects/:project_id/apps`), never the path. After
+ * `next`, the route index is the last handler that ran: the route's own when it answered, a
+ * middleware's (`use`, method ALL) when one threw first; then the route the request was headed for.
+ */
+function routeOf(c: Context<AppEnv>): string {
+  const routes = matchedRoutes(c);
+  const ran = routes[c.req.routeIndex];
+  const route = ran && ran.method !== "ALL" ? ran : routes.filter((r) => r.method !== "ALL").at(-1);
+  return route?.path ?? "(none)";
+}
+
+const PROJECT_IN_PATH = /\/(proj_[0-9a-hjkmnp-tv-z]{30})(?:\/|$)/;
 
 /** The Hono environment of every router: the bindings, and the invocation's scope. */
 export interface AppEnv {
@@ -30,12 +60,30 @@ export interface AppEnv {
   Variables: { scope: Scope };
 }
 
-/** Builds the request's scope for the router's handlers and echoes its id as `X-Request-Id`. */
+/**
+ * Builds the request's scope for the router's handlers, echoes its id as `X-Request-Id`, and writes
+ * the request's one log line (route pattern, status, time to the answer's headers).
+ */
 export const scopeMiddleware = (deps: Deps) =>
   createMiddleware<AppEnv>(async (c, next) => {
+    const started = Date.now();
+    const parent = innerRequests.get(c.req.raw);
     // `executionCtx` is read when work is handed to it, not before: a router driven without one
     // (Hono's `app.request` in a unit test) still serves what needs none.
-    c.set("scope", createScope(c.env, { waitUntil: (work) => c.executionCtx.waitUntil(work) }, deps));
-    await next();
-    c.res.headers.set("X-Request-Id", c.var.scope.requestId);
+    const scope = createScope(c.env, { waitUntil: (work) => c.executionCtx.waitUntil(work) }, deps, parent);
+    c.set("scope", scope);
+    const projectId = PROJECT_IN_PATH.exec(c.req.path)?.[1];
+    await withInvocation({ request_id: scope.requestId, ...(projectId ? { project_id: projectId } : {}) }, next);
+    c.res.headers.set("X-Request-Id", scope.requestId);
+    const runId = c.res.headers.get("x-run-id");
+    logRequest({
+      request_id: scope.requestId,
+      method: c.req.method,
+      route: routeOf(c),
+      status: c.res.status,
+      duration_ms: Date.now() - started,
+      ...(projectId ? { project_id: projectId } : {}),
+      ...(runId ? { run_id: runId } : {}),
+      ...(parent ? { via: "in-process" } : {}),
+    });
   });

@@ -7,7 +7,7 @@ import { checkTarget } from "../platform/url-policy";
 import { asyncRequested } from "./async/accept";
 import { admitCaller, admitRun } from "./limits";
 import { METHODS_OF, type RunTarget } from "./path";
-import { limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
+import { type BodyLimit, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
 import type { RunCaller } from "./run-key";
 
 /**
@@ -29,7 +29,7 @@ export type RunBody =
   /** Read whole: a `cortex` run's JSON object, or any body of an async run (it is stored). */
   | { kind: "bytes"; bytes: Uint8Array }
   /** A `custom` app's body, any type, streamed to it as it arrives and counted against the limit. */
-  | { kind: "stream"; stream: ReadableStream<Uint8Array>; exceeded: () => boolean };
+  | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit };
 
 export interface AdmittedRun extends RunTarget {
   caller: RunCaller;

@@ -2,7 +2,7 @@ import type { Deps } from "../platform/deps";
 import { ApiError } from "../platform/errors";
 import { isTimeout } from "../platform/http";
 import type { AdmittedRun } from "./admit";
-import { readLimited, upstreamHeaders, upstreamUrl } from "./proxy";
+import { type BodyLimit, readLimited, upstreamHeaders, upstreamUrl } from "./proxy";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
 export interface AppRequest {
@@ -11,8 +11,8 @@ export interface AppRequest {
   headers: Headers;
   body: BodyInit | null;
   runId: string;
-  /** True once the caller's streamed body passed the request limit: the call failed because of it (413, not 502). */
-  bodyExceeded?: () => boolean;
+  /** The caller's streamed body's limit: past it the call ends, and answers 413 rather than 502. */
+  bodyLimit?: BodyLimit;
 }
 
 /**
@@ -28,7 +28,7 @@ export function appRequestOf(request: Request, run: AdmittedRun, runId: string):
     if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
     if (!headers.has("accept")) headers.set("Accept", "application/json");
   }
-  if (body.kind === "stream") return { target, method: request.method, headers, body: body.stream, runId, bodyExceeded: body.exceeded };
+  if (body.kind === "stream") return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
   return { target, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
 }
 
@@ -108,6 +108,12 @@ function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (re
  * `idleMs` ends the call. `cancel` ends it at once: the caller hung up (a run without a webhook), or
  * its grace after a hang-up is over (a run with one). Redirects are not followed: the caller's headers
  * must not travel to wherever the app points.
+ *
+ * Platform limits relied on: the call holds one of the invocation's 6 simultaneous outbound
+ * connections for as long as the body flows (a webhook run opens its second, the queue send, only after
+ * the answer ended); nothing of a passed-through body is held, so a stream of any length stays within
+ * the isolate's 128 MB; Cloudflare cancels a request's work when its caller hangs up, and this ends the
+ * app's call itself at that moment rather than leaving the connection to be torn down later.
  */
 export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, cancel?: AbortSignal): Promise<AppCall> {
   const meta = runMeta(req.runId);
@@ -120,13 +126,14 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
   const onCancel = () => end(cancel?.reason ?? new DOMException("The run was ended", "AbortError"));
   if (cancel?.aborted) onCancel();
   else cancel?.addEventListener("abort", onCancel, { once: true });
+  req.bodyLimit?.onExceeded(() => end(new DOMException("The request body passed the run's limit", "AbortError")));
   const startedAt = Date.now();
   let response: Response;
   try {
     response = await deps.outbound.fetch(new Request(req.target, { method: req.method, headers: req.headers, body: req.body, signal, redirect: "manual" }));
   } catch (error) {
     cancel?.removeEventListener("abort", onCancel);
-    if (req.bodyExceeded?.()) throw new ApiError("payload_too_large", "The request body is larger than the run's limit; the app's call was ended.", meta);
+    if (req.bodyLimit?.exceeded()) throw new ApiError("payload_too_large", "The request body is larger than the run's limit; the app's call was ended.", meta);
     if (isTimeout(error) || signal.aborted) throw new ApiError("gateway_timeout", `The app did not answer within ${limits.headersMs} ms.`, meta);
     throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });
   } finally {

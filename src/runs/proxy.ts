@@ -117,23 +117,38 @@ export function concat(chunks: readonly Uint8Array[], size: number): Uint8Array 
   return out;
 }
 
+/** A body counted as it flows: whether it passed its limit, and who to tell when it does. */
+export interface BodyLimit {
+  exceeded(): boolean;
+  /** `end` is called once, when the body passes the limit: it ends the app's call (the upload must not look complete). */
+  onExceeded(end: () => void): void;
+}
+
 /**
- * The caller's body as it flows to the app, counted: past `max` bytes the stream errors (the app's call
- * is aborted with it) and `exceeded()` turns true, so the run answers 413 rather than 502.
+ * The caller's body as it flows to the app, counted: past `max` bytes the app's call is ended and the
+ * stream errors, and `exceeded()` turns true, so the run answers 413 rather than 502.
  */
-export function limitedStream(body: ReadableStream<Uint8Array>, max: number): { stream: ReadableStream<Uint8Array>; exceeded: () => boolean } {
+export function limitedStream(body: ReadableStream<Uint8Array>, max: number): { stream: ReadableStream<Uint8Array>; limit: BodyLimit } {
   let size = 0;
   let over = false;
+  let end = () => undefined as void;
   const counter = new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, controller) {
       size += chunk.byteLength;
       if (size > max) {
         over = true;
+        end();
         controller.error(new RangeError(`The request body is larger than ${max} bytes.`));
         return;
       }
       controller.enqueue(chunk);
     },
   });
-  return { stream: body.pipeThrough(counter), exceeded: () => over };
+  const limit: BodyLimit = {
+    exceeded: () => over,
+    onExceeded: (fn) => {
+      end = fn;
+    },
+  };
+  return { stream: body.pipeThrough(counter), limit };
 }

@@ -10,6 +10,12 @@ import type { Scope } from "../platform/scope";
 export interface RunCaller {
   /** The one project the key may run apps of; undefined for the operator, who may run any. */
   projectId: string | undefined;
+  /**
+   * Who is calling, as an async run records it (`async_runs.caller`): `sa:<service_account_id>`,
+   * `jwt:<sub>` (`jwt:` for a JWT without `sub`), or `admin`. Only that caller reads or cancels the
+   * run or re-uses its Idempotency-Key.
+   */
+  id: string;
   /** False for a service account without `runs:invoke`: it gets a 403 in its own project. */
   mayRun: boolean;
   afterRun(): void;
@@ -19,7 +25,21 @@ const PROJECT_ID = ID_PATTERN("proj");
 
 async function serviceAccountCaller(scope: Scope, token: string): Promise<RunCaller> {
   const account = await accountForToken(scope, token, { cached: true });
-  return { projectId: account.projectId, mayRun: account.permissions.includes("runs:invoke"), afterRun: () => touchLastUsed(scope, account) };
+  return { projectId: account.projectId, id: `sa:${account.id}`, mayRun: account.permissions.includes("runs:invoke"), afterRun: () => touchLastUsed(scope, account) };
+}
+
+/**
+ * The JWT's claims if the current secret signed it, or, during a rotation, the previous one
+ * (`JWT_SECRET_PREVIOUS`), so keys issued before the rotation keep working until they expire.
+ */
+async function verifyJwt(token: string, secret: string, previous: string | undefined): Promise<Record<string, unknown>> {
+  const options = { alg: "HS256", exp: false, nbf: false, iat: false } as const;
+  try {
+    return await verify(token, secret, options);
+  } catch (error) {
+    if (previous === undefined) throw error;
+    return verify(token, previous, options);
+  }
 }
 
 async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
@@ -27,7 +47,7 @@ async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
   try {
     // The algorithm is pinned: a token whose header names another (or `none`) is refused. Time claims
     // are checked below against the service clock.
-    claims = await verify(token, scope.config.jwtSecret, { alg: "HS256", exp: false, nbf: false, iat: false });
+    claims = await verifyJwt(token, scope.config.jwtSecret, scope.config.previous.jwtSecret);
   } catch {
     throw invalidToken("The JWT is not valid: it must be HS256-signed with the service's JWT secret.");
   }
@@ -40,7 +60,9 @@ async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
   if (typeof claims.project_id !== "string" || !PROJECT_ID.test(claims.project_id)) {
     throw invalidToken("The JWT's `project_id` claim must name one project by its id (proj_...).");
   }
-  return { projectId: claims.project_id, mayRun: true, afterRun: () => undefined };
+  // Every holder of JWTs without `sub` for the project is one caller: the signer chose not to tell them apart.
+  const subject = typeof claims.sub === "string" ? claims.sub : "";
+  return { projectId: claims.project_id, id: `jwt:${subject}`, mayRun: true, afterRun: () => undefined };
 }
 
 /**
@@ -52,6 +74,6 @@ export async function runCaller(scope: Scope, request: Request): Promise<RunCall
   const token = bearerToken(request.headers.get("authorization"));
   if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(scope, token);
   if (token.split(".").length === 3) return jwtCaller(scope, token);
-  if (await secretsEqual(token, scope.config.adminToken)) return { projectId: undefined, mayRun: true, afterRun: () => undefined };
+  if (await secretsEqual(token, scope.config.adminToken)) return { projectId: undefined, id: "admin", mayRun: true, afterRun: () => undefined };
   throw invalidToken("The run key is neither a service account token nor a JWT.");
 }

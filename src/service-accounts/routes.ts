@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
 import { DEFAULT_PERMISSIONS, PERMISSIONS } from "../auth/permissions";
+import { ID_PATTERN } from "../platform/ids";
 import { SCOPED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
 
 export const ServiceAccountSchema = z
@@ -14,6 +15,15 @@ export const ServiceAccountSchema = z
     last_used_at: Timestamp.nullable().openapi({ description: "Updated at most once a minute." }),
     revoked_at: Timestamp.nullable(),
     created_at: Timestamp,
+    created_by: z
+      .object({
+        kind: z.enum(["user", "service_account", "operator"]),
+        id: z.string().openapi({ description: "The person's id, the service account's id, or `operator`." }),
+      })
+      .openapi({
+        description:
+          "Who created the token. It ends with them: when the person leaves the project or becomes a viewer, or the service account is revoked. Tokens made before creators were recorded show the operator.",
+      }),
   })
   .openapi("ServiceAccount");
 
@@ -50,6 +60,18 @@ const ServiceAccountParams = ProjectParams.extend({
   service_account_id: idParam("service_account_id", "sa", "sa_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c"),
 });
 
+const ServiceAccountListQuery = ListQuery.extend({
+  creator: z
+    .string()
+    .refine((v) => ID_PATTERN("usr").test(v) || ID_PATTERN("sa").test(v), "must be a person's id (usr_…) or a service account's id (sa_…)")
+    .optional()
+    .openapi({
+      description:
+        "Only the tokens that end with this creator: those this person or service account created and, at any depth, those created by them. What leaving the project (or revoking the account) would end.",
+      example: "usr_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c",
+    }),
+}).strict();
+
 const tags = ["Service accounts"];
 // Every operation on keys needs `service_accounts:write`, listing too: who holds keys to the project
 // is for those who manage them.
@@ -77,7 +99,7 @@ export const listServiceAccounts = createRoute({
   tags,
   ...access,
   summary: "List service accounts",
-  request: { params: ProjectParams, query: ListQuery },
+  request: { params: ProjectParams, query: ServiceAccountListQuery },
   responses: {
     200: jsonContent(listOf(ServiceAccountSchema, "ServiceAccountList"), "A page of service accounts, newest first."),
     ...SCOPED_PROBLEMS,
@@ -91,7 +113,8 @@ export const revokeServiceAccount = createRoute({
   tags,
   ...access,
   summary: "Revoke a service account",
-  description: "Its token stops working at once. Revoking again answers the same.",
+  description:
+    "Its token stops working at once, and so does every token it created (and those created by them): a token lives no longer than its creator. Each ended token gets its own `service_account.revoke` audit entry. Revoking again answers the same.",
   request: { params: ServiceAccountParams },
   responses: {
     200: jsonContent(ServiceAccountSchema, "The revoked service account."),

@@ -11,6 +11,7 @@ import { type AttemptOutcome as Outcome, classifyStatus, MAX_ATTEMPTS, retryDela
 import { openSecret } from "./secret-box";
 import { signatureHeaders } from "./sign";
 import { type AttemptResult, claimAttempt, failPending, recordAttempt } from "./store";
+import { log } from "../platform/log";
 
 /**
  * A delivery's attempts, start to end: claim attempt n in D1, POST, record the outcome, pause, claim
@@ -60,11 +61,6 @@ export const newDeliveryContext = (scope: Scope, parts: Partial<Pick<DeliveryCon
   writes: parts.writes ?? new StatementGroup(scope.db, WRITE_WINDOW_MS),
 });
 
-const log = (level: "error" | "warn", msg: string, fields: Record<string, unknown>) => {
-  const line = JSON.stringify({ level, msg, ...fields });
-  if (level === "error") console.error(line);
-  else console.warn(line);
-};
 
 /** One line per failed delivery, for alerting; never the secret or the body. */
 export function logFailure(fields: { id: string; runId: string; projectId: string; endpoint: string }, attempts: number, reason: string, last: { statusCode?: number | null; error?: string | null } = {}) {
@@ -141,8 +137,10 @@ async function post(deps: Deps, config: Config, message: DeliveryMessage, body: 
   const headers: Record<string, string> = { "Content-Type": "application/json", "User-Agent": "edge-gateway-webhooks/1" };
   if (secret !== null) {
     const timestamp = Math.floor(at.getTime() / 1000);
-    const content = body.signed(encoder.encode(`${message.id}.${timestamp}.`));
-    Object.assign(headers, await signatureHeaders(secret, message.id, timestamp, body.bytes, content));
+    // The message's id, not the record's: a resend carries its original's, with this attempt's timestamp.
+    const id = message.messageId ?? message.id;
+    const content = body.signed(encoder.encode(`${id}.${timestamp}.`));
+    Object.assign(headers, await signatureHeaders(secret, id, timestamp, body.bytes, content));
   }
   const controller = new AbortController();
   const started = Date.now();
@@ -167,7 +165,7 @@ async function record(ctx: DeliveryContext, message: DeliveryMessage, attempt: n
       await recordAttempt(ctx.db, message.id, attempt, at, result, outcome, ctx.writes);
       return true;
     } catch (error) {
-      log("error", "webhook attempt not recorded", { delivery_id: message.id, attempt, tries, error: String(error) });
+      log("error", "webhook attempt not recorded", { delivery_id: message.id, attempt, tries, error });
       if (tries >= RECORD_TRIES) return false;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -215,7 +213,7 @@ export async function runDelivery(ctx: DeliveryContext, message: DeliveryMessage
       const last = attempt >= MAX_ATTEMPTS;
       try {
         body ??= await loadBody(env, message);
-        if (secret === undefined) secret = await openSecret(config.webhookEncryptionKey, message.id, message.secret!);
+        if (secret === undefined) secret = await openSecret(config.webhookEncryptionKey, message.id, message.secret!, config.previous.webhookEncryptionKey);
         // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
         const sent = await post(deps, config, message, body, secret, at).finally(ctx.writes.hold());
         result = { ...sent.outcome, durationMs: sent.durationMs };

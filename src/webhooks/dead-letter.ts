@@ -2,6 +2,7 @@ import type { Scope } from "../platform/scope";
 import { logFailure } from "./attempts";
 import type { DeliveryMessage } from "./enqueue";
 import { failPending } from "./store";
+import { log } from "../platform/log";
 
 /**
  * The `webhook-deliveries-dlq` consumer. A message lands here after the delivery consumer handed it
@@ -12,7 +13,7 @@ export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps
   for (const msg of batch.messages) {
     const message = msg.body as Partial<DeliveryMessage> | null;
     if (typeof message?.id !== "string") {
-      console.error(JSON.stringify({ level: "error", msg: "unreadable dead-lettered webhook message dropped", message_id: msg.id }));
+      log("error", "unreadable dead-lettered webhook message dropped", { message_id: msg.id });
       msg.ack();
       continue;
     }
@@ -24,7 +25,7 @@ export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps
       msg.ack();
     } catch (error) {
       // D1 still down: try later; past this queue's own retries the sweeper settles the row.
-      console.error(JSON.stringify({ level: "error", msg: "dead-lettered webhook not settled", delivery_id: message.id, error: String(error) }));
+      log("error", "dead-lettered webhook not settled", { delivery_id: message.id, error });
       msg.retry({ delaySeconds: 30 });
     }
   }

@@ -5,6 +5,7 @@ import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
 import { type SealedSecret, sealSecret } from "./secret-box";
+import { log, type LogFields } from "../platform/log";
 
 /**
  * What travels through the queue: everything the consumer needs, the secret sealed, a large body by
@@ -15,6 +16,9 @@ import { type SealedSecret, sealSecret } from "./secret-box";
 export const deliveryMessageSchema = z.object({
   v: z.literal(1),
   id: z.string().min(1),
+  // The Standard Webhooks id receivers see (`webhook-id`, `X-Request-Id`): the delivery's own id, or
+  // on a resend the original's. Absent from messages queued before it existed: then `id`.
+  messageId: z.string().min(1).optional(),
   projectId: z.string().min(1),
   runId: z.string().min(1),
   endpoint: z.string().min(1),
@@ -40,6 +44,8 @@ export interface DeliveryRequest extends DeliveryTarget {
 /** A delivery whose `pending` row exists: what `recordPending` returns and `enqueueDelivery` takes. */
 export interface PendingDelivery extends DeliveryTarget {
   id: string;
+  /** What receivers see as the message's id: `id`, or the original's on a resend. */
+  messageId: string;
   createdAt: Date;
   /** Whether the row was written; if not, the consumer's first claim writes it. */
   recorded: boolean;
@@ -52,18 +58,24 @@ export const bodyKey = (deliveryId: string) => `webhook-bodies/${deliveryId}`;
 const encoder = new TextEncoder();
 const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function logError(msg: string, fields: Record<string, unknown>) {
-  console.error(JSON.stringify({ level: "error", msg, ...fields }));
-}
+/** Errors by name, code and redacted message (`describeError`): D1's error carries the row's values, the endpoint among them. */
+const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
 /**
  * Writes the delivery's `pending` row, with its sealed secret, before the run calls its upstream:
  * whatever happens to the run afterwards (the caller hangs up, the invocation is cut short), the
  * delivery is accounted for, and the sweeper settles it if nothing else does. One statement.
  */
-export async function recordPending({ config, deps, db }: Scope, target: DeliveryTarget, options: { resentFrom?: string } = {}): Promise<PendingDelivery> {
+export async function recordPending(
+  { config, deps, db }: Scope,
+  target: DeliveryTarget,
+  options: { resentFrom?: { id: string; messageId: string } } = {},
+): Promise<PendingDelivery> {
   const createdAt = deps.now();
   const id = newId("whd", createdAt.getTime());
+  // A resend is the same message again (Standard Webhooks: the id stays when a message is resent), so
+  // receivers that de-duplicate by `webhook-id` recognise it; its timestamp and signature are fresh.
+  const messageId = options.resentFrom?.messageId ?? id;
   const sealed = target.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, target.secret);
   let recorded = true;
   try {
@@ -80,19 +92,20 @@ export async function recordPending({ config, deps, db }: Scope, target: Deliver
         createdAt,
         updatedAt: createdAt,
         sealedSecret: sealed === null ? null : JSON.stringify(sealed),
-        resentFrom: options.resentFrom ?? null,
+        resentFrom: options.resentFrom?.id ?? null,
+        messageId,
       });
   } catch (error) {
     // The consumer's first claim writes the row from the message; the run goes on.
     recorded = false;
-    logError("webhook delivery record not written before the run", { delivery_id: id, run_id: target.runId, project_id: target.projectId, error: String(error) });
+    logError("webhook delivery record not written before the run", { delivery_id: id, run_id: target.runId, project_id: target.projectId, error });
   }
-  return { ...target, id, createdAt, recorded, sealed };
+  return { ...target, id, messageId, createdAt, recorded, sealed };
 }
 
 /** The queue message of `pending` with `body`: inline when the serialised message stays small, else by R2 reference. */
 async function messageOf(env: Env, pending: PendingDelivery, body: string, bodyBytes: number): Promise<DeliveryMessage> {
-  const base = { v: 1 as const, id: pending.id, projectId: pending.projectId, runId: pending.runId, endpoint: pending.endpoint, createdAt: pending.createdAt.getTime(), bodyBytes, secret: pending.sealed };
+  const base = { v: 1 as const, id: pending.id, messageId: pending.messageId, projectId: pending.projectId, runId: pending.runId, endpoint: pending.endpoint, createdAt: pending.createdAt.getTime(), bodyBytes, secret: pending.sealed };
   // The limit is on what the queue carries: JSON escaping (quotes, control characters, non-ASCII
   // as written by the upstream) can make the message far larger than the body.
   if (bodyBytes <= INLINE_MESSAGE_MAX_BYTES) {
@@ -112,7 +125,7 @@ export async function enqueuePending(scope: Scope, pending: PendingDelivery, bod
   const { env } = scope;
   const { id } = pending;
   const bodyBytes = encoder.encode(body).byteLength;
-  const log = { delivery_id: id, run_id: pending.runId, project_id: pending.projectId };
+  const facts = { delivery_id: id, run_id: pending.runId, project_id: pending.projectId };
   let lastError: unknown;
   let stored = false;
   for (let attempt = 1; attempt <= SEND_TRIES; attempt++) {
@@ -126,7 +139,7 @@ export async function enqueuePending(scope: Scope, pending: PendingDelivery, bod
       if (attempt < SEND_TRIES) await wait(100 * 2 ** attempt);
     }
   }
-  logError("webhook delivery could not be enqueued", { ...log, endpoint_host: new URL(pending.endpoint).host, error: String(lastError) });
+  logError("webhook delivery could not be enqueued", { ...facts, endpoint_host: new URL(pending.endpoint).host, error: lastError });
   if (stored) await env.WEBHOOK_BODIES.delete(bodyKey(id)).catch(() => undefined);
   await settleUnsent(scope, pending, "enqueue_failed");
   return id;
@@ -141,6 +154,7 @@ export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery
     } else {
       await db.insert(webhookDeliveries).values({
         id: pending.id,
+        messageId: pending.messageId,
         projectId: pending.projectId,
         runId: pending.runId,
         endpoint: pending.endpoint,
@@ -155,7 +169,7 @@ export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery
     }
   } catch (error) {
     // The sweeper settles the row (if any) once it is old enough.
-    logError("webhook delivery failure not recorded", { delivery_id: pending.id, run_id: pending.runId, project_id: pending.projectId, reason, error: String(error) });
+    logError("webhook delivery failure not recorded", { delivery_id: pending.id, run_id: pending.runId, project_id: pending.projectId, reason, error });
   }
 }
 

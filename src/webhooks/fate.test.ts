@@ -27,7 +27,7 @@ afterEach(() => {
 });
 
 const failureLines = (spy: { mock: { calls: unknown[][] } }) =>
-  spy.mock.calls.map((call) => String(call[0])).filter((line) => line.includes('"webhook delivery failed"')).map((line) => JSON.parse(line) as Record<string, unknown>);
+  spy.mock.calls.map((call) => call[0] as Record<string, unknown>).filter((line) => line.message === "webhook delivery failed");
 
 describe("inside a lane, each delivery's timing is its own (spec section 8: 3 attempts, at most 5 s apart)", () => {
   it("in one batch of timeouts, 404s, a 302 and a 2xx, every gap stays within 5 s and every count is right, on at most 6 connections", async () => {

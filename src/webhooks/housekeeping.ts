@@ -3,6 +3,7 @@ import { webhookDeliveries } from "../db/schema";
 import type { Scope } from "../platform/scope";
 import { logFailure } from "./attempts";
 import { SWEPT_REASONS } from "./policy";
+import { log } from "../platform/log";
 
 const [NEVER_ATTEMPTED, STALLED] = SWEPT_REASONS;
 
@@ -73,7 +74,7 @@ export async function purgeExpired({ env, db, deps }: Scope): Promise<number> {
   if (keys.length > 0) {
     await env.WEBHOOK_BODIES.delete(keys).catch((error: unknown) => {
       // Rows say purged, so nothing reads these objects again; the bucket's lifecycle rule (docs/webhooks.md) removes them.
-      console.error(JSON.stringify({ level: "error", msg: "webhook bodies not deleted from R2", keys: keys.length, error: String(error) }));
+      log("error", "webhook bodies not deleted from R2", { keys: keys.length, error });
     });
   }
   return purged.length;

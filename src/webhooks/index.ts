@@ -8,7 +8,8 @@ import { resend } from "./resend";
 import { listDeliveries, resendDelivery } from "./routes";
 
 export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => ({
-  request_id: d.id,
+  delivery_id: d.id,
+  request_id: d.messageId ?? d.id,
   run_id: d.runId,
   project_id: d.projectId,
   endpoint: d.endpoint,

@@ -30,7 +30,7 @@ async function resendNow(projectId: string, id: string, token: string) {
 }
 
 describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
-  it("delivers the stored body again as a new delivery, linked by resent_from and signed afresh", async () => {
+  it("delivers the stored body again as a new delivery, linked by resent_from, with the original's message id and a fresh signature", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }], SECRET);
     const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
@@ -41,14 +41,18 @@ describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
     const answer = await resendNow(app.projectId, original, app.token);
     expect(answer.status).toBe(201);
     expect(answer.body).toMatchObject({ status: "pending", resent_from: original, signed: true, attempts: [] });
-    expect(answer.body.request_id).not.toBe(original);
+    // Its own record, the original's message id (Standard Webhooks: the id stays when a message is resent).
+    expect(answer.body.delivery_id).not.toBe(original);
+    expect(answer.body.request_id).toBe(original);
     expect(JSON.stringify(answer.messages)).not.toContain(SECRET);
     await drive(api, answer.messages[0]);
 
     const got = await received(hook.key);
     expect(got).toHaveLength(2);
     expect(got[1]!.body).toBe(run.text);
-    expect(got[1]!.headers["x-request-id"]).toBe(answer.body.request_id);
+    expect(got[1]!.headers["x-request-id"]).toBe(original);
+    expect(got[1]!.headers["webhook-id"]).toBe(original);
+    expect(got[0]!.headers["webhook-id"]).toBe(original);
     // Signed at the moment of the new attempt, so a receiver's timestamp tolerance passes.
     expect(Number(got[1]!.headers["x-service-webhook-timestamp"])).toBe(Math.floor(api.clock.now().getTime() / 1000));
     expect(got[1]!.signatures).toEqual({ node: true, openssl: true, standard: true });

@@ -12,8 +12,10 @@ const RETENTION_DAYS = RETENTION_MS / 86_400_000;
 const NEVER_QUEUED = new Set(["run_interrupted", "enqueue_failed", "never_attempted"]);
 
 /**
- * A new delivery of `deliveryId`'s stored body to the same endpoint: its own id and record
- * (`resent_from`), its secret sealed again under the new id, signed afresh at each attempt.
+ * A new delivery of `deliveryId`'s stored body to the same endpoint: its own record (`resent_from`)
+ * and its secret sealed again under the record's id, but the original's message id in `webhook-id`
+ * and `X-Request-Id` (Standard Webhooks: a resent message keeps its id), with a fresh timestamp and
+ * signature at each attempt.
  */
 export async function resend(scope: Scope, projectId: string, deliveryId: string): Promise<WebhookDelivery> {
   const { env, config, db } = scope;
@@ -40,7 +42,7 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
   if (original.signed) {
     if (!original.sealedSecret) throw purged;
     try {
-      secret = await openSecret(config.webhookEncryptionKey, original.id, JSON.parse(original.sealedSecret) as SealedSecret);
+      secret = await openSecret(config.webhookEncryptionKey, original.id, JSON.parse(original.sealedSecret) as SealedSecret, config.previous.webhookEncryptionKey);
     } catch {
       // Never resend a signed delivery unsigned.
       throw new ApiError("conflict", "The delivery's signing secret can no longer be read (WEBHOOK_ENCRYPTION_KEY changed?).");
@@ -53,7 +55,7 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
     body = await object.text();
   }
 
-  const pending = await recordPending(scope, { projectId, runId: original.runId, endpoint: original.endpoint, secret }, { resentFrom: original.id });
+  const pending = await recordPending(scope, { projectId, runId: original.runId, endpoint: original.endpoint, secret }, { resentFrom: { id: original.id, messageId: original.messageId ?? original.id } });
   if (!pending.recorded) throw new ApiError("service_unavailable", "The delivery could not be recorded; try again.");
   await enqueuePending(scope, pending, body);
   const [created] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, pending.id));

@@ -18,7 +18,12 @@ export const AttemptSchema = z
 
 export const DeliverySchema = z
   .object({
-    request_id: z.string().openapi({ example: "whd_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c", description: "`X-Request-Id` and `webhook-id` of every attempt." }),
+    delivery_id: z.string().openapi({ example: "whd_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c", description: "This delivery's own id (the `{delivery_id}` of resend, and what `resent_from` names)." }),
+    request_id: z.string().openapi({
+      example: "whd_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c",
+      description:
+        "`X-Request-Id` and `webhook-id` of every attempt: the message's id, for receivers to de-duplicate. The same as `delivery_id`, except on a resend, which carries its original's (Standard Webhooks).",
+    }),
     run_id: z.string(),
     project_id: z.string(),
     endpoint: z.string().openapi({ description: "The receiver's URL (`webhookEndpoint`)." }),
@@ -69,7 +74,7 @@ export const resendDelivery = createRoute({
   ...requires("deliveries:write"),
   summary: "Resend a webhook delivery",
   description:
-    "Delivers the stored body of a delivery again to the same endpoint, as a new delivery (new id, `resent_from` = this one) signed afresh with the original secret, so receivers' timestamp tolerance passes. Bodies and sealed secrets are kept for 7 days after the original delivery was created; after that the answer is 410. A delivery still pending, or one that ended before its body reached the queue (`run_interrupted`, `enqueue_failed`, `never_attempted`), has nothing to resend: 409.",
+    "Delivers the stored body of a delivery again to the same endpoint, as a new delivery (its own `delivery_id`, `resent_from` = this one). It is the same message: `webhook-id` and `X-Request-Id` (`request_id`) are the original's, so a receiver that de-duplicates by them recognises the resend; the timestamp and signature are fresh (signed with the original secret), so receivers' timestamp tolerance passes. Bodies and sealed secrets are kept for 7 days after the original delivery was created; after that the answer is 410. A delivery still pending, or one that ended before its body reached the queue (`run_interrupted`, `enqueue_failed`, `never_attempted`), has nothing to resend: 409.",
   request: { params: DeliveryParams },
   responses: {
     201: jsonContent(DeliverySchema, "The new delivery, `pending`."),

@@ -20,12 +20,21 @@ export async function sealSecret(material: string, deliveryId: string, secret: s
   return { iv: toBase64(iv), ct: toBase64(new Uint8Array(ct)) };
 }
 
-/** Throws when the key changed or the ciphertext was tampered with. */
-export async function openSecret(material: string, deliveryId: string, sealed: SealedSecret): Promise<string> {
-  const clear = await crypto.subtle.decrypt(
-    { name: "AES-GCM", iv: fromBase64(sealed.iv), additionalData: encoder.encode(deliveryId) },
-    await aesKey(material),
-    fromBase64(sealed.ct),
-  );
+/**
+ * Opens a sealed secret with the current key, or, during a rotation, with the previous one
+ * (`WEBHOOK_ENCRYPTION_KEY_PREVIOUS`): secrets sealed before the rotation wait in queue messages, lanes,
+ * async runs and, for resends, D1 for up to the 7 days of retention. Throws (`OperationError`) when
+ * neither key opens it or the ciphertext was tampered with.
+ */
+export async function openSecret(material: string, deliveryId: string, sealed: SealedSecret, previous?: string): Promise<string> {
+  const open = async (key: string) =>
+    crypto.subtle.decrypt({ name: "AES-GCM", iv: fromBase64(sealed.iv), additionalData: encoder.encode(deliveryId) }, await aesKey(key), fromBase64(sealed.ct));
+  let clear: ArrayBuffer;
+  try {
+    clear = await open(material);
+  } catch (error) {
+    if (previous === undefined) throw error;
+    clear = await open(previous);
+  }
   return new TextDecoder().decode(clear);
 }

@@ -61,6 +61,7 @@ const claimColumns = {
   body: d.body,
   bodyKey: d.bodyKey,
   sealedSecret: d.sealedSecret,
+  messageId: d.messageId,
 };
 const keep = (column: Column) => sql`${name(column)} = coalesce(${column}, excluded.${name(column)})`;
 
@@ -107,6 +108,7 @@ export async function claimAttempt(db: Database, message: DeliveryMessage, at: D
     body: "inline" in message.body ? message.body.inline : null,
     bodyKey: "r2" in message.body ? message.body.r2 : null,
     sealedSecret: message.secret ? JSON.stringify(message.secret) : null,
+    messageId: message.messageId ?? message.id,
   });
   const { results } = await (group ? group.run<{ attempt_count: number }>(statement) : statement.all<{ attempt_count: number }>());
   if (results.length === 1) return { kind: "attempt", attempt: results[0]!.attempt_count };

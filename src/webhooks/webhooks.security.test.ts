@@ -83,6 +83,68 @@ describe("webhook queue messages", () => {
   });
 });
 
+describe("resends receivers can recognise", () => {
+  /** Resends through the API as `token`, capturing the new delivery's queue message. */
+  async function resend(projectId: string, deliveryId: string, token: string) {
+    const sent: unknown[] = [];
+    const local = client({ now: api.clock.now }, { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue });
+    const answer = await local.json<{ delivery_id: string; request_id: string; resent_from: string; code?: string }>(`/v2/projects/${projectId}/webhook-deliveries/${deliveryId}/resend`, {
+      method: "POST",
+      token,
+    });
+    return { ...answer, message: sent[0] };
+  }
+
+  it("a resend is not a replay under a new id: it and a resend of the resend carry the original's webhook-id and X-Request-Id, freshly signed", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const app = await seedRunnable(api);
+    const secret = "whsec_" + btoa("resend-dedupe-key-0123456789abcdef");
+    const hook = await receiver([{ status: 200 }], secret);
+    const run = await runWithWebhook(api, app, hook.url, { secret });
+    await drive(api, run.messages[0]);
+    const original = (run.messages[0] as DeliveryMessage).id;
+
+    api.clock.advance(60_000);
+    const first = await resend(app.projectId, original, app.token);
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ request_id: original, resent_from: original });
+    await drive(api, first.message);
+    api.clock.advance(60_000);
+    const second = await resend(app.projectId, first.body.delivery_id, app.token);
+    expect(second.body).toMatchObject({ request_id: original, resent_from: first.body.delivery_id });
+    await drive(api, second.message);
+
+    const got = await received(hook.key);
+    expect(got).toHaveLength(3);
+    // A receiver that de-duplicates by webhook-id, as the docs advise, acts once.
+    expect(new Set(got.map((r) => r.headers["webhook-id"]))).toEqual(new Set([original]));
+    expect(new Set(got.map((r) => r.headers["x-request-id"]))).toEqual(new Set([original]));
+    // Each one signed at its own attempt, and the signatures verify over the shared id.
+    expect(new Set(got.map((r) => r.headers["webhook-timestamp"])).size).toBe(3);
+    for (const r of got) expect(r.signatures).toEqual({ node: true, openssl: true, standard: true });
+    // Three records, linked, all under one message id.
+    const records = await deliveriesOf(api, app.projectId, (run.messages[0] as DeliveryMessage).runId);
+    expect(records.map((d) => d.request_id)).toEqual([original, original, original]);
+    expect(new Set(records.map((d) => d.delivery_id)).size).toBe(3);
+  });
+
+  it("a token with the default scopes cannot trigger a resend: deliveries:write is granted only by name", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    const run = await runWithWebhook(api, app, hook.url);
+    await drive(api, run.messages[0]);
+    const expires_at = new Date(api.clock.now().getTime() + 86_400_000).toISOString();
+    const byDefault = await api.json<{ token: string; scopes: string[] }>(`/v2/projects/${app.projectId}/service-accounts`, { method: "POST", body: { name: "defaults", expires_at } });
+    expect(byDefault.body.scopes).toContain("deliveries:read");
+    expect(byDefault.body.scopes).not.toContain("deliveries:write");
+    const refused = await resend(app.projectId, (run.messages[0] as DeliveryMessage).id, byDefault.body.token);
+    expect(refused.status).toBe(403);
+    expect(refused.body.code).toBe("insufficient_scope");
+    expect(refused.message).toBeUndefined();
+    expect(await received(hook.key)).toHaveLength(1);
+  });
+});
+
 describe("wrangler.toml agrees with the delivery policy", () => {
   interface Consumer {
     queue: string;

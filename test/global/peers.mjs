@@ -108,7 +108,7 @@ async function receiver(req, res, key) {
     headers: req.headers,
     bodyLength: body.length,
     bodySha256: createHash("sha256").update(body).digest("hex"),
-    body: body.length <= 256 * 1024 ? body.toString("utf8") : null,
+    body: body.length <= 8 * 1024 * 1024 ? body.toString("utf8") : null,
     signatures: scenario.secret ? checkSignatures(scenario.secret, req.headers, body) : null,
   };
   log.push(entry);

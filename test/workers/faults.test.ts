@@ -5,49 +5,12 @@ import { client } from "../helpers";
 import { received, receiver } from "../peers";
 import { callWith, capturingQueue, seedRunnable } from "../runs";
 import { deliveriesOf, drive } from "../webhooks";
+import { faultyD1 } from "../faulty-d1";
 
 /**
- * D1 failing under the gateway: a wrapper of the real binding throws, as D1 does when it is overloaded
- * or loses its connection, on the statements a test chooses. Each failure must give a clear problem
- * (never a 500 with a stack) or be retried, and never leave a write half done or lost.
+ * D1 failing under the gateway (test/faulty-d1.ts) on the statements a test chooses. Each failure must
+ * give a clear problem (never a 500 with a stack) or be retried, and never leave a write half done or lost.
  */
-const FAULT = "D1_ERROR: Network connection lost. (injected)";
-
-type Statement = D1PreparedStatement & { __sql?: string; __real?: D1PreparedStatement };
-
-function faultyD1(real: D1Database, fails: (sql: string) => boolean): D1Database {
-  const wrap = (statement: D1PreparedStatement, sql: string): Statement =>
-    new Proxy(statement, {
-      get(target, prop) {
-        if (prop === "__sql") return sql;
-        if (prop === "__real") return target;
-        if (prop === "bind") return (...values: unknown[]) => wrap(target.bind(...values), sql);
-        if (prop === "run" || prop === "all" || prop === "first" || prop === "raw") {
-          return async (...args: unknown[]) => {
-            if (fails(sql)) throw new Error(FAULT);
-            return (target[prop] as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        }
-        const value = Reflect.get(target, prop, target) as unknown;
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    }) as Statement;
-  return new Proxy(real, {
-    get(target, prop) {
-      if (prop === "prepare") return (sql: string) => wrap(target.prepare(sql), sql);
-      if (prop === "batch") {
-        return async (statements: Statement[]) => {
-          // A batch is one transaction: one failing statement fails it whole.
-          if (statements.some((s) => fails(s.__sql ?? ""))) throw new Error(FAULT);
-          return target.batch(statements.map((s) => s.__real ?? s));
-        };
-      }
-      const value = Reflect.get(target, prop, target) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-}
-
 const api = client();
 
 /** What the gateway logged as errors during the test (failures log by design). */
@@ -56,7 +19,7 @@ let errorLines: string[] = [];
 beforeEach(() => {
   errorLines = [];
   vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
-    errorLines.push(args.map(String).join(" "));
+    errorLines.push(args.map((a) => (typeof a === "string" ? a : JSON.stringify(a))).join(" "));
   });
 });
 afterEach(() => {

@@ -1,9 +1,12 @@
+import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { DeliveryMessage } from "../../src/webhooks/enqueue";
+import { consume, startAsync } from "../async-runs";
 import { visitor } from "../dashboard-helpers";
-import { ADMIN, client } from "../helpers";
-import { DOWN, receiver } from "../peers";
+import { faultyD1, type Refused } from "../faulty-d1";
+import { ADMIN, client, seedBuild } from "../helpers";
+import { DOWN, PEER, receiver } from "../peers";
 import { callWith, capturingQueue, seedRunnable } from "../runs";
 import { TEST_SECRETS } from "../secrets";
 import { drive } from "../webhooks";
@@ -87,6 +90,129 @@ describe("secrets never appear in logs or responses", () => {
     }
     // Only the token's visible prefix is ever shown again.
     expect(responses.join("\n")).toContain(app.token.slice(0, 12));
+  });
+});
+
+describe("a D1 failure on a write that carries caller data leaves none of it in the logs", () => {
+  // Drizzle's error for a failed statement reads "Failed query: <sql> params: <every bound value>": the
+  // forwarded headers, the query, a webhook URL, a code_verifier. Each write path that takes a caller's
+  // data is made to fail here; no planted secret, and no value bound to the refused statement (but our
+  // own ids), may reach a log line.
+  const APP_KEY = "sk_live_app_key_5b9e0c1d7a";
+  const QUERY_SECRET = "q_secret_83fd02ab71";
+  const BODY_SECRET = "body_secret_1e7c55aa09";
+  const SLACK_PATH = "T0LOGS/B0LOGS/slack_secret_a8c2f4e6";
+  const WEBHOOK_SECRET = "whsec_bG9nLXNlY3JldC1uZXZlci1sb2dnZWQ=";
+  const ORIGIN_SECRET = "sig_origin_4410fe9d2c";
+  const NAME_SECRET = "name_secret_77b0d3e1c5";
+  // Our ids (an app id is its project id and name) are what log lines are for.
+  const OUR_ID = /^[a-z]+_[0-9a-hjkmnp-tv-z]{30}(-[a-z0-9-]+)?$/;
+
+  /** Checks the logs after `refused` statements failed: the failure was logged, without what it carried. */
+  function expectNoneLogged(refused: Refused[], planted: string[]) {
+    expect(refused.length, "the write path failed as planned").toBeGreaterThan(0);
+    expect(logged.some((line) => /unavailable|not written|not recorded|crashed|error/i.test(line)), "the failure has its log line").toBe(true);
+    const bound = refused.flatMap((r) => r.values).filter((v): v is string => typeof v === "string" && v.length >= 12 && !OUR_ID.test(v) && !/^\d+$/.test(v));
+    for (const secret of [...planted, ...bound]) {
+      for (const line of logged) expect(line.includes(secret), `${secret.slice(0, 60)} in a log line: ${line.slice(0, 300)}`).toBe(false);
+    }
+    for (const line of logged) expect(line, "a statement's parameter list").not.toMatch(/params: (?!\[redacted\])/);
+  }
+
+  it("async run accepted with forwarded headers, a query and a body", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const refused: Refused[] = [];
+    const broken = faultyD1(env.DB, (sql) => /^insert into "async_runs"/i.test(sql), refused);
+    const response = await callWith(api, { DB: broken }, `${app.runPath}?async=true&token=${QUERY_SECRET}`, {
+      method: "POST",
+      token: app.token,
+      headers: { "Content-Type": "application/json", "X-Api-Key": APP_KEY, "Idempotency-Key": "order-1" },
+      body: JSON.stringify({ secret: BODY_SECRET }),
+    });
+    expect(response.status).toBe(503);
+    expectNoneLogged(refused, [APP_KEY, QUERY_SECRET, BODY_SECRET]);
+  });
+
+  it("async run whose result (the app's answer, echoing the request) cannot be written", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app, { query: `token=${QUERY_SECRET}`, headers: { "X-Api-Key": APP_KEY }, body: { secret: BODY_SECRET } });
+    const refused: Refused[] = [];
+    const broken = faultyD1(env.DB, (sql) => /^update "async_runs" set .*"result"/i.test(sql), refused);
+    expect(await consume(api, started.message, { bindings: { DB: broken } })).toMatchObject({ acked: false, retried: true });
+    expectNoneLogged(refused, [APP_KEY, QUERY_SECRET, BODY_SECRET]);
+  });
+
+  it("webhook delivery's pending record with a Slack-style secret URL and a signing secret", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const refused: Refused[] = [];
+    const broken = faultyD1(env.DB, (sql) => /^insert into "webhook_deliveries"/i.test(sql), refused);
+    const endpoint = `${PEER}/services/${SLACK_PATH}?token=${QUERY_SECRET}`;
+    const response = await callWith(api, { DB: broken, WEBHOOK_QUEUE: capturingQueue().queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
+      method: "POST",
+      token: app.token,
+      headers: { "Content-Type": "application/json", "X-Webhook-Secret": WEBHOOK_SECRET },
+      body: "{}",
+    });
+    expect(response.status).toBe(200);
+    expectNoneLogged(refused, [SLACK_PATH, QUERY_SECRET, WEBHOOK_SECRET]);
+  });
+
+  it("service account creation", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const refused: Refused[] = [];
+    const broken = faultyD1(env.DB, (sql) => /^insert into "service_accounts"/i.test(sql), refused);
+    const expires = new Date(api.clock.now().getTime() + 24 * 3600 * 1000).toISOString();
+    const response = await callWith(api, { DB: broken }, `/v2/projects/${app.projectId}/service-accounts`, {
+      method: "POST",
+      token: ADMIN,
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name: NAME_SECRET, expires_at: expires }),
+    });
+    expect(response.status).toBe(503);
+    expectNoneLogged(refused, [NAME_SECRET]);
+  });
+
+  it("OpenID Connect sign-in state (state, nonce, code_verifier)", async () => {
+    const refused: Refused[] = [];
+    const broken = client({}, { DB: faultyD1(env.DB, (sql) => /^insert into "sign_in_requests"/i.test(sql), refused) });
+    const started = await visitor(broken).get("/dashboard/sign-in/oidc");
+    expect(started.status).toBeGreaterThanOrEqual(500);
+    expectNoneLogged(refused, []);
+  });
+
+  it("custom domain creation (its ownership record's random value)", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const refused: Refused[] = [];
+    const broken = faultyD1(env.DB, (sql) => /^insert into "domains"/i.test(sql), refused);
+    const response = await callWith(api, { DB: broken }, `/v2/projects/${app.projectId}/domains`, {
+      method: "POST",
+      token: app.token,
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ domain: `logs-${Date.now().toString(36)}.example.com`, region: "us-east-1" }),
+    });
+    expect(response.status).toBe(503);
+    expectNoneLogged(refused, []);
+  });
+
+  it("a build's report with an origin URL that carries a signature", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const buildId = await seedBuild(api, app);
+    const refused: Refused[] = [];
+    const broken = faultyD1(env.DB, (sql) => /^update "builds"/i.test(sql), refused);
+    const response = await callWith(api, { DB: broken }, `/v2/projects/${app.projectId}/apps/${app.appId}/builds/${buildId}`, {
+      method: "PATCH",
+      token: app.token,
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ status: "succeeded", origin_url: `${PEER}/upstream/echo?sig=${ORIGIN_SECRET}` }),
+    });
+    expect(response.status).toBe(503);
+    expectNoneLogged(refused, [ORIGIN_SECRET]);
   });
 });
 

@@ -15,6 +15,16 @@ interface ServiceAccount {
   expires_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
+  created_by: { kind: "user" | "service_account" | "operator"; id: string };
+}
+
+/** Who made a key: it ends with them (when they leave, become a viewer, or the key that made it is revoked). */
+function createdBy(a: ServiceAccount, all: readonly ServiceAccount[], me: string | undefined) {
+  const by = a.created_by;
+  if (by.kind === "operator") return "the operator";
+  if (by.kind === "user") return by.id === me ? "you" : "a member";
+  const parent = all.find((p) => p.id === by.id);
+  return parent ? `key “${parent.name}”` : "another key";
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -33,7 +43,7 @@ const SCOPE_TEXT: Record<Permission, string> = {
   "domains:read": "read custom domains",
   "domains:write": "add, validate and remove custom domains",
   "deliveries:read": "read webhook deliveries",
-  "deliveries:write": "act on webhook deliveries",
+  "deliveries:write": "resend webhook deliveries (not a default: a resend delivers a stored result again)",
   "service_accounts:write": "list, create and revoke API keys (within its own scopes and expiry)",
   "audit:read": "read the audit log",
 };
@@ -117,7 +127,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
         <p>No service accounts yet.</p>
       ) : (
         // Cards at phone width: every column stays readable and Revoke stays on screen.
-        <DataTable caption="Service accounts" columns={["Name", "Token", "Scopes", "Expires", { label: "Last used", optional: true }, "Status"]} actions class="cards" footer={<Pager path={projectPath(pid, "/api-keys")} next={accounts.data.next_cursor} />}>
+        <DataTable caption="Service accounts" columns={["Name", "Token", "Scopes", "Expires", { label: "Last used", optional: true }, { label: "Created by", optional: true }, "Status"]} actions class="cards" footer={<Pager path={projectPath(pid, "/api-keys")} next={accounts.data.next_cursor} />}>
           {accounts.data.data.map((a) => (
             <tr>
               <td data-label="Name">{a.name}</td>
@@ -135,6 +145,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
               </td>
               <td data-label="Expires">{when(a.expires_at)}</td>
               <td class="optional" data-label="Last used">{when(a.last_used_at)}</td>
+              <td class="optional" data-label="Created by">{createdBy(a, accounts.data.data, c.get("user")?.id)}</td>
               <td data-label="Status">
                 <Status account={a} now={now} />
               </td>
@@ -147,7 +158,7 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
                     action={projectPath(pid, `/api-keys/${a.id}/revoke`)}
                     csrf={csrf}
                     title={`Revoke “${a.name}”?`}
-                    question={<>Its token ({a.token_prefix}…) stops working at once. This cannot be undone.</>}
+                    question={<>Its token ({a.token_prefix}…) stops working at once, and so do the keys it created. This cannot be undone.</>}
                     confirmLabel="Revoke"
                   />
                 )}
@@ -231,7 +242,7 @@ export function registerApiKeys(dash: DashRouter) {
             action={projectPath(pid, `/api-keys/${c.req.param("id")}/revoke`)}
             csrf={c.get("csrf")}
             title="Revoke this service account?"
-            question={<>Its token stops working at once. This cannot be undone.</>}
+            question={<>Its token stops working at once, and so do the keys it created. This cannot be undone.</>}
             confirmLabel="Revoke"
             cancelHref={projectPath(pid, "/api-keys")}
           />

@@ -13,6 +13,7 @@ interface Attempt {
 }
 
 export interface Delivery {
+  delivery_id: string;
   request_id: string;
   run_id: string;
   endpoint: string;
@@ -115,25 +116,25 @@ async function deliveriesPage(c: DashContext, project: Project, state: ResendSta
       ) : (
         <DataTable caption={<>Webhook deliveries{runId ? ` of run ${runId}` : ""}</>} columns={["Delivery", "Status", "Attempts", "Last outcome"]} class="cards" footer={<Pager path={path} next={list.data.next_cursor} query={runId ? { run_id: runId } : undefined} />}>
           {list.data.data.map((d) => (
-            <tr id={`delivery-${d.request_id}`}>
+            <tr id={`delivery-${d.delivery_id}`}>
               <td data-label="Delivery">
                 <code>{d.endpoint}</code>
                 <br />
                 <span class="muted">
                   run <a href={`${path}?run_id=${seg(d.run_id)}`}>{d.run_id}</a>
                   <br />
-                  id <code>{d.request_id}</code>, {d.body_bytes} bytes, {d.signed ? "signed" : "unsigned"}, {when(d.created_at)}
+                  id <code>{d.delivery_id}</code>, {d.body_bytes} bytes, {d.signed ? "signed" : "unsigned"}, {when(d.created_at)}
                   {d.resent_from && (
                     <>
                       <br />
-                      resends <code>{d.resent_from}</code>
+                      resends <code>{d.resent_from}</code> as message <code>{d.request_id}</code>
                     </>
                   )}
                 </span>
                 {d.status !== "pending" && (
-                  <form method="post" action={`${path}/${seg(d.request_id)}/resend`} class="inline">
+                  <form method="post" action={`${path}/${seg(d.delivery_id)}/resend`} class="inline">
                     <Csrf token={c.get("csrf")} />
-                    <button type="submit" class="secondary" aria-label={`Resend delivery ${d.request_id}`}>
+                    <button type="submit" class="secondary" aria-label={`Resend delivery ${d.delivery_id}`}>
                       Resend
                     </button>
                   </form>
@@ -175,7 +176,7 @@ export function registerDeliveries(dash: DashRouter) {
       const pid = project.project_id;
       const resent = await c.get("api")<Delivery>("POST", `/projects/${seg(pid)}/webhook-deliveries/${seg(c.req.param("delivery_id"))}/resend`);
       if (!resent.ok) return deliveriesPage(c, project, { problem: resent.problem });
-      return c.redirect(projectPath(pid, `/webhook-deliveries?resent=${encodeURIComponent(resent.data.request_id)}`), 303);
+      return c.redirect(projectPath(pid, `/webhook-deliveries?resent=${encodeURIComponent(resent.data.delivery_id)}`), 303);
     }),
   );
 }

@@ -1,10 +1,12 @@
 import type { z } from "@hono/zod-openapi";
-import type { InviteSchema, MemberSchema } from "../../members/routes";
+import type { ChangedMemberSchema, InviteSchema, MemberSchema } from "../../members/routes";
+import type { ServiceAccountSchema } from "../../service-accounts/routes";
+import { ROLE_PERMISSIONS } from "../../auth/roles";
 import type { Child } from "hono/jsx";
 import { type ApiResult, type Page, type Problem, seg } from "../api";
 import { canManageMembers, NotAllowed } from "../access";
 import { type DashContext, type DashRouter, dashPath, formText, projectPath } from "../context";
-import { ConfirmAction, ConfirmForm, Csrf, DataTable, Field, ProblemMessage, when } from "../components";
+import { ConfirmForm, Csrf, DataTable, Field, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -13,12 +15,67 @@ const ROLES: readonly Role[] = ["owner", "developer", "viewer"];
 const ROLE_HINT: Record<Role, string> = {
   owner: "everything, members too",
   developer: "apps, builds, domains, deliveries and API keys",
-  viewer: "reads only",
+  viewer: "reads only; the API keys they created end",
 };
 
 // What the API answers: its own response schemas, not copies.
 type Member = z.infer<typeof MemberSchema>;
 type Invite = z.infer<typeof InviteSchema>;
+
+type ServiceAccount = z.infer<typeof ServiceAccountSchema>;
+type ChangedMember = z.infer<typeof ChangedMemberSchema>;
+
+/** A role that may not create tokens: a member moved to it loses the tokens they created. */
+const endsTokens = (role: Role) => !ROLE_PERMISSIONS[role].includes("service_accounts:write");
+
+/**
+ * The working tokens that end if `userId` leaves the project or becomes a viewer: those they created
+ * and those created by them (the API's `creator` filter). Null when the caller may not list tokens.
+ */
+async function tokensEndingWith(c: DashContext, pid: string, userId: string): Promise<{ tokens: ServiceAccount[]; more: boolean } | null> {
+  const listed: ApiResult<Page<ServiceAccount>> = await c.get("api")("GET", `/projects/${seg(pid)}/service-accounts?limit=100&creator=${seg(userId)}`);
+  if (!listed.ok) return null;
+  const now = c.var.scope.deps.now().getTime();
+  const tokens = listed.data.data.filter((a) => a.revoked_at === null && new Date(a.expires_at).getTime() > now);
+  return { tokens, more: listed.data.next_cursor !== null };
+}
+
+/** Says, before it is confirmed, which tokens a removal or a move to viewer ends. */
+function EndingTokens({ ending, who }: { ending: Awaited<ReturnType<typeof tokensEndingWith>>; who: string }) {
+  if (ending === null) return <p>Any API keys {who} created, and the keys those created, stop working too.</p>;
+  if (ending.tokens.length === 0 && !ending.more) return <p>{who} created no API key that is still working: none ends.</p>;
+  return (
+    <>
+      <p>
+        {ending.more ? "More than " : ""}
+        {ending.tokens.length} API key{ending.tokens.length === 1 && !ending.more ? "" : "s"} created by {who} (or by their keys) stop working at once:
+      </p>
+      <ul class="ending-tokens">
+        {ending.tokens.map((a) => (
+          <li>
+            {a.name} <code>{a.token_prefix}…</code>
+          </li>
+        ))}
+      </ul>
+    </>
+  );
+}
+
+const endedText = (ended: ChangedMember["ended_service_accounts"]) =>
+  ended.length === 0 ? "" : ` ${ended.length} API key${ended.length === 1 ? "" : "s"} they created stopped working: ${ended.map((a) => `“${a.name}”`).join(", ")}.`;
+
+async function findMember(c: DashContext, pid: string, memberId: string): Promise<Member | undefined> {
+  let cursor: string | null = null;
+  // Bounded: ten pages of 100 members.
+  for (let i = 0; i < 10; i++) {
+    const listed: ApiResult<Page<Member>> = await c.get("api")("GET", `/projects/${seg(pid)}/members?limit=100${cursor ? `&cursor=${seg(cursor)}` : ""}`);
+    if (!listed.ok) return undefined;
+    const found = listed.data.data.find((m) => m.member_id === memberId);
+    if (found || listed.data.next_cursor === null) return found;
+    cursor = listed.data.next_cursor;
+  }
+  return undefined;
+}
 
 interface Notice {
   problem?: Problem | undefined;
@@ -100,16 +157,11 @@ async function membersPage(c: DashContext, project: Project, notice: Notice = {}
                   {lastOwner ? (
                     <span class="muted">Last owner</span>
                   ) : (manage || self) && (
-                    <ConfirmAction
-                      id={`remove-${m.member_id}`}
-                      label={self ? "Leave" : "Remove"}
-                      href={projectPath(pid, `/members/${m.member_id}/remove`)}
-                      action={projectPath(pid, `/members/${m.member_id}/remove`)}
-                      csrf={csrf}
-                      title={self ? "Leave this project?" : `Remove ${who}?`}
-                      question={self ? <>You lose access to it at once.</> : <>They lose access to this project at once.</>}
-                      confirmLabel={self ? "Leave project" : "Remove member"}
-                    />
+                    // A page of its own, not a dialog: it lists the API keys that end with the member.
+                    <a class="button danger" href={projectPath(pid, `/members/${m.member_id}/remove`)}>
+                      {self ? "Leave" : "Remove"}
+                      {!self && <span class="skip"> {who}</span>}
+                    </a>
                   )}
                 </td>
               </tr>
@@ -210,10 +262,43 @@ export function registerMembers(dash: DashRouter) {
 
   dash.post("/projects/:project_id/members/:member_id/role", (c) =>
     withProject(c, async (project) => {
-      const role = formText(await c.req.parseBody(), "role");
-      const changed = await c.get("api")<Member>("PATCH", `/projects/${seg(project.project_id)}/members/${seg(c.req.param("member_id"))}`, { role });
+      const pid = project.project_id;
+      const memberId = c.req.param("member_id");
+      const form = await c.req.parseBody();
+      const role = formText(form, "role");
+      // Moving someone to a role that may not create tokens ends theirs: say which, and ask first.
+      if ((ROLES as readonly string[]).includes(role) && endsTokens(role as Role) && formText(form, "confirmed") !== "yes" && ID.test(memberId)) {
+        const member = await findMember(c, pid, memberId);
+        const ending = member && member.role !== role ? await tokensEndingWith(c, pid, member.user_id) : undefined;
+        if (member && ending !== undefined && (ending === null || ending.tokens.length > 0 || ending.more)) {
+          const who = member.name ?? member.email ?? member.user_id;
+          return renderPage(
+            c,
+            { title: "Change role", projectId: pid, tab: "members" },
+            <div class="card">
+              <form method="post" action={projectPath(pid, `/members/${memberId}/role`)}>
+                <Csrf token={c.get("csrf")} />
+                <input type="hidden" name="role" value={role} />
+                <input type="hidden" name="confirmed" value="yes" />
+                <h2 id="role-title">Make {who} a {role}?</h2>
+                <p>A {role} may not create API keys, so the ones they created end.</p>
+                <EndingTokens ending={ending} who={who} />
+                <div class="actions">
+                  <button type="submit" class="danger">
+                    Make {role}
+                  </button>
+                  <a class="button secondary" href={projectPath(pid, "/members")}>
+                    Cancel
+                  </a>
+                </div>
+              </form>
+            </div>,
+          );
+        }
+      }
+      const changed = await c.get("api")<ChangedMember>("PATCH", `/projects/${seg(pid)}/members/${seg(memberId)}`, { role });
       if (!changed.ok) return membersPage(c, project, { problem: changed.problem, action: "The role was not changed" });
-      return membersPage(c, project, { done: `${changed.data.name ?? changed.data.email ?? "The member"} is now ${changed.data.role}.` });
+      return membersPage(c, project, { done: `${changed.data.name ?? changed.data.email ?? "The member"} is now ${changed.data.role}.${endedText(changed.data.ended_service_accounts)}` });
     }),
   );
 
@@ -221,19 +306,34 @@ export function registerMembers(dash: DashRouter) {
     withProject(c, async (project) => {
       const pid = project.project_id;
       const id = c.req.param("member_id");
+      const member = ID.test(id) ? await findMember(c, pid, id) : undefined;
+      const self = member !== undefined && member.user_id === c.get("user")?.id;
+      const who = member ? (self ? "you" : (member.name ?? member.email ?? member.user_id)) : "this member";
+      const ending = member ? await tokensEndingWith(c, pid, member.user_id) : null;
       return renderPage(
         c,
-        { title: "Remove member", projectId: pid, tab: "members" },
+        { title: self ? "Leave project" : "Remove member", projectId: pid, tab: "members", status: member ? 200 : 404 },
         <div class="card">
-          <ConfirmForm
-            id="remove"
-            action={projectPath(pid, `/members/${ID.test(id) ? id : "invalid"}/remove`)}
-            csrf={c.get("csrf")}
-            title="Remove this member?"
-            question={<>They lose access to this project at once (if it is you: you leave it).</>}
-            confirmLabel="Remove"
-            cancelHref={projectPath(pid, "/members")}
-          />
+          {member ? (
+            <ConfirmForm
+              id="remove"
+              action={projectPath(pid, `/members/${id}/remove`)}
+              csrf={c.get("csrf")}
+              title={self ? "Leave this project?" : `Remove ${who}?`}
+              question={
+                <>
+                  {self ? "You lose access to this project at once." : "They lose access to this project at once."}
+                  <EndingTokens ending={ending} who={who} />
+                </>
+              }
+              confirmLabel={self ? "Leave project" : "Remove member"}
+              cancelHref={projectPath(pid, "/members")}
+            />
+          ) : (
+            <p>
+              There is no such member. <a href={projectPath(pid, "/members")}>Back to Members</a>
+            </p>
+          )}
         </div>,
       );
     }),
@@ -241,11 +341,11 @@ export function registerMembers(dash: DashRouter) {
 
   dash.post("/projects/:project_id/members/:member_id/remove", (c) =>
     withProject(c, async (project) => {
-      const removed = await c.get("api")<Member>("DELETE", `/projects/${seg(project.project_id)}/members/${seg(c.req.param("member_id"))}`);
+      const removed = await c.get("api")<ChangedMember>("DELETE", `/projects/${seg(project.project_id)}/members/${seg(c.req.param("member_id"))}`);
       if (!removed.ok) return membersPage(c, project, { problem: removed.problem, action: "The member was not removed" });
       // Whoever left no longer sees the project.
       if (removed.data.user_id === c.get("user")?.id) return c.redirect(dashPath("/projects"), 303);
-      return membersPage(c, project, { done: `${removed.data.name ?? removed.data.email ?? "The member"} was removed.` });
+      return membersPage(c, project, { done: `${removed.data.name ?? removed.data.email ?? "The member"} was removed.${endedText(removed.data.ended_service_accounts)}` });
     }),
   );
 }

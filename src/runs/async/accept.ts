@@ -8,6 +8,7 @@ import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./consumer";
 import type { AsyncRun } from "../../db/schema";
 import type { AdmittedRun } from "../admit";
+import { log } from "../../platform/log";
 
 /** Stripe's rule: a key answers the same run for 24 hours, then may name a new one. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
@@ -94,6 +95,7 @@ async function accept(scope: Scope, request: Request, req: AdmittedRun): Promise
     id: runId,
     projectId: req.projectId,
     appName: req.appName,
+    caller: req.caller.id,
     status: "queued" as const,
     method: request.method,
     target: upstreamUrl(req.originUrl, req.appPath, query),
@@ -118,13 +120,14 @@ async function accept(scope: Scope, request: Request, req: AdmittedRun): Promise
     throw error;
   }
   if (!inserted) {
-    // Only the key can clash (ids are unique): it is taken in this project, and nothing was written.
-    let existing = await runByKey(db, req.projectId, key ?? "");
+    // Only the key can clash (ids are unique): this caller took it in this project, and nothing was
+    // written. Another caller's use of the same key is no clash: keys are per caller, like the runs.
+    let existing = await runByKey(db, req.projectId, req.caller.id, key ?? "");
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
       // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
       await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
       if (await insertRun(db, run)) return send(scope, request, run, dropBody);
-      existing = await runByKey(db, req.projectId, key ?? "");
+      existing = await runByKey(db, req.projectId, req.caller.id, key ?? "");
     }
     await dropBody();
     if (!existing) throw new ApiError("conflict", "A run with this Idempotency-Key was being changed at the same moment; retry the request.");
@@ -153,7 +156,7 @@ async function send(scope: Scope, request: Request, run: Pick<AsyncRun, "id" | "
   }
   // Nothing may run without the caller knowing: the run is withdrawn (a message that did go out after
   // all finds no run and is dropped) and the caller told to try again.
-  console.error(JSON.stringify({ level: "error", msg: "async run not queued", run_id: run.id, project_id: run.projectId, error: String(lastError) }));
+  log("error", "async run not queued", { run_id: run.id, project_id: run.projectId, error: lastError });
   await deleteRun(scope.db, run.id);
   await dropBody();
   throw new ApiError("service_unavailable", "The run could not be queued; nothing was run. Retry the request.", { headers: { "Retry-After": "1" } });

@@ -1,12 +1,24 @@
+import { createExecutionContext, createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
-import { describe, expect, it } from "vitest";
-import { consume, startAsync } from "../../../test/async-runs";
-import { client } from "../../../test/helpers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { consume, poll, startAsync } from "../../../test/async-runs";
+import { text, visitor } from "../../../test/dashboard-helpers";
+import { type Client, client, testDeps } from "../../../test/helpers";
+import { asPerson, person, signInAs } from "../../../test/people";
 import { seedRunnable } from "../../../test/runs";
 import { TEST_SECRETS } from "../../../test/secrets";
+import { createDb } from "../../db/client";
+import { CRONS } from "../../platform/triggers";
+import { createWorker } from "../../worker";
+import { claimRun } from "./store";
+import { QUEUED_MAX_MS, RUNNING_MAX_MS } from "./sweep";
 
 const api = client();
+
+/** A run JWT of `projectId`, for subject `sub` (none: a JWT without `sub`). */
+const jwtOf = (projectId: string, sub?: string) =>
+  sign({ project_id: projectId, ...(sub === undefined ? {} : { sub }), exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
 
 describe("async runs: who may read and cancel them", () => {
   it("answers another project's key, another app's path and an unknown id with the same 404, on GET and DELETE", async () => {
@@ -34,17 +46,18 @@ describe("async runs: who may read and cancel them", () => {
     expect(malformed.status).toBe(404);
   });
 
-  it("asks for a run key: none or a bad one is a 401 with WWW-Authenticate; a JWT of the project and the admin token may read", async () => {
+  it("asks for a run key: none or a bad one is a 401 with WWW-Authenticate; the caller that made it and the admin token may read", async () => {
     const app = await seedRunnable(api);
-    const started = await startAsync(api, app);
+    const jwt = await jwtOf(app.projectId, "reader");
+    const started = await startAsync(api, app, { token: jwt });
     const path = new URL(started.body.status_url).pathname;
     for (const token of [null, "egsa_not-a-real-token"]) {
       const res = await api.json(path, { token });
       expect(res.status).toBe(401);
       expect(res.headers.get("www-authenticate")).toMatch(/^Bearer/);
     }
-    const jwt = await sign({ project_id: app.projectId, exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
     expect((await api.json(path, { token: jwt })).status).toBe(200);
+    expect((await api.json(path, { token: await jwtOf(app.projectId, "reader") })).status).toBe(200);
     expect((await api.json(path)).status).toBe(200);
     const stranger = await sign({ project_id: "proj_0000000000aaaaaaaaaaaaaaaaaaaa", exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
     expect((await api.json(path, { token: stranger })).status).toBe(404);
@@ -67,5 +80,147 @@ describe("async runs: who may read and cancel them", () => {
     const row = await env.DB.prepare("SELECT * FROM async_runs WHERE id = ?").bind(started.body.run_id).first();
     expect(JSON.stringify(row)).not.toContain(secret);
     expect(JSON.stringify(row)).not.toContain(app.token);
+  });
+});
+
+describe("async runs are bound to the caller that made them, not to the project", () => {
+  beforeEach(() => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("a second JWT subject of the same project cannot read or cancel the first's run: 404 on GET and DELETE, and the run stays queued", async () => {
+    const app = await seedRunnable(api);
+    const alice = await jwtOf(app.projectId, "alice");
+    const started = await startAsync(api, app, { token: alice });
+    expect(started.response.status).toBe(202);
+    const path = new URL(started.body.status_url).pathname;
+    const others = { "another subject": await jwtOf(app.projectId, "bob"), "a JWT without sub": await jwtOf(app.projectId), "a service account of the project": app.token };
+    for (const method of ["GET", "DELETE"]) {
+      for (const [name, token] of Object.entries(others)) {
+        const res = await api.json(path, { method, token });
+        expect(res.status, `${method} by ${name}`).toBe(404);
+        expect(res.body.code, `${method} by ${name}`).toBe("not_found");
+        expect(JSON.stringify(res.body), `${method} by ${name}`).not.toMatch(/"status":"queued"|"result"/);
+      }
+    }
+    expect((await poll(api, started.body.status_url, alice)).body.status).toBe("queued");
+    // The operator still reads (and may cancel) every run.
+    expect((await api.json(path)).status).toBe(200);
+  });
+
+  it("another caller re-using an Idempotency-Key gets a fresh run, never the first caller's run_id; each caller's replay answers its own", async () => {
+    const app = await seedRunnable(api);
+    const [alice, bob] = [await jwtOf(app.projectId, "alice"), await jwtOf(app.projectId, "bob")];
+    const key = { "Idempotency-Key": `order-${Date.now()}` };
+    const first = await startAsync(api, app, { token: alice, headers: key, body: { amount: 1 } });
+    expect(first.response.status).toBe(202);
+
+    // The attack: the same key with another body. Before, a 422 named alice's run_id.
+    const second = await startAsync(api, app, { token: bob, headers: key, body: { amount: 2 } });
+    expect(second.response.status).toBe(202);
+    expect(second.body.run_id).not.toBe(first.body.run_id);
+    expect(second.text).not.toContain(first.body.run_id);
+    expect(second.response.headers.get("idempotent-replayed")).toBeNull();
+    expect(second.message).toBeDefined();
+    // And with the same body: still bob's own run, not a replay of alice's.
+    const sameBody = await startAsync(api, app, { token: await jwtOf(app.projectId, "carol"), headers: key, body: { amount: 1 } });
+    expect(sameBody.response.status).toBe(202);
+    expect(sameBody.text).not.toContain(first.body.run_id);
+
+    // Within one caller the key keeps its meaning: a replay, and a 422 for another request.
+    const replay = await startAsync(api, app, { token: bob, headers: key, body: { amount: 2 } });
+    expect(replay.body.run_id).toBe(second.body.run_id);
+    expect(replay.response.headers.get("idempotent-replayed")).toBe("true");
+    const reused = await startAsync(api, app, { token: alice, headers: key, body: { amount: 3 } });
+    expect(reused.response.status).toBe(422);
+    expect(reused.body).toMatchObject({ code: "idempotency_key_reused", run_id: first.body.run_id });
+    // A service account is a caller of its own too.
+    const account = await startAsync(api, app, { headers: key, body: { amount: 1 } });
+    expect(account.response.status).toBe(202);
+    expect([first.body.run_id, second.body.run_id, sameBody.body.run_id]).not.toContain(account.body.run_id);
+  });
+
+  it("lists every run to the project's owners and the operator (the dashboard's Runs page), and to anyone else only their own", async () => {
+    const app = await seedRunnable(api);
+    const alice = await jwtOf(app.projectId, "alice");
+    const byAlice = await startAsync(api, app, { token: alice });
+    const byAccount = await startAsync(api, app);
+    const listed = async (json: (path: string) => Promise<{ status: number; body: unknown }>) => {
+      const res = await json(`/v2/projects/${app.projectId}/runs`);
+      expect(res.status).toBe(200);
+      return (res.body as { data: { run_id: string }[] }).data.map((r) => r.run_id).sort();
+    };
+    const all = [byAlice.body.run_id, byAccount.body.run_id].sort();
+    expect(await listed((path) => api.json(path))).toEqual(all);
+    expect(await listed((path) => api.json(path, { token: app.token }))).toEqual([byAccount.body.run_id]);
+
+    const emails = { owner: `owner-${Date.now()}@example.test`, developer: `developer-${Date.now()}@example.test` };
+    for (const [role, email] of Object.entries(emails)) {
+      const invite = await api.json(`/v2/projects/${app.projectId}/invites`, { method: "POST", body: { email, role } });
+      expect(invite.status).toBe(201);
+    }
+    // Invites are claimed at sign-in.
+    const owner = await person(api, { email: emails.owner });
+    const developer = await person(api, { email: emails.developer });
+    expect(await listed(asPerson(api, owner))).toEqual(all);
+    expect(await listed(asPerson(api, developer))).toEqual([]);
+
+    const page = visitor(api);
+    await signInAs(page, api, owner);
+    const shown = text((await page.get(`/dashboard/projects/${app.projectId}/runs`)).html);
+    expect(shown).toContain(byAlice.body.run_id);
+    expect(shown).toContain(byAccount.body.run_id);
+  });
+});
+
+describe("an async run's forwarded request does not outlive it", () => {
+  const db = createDb(env.DB);
+  const sweep = (c: Client) => createWorker(testDeps({ now: c.clock.now })).scheduled(createScheduledController({ cron: CRONS.asyncRuns }), env, createExecutionContext());
+  const APP_KEY = "app-key-4f1d2c9b7e0a";
+  const QUERY_SECRET = "query-secret-8c2e61";
+  const stored = async (runId: string) => (await env.DB.prepare("SELECT status, error_code, request_headers, target, request_body FROM async_runs WHERE id = ?").bind(runId).first())!;
+
+  beforeEach(() => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    vi.spyOn(console, "log").mockImplementation(() => undefined);
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("drops the forwarded headers and the query when the run ends: succeeded, failed, cancelled, interrupted or expired", async () => {
+    const local = client();
+    const app = await seedRunnable(local);
+    const start = () => startAsync(local, app, { query: `token=${QUERY_SECRET}`, headers: { "X-Api-Key": APP_KEY } });
+    const runs = { succeeded: await start(), failed: await start(), cancelled: await start(), interrupted: await start(), expired: await start() };
+    // While it waits, the run keeps what its app is to receive.
+    const waiting = JSON.stringify(await stored(runs.succeeded.body.run_id));
+    expect(waiting).toContain(APP_KEY);
+    expect(waiting).toContain(QUERY_SECRET);
+
+    await consume(local, runs.succeeded.message);
+    await consume(local, runs.failed.message, { deps: { outbound: { fetch: async () => new Response("no", { status: 500 }) } } });
+    expect((await local.json(new URL(runs.cancelled.body.status_url).pathname, { method: "DELETE", token: app.token })).status).toBe(200);
+    await claimRun(db, runs.interrupted.body.run_id, "msg-lost", local.clock.now());
+    local.clock.advance(RUNNING_MAX_MS + 1_000);
+    await sweep(local);
+    local.clock.advance(QUEUED_MAX_MS);
+    // A sweep ends at most ENDS_PER_SWEEP runs, oldest first; other tests of this file left runs queued.
+    for (let i = 0; i < 10 && (await stored(runs.expired.body.run_id)).status === "queued"; i++) await sweep(local);
+
+    for (const [ending, run] of Object.entries(runs)) {
+      const row = await stored(run.body.run_id);
+      expect(`${String(row.status)}/${String(row.error_code)}`, ending).toMatch(
+        { succeeded: /^succeeded/, failed: /^failed\//, cancelled: /^cancelled/, interrupted: /^failed\/interrupted/, expired: /^failed\/expired/ }[ending]!,
+      );
+      expect(row.request_headers, ending).toBe("[]");
+      expect(String(row.target), ending).not.toContain("?");
+      expect(row.request_body, ending).toBeNull();
+      expect(JSON.stringify(row), ending).not.toContain(APP_KEY);
+      expect(JSON.stringify(row), ending).not.toContain(QUERY_SECRET);
+    }
   });
 });

@@ -5,6 +5,7 @@ import { answerRun } from "../answer";
 import { deliver, endingOf, endUnanswered } from "./lifecycle";
 import { dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
+import { log, type LogFields } from "../../platform/log";
 
 /**
  * The `async-runs` consumer. `max_batch_size = 1` (wrangler.toml): each run gets an invocation of its
@@ -35,9 +36,7 @@ export const isAsyncRunMessage = (body: unknown): body is AsyncRunMessage =>
 /** D1 writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
 const END_TRIES = 3;
 
-function log(msg: string, fields: Record<string, unknown>) {
-  console.error(JSON.stringify({ level: "error", msg, ...fields }));
-}
+const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
 /** The runtime of the run's app, which decides its answer's form; an app deleted since answers as a `custom` one (passed through). */
 async function runtimeOf(scope: Scope, run: AsyncRun): Promise<"cortex" | "custom"> {
@@ -67,7 +66,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
   for (let tries = 1; ; tries++) {
     try {
       if (!(await endRun(db, run.id, "running", messageId, ending))) {
-        log("async run ended by someone else before its consumer", { run_id: run.id });
+        logError("async run ended by someone else before its consumer", { run_id: run.id });
         return;
       }
       break;
@@ -83,7 +82,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
 async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
   const { deps, db } = scope;
   if (!isAsyncRunMessage(msg.body)) {
-    log("unreadable async run message dropped", { message_id: msg.id });
+    logError("unreadable async run message dropped", { message_id: msg.id });
     return msg.ack();
   }
   const runId = msg.body.run_id;
@@ -98,7 +97,7 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
     }
   } catch (error) {
     // Nothing was executed: another attempt may claim it.
-    log("async run not claimed", { run_id: runId, attempts: msg.attempts, error: String(error) });
+    logError("async run not claimed", { run_id: runId, attempts: msg.attempts, error });
     return msg.retry({ delaySeconds: 1 });
   }
   try {
@@ -107,7 +106,7 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
   } catch (error) {
     // Storage failed after the upstream was called. The run is never executed again: the redelivered
     // message finds it running under its own claim and ends it `interrupted`.
-    log("async run crashed after its claim", { run_id: runId, attempts: msg.attempts, error: String(error) });
+    logError("async run crashed after its claim", { run_id: runId, attempts: msg.attempts, error });
     msg.retry({ delaySeconds: 1 });
   }
 }

@@ -1,11 +1,12 @@
-import { and, desc, eq, getTableColumns, lt } from "drizzle-orm";
+import { and, desc, eq, getTableColumns, inArray, lt } from "drizzle-orm";
+import type { Principal } from "../../auth/principal";
 import { type AsyncRun, asyncRuns } from "../../db/schema";
 import { ApiError } from "../../platform/errors";
 import { createRouter } from "../../platform/router";
 import type { Scope } from "../../platform/scope";
 import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { decodeCursor, page } from "../../platform/pagination";
-import { runCaller } from "../run-key";
+import { runCaller, type RunCaller } from "../run-key";
 import { insufficientScope } from "../../auth/access";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import { cancelRun, runById } from "./store";
@@ -30,7 +31,31 @@ export function runJson(run: AsyncRun, result: string | null): string {
 const jsonResponse = (text: string) =>
   new Response(text, { status: 200, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
 
-/** The run `runId` of `{project_id}/{app_name}`, for a caller whose run key is for that project; a 404 for anyone else. */
+/**
+ * Whether `caller` may see a run made by `runCaller`: its own runs only, so two keys of one project
+ * (two JWT subjects, two service accounts) never read, cancel or replay each other's. The operator
+ * sees every run; a run made before callers were recorded (`''`) stays any key's of its project, as it
+ * was when it was made, until its retention ends.
+ */
+const mayRead = (runCaller: string, caller: RunCaller) => caller.id === "admin" || runCaller === "" || runCaller === caller.id;
+
+/**
+ * The callers whose runs `principal` lists on `GET /v2/projects/{project_id}/runs`, or `undefined` for
+ * all of them: the operator and the project's owners see every run (the dashboard's Runs page), a
+ * service account its own, any other member the runs made as them.
+ */
+function listedCallers(principal: Principal): string[] | undefined {
+  switch (principal.kind) {
+    case "admin":
+      return undefined;
+    case "service_account":
+      return ["", `sa:${principal.serviceAccountId}`];
+    case "user":
+      return principal.member?.role === "owner" ? undefined : ["", `user:${principal.userId}`];
+  }
+}
+
+/** The run `runId` of `{project_id}/{app_name}` made by this caller, for a run key of that project; a 404 for anyone else. */
 async function ownRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<AsyncRun> {
   const caller = await runCaller(scope, request);
   const missing = new ApiError("not_found", `No run with id '${runId}' of app '${appName}' in project '${projectId}'.`);
@@ -38,7 +63,8 @@ async function ownRun(scope: Scope, request: Request, projectId: string, appName
   if (caller.projectId !== undefined && caller.projectId !== projectId) throw missing;
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
   const run = await runById(scope.db, runId);
-  if (!run || run.projectId !== projectId || run.appName !== appName) throw missing;
+  // Another caller's run is as absent as an id that does not exist: its existence is not told either.
+  if (!run || run.projectId !== projectId || run.appName !== appName || !mayRead(run.caller, caller)) throw missing;
   return run;
 }
 
@@ -71,12 +97,20 @@ export const asyncRunsRouter = createRouter().openapi(listAsyncRuns, async (c) =
   const { project_id } = c.req.valid("param");
   const { limit, cursor, status } = c.req.valid("query");
   const after = decodeCursor(cursor);
+  const callers = listedCallers(c.get("principal"));
   // Every column but the payloads: a page of runs must not read their results.
   const { result: _result, requestBody: _body, requestHeaders: _headers, webhookSecret: _secret, ...columns } = getTableColumns(asyncRuns);
   const rows = await c.var.scope.db
     .select(columns)
     .from(asyncRuns)
-    .where(and(eq(asyncRuns.projectId, project_id), status ? eq(asyncRuns.status, status) : undefined, after === undefined ? undefined : lt(asyncRuns.id, after)))
+    .where(
+      and(
+        eq(asyncRuns.projectId, project_id),
+        callers === undefined ? undefined : inArray(asyncRuns.caller, callers),
+        status ? eq(asyncRuns.status, status) : undefined,
+        after === undefined ? undefined : lt(asyncRuns.id, after),
+      ),
+    )
     .orderBy(desc(asyncRuns.id))
     .limit(limit + 1);
   const { items, nextCursor } = page(rows, limit, (r) => r.id);

@@ -6,13 +6,12 @@ import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
 import type { RunAnswer } from "../answer";
 import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver } from "./store";
+import { log, type LogFields } from "../../platform/log";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
 export type Unanswered = "interrupted" | "expired";
 
-function log(msg: string, fields: Record<string, unknown>) {
-  console.error(JSON.stringify({ level: "error", msg, ...fields }));
-}
+const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
 /** The ending of a run whose upstream was called: `succeeded` exactly when a synchronous run would have answered 2xx. */
 export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: Date): Promise<Ending> {
@@ -55,10 +54,10 @@ export async function deliver(scope: Scope, run: AsyncRun, text: string): Promis
   let secret: string | undefined;
   if (run.webhookSecret) {
     try {
-      secret = await openSecret(scope.config.webhookEncryptionKey, run.id, JSON.parse(run.webhookSecret) as SealedSecret);
+      secret = await openSecret(scope.config.webhookEncryptionKey, run.id, JSON.parse(run.webhookSecret) as SealedSecret, scope.config.previous.webhookEncryptionKey);
     } catch (error) {
       // Only a changed WEBHOOK_ENCRYPTION_KEY gets here: an unsigned delivery would be refused by a receiver that checks.
-      log("async run webhook not delivered: secret unreadable", { run_id: run.id, project_id: run.projectId, error: String(error) });
+      logError("async run webhook not delivered: secret unreadable", { run_id: run.id, project_id: run.projectId, error });
       await handedOver(scope.db, run.id, "none");
       return;
     }
@@ -92,7 +91,7 @@ export async function endUnanswered(
     finishedAt: scope.deps.now(),
   });
   if (!ended) return false;
-  log(`async run ${why}`, { run_id: run.id, project_id: run.projectId, from, started_at: run.startedAt?.toISOString() ?? null });
+  logError(`async run ${why}`, { run_id: run.id, project_id: run.projectId, from, started_at: run.startedAt?.toISOString() ?? null });
   await deliver(scope, run, text);
   return true;
 }

@@ -1,3 +1,5 @@
+import { log } from "../../platform/log";
+
 /**
  * Request bodies and results up to this size stay in their D1 row; larger ones go to R2 (`RUN_PAYLOADS`).
  * D1 allows 2,000,000 bytes per row: a request body and a result of this size together, with the
@@ -29,7 +31,7 @@ export async function dropPayloads(env: Env, keys: string[]): Promise<void> {
   // R2 deletes up to 1,000 keys per call.
   for (let i = 0; i < keys.length; i += 1000) {
     await env.RUN_PAYLOADS.delete(keys.slice(i, i + 1000)).catch((error: unknown) => {
-      console.error(JSON.stringify({ level: "error", msg: "run payloads not deleted", keys: keys.length, error: String(error) }));
+      log("error", "run payloads not deleted", { keys: keys.length, error });
     });
   }
 }

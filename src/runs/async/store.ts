@@ -1,4 +1,4 @@
-import { and, eq, inArray, isNotNull, isNull, lt } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { type AsyncRun, type AsyncRunStatus, asyncRuns, webhookDeliveries } from "../../db/schema";
 
@@ -11,17 +11,28 @@ import { type AsyncRun, type AsyncRunStatus, asyncRuns, webhookDeliveries } from
 
 export type NewAsyncRun = typeof asyncRuns.$inferInsert;
 
-/** Inserts a queued run; `false` when its `Idempotency-Key` is taken in the project (the row was not written). */
+/**
+ * What an ended run forgets of its request: the body, the forwarded headers (an app's own `X-Api-Key`
+ * among them) and the query of its target. Nothing reads them once the run cannot start any more;
+ * the state, result and error stay for the retention.
+ */
+const FORGET_REQUEST = {
+  requestBody: null,
+  requestHeaders: "[]",
+  target: sql`CASE WHEN instr(${asyncRuns.target}, '?') > 0 THEN substr(${asyncRuns.target}, 1, instr(${asyncRuns.target}, '?') - 1) ELSE ${asyncRuns.target} END`,
+};
+
+/** Inserts a queued run; `false` when its `Idempotency-Key` is taken in the project by its caller (the row was not written). */
 export async function insertRun(db: Database, run: NewAsyncRun): Promise<boolean> {
   const rows = await db.insert(asyncRuns).values(run).onConflictDoNothing().returning({ id: asyncRuns.id });
   return rows.length === 1;
 }
 
-export async function runByKey(db: Database, projectId: string, key: string): Promise<AsyncRun | undefined> {
+export async function runByKey(db: Database, projectId: string, caller: string, key: string): Promise<AsyncRun | undefined> {
   const [row] = await db
     .select()
     .from(asyncRuns)
-    .where(and(eq(asyncRuns.projectId, projectId), eq(asyncRuns.idempotencyKey, key)))
+    .where(and(eq(asyncRuns.projectId, projectId), eq(asyncRuns.caller, caller), eq(asyncRuns.idempotencyKey, key)))
     .limit(1);
   return row;
 }
@@ -55,13 +66,13 @@ export async function claimRun(db: Database, runId: string, messageId: string, n
 export async function cancelRun(db: Database, projectId: string, appName: string, runId: string, now: Date): Promise<AsyncRun | undefined> {
   const [row] = await db
     .update(asyncRuns)
-    .set({ status: "cancelled", finishedAt: now, requestBody: null, webhookSecret: null })
+    .set({ status: "cancelled", finishedAt: now, ...FORGET_REQUEST, webhookSecret: null })
     .where(and(eq(asyncRuns.id, runId), eq(asyncRuns.projectId, projectId), eq(asyncRuns.appName, appName), eq(asyncRuns.status, "queued")))
     .returning();
   return row;
 }
 
-/** What a finished run keeps: its state, answer and error. The request is cleared; the sealed secret waits for the hand-off. */
+/** What a finished run keeps: its state, answer and error. The request is forgotten; the sealed secret waits for the hand-off. */
 export interface Ending {
   status: Extract<AsyncRunStatus, "succeeded" | "failed">;
   resultStatus: number;
@@ -81,7 +92,7 @@ export interface Ending {
 export async function endRun(db: Database, runId: string, from: "queued" | "running", claimedBy: string | null, ending: Ending): Promise<boolean> {
   const rows = await db
     .update(asyncRuns)
-    .set({ ...ending, requestBody: null })
+    .set({ ...ending, ...FORGET_REQUEST })
     .where(and(eq(asyncRuns.id, runId), eq(asyncRuns.status, from), claimedBy === null ? undefined : eq(asyncRuns.claimedBy, claimedBy)))
     .returning({ id: asyncRuns.id });
   return rows.length === 1;

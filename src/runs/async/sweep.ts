@@ -3,6 +3,7 @@ import { IDEMPOTENCY_WINDOW_MS } from "./accept";
 import { deliver, endUnanswered } from "./lifecycle";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import { deleteRuns, expiredRuns, handedOver, recordedDelivery, releaseKeys, staleRuns, undeliveredRuns } from "./store";
+import { log } from "../../platform/log";
 
 /** Finished runs (their results and records) are kept this long, then purged. */
 export const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
@@ -54,8 +55,6 @@ export async function sweepAsyncRuns(scope: Scope): Promise<void> {
   await deleteRuns(db, expired.map((r) => r.id));
   await releaseKeys(db, new Date(now - IDEMPOTENCY_WINDOW_MS));
   if (running.length + queued.length + undelivered.length + expired.length > 0) {
-    console.log(
-      JSON.stringify({ level: "info", msg: "async runs swept", interrupted: running.length, expired: queued.length, handed_over: undelivered.length, purged: expired.length }),
-    );
+    log("info", "async runs swept", { interrupted: running.length, expired: queued.length, handed_over: undelivered.length, purged: expired.length });
   }
 }

@@ -12,8 +12,11 @@ type Table = Record<string, unknown>;
 
 /** Where an environment is served from: different by design. */
 const PER_DEPLOYMENT_KEYS = new Set(["name", "routes", "route", "workers_dev", "account_id"]);
-/** Resource ids of one account (`wrangler d1 create` prints a new one per account); values of vars. */
-const PER_DEPLOYMENT_FIELDS = new Set(["database_id", "preview_database_id", "id", "preview_id"]);
+/**
+ * Resource ids of one account (`wrangler d1 create` prints a new one per account); values of vars;
+ * sampling rates of logs and traces, stated per environment (checked below).
+ */
+const PER_DEPLOYMENT_FIELDS = new Set(["database_id", "preview_database_id", "id", "preview_id", "head_sampling_rate"]);
 /** Keys an environment inherits from the top level when it does not set them (wrangler's docs). */
 const INHERITED_KEYS = new Set([
   "main", "compatibility_date", "compatibility_flags", "observability", "triggers", "limits", "placement", "minify", "rules",
@@ -83,6 +86,21 @@ describe("wrangler.toml environments", () => {
       missing: [],
       extra: [],
     });
+  });
+
+  it("logs every request, without the platform's invocation lines or query strings, and samples traces in production and staging", () => {
+    const rates: Record<string, number> = {};
+    for (const [name, section] of environments) {
+      // Stated in the environment itself, not inherited: its rates are its own.
+      const observability = section.observability as Table | undefined;
+      expect(observability, `env.${name}.observability`).toBeDefined();
+      const { logs, traces } = observability as { logs: Table; traces: Table };
+      expect({ enabled: observability!.enabled, redact_query_string: observability!.redact_query_string }, name).toEqual({ enabled: true, redact_query_string: true });
+      expect(logs, name).toEqual({ enabled: true, head_sampling_rate: 1, invocation_logs: false });
+      expect(traces.enabled, name).toBe(true);
+      rates[name] = traces.head_sampling_rate as number;
+    }
+    expect(rates).toEqual({ production: 0.05, staging: 0.5 });
   });
 
   it("keeps the local-only vars out of every deployed environment", () => {
