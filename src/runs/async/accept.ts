@@ -81,8 +81,8 @@ async function accept(scope: Scope, request: Request, req: AdmittedRun): Promise
     if (body !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
     if (!headers.has("accept")) headers.set("Accept", "application/json");
   }
-  // A UTF-8 body hashes as its text (as before base64 bodies were taken, so keys in their 24 hours
-  // still match); a base64 one as an object, which no text body can equal.
+  // A UTF-8 body hashes as its text, as it always has (a key given before this change still matches);
+  // a base64 one as an object, which no text body can equal, so different bytes never share a hash.
   const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
   const requestHash = await sha256Hex(JSON.stringify([request.method, req.appName, req.appPath, query?.toString() ?? "", req.webhook?.endpoint ?? null, hashedBody]));
 
