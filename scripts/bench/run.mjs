@@ -254,7 +254,10 @@ try {
       const loadEnded = performance.now();
       if (target.drains) await drained(target.drains, DRAIN_QUIET_MS);
       // Throughput with the drain: runs made ÷ (load + the time their deliveries took to arrive after it).
-      const drainMs = target.drains ? Math.max(0, performance.now() - loadEnded - DRAIN_QUIET_MS) : 0;
+      // The last delivery's arrival, as the receiver saw it (the quiet period only tells that it was the last).
+      const lastArrival = target.drains?.arrivals.at(-1) ?? loadEnded;
+      const drainMs = target.drains ? Math.max(0, lastArrival - loadEnded) : 0;
+      if (target.drains) log(`   its deliveries arrived until ${fmt(drainMs, 0)} ms after the load`);
       results[target.id].drainedRps.push((load.rps * SECONDS) / (SECONDS + drainMs / 1000));
       if (target.cpu) results[target.id].cpu.push((target.cpu() - cpuBefore) / (load.rps * SECONDS));
       const one = await wrk({ ...target, connections: 1, seconds: SECONDS, cpu: WRK_CPU });

@@ -157,6 +157,8 @@ export class Lane {
         this.#wake = undefined;
       }
     } finally {
+      // What one alarm did, for operators: its deliveries and the D1 round trips they took (group commit).
+      log("info", "webhook lane alarm", { deliveries: started, d1_trips: ctx.writes.trips, d1_statements: ctx.writes.statements, duration_ms: Date.now() - began });
       // Same turn as the last look at the table: a hand-off from here on sees no pump and arms the alarm.
       this.#pumping = false;
       this.#wake = undefined;
