@@ -29,7 +29,7 @@ export interface RunView {
 export async function startAsync(
   api: Client,
   app: { runPath: string; token: string },
-  options: { query?: string; body?: unknown; rawBody?: string; method?: string; headers?: Record<string, string>; token?: string } = {},
+  options: { query?: string; body?: unknown; rawBody?: string | Uint8Array; method?: string; headers?: Record<string, string>; token?: string } = {},
 ) {
   const capture = capturingQueue();
   const method = options.method ?? "POST";

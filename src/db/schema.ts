@@ -272,6 +272,9 @@ export type Domain = typeof domains.$inferSelect;
 
 export const ASYNC_RUN_STATUSES = ["queued", "running", "succeeded", "failed", "cancelled"] as const;
 export type AsyncRunStatus = (typeof ASYNC_RUN_STATUSES)[number];
+/** How an async run's request body is stored as text (`request_body_encoding`). */
+export const REQUEST_BODY_ENCODINGS = ["utf8", "base64"] as const;
+export type RequestBodyEncoding = (typeof REQUEST_BODY_ENCODINGS)[number];
 
 /**
  * A run accepted with `?async=true` (src/runs/async/): its request until it is claimed, its state, and
@@ -294,6 +297,9 @@ export const asyncRuns = sqliteTable(
     // The caller's body: here when small, in R2 (`requestInR2`) when large; cleared once the run ends.
     requestBody: text("request_body"),
     requestInR2: integer("request_in_r2", { mode: "boolean" }).notNull().default(false),
+    // How the body is stored as text: `utf8` (its own text) or `base64` (any other bytes, a custom app's
+    // binary upload); rows from before this column read as `utf8`.
+    requestBodyEncoding: text("request_body_encoding", { enum: REQUEST_BODY_ENCODINGS }).notNull().default("utf8"),
     // The accepting request's id: problem bodies of the run carry it, as a synchronous run's would.
     requestId: text("request_id").notNull(),
     idempotencyKey: text("idempotency_key"),

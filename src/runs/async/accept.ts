@@ -3,7 +3,7 @@ import { newId } from "../../platform/ids";
 import { sealSecret } from "../../webhooks/secret-box";
 import { isGatewayParam, upstreamHeaders, upstreamUrl } from "../proxy";
 import type { Scope } from "../../platform/scope";
-import { dropPayloads, placePayload, requestKey } from "./payloads";
+import { dropPayloads, placePayload, requestKey, storedBody } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./consumer";
 import type { AsyncRun } from "../../db/schema";
@@ -66,30 +66,28 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
 
 async function accept(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
   const { deps, config, db, env } = scope;
-  // Stored as text with the run (D1 or R2), so an async run's body is UTF-8 (JSON, form fields, text).
-  const bodyBytes = req.body.kind === "bytes" ? req.body.bytes : undefined;
   const key = request.headers.get("idempotency-key");
   if (key !== null && !KEY.test(key)) throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
-  let bodyText: string | null = null;
-  if (bodyBytes) {
-    try {
-      bodyText = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bodyBytes);
-    } catch {
-      throw invalidField("body", "(root)", req.runtime === "cortex" ? "must be UTF-8 JSON" : "must be UTF-8 text for an async run (binary bodies run synchronously)");
-    }
-  }
+  // Stored as text with the run (D1 or R2): UTF-8 as it is, any other bytes (a custom app's binary
+  // upload) as base64. Admission read it whole within RUN_REQUEST_MAX_BYTES of real bytes.
+  const body = req.body.kind === "bytes" ? storedBody(req.body.bytes) : null;
+  if (body?.encoding === "base64" && req.runtime === "cortex") throw invalidField("body", "(root)", "must be UTF-8 JSON");
   const now = deps.now();
   const runId = newId("run", now.getTime());
   const query = forwardedQuery(req.query);
   const headers = upstreamHeaders(request.headers, runId);
   headers.delete("idempotency-key");
   if (req.runtime === "cortex") {
-    if (bodyText !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
+    if (body !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
     if (!headers.has("accept")) headers.set("Accept", "application/json");
   }
-  const requestHash = await sha256Hex(JSON.stringify([request.method, req.appName, req.appPath, query?.toString() ?? "", req.webhook?.endpoint ?? null, bodyText]));
+  // A UTF-8 body hashes as its text, as it always has (a key given before this change still matches);
+  // a base64 one as an object, which no text body can equal, so different bytes never share a hash.
+  const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
+  const requestHash = await sha256Hex(JSON.stringify([request.method, req.appName, req.appPath, query?.toString() ?? "", req.webhook?.endpoint ?? null, hashedBody]));
 
-  const placed = bodyText === null ? { inline: null, inR2: false } : await placePayload(env, requestKey(runId), bodyText, bodyBytes!.byteLength);
+  // The stored text counts against the row's budget: base64 is 4/3 of the bytes (`storedBody`).
+  const placed = body === null ? { inline: null, inR2: false } : await placePayload(env, requestKey(runId), body.text, body.storedBytes);
   const secret = req.webhook?.secret;
   const run = {
     id: runId,
@@ -102,6 +100,7 @@ async function accept(scope: Scope, request: Request, req: AdmittedRun): Promise
     requestHeaders: JSON.stringify([...headers]),
     requestBody: placed.inline,
     requestInR2: placed.inR2,
+    requestBodyEncoding: body?.encoding ?? "utf8",
     requestId: scope.requestId,
     idempotencyKey: key,
     requestHash,

@@ -3,7 +3,7 @@ import type { Scope } from "../../platform/scope";
 import { upstreamOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
 import { deliver, endingOf, endUnanswered } from "./lifecycle";
-import { dropPayloads, readPayload, requestKey } from "./payloads";
+import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { log, type LogFields } from "../../platform/log";
 
@@ -49,12 +49,14 @@ async function runtimeOf(scope: Scope, run: AsyncRun): Promise<"cortex" | "custo
 
 async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<void> {
   const { env, config, deps, db } = scope;
-  const body = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
-  if (body === null && run.requestInR2) {
+  const stored = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
+  if (stored === null && run.requestInR2) {
     // The stored request is gone: nothing can be run. Ends like a run whose consumer died.
     await endUnanswered(scope, run, "running", messageId, "interrupted");
     return;
   }
+  // The caller's exact bytes, whether stored as UTF-8 text or as base64.
+  const body = stored === null ? null : bodyBytes(stored, run.requestBodyEncoding);
   const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
   const runtime = await runtimeOf(scope, run);
   const limits = { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs };
