@@ -37,7 +37,8 @@ export async function documentOperations(api: Client): Promise<Operation[]> {
 
 /** A project with one of everything a path of the document can name, and the value of each path parameter. */
 export async function projectWithEverything(api: Client) {
-  const seed = await seedRunnable(api);
+  // A custom app: its run path takes every method the document lists (a cortex app only GET and POST).
+  const seed = await seedRunnable(api, undefined, "custom");
   const buildId = await seedBuild(api, seed);
   const domain = `${unique("ops")}.example.org`;
   expect((await api.json(`/v2/projects/${seed.projectId}/domains`, { method: "POST", body: { domain, region: "us-east-1" } })).status).toBe(201);
@@ -71,6 +72,8 @@ export async function projectWithEverything(api: Client) {
     project_id: seed.projectId,
     app_id: seed.appId,
     app_name: seed.appName,
+    // The run proxy's `{path}`: the app's own path, called on its origin.
+    path: "run",
     build_id: buildId,
     service_account_id: victim.body.id,
     delivery_id: deliveryId,

@@ -49,7 +49,8 @@ function routeOf(c: Context<AppEnv>): string {
   const routes = matchedRoutes(c);
   const ran = routes[c.req.routeIndex];
   const route = ran && ran.method !== "ALL" ? ran : routes.filter((r) => r.method !== "ALL").at(-1);
-  return route?.path ?? "(none)";
+  // `:path{.+}` (a parameter spanning segments) is logged as `:path`: the pattern, not its regex.
+  return route?.path.replace(/\{[^}]*\}/g, "") ?? "(none)";
 }
 
 const PROJECT_IN_PATH = /\/(proj_[0-9a-hjkmnp-tv-z]{30})(?:\/|$)/;

@@ -373,10 +373,11 @@ describe.runIf(available)("dashboard in a browser", () => {
     await page.getByText("wrong.example.test was removed").waitFor();
     await shot("17-domains");
 
-    // A run with webhookEndpoint: the delivery appears, delivered, with its attempt.
+    // A run with webhookEndpoint: the delivery appears, delivered, with its attempt. A cortex app, so the
+    // caller gets the envelope and the receiver the same bytes (a custom app's delivery is the run's document).
     const peer = await startPeer();
     try {
-      const app = await api(`/projects/${projectId}/apps`, admin, { method: "POST", body: { name: "hooked", region: "us-east-1", runtime: "custom" } });
+      const app = await api(`/projects/${projectId}/apps`, admin, { method: "POST", body: { name: "hooked", region: "us-east-1", runtime: "cortex" } });
       const appId = ((await app.json()) as { app_id: string }).app_id;
       const build = (await (await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })).json()) as { build_id: string };
       const buildPath = `/projects/${projectId}/apps/${appId}/builds/${build.build_id}`;
