@@ -2,6 +2,7 @@ import type { Deps } from "../platform/deps";
 import { ApiError } from "../platform/errors";
 import { isTimeout } from "../platform/http";
 import type { AdmittedRun } from "./admit";
+import type { BodyTally } from "../usage/record";
 import { type BodyLimit, readLimited, upstreamHeaders, upstreamUrl } from "./proxy";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
@@ -47,6 +48,11 @@ export interface AppCall {
   startedAt: number;
   /** The body, decoded, passed on chunk by chunk as it arrives, under the silence timer; `null` for none. */
   stream(): ReadableStream<Uint8Array> | null;
+  /**
+   * What `stream()` passed on, for the run's record: counted in the read the stream does anyway, so it
+   * adds no step of its own; ends at once for a body-less answer.
+   */
+  tally: BodyTally;
   /** The whole body as text when it is at most `max` decoded bytes; `null` when larger (the call is then ended). */
   text(max: number): Promise<string | null>;
 }
@@ -72,7 +78,14 @@ const READ_BYTES = 256 * 1024;
  * so the run ends between `idleMs` and 2 × `idleMs` after the last chunk at worst. Under back-pressure
  * (a slow caller) nothing is read ahead: a read happens only when the caller's side pulls.
  */
-function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (reason: unknown) => void, runId: string, over: () => void): ReadableStream<Uint8Array> {
+function watchSilence(
+  body: ReadableStream<Uint8Array>,
+  idleMs: number,
+  end: (reason: unknown) => void,
+  runId: string,
+  over: () => void,
+  tally?: { count(bytes: number): void; settle(how: "done" | "cancelled" | "idle" | "broken"): void },
+): ReadableStream<Uint8Array> {
   const reader = body.getReader({ mode: "byob" });
   let timer: ReturnType<typeof setTimeout> | null = null;
   let lastReadAt = Date.now();
@@ -94,24 +107,37 @@ function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (re
         controller.error(idle);
         void reader.cancel(idle).catch(() => undefined);
         end(idle);
+        tally?.settle("idle");
       };
       timer = setTimeout(look, idleMs);
     },
     async pull(controller) {
-      const { done, value } = await reader.read(new Uint8Array(READ_BYTES));
+      let read: ReadableStreamReadResult<Uint8Array>;
+      try {
+        read = await reader.read(new Uint8Array(READ_BYTES));
+      } catch (error) {
+        tally?.settle("broken");
+        throw error;
+      }
+      const { done, value } = read;
       lastReadAt = Date.now();
       if (done) {
         disarm();
         over();
+        tally?.settle("done");
         controller.close();
         return;
       }
-      if (value.byteLength > 0) controller.enqueue(value);
+      if (value.byteLength > 0) {
+        tally?.count(value.byteLength);
+        controller.enqueue(value);
+      }
     },
     // The reader went away (the caller hung up): the timer must not outlive the call.
     cancel(reason) {
       disarm();
       over();
+      tally?.settle("cancelled");
       return reader.cancel(reason);
     },
   });
@@ -173,10 +199,21 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
     await raw.body?.cancel().catch(() => undefined);
     over();
   }
+  let settle: (how: "done" | "cancelled" | "idle" | "broken") => void = () => undefined;
+  const tally: BodyTally = { bytes: 0, firstByteAt: null, ended: new Promise((resolve) => (settle = resolve)) };
+  if (empty) settle("done");
+  const counting = {
+    count(bytes: number) {
+      tally.firstByteAt ??= Date.now();
+      tally.bytes += bytes;
+    },
+    settle,
+  };
   return {
     response: raw,
     startedAt,
-    stream: () => (empty ? null : watchSilence(raw.body!, limits.idleMs, end, req.runId, over)),
+    tally,
+    stream: () => (empty ? null : watchSilence(raw.body!, limits.idleMs, end, req.runId, over, counting)),
     async text(max) {
       if (empty) return "";
       // A declared length is the decoded length only when nothing was encoded (the runtime decodes gzip
