@@ -11,19 +11,28 @@ function limited(policy: "runs" | "ip", what: string): ApiError {
 }
 
 /**
- * The caller of a run, with failed authentication counted against its address (`RATE_LIMIT_IP`):
- * once an address has spent its budget, a further bad key is answered 429 rather than 401, so guessing
- * is slowed as on the management API. Only Cloudflare's edge sets `cf-connecting-ip`.
+ * The caller of a run, with its address (`RATE_LIMIT_IP`) counted before D1 is asked about a token this
+ * isolate does not know, and after any other failed authentication (a bad JWT, a token known to be
+ * unknown, a wrong admin token). A forged token's checksum is public, so once an address has spent its
+ * budget each new forgery is answered 429 without a D1 read; a token this isolate knows (the cached,
+ * usual case) costs no call to the limiter at all. A known token from a spent address is refused too
+ * when this isolate must read it (at most once per `TOKEN_CACHE_TTL_MS`): the address is guessing
+ * keys, and its traffic is one budget. Only Cloudflare's edge sets `cf-connecting-ip`.
  */
 export async function admitCaller(scope: Scope, request: Request): Promise<RunCaller> {
+  const ip = request.headers.get("cf-connecting-ip");
+  const limiter = scope.env.RATE_LIMIT_IP;
+  if (!ip || !limiter) return runCaller(scope, request);
+  let counted = false;
+  const count = async () => {
+    counted = true;
+    if (!(await limiter.limit({ key: ip })).success) throw limited("ip", "unknown keys and failed authentications from this client address");
+  };
   try {
-    return await runCaller(scope, request);
+    return await runCaller(scope, request, { beforeRead: count });
   } catch (error) {
-    const ip = request.headers.get("cf-connecting-ip");
-    const limiter = scope.env.RATE_LIMIT_IP;
-    if (error instanceof ApiError && error.status === 401 && ip && limiter && !(await limiter.limit({ key: ip })).success) {
-      throw limited("ip", "failed authentications from this client address");
-    }
+    // A failure whose read was already counted is not counted twice.
+    if (error instanceof ApiError && error.status === 401 && !counted) await count();
     throw error;
   }
 }
