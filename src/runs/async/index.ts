@@ -6,7 +6,7 @@ import { createRouter } from "../../platform/router";
 import type { Scope } from "../../platform/scope";
 import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { decodeCursor, page } from "../../platform/pagination";
-import { admitCaller, admitRun } from "../limits";
+import { admitCaller, admitRun } from "../rate-limits";
 import type { RunCaller } from "../run-key";
 import { insufficientScope } from "../../auth/access";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
