@@ -6,7 +6,7 @@ import { jsonSyntaxOf } from "../platform/json-syntax";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { asyncRequested } from "./async/accept";
-import { admitCaller, admitRun } from "./limits";
+import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
 import { type BodyLimit, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
 import type { RunCaller } from "./run-key";
