@@ -107,8 +107,12 @@ function queryOf(url: string): URLSearchParams | null {
   return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
 }
 
-/** Admits a run of `target`: a problem for anything that must not reach the app. */
-export async function admit(scope: Scope, request: Request, target: RunTarget): Promise<AdmittedRun> {
+/**
+ * Admits a run of `target`: a problem for anything that must not reach the app. `identified` hears of
+ * the caller once its key is accepted for the project: from there on the run is on the project's
+ * record (src/usage), refused or not.
+ */
+export async function admit(scope: Scope, request: Request, target: RunTarget, identified?: (caller: RunCaller) => void): Promise<AdmittedRun> {
   const { projectId, appName } = target;
   const caller = await admitCaller(scope, request);
   if (caller.projectId !== undefined && caller.projectId !== projectId) {
@@ -116,6 +120,7 @@ export async function admit(scope: Scope, request: Request, target: RunTarget): 
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
+  identified?.(caller);
   await admitRun(scope, projectId);
   const upstream = await upstreamOf(scope.db, projectId, appName, scope.deps.now().getTime());
   const allowed: readonly string[] = METHODS_OF[upstream.runtime];

@@ -2,6 +2,7 @@ import type { Deps } from "../platform/deps";
 import { ApiError } from "../platform/errors";
 import { isTimeout } from "../platform/http";
 import type { AdmittedRun } from "./admit";
+import type { BodyTally } from "../usage/record";
 import { type BodyLimit, readLimited, upstreamHeaders, upstreamUrl } from "./proxy";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
@@ -47,6 +48,11 @@ export interface AppCall {
   startedAt: number;
   /** The body, decoded, passed on chunk by chunk as it arrives, under the silence timer; `null` for none. */
   stream(): ReadableStream<Uint8Array> | null;
+  /**
+   * What `stream()` passed on, for the run's record: counted in the read the stream does anyway, so it
+   * adds no step of its own; ends at once for a body-less answer.
+   */
+  tally: BodyTally;
   /** The whole body as text when it is at most `max` decoded bytes; `null` when larger (the call is then ended). */
   text(max: number): Promise<string | null>;
 }
@@ -82,7 +88,14 @@ const nextReadSize = (size: number, got: number) => (got === size ? Math.min(siz
  * so the run ends between `idleMs` and 2 × `idleMs` after the last chunk at worst. Under back-pressure
  * (a slow caller) nothing is read ahead: a read happens only when the caller's side pulls.
  */
-function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (reason: unknown) => void, runId: string, over: () => void): ReadableStream<Uint8Array> {
+function watchSilence(
+  body: ReadableStream<Uint8Array>,
+  idleMs: number,
+  end: (reason: unknown) => void,
+  runId: string,
+  over: () => void,
+  tally?: { count(bytes: number): void; settle(how: "done" | "cancelled" | "idle" | "broken"): void },
+): ReadableStream<Uint8Array> {
   const reader = body.getReader({ mode: "byob" });
   let readSize = FIRST_READ_BYTES;
   let timer: ReturnType<typeof setTimeout> | null = null;
@@ -107,20 +120,30 @@ function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (re
         controller.error(idle);
         void reader.cancel(idle).catch(() => undefined);
         end(idle);
+        tally?.settle("idle");
       };
       timer = setTimeout(look, idleMs);
     },
     async pull(controller) {
       const size = readSize;
-      const { done, value } = await reader.read(new Uint8Array(size));
+      let read: ReadableStreamReadResult<Uint8Array>;
+      try {
+        read = await reader.read(new Uint8Array(size));
+      } catch (error) {
+        tally?.settle("broken");
+        throw error;
+      }
+      const { done, value } = read;
       lastReadAt = Date.now();
       if (done) {
         disarm();
         over();
+        tally?.settle("done");
         controller.close();
         return;
       }
       readSize = nextReadSize(size, value.byteLength);
+      if (value.byteLength > 0) tally?.count(value.byteLength);
       // What is passed on holds only the bytes that arrived: a view of a part of the read's buffer would
       // keep the whole buffer alive for as long as anyone holds the chunk (a caller's queue, a copy).
       if (value.byteLength === size) controller.enqueue(value);
@@ -130,6 +153,7 @@ function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (re
     cancel(reason) {
       disarm();
       over();
+      tally?.settle("cancelled");
       return reader.cancel(reason);
     },
   }, { highWaterMark: 0 });
@@ -191,10 +215,21 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
     await raw.body?.cancel().catch(() => undefined);
     over();
   }
+  let settle: (how: "done" | "cancelled" | "idle" | "broken") => void = () => undefined;
+  const tally: BodyTally = { bytes: 0, firstByteAt: null, ended: new Promise((resolve) => (settle = resolve)) };
+  if (empty) settle("done");
+  const counting = {
+    count(bytes: number) {
+      tally.firstByteAt ??= Date.now();
+      tally.bytes += bytes;
+    },
+    settle,
+  };
   return {
     response: raw,
     startedAt,
-    stream: () => (empty ? null : watchSilence(raw.body!, limits.idleMs, end, req.runId, over)),
+    tally,
+    stream: () => (empty ? null : watchSilence(raw.body!, limits.idleMs, end, req.runId, over, counting)),
     async text(max) {
       if (empty) return "";
       // A declared length is the decoded length only when nothing was encoded (the runtime decodes gzip
