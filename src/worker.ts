@@ -31,12 +31,12 @@ export function createWorker(deps: Deps) {
       const url = new URL(request.url);
       const normal = url.href === request.url ? request : new Request(url.href, request);
       const target = pathTarget(url.pathname);
+      const isRun = target !== null && !target.reserved;
       return serveRequest(normal, url.pathname, env, ctx, deps, async (scope, line) => {
+        if (isRun) line.route = LOGGED_RUN_ROUTE;
         const answered = await gateHost(scope, url, target);
         if (answered) return answered;
-        if (target === null || target.reserved) return router.fetch(normal, env, ctx);
-        line.route = LOGGED_RUN_ROUTE;
-        return run(scope, normal, checkedTarget(target));
+        return isRun ? run(scope, normal, checkedTarget(target)) : router.fetch(normal, env, ctx);
       });
     },
 

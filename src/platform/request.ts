@@ -1,11 +1,9 @@
-import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import { matchedRoutes } from "hono/route";
 import type { Deps } from "./deps";
 import { newId } from "./ids";
 import { logRequest, withInvocation } from "./log";
 import { problemFor } from "./render-error";
-import { type AppEnv, createScope, parentRequestOf, type Scope } from "./scope";
+import { type AppEnv, createScope, parentRequestOf, routeOf, type Scope } from "./scope";
 
 /**
  * The one way in of an HTTP request, around whatever serves it (the run entry or the router): its id,
@@ -44,7 +42,7 @@ export async function serveRequest(request: Request, pathname: string, env: Env,
       served.set(request, { scope, line });
       return await serve(scope, line);
     } catch (error) {
-      return problemFor(error, { requestId, method: request.method, path: pathname });
+      return problemFor(error, { requestId, method: request.method, route: line.route });
     }
   });
   response.headers.set("X-Request-Id", requestId);
@@ -59,19 +57,6 @@ export async function serveRequest(request: Request, pathname: string, env: Env,
     ...(parent ? { via: "in-process" } : {}),
   });
   return response;
-}
-
-/**
- * The pattern of the route that answered, never the path. After `next`, the route index is the last
- * handler that ran: the route's own when it answered, a middleware's (`use`, method ALL) when one threw
- * first; then the route the request was headed for.
- */
-function routeOf(c: Context<AppEnv>): string {
-  const routes = matchedRoutes(c);
-  const ran = routes[c.req.routeIndex];
-  const route = ran && ran.method !== "ALL" ? ran : routes.filter((r) => r.method !== "ALL").at(-1);
-  // `:path{.+}` (a parameter spanning segments) is logged as `:path`: the pattern, not its regex.
-  return route?.path.replace(/\{[^}]*\}/g, "") ?? "(none)";
 }
 
 /**

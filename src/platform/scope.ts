@@ -1,3 +1,5 @@
+import type { Context } from "hono";
+import { matchedRoutes } from "hono/route";
 import { createDb, type Database } from "../db/client";
 import type { Deps } from "./deps";
 import { type Config, getConfig } from "./env";
@@ -38,6 +40,19 @@ export function insideRequest(request: Request, requestId: string): Request {
 
 /** The id of the request an in-process request serves, if it is one. */
 export const parentRequestOf = (request: Request): string | undefined => innerRequests.get(request);
+
+/**
+ * The pattern of the route that answered (`/v2/projects/:project_id/apps`), never the path. After
+ * `next`, the route index is the last handler that ran: the route's own when it answered, a
+ * middleware's (`use`, method ALL) when one threw first; then the route the request was headed for.
+ */
+export function routeOf<E extends AppEnv>(c: Context<E>): string {
+  const routes = matchedRoutes(c);
+  const ran = routes[c.req.routeIndex];
+  const route = ran && ran.method !== "ALL" ? ran : routes.filter((r) => r.method !== "ALL").at(-1);
+  // `:path{.+}` (a parameter spanning segments) is logged as `:path`: the pattern, not its regex.
+  return route?.path.replace(/\{[^}]*\}/g, "") ?? "(none)";
+}
 
 /** The Hono environment of every router: the bindings, and the invocation's scope. */
 export interface AppEnv {
