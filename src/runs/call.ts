@@ -28,7 +28,7 @@ export function appRequestOf(request: Request, run: AdmittedRun, runId: string):
     if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
     if (!headers.has("accept")) headers.set("Accept", "application/json");
   }
-  if (body.kind === "stream") return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
+  if (body.kind === "stream") return { target, method: request.method, headers, body: body.stream, runId, ...(body.limit ? { bodyLimit: body.limit } : {}) };
   return { target, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
 }
 
@@ -47,6 +47,13 @@ export interface AppCall {
   startedAt: number;
   /** The body, decoded, passed on chunk by chunk as it arrives, under the silence timer; `null` for none. */
   stream(): ReadableStream<Uint8Array> | null;
+  /**
+   * The body through the runtime's own pipe, for an answer of a declared length passed on as it is:
+   * no JavaScript touches its chunks, and no silence timer watches it (`docs/run-proxy.md` says what
+   * a stall then costs and what bounds it). `ended` settles when the pipe is done (rejects when it
+   * broke: the app broke off, or the caller hung up). `null` when the answer has no declared length.
+   */
+  piped(): { body: ReadableStream<Uint8Array> | null; length: number | null; ended: Promise<void> } | null;
   /** The whole body as text when it is at most `max` decoded bytes; `null` when larger (the call is then ended). */
   text(max: number): Promise<string | null>;
 }
@@ -173,10 +180,22 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
     await raw.body?.cancel().catch(() => undefined);
     over();
   }
+  const length = raw.headers.get("content-length");
   return {
     response: raw,
     startedAt,
     stream: () => (empty ? null : watchSilence(raw.body!, limits.idleMs, end, req.runId, over)),
+    piped() {
+      if (empty) return { body: null, length: null, ended: Promise.resolve() };
+      if (length === null) return null;
+      // The runtime decodes gzip and br as it reads, and then the declared (wire) length is not the body's.
+      const declared = raw.headers.has("content-encoding") ? null : Number(length);
+      const fixed = declared !== null && Number.isSafeInteger(declared) ? declared : null;
+      const pipe = fixed !== null ? new FixedLengthStream(fixed) : new IdentityTransformStream();
+      const ended = raw.body!.pipeTo(pipe.writable).finally(over);
+      ended.catch(() => undefined);
+      return { body: pipe.readable, length: fixed, ended };
+    },
     async text(max) {
       if (empty) return "";
       // A declared length is the decoded length only when nothing was encoded (the runtime decodes gzip
