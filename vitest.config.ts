@@ -23,6 +23,8 @@ export default defineConfig(async () => {
                   PEER_URL: inject("peerUrl" as never) as string,
                   PEER_DOWN_URL: inject("downUrl" as never) as string,
                   PEER_OTHER_URL: inject("peerOtherUrl" as never) as string,
+                  // Three more origins of the same receivers (comma-separated): lanes of their own.
+                  PEER_MORE_URLS: inject("peerMoreUrls" as never) as string,
                   // An OpenAI-compatible server (test/global/openai-peer.mjs), deployed as a custom app.
                   OPENAI_PEER_URL: inject("openaiPeerUrl"),
                   // Test-only: webhook attempts time out after 2 s instead of 10 s, so the lanes tests'

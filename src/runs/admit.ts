@@ -2,10 +2,11 @@ import { upstreamOf } from "../apps/deployments";
 import { insufficientScope } from "../auth/access";
 import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
+import { jsonSyntaxOf } from "../platform/json-syntax";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { asyncRequested } from "./async/accept";
-import { admitCaller, admitRun } from "./limits";
+import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
 import { type BodyLimit, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
 import type { RunCaller } from "./run-key";
@@ -75,20 +76,16 @@ async function functionArguments(request: Request): Promise<RunBody> {
   if (!isJsonType(type)) {
     throw new ApiError("unsupported_media_type", `Send the run's arguments as application/json (got ${type ?? "no Content-Type"}).`);
   }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(new TextDecoder().decode(bytes));
-  } catch {
-    throw new ApiError("malformed_json", "The request body is not valid JSON.");
-  }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-    throw invalidField("body", "(root)", "must be a JSON object");
-  }
+  // Checked, never parsed: the app parses it, and a parse here would build a throw-away object graph
+  // many times the body's size (json-syntax.ts).
+  const syntax = jsonSyntaxOf(bytes);
+  if (!syntax.valid) throw new ApiError("malformed_json", `The request body is not valid JSON: ${syntax.reason} at byte ${syntax.offset}.`);
+  if (syntax.root !== "object") throw invalidField("body", "(root)", "must be a JSON object");
   return { kind: "bytes", bytes };
 }
 
 /** The body of a run: checked (`cortex`), read whole (async), or streamed as it comes (`custom`). */
-async function bodyOf(request: Request, runtime: "cortex" | "custom", isAsync: boolean): Promise<RunBody> {
+export async function bodyOf(request: Request, runtime: "cortex" | "custom", isAsync: boolean): Promise<RunBody> {
   if (request.body === null || request.method === "GET") return { kind: "none" };
   const declared = declaredLength(request);
   if (declared !== null && declared > RUN_REQUEST_MAX_BYTES) throw tooLarge();

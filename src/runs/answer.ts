@@ -1,5 +1,6 @@
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors";
 import { isJsonType } from "../platform/http";
+import { jsonTextSyntaxOf } from "../platform/json-syntax";
 import type { Deps } from "../platform/deps";
 import { type AppCall, type AppRequest, callApp, type CallLimits, runMeta } from "./call";
 import { BodyCopy, documentOf } from "./copy";
@@ -65,12 +66,10 @@ export async function envelopeAnswer(call: AppCall, ctx: AnswerContext): Promise
   const raw = await call.text(RUN_RESPONSE_MAX_BYTES);
   if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
   const text = raw.trim();
+  // Checked without parsing: `result` is the app's text as it came (json-syntax.ts says why not JSON.parse).
   if (text !== "") {
-    try {
-      JSON.parse(text);
-    } catch {
-      throw new ApiError("bad_gateway", `The app answered ${call.response.status} with a body that is not JSON.`, meta);
-    }
+    const syntax = jsonTextSyntaxOf(text);
+    if (!syntax.valid) throw new ApiError("bad_gateway", `The app answered ${call.response.status} with a body that is not JSON (${syntax.reason}).`, meta);
   }
   const runTimeMs = Date.now() - call.startedAt;
   const envelope = `{"run_id":${JSON.stringify(ctx.runId)},"result":${text === "" ? "null" : text},"run_time_ms":${runTimeMs},"timestamp":${JSON.stringify(ctx.now().toISOString())}}`;

@@ -5,7 +5,7 @@ import { admit } from "./admit";
 import { type AnswerContext, answerCall, failed } from "./answer";
 import { acceptAsync } from "./async/accept";
 import { appRequestOf, callApp } from "./call";
-import { webhookHandOn } from "./handoff";
+import { startWebhook } from "./webhook";
 import { webSocketRun } from "./handshake";
 import type { RunTarget } from "./path";
 
@@ -28,19 +28,19 @@ export async function run(scope: Scope, request: Request, target: RunTarget): Pr
   const ctx: AnswerContext = { runId, runtime: admitted.runtime, accept: appRequest.headers.get("accept"), requestId: scope.requestId, now: deps.now };
   // With a webhook the delivery is on record before the app is called, and a caller who hangs up
   // leaves the run its grace; without one, the caller's hang-up (`request.signal`) ends the app's call at once.
-  const handOn = admitted.webhook ? await webhookHandOn(scope, request, admitted.webhook, admitted.projectId, runId) : null;
+  const webhook = admitted.webhook ? await startWebhook(scope, request, admitted.webhook, admitted.projectId, runId) : null;
   const answering = (async () => {
     try {
-      const call = await callApp(deps, appRequest, limits, handOn?.signal ?? request.signal);
-      return await answerCall(call, ctx, handOn !== null);
+      const call = await callApp(deps, appRequest, limits, webhook?.signal ?? request.signal);
+      return await answerCall(call, ctx, webhook !== null);
     } catch (error) {
       // The app gave no answer: the problem is the run's answer, and the webhook's copy.
       if (error instanceof ApiError) return failed(error, ctx);
       throw error;
     }
   })();
-  if (handOn) handOn.carry(answering.then((answered) => answered.copy!), () => admitted.caller.afterRun());
+  if (webhook) webhook.carry(answering.then((answered) => answered.copy!), () => admitted.caller.afterRun());
   const answered = await answering;
-  if (!handOn) admitted.caller.afterRun();
+  if (!webhook) admitted.caller.afterRun();
   return answered.response;
 }

@@ -6,7 +6,8 @@ import { createRouter } from "../../platform/router";
 import type { Scope } from "../../platform/scope";
 import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { decodeCursor, page } from "../../platform/pagination";
-import { runCaller, type RunCaller } from "../run-key";
+import { admitCaller, admitRun } from "../rate-limits";
+import type { RunCaller } from "../run-key";
 import { insufficientScope } from "../../auth/access";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import { cancelRun, runById } from "./store";
@@ -55,13 +56,19 @@ function listedCallers(principal: Principal): string[] | undefined {
   }
 }
 
-/** The run `runId` of `{project_id}/{app_name}` made by this caller, for a run key of that project; a 404 for anyone else. */
+/**
+ * The run `runId` of `{project_id}/{app_name}` made by this caller, for a run key of that project; a 404
+ * for anyone else. Admitted as a run is: the key counted against the address as a run's is, and the
+ * read or cancel counted in the project's run budget (`RATE_LIMIT_RUNS`), since polling a run is traffic
+ * like running one.
+ */
 async function ownRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<AsyncRun> {
-  const caller = await runCaller(scope, request);
+  const caller = await admitCaller(scope, request);
   const missing = new ApiError("not_found", `No run with id '${runId}' of app '${appName}' in project '${projectId}'.`);
   // A key of another project learns nothing about this one's runs, not even whether the id exists.
   if (caller.projectId !== undefined && caller.projectId !== projectId) throw missing;
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
+  await admitRun(scope, projectId);
   const run = await runById(scope.db, runId);
   // Another caller's run is as absent as an id that does not exist: its existence is not told either.
   if (!run || run.projectId !== projectId || run.appName !== appName || !mayRead(run.caller, caller)) throw missing;
