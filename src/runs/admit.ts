@@ -8,7 +8,7 @@ import { checkTarget } from "../platform/url-policy";
 import { asyncRequested } from "./async/accept";
 import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
-import { type BodyLimit, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
+import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
 import type { RunCaller } from "./run-key";
 
 /**
@@ -30,7 +30,7 @@ export type RunBody =
   /** Read whole: a `cortex` run's JSON object, or any body of an async run (it is stored). */
   | { kind: "bytes"; bytes: Uint8Array }
   /** A `custom` app's body, any type, streamed to it as it arrives and counted against the limit. */
-  | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit | null };
+  | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit };
 
 export interface AdmittedRun extends RunTarget {
   caller: RunCaller;
@@ -96,7 +96,7 @@ export async function bodyOf(request: Request, runtime: "cortex" | "custom", isA
   }
   // A declared length is the runtime's to hold the body to (checked against the limit above): the body
   // goes through its own pipe. Without one, the bytes are counted as they flow.
-  if (declared !== null) return { kind: "stream", stream: request.body, limit: null };
+  if (declared !== null) return { kind: "stream", ...declaredBody(request.body, declared) };
   return { kind: "stream", ...limitedStream(request.body, RUN_REQUEST_MAX_BYTES) };
 }
 
@@ -117,8 +117,12 @@ function queryOf(url: string): URLSearchParams | null {
   return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
 }
 
-/** Admits a run of `target`: a problem for anything that must not reach the app. */
-export async function admit(scope: Scope, request: Request, target: RunTarget): Promise<AdmittedRun> {
+/**
+ * Admits a run of `target`: a problem for anything that must not reach the app. `identified` hears of
+ * the caller once its key is accepted for the project: from there on the run is on the project's
+ * record (src/usage), refused or not.
+ */
+export async function admit(scope: Scope, request: Request, target: RunTarget, identified?: (caller: RunCaller) => void): Promise<AdmittedRun> {
   const { projectId, appName } = target;
   const caller = await admitCaller(scope, request);
   if (caller.projectId !== undefined && caller.projectId !== projectId) {
@@ -126,6 +130,7 @@ export async function admit(scope: Scope, request: Request, target: RunTarget): 
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
+  identified?.(caller);
   await admitRun(scope, projectId);
   const upstream = await upstreamOf(scope.db, projectId, appName, scope.deps.now().getTime());
   const allowed: readonly string[] = METHODS_OF[upstream.runtime];
