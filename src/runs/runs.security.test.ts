@@ -215,3 +215,25 @@ describe("memory: an answer of many small chunks", () => {
     expect(held.buffers).toBe(held.bytes);
   });
 });
+
+describe("a WebSocket run", () => {
+  // The handshake's timeout stayed armed once the socket was open: every WebSocket, however busy, was
+  // cut at RUN_TIMEOUT_MS (120 s). Here the timeout is 200 ms and the socket is used at 2.5 times that.
+  it("lives past the run timeout, as long as both sides keep it open", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream/ws`);
+    const res = await callWith(api, { RUN_TIMEOUT_MS: "200" }, app.runPath, { token: app.token, headers: { Upgrade: "websocket" } });
+    expect(res.status).toBe(101);
+    const ws = res.webSocket!;
+    ws.accept();
+    let closed = false;
+    ws.addEventListener("close", () => (closed = true));
+    ws.addEventListener("error", () => (closed = true));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const reply = new Promise<string>((resolve) => ws.addEventListener("message", (event) => resolve(String(event.data))));
+    ws.send("still here");
+    const echoed = await Promise.race([reply, new Promise<string>((resolve) => setTimeout(() => resolve("no answer"), 2_000))]);
+    expect(closed).toBe(false);
+    expect(echoed).toContain("still here");
+    ws.close();
+  });
+});
