@@ -1,4 +1,4 @@
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { attemptRows, deliveryMessages, deliveryRow, until } from "../../test/deliveries";
@@ -9,7 +9,7 @@ import { createDb } from "../db/client";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
 import type { DeliveryMessage } from "./message";
-import { laneName } from "./lane";
+import { Lane, laneName } from "./lane";
 import { LANE_CONCURRENCY } from "./lane-capacity";
 import { MAX_ATTEMPTS, MAX_GAP_MS } from "./policy";
 import { claimAttempt } from "./store";
@@ -212,3 +212,19 @@ async function attemptTimes(id: string) {
   const { results } = await env.DB.prepare("SELECT at, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt").bind(id).all<{ at: number; duration_ms: number }>();
   return results.map((r) => ({ at: r.at, durationMs: r.duration_ms }));
 }
+
+describe("a lane's storage from before its columns were renamed", () => {
+  it("a lane whose table still has `runs` renames it to `interruptions` in place, keeping its rows", async () => {
+    const stub = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName("lane-schema-migration"));
+    await runInDurableObject(stub, (_instance, state) => {
+      state.storage.sql.exec("DROP TABLE IF EXISTS lane_deliveries");
+      state.storage.sql.exec(
+        "CREATE TABLE lane_deliveries (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, message TEXT NOT NULL, due_at INTEGER NOT NULL, paused INTEGER NOT NULL DEFAULT 0, runs INTEGER NOT NULL DEFAULT 0)",
+      );
+      state.storage.sql.exec("INSERT INTO lane_deliveries (id, message, due_at, runs) VALUES ('whd_old', '{}', 9999999999999, 2)");
+      const lane = new Lane(state, env, testDeps());
+      expect(lane.pending()).toEqual([{ id: "whd_old", dueAt: 9999999999999, interruptions: 2 }]);
+      state.storage.sql.exec("DELETE FROM lane_deliveries");
+    });
+  });
+});
