@@ -31,6 +31,9 @@ export default defineConfig(async () => {
                   // receivers that time out (src/webhooks/lanes.test.ts) hold their lanes for 10 s, not 38 s.
                   // Every other test that needs a timeout sets its own.
                   WEBHOOK_TIMEOUT_MS: "2000",
+                  // Run records leave their isolate at once rather than after a second, so a test's next
+                  // request (its client waits for the request's waitUntil) reads them in the ledger.
+                  USAGE_FLUSH_MS: "0",
                   // A real DNS server (test/global/dns-harness.mjs) and fakes of other outside services.
                   DNS_RESOLVER_URL: inject("dohUrl"),
                   TEST_FAKES_URL: inject("fakesUrl"),

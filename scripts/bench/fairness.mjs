@@ -18,7 +18,7 @@ async function seen(peer, n, ms) {
 /** The gaps between consecutive arrivals (ms), as the receiver saw them. */
 const gaps = (arrivals) => arrivals.slice(1).map((at, i) => at - arrivals[i]);
 
-export async function benchFairness(bundle, upstreamUrl, cleanup) {
+export async function benchFairness(bundle, upstreamUrl) {
   const gateway = await startGateway(bundle, { extraBindings: { WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS) } });
   const peers = [];
   const peer = async (options) => {

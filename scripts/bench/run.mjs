@@ -1,5 +1,5 @@
 // `npm run bench [-- --seconds=5 --reps=3 --domains=1000 --deliveries=1000 [--async=<deliveries>] --targets=abcdef
-// --stream-mib=100 [--stream-samples=<100 × seconds>] [--sections=runpath,delivery,fairness,units,domains,async,streaming,bundle]]`: the
+// --stream-mib=100 [--stream-samples=<100 × seconds>] [--sections=runpath,delivery,fairness,units,domains,async,streaming,usage,bundle]]`: the
 // gateway's cost against the runtime's own limit, every figure a ratio to a baseline measured in the
 // same run (these machines are noisy). Servers (workerd, the Node peers) run pinned to CPU 0 and wrk
 // to CPU 1 when taskset exists. Loopback only; bounded by the options.
@@ -14,6 +14,8 @@ import { buildBundle, managementApi, SECRETS, seedRunnableApp, startFloor, start
 import { startCountingProxy, startPeer } from "./peers.mjs";
 import { benchStreaming, printStreaming, startStreamPeer } from "./streaming.mjs";
 import { measureUnits } from "./units.mjs";
+import { cpuReader } from "./cpu.mjs";
+import { benchUsage, printUsage } from "./usage.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
 const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
@@ -23,13 +25,15 @@ const DOMAINS = Number(options.domains ?? 1000);
 const DELIVERIES = Number(options.deliveries ?? 1000);
 const TARGETS = options.targets ?? "abcdef";
 // Which sections run (all by default): a short run of one section leaves the rest of the machine alone.
-const SECTIONS = new Set((options.sections ?? "runpath,delivery,fairness,units,domains,async,streaming,bundle").split(","));
+const SECTIONS = new Set((options.sections ?? "runpath,delivery,fairness,units,domains,async,streaming,usage,bundle").split(","));
 const section = (name) => SECTIONS.has(name);
 // As many async runs as deliveries (1,000 by default; the CI smoke passes fewer deliveries).
 const ASYNC_RUNS = Number(options.async ?? DELIVERIES);
 // The large body of the streaming section, and how many event streams time their first byte.
 const STREAM_MIB = Number(options["stream-mib"] ?? 100);
 const STREAM_SAMPLES = Number(options["stream-samples"] ?? 100 * SECONDS);
+// Usage recording (section 7): `--usage=0` skips it.
+const USAGE = options.usage !== "0";
 
 const hasTaskset = spawnSync("taskset", ["-c", "0", "true"]).status === 0;
 if (hasTaskset && !process.env.BENCH_PINNED) {
@@ -69,21 +73,6 @@ async function drained(peer, quietMs = 1500, maxMs = 120_000) {
     if (peer.count === last) return;
     last = peer.count;
     await sleep(quietMs);
-  }
-}
-
-/** CPU time (ms) the process listening at `url` has used so far, or null where /proc and ss are not there. */
-function cpuReader(url) {
-  try {
-    const pid = /pid=(\d+)/.exec(execFileSync("ss", ["-ltnpH", `sport = :${new URL(url).port}`]).toString())?.[1];
-    const tick = Number(execFileSync("getconf", ["CLK_TCK"]).toString());
-    if (!pid || !tick) return null;
-    return () => {
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-      return ((Number(fields[11]) + Number(fields[12])) * 1000) / tick;
-    };
-  } catch {
-    return null;
   }
 }
 
@@ -198,7 +187,7 @@ try {
   let fairness = null;
   if (section("fairness")) {
     log("fairness: a lane full of receivers that hold each connection for the whole timeout, beside fast ones and a 404");
-    fairness = await benchFairness(bundle, upstream.url, cleanup);
+    fairness = await benchFairness(bundle, upstream.url);
   }
 
   const units = section("units") ? (log("unit costs of the local bindings"), await measureUnits({ receiverUrl: `${receiver.url}/hook`, cpuReader })) : null;
@@ -214,7 +203,7 @@ try {
     await gateway.db.prepare("UPDATE domains SET next_check_at = 0 WHERE status = 'pending'").run();
     const queriesBefore = doh.count;
     const worker = await gateway.mf.getWorker();
-    started = performance.now();
+    const started = performance.now();
     await worker.scheduled({ cron: "*/30 * * * *" });
     let validated = 0;
     const deadline = Date.now() + 300_000;
@@ -303,6 +292,9 @@ try {
     asyncFigures = await benchAsync({ gateway, seed, receiver, count: ASYNC_RUNS, cpu: cpuReader(gateway.url) });
   }
 
+  // 7. Usage recording: the run path with recording on and off, and the usage queries over a busy week.
+  const usageFigures = USAGE && section("usage") ? await benchUsage({ bundle, upstreamUrl: upstream.url, seconds: SECONDS, reps: REPS, wrkCpu: WRK_CPU, log }) : null;
+
   if (targets.length) console.log(`\n## 1. Run path (wrk: 16 connections for req/s and CPU, 1 for p50/p99; ${SECONDS} s each; medians of ${REPS} interleaved reps)\n`);
   // Each ratio and difference is taken within a repetition (the targets of one rep ran seconds apart)
   // and the median of those is reported: the machine's drift between reps cancels out.
@@ -379,6 +371,7 @@ try {
   console.log(`| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`);
   if (asyncFigures) printAsync(asyncFigures, fmt);
   if (streamFigures) printStreaming(streamFigures, fmt);
+  if (usageFigures) printUsage(usageFigures, fmt);
   console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`);
 } finally {
   for (const close of cleanup.reverse()) await close();

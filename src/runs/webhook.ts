@@ -24,8 +24,9 @@ export interface RunWebhook {
  * its record `failed` (`run_interrupted`), never absent; otherwise the copy is enqueued, after the
  * caller has its answer (spec 6: the delivery does not block the response).
  */
-export async function startWebhook(scope: Scope, request: Request, webhook: Webhook, projectId: string, runId: string): Promise<RunWebhook> {
-  const pending = await recordPending(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret });
+export async function startWebhook(scope: Scope, request: Request, webhook: Webhook, target: { projectId: string; appName: string }, runId: string): Promise<RunWebhook> {
+  const { projectId, appName } = target;
+  const pending = await recordPending(scope, { projectId, appName, runId, endpoint: webhook.endpoint, secret: webhook.secret });
   const cutShort = cutShortAfterHangUp(request, scope.deps);
   return {
     signal: cutShort.signal,

@@ -11,6 +11,8 @@ import { log, type LogFields } from "../platform/log";
 export interface DeliveryTarget {
   projectId: string;
   runId: string;
+  /** The run's app: usage figures per app count its deliveries by it. */
+  appName?: string;
   endpoint: string;
   secret: string | undefined;
 }
@@ -64,6 +66,7 @@ export async function recordPending(
         id,
         projectId: target.projectId,
         runId: target.runId,
+        appName: target.appName ?? null,
         endpoint: target.endpoint,
         signed: sealed !== null,
         bodyBytes: 0,

@@ -52,7 +52,9 @@ async function eventStream(req, res, url, entry) {
   const gap = Number(url.searchParams.get("gap") ?? "0");
   const hold = url.searchParams.get("hold");
   const first = Number(url.searchParams.get("firstAfter") ?? "0");
-  res.writeHead(Number(url.searchParams.get("status") ?? "200"), { "content-type": "text/event-stream", "cache-control": "no-cache", "x-app-header": "kept" });
+  // With `declared`, the stream's whole length is sent as Content-Length (a body of a declared length that stalls with `hold`).
+  const length = url.searchParams.has("declared") ? { "content-length": Array.from({ length: events }, (_, i) => `data: {"i":${i}}\n\n`.length).reduce((a, b) => a + b, 0) } : {};
+  res.writeHead(Number(url.searchParams.get("status") ?? "200"), { "content-type": "text/event-stream", "cache-control": "no-cache", "x-app-header": "kept", ...length });
   res.flushHeaders();
   if (first) await sleep(first);
   for (let i = 0; i < events; i++) {
