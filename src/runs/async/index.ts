@@ -96,7 +96,7 @@ export async function cancel(scope: Scope, request: Request, projectId: string, 
   // Not queued now: it may have been claimed or cancelled since it was read.
   const now = cancelled ?? (await runById(scope.db, runId)) ?? run;
   if (now.status === "cancelled") return jsonResponse(runJson(now, null));
-  throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, { extensions: { run_id: runId, status: now.status } });
+  throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, { extensions: { run_id: runId, run_status: now.status } });
 }
 
 /** `GET /v2/projects/{project_id}/runs`: recent async runs, for the dashboard's Runs page. */
