@@ -77,6 +77,8 @@ async function ownRun(scope: Scope, request: Request, projectId: string, appName
 
 /** `GET …/runs/{run_id}`: the run's state and, once finished, its stored answer. */
 export async function readRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<Response> {
+  // Hono answers HEAD with the GET route: a run's state is read with GET, and HEAD is refused as on every run path.
+  if (request.method === "HEAD") throw new ApiError("method_not_allowed", "HEAD is not allowed on an async run; use GET or DELETE.", { headers: { Allow: "DELETE, GET" } });
   const run = await ownRun(scope, request, projectId, appName, runId);
   const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
   if (result === null && run.resultInR2) {
