@@ -133,36 +133,48 @@ async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, c
  * it arrives, and `X-Run-Id`. With `copy`, the document of the answer is collected beside the stream
  * (`collect`), and resolves once the app's body ended.
  */
-export function passThrough(call: AppCall, ctx: AnswerContext, copy: boolean): { response: Response; copy: Promise<RunAnswer> | null } {
+export function passThrough(call: AppCall, ctx: AnswerContext, copy: boolean): Omit<Answered, "size"> {
   const headers = passedBackHeaders(call.response.headers, ctx.runId);
   const init = { status: call.response.status, statusText: call.response.statusText, headers };
+  if (!copy) {
+    // A declared length goes through the runtime's own pipe; a body of unknown length (an event
+    // stream, a chunked download) is watched for silence as it passes.
+    const piped = call.piped();
+    // The caller is told the length the app declared, as a plain proxy would (a download's progress).
+    if (piped && piped.length !== null) headers.set("Content-Length", String(piped.length));
+    return { response: new Response(piped ? piped.body : call.stream(), init), copy: null };
+  }
   const body = call.stream();
-  if (!copy) return { response: new Response(body, init), copy: null };
   if (body === null) return { response: new Response(null, init), copy: collect(call, null, null, ctx) };
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   return { response: new Response(readable, init), copy: collect(call, body, writable.getWriter(), ctx) };
 }
+
+const utf8 = new TextEncoder();
+const sizeOf = (text: string) => utf8.encode(text).byteLength;
 
 /** The document of an answer nobody streams (an async run): the body read to its end into the copy. */
 export const collectAnswer = (call: AppCall, ctx: AnswerContext): Promise<RunAnswer> => collect(call, call.stream(), null, ctx);
 
 export interface Answered {
   response: Response;
+  /** The bytes of a whole answer (the envelope, a problem); null for a passed-through one, counted as it streams. */
+  size: number | null;
   /** The copy handed on (webhook), when one was asked for: resolves once the answer is whole. */
   copy: Promise<RunAnswer> | null;
 }
 
 /** The caller's answer to the app's: the envelope or the app's own, and a copy of it when `copy`. */
 export async function answerCall(call: AppCall, ctx: AnswerContext, copy: boolean): Promise<Answered> {
-  if (!envelopes(call, ctx)) return passThrough(call, ctx, copy);
+  if (!envelopes(call, ctx)) return { ...passThrough(call, ctx, copy), size: null };
   const answer = await envelopeAnswer(call, ctx);
-  return { response: responseOf(answer, ctx.runId), copy: copy ? Promise.resolve(answer) : null };
+  return { response: responseOf(answer, ctx.runId), size: sizeOf(answer.text), copy: copy ? Promise.resolve(answer) : null };
 }
 
 /** The answer of a run whose app gave none (502, 504, 413): the problem, for the caller and the copy alike. */
 export function failed(error: ApiError, ctx: AnswerContext): Answered {
   const answer = failureAnswer(error, ctx.requestId);
-  return { response: responseOf(answer, ctx.runId), copy: Promise.resolve(answer) };
+  return { response: responseOf(answer, ctx.runId), size: sizeOf(answer.text), copy: Promise.resolve(answer) };
 }
 
 /**

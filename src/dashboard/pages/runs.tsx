@@ -7,7 +7,7 @@ import { Badge, type BadgeTone, DataTable, Pager, ProblemMessage, when } from ".
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
-/** What the API answers for each run (`GET /v2/projects/{project_id}/runs`): its own response schema. */
+/** What the API answers for each run (`GET /v2/projects/{project_id}/async-runs`): its own response schema. */
 type Run = z.infer<typeof AsyncRunSummary>;
 
 const STATUS_TONE: Record<Run["status"], BadgeTone> = { queued: "neutral", running: "info", succeeded: "ok", failed: "bad", cancelled: "warn" };
@@ -49,7 +49,7 @@ async function runsPage(c: DashContext, project: Project) {
   if (status) query.set("status", status);
   const cursor = c.req.query("cursor");
   if (cursor) query.set("cursor", cursor);
-  const list = await c.get("api")<Page<Run>>("GET", `/projects/${seg(pid)}/runs?${query}`);
+  const list = await c.get("api")<Page<Run>>("GET", `/projects/${seg(pid)}/async-runs?${query}`);
   const path = projectPath(pid, "/runs");
   const deliveries = projectPath(pid, "/webhook-deliveries");
   return renderPage(

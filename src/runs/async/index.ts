@@ -1,17 +1,17 @@
 import { and, desc, eq, getTableColumns, inArray, lt } from "drizzle-orm";
-import type { Principal } from "../../auth/principal";
 import { type AsyncRun, asyncRuns } from "../../db/schema";
 import { ApiError } from "../../platform/errors";
 import { createRouter } from "../../platform/router";
 import type { Scope } from "../../platform/scope";
 import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { decodeCursor, page } from "../../platform/pagination";
-import { admitCaller, admitRun } from "../limits";
+import { admitCaller, admitRun } from "../rate-limits";
 import type { RunCaller } from "../run-key";
 import { insufficientScope } from "../../auth/access";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import { cancelRun, runById } from "./store";
 import { listAsyncRuns } from "./routes";
+import { listedCallers } from "../../usage/callers";
 
 const summary = (run: Omit<AsyncRun, "result" | "requestBody" | "requestHeaders" | "webhookSecret">) => ({
   run_id: run.id,
@@ -40,21 +40,6 @@ const jsonResponse = (text: string) =>
  */
 const mayRead = (runCaller: string, caller: RunCaller) => caller.id === "admin" || runCaller === "" || runCaller === caller.id;
 
-/**
- * The callers whose runs `principal` lists on `GET /v2/projects/{project_id}/runs`, or `undefined` for
- * all of them: the operator and the project's owners see every run (the dashboard's Runs page), a
- * service account its own, any other member the runs made as them.
- */
-function listedCallers(principal: Principal): string[] | undefined {
-  switch (principal.kind) {
-    case "admin":
-      return undefined;
-    case "service_account":
-      return ["", `sa:${principal.serviceAccountId}`];
-    case "user":
-      return principal.member?.role === "owner" ? undefined : ["", `user:${principal.userId}`];
-  }
-}
 
 /**
  * The run `runId` of `{project_id}/{app_name}` made by this caller, for a run key of that project; a 404
@@ -101,7 +86,7 @@ export async function cancel(scope: Scope, request: Request, projectId: string, 
   throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, { extensions: { run_id: runId, run_status: now.status } });
 }
 
-/** `GET /v2/projects/{project_id}/runs`: recent async runs, for the dashboard's Runs page. */
+/** `GET /v2/projects/{project_id}/async-runs`: recent async runs in every state. */
 export const asyncRunsRouter = createRouter().openapi(listAsyncRuns, async (c) => {
   const { project_id } = c.req.valid("param");
   const { limit, cursor, status } = c.req.valid("query");
