@@ -4,7 +4,8 @@ import { jsonTextSyntaxOf } from "../platform/json-syntax";
 import type { Deps } from "../platform/deps";
 import { type AppCall, type AppRequest, callApp, type CallLimits, runMeta } from "./call";
 import { BodyCopy, documentOf } from "./copy";
-import { passedBackHeaders, RUN_RESPONSE_MAX_BYTES } from "./proxy";
+import { passedBackHeaders } from "./headers";
+import { RUN_RESPONSE_MAX_BYTES } from "./proxy";
 
 /**
  * The answer stage: the app's answer becomes the caller's, either the envelope (a `cortex` app's JSON

@@ -3,7 +3,8 @@ import { ApiError } from "../platform/errors";
 import { isTimeout } from "../platform/http";
 import type { AdmittedRun } from "./admit";
 import type { BodyTally } from "../usage/record";
-import { type BodyLimit, readLimited, upstreamHeaders, upstreamUrl } from "./proxy";
+import { upstreamHeaders } from "./headers";
+import { type BodyLimit, readLimited, upstreamUrl } from "./proxy";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
 export interface AppRequest {
@@ -21,7 +22,7 @@ export interface AppRequest {
  * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
  */
 export function appRequestOf(request: Request, run: AdmittedRun, runId: string): AppRequest {
-  const headers = upstreamHeaders(request.headers, runId);
+  const headers = upstreamHeaders(request, runId);
   const target = upstreamUrl(run.originUrl, run.appPath, run.query);
   const { body } = run;
   if (run.runtime === "cortex") {

@@ -11,7 +11,7 @@ import { CRONS } from "../../platform/triggers";
 import { createWorker } from "../../worker";
 import { claimRun, runById } from "./store";
 import { HANDOVER_MAX_MS, QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
-import type { DeliveryMessage } from "../../webhooks/enqueue";
+import type { DeliveryMessage } from "../../webhooks/message";
 
 const api = client();
 const db = createDb(env.DB);
