@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -541,7 +541,7 @@ describe.runIf(available)("dashboard in a browser", () => {
    */
   async function startUsagePeers() {
     const seen = new Set<string>();
-    const listen = async (handler: (url: string, res: import("node:http").ServerResponse) => void) => {
+    const listen = async (handler: (url: string, res: ServerResponse) => void) => {
       const server: Server = createServer((req, res) => {
         req.resume();
         req.on("end", () => handler(req.url ?? "/", res));
