@@ -4,7 +4,7 @@ import { INTERVAL_MS, type Interval, Lines, StackedBars } from "./charts";
 import type { DashContext } from "./context";
 import { ProblemMessage } from "./components";
 import { bytes, count, countShort, duration, percent } from "./format";
-import type { Usage, UsageFigures } from "./usage-shapes";
+import type { Usage, UsageFigures } from "./usage-types";
 
 /** The time ranges a person picks from; each shows its own bucket size (60, 24 and 168 bars). */
 export const RANGES = {
@@ -171,7 +171,11 @@ export function UsageSection(props: { c: DashContext; usage: ApiResult<Usage>; w
     <>
       <Totals totals={usage.data.totals} />
       <UsageCharts usage={usage.data} window={props.window} idPrefix={props.idPrefix} />
-      <p class="muted">Times are UTC. Hover a bar for its figures, or open a chart's table.</p>
+      <p class="muted">
+        Times are UTC. Hover a bar for its figures, or open a chart's table.
+        {usage.data.percentiles === "histogram" && " Percentiles come from per-minute histograms here (within 5 %)."}
+        {usage.data.sampled && " Some of the range's run records were sampled; counts, bytes and status classes stay exact."}
+      </p>
     </>
   );
 }

@@ -3,7 +3,7 @@ import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, ConfirmAction, ConfirmForm, DataTable, Pager, ProblemMessage, when } from "../components";
 import { can } from "../access";
 import { renderPage } from "../layout";
-import type { Usage } from "../usage-shapes";
+import type { Usage } from "../usage-types";
 import { RangePicker, rangeOf, UsageSection, usageQuery, windowOf } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 

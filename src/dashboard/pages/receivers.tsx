@@ -3,7 +3,7 @@ import { type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, DataTable, ProblemMessage, when } from "../components";
 import { count, duration, percent } from "../format";
 import { renderPage } from "../layout";
-import type { Receiver, ReceiverList } from "../usage-shapes";
+import type { Receiver, ReceiverList } from "../usage-types";
 import { ERROR_TEXT } from "./deliveries";
 import { ProjectHeading, withProject } from "./project";
 
@@ -80,6 +80,7 @@ export function registerReceivers(dash: DashRouter) {
                     <td data-label="Health">
                       <Badge tone={health.tone}>{health.label}</Badge>
                       <ShareBar r={r} />
+                      {r.pending > 0 && <span class="muted">{count(r.pending)} pending</span>}
                     </td>
                     <td data-label="Delivered" class="num">
                       {count(r.delivered)}

@@ -3,13 +3,16 @@ import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, DataTable, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
-import type { RunRecord, RunRecordList } from "../usage-shapes";
+import type { RunRecord, RunRecordList } from "../usage-types";
 import { RANGES, type Range } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 const PAGE_SIZE = 25;
 const MODES = { sync: "Synchronous", async: "Async" } as const satisfies Record<RunRecord["mode"], string>;
 const STATUS_CLASSES = { "2xx": "2xx success", "4xx": "4xx refused", "5xx": "5xx failed" } as const;
+
+const WEBHOOK_TONE: Record<NonNullable<RunRecord["webhook"]>["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
+const WEBHOOK_LABEL: Record<NonNullable<RunRecord["webhook"]>["status"], string> = { pending: "Pending", delivered: "Delivered", failed: "Failed" };
 
 const pick = <K extends string>(options: Record<K, unknown>, value: string | undefined): K | undefined =>
   value !== undefined && Object.hasOwn(options, value) ? (value as K) : undefined;
@@ -65,6 +68,8 @@ function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
       </td>
       <td data-label="Status">
         <Badge tone={statusTone(r.status_code)}>{r.status_code}</Badge>
+        {r.timed_out && <span class="muted"> timed out</span>}
+        {r.hung_up && <span class="muted"> caller hung up</span>}
       </td>
       <td data-label="Duration" class="num">
         {duration(r.duration_ms)}
@@ -82,7 +87,14 @@ function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
         <code>{r.caller}</code>
       </td>
       <td data-label="Webhook">
-        {r.webhook ? <a href={`${projectPath(pid, "/webhook-deliveries")}?run_id=${seg(r.run_id)}`}>{r.webhook.status}</a> : <span class="muted">none</span>}
+        {r.webhook ? (
+          <a href={`${projectPath(pid, "/webhook-deliveries")}?run_id=${seg(r.run_id)}`}>
+            <Badge tone={WEBHOOK_TONE[r.webhook.status]}>{WEBHOOK_LABEL[r.webhook.status]}</Badge>
+            {r.webhook.attempts > 1 && <span class="muted"> {r.webhook.attempts} attempts</span>}
+          </a>
+        ) : (
+          <span class="muted">none</span>
+        )}
       </td>
     </tr>
   );
@@ -141,6 +153,13 @@ async function runsPage(c: DashContext, project: Project) {
           </div>
         )
       ) : (
+        <>
+        {list.data.sampled && (
+          <p class="alert warning" role="note">
+            The project made more runs in this range than its records keep: the list shows one run in ten for that time. The counts on the{" "}
+            <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
+          </p>
+        )}
         <DataTable
           caption="Runs"
           columns={["Run", "App", "Request", "Status", "Duration", { label: "In / out", optional: true }, { label: "Caller", optional: true }, "Webhook"]}
@@ -151,6 +170,7 @@ async function runsPage(c: DashContext, project: Project) {
             <RunRow r={r} pid={pid} />
           ))}
         </DataTable>
+        </>
       )}
     </>,
   );

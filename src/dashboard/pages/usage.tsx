@@ -1,4 +1,4 @@
-import type { Usage } from "../usage-shapes";
+import type { Usage } from "../usage-types";
 import { type DashRouter, projectPath } from "../context";
 import { renderPage } from "../layout";
 import { RangePicker, rangeOf, UsageSection, usageQuery, windowOf } from "../usage-view";
