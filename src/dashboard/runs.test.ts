@@ -14,7 +14,7 @@ afterEach(() => {
 const rowIds = (html: string) => [...html.matchAll(/<tr id="run-([^"]+)"/g)].map((m) => m[1]!);
 
 describe("dashboard Runs page", () => {
-  it("says how to make a first run while there is none", async () => {
+  it("says how to make a first run while there is none, and shows async runs still under way", async () => {
     const p = await projectWithRuns(client());
     const v = visitor(p.api);
     await v.signIn();
@@ -23,6 +23,13 @@ describe("dashboard Runs page", () => {
     expect(text(page.html)).toContain("No runs yet.");
     expect(text(page.html)).toContain(`curl -X POST "http://localhost/v4/${p.projectId}/`);
     expect(page.html).toMatch(/aria-current="page"[^>]*>Runs</);
+    expect(text(page.html)).not.toContain("Async runs under way");
+
+    // An async run not yet finished is on no record yet: it shows as under way, above the list.
+    const queued = await startAsync(p.api, p.ok);
+    const later = text((await v.get(`/dashboard/projects/${p.projectId}/runs`)).html);
+    expect(later).toContain(`Async runs under way Queued ${queued.body.run_id} app ${p.ok.appName}`);
+    expect(later).toContain("No runs yet.");
   });
 
   it("lists every run of every mode, newest first, page by page, filtered by app, mode, status class and time", async () => {

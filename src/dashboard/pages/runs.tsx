@@ -1,4 +1,7 @@
+import type { z } from "@hono/zod-openapi";
+import type { AsyncRunSummary } from "../../runs/async/routes";
 import { type Page, seg } from "../api";
+import { can } from "../access";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, DataTable, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { bytes, duration } from "../format";
@@ -8,6 +11,7 @@ import { RANGES, type Range } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 const PAGE_SIZE = 25;
+const UNDER_WAY_SHOWN = 10;
 const MODES = { sync: "Synchronous", async: "Async" } as const satisfies Record<RunRecord["mode"], string>;
 const STATUS_CLASSES = { "2xx": "2xx success", "4xx": "4xx refused", "5xx": "5xx failed" } as const;
 
@@ -100,6 +104,41 @@ function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
   );
 }
 
+/** An async run not finished yet, as `GET /v2/projects/{project_id}/async-runs` answers it. */
+type AsyncRun = z.infer<typeof AsyncRunSummary>;
+
+/**
+ * Async runs still queued or running: the list above holds runs once they ended, so these would
+ * otherwise be nowhere to see. Reading them needs runs:invoke (their results are the runs' answers).
+ */
+async function underWay(c: DashContext, pid: string): Promise<AsyncRun[]> {
+  if (!can(c, "runs:invoke")) return [];
+  const api = c.get("api");
+  const lists = await Promise.all(
+    (["running", "queued"] as const).map((status) => api<Page<AsyncRun>>("GET", `/projects/${seg(pid)}/async-runs?status=${status}&limit=${UNDER_WAY_SHOWN}`)),
+  );
+  return lists.flatMap((l) => (l.ok ? l.data.data : []));
+}
+
+function UnderWay({ runs }: { runs: AsyncRun[] }) {
+  if (runs.length === 0) return null;
+  return (
+    <div class="card">
+      <h2>Async runs under way</h2>
+      <ul class="plain">
+        {runs.map((r) => (
+          <li>
+            <Badge tone={r.status === "running" ? "info" : "neutral"}>{r.status === "running" ? "Running" : "Queued"}</Badge> <code>{r.run_id}</code>{" "}
+            <span class="muted">
+              app {r.app_name}, accepted {when(r.created_at)}
+            </span>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
 async function runsPage(c: DashContext, project: Project) {
   const pid = project.project_id;
   const filters = filtersOf(c);
@@ -111,9 +150,10 @@ async function runsPage(c: DashContext, project: Project) {
   const cursor = c.req.query("cursor");
   if (cursor) query.set("cursor", cursor);
   const api = c.get("api");
-  const [list, apps] = await Promise.all([
+  const [list, apps, pending] = await Promise.all([
     api<RunRecordList>("GET", `/projects/${seg(pid)}/runs?${query}`),
     api<Page<{ name: string }>>("GET", `/projects/${seg(pid)}/apps?limit=100`),
+    underWay(c, pid),
   ]);
   const path = projectPath(pid, "/runs");
   const kept = present(filters);
@@ -130,6 +170,7 @@ async function runsPage(c: DashContext, project: Project) {
         Every run of the project, synchronous and async, newest first, once it has ended (no bodies are kept). An async run's full state and result stay at
         its <code>status_url</code>. Runs are kept 7 days.
       </p>
+      <UnderWay runs={pending} />
       <form method="get" action={path} class="filter runs" aria-label="Filter runs">
         <Select name="app_name" label="App" options={appNames} value={filters.app_name} any="All apps" />
         <Select name="mode" label="Mode" options={MODES} value={filters.mode} any="Every mode" />
