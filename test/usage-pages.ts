@@ -22,6 +22,8 @@ export async function projectWithRuns(api: Client) {
     for (let i = 0; i < n; i++) {
       const response = await api.call(app.runPath, { method: "POST", token: ok.token, body: { inputs: { i } } });
       ids.push(response.headers.get("x-run-id") ?? ((await response.json()) as { run_id?: string }).run_id ?? "");
+      // One run per millisecond, so "newest first" has one answer.
+      api.clock.advance(1);
     }
     return ids;
   }

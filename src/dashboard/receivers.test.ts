@@ -37,9 +37,9 @@ describe("dashboard Receivers page", () => {
     expect(status).toBe(200);
     const steadyRow = rowOf(html, new URL(PEER).origin);
     expect(steadyRow).toContain("Healthy");
-    expect(steadyRow).toMatch(/Healthy 1 0 0 % [\d.]+ m?s none/);
+    expect(steadyRow).toMatch(/Healthy 1 delivered, 0 failed 1 0 0 % [\d.]+ m?s none/);
     const flakyRow = rowOf(html, new URL(PEER_OTHER).origin);
-    expect(flakyRow).toMatch(/Healthy 1 0 100 %/);
+    expect(flakyRow).toMatch(/Healthy 1 delivered, 0 failed 1 0 100 %/);
     const downRow = rowOf(html, new URL(DOWN).origin);
     expect(downRow).toContain("Failing");
     expect(downRow).toContain("connection_failed (could not connect)");

@@ -24,7 +24,8 @@ export function windowOf(range: Range, now: Date) {
   const end = Math.floor(now.getTime() / unit) * unit + unit;
   const from = end - span;
   const starts = Array.from({ length: span / unit }, (_, i) => from + i * unit);
-  return { range, interval, from: new Date(from).toISOString(), to: now.toISOString(), starts };
+  // `to` is exclusive: the end of the bucket `now` is in, so a run made this very millisecond counts.
+  return { range, interval, from: new Date(from).toISOString(), to: new Date(end).toISOString(), starts };
 }
 export type UsageWindow = ReturnType<typeof windowOf>;
 

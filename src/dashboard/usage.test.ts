@@ -20,7 +20,7 @@ describe("dashboard Usage pages", () => {
     const empty = await v.get(usage);
     expect(empty.status).toBe(200);
     expect(text(empty.html)).toContain("No runs in this range.");
-    expect(text(empty.html)).toContain(`curl -X POST "http://localhost/v4/${p.projectId}/APP_NAME/run"`);
+    expect(text(empty.html)).toContain(`curl -X POST &quot;http://localhost/v4/${p.projectId}/APP_NAME/run&quot;`);
     expect(empty.html).toMatch(/aria-current="page"[^>]*>Usage</);
 
     await p.run(p.ok, 3);
