@@ -31,12 +31,12 @@ function ShareBar({ r }: { r: Receiver }) {
   );
 }
 
-/** A delivery's failure reason in words: an HTTP status, or one of the deliveries' error codes. */
+/** A delivery's failure reason: one of the deliveries' error codes with its words, or the API's sentence as it is. */
 function Reason({ reason }: { reason: string }) {
+  if (!ERROR_TEXT[reason]) return <>{reason}</>;
   return (
     <>
-      <code>{reason}</code>
-      {ERROR_TEXT[reason] && <span class="muted"> ({ERROR_TEXT[reason]})</span>}
+      <code>{reason}</code> <span class="muted">({ERROR_TEXT[reason]})</span>
     </>
   );
 }
