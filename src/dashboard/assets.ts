@@ -108,6 +108,9 @@ table.record .copy-row input { min-width: 8rem; }
 pre { background: var(--panel); border: 1px solid var(--line); border-radius: .375rem; padding: .75rem; overflow-x: auto; margin: .5rem 0 0; }
 pre code { overflow-wrap: normal; white-space: pre; }
 ul.plain { list-style: none; padding: 0; margin: 0; display: grid; gap: .35rem; }
+td.nowrap { white-space: nowrap; }
+code.id { font-size: .8em; }
+figure.chart text.empty { font-size: 13px; }
 td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
 nav.segmented { display: inline-flex; border: 1px solid var(--line); border-radius: .375rem; overflow: hidden; margin: 0 0 1rem; }
 nav.segmented a { padding: .35rem .8rem; text-decoration: none; border-left: 1px solid var(--line); }

@@ -89,6 +89,14 @@ describe("latency percentiles as lines", () => {
   });
 });
 
+describe("a chart without figures", () => {
+  it("says so instead of drawing an empty axis alone", async () => {
+    const svg = await render(<Lines id="l" title="Latency" starts={hours(3)} interval="hour" layers={[{ label: "p50", tone: "p50", values: [null, null, null] }]} short={duration} full={duration} summary="" />);
+    expect(svg).toContain(">No figures for this range</text>");
+    expect(svg).not.toContain("<path");
+  });
+});
+
 describe("figures for people", () => {
   it("formats counts, durations, bytes and shares", () => {
     expect(count(1234567)).toBe("1,234,567");

@@ -211,8 +211,14 @@ export function Lines(props: ChartProps) {
   const band = PLOT_W / Math.max(props.starts.length, 1);
   const x = (i: number) => fmt(M.left + (i + 0.5) * band);
   const y = (v: number) => fmt(M.top + PLOT_H - (v / top) * PLOT_H);
+  const empty = props.layers.every((l) => l.values.every((v) => v === null));
   return (
     <Frame {...props} max={max}>
+      {empty && (
+        <text class="empty" x={M.left + PLOT_W / 2} y={M.top + PLOT_H / 2} text-anchor="middle">
+          No figures for this range
+        </text>
+      )}
       {props.layers.map((l) => {
         let d = "";
         const lone: number[] = [];

@@ -64,10 +64,12 @@ function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
       <td data-label="Run">
         {when(r.created_at)}
         <br />
-        <code class="muted">{r.run_id}</code>
+        <code class="muted id">{r.run_id}</code>
       </td>
-      <td data-label="App">{r.app_name}</td>
-      <td data-label="Request">
+      <td data-label="App" class="nowrap">
+        {r.app_name}
+      </td>
+      <td data-label="Request" class="nowrap">
         <Badge tone={r.mode === "async" ? "info" : "neutral"}>{r.mode}</Badge> <code>{`${r.method} /${r.path}`}</code>
       </td>
       <td data-label="Status">
