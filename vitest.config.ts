@@ -23,12 +23,17 @@ export default defineConfig(async () => {
                   PEER_URL: inject("peerUrl" as never) as string,
                   PEER_DOWN_URL: inject("downUrl" as never) as string,
                   PEER_OTHER_URL: inject("peerOtherUrl" as never) as string,
+                  // Three more origins of the same receivers (comma-separated): lanes of their own.
+                  PEER_MORE_URLS: inject("peerMoreUrls" as never) as string,
                   // An OpenAI-compatible server (test/global/openai-peer.mjs), deployed as a custom app.
                   OPENAI_PEER_URL: inject("openaiPeerUrl"),
                   // Test-only: webhook attempts time out after 2 s instead of 10 s, so the lanes tests'
                   // receivers that time out (src/webhooks/lanes.test.ts) hold their lanes for 10 s, not 38 s.
                   // Every other test that needs a timeout sets its own.
                   WEBHOOK_TIMEOUT_MS: "2000",
+                  // Run records leave their isolate at once rather than after a second, so a test's next
+                  // request (its client waits for the request's waitUntil) reads them in the ledger.
+                  USAGE_FLUSH_MS: "0",
                   // A real DNS server (test/global/dns-harness.mjs) and fakes of other outside services.
                   DNS_RESOLVER_URL: inject("dohUrl"),
                   TEST_FAKES_URL: inject("fakesUrl"),

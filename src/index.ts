@@ -7,3 +7,6 @@ export default createWorker(productionDeps);
 /** The webhook delivery lanes (Durable Objects, wrangler.toml `WEBHOOK_LANES`), built from the same deps. */
 export const WebhookLane = webhookLaneClass(productionDeps);
 export type WebhookLane = InstanceType<typeof WebhookLane>;
+
+/** The usage ledgers (Durable Objects, wrangler.toml `USAGE_LEDGER`): one per project. */
+export { UsageLedger } from "./usage/ledger-object";

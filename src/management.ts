@@ -14,6 +14,7 @@ import { serviceAccountsRouter } from "./service-accounts";
 import { webhooksRouter } from "./webhooks";
 import { asyncRunsRouter } from "./runs/async";
 import { RUN_PROXY_ROUTES } from "./runs/async/routes";
+import { usageRouter } from "./usage";
 
 /** Request bodies of the management API are small JSON documents. */
 export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -34,6 +35,7 @@ export function createManagementApi() {
   v2.route("/", membersRouter);
   v2.route("/", auditRouter);
   v2.route("/", asyncRunsRouter);
+  v2.route("/", usageRouter);
   registerDocs(v2, RUN_PROXY_ROUTES);
   return v2;
 }

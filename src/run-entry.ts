@@ -26,7 +26,7 @@ export async function serveRun(request: Request, env: Env, ctx: ExecutionContext
       await gateRun(scope, request.url, target.authority, target.path);
       return await run(scope, request, target);
     } catch (error) {
-      return problemFor(error, { requestId, method: request.method, path: target.path });
+      return problemFor(error, { requestId, method: request.method, route: RUN_ROUTE_PATTERN });
     }
   });
   response.headers.set("X-Request-Id", requestId);

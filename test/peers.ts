@@ -7,6 +7,7 @@ declare global {
       PEER_URL: string;
       PEER_DOWN_URL: string;
       PEER_OTHER_URL: string;
+      PEER_MORE_URLS: string;
     }
   }
 }
@@ -15,6 +16,8 @@ declare global {
 export const PEER = env.PEER_URL;
 /** The same peer on another origin (another port): its receivers are another lane's. */
 export const PEER_OTHER = env.PEER_OTHER_URL;
+/** Three more origins of the same receivers, each a lane of its own. */
+export const PEER_MORE = env.PEER_MORE_URLS.split(",");
 /** A port nothing listens on. */
 export const DOWN = env.PEER_DOWN_URL;
 

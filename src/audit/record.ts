@@ -103,6 +103,21 @@ export function auditStatement(c: Context<AppEnv>, event: AuditEvent) {
     );
 }
 
+/** What a log line may say of an entry: its ids and its action, nothing a person or a caller wrote. */
+function loggedIds(row: ReturnType<typeof rowOf>) {
+  return {
+    audit_id: row.id,
+    project_id: row.projectId,
+    action: row.action,
+    actor_kind: row.actorKind,
+    actor_id: row.actorId,
+    target_type: row.targetType,
+    // A path named as a target (a write route that names no action) is the caller's data.
+    ...(row.targetType === "path" ? {} : { target_id: row.targetId }),
+    at: row.at.toISOString(),
+  };
+}
+
 // D1 binds at most 100 parameters per statement: 12 per entry, so 8 entries per statement.
 const ENTRIES_PER_STATEMENT = 8;
 
@@ -119,11 +134,13 @@ async function append(c: Context<AppEnv>, ...events: AuditEvent[]) {
     await insert();
   } catch {
     // The write is done and its answer must not change now (a retried create would create twice): try
-    // once more, and if D1 still refuses, the entries go to the logs whole, so they can be restored.
+    // once more, and if D1 still refuses, each entry's ids go to the logs, never the entry whole: its
+    // client address, its actor's and details' emails and a path as target are people's data. With the
+    // request id the write itself is found and the entry can be written again.
     try {
       await insert();
     } catch (error) {
-      for (const row of rows) log("error", "audit entry not written", { entry: { ...row, at: row.at.toISOString() }, error });
+      for (const row of rows) log("error", "audit entry not written", { ...loggedIds(row), error });
     }
   }
 }

@@ -32,17 +32,26 @@ const accounts = new TtlCache<TokenAccount>(TOKEN_CACHE_TTL_MS);
 export const UNKNOWN_TOKENS_MAX = 10_000;
 const unknownTokens = new TtlCache<true>(TOKEN_CACHE_TTL_MS, UNKNOWN_TOKENS_MAX);
 
-/**
- * The current service account a token belongs to; a 401 that says why otherwise. `cached` lets the
- * run path skip D1 for a token this isolate saw in the last `TOKEN_CACHE_TTL_MS`.
- */
-export async function accountForToken(scope: Scope, token: string, { cached }: { cached: boolean }): Promise<TokenAccount> {
+export interface LookupOptions {
+  /** Skip D1 for a token this isolate saw in the last `TOKEN_CACHE_TTL_MS` (the run path). */
+  cached: boolean;
+  /**
+   * Called before D1 is asked about a token neither cache knows, and only then; it may throw to refuse
+   * the read (the run path's address limit: a forged token's checksum is public, so each new one would
+   * otherwise cost a D1 read).
+   */
+  beforeRead?: () => Promise<void>;
+}
+
+/** The current service account a token belongs to; a 401 that says why otherwise. */
+export async function accountForToken(scope: Scope, token: string, { cached, beforeRead }: LookupOptions): Promise<TokenAccount> {
   if (!isWellFormedToken(token)) throw invalidToken("The token is not a valid token.");
   const now = scope.deps.now().getTime();
   const hash = await hashToken(token);
   let account = cached ? accounts.get(hash, now) : undefined;
   if (!account) {
     if (cached && unknownTokens.get(hash, now)) throw invalidToken("The token is not a valid token.");
+    await beforeRead?.();
     const [row] = await scope.db.select().from(serviceAccounts).where(eq(serviceAccounts.tokenHash, hash)).limit(1);
     if (!row) {
       if (cached) unknownTokens.set(hash, true, now);

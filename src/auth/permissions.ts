@@ -13,6 +13,7 @@ export const PERMISSIONS = [
   "deliveries:write",
   "service_accounts:write",
   "audit:read",
+  "usage:read",
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

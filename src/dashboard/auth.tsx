@@ -168,7 +168,8 @@ export function registerAuth(dash: DashRouter) {
     const ip = clientIp(c.req.raw.headers);
     const throttle = await recordAttempt(c.env.DB, ip, now);
     if (!throttle.allowed) {
-      log("warn", "dashboard sign-in throttled", { request_id: c.var.scope.requestId, ip });
+      // Not the address: the request id finds the request; an address is a person's data.
+      log("warn", "dashboard sign-in throttled", { request_id: c.var.scope.requestId });
       c.header("Retry-After", String(throttle.retryAfterSeconds));
       // Refused unchecked, the right token too: checking it here would let guessing go on at full speed.
       const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in ${waitText(WINDOW_MS / 1000)}). This attempt was not checked. Try again in ${waitText(throttle.retryAfterSeconds)}.`;
@@ -176,7 +177,7 @@ export function registerAuth(dash: DashRouter) {
     }
     const token = formText(form, "token");
     if (!(await secretsEqual(token, c.var.scope.config.adminToken))) {
-      log("warn", "dashboard sign-in refused", { request_id: c.var.scope.requestId, ip });
+      log("warn", "dashboard sign-in refused", { request_id: c.var.scope.requestId });
       const window = waitText(WINDOW_MS / 1000);
       const left =
         throttle.remaining === 0

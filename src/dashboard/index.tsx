@@ -9,6 +9,7 @@ import { PAGES } from "./pages";
 import { securityHeaders } from "./security";
 import { registerOidcSignIn } from "./sign-in-oidc";
 import { describeError, log } from "../platform/log";
+import { routeOf } from "../platform/scope";
 
 export { DASHBOARD_BASE } from "./context";
 
@@ -79,7 +80,7 @@ export function createDashboard(apiFetch: ApiFetch) {
   );
   dash.onError((err, c) => {
     if (err instanceof ApiError && err.status < 500) return errorPage(c, PROBLEMS[err.code].title, err.message, 400);
-    log("error", "dashboard error", { request_id: c.var.scope.requestId, path: c.req.path, error: describeError(err, { withStack: true }) });
+    log("error", "dashboard error", { request_id: c.var.scope.requestId, route: routeOf(c), error: describeError(err, { withStack: true }) });
     return errorPage(c, "Something went wrong", "An unexpected error occurred. Quote the request id when reporting it.", 500);
   });
   return dash;

@@ -166,9 +166,13 @@ export const webhookDeliveries = sqliteTable(
      * Always written; the migration that added it set it to `id` on existing rows (they were sent so).
      */
     messageId: text("message_id"),
+    /** The app whose run this delivers (usage figures per app count deliveries by it); null on rows from before it was kept. */
+    appName: text("app_name"),
   },
   (t) => [
     index("webhook_deliveries_project").on(t.projectId, t.id),
+    // Usage figures and receivers' health read a project's deliveries by time.
+    index("webhook_deliveries_project_created").on(t.projectId, t.createdAt),
     index("webhook_deliveries_run").on(t.projectId, t.runId, t.id),
     // The sweeper's and the retention purge's scans.
     index("webhook_deliveries_pending").on(t.status, t.updatedAt),

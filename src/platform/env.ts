@@ -21,6 +21,12 @@ interface OptionalSettings {
   ADMIN_TOKEN_PREVIOUS?: string;
   JWT_SECRET_PREVIOUS?: string;
   WEBHOOK_ENCRYPTION_KEY_PREVIOUS?: string;
+  /** How long a run record may wait in its isolate for others (ms; default 1000, 0 sends each at once). */
+  USAGE_FLUSH_MS?: string;
+  /** "off": the run path takes no records (the benchmark's comparison); anything else or unset: on. */
+  USAGE_RECORDING?: string;
+  /** Records a project's ledger keeps before it samples (default 20 million). */
+  USAGE_RECORDS_MAX?: string;
 }
 
 declare global {

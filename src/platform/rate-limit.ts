@@ -11,7 +11,7 @@ import { ApiError } from "./errors";
 export const RATE_LIMITS = {
   ip: { binding: "RATE_LIMIT_IP", limit: 1200, period: 60 },
   token: { binding: "RATE_LIMIT_TOKEN", limit: 600, period: 60 },
-  /** Runs per project on /v4 (src/runs/limits.ts). */
+  /** Runs per project on /v4 (src/runs/rate-limits.ts). */
   runs: { binding: "RATE_LIMIT_RUNS", limit: 6000, period: 60 },
 } as const;
 

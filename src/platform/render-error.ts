@@ -3,7 +3,7 @@ import { HTTPException } from "hono/http-exception";
 import { ApiError, problemResponse } from "./errors";
 import { newId } from "./ids";
 import { describeError, log } from "./log";
-import type { AppEnv } from "./scope";
+import { type AppEnv, routeOf } from "./scope";
 
 /**
  * Whether `err` (or what it wraps: drizzle puts the driver's error in `cause`) is D1 being unavailable:
@@ -17,11 +17,15 @@ export function isStorageUnavailable(err: unknown): boolean {
   return false;
 }
 
-/** Where an error happened: the request it answers. */
+/**
+ * Where an error happened: the request it answers, by its id and its route's pattern
+ * (`/v4/:project_id/:app_name/:path`), never its path: a path is the caller's data (an app's route can
+ * carry an email address or a reset token), and the request id finds the rest.
+ */
 export interface RequestFacts {
   requestId: string;
   method: string;
-  path: string;
+  route: string;
 }
 
 /** The request id of a router's request; a fresh one when the scope could not be built (a configuration error). */
@@ -29,14 +33,14 @@ export const requestIdOf = (c: Context<AppEnv>) => (c.var.scope as AppEnv["Varia
 
 /** Renders whatever a router's handler threw as problem+json. */
 export function renderError(err: unknown, c: Context<AppEnv>): Response {
-  return problemFor(err, { requestId: requestIdOf(c), method: c.req.method, path: c.req.path });
+  return problemFor(err, { requestId: requestIdOf(c), method: c.req.method, route: routeOf(c) });
 }
 
 /** Whatever was thrown, as problem+json; an unexpected error is logged with its request id, never shown. */
-export function problemFor(err: unknown, { requestId, method, path }: RequestFacts): Response {
+export function problemFor(err: unknown, { requestId, method, route }: RequestFacts): Response {
   if (err instanceof ApiError) return problemResponse(err, requestId);
   if (isStorageUnavailable(err)) {
-    log("error", "storage unavailable", { request_id: requestId, method, path, error: err });
+    log("error", "storage unavailable", { request_id: requestId, method, route, error: err });
     return problemResponse(
       new ApiError("service_unavailable", "The database is unavailable for a moment; nothing was changed. Retry the request.", { headers: { "Retry-After": "1" } }),
       requestId,
@@ -53,7 +57,7 @@ export function problemFor(err: unknown, { requestId, method, path }: RequestFac
     if (err.status < 500) return problemResponse(new ApiError("bad_request", err.message || "Bad request."), requestId);
   }
   // By name, code, redacted message and stack frames: a driver's message can carry a statement's parameters.
-  log("error", "unhandled error", { request_id: requestId, method, path, error: describeError(err, { withStack: true }) });
+  log("error", "unhandled error", { request_id: requestId, method, route, error: describeError(err, { withStack: true }) });
   return problemResponse(
     new ApiError("internal_error", "An unexpected error occurred. Quote the request_id when reporting it."),
     requestId,

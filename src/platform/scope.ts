@@ -45,7 +45,7 @@ export function insideRequest(request: Request, requestId: string): Request {
  * `next`, the route index is the last handler that ran: the route's own when it answered, a
  * middleware's (`use`, method ALL) when one threw first; then the route the request was headed for.
  */
-function routeOf(c: Context<AppEnv>): string {
+export function routeOf<E extends AppEnv>(c: Context<E>): string {
   const routes = matchedRoutes(c);
   const ran = routes[c.req.routeIndex];
   const route = ran && ran.method !== "ALL" ? ran : routes.filter((r) => r.method !== "ALL").at(-1);

@@ -2,10 +2,11 @@ import { upstreamOf } from "../apps/deployments";
 import { insufficientScope } from "../auth/access";
 import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
+import { jsonSyntaxOf } from "../platform/json-syntax";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { asyncRequested } from "./async/accept";
-import { admitCaller, admitRun } from "./limits";
+import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
 import { type BodyLimit, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
 import type { RunCaller } from "./run-key";
@@ -75,20 +76,16 @@ async function functionArguments(request: Request): Promise<RunBody> {
   if (!isJsonType(type)) {
     throw new ApiError("unsupported_media_type", `Send the run's arguments as application/json (got ${type ?? "no Content-Type"}).`);
   }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(new TextDecoder().decode(bytes));
-  } catch {
-    throw new ApiError("malformed_json", "The request body is not valid JSON.");
-  }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-    throw invalidField("body", "(root)", "must be a JSON object");
-  }
+  // Checked, never parsed: the app parses it, and a parse here would build a throw-away object graph
+  // many times the body's size (json-syntax.ts).
+  const syntax = jsonSyntaxOf(bytes);
+  if (!syntax.valid) throw new ApiError("malformed_json", `The request body is not valid JSON: ${syntax.reason} at byte ${syntax.offset}.`);
+  if (syntax.root !== "object") throw invalidField("body", "(root)", "must be a JSON object");
   return { kind: "bytes", bytes };
 }
 
 /** The body of a run: checked (`cortex`), read whole (async), or streamed as it comes (`custom`). */
-async function bodyOf(request: Request, runtime: "cortex" | "custom", isAsync: boolean): Promise<RunBody> {
+export async function bodyOf(request: Request, runtime: "cortex" | "custom", isAsync: boolean): Promise<RunBody> {
   if (request.body === null || request.method === "GET") return { kind: "none" };
   const declared = Number(request.headers.get("content-length") ?? "0");
   if (declared > RUN_REQUEST_MAX_BYTES) throw tooLarge();
@@ -110,8 +107,12 @@ function queryOf(url: string): URLSearchParams | null {
   return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
 }
 
-/** Admits a run of `target`: a problem for anything that must not reach the app. */
-export async function admit(scope: Scope, request: Request, target: RunTarget): Promise<AdmittedRun> {
+/**
+ * Admits a run of `target`: a problem for anything that must not reach the app. `identified` hears of
+ * the caller once its key is accepted for the project: from there on the run is on the project's
+ * record (src/usage), refused or not.
+ */
+export async function admit(scope: Scope, request: Request, target: RunTarget, identified?: (caller: RunCaller) => void): Promise<AdmittedRun> {
   const { projectId, appName } = target;
   const caller = await admitCaller(scope, request);
   if (caller.projectId !== undefined && caller.projectId !== projectId) {
@@ -119,6 +120,7 @@ export async function admit(scope: Scope, request: Request, target: RunTarget): 
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
+  identified?.(caller);
   await admitRun(scope, projectId);
   const upstream = await upstreamOf(scope.db, projectId, appName, scope.deps.now().getTime());
   const allowed: readonly string[] = METHODS_OF[upstream.runtime];

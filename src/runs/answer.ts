@@ -1,5 +1,6 @@
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors";
 import { isJsonType } from "../platform/http";
+import { jsonTextSyntaxOf } from "../platform/json-syntax";
 import type { Deps } from "../platform/deps";
 import { type AppCall, type AppRequest, callApp, type CallLimits, runMeta } from "./call";
 import { BodyCopy, documentOf } from "./copy";
@@ -65,12 +66,10 @@ export async function envelopeAnswer(call: AppCall, ctx: AnswerContext): Promise
   const raw = await call.text(RUN_RESPONSE_MAX_BYTES);
   if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
   const text = raw.trim();
+  // Checked without parsing: `result` is the app's text as it came (json-syntax.ts says why not JSON.parse).
   if (text !== "") {
-    try {
-      JSON.parse(text);
-    } catch {
-      throw new ApiError("bad_gateway", `The app answered ${call.response.status} with a body that is not JSON.`, meta);
-    }
+    const syntax = jsonTextSyntaxOf(text);
+    if (!syntax.valid) throw new ApiError("bad_gateway", `The app answered ${call.response.status} with a body that is not JSON (${syntax.reason}).`, meta);
   }
   const runTimeMs = Date.now() - call.startedAt;
   const envelope = `{"run_id":${JSON.stringify(ctx.runId)},"result":${text === "" ? "null" : text},"run_time_ms":${runTimeMs},"timestamp":${JSON.stringify(ctx.now().toISOString())}}`;
@@ -134,7 +133,7 @@ async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, c
  * it arrives, and `X-Run-Id`. With `copy`, the document of the answer is collected beside the stream
  * (`collect`), and resolves once the app's body ended.
  */
-export function passThrough(call: AppCall, ctx: AnswerContext, copy: boolean): { response: Response; copy: Promise<RunAnswer> | null } {
+export function passThrough(call: AppCall, ctx: AnswerContext, copy: boolean): Omit<Answered, "size"> {
   const headers = passedBackHeaders(call.response.headers, ctx.runId);
   const init = { status: call.response.status, statusText: call.response.statusText, headers };
   const body = call.stream();
@@ -144,26 +143,31 @@ export function passThrough(call: AppCall, ctx: AnswerContext, copy: boolean): {
   return { response: new Response(readable, init), copy: collect(call, body, writable.getWriter(), ctx) };
 }
 
+const utf8 = new TextEncoder();
+const sizeOf = (text: string) => utf8.encode(text).byteLength;
+
 /** The document of an answer nobody streams (an async run): the body read to its end into the copy. */
 export const collectAnswer = (call: AppCall, ctx: AnswerContext): Promise<RunAnswer> => collect(call, call.stream(), null, ctx);
 
 export interface Answered {
   response: Response;
+  /** The bytes of a whole answer (the envelope, a problem); null for a passed-through one, counted as it streams. */
+  size: number | null;
   /** The copy handed on (webhook), when one was asked for: resolves once the answer is whole. */
   copy: Promise<RunAnswer> | null;
 }
 
 /** The caller's answer to the app's: the envelope or the app's own, and a copy of it when `copy`. */
 export async function answerCall(call: AppCall, ctx: AnswerContext, copy: boolean): Promise<Answered> {
-  if (!envelopes(call, ctx)) return passThrough(call, ctx, copy);
+  if (!envelopes(call, ctx)) return { ...passThrough(call, ctx, copy), size: null };
   const answer = await envelopeAnswer(call, ctx);
-  return { response: responseOf(answer, ctx.runId), copy: copy ? Promise.resolve(answer) : null };
+  return { response: responseOf(answer, ctx.runId), size: sizeOf(answer.text), copy: copy ? Promise.resolve(answer) : null };
 }
 
 /** The answer of a run whose app gave none (502, 504, 413): the problem, for the caller and the copy alike. */
 export function failed(error: ApiError, ctx: AnswerContext): Answered {
   const answer = failureAnswer(error, ctx.requestId);
-  return { response: responseOf(answer, ctx.runId), copy: Promise.resolve(answer) };
+  return { response: responseOf(answer, ctx.runId), size: sizeOf(answer.text), copy: Promise.resolve(answer) };
 }
 
 /**

@@ -2,6 +2,7 @@ import type { Deps } from "../platform/deps";
 import { ApiError } from "../platform/errors";
 import { isTimeout } from "../platform/http";
 import type { AdmittedRun } from "./admit";
+import type { BodyTally } from "../usage/record";
 import { type BodyLimit, readLimited, upstreamHeaders, upstreamUrl } from "./proxy";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
@@ -47,6 +48,11 @@ export interface AppCall {
   startedAt: number;
   /** The body, decoded, passed on chunk by chunk as it arrives, under the silence timer; `null` for none. */
   stream(): ReadableStream<Uint8Array> | null;
+  /**
+   * What `stream()` passed on, for the run's record: counted in the read the stream does anyway, so it
+   * adds no step of its own; ends at once for a body-less answer.
+   */
+  tally: BodyTally;
   /** The whole body as text when it is at most `max` decoded bytes; `null` when larger (the call is then ended). */
   text(max: number): Promise<string | null>;
 }
@@ -62,26 +68,46 @@ export class StreamIdle extends ApiError {
 
 /** Largest read of the app's body at once: what arrived meanwhile comes in one chunk (see `watchSilence`). */
 const READ_BYTES = 256 * 1024;
+/** The first read's size, and the size a read falls back to when what arrives is small. */
+const FIRST_READ_BYTES = 16 * 1024;
+
+/**
+ * The size of the read after one of `size` bytes that brought `got`: four times larger when it came
+ * back full (a fast body), back to the first size when it came back under a quarter full (a trickle).
+ * A pending read holds its buffer while the app is silent, so a slow stream holds 16 KiB, not 256.
+ */
+const nextReadSize = (size: number, got: number) => (got === size ? Math.min(size * 4, READ_BYTES) : got * 4 < size ? FIRST_READ_BYTES : size);
 
 /**
  * The body as it arrives, with a watch that ends the call when the app stays silent `idleMs` between
  * chunks: a stream may run as long as it keeps talking. Nothing is held: each read returns at once with
- * what has arrived (a token of an event stream as soon as it comes), up to READ_BYTES, so a fast body
- * crosses into JavaScript in large pieces instead of one per network packet. A read only notes its
+ * what has arrived (a token of an event stream as soon as it comes), up to the read's size (growing to
+ * READ_BYTES while reads come back full), so a fast body crosses into JavaScript in large pieces instead
+ * of one per network packet, and each chunk passed on is exactly the bytes read. A read only notes its
  * time; one timer looks at that time when it fires and sets itself again for the rest of the period,
  * so the run ends between `idleMs` and 2 × `idleMs` after the last chunk at worst. Under back-pressure
  * (a slow caller) nothing is read ahead: a read happens only when the caller's side pulls.
  */
-function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (reason: unknown) => void, runId: string, over: () => void): ReadableStream<Uint8Array> {
+function watchSilence(
+  body: ReadableStream<Uint8Array>,
+  idleMs: number,
+  end: (reason: unknown) => void,
+  runId: string,
+  over: () => void,
+  tally?: { count(bytes: number): void; settle(how: "done" | "cancelled" | "idle" | "broken"): void },
+): ReadableStream<Uint8Array> {
   const reader = body.getReader({ mode: "byob" });
+  let readSize = FIRST_READ_BYTES;
   let timer: ReturnType<typeof setTimeout> | null = null;
   let lastReadAt = Date.now();
   const disarm = () => {
     if (timer !== null) clearTimeout(timer);
     timer = null;
   };
-  return new ReadableStream({
-    type: "bytes",
+  // A plain stream, not `type: "bytes"`: workerd hands a default reader of a byte stream each chunk in
+  // a 4 KiB buffer of its own, so a 16-byte event held 4 KiB; a plain stream hands on the chunk itself.
+  // The high-water mark of 0 keeps the rule below: nothing is read before someone asks for it.
+  return new ReadableStream<Uint8Array>({
     start(controller) {
       const look = () => {
         const quietMs = Date.now() - lastReadAt;
@@ -94,27 +120,43 @@ function watchSilence(body: ReadableStream<Uint8Array>, idleMs: number, end: (re
         controller.error(idle);
         void reader.cancel(idle).catch(() => undefined);
         end(idle);
+        tally?.settle("idle");
       };
       timer = setTimeout(look, idleMs);
     },
     async pull(controller) {
-      const { done, value } = await reader.read(new Uint8Array(READ_BYTES));
+      const size = readSize;
+      let read: ReadableStreamReadResult<Uint8Array>;
+      try {
+        read = await reader.read(new Uint8Array(size));
+      } catch (error) {
+        tally?.settle("broken");
+        throw error;
+      }
+      const { done, value } = read;
       lastReadAt = Date.now();
       if (done) {
         disarm();
         over();
+        tally?.settle("done");
         controller.close();
         return;
       }
-      if (value.byteLength > 0) controller.enqueue(value);
+      readSize = nextReadSize(size, value.byteLength);
+      if (value.byteLength > 0) tally?.count(value.byteLength);
+      // What is passed on holds only the bytes that arrived: a view of a part of the read's buffer would
+      // keep the whole buffer alive for as long as anyone holds the chunk (a caller's queue, a copy).
+      if (value.byteLength === size) controller.enqueue(value);
+      else if (value.byteLength > 0) controller.enqueue(value.slice());
     },
     // The reader went away (the caller hung up): the timer must not outlive the call.
     cancel(reason) {
       disarm();
       over();
+      tally?.settle("cancelled");
       return reader.cancel(reason);
     },
-  });
+  }, { highWaterMark: 0 });
 }
 
 /**
@@ -173,10 +215,21 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
     await raw.body?.cancel().catch(() => undefined);
     over();
   }
+  let settle: (how: "done" | "cancelled" | "idle" | "broken") => void = () => undefined;
+  const tally: BodyTally = { bytes: 0, firstByteAt: null, ended: new Promise((resolve) => (settle = resolve)) };
+  if (empty) settle("done");
+  const counting = {
+    count(bytes: number) {
+      tally.firstByteAt ??= Date.now();
+      tally.bytes += bytes;
+    },
+    settle,
+  };
   return {
     response: raw,
     startedAt,
-    stream: () => (empty ? null : watchSilence(raw.body!, limits.idleMs, end, req.runId, over)),
+    tally,
+    stream: () => (empty ? null : watchSilence(raw.body!, limits.idleMs, end, req.runId, over, counting)),
     async text(max) {
       if (empty) return "";
       // A declared length is the decoded length only when nothing was encoded (the runtime decodes gzip

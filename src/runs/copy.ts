@@ -1,4 +1,5 @@
 import { isJsonType } from "../platform/http";
+import { jsonTextSyntaxOf } from "../platform/json-syntax";
 import type { ApiError } from "../platform/errors";
 import { concat } from "./proxy";
 
@@ -62,12 +63,8 @@ function bodyField(bytes: Uint8Array, contentType: string | null, whole: boolean
     const text = new TextDecoder().decode(bytes);
     if (whole && isJsonType(contentType)) {
       const trimmed = text.trim();
-      try {
-        JSON.parse(trimmed);
-        return `"result":${trimmed}`;
-      } catch {
-        // Labelled JSON, but not: carried as the text it is.
-      }
+      // Labelled JSON, but not: carried as the text it is. Checked without parsing (json-syntax.ts).
+      if (jsonTextSyntaxOf(trimmed).valid) return `"result":${trimmed}`;
     }
     return `"text":${JSON.stringify(text)}`;
   }

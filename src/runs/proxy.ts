@@ -120,6 +120,8 @@ export function concat(chunks: readonly Uint8Array[], size: number): Uint8Array 
 /** A body counted as it flows: whether it passed its limit, and who to tell when it does. */
 export interface BodyLimit {
   exceeded(): boolean;
+  /** The bytes that have flowed so far (the run's record counts them). */
+  size(): number;
   /** `end` is called once, when the body passes the limit: it ends the app's call (the upload must not look complete). */
   onExceeded(end: () => void): void;
 }
@@ -146,6 +148,7 @@ export function limitedStream(body: ReadableStream<Uint8Array>, max: number): { 
   });
   const limit: BodyLimit = {
     exceeded: () => over,
+    size: () => size,
     onExceeded: (fn) => {
       end = fn;
     },

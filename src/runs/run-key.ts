@@ -23,8 +23,8 @@ export interface RunCaller {
 
 const PROJECT_ID = ID_PATTERN("proj");
 
-async function serviceAccountCaller(scope: Scope, token: string): Promise<RunCaller> {
-  const account = await accountForToken(scope, token, { cached: true });
+async function serviceAccountCaller(scope: Scope, token: string, beforeRead: (() => Promise<void>) | undefined): Promise<RunCaller> {
+  const account = await accountForToken(scope, token, { cached: true, beforeRead });
   return { projectId: account.projectId, id: `sa:${account.id}`, mayRun: account.permissions.includes("runs:invoke"), afterRun: () => touchLastUsed(scope, account) };
 }
 
@@ -67,12 +67,12 @@ async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
 
 /**
  * The run key of a request. A service account token is resolved without D1 when this isolate saw it
- * in the last `TOKEN_CACHE_TTL_MS`. The admin token is accepted too: the operator may do what any
- * service account may.
+ * in the last `TOKEN_CACHE_TTL_MS`; `beforeRead` runs before D1 is asked about any other (it may refuse
+ * the read). The admin token is accepted too: the operator may do what any service account may.
  */
-export async function runCaller(scope: Scope, request: Request): Promise<RunCaller> {
+export async function runCaller(scope: Scope, request: Request, { beforeRead }: { beforeRead?: () => Promise<void> } = {}): Promise<RunCaller> {
   const token = bearerToken(request.headers.get("authorization"));
-  if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(scope, token);
+  if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(scope, token, beforeRead);
   if (token.split(".").length === 3) return jwtCaller(scope, token);
   if (await secretsEqual(token, scope.config.adminToken)) return { projectId: undefined, id: "admin", mayRun: true, afterRun: () => undefined };
   throw invalidToken("The run key is neither a service account token nor a JWT.");

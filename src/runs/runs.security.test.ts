@@ -1,9 +1,12 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { describe, expect, it } from "vitest";
-import { ADMIN, client } from "../../test/helpers";
-import { PEER } from "../../test/peers";
+import { ADMIN, client, testDeps } from "../../test/helpers";
+import { PEER, receiver } from "../../test/peers";
 import { callWith, seedRunnable } from "../../test/runs";
 import { TEST_SECRETS } from "../../test/secrets";
+import { callApp } from "./call";
 
 let upstreamCalls = 0;
 const api = client({
@@ -158,5 +161,57 @@ describe("origin_url of a succeeded build follows the same policy", () => {
     expect(metadata.status).toBe(400);
     expect(((await metadata.json()) as { errors: { field: string }[] }).errors[0]!.field).toBe("origin_url");
     expect((await report("https://app.example.net", { ALLOW_INSECURE_TARGETS: "false" })).status).toBe(200);
+  });
+});
+
+/** What the chunks of a body hold: the bytes they carry, and the buffers they keep alive. */
+async function chunksOf(body: ReadableStream<Uint8Array>) {
+  const reader = body.getReader();
+  const held = { chunks: 0, bytes: 0, buffers: 0 };
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return held;
+    held.chunks++;
+    held.bytes += value.byteLength;
+    held.buffers += value.buffer.byteLength;
+  }
+}
+
+describe("memory: an answer of many small chunks", () => {
+  // Each chunk of an app's answer was a view of its own 256 KiB read buffer, handed on in a byte stream
+  // that workerd re-chunks into 4 KiB buffers of its own for a JavaScript reader: a cortex JSON answer
+  // sent in 120 small flushes (1,930 bytes) held up to 30 MiB while the envelope collected it, each
+  // chunk of a pass-through held its buffer while it waited for a slow caller or a copy, and ~500
+  // flushes exhausted an isolate. What reaches the caller, the copy and the envelope must hold only the
+  // bytes that arrived: the sum of the buffers behind the chunks is the body's length.
+  const get = (path: string, token: string, ctx = createExecutionContext()) =>
+    api.worker.fetch(new Request(`http://localhost${path}`, { headers: { Authorization: `Bearer ${token}` } }), env, ctx);
+
+  it("a 120-flush event stream reaches the caller in chunks that hold only its bytes", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const held = await chunksOf((await get(`${app.appPath}/s?events=120&gap=1`, app.token)).body!);
+    expect(held.bytes).toBe(1930);
+    expect(held.chunks).toBeGreaterThan(10);
+    expect(held.buffers).toBe(held.bytes);
+  });
+
+  it("a 120-flush event stream with a webhook (the copy path) reaches the caller in chunks that hold only its bytes", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const hook = await receiver([{ status: 200 }]);
+    const ctx = createExecutionContext();
+    const held = await chunksOf((await get(`${app.appPath}/s?events=120&gap=1&webhookEndpoint=${encodeURIComponent(hook.url)}`, app.token, ctx)).body!);
+    await waitOnExecutionContext(ctx);
+    expect(held.bytes).toBe(1930);
+    expect(held.chunks).toBeGreaterThan(10);
+    expect(held.buffers).toBe(held.bytes);
+  });
+
+  it("a 120-flush answer is handed to the envelope's read in chunks that hold only its bytes", async () => {
+    // The envelope collects the call's body (`AppCall.text`, when no length is declared) from this stream.
+    const limits = { headersMs: 5_000, idleMs: 5_000 };
+    const call = await callApp(testDeps(), { target: `${PEER}/upstream/s?events=120&gap=1`, method: "GET", headers: new Headers(), body: null, runId: "run_memory" }, limits);
+    const held = await chunksOf(call.stream()!);
+    expect(held.bytes).toBe(1930);
+    expect(held.buffers).toBe(held.bytes);
   });
 });

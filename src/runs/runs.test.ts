@@ -196,13 +196,14 @@ describe("run proxy hot path", () => {
     }
   });
 
-  it("sees a revocation made elsewhere within RUN_CACHE_TTL_MS, and at once when revoked through this isolate", async () => {
+  it("sees a revocation made elsewhere within 30 s, and at once when revoked through this isolate", async () => {
     const app = await seedRunnable(api);
     expect((await api.call(app.runPath, { token: app.token })).status).toBe(200);
     // Revoked by another isolate: this one still has the token cached.
     await env.DB.prepare("UPDATE service_accounts SET revoked_at = ?1 WHERE id = ?2").bind(api.clock.now().getTime(), app.serviceAccountId).run();
     expect((await api.call(app.runPath, { token: app.token })).status).toBe(200);
-    api.clock.advance(RUN_CACHE_TTL_MS);
+    // The promise is a number (SECURITY.md: within 30 s), not the constant: raising the constant fails here.
+    api.clock.advance(30_000);
     const revoked = await api.json(app.runPath, { token: app.token });
     expect(revoked.status).toBe(401);
     expect(revoked.headers.get("www-authenticate")).toMatch(/^Bearer/);

@@ -1,10 +1,12 @@
 import type { Scope } from "../platform/scope";
+import { holdRecord } from "./buffer";
 
 /**
  * One run as the usage store keeps it: what the caller got, how long it took, how many bytes each way.
- * No body, no header, no token: `caller` names the service account (`sa_…`) or person (`usr_…`/`admin`),
- * never the credential. Taken once per run, when the run's outcome is known (the caller's answer has
- * ended, or the async run has finished), whatever that outcome is.
+ * No body, no header, no token: `caller` names the run key's holder as the run path knows it
+ * (`sa:<service account id>`, `user:<person id>`, `jwt:<subject>`, `admin`), never the credential.
+ * Taken once per run, when the run's outcome is known (the caller's answer has ended, or the async run
+ * has finished), whatever that outcome is.
  */
 export interface RunRecord {
   run_id: string;
@@ -27,17 +29,34 @@ export interface RunRecord {
   bytes_in: number;
   bytes_out: number;
   caller: string;
-  /** The webhook's delivery id when one was asked; its outcome is the delivery's own record. */
-  delivery_id: string | null;
+  /** Whether the caller asked for a webhook; its outcome is the delivery's own record (`webhook_deliveries`). */
+  webhook: boolean;
+  /** The request that made the run: the `request_id` of its answer and its log line. */
+  request_id: string;
   /** Epoch milliseconds of the run's admission. */
   created_at: number;
 }
 
 /**
+ * What crossed of an app's passed-through body, counted by the run path as it reads it
+ * (src/runs/call.ts): decoded bytes, when the first came, and how the body ended.
+ */
+export interface BodyTally {
+  bytes: number;
+  firstByteAt: number | null;
+  /** Resolves once the body ended: read to its end, cancelled (the caller went), silent too long, or broken. */
+  ended: Promise<"done" | "cancelled" | "idle" | "broken">;
+}
+
+/**
  * Hands a run's record to the usage store. Never awaited on a run's path and never throws: the record
- * leaves in `waitUntil`, so recording cannot slow or fail a run.
+ * waits in the isolate's buffer and leaves with others in `waitUntil` (src/usage/buffer.ts), so
+ * recording cannot slow or fail a run.
  */
 export function recordRun(scope: Scope, record: RunRecord): void {
-  void scope;
-  void record;
+  try {
+    holdRecord(scope, record);
+  } catch {
+    // A record is worth less than the run: nothing of recording may reach the caller.
+  }
 }

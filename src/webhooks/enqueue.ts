@@ -32,6 +32,8 @@ export type DeliveryMessage = z.infer<typeof deliveryMessageSchema>;
 export interface DeliveryTarget {
   projectId: string;
   runId: string;
+  /** The run's app: usage figures per app count its deliveries by it. */
+  appName?: string;
   endpoint: string;
   secret: string | undefined;
 }
@@ -85,6 +87,7 @@ export async function recordPending(
         id,
         projectId: target.projectId,
         runId: target.runId,
+        appName: target.appName ?? null,
         endpoint: target.endpoint,
         signed: sealed !== null,
         bodyBytes: 0,

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { attemptRows, deliveryMessages, deliveryRow, until } from "../../test/deliveries";
 import { client, testDeps } from "../../test/helpers";
-import { PEER_OTHER, received, receiver } from "../../test/peers";
+import { PEER_MORE, PEER_OTHER, received, receiver } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { createDb } from "../db/client";
 import { QUEUES } from "../platform/triggers";
@@ -92,6 +92,45 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
       expect(times[n]!.at - (times[n - 1]!.at + times[n - 1]!.durationMs), `gap before attempt ${n + 1}`).toBeLessThanOrEqual(MAX_GAP_MS);
     }
   }, 20_000);
+
+  it("beside a lane saturated by 35 receivers that hold each connection for the whole timeout, a 404 gets its 3 attempts on time and fast receivers stay fast", async () => {
+    const app = await seedRunnable(api);
+    // The receiver answers after the attempt's timeout: each slow delivery holds a connection for the whole timeout, 3 times.
+    const slow = await deliveriesTo(app.projectId, 35, slowAnswer);
+    const [fastOrigin, missingOrigin, laterOrigin] = PEER_MORE as [string, string, string];
+    const fast = await deliveriesTo(app.projectId, 5, [{ status: 204 }], fastOrigin);
+    const missing = await deliveriesTo(app.projectId, 1, [{ status: 404 }], missingOrigin);
+    const later = await deliveriesTo(app.projectId, 5, [{ status: 204 }], laterOrigin);
+
+    // 30 slow ones fill the lane (6 in flight, 24 waiting), then fast ones on another origin.
+    await enqueue(slow.messages.slice(0, 30));
+    const fastStarted = await enqueue(fast.messages);
+    const fastArrivals = await until(
+      async () => (await Promise.all(fast.hooks.map((h) => received(h.key)))).flat(),
+      (all) => all.length >= 5,
+      2_500,
+    );
+    expect(fastArrivals).toHaveLength(5);
+    for (const a of fastArrivals) expect(a.at - fastStarted).toBeLessThan(2_000);
+    // Once the first slow ones have timed out and wait for their retries: 5 more slow ones, a 404 on an origin of its own, fast ones.
+    await until(async () => (await Promise.all(slow.hooks.slice(0, 6).map((h) => received(h.key)))).flat(), (all) => all.length >= 12, 8_000);
+    await enqueue(slow.messages.slice(30));
+    const started = await enqueue([...missing.messages, ...later.messages]);
+
+    const laterArrivals = await until(
+      async () => (await Promise.all(later.hooks.map((h) => received(h.key)))).flat(),
+      (all) => all.length >= 5,
+      2_500,
+    );
+    expect(laterArrivals).toHaveLength(5);
+    for (const a of laterArrivals) expect(a.at - started).toBeLessThan(2_000);
+    const requests = await until(() => received(missing.hooks[0]!.key), (r) => r.length >= MAX_ATTEMPTS, 12_000);
+    expect(requests.map((r) => r.at - started), "the 404's attempts, ms after it was enqueued").toHaveLength(MAX_ATTEMPTS);
+    expect(requests[0]!.at - started).toBeLessThan(2_000);
+    for (let n = 1; n < requests.length; n++) expect(requests[n]!.at - requests[n - 1]!.at, `gap before attempt ${n + 1}`).toBeLessThanOrEqual(MAX_GAP_MS);
+    const row = await until(() => deliveryRow(missing.messages[0]!.id), (r) => r?.status === "failed", 3_000);
+    expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
+  }, 40_000);
 
   it("the outcome table holds with slow receivers in the same batches", async () => {
     const app = await seedRunnable(api);

@@ -55,7 +55,7 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
     body = await object.text();
   }
 
-  const pending = await recordPending(scope, { projectId, runId: original.runId, endpoint: original.endpoint, secret }, { resentFrom: { id: original.id, messageId: original.messageId ?? original.id } });
+  const pending = await recordPending(scope, { projectId, appName: original.appName ?? undefined, runId: original.runId, endpoint: original.endpoint, secret }, { resentFrom: { id: original.id, messageId: original.messageId ?? original.id } });
   if (!pending.recorded) throw new ApiError("service_unavailable", "The delivery could not be recorded; try again.");
   await enqueuePending(scope, pending, body);
   const [created] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, pending.id));

@@ -272,10 +272,15 @@ export default async function setup(project) {
   server.keepAliveTimeout = 120_000;
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address();
-  // The same receivers on a second origin: a project's deliveries to another origin go to another lane.
-  const other = createServer(handle);
-  other.keepAliveTimeout = 120_000;
-  await new Promise((resolve) => other.listen(0, "127.0.0.1", resolve));
+  // The same receivers on more origins: a project's deliveries to another origin go to another lane.
+  const [other, ...more] = await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      const s = createServer(handle);
+      s.keepAliveTimeout = 120_000;
+      await new Promise((resolve) => s.listen(0, "127.0.0.1", resolve));
+      return s;
+    }),
+  );
 
   // A port nothing listens on: connections are refused, like a receiver that is down.
   const closed = createServer();
@@ -286,18 +291,19 @@ export default async function setup(project) {
   project.provide("peerUrl", `http://127.0.0.1:${port}`);
   project.provide("downUrl", `http://127.0.0.1:${downPort}`);
   project.provide("peerOtherUrl", `http://127.0.0.1:${other.address().port}`);
+  project.provide("peerMoreUrls", more.map((s) => `http://127.0.0.1:${s.address().port}`).join(","));
   // Every socket either server accepted, upgraded ones included: `closeAllConnections` knows only the
   // HTTP connections, and a WebSocket left half-open (the redirect and stall peers end or keep theirs)
   // held `close` — and with it vitest's exit — forever.
   const sockets = new Set();
-  for (const s of [server, other]) {
+  for (const s of [server, other, ...more]) {
     s.on("connection", (socket) => {
       sockets.add(socket);
       socket.on("close", () => sockets.delete(socket));
     });
   }
   return async () => {
-    const closing = [server, other].map((s) => new Promise((resolve) => s.close(resolve)));
+    const closing = [server, other, ...more].map((s) => new Promise((resolve) => s.close(resolve)));
     for (const socket of sockets) socket.destroy();
     await Promise.all(closing);
   };

@@ -1,12 +1,15 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { actingAs } from "../../src/auth/internal";
 import type { DeliveryMessage } from "../../src/webhooks/enqueue";
 import { consume, startAsync } from "../async-runs";
 import { visitor } from "../dashboard-helpers";
 import { faultyD1, type Refused } from "../faulty-d1";
 import { ADMIN, client, seedBuild } from "../helpers";
 import { DOWN, PEER, receiver } from "../peers";
+import { person } from "../people";
 import { callWith, capturingQueue, seedRunnable } from "../runs";
 import { TEST_SECRETS } from "../secrets";
 import { drive } from "../webhooks";
@@ -213,6 +216,80 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
     });
     expect(response.status).toBe(503);
     expectNoneLogged(refused, [ORIGIN_SECRET]);
+  });
+});
+
+describe("log lines carry ids, never a path, a client address or an audit row", () => {
+  // A path is the caller's data (an app's route can name a person and carry a reset token); an address
+  // and an audit row's emails are people's data. The request id finds the rest.
+  const PATH_SECRET = "reset_9f3c1d0e7b5a42c6";
+  const PATH_EMAIL = "alice.planted@example.com";
+  const ADDRESS = "198.51.100.237";
+  const INVITED = "invitee.planted@example.com";
+  const ACTOR_EMAIL = "actor.planted@example.com";
+
+  /** A D1 that fails every statement while `down.now` is true. */
+  function switchableD1() {
+    const down = { now: false };
+    return { down, db: faultyD1(env.DB, () => down.now) };
+  }
+  const expectInNoLine = (planted: string[]) => {
+    expect(logged.length, "something was logged").toBeGreaterThan(0);
+    for (const secret of planted) for (const line of logged) expect(line.includes(secret), `${secret} in a log line: ${line.slice(0, 300)}`).toBe(false);
+  };
+
+  it("a path with D1 down: a run's (the run entry), a management route's (the router) and a dashboard page's", async () => {
+    const { down, db } = switchableD1();
+    const api = client({}, { DB: db });
+    const app = await seedRunnable(api);
+    const browser = visitor(api);
+    await browser.signIn();
+    down.now = true;
+    logged = [];
+    const run = await api.call(`${app.appPath}/users/${PATH_EMAIL}/reset/${PATH_SECRET}`, { method: "POST", token: app.token, body: {} });
+    expect(run.status).toBe(503);
+    const managed = await api.call(`/v2/projects/${app.projectId}/domains/${PATH_SECRET}.example.com`);
+    expect(managed.status).toBe(503);
+    const page = await browser.get(`/dashboard/projects/${app.projectId}/domains/${PATH_SECRET}.example.com`);
+    expect(page.status).toBe(500);
+    expect(logged.filter((line) => /storage unavailable/.test(line)).length, "both API failures have their line").toBe(2);
+    expect(logged.some((line) => /dashboard error/.test(line)), "the page's failure has its line").toBe(true);
+    expectInNoLine([PATH_SECRET, PATH_EMAIL]);
+  });
+
+  it("the client address of a sign-in refused and then throttled", async () => {
+    const api = client();
+    const browser = visitor(api, { ip: ADDRESS });
+    logged = [];
+    let last = 0;
+    for (let i = 0; i < 7; i++) last = (await browser.signIn(`${ADMIN.slice(0, -4)}XXXX`)).status;
+    expect(last).toBe(429);
+    expect(logged.some((line) => /sign-in refused/.test(line)) && logged.some((line) => /sign-in throttled/.test(line))).toBe(true);
+    expectInNoLine([ADDRESS]);
+  });
+
+  it("an audit entry D1 would not take: its ids are logged, not its address, emails or details", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const user = await person(api, { email: ACTOR_EMAIL });
+    await api.json(`/v2/projects/${app.projectId}/members`, { method: "POST", body: { email: ACTOR_EMAIL, role: "owner" } });
+    const broken = faultyD1(env.DB, (sql) => /^insert into "audit_log"/i.test(sql));
+    const request = new Request(`http://localhost/v2/projects/${app.projectId}/invites`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "CF-Connecting-IP": ADDRESS },
+      body: JSON.stringify({ email: INVITED, role: "viewer" }),
+    });
+    actingAs(request, { kind: "user", userId: user.id, email: user.email });
+    logged = [];
+    const ctx = createExecutionContext();
+    const response = await api.worker.fetch(request, { ...env, DB: broken }, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(response.status).toBe(201);
+    const line = logged.find((l) => /audit entry not written/.test(l));
+    expect(line, "the lost entry has its line").toBeDefined();
+    expect(line).toContain('"action":"invite.create"');
+    expect(line).toContain(`"actor_id":"${user.id}"`);
+    expectInNoLine([ADDRESS, INVITED, ACTOR_EMAIL]);
   });
 });
 

@@ -46,6 +46,7 @@ const SCOPE_TEXT: Record<Permission, string> = {
   "deliveries:write": "resend webhook deliveries (not a default: a resend delivers a stored result again)",
   "service_accounts:write": "list, create and revoke API keys (within its own scopes and expiry)",
   "audit:read": "read the audit log",
+  "usage:read": "read the runs list and usage figures",
 };
 
 function ScopeChoice({ selected, error }: { selected: readonly string[]; error: string | undefined }) {

@@ -67,10 +67,10 @@ describe("async runs: who may read and cancel them", () => {
     const app = await seedRunnable(api);
     const other = await seedRunnable(api);
     await startAsync(api, app);
-    const own = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/runs`, { token: app.token });
+    const own = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/async-runs`, { token: app.token });
     expect(own.status).toBe(200);
     expect(own.body.data).toHaveLength(1);
-    expect((await api.json(`/v2/projects/${app.projectId}/runs`, { token: other.token })).status).toBe(404);
+    expect((await api.json(`/v2/projects/${app.projectId}/async-runs`, { token: other.token })).status).toBe(404);
   });
 
   it("never stores or forwards the webhook secret or the caller's Authorization in clear", async () => {
@@ -149,7 +149,7 @@ describe("async runs are bound to the caller that made them, not to the project"
     const byAlice = await startAsync(api, app, { token: alice });
     const byAccount = await startAsync(api, app);
     const listed = async (json: (path: string) => Promise<{ status: number; body: unknown }>) => {
-      const res = await json(`/v2/projects/${app.projectId}/runs`);
+      const res = await json(`/v2/projects/${app.projectId}/async-runs`);
       expect(res.status).toBe(200);
       return (res.body as { data: { run_id: string }[] }).data.map((r) => r.run_id).sort();
     };

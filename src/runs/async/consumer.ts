@@ -1,7 +1,8 @@
 import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
 import { upstreamOf } from "../../apps/deployments";
-import { answerRun } from "../answer";
+import { answerRun, type RunAnswer } from "../answer";
+import { recordRun } from "../../usage/record";
 import { deliver, endingOf, endUnanswered } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
@@ -38,13 +39,44 @@ const END_TRIES = 3;
 
 const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
-/** The runtime of the run's app, which decides its answer's form; an app deleted since answers as a `custom` one (passed through). */
-async function runtimeOf(scope: Scope, run: AsyncRun): Promise<"cortex" | "custom"> {
+/** The run's app as deployed now: its runtime decides its answer's form; an app deleted since answers as a `custom` one (passed through). */
+async function deploymentOf(scope: Scope, run: AsyncRun): Promise<{ runtime: "cortex" | "custom"; originUrl: string | null }> {
   try {
-    return (await upstreamOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime())).runtime;
+    return await upstreamOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime());
   } catch {
-    return "custom";
+    return { runtime: "custom", originUrl: null };
   }
+}
+
+/** The app's path the run called (`run`, `v1/chat/completions`), from its stored target, without the query. */
+function appPathOf(target: string, originUrl: string | null): string {
+  const url = new URL(target);
+  const path = url.pathname;
+  const base = originUrl === null ? null : new URL(originUrl).pathname.replace(/\/+$/, "");
+  return (base !== null && path.startsWith(`${base}/`) ? path.slice(base.length + 1) : path.replace(/^\/+/, "")) || "/";
+}
+
+/** The run's usage record (src/usage), taken once, when it has finished. */
+function recordFinished(scope: Scope, run: AsyncRun, path: string, answer: RunAnswer, bytesIn: number, bytesOut: number, finishedAt: Date): void {
+  recordRun(scope, {
+    run_id: run.id,
+    project_id: run.projectId,
+    app_name: run.appName,
+    mode: "async",
+    method: run.method,
+    path,
+    status_code: answer.status,
+    timed_out: answer.failure?.code === "gateway_timeout",
+    hung_up: false,
+    duration_ms: finishedAt.getTime() - run.createdAt.getTime(),
+    ttfb_ms: null,
+    bytes_in: bytesIn,
+    bytes_out: bytesOut,
+    caller: run.caller,
+    webhook: run.webhookEndpoint !== null,
+    request_id: run.requestId,
+    created_at: run.createdAt.getTime(),
+  });
 }
 
 async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<void> {
@@ -58,7 +90,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
   // The caller's exact bytes, whether stored as UTF-8 text or as base64.
   const body = stored === null ? null : bodyBytes(stored, run.requestBodyEncoding);
   const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
-  const runtime = await runtimeOf(scope, run);
+  const { runtime, originUrl } = await deploymentOf(scope, run);
   const limits = { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs };
   const ctx = { runId: run.id, runtime, accept: headers.get("accept"), requestId: run.requestId, now: deps.now };
   // ASYNC_RUN_TIMEOUT_MS bounds the whole run here, a stream included: the invocation has 15 minutes.
@@ -77,6 +109,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
       await new Promise((resolve) => setTimeout(resolve, 50 * tries));
     }
   }
+  recordFinished(scope, run, appPathOf(run.target, originUrl), answer, body?.byteLength ?? 0, ending.resultBytes, ending.finishedAt);
   await deliver(scope, run, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }

@@ -1,16 +1,17 @@
 import { and, desc, eq, getTableColumns, inArray, lt } from "drizzle-orm";
-import type { Principal } from "../../auth/principal";
 import { type AsyncRun, asyncRuns } from "../../db/schema";
 import { ApiError } from "../../platform/errors";
 import { createRouter } from "../../platform/router";
 import type { Scope } from "../../platform/scope";
 import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { decodeCursor, page } from "../../platform/pagination";
-import { runCaller, type RunCaller } from "../run-key";
+import { admitCaller, admitRun } from "../rate-limits";
+import type { RunCaller } from "../run-key";
 import { insufficientScope } from "../../auth/access";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import { cancelRun, runById } from "./store";
 import { listAsyncRuns } from "./routes";
+import { listedCallers } from "../../usage/callers";
 
 const summary = (run: Omit<AsyncRun, "result" | "requestBody" | "requestHeaders" | "webhookSecret">) => ({
   run_id: run.id,
@@ -39,29 +40,20 @@ const jsonResponse = (text: string) =>
  */
 const mayRead = (runCaller: string, caller: RunCaller) => caller.id === "admin" || runCaller === "" || runCaller === caller.id;
 
-/**
- * The callers whose runs `principal` lists on `GET /v2/projects/{project_id}/runs`, or `undefined` for
- * all of them: the operator and the project's owners see every run (the dashboard's Runs page), a
- * service account its own, any other member the runs made as them.
- */
-function listedCallers(principal: Principal): string[] | undefined {
-  switch (principal.kind) {
-    case "admin":
-      return undefined;
-    case "service_account":
-      return ["", `sa:${principal.serviceAccountId}`];
-    case "user":
-      return principal.member?.role === "owner" ? undefined : ["", `user:${principal.userId}`];
-  }
-}
 
-/** The run `runId` of `{project_id}/{app_name}` made by this caller, for a run key of that project; a 404 for anyone else. */
+/**
+ * The run `runId` of `{project_id}/{app_name}` made by this caller, for a run key of that project; a 404
+ * for anyone else. Admitted as a run is: the key counted against the address as a run's is, and the
+ * read or cancel counted in the project's run budget (`RATE_LIMIT_RUNS`), since polling a run is traffic
+ * like running one.
+ */
 async function ownRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<AsyncRun> {
-  const caller = await runCaller(scope, request);
+  const caller = await admitCaller(scope, request);
   const missing = new ApiError("not_found", `No run with id '${runId}' of app '${appName}' in project '${projectId}'.`);
   // A key of another project learns nothing about this one's runs, not even whether the id exists.
   if (caller.projectId !== undefined && caller.projectId !== projectId) throw missing;
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
+  await admitRun(scope, projectId);
   const run = await runById(scope.db, runId);
   // Another caller's run is as absent as an id that does not exist: its existence is not told either.
   if (!run || run.projectId !== projectId || run.appName !== appName || !mayRead(run.caller, caller)) throw missing;
@@ -92,7 +84,7 @@ export async function cancel(scope: Scope, request: Request, projectId: string, 
   throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, { extensions: { run_id: runId, status: now.status } });
 }
 
-/** `GET /v2/projects/{project_id}/runs`: recent async runs, for the dashboard's Runs page. */
+/** `GET /v2/projects/{project_id}/async-runs`: recent async runs in every state. */
 export const asyncRunsRouter = createRouter().openapi(listAsyncRuns, async (c) => {
   const { project_id } = c.req.valid("param");
   const { limit, cursor, status } = c.req.valid("query");

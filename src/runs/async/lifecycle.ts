@@ -62,7 +62,7 @@ export async function deliver(scope: Scope, run: AsyncRun, text: string): Promis
       return;
     }
   }
-  const deliveryId = await enqueueDelivery(scope, { projectId: run.projectId, runId: run.id, endpoint: run.webhookEndpoint, secret, body: text });
+  const deliveryId = await enqueueDelivery(scope, { projectId: run.projectId, appName: run.appName, runId: run.id, endpoint: run.webhookEndpoint, secret, body: text });
   await handedOver(scope.db, run.id, deliveryId);
 }
 

@@ -72,11 +72,13 @@ export const AsyncRunSummary = AsyncRunSchema.omit({ result: true })
 export const listAsyncRuns = createRoute({
   operationId: "listAsyncRuns",
   method: "get",
-  path: "/projects/{project_id}/runs",
+  path: "/projects/{project_id}/async-runs",
   tags: ["Runs"],
   ...requires("runs:invoke"),
   summary: "List async runs",
-  description: "Recent runs started with `?async=true`, newest first, without their results (read one with `GET /v4/{project_id}/{app_name}/runs/{run_id}`).",
+  description:
+    "Runs started with `?async=true` in every state (queued and running too), newest first, without their results (read one with `GET /v4/{project_id}/{app_name}/runs/{run_id}`). " +
+    "Every run of every mode, once finished, is in `GET /v2/projects/{project_id}/runs`.",
   request: {
     params: ProjectParams,
     query: ListQuery.extend({ status: z.enum(ASYNC_RUN_STATUSES).optional().openapi({ description: "Only runs in this state." }) }),

@@ -5,10 +5,10 @@ import type { RunAnswer } from "./answer";
 import { cutShortAfterHangUp } from "./hang-up";
 
 /**
- * The hand-on stage of a run with a webhook: a copy of the answer goes to the receiver. (An async run
- * hands its copy to the run store instead: `async/consumer.ts`.)
+ * The webhook of a run: a copy of the answer goes to the receiver (`webhooks/`). (An async run keeps
+ * its copy in the run store instead: `async/consumer.ts`.)
  */
-export interface WebhookHandOn {
+export interface RunWebhook {
   /** Ends the app's call once the caller has been gone longer than the platform lets the run go on. */
   signal: AbortSignal;
   /**
@@ -24,8 +24,9 @@ export interface WebhookHandOn {
  * its record `failed` (`run_interrupted`), never absent; otherwise the copy is enqueued, after the
  * caller has its answer (spec 6: the delivery does not block the response).
  */
-export async function webhookHandOn(scope: Scope, request: Request, webhook: Webhook, projectId: string, runId: string): Promise<WebhookHandOn> {
-  const pending = await recordPending(scope, { projectId, runId, endpoint: webhook.endpoint, secret: webhook.secret });
+export async function startWebhook(scope: Scope, request: Request, webhook: Webhook, target: { projectId: string; appName: string }, runId: string): Promise<RunWebhook> {
+  const { projectId, appName } = target;
+  const pending = await recordPending(scope, { projectId, appName, runId, endpoint: webhook.endpoint, secret: webhook.secret });
   const cutShort = cutShortAfterHangUp(request, scope.deps);
   return {
     signal: cutShort.signal,

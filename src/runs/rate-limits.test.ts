@@ -1,7 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
-import { countingRoundTrips, seedRunnable } from "../../test/runs";
+import { startAsync } from "../../test/async-runs";
+import { callWith, countingRoundTrips, seedRunnable, spendBudget } from "../../test/runs";
 import { generateToken } from "../auth/tokens";
 import { RATE_LIMITS } from "../platform/rate-limit";
 
@@ -11,12 +12,35 @@ describe("back-pressure on runs", () => {
     const busy = await seedRunnable(api);
     const other = await seedRunnable(api);
     // Spend the busy project's budget on Miniflare's real limiter, as its runs would.
-    for (let i = 0; i < RATE_LIMITS.runs.limit; i++) await env.RATE_LIMIT_RUNS!.limit({ key: busy.projectId });
+    await spendBudget(env.RATE_LIMIT_RUNS, busy.projectId, RATE_LIMITS.runs.limit);
     const limited = await api.json(busy.runPath, { token: busy.token });
     expect(limited.status).toBe(429);
     expect(limited.body.code).toBe("rate_limited");
     expect(limited.headers.get("retry-after")).toBe(String(RATE_LIMITS.runs.period));
     expect((await api.json(other.runPath, { token: other.token })).status).toBe(200);
+  }, 30_000);
+
+  it("counts reading and cancelling an async run in the project's run budget: polling is traffic", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    expect(started.response.status).toBe(202);
+    const statusPath = new URL(started.body.status_url).pathname;
+    // Each read and each cancel costs one count, as a run does.
+    let counted = 0;
+    const runs = { limit: (options: { key: string }) => (counted++, env.RATE_LIMIT_RUNS!.limit(options)) } as RateLimit;
+    expect((await callWith(api, { RATE_LIMIT_RUNS: runs }, statusPath, { token: app.token })).status).toBe(200);
+    expect(counted).toBe(1);
+    await spendBudget(env.RATE_LIMIT_RUNS, app.projectId, RATE_LIMITS.runs.limit);
+    for (const method of ["GET", "DELETE"]) {
+      const limited = await api.json(statusPath, { method, token: app.token });
+      expect(limited.status, method).toBe(429);
+      expect(limited.body.code).toBe("rate_limited");
+      expect(limited.headers.get("retry-after")).toBe(String(RATE_LIMITS.runs.period));
+    }
+    // The run was not cancelled by the refused DELETE.
+    const [row] = await env.DB.prepare("SELECT status FROM async_runs WHERE id = ?1").bind(started.body.run_id).raw();
+    expect(row).toEqual(["queued"]);
   }, 30_000);
 
   it("refuses an unknown well-formed token without a second D1 read", async () => {
@@ -34,12 +58,14 @@ describe("back-pressure on runs", () => {
     const api = client();
     const app = await seedRunnable(api);
     const headers = { "CF-Connecting-IP": `198.51.100.${Math.floor(Math.random() * 200)}` };
-    for (let i = 0; i < RATE_LIMITS.ip.limit; i++) await env.RATE_LIMIT_IP!.limit({ key: headers["CF-Connecting-IP"] });
+    // The valid key is used once first, so this isolate knows it (a key it must read counts too).
+    expect((await api.json(app.runPath, { token: app.token, headers })).status).toBe(200);
+    await spendBudget(env.RATE_LIMIT_IP, headers["CF-Connecting-IP"], RATE_LIMITS.ip.limit);
     const limited = await api.json(app.runPath, { token: generateToken(), headers });
     expect(limited.status).toBe(429);
     expect(limited.body.code).toBe("rate_limited");
     expect(limited.headers.get("retry-after")).toBe("60");
-    // A valid key from the same address still runs: only failures are counted.
+    // A valid key this isolate knows still runs from the same address: it costs no read, and is not counted.
     expect((await api.json(app.runPath, { token: app.token, headers })).status).toBe(200);
   });
 });

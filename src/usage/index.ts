@@ -1,0 +1,122 @@
+import { invalidField } from "../platform/errors";
+import { decodeCursor, encodeCursor } from "../platform/pagination";
+import { createRouter } from "../platform/router";
+import { recordCallers } from "./callers";
+import { deliveryCounts, receiversHealth, webhookOutcomes } from "./deliveries";
+import { ledgerOf } from "./ledger-client";
+import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
+import { getUsage, type INTERVALS, listReceivers, listRuns } from "./routes";
+
+/** The usage API's handlers: the runs list and the figures from the project's ledger, deliveries from D1. */
+
+const STEP_MS: Record<(typeof INTERVALS)[number], number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
+/** Points per usage answer: 36 hours by the minute, 90 days by the hour. */
+export const MAX_POINTS = 2_160;
+const DAY_MS = 86_400_000;
+
+const time = (value: string | undefined) => (value === undefined ? undefined : Date.parse(value));
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function checkedRange(from: number | undefined, to: number | undefined) {
+  if (from !== undefined && to !== undefined && from >= to) throw invalidField("query", "from", "must be before `to`", "The range is empty: `from` must be before `to`.");
+}
+
+const statusUrlOf = (requestUrl: string, projectId: string, run: StoredRun) => new URL(`/v4/${projectId}/${run.app_name}/runs/${run.run_id}`, requestUrl).href;
+
+export const usageRouter = createRouter()
+  .openapi(listRuns, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const q = c.req.valid("query");
+    const from = time(q.from);
+    const to = time(q.to);
+    checkedRange(from, to);
+    const after = decodeCursor(q.cursor);
+    const { rows, sampled } = await ledgerOf(c.env, project_id).list({
+      app_name: q.app_name,
+      mode: q.mode,
+      status: q.status,
+      from,
+      to,
+      after,
+      limit: q.limit,
+      callers: recordCallers(c.get("principal")),
+    });
+    const items = rows.slice(0, q.limit);
+    const outcomes = await webhookOutcomes(c.var.scope.db, project_id, items.filter((r) => r.webhook === 1).map((r) => r.run_id));
+    const data = items.map((run) => ({
+      run_id: run.run_id,
+      app_name: run.app_name,
+      mode: run.mode,
+      method: run.method,
+      path: run.path,
+      status_code: run.status_code,
+      timed_out: run.timed_out === 1,
+      hung_up: run.hung_up === 1,
+      duration_ms: run.duration_ms,
+      ttfb_ms: run.ttfb_ms,
+      bytes_in: run.bytes_in,
+      bytes_out: run.bytes_out,
+      caller: run.caller,
+      // A webhook was asked; its delivery record may still be on its way (a pending row is written first).
+      webhook: run.webhook === 1 ? (outcomes.get(run.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 }) : null,
+      status_url: run.mode === "async" ? statusUrlOf(c.req.url, project_id, run) : null,
+      request_id: run.request_id,
+      created_at: iso(run.created_at),
+    }));
+    const last = items.at(-1);
+    const next_cursor = rows.length > q.limit && last ? encodeCursor(last.run_id) : null;
+    return c.json({ data, next_cursor, sampled }, 200);
+  })
+  .openapi(getUsage, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const q = c.req.valid("query");
+    const now = c.var.scope.deps.now().getTime();
+    const step = STEP_MS[q.interval];
+    // The default range ends just after now, so the current interval (and a run made this millisecond) is in it.
+    const toRaw = time(q.to) ?? now + 1;
+    const fromRaw = time(q.from) ?? toRaw - DAY_MS;
+    checkedRange(fromRaw, toRaw);
+    // Whole intervals, UTC-aligned: every point covers the same span, and the totals are their sum.
+    const from = Math.floor(fromRaw / step) * step;
+    const to = Math.ceil(toRaw / step) * step;
+    if (from < now - ROLLUPS_RETENTION_MS - step) {
+      throw invalidField("query", "from", "must be within the last 90 days", "Usage is kept 90 days: `from` must be within them.");
+    }
+    const points = (to - from) / step;
+    if (points > MAX_POINTS) {
+      throw invalidField("query", "interval", `gives ${points} points; at most ${MAX_POINTS}`, `The range holds ${points} ${q.interval}s; ask for at most ${MAX_POINTS} points (a wider interval or a shorter range).`);
+    }
+    const [figures, deliveries] = await Promise.all([
+      ledgerOf(c.env, project_id).usage({ from, to, step, app_name: q.app_name, now }),
+      deliveryCounts(c.var.scope.db, project_id, { from, to, step, appName: q.app_name }),
+    ]);
+    let delivered = 0;
+    let failed = 0;
+    const series = figures.series.map((point, i) => {
+      const d = deliveries[i] ?? { delivered: 0, failed: 0 };
+      delivered += d.delivered;
+      failed += d.failed;
+      return { ...point, start: iso(point.start), deliveries_delivered: d.delivered, deliveries_failed: d.failed };
+    });
+    return c.json(
+      {
+        interval: q.interval,
+        from: iso(from),
+        to: iso(to),
+        series,
+        totals: { ...figures.totals, deliveries_delivered: delivered, deliveries_failed: failed },
+        percentiles: figures.percentiles,
+        sampled: figures.sampled,
+      },
+      200,
+    );
+  })
+  .openapi(listReceivers, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const q = c.req.valid("query");
+    const now = c.var.scope.deps.now().getTime();
+    const to = time(q.to) ?? now;
+    const from = time(q.from) ?? to - 7 * DAY_MS;
+    checkedRange(from, to);
+    return c.json({ data: await receiversHealth(c.var.scope.db, project_id, from, to) }, 200);
+  });

@@ -1,0 +1,2 @@
+/** The ledger of a project: its Durable Object is `idFromName(project_id)`, one per project. */
+export const ledgerOf = (env: Env, projectId: string) => env.USAGE_LEDGER.get(env.USAGE_LEDGER.idFromName(projectId));

@@ -1,0 +1,41 @@
+import { DurableObject } from "cloudflare:workers";
+import type { RunRecord } from "./record";
+import { DAY_MS, Ledger, RECORDS_MAX_DEFAULT, type RecordQuery, type UsageFigures, type UsageQuery } from "./ledger";
+
+/**
+ * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
+ * (src/index.ts). RPC: `add`, `list`, `usage`, `purge`. Its alarm purges the ledger once a day.
+ */
+export class UsageLedger extends DurableObject<Env> {
+  readonly ledger: Ledger;
+
+  constructor(state: DurableObjectState, env: Env) {
+    super(state, env);
+    const max = Number(env.USAGE_RECORDS_MAX ?? RECORDS_MAX_DEFAULT);
+    this.ledger = new Ledger(state.storage, Number.isInteger(max) && max > 0 ? max : RECORDS_MAX_DEFAULT);
+  }
+
+  async add(records: RunRecord[]): Promise<{ added: number }> {
+    const result = this.ledger.add(records);
+    await this.ledger.armPurge();
+    return result;
+  }
+
+  list(q: RecordQuery) {
+    return this.ledger.list(q);
+  }
+
+  usage(q: UsageQuery): UsageFigures {
+    return this.ledger.usage(q);
+  }
+
+  purge(now: number) {
+    return this.ledger.purge(now);
+  }
+
+  override async alarm(): Promise<void> {
+    this.ledger.purge(Date.now());
+    // The next purge while anything is left; an idle, emptied ledger sleeps until its next run arms it.
+    if (!this.ledger.isEmpty()) await this.ctx.storage.setAlarm(Date.now() + DAY_MS);
+  }
+}

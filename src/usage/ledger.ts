@@ -1,0 +1,338 @@
+import type { RunRecord } from "./record";
+import { type Histogram, addToHistogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
+
+/**
+ * A project's usage ledger: one Durable Object per project (SQLite storage), the store of its run
+ * records (7 days) and their minute rollups (90 days). Runs reach it in batches from each isolate's
+ * buffer (src/usage/buffer.ts); the API's runs list and usage figures are its queries, the same code
+ * in production, `npm run dev`, the tests and the benchmark. docs/usage.md has the capacity arithmetic.
+ *
+ * Rollups are exact whatever the volume: every record adds to its (app, minute) row, counts and bytes
+ * and a latency histogram. The records themselves are bounded by `RECORDS_MAX` (the object's storage
+ * is 10 GB): past it, one record in `SAMPLE_EVERY` is kept, and the answers that read records say so.
+ */
+
+export const RECORDS_RETENTION_MS = 7 * 24 * 3600 * 1000;
+export const ROLLUPS_RETENTION_MS = 90 * 24 * 3600 * 1000;
+const MINUTE_MS = 60_000;
+export const DAY_MS = 24 * 3600 * 1000;
+/** About 5 GB of the object's 10 GB at ~250 bytes a record with its indexes; rollups take the rest. */
+export const RECORDS_MAX_DEFAULT = 20_000_000;
+const SAMPLE_EVERY = 10;
+/** Percentiles are computed from the records themselves up to this many in a range; past it, from the histograms. */
+export const EXACT_MAX = 100_000;
+/** Records deleted per statement when purging: a purge never holds the object long. */
+const PURGE_CHUNK = 10_000;
+
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    app_name TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    status_code INTEGER NOT NULL,
+    timed_out INTEGER NOT NULL,
+    hung_up INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    ttfb_ms INTEGER,
+    bytes_in INTEGER NOT NULL,
+    bytes_out INTEGER NOT NULL,
+    caller TEXT NOT NULL,
+    webhook INTEGER NOT NULL,
+    request_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  ) WITHOUT ROWID`,
+  "CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at)",
+  "CREATE INDEX IF NOT EXISTS runs_app ON runs (app_name, created_at)",
+  `CREATE TABLE IF NOT EXISTS rollups (
+    app_name TEXT NOT NULL,
+    minute INTEGER NOT NULL,
+    runs INTEGER NOT NULL,
+    status_2xx INTEGER NOT NULL,
+    status_4xx INTEGER NOT NULL,
+    status_5xx INTEGER NOT NULL,
+    timeouts INTEGER NOT NULL,
+    bytes_in INTEGER NOT NULL,
+    bytes_out INTEGER NOT NULL,
+    hist TEXT NOT NULL,
+    PRIMARY KEY (app_name, minute)
+  ) WITHOUT ROWID`,
+  "CREATE INDEX IF NOT EXISTS rollups_minute ON rollups (minute)",
+  "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+];
+
+/** A status class as the API names it: every answer below 400 (a WebSocket's 101, an app's redirect) counts as 2xx. */
+export type StatusClass = "2xx" | "4xx" | "5xx";
+export const classOf = (status: number): StatusClass => (status >= 500 ? "5xx" : status >= 400 ? "4xx" : "2xx");
+const CLASS_SQL: Record<StatusClass, string> = { "2xx": "status_code < 400", "4xx": "status_code >= 400 AND status_code < 500", "5xx": "status_code >= 500" };
+
+export interface RecordQuery {
+  app_name?: string;
+  mode?: "sync" | "async";
+  status?: StatusClass;
+  from?: number;
+  to?: number;
+  /** Only the runs of these callers (`undefined`: every caller's). */
+  callers?: string[];
+  /** The last run id of the previous page. */
+  after?: string;
+  limit: number;
+}
+
+export interface StoredRun extends Omit<RunRecord, "timed_out" | "hung_up" | "webhook" | "project_id"> {
+  timed_out: number;
+  hung_up: number;
+  webhook: number;
+}
+
+export interface UsageQuery {
+  /** Bucket bounds, aligned to `step` by the caller: [from, to). */
+  from: number;
+  to: number;
+  step: number;
+  app_name?: string;
+  now: number;
+}
+
+export interface UsagePoint {
+  start: number;
+  runs: number;
+  status_2xx: number;
+  status_4xx: number;
+  status_5xx: number;
+  timeouts: number;
+  p50_ms: number | null;
+  p95_ms: number | null;
+  p99_ms: number | null;
+  bytes_in: number;
+  bytes_out: number;
+}
+
+export interface UsageFigures {
+  series: UsagePoint[];
+  totals: Omit<UsagePoint, "start">;
+  /** How p50/p95/p99 were had: from every record (`exact`), or from the rollups' histograms (`histogram`, within 5 %). */
+  percentiles: "exact" | "histogram";
+  /** Whether records in the range were sampled (the runs list then shows one run in `SAMPLE_EVERY` for that time). */
+  sampled: boolean;
+}
+
+interface Roll {
+  app_name: string;
+  minute: number;
+  runs: number;
+  status_2xx: number;
+  status_4xx: number;
+  status_5xx: number;
+  timeouts: number;
+  bytes_in: number;
+  bytes_out: number;
+  hist: Histogram;
+}
+
+/** Whether a record is kept while sampling: one run id in SAMPLE_EVERY, by its random part (stable across retries). */
+const sampleKeeps = (runId: string) => runId.charCodeAt(runId.length - 1) % SAMPLE_EVERY === 0;
+
+/** The ledger's logic, apart from the Durable Object class so that it reads as plain code. */
+export class Ledger {
+  readonly #sql: SqlStorage;
+  #alarmChecked = false;
+
+  constructor(
+    private readonly storage: DurableObjectStorage,
+    private readonly recordsMax: number,
+  ) {
+    this.#sql = storage.sql;
+    for (const statement of SCHEMA) this.#sql.exec(statement);
+  }
+
+  #meta(key: string): number | null {
+    return this.#sql.exec<{ value: number }>("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value ?? null;
+  }
+
+  #setMeta(key: string, value: number): void {
+    this.#sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", key, value);
+  }
+
+  /**
+   * Adds a batch: each record once (a batch sent again adds nothing), each to its minute's rollup.
+   * Synchronous from first write to last, so the batch is one transaction of the object's storage.
+   */
+  add(records: RunRecord[]): { added: number } {
+    const rolls = new Map<string, Roll>();
+    let kept = this.#meta("records") ?? 0;
+    let added = 0;
+    for (const r of records) {
+      const keep = kept < this.recordsMax || sampleKeeps(r.run_id);
+      if (keep) {
+        const cursor = this.#sql.exec(
+          "INSERT INTO runs (run_id, app_name, mode, method, path, status_code, timed_out, hung_up, duration_ms, ttfb_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at) " +
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
+          r.run_id, r.app_name, r.mode, r.method, r.path, r.status_code, r.timed_out ? 1 : 0, r.hung_up ? 1 : 0, Math.max(0, Math.round(r.duration_ms)),
+          r.ttfb_ms === null ? null : Math.max(0, Math.round(r.ttfb_ms)), r.bytes_in, r.bytes_out, r.caller, r.webhook ? 1 : 0, r.request_id, r.created_at,
+        );
+        if (cursor.rowsWritten === 0) continue;
+        kept++;
+      } else {
+        // Sampled away: the rollup still counts it. The time span of sampling is what the answers report.
+        this.#setMeta("sampled_until", Math.max(this.#meta("sampled_until") ?? 0, r.created_at));
+        if (this.#meta("sampled_since") === null) this.#setMeta("sampled_since", r.created_at);
+      }
+      added++;
+      const minute = Math.floor(r.created_at / MINUTE_MS) * MINUTE_MS;
+      const key = `${minute} ${r.app_name}`;
+      let roll = rolls.get(key);
+      if (!roll) {
+        roll = { app_name: r.app_name, minute, runs: 0, status_2xx: 0, status_4xx: 0, status_5xx: 0, timeouts: 0, bytes_in: 0, bytes_out: 0, hist: {} };
+        rolls.set(key, roll);
+      }
+      roll.runs++;
+      roll[`status_${classOf(r.status_code)}`]++;
+      if (r.timed_out) roll.timeouts++;
+      roll.bytes_in += r.bytes_in;
+      roll.bytes_out += r.bytes_out;
+      addToHistogram(roll.hist, r.duration_ms);
+    }
+    this.#setMeta("records", kept);
+    for (const roll of rolls.values()) {
+      const old = this.#sql.exec<{ hist: string }>("SELECT hist FROM rollups WHERE app_name = ? AND minute = ?", roll.app_name, roll.minute).toArray()[0];
+      const hist = old ? mergeHistograms(JSON.parse(old.hist) as Histogram, roll.hist) : roll.hist;
+      this.#sql.exec(
+        "INSERT INTO rollups (app_name, minute, runs, status_2xx, status_4xx, status_5xx, timeouts, bytes_in, bytes_out, hist) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " +
+          "ON CONFLICT (app_name, minute) DO UPDATE SET runs = runs + excluded.runs, status_2xx = status_2xx + excluded.status_2xx, status_4xx = status_4xx + excluded.status_4xx, " +
+          "status_5xx = status_5xx + excluded.status_5xx, timeouts = timeouts + excluded.timeouts, bytes_in = bytes_in + excluded.bytes_in, bytes_out = bytes_out + excluded.bytes_out, hist = ?",
+        roll.app_name, roll.minute, roll.runs, roll.status_2xx, roll.status_4xx, roll.status_5xx, roll.timeouts, roll.bytes_in, roll.bytes_out, JSON.stringify(roll.hist), JSON.stringify(hist),
+      );
+    }
+    return { added };
+  }
+
+  /** The retention purge's alarm, set once a day while the object holds anything (an idle project is purged too). */
+  async armPurge(): Promise<void> {
+    if (this.#alarmChecked) return;
+    this.#alarmChecked = true;
+    if ((await this.storage.getAlarm()) === null) await this.storage.setAlarm(Date.now() + DAY_MS);
+  }
+
+  /** Drops records older than 7 days and rollups older than 90 days at `now`; says how many went. */
+  purge(now: number): { records: number; rollups: number } {
+    // The alarm that called this is spent: the next batch checks again whether one is set.
+    this.#alarmChecked = false;
+    let records = 0;
+    for (;;) {
+      const cursor = this.#sql.exec(
+        "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM runs WHERE created_at < ? LIMIT ?)",
+        now - RECORDS_RETENTION_MS,
+        PURGE_CHUNK,
+      );
+      const gone = cursor.rowsWritten > 0 ? this.#sql.exec<{ n: number }>("SELECT changes() AS n").one().n : 0;
+      records += gone;
+      if (gone < PURGE_CHUNK) break;
+    }
+    const rollups = this.#sql.exec("DELETE FROM rollups WHERE minute < ?", now - ROLLUPS_RETENTION_MS);
+    const rollupsGone = rollups.rowsWritten > 0 ? this.#sql.exec<{ n: number }>("SELECT changes() AS n").one().n : 0;
+    this.#setMeta("records", Math.max(0, (this.#meta("records") ?? 0) - records));
+    // Sampling that ended before the records' window is history: nothing sampled is left to report.
+    const until = this.#meta("sampled_until");
+    if (until !== null && until < now - RECORDS_RETENTION_MS) {
+      this.#sql.exec("DELETE FROM meta WHERE key IN ('sampled_since', 'sampled_until')");
+    }
+    return { records, rollups: rollupsGone };
+  }
+
+  /** Whether nothing is left to purge (an idle project's ledger then needs no alarm). */
+  isEmpty(): boolean {
+    return this.#sql.exec("SELECT 1 FROM rollups LIMIT 1").toArray().length === 0 && this.#sql.exec("SELECT 1 FROM runs LIMIT 1").toArray().length === 0;
+  }
+
+  /** Whether records of [from, to) were sampled away. */
+  #sampled(from: number, to: number): boolean {
+    const since = this.#meta("sampled_since");
+    const until = this.#meta("sampled_until");
+    return since !== null && until !== null && since < to && until >= from;
+  }
+
+  /** A page of runs, newest first (`limit + 1` rows: the extra one says there is a next page). */
+  list(q: RecordQuery): { rows: StoredRun[]; sampled: boolean } {
+    const where: string[] = [];
+    const args: SqlStorageValue[] = [];
+    const when = (clause: string, ...values: SqlStorageValue[]) => {
+      where.push(clause);
+      args.push(...values);
+    };
+    if (q.app_name !== undefined) when("app_name = ?", q.app_name);
+    if (q.mode !== undefined) when("mode = ?", q.mode);
+    if (q.status !== undefined) when(CLASS_SQL[q.status]);
+    if (q.from !== undefined) when("created_at >= ?", q.from);
+    if (q.to !== undefined) when("created_at < ?", q.to);
+    if (q.after !== undefined) when("run_id < ?", q.after);
+    if (q.callers !== undefined) when(`caller IN (${q.callers.map(() => "?").join(", ") || "NULL"})`, ...q.callers);
+    const sql = `SELECT run_id, app_name, mode, method, path, status_code, timed_out, hung_up, duration_ms, ttfb_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY run_id DESC LIMIT ?`;
+    const rows = this.#sql.exec<StoredRun & Record<string, SqlStorageValue>>(sql, ...args, q.limit + 1).toArray();
+    return { rows, sampled: this.#sampled(q.from ?? 0, q.to ?? Number.MAX_SAFE_INTEGER) };
+  }
+
+  /** The usage series of [from, to) in buckets of `step`, and its totals. */
+  usage(q: UsageQuery): UsageFigures {
+    const count = Math.max(0, Math.ceil((q.to - q.from) / q.step));
+    const appClause = q.app_name === undefined ? "" : " AND app_name = ?";
+    const appArgs = q.app_name === undefined ? [] : [q.app_name];
+    const empty = (start: number): UsagePoint => ({ start, runs: 0, status_2xx: 0, status_4xx: 0, status_5xx: 0, timeouts: 0, p50_ms: null, p95_ms: null, p99_ms: null, bytes_in: 0, bytes_out: 0 });
+    const series = Array.from({ length: count }, (_, i) => empty(q.from + i * q.step));
+    const sums = this.#sql.exec<{ i: number; runs: number; s2: number; s4: number; s5: number; t: number; bi: number; bo: number }>(
+      `SELECT (minute - ?) / ? AS i, sum(runs) AS runs, sum(status_2xx) AS s2, sum(status_4xx) AS s4, sum(status_5xx) AS s5, sum(timeouts) AS t, sum(bytes_in) AS bi, sum(bytes_out) AS bo
+       FROM rollups WHERE minute >= ? AND minute < ?${appClause} GROUP BY i`,
+      q.from, q.step, q.from, q.to, ...appArgs,
+    );
+    for (const s of sums) {
+      const point = series[s.i];
+      if (!point) continue;
+      Object.assign(point, { runs: s.runs, status_2xx: s.s2, status_4xx: s.s4, status_5xx: s.s5, timeouts: s.t, bytes_in: s.bi, bytes_out: s.bo });
+    }
+    const totalRuns = series.reduce((n, p) => n + p.runs, 0);
+    const sampled = this.#sampled(q.from, q.to);
+    const exact = !sampled && q.from >= q.now - RECORDS_RETENTION_MS && totalRuns <= EXACT_MAX;
+    const all: number[] = [];
+    if (exact) {
+      const rows = this.#sql.exec<{ i: number; d: number }>(
+        `SELECT (created_at - ?) / ? AS i, duration_ms AS d FROM runs WHERE created_at >= ? AND created_at < ?${appClause} ORDER BY d`,
+        q.from, q.step, q.from, q.to, ...appArgs,
+      );
+      const per: number[][] = series.map(() => []);
+      for (const row of rows) {
+        per[row.i]?.push(row.d);
+        all.push(row.d);
+      }
+      per.forEach((durations, i) => Object.assign(series[i]!, percentilesOfSorted(durations)));
+    } else {
+      const hists: Histogram[] = series.map(() => ({}));
+      const rows = this.#sql.exec<{ i: number; hist: string }>(`SELECT (minute - ?) / ? AS i, hist FROM rollups WHERE minute >= ? AND minute < ?${appClause}`, q.from, q.step, q.from, q.to, ...appArgs);
+      for (const row of rows) {
+        const h = hists[row.i];
+        if (h) mergeHistograms(h, JSON.parse(row.hist) as Histogram);
+      }
+      hists.forEach((h, i) => Object.assign(series[i]!, percentilesOfHistogram(h)));
+      const total = hists.reduce((acc, h) => mergeHistograms(acc, h), {} as Histogram);
+      return { series, totals: totalsOf(series, percentilesOfHistogram(total)), percentiles: "histogram", sampled };
+    }
+    all.sort((a, b) => a - b);
+    return { series, totals: totalsOf(series, percentilesOfSorted(all)), percentiles: "exact", sampled };
+  }
+}
+
+type Percentiles = Pick<UsagePoint, "p50_ms" | "p95_ms" | "p99_ms">;
+
+const percentilesOfSorted = (sorted: number[]): Percentiles => ({
+  p50_ms: percentileOfSorted(sorted, 50),
+  p95_ms: percentileOfSorted(sorted, 95),
+  p99_ms: percentileOfSorted(sorted, 99),
+});
+
+const percentilesOfHistogram = (h: Histogram): Percentiles => ({ p50_ms: percentileOf(h, 50), p95_ms: percentileOf(h, 95), p99_ms: percentileOf(h, 99) });
+
+function totalsOf(series: UsagePoint[], percentiles: Percentiles): Omit<UsagePoint, "start"> {
+  const totals = { runs: 0, status_2xx: 0, status_4xx: 0, status_5xx: 0, timeouts: 0, bytes_in: 0, bytes_out: 0 };
+  for (const p of series) for (const key of Object.keys(totals) as (keyof typeof totals)[]) totals[key] += p[key];
+  return { ...totals, ...percentiles };
+}

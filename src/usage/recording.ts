@@ -1,0 +1,135 @@
+import { ApiError } from "../platform/errors";
+import { newId } from "../platform/ids";
+import type { Scope } from "../platform/scope";
+import { type BodyTally, recordRun } from "./record";
+
+/** What the run names (the run path's `RunTarget`). */
+interface Target {
+  projectId: string;
+  appName: string;
+  appPath: string;
+}
+
+/** The caller's answer: its size when whole (an envelope, a problem), null when passed through as it streams. */
+interface Answer {
+  response: Response;
+  size: number | null;
+}
+
+/**
+ * A synchronous run's record as the run path takes it: opened at admission, closed once with the
+ * answer the caller got. Which answers are runs: everything after the caller's key was accepted for
+ * the project (`identified`), refusals included (429, 413, 415, 400, 405, 409), except a 404 for an
+ * app the project does not have; a request refused before (401, 403, another project's key, an
+ * unknown host) is not a run of anyone's.
+ */
+export interface Recording {
+  /** The caller's key was accepted for the project: from here on, the run is on record whatever its answer. */
+  identified(caller: string): void;
+  /** A run refused or failed before it had an answer of the app's: on record once the caller was identified. */
+  refused(error: unknown): void;
+  /**
+   * The run's answer: recorded now when it is whole (the envelope, a problem), or once a passed-through
+   * body has ended (read to its end, broken off, or the caller hung up); `call` is null when the app
+   * gave no answer.
+   */
+  answered(runId: string, answered: Answer, call: { tally: BodyTally } | null, bytesIn: () => number, webhook: boolean): void;
+  /** A WebSocket run: on record at its handshake (101); its messages are the app's and the caller's. */
+  upgraded(runId: string, response: Response): Response;
+  /** An async run accepted (202): its record is its consumer's, when it finishes. */
+  accepted(response: Response): Response;
+}
+
+/** Whether a refusal after identification is a run on record: an app the project lacks is not. */
+const isRun = (error: unknown) => !(error instanceof ApiError) || error.code !== "not_found";
+
+/** Whether the caller asked for an async run (read only for a refused run, whose admission did not say). */
+const asksAsync = (url: string) => /[?&]async=true(&|#|$)/.test(url);
+
+export function openRecording(scope: Scope, request: Request, target: Target): Recording {
+  const started = Date.now();
+  const createdAt = scope.deps.now().getTime();
+  let caller: string | null = null;
+  // Exactly one record per run: whichever end comes first takes it.
+  let done = false;
+  const take = () => {
+    if (done || caller === null) return false;
+    done = true;
+    return true;
+  };
+  const hungUp = () => (request.signal as AbortSignal | undefined)?.aborted === true;
+  const base = (runId: string, mode: "sync" | "async" = "sync") => ({
+    run_id: runId,
+    project_id: target.projectId,
+    app_name: target.appName,
+    mode,
+    method: request.method,
+    path: target.appPath,
+    hung_up: hungUp(),
+    caller: caller!,
+    request_id: scope.requestId,
+    created_at: createdAt,
+  });
+  return {
+    identified(id) {
+      caller = id;
+    },
+    refused(error) {
+      if (!isRun(error) || !take()) return;
+      const status = error instanceof ApiError ? error.status : 500;
+      const runId = error instanceof ApiError && typeof error.extensions?.run_id === "string" ? error.extensions.run_id : newId("run", createdAt);
+      const declared = Number(request.headers.get("content-length") ?? "0");
+      recordRun(scope, {
+        ...base(runId, asksAsync(request.url) ? "async" : "sync"),
+        status_code: status,
+        timed_out: status === 504,
+        duration_ms: Date.now() - started,
+        ttfb_ms: null,
+        bytes_in: Number.isFinite(declared) ? declared : 0,
+        bytes_out: 0,
+        webhook: false,
+      });
+    },
+    answered(runId, answered, call, bytesIn, webhook) {
+      if (!take()) return;
+      const status = answered.response.status;
+      if (answered.size !== null || call === null) {
+        recordRun(scope, {
+          ...base(runId),
+          status_code: status,
+          timed_out: status === 504,
+          duration_ms: Date.now() - started,
+          ttfb_ms: null,
+          bytes_in: bytesIn(),
+          bytes_out: answered.size ?? 0,
+          webhook,
+        });
+        return;
+      }
+      const { tally } = call;
+      // The body is the caller's stream: its end comes when the caller has read it (or hung up), while
+      // the invocation is still alive for it, and the record leaves then. Not held in `waitUntil`: an
+      // unread body would hold it until the idle limit.
+      void tally.ended.then((how) => {
+        recordRun(scope, {
+          ...base(runId),
+          status_code: status,
+          timed_out: how === "idle",
+          duration_ms: Date.now() - started,
+          ttfb_ms: tally.firstByteAt === null ? null : tally.firstByteAt - started,
+          bytes_in: bytesIn(),
+          bytes_out: tally.bytes,
+          webhook,
+        });
+      });
+    },
+    upgraded(runId, response) {
+      if (take()) recordRun(scope, { ...base(runId), status_code: response.status, timed_out: false, duration_ms: Date.now() - started, ttfb_ms: null, bytes_in: 0, bytes_out: 0, webhook: false });
+      return response;
+    },
+    accepted(response) {
+      done = true;
+      return response;
+    },
+  };
+}

@@ -1,0 +1,156 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { requires } from "../auth/access";
+import { jsonContent, ListQuery, listOf, ProjectParams, SCOPED_PROBLEMS, Timestamp } from "../platform/openapi";
+
+/** The usage API: every run on record, the project's figures over time, and its webhook receivers' health. */
+
+const APP_NAME_FILTER = z.string().min(1).max(63).optional().openapi({ description: "Only this app's runs." });
+const RangeBound = (which: string) => z.iso.datetime({ offset: true }).optional().openapi({ description: which, example: "2026-11-21T12:00:00Z" });
+
+export const RunsQuery = ListQuery.extend({
+  app_name: APP_NAME_FILTER,
+  mode: z.enum(["sync", "async"]).optional().openapi({ description: "Only synchronous or only async runs." }),
+  status: z.enum(["2xx", "4xx", "5xx"]).optional().openapi({ description: "Only runs whose caller got a status of this class (`2xx` is every status below 400)." }),
+  from: RangeBound("Only runs made at or after this time (RFC 3339)."),
+  to: RangeBound("Only runs made before this time (RFC 3339)."),
+}).strict();
+
+export const WebhookOutcome = z
+  .object({
+    delivery_id: z.string().nullable().openapi({ description: "The delivery's id; null while it is being recorded." }),
+    status: z.enum(["pending", "delivered", "failed"]),
+    attempts: z.number().int(),
+  })
+  .openapi("RunWebhookOutcome");
+
+export const RunRecordSchema = z
+  .object({
+    run_id: z.string().openapi({ example: "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
+    app_name: z.string(),
+    mode: z.enum(["sync", "async"]),
+    method: z.string().openapi({ example: "POST" }),
+    path: z.string().openapi({ description: "The app's path the run called (`run`, `v1/chat/completions`), without the query.", example: "run" }),
+    status_code: z.number().int().openapi({ description: "The status the caller got (an async run: the status of its stored result)." }),
+    timed_out: z.boolean().openapi({ description: "The run ended on the gateway's time limit (waiting for the app, or a stream gone silent)." }),
+    hung_up: z.boolean().openapi({ description: "The caller hung up before the answer ended." }),
+    duration_ms: z.number().int().openapi({ description: "From admission to the end of the answer (an async run: from acceptance to its finish)." }),
+    ttfb_ms: z.number().int().nullable().openapi({ description: "Time to the first byte of a streamed (passed-through) answer; null otherwise." }),
+    bytes_in: z.number().int().openapi({ description: "Bytes of the caller's body." }),
+    bytes_out: z.number().int().openapi({ description: "Bytes of the answer that crossed (decoded)." }),
+    caller: z.string().openapi({ description: "Who made the run: `sa:<service account id>`, `jwt:<subject>`, `user:<person id>` or `admin`; never a credential." }),
+    webhook: WebhookOutcome.nullable().openapi({ description: "The webhook delivery of the run's answer, when one was asked for." }),
+    status_url: z.string().nullable().openapi({ description: "An async run's own state and stored result (`GET /v4/{project_id}/{app_name}/runs/{run_id}`); null for a synchronous run." }),
+    request_id: z.string().openapi({ description: "The `X-Request-Id` of the request that made the run." }),
+    created_at: Timestamp,
+  })
+  .openapi("RunRecord");
+
+export const RunRecordList = listOf(RunRecordSchema, "RunRecordList").extend({
+  sampled: z.boolean().openapi({
+    description: "True when the project made more runs in the range than its records keep: the list then shows one run in ten for that time (usage figures stay exact).",
+  }),
+});
+
+export const listRuns = createRoute({
+  operationId: "listRuns",
+  method: "get",
+  path: "/projects/{project_id}/runs",
+  tags: ["Usage"],
+  ...requires("usage:read"),
+  summary: "List runs",
+  description:
+    "Every run of the project, synchronous and async, newest first, whatever its answer (an app's error, a timeout, a caller who hung up, a refusal for size or rate). " +
+    "No body is kept. Records are kept 7 days. An async run's full state stays at its `status_url`. " +
+    "A service account sees the runs it made; people with the scope see the project's.",
+  request: { params: ProjectParams, query: RunsQuery },
+  responses: { 200: jsonContent(RunRecordList, "A page of runs, newest first."), ...SCOPED_PROBLEMS },
+});
+
+export const INTERVALS = ["minute", "hour", "day"] as const;
+
+export const UsageQuery = z
+  .object({
+    from: RangeBound("Start of the range (RFC 3339); rounded down to the interval. Default: `to` less 24 hours."),
+    to: RangeBound("End of the range (RFC 3339), exclusive; rounded up to the interval. Default: now."),
+    interval: z.enum(INTERVALS).default("hour").openapi({ description: "The width of each point of the series (UTC-aligned)." }),
+    app_name: APP_NAME_FILTER,
+  })
+  .strict();
+
+const Figures = {
+  runs: z.number().int(),
+  status_2xx: z.number().int().openapi({ description: "Runs whose caller got a status below 400." }),
+  status_4xx: z.number().int(),
+  status_5xx: z.number().int(),
+  timeouts: z.number().int().openapi({ description: "Runs that ended on the gateway's time limit." }),
+  p50_ms: z.number().int().nullable().openapi({ description: "Median duration; null without runs." }),
+  p95_ms: z.number().int().nullable(),
+  p99_ms: z.number().int().nullable(),
+  bytes_in: z.number().int(),
+  bytes_out: z.number().int(),
+  deliveries_delivered: z.number().int().openapi({ description: "Webhook deliveries of the interval's runs that reached their receiver." }),
+  deliveries_failed: z.number().int(),
+};
+
+export const UsagePointSchema = z.object({ start: Timestamp, ...Figures }).openapi("UsagePoint");
+
+export const UsageSchema = z
+  .object({
+    interval: z.enum(INTERVALS),
+    from: Timestamp.openapi({ description: "The series' start, aligned to the interval." }),
+    to: Timestamp.openapi({ description: "The series' end (exclusive), aligned to the interval." }),
+    series: z.array(UsagePointSchema).openapi({ description: "One point per interval, oldest first; intervals without runs are zeros." }),
+    totals: z.object(Figures).openapi("UsageTotals"),
+    percentiles: z.enum(["exact", "histogram"]).openapi({
+      description:
+        "How p50/p95/p99 were computed: `exact` from every run's record (nearest rank), or `histogram` from the minute rollups' latency histograms (within 5 %), " +
+        "when the range reaches past the records' 7 days, holds more than 100,000 runs, or its records were sampled.",
+    }),
+    sampled: z.boolean().openapi({ description: "Whether the range's run records were sampled (counts, bytes and status classes stay exact)." }),
+  })
+  .openapi("Usage");
+
+export const getUsage = createRoute({
+  operationId: "getUsage",
+  method: "get",
+  path: "/projects/{project_id}/usage",
+  tags: ["Usage"],
+  ...requires("usage:read"),
+  summary: "Usage over time",
+  description:
+    "The project's runs over time (or one app's): counts by status class, timeouts, latency percentiles, bytes each way, webhook deliveries. " +
+    "Minute rollups are kept 90 days. At most 2,160 points per answer (e.g. 36 hours by the minute, 90 days by the hour).",
+  request: { params: ProjectParams, query: UsageQuery },
+  responses: { 200: jsonContent(UsageSchema, "The series and its totals."), ...SCOPED_PROBLEMS },
+});
+
+export const ReceiversQuery = z
+  .object({
+    from: RangeBound("Deliveries made at or after this time (RFC 3339). Default: 7 days ago."),
+    to: RangeBound("Deliveries made before this time (RFC 3339). Default: now."),
+  })
+  .strict();
+
+export const ReceiverHealthSchema = z
+  .object({
+    origin: z.string().openapi({ example: "https://hooks.example.com" }),
+    delivered: z.number().int(),
+    failed: z.number().int(),
+    pending: z.number().int(),
+    retried_share: z.number().openapi({ description: "Share (0 to 1) of settled deliveries that needed more than one attempt." }),
+    p95_run_to_received_ms: z.number().int().nullable().openapi({ description: "95th percentile, over delivered ones, of the time from the run to the receiver's 2xx." }),
+    last_failure: z.object({ at: Timestamp, reason: z.string() }).nullable(),
+  })
+  .openapi("WebhookReceiverHealth");
+
+export const listReceivers = createRoute({
+  operationId: "listWebhookReceivers",
+  method: "get",
+  path: "/projects/{project_id}/webhook-receivers",
+  tags: ["Webhooks"],
+  ...requires("deliveries:read"),
+  summary: "Webhook receivers' health",
+  description: "Each receiver origin the project's deliveries went to in the range: delivered, failed, share retried, p95 time from run to received, last failure and its reason.",
+  request: { params: ProjectParams, query: ReceiversQuery },
+  responses: { 200: jsonContent(z.object({ data: z.array(ReceiverHealthSchema) }).openapi("WebhookReceiverHealthList"), "One entry per receiver origin, busiest first."), ...SCOPED_PROBLEMS },
+});

@@ -1,0 +1,141 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { client } from "../../test/helpers";
+import { PEER } from "../../test/peers";
+import { callWith, seedRunnable, spendBudget } from "../../test/runs";
+import { RATE_LIMITS } from "../platform/rate-limit";
+
+/** Every run on record, and the figures: black-box through the API (run, then list and usage). */
+
+interface RunItem {
+  run_id: string;
+  app_name: string;
+  mode: string;
+  method: string;
+  path: string;
+  status_code: number;
+  timed_out: boolean;
+  hung_up: boolean;
+  duration_ms: number;
+  ttfb_ms: number | null;
+  bytes_in: number;
+  bytes_out: number;
+  caller: string;
+  webhook: { delivery_id: string | null; status: string; attempts: number } | null;
+  status_url: string | null;
+  request_id: string;
+  created_at: string;
+}
+interface RunPage {
+  data: RunItem[];
+  next_cursor: string | null;
+  sampled: boolean;
+}
+
+const api = client();
+
+async function runsOf(projectId: string, token: string, query = "") {
+  const res = await api.json<RunPage>(`/v2/projects/${projectId}/runs${query}`, { token });
+  expect(res.status).toBe(200);
+  return res.body;
+}
+
+describe("GET /v2/projects/{project_id}/runs", () => {
+  it("lists every synchronous run newest first, whatever its answer: 200, an app's 500, 413, with what crossed and who ran it", async () => {
+    const app = await seedRunnable(api);
+    const ok = await api.call(app.runPath, { method: "POST", token: app.token, body: { hello: "world" } });
+    const okText = await ok.text();
+    expect(ok.status).toBe(200);
+    // Newest first is by the time of admission: the clock moves between runs so their order is known.
+    api.clock.advance(1);
+    const failing = await api.call(`${app.runPath}?status=500`, { token: app.token });
+    await failing.text();
+    expect(failing.status).toBe(500);
+    api.clock.advance(1);
+    const big = await api.call(app.runPath, { method: "POST", token: app.token, rawBody: "{}", headers: { "Content-Type": "application/json", "Content-Length": String(7 * 1024 * 1024) } });
+    expect(big.status).toBe(413);
+
+    const { data, next_cursor } = await runsOf(app.projectId, app.token);
+    expect(next_cursor).toBeNull();
+    expect(data.map((r) => r.status_code)).toEqual([413, 500, 200]);
+    const [refused, appError, done] = data as [RunItem, RunItem, RunItem];
+    expect(done).toMatchObject({
+      run_id: ok.headers.get("x-run-id"),
+      app_name: app.appName,
+      mode: "sync",
+      method: "POST",
+      path: "run",
+      timed_out: false,
+      hung_up: false,
+      bytes_in: JSON.stringify({ hello: "world" }).length,
+      bytes_out: new TextEncoder().encode(okText).byteLength,
+      caller: `sa:${app.serviceAccountId}`,
+      webhook: null,
+      status_url: null,
+      request_id: ok.headers.get("x-request-id"),
+    });
+    expect(done.duration_ms).toBeGreaterThanOrEqual(0);
+    expect(appError).toMatchObject({ run_id: failing.headers.get("x-run-id"), method: "GET", bytes_in: 0 });
+    expect(refused).toMatchObject({ mode: "sync", path: "run", bytes_out: 0, request_id: big.headers.get("x-request-id") });
+  });
+
+  it("filters by status class, mode and app, and pages with a cursor", async () => {
+    const app = await seedRunnable(api);
+    for (const status of [200, 404, 503, 200]) {
+      api.clock.advance(1);
+      await (await api.call(`${app.runPath}?status=${status}`, { token: app.token })).text();
+    }
+    const failed = await runsOf(app.projectId, app.token, "?status=5xx");
+    expect(failed.data.map((r) => r.status_code)).toEqual([503]);
+    expect((await runsOf(app.projectId, app.token, "?status=4xx")).data.map((r) => r.status_code)).toEqual([404]);
+    expect((await runsOf(app.projectId, app.token, "?mode=async")).data).toEqual([]);
+    expect((await runsOf(app.projectId, app.token, `?app_name=${app.appName}`)).data).toHaveLength(4);
+    expect((await runsOf(app.projectId, app.token, "?app_name=other")).data).toEqual([]);
+
+    const first = await runsOf(app.projectId, app.token, "?limit=3");
+    expect(first.data).toHaveLength(3);
+    const second = await runsOf(app.projectId, app.token, `?limit=3&cursor=${first.next_cursor}`);
+    expect(first.data.map((r) => r.status_code)).toEqual([200, 503, 404]);
+    expect(second.data.map((r) => r.status_code)).toEqual([200]);
+    expect(second.next_cursor).toBeNull();
+    const all = [...first.data, ...second.data].map((r) => r.run_id);
+    expect(new Set(all).size).toBe(4);
+    expect(all).toEqual([...all].sort().reverse());
+  });
+
+  it("records a run that timed out (504)", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?delay=1000`);
+    const slow = await callWith(api, { RUN_TIMEOUT_MS: "100" }, app.runPath, { token: app.token });
+    expect(slow.status).toBe(504);
+    expect((await runsOf(app.projectId, app.token)).data).toMatchObject([{ status_code: 504, timed_out: true, run_id: slow.headers.get("x-run-id") }]);
+  });
+
+  it("records a run refused by the project's rate limit (429), on Miniflare's real limiter", async () => {
+    const limited = await seedRunnable(api);
+    await spendBudget(env.RATE_LIMIT_RUNS, limited.projectId, RATE_LIMITS.runs.limit);
+    const refused = await api.call(limited.runPath, { token: limited.token });
+    expect(refused.status).toBe(429);
+    expect((await runsOf(limited.projectId, limited.token)).data).toMatchObject([{ status_code: 429, app_name: limited.appName, timed_out: false, request_id: refused.headers.get("x-request-id") }]);
+  }, 60_000);
+});
+
+describe("GET /v2/projects/{project_id}/usage", () => {
+  it("counts the runs by status class, with exact percentiles and bytes, per hour and in total", async () => {
+    const app = await seedRunnable(api);
+    for (const status of [200, 200, 500, 404]) await (await api.call(`${app.runPath}?status=${status}`, { token: app.token })).text();
+    const res = await api.json<{ series: Record<string, unknown>[]; totals: Record<string, number>; percentiles: string; interval: string }>(
+      `/v2/projects/${app.projectId}/usage?interval=hour`,
+      { token: app.token },
+    );
+    expect(res.status).toBe(200);
+    expect(res.body.interval).toBe("hour");
+    expect(res.body.series.length).toBeGreaterThanOrEqual(24);
+    expect(res.body.totals).toMatchObject({ runs: 4, status_2xx: 2, status_4xx: 1, status_5xx: 1, timeouts: 0, bytes_in: 0 });
+    expect(res.body.totals.bytes_out).toBeGreaterThan(0);
+    expect(res.body.percentiles).toBe("exact");
+    const runs = (await runsOf(app.projectId, app.token)).data;
+    const sorted = runs.map((r) => r.duration_ms).sort((a, b) => a - b);
+    expect(res.body.totals.p50_ms).toBe(sorted[1]);
+    expect(res.body.totals.p99_ms).toBe(sorted[3]);
+  });
+});
