@@ -634,7 +634,8 @@ describe.runIf(available)("dashboard in a browser", () => {
       await page.getByLabel("Status").selectOption("5xx");
       await page.getByRole("button", { name: "Filter" }).click();
       await expect.poll(() => new URL(page.url()).searchParams.get("status")).toBe("5xx");
-      expect(await page.locator("tbody tr").count()).toBe(3);
+      await page.getByRole("link", { name: "Show all" }).waitFor();
+      expect(await page.locator("tbody tr").count(), await page.locator("main").textContent() ?? "").toBe(3);
       expect(await page.getByRole("row").filter({ hasText: "image-model" }).count()).toBe(3);
       await shot("43-runs-filtered");
 
