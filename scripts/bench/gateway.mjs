@@ -66,9 +66,10 @@ export async function startFloor(upstreamUrl) {
 
 /**
  * The built gateway under Miniflare with the bindings of wrangler.toml, migrated. `extraBindings`
- * override settings; `sharedOptions` are Miniflare's own (an inspector port, a log handler).
+ * override settings; `sharedOptions` are Miniflare's own (an inspector port, a log handler);
+ * `workerOptions` the worker's (a rate limiter binding).
  */
-export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {} } = {}) {
+export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {}, workerOptions = {} } = {}) {
   const started = performance.now();
   const mf = create({
     ...quiet,
@@ -89,6 +90,7 @@ export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DN
         durableObjects: Object.fromEntries(
           (config.durable_objects?.bindings ?? []).map((b) => [b.name, { className: b.class_name, useSQLite: (config.migrations ?? []).some((m) => m.new_sqlite_classes?.includes(b.class_name)) }]),
         ),
+        ...workerOptions,
         queueConsumers: Object.fromEntries(
           (config.queues?.consumers ?? []).map((c) => [
             c.queue,

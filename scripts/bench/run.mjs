@@ -13,6 +13,8 @@ import { buildBundle, managementApi, SECRETS, seedRunnableApp, startFloor, start
 import { startCountingProxy, startPeer } from "./peers.mjs";
 import { benchStreaming, printStreaming, startStreamPeer } from "./streaming.mjs";
 import { measureUnits } from "./units.mjs";
+import { cpuReader } from "./cpu.mjs";
+import { benchUsage, printUsage } from "./usage.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
 const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
@@ -26,6 +28,8 @@ const ASYNC_RUNS = Number(options.async ?? DELIVERIES);
 // The large body of the streaming section, and how many event streams time their first byte.
 const STREAM_MIB = Number(options["stream-mib"] ?? 100);
 const STREAM_SAMPLES = Number(options["stream-samples"] ?? 100 * SECONDS);
+// Usage recording (section 7): `--usage=0` skips it.
+const USAGE = options.usage !== "0";
 
 const hasTaskset = spawnSync("taskset", ["-c", "0", "true"]).status === 0;
 if (hasTaskset && !process.env.BENCH_PINNED) {
@@ -65,21 +69,6 @@ async function drained(peer, quietMs = 1500, maxMs = 120_000) {
     if (peer.count === last) return;
     last = peer.count;
     await sleep(quietMs);
-  }
-}
-
-/** CPU time (ms) the process listening at `url` has used so far, or null where /proc and ss are not there. */
-function cpuReader(url) {
-  try {
-    const pid = /pid=(\d+)/.exec(execFileSync("ss", ["-ltnpH", `sport = :${new URL(url).port}`]).toString())?.[1];
-    const tick = Number(execFileSync("getconf", ["CLK_TCK"]).toString());
-    if (!pid || !tick) return null;
-    return () => {
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-      return ((Number(fields[11]) + Number(fields[12])) * 1000) / tick;
-    };
-  } catch {
-    return null;
   }
 }
 
@@ -309,6 +298,9 @@ try {
     asyncFigures = await benchAsync({ gateway, seed, receiver, count: ASYNC_RUNS, cpu: cpuReader(gateway.url) });
   }
 
+  // 7. Usage recording: the run path with recording on and off, and the usage queries over a busy week.
+  const usageFigures = USAGE ? await benchUsage({ bundle, upstreamUrl: upstream.url, seconds: SECONDS, reps: REPS, wrkCpu: WRK_CPU, log }) : null;
+
   console.log(`\n## 1. Run path (wrk: 16 connections for req/s and CPU, 1 for p50/p99; ${SECONDS} s each; medians of ${REPS} interleaved reps)\n`);
   // Each ratio and difference is taken within a repetition (the targets of one rep ran seconds apart)
   // and the median of those is reported: the machine's drift between reps cancels out.
@@ -379,6 +371,7 @@ try {
   console.log(`| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`);
   if (asyncFigures) printAsync(asyncFigures, fmt);
   if (streamFigures) printStreaming(streamFigures, fmt);
+  if (usageFigures) printUsage(usageFigures, fmt);
   console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`);
 } finally {
   for (const close of cleanup.reverse()) await close();

@@ -5,7 +5,7 @@ import { client, seedProject, testDeps } from "../../test/helpers";
 import { createWorker } from "../worker";
 import { installErrorHandling } from "./not-found";
 import { createRouter } from "./router";
-import { scopeMiddleware } from "./scope";
+import { routerWayIn } from "./request";
 
 const api = client();
 
@@ -100,7 +100,7 @@ describe("problem+json on every error path", () => {
 
   it("answers an unexpected exception with a 500 problem that hides the error and logs it with the request id", async () => {
     const app = createRouter();
-    app.use(scopeMiddleware(testDeps()));
+    app.use(routerWayIn(testDeps()));
     app.get("/boom", () => {
       throw new Error("secret internal detail");
     });

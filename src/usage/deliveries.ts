@@ -35,7 +35,7 @@ export async function webhookOutcomes(db: Database, projectId: string, runIds: s
 
 /** Settled deliveries per interval of [from, to), by the time of their run, indexed from `from`. */
 export async function deliveryCounts(db: Database, projectId: string, q: { from: number; to: number; step: number; appName?: string }) {
-  const bucket = sql<number>`(${d.createdAt} - ${q.from}) / ${q.step}`;
+  const bucket = sql<number>`CAST((${d.createdAt} - ${q.from}) / ${q.step} AS INTEGER)`;
   const rows = await db
     .select({ i: bucket, status: d.status, n: count() })
     .from(d)

@@ -115,8 +115,8 @@ export const usageRouter = createRouter()
     const { project_id } = c.req.valid("param");
     const q = c.req.valid("query");
     const now = c.var.scope.deps.now().getTime();
-    const to = time(q.to) ?? now;
-    const from = time(q.from) ?? to - 7 * DAY_MS;
+    const to = time(q.to) ?? now + 1;
+    const from = time(q.from) ?? now - 7 * DAY_MS;
     checkedRange(from, to);
     return c.json({ data: await receiversHealth(c.var.scope.db, project_id, from, to) }, 200);
   });

@@ -24,6 +24,8 @@ export const EXACT_MAX = 100_000;
 /** Records deleted per statement when purging: a purge never holds the object long. */
 const PURGE_CHUNK = 10_000;
 
+// Numbers are bound as REAL: every bucket index is CAST to an integer, or `(minute - from) / step`
+// would be a fraction and no bucket's.
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -281,7 +283,7 @@ export class Ledger {
     const empty = (start: number): UsagePoint => ({ start, runs: 0, status_2xx: 0, status_4xx: 0, status_5xx: 0, timeouts: 0, p50_ms: null, p95_ms: null, p99_ms: null, bytes_in: 0, bytes_out: 0 });
     const series = Array.from({ length: count }, (_, i) => empty(q.from + i * q.step));
     const sums = this.#sql.exec<{ i: number; runs: number; s2: number; s4: number; s5: number; t: number; bi: number; bo: number }>(
-      `SELECT (minute - ?) / ? AS i, sum(runs) AS runs, sum(status_2xx) AS s2, sum(status_4xx) AS s4, sum(status_5xx) AS s5, sum(timeouts) AS t, sum(bytes_in) AS bi, sum(bytes_out) AS bo
+      `SELECT CAST((minute - ?) / ? AS INTEGER) AS i, sum(runs) AS runs, sum(status_2xx) AS s2, sum(status_4xx) AS s4, sum(status_5xx) AS s5, sum(timeouts) AS t, sum(bytes_in) AS bi, sum(bytes_out) AS bo
        FROM rollups WHERE minute >= ? AND minute < ?${appClause} GROUP BY i`,
       q.from, q.step, q.from, q.to, ...appArgs,
     );
@@ -296,7 +298,7 @@ export class Ledger {
     const all: number[] = [];
     if (exact) {
       const rows = this.#sql.exec<{ i: number; d: number }>(
-        `SELECT (created_at - ?) / ? AS i, duration_ms AS d FROM runs WHERE created_at >= ? AND created_at < ?${appClause} ORDER BY d`,
+        `SELECT CAST((created_at - ?) / ? AS INTEGER) AS i, duration_ms AS d FROM runs WHERE created_at >= ? AND created_at < ?${appClause} ORDER BY d`,
         q.from, q.step, q.from, q.to, ...appArgs,
       );
       const per: number[][] = series.map(() => []);
@@ -307,7 +309,7 @@ export class Ledger {
       per.forEach((durations, i) => Object.assign(series[i]!, percentilesOfSorted(durations)));
     } else {
       const hists: Histogram[] = series.map(() => ({}));
-      const rows = this.#sql.exec<{ i: number; hist: string }>(`SELECT (minute - ?) / ? AS i, hist FROM rollups WHERE minute >= ? AND minute < ?${appClause}`, q.from, q.step, q.from, q.to, ...appArgs);
+      const rows = this.#sql.exec<{ i: number; hist: string }>(`SELECT CAST((minute - ?) / ? AS INTEGER) AS i, hist FROM rollups WHERE minute >= ? AND minute < ?${appClause}`, q.from, q.step, q.from, q.to, ...appArgs);
       for (const row of rows) {
         const h = hists[row.i];
         if (h) mergeHistograms(h, JSON.parse(row.hist) as Histogram);

@@ -184,11 +184,17 @@ describe("tokens from before scopes", () => {
 
     const list = await api.json<{ data: { id: string; scopes: string[] }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
     // The default of that time: every scope but service_accounts:write (deliveries:write left the
-    // default later; tokens that had it keep it).
-    expect(list.body.data.find((a) => a.id === old.id)!.scopes).toEqual(PERMISSIONS.filter((p) => p !== "service_accounts:write"));
+    // default later; tokens that had it keep it). usage:read came later still (its own backfill, 0009).
+    expect(list.body.data.find((a) => a.id === old.id)!.scopes).toEqual(PERMISSIONS.filter((p) => p !== "service_accounts:write" && p !== "usage:read"));
     expect((await api.json(`/v2/projects/${seed.projectId}/apps`, { token: old.token })).status).toBe(200);
     expect((await api.call(seed.runPath, { method: "POST", token: old.token, body: {} })).status).toBe(200);
     expect((await api.json(`/v2/projects/${seed.projectId}/service-accounts`, { token: old.token })).status).toBe(403);
+    // A token that could run (and so list the project's runs) keeps listing them after 0009's backfill.
+    const usageMigration = env.TEST_MIGRATIONS.find((m) => m.name.endsWith("_usage.sql"))!;
+    await env.DB.prepare(usageMigration.queries.find((q) => /UPDATE\s+`?service_accounts`?/i.test(q))!).run();
+    const after = await api.json<{ data: { id: string; scopes: string[] }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
+    expect(after.body.data.find((a) => a.id === old.id)!.scopes).toEqual([...PERMISSIONS.filter((p) => p !== "service_accounts:write" && p !== "usage:read"), "usage:read"]);
+    expect((await api.json(`/v2/projects/${seed.projectId}/runs`, { token: old.token })).status).toBe(200);
     // Rows that already had scopes were left alone.
     const seedRow = list.body.data.find((a) => a.id === seed.serviceAccountId)!;
     expect(seedRow.scopes).toEqual([...PERMISSIONS]);

@@ -1,0 +1,180 @@
+// Usage recording: what recording costs a run, and how fast the usage figures answer. Two gateways of
+// the same bundle, one with recording off (USAGE_RECORDING = "off": the seam does nothing), loaded in
+// interleaved repetitions; the difference of their workerd CPU per run is recording's cost. Then one
+// busy app's 7 days of records go into the project's ledger, and the usage API is timed over them.
+// Part of `npm run bench`; alone: `node scripts/bench/usage.mjs [--seconds=3 --reps=5]`.
+import { pathToFileURL } from "node:url";
+import { cpuReader } from "./cpu.mjs";
+import { buildBundle, managementApi, seedRunnableApp, startGateway } from "./gateway.mjs";
+import { startPeer } from "./peers.mjs";
+import { ensureWrk, wrk } from "./wrk.mjs";
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+
+const DAY_MS = 86_400_000;
+/** One busy app's week: a run every 6 s (100,800 records, 10,080 minute rollups), above the exact-percentile bound. */
+const BUSY_EVERY_MS = 6_000;
+const SEED_BATCH = 2_000;
+
+/** `count` records of `appName` spread over the last 7 days, statuses and durations as a real app's. */
+function busyWeek(projectId, appName, now) {
+  const records = [];
+  for (let at = now - 7 * DAY_MS + 1; at < now; at += BUSY_EVERY_MS) {
+    const roll = Math.random();
+    const status = roll < 0.95 ? 200 : roll < 0.98 ? 429 : 500;
+    const duration = Math.round(20 * Math.exp(Math.random() * 3));
+    records.push({
+      run_id: `run_bench${at.toString(36)}${records.length.toString(36).padStart(6, "0")}`,
+      project_id: projectId,
+      app_name: appName,
+      mode: "sync",
+      method: "POST",
+      path: "v1/chat/completions",
+      status_code: status,
+      timed_out: false,
+      hung_up: false,
+      duration_ms: duration,
+      ttfb_ms: Math.round(duration / 4),
+      bytes_in: 512,
+      bytes_out: 2048,
+      caller: "sa:bench",
+      webhook: false,
+      request_id: "req_bench",
+      created_at: at,
+    });
+  }
+  return records;
+}
+
+/** Median wall time (ms) of `n` GETs of `url`, each checked 200. */
+async function timed(url, headers, n = 5) {
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    const started = performance.now();
+    const response = await fetch(url, { headers });
+    const body = await response.text();
+    if (!response.ok) throw new Error(`bench usage: ${url}: ${response.status} ${body}`);
+    times.push(performance.now() - started);
+  }
+  return median(times);
+}
+
+/** The section's figures: run path CPU with and without recording, the ledger's ingest, the usage queries. */
+export async function benchUsage({ bundle, upstreamUrl, seconds, reps, wrkCpu, log }) {
+  const gateways = {};
+  const closers = [];
+  try {
+    for (const [name, extraBindings] of [["on", {}], ["off", { USAGE_RECORDING: "off" }]]) {
+      // The Worker's own log lines (one per request) are not the bench's output.
+      const sharedOptions = { handleRuntimeStdio: (stdout, stderr) => (stdout.resume(), stderr.resume()) };
+      const gateway = await startGateway(bundle, { extraBindings, sharedOptions });
+      closers.push(() => gateway.mf.dispose());
+      const seed = await seedRunnableApp(gateway.url, upstreamUrl);
+      const target = { url: `${gateway.url}${seed.runPath}`, headers: { Authorization: `Bearer ${seed.token}` } };
+      const check = await fetch(target.url, { headers: target.headers });
+      if (!check.ok) throw new Error(`bench usage: ${name}: ${check.status} ${await check.text()}`);
+      gateways[name] = { gateway, seed, target, cpu: cpuReader(gateway.url), perRun: [], rps: [] };
+    }
+    if (!gateways.on.cpu) return null;
+    for (let rep = 1; rep <= reps; rep++) {
+      for (const name of ["off", "on"]) {
+        const g = gateways[name];
+        const before = g.cpu();
+        const load = await wrk({ ...g.target, connections: 16, seconds, cpu: wrkCpu });
+        // Recording's flush waits up to a second after the load: its CPU is counted.
+        await new Promise((resolve) => setTimeout(resolve, 1_200));
+        g.perRun.push((g.cpu() - before) / (load.rps * seconds));
+        g.rps.push(load.rps);
+        log(`usage rep ${rep}/${reps}: recording ${name}: ${load.rps} req/s, ${g.perRun.at(-1).toFixed(4)} ms CPU/run`);
+      }
+    }
+    const { gateway, seed } = gateways.on;
+    const listed = await managementApi(gateway.url)(seed.token, "GET", `/projects/${seed.projectId}/runs?limit=1`);
+    const recordedRuns = listed.data.length;
+
+    log("usage: seeding 7 days of one busy app into the project's ledger");
+    const now = Date.now();
+    const week = busyWeek(seed.projectId, "busy-app", now);
+    const namespace = await gateway.mf.getDurableObjectNamespace("USAGE_LEDGER");
+    const ledger = namespace.get(namespace.idFromName(seed.projectId));
+    const cpuBefore = gateways.on.cpu();
+    const seedStarted = performance.now();
+    for (let i = 0; i < week.length; i += SEED_BATCH) await ledger.add(week.slice(i, i + SEED_BATCH));
+    const ingest = { records: week.length, ms: performance.now() - seedStarted, cpuPerRecord: (gateways.on.cpu() - cpuBefore) / week.length };
+
+    const base = `${gateway.url}/v2/projects/${seed.projectId}`;
+    const auth = { Authorization: `Bearer ${seed.token}` };
+    const iso = (ms) => new Date(ms).toISOString();
+    const week7 = `from=${iso(now - 7 * DAY_MS)}&to=${iso(now)}&app_name=busy-app`;
+    const probe = await (await fetch(`${base}/usage?${week7}&interval=hour`, { headers: auth })).json();
+    const day = await (await fetch(`${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=hour`, { headers: auth })).json();
+    const queries = {
+      weekHourly: await timed(`${base}/usage?${week7}&interval=hour`, auth),
+      weekDaily: await timed(`${base}/usage?${week7}&interval=day`, auth),
+      dayHourlyExact: await timed(`${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=hour`, auth),
+      dayByMinute: await timed(`${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=minute`, auth),
+      runsPage: await timed(`${base}/runs?app_name=busy-app&status=5xx&limit=100`, auth),
+      weekRuns: probe.totals.runs,
+      weekPercentiles: probe.percentiles,
+      dayRuns: day.totals.runs,
+      dayPercentiles: day.percentiles,
+    };
+    const paired = median(gateways.on.perRun.map((v, i) => v - gateways.off.perRun[i]));
+    return {
+      off: median(gateways.off.perRun),
+      on: median(gateways.on.perRun),
+      extra: paired,
+      rpsOn: median(gateways.on.rps),
+      rpsOff: median(gateways.off.rps),
+      recordedRuns,
+      ingest,
+      queries,
+      reps,
+      seconds,
+    };
+  } finally {
+    for (const close of closers.reverse()) await close();
+  }
+}
+
+export function printUsage(u, fmt) {
+  console.log(`\n## 7. Usage recording (two gateways of one bundle, recording on and off; wrk 16 connections, ${u.seconds} s, medians of ${u.reps} interleaved reps)\n`);
+  console.log("| figure | value |");
+  console.log("|---|---:|");
+  console.log(`| workerd CPU per run, recording off | ${fmt(u.off, 4)} ms (${fmt(u.rpsOff, 0)} req/s) |`);
+  console.log(`| workerd CPU per run, recording on (the ledger's own work included: local Durable Objects run in the same process) | ${fmt(u.on, 4)} ms (${fmt(u.rpsOn, 0)} req/s) |`);
+  console.log(`| on − off, paired per rep | **${fmt(u.extra, 4)} ms** |`);
+  console.log(`| the ledger's ingest alone, per record (${u.ingest.records} records in batches of ${SEED_BATCH}) | ${fmt(u.ingest.cpuPerRecord, 4)} ms CPU (${fmt(u.ingest.ms, 0)} ms wall) |`);
+  console.log(`| on − off − ingest: the run path's own cost of recording (push, batch, RPC) | **${fmt(u.extra - u.ingest.cpuPerRecord, 4)} ms** (budget +0.03 ms) |`);
+  const q = u.queries;
+  console.log(`| usage, 7 days by the hour, one busy app (${q.weekRuns} runs; percentiles: ${q.weekPercentiles}) | **${fmt(q.weekHourly, 1)} ms** (target < 200 ms) |`);
+  console.log(`| usage, 7 days by the day | ${fmt(q.weekDaily, 1)} ms |`);
+  console.log(`| usage, 24 hours by the hour (${q.dayRuns} runs; percentiles: ${q.dayPercentiles}) | ${fmt(q.dayHourlyExact, 1)} ms |`);
+  console.log(`| usage, 24 hours by the minute (1,440 points) | ${fmt(q.dayByMinute, 1)} ms |`);
+  console.log(`| runs list, one app's 5xx, 100 per page | ${fmt(q.runsPage, 1)} ms |`);
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
+  const { mkdtempSync, rmSync } = await import("node:fs");
+  const { tmpdir, cpus } = await import("node:os");
+  const { join } = await import("node:path");
+  ensureWrk();
+  const workdir = mkdtempSync(join(tmpdir(), "edge-gateway-bench-usage-"));
+  const upstream = await startPeer();
+  try {
+    const log = (...args) => console.error("bench:", ...args);
+    log("building the Worker bundle");
+    const bundle = buildBundle(join(workdir, "dist"));
+    const figures = await benchUsage({ bundle, upstreamUrl: upstream.url, seconds: Number(options.seconds ?? 3), reps: Number(options.reps ?? 5), wrkCpu: undefined, log });
+    if (figures) printUsage(figures, (n, digits = 2) => n.toFixed(digits));
+    console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}`);
+  } finally {
+    await upstream.close();
+    rmSync(workdir, { recursive: true, force: true });
+  }
+}

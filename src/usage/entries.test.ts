@@ -1,0 +1,124 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it, vi } from "vitest";
+import { consume, startAsync } from "../../test/async-runs";
+import { world } from "../../test/cron-world";
+import { addDomain, uniqueLabel, validate } from "../../test/domains";
+import { client, type Client } from "../../test/helpers";
+import { PEER, receiver, releaseStream, watchKey } from "../../test/peers";
+import { seedRunnable } from "../../test/runs";
+import { drive, runWithWebhook } from "../../test/webhooks";
+
+/** Runs on record from every entry and of every kind: custom domains, streams, hang-ups, async runs, webhooks. */
+
+interface RunItem {
+  run_id: string;
+  mode: string;
+  status_code: number;
+  hung_up: boolean;
+  ttfb_ms: number | null;
+  bytes_in: number;
+  bytes_out: number;
+  path: string;
+  caller: string;
+  webhook: { delivery_id: string | null; status: string; attempts: number } | null;
+  status_url: string | null;
+}
+
+async function runsOf(api: Client, app: { projectId: string; token: string }, query = "") {
+  const res = await api.json<{ data: RunItem[] }>(`/v2/projects/${app.projectId}/runs${query}`, { token: app.token });
+  expect(res.status).toBe(200);
+  return res.body.data;
+}
+
+/** The record of a passed-through run leaves when its body ended, after the response: waited for by polling the API. */
+const eventually = <T>(read: () => Promise<T[]>, length = 1) =>
+  vi.waitFor(
+    async () => {
+      const items = await read();
+      expect(items).toHaveLength(length);
+      return items;
+    },
+    { timeout: 3000, interval: 20 },
+  );
+
+describe("runs on record from every entry", () => {
+  it("records a run made on a validated custom domain like one on the API hostname", async () => {
+    const w = world();
+    const app = await seedRunnable(w.api);
+    const host = `${uniqueLabel("usage")}.example.test`;
+    w.dns.set(host, "ok");
+    await addDomain(w.api, app, host);
+    expect((await validate(w.api, app, host)).body.status).toBe("validated");
+    const onDomain = await w.api.call(app.runPath, { token: app.token, host });
+    expect(onDomain.status).toBe(200);
+    await onDomain.text();
+    const [item] = await runsOf(w.api, app);
+    expect(item).toMatchObject({ run_id: onDomain.headers.get("x-run-id"), status_code: 200, mode: "sync" });
+  });
+
+  it("records a passed-through stream once its body ended: the bytes that crossed and the time to the first", async () => {
+    const api = client();
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const res = await api.call(`${app.appPath}/v1/stream?events=3`, { token: app.token, headers: { Accept: "text/event-stream" } });
+    const body = await res.text();
+    const [item] = await eventually(() => runsOf(api, app));
+    expect(item).toMatchObject({ run_id: res.headers.get("x-run-id"), path: "v1/stream", status_code: 200, hung_up: false, bytes_out: new TextEncoder().encode(body).byteLength });
+    expect(item!.ttfb_ms).not.toBeNull();
+  });
+
+  it("records a caller who hung up mid-stream, with what had crossed until then", async () => {
+    const api = client();
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const key = watchKey();
+    const hangUp = new AbortController();
+    const res = await api.worker.fetch(
+      new Request(`http://localhost${app.appPath}/events?events=3&hold=${key}`, { headers: { Authorization: `Bearer ${app.token}` }, signal: hangUp.signal }),
+      env,
+      { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext,
+    );
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    hangUp.abort();
+    await reader.cancel();
+    await releaseStream(key);
+    const [item] = await eventually(() => runsOf(api, app));
+    expect(item).toMatchObject({ run_id: res.headers.get("x-run-id"), hung_up: true, bytes_out: first.value!.byteLength });
+  });
+
+  it("records an async run when it finishes, with its status URL", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app, { body: { n: 1 } });
+    expect(started.response.status).toBe(202);
+    // Accepted is not finished: nothing on record yet.
+    expect(await runsOf(api, app)).toEqual([]);
+    await consume(api, started.message);
+    const [item] = await runsOf(api, app, "?mode=async");
+    expect(item).toMatchObject({ run_id: started.body.run_id, mode: "async", status_code: 200, path: "run", bytes_in: JSON.stringify({ n: 1 }).length, status_url: started.body.status_url, caller: `sa:${app.serviceAccountId}` });
+    expect(item!.bytes_out).toBeGreaterThan(0);
+  });
+
+  it("shows the webhook's outcome with the run, and counts its delivery in the usage figures and the receiver's health", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 500 }]);
+    const { response, messages } = await runWithWebhook(api, app, hook.url);
+    expect(response.status).toBe(200);
+    const [pending] = await runsOf(api, app);
+    expect(pending!.webhook).toMatchObject({ status: "pending", attempts: 0 });
+    expect((await drive(api, messages[0])).acked).toBe(true);
+    const [settled] = await runsOf(api, app);
+    expect(settled!.webhook).toMatchObject({ delivery_id: pending!.webhook!.delivery_id, status: "failed", attempts: 1 });
+
+    const usage = await api.json<{ totals: Record<string, number> }>(`/v2/projects/${app.projectId}/usage?app_name=${app.appName}`, { token: app.token });
+    expect(usage.body.totals).toMatchObject({ runs: 1, deliveries_delivered: 0, deliveries_failed: 1 });
+    const other = await api.json<{ totals: Record<string, number> }>(`/v2/projects/${app.projectId}/usage?app_name=nothing-here`, { token: app.token });
+    expect(other.body.totals).toMatchObject({ runs: 0, deliveries_failed: 0 });
+
+    const health = await api.json<{ data: Record<string, unknown>[] }>(`/v2/projects/${app.projectId}/webhook-receivers`, { token: app.token });
+    expect(health.status).toBe(200);
+    expect(health.body.data).toEqual([
+      { origin: new URL(hook.url).origin, delivered: 0, failed: 1, pending: 0, retried_share: 0, p95_run_to_received_ms: null, last_failure: { at: expect.any(String), reason: expect.stringContaining("500") } },
+    ]);
+  });
+});

@@ -1,0 +1,128 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { Ledger, RECORDS_RETENTION_MS, ROLLUPS_RETENTION_MS } from "./ledger";
+import { ledgerOf } from "./ledger-client";
+import type { RunRecord } from "./record";
+
+/** The ledger's store and queries, on the real Durable Object (SQLite storage) of a project. */
+
+const HOUR = 3_600_000;
+const MINUTE = 60_000;
+let projects = 0;
+const newLedger = () => ledgerOf(env, `proj_ledger_${Date.now()}_${projects++}`);
+
+let runs = 0;
+function record(at: number, overrides: Partial<RunRecord> = {}): RunRecord {
+  return {
+    run_id: `run_${at.toString(36).padStart(10, "0")}${(runs++).toString(36).padStart(6, "0")}`,
+    project_id: "proj_ledger",
+    app_name: "app",
+    mode: "sync",
+    method: "POST",
+    path: "run",
+    status_code: 200,
+    timed_out: false,
+    hung_up: false,
+    duration_ms: 10,
+    ttfb_ms: null,
+    bytes_in: 1,
+    bytes_out: 2,
+    caller: "sa:x",
+    webhook: false,
+    request_id: "req_x",
+    created_at: at,
+    ...overrides,
+  };
+}
+
+const nearestRank = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.ceil((p / 100) * values.length) - 1];
+
+describe("the usage ledger", () => {
+  it("sums each interval from its minutes, with exact percentiles per interval from the records", async () => {
+    const now = Date.UTC(2026, 10, 21, 12);
+    const start = now - 3 * HOUR;
+    // Three hours, runs on many minutes of each, durations that differ per hour.
+    const records = [0, 1, 2].flatMap((h) =>
+      Array.from({ length: 20 }, (_, i) => record(start + h * HOUR + i * 2 * MINUTE + 1234, { duration_ms: (h + 1) * 100 + i, status_code: i % 10 === 0 ? 503 : i % 5 === 0 ? 404 : 200, timed_out: i === 7, bytes_out: 10 })),
+    );
+    const ledger = newLedger();
+    expect(await ledger.add(records)).toEqual({ added: 60 });
+    const figures = await ledger.usage({ from: start, to: now, step: HOUR, now });
+    expect(figures.percentiles).toBe("exact");
+    expect(figures.series.map((p) => p.runs)).toEqual([20, 20, 20]);
+    expect(figures.series.map((p) => [p.status_2xx, p.status_4xx, p.status_5xx, p.timeouts, p.bytes_out])).toEqual([
+      [16, 2, 2, 1, 200],
+      [16, 2, 2, 1, 200],
+      [16, 2, 2, 1, 200],
+    ]);
+    figures.series.forEach((point, h) => {
+      const durations = Array.from({ length: 20 }, (_, i) => (h + 1) * 100 + i);
+      expect([point.p50_ms, point.p95_ms, point.p99_ms]).toEqual([nearestRank(durations, 50), nearestRank(durations, 95), nearestRank(durations, 99)]);
+    });
+    const all = records.map((r) => r.duration_ms);
+    expect(figures.totals).toMatchObject({ runs: 60, p50_ms: nearestRank(all, 50), p99_ms: nearestRank(all, 99) });
+  });
+
+  it("counts a batch sent twice once (a flush that is retried)", async () => {
+    const now = Date.UTC(2026, 10, 21, 12);
+    const batch = [record(now - MINUTE), record(now - 2 * MINUTE)];
+    const ledger = newLedger();
+    await ledger.add(batch);
+    expect(await ledger.add(batch)).toEqual({ added: 0 });
+    expect((await ledger.usage({ from: now - HOUR, to: now, step: HOUR, now })).totals.runs).toBe(2);
+    expect((await ledger.list({ limit: 10 })).rows).toHaveLength(2);
+  });
+
+  it("answers past the records' 7 days from the rollups' histograms, within 5 %", async () => {
+    const now = Date.UTC(2026, 10, 21, 12);
+    const old = now - 10 * 24 * HOUR;
+    const durations = Array.from({ length: 200 }, (_, i) => 5 + i * 7);
+    const ledger = newLedger();
+    await ledger.add(durations.map((d, i) => record(old + i * 1000, { duration_ms: d })));
+    const figures = await ledger.usage({ from: old - (old % HOUR), to: now, step: 24 * HOUR, now });
+    expect(figures.percentiles).toBe("histogram");
+    expect(figures.totals.runs).toBe(200);
+    for (const [p, value] of [[50, figures.totals.p50_ms], [95, figures.totals.p95_ms], [99, figures.totals.p99_ms]] as const) {
+      const exact = nearestRank(durations, p)!;
+      expect(value! / exact, `p${p}`).toBeGreaterThanOrEqual(0.999);
+      expect(value! / exact, `p${p}`).toBeLessThanOrEqual(1.05);
+    }
+  });
+
+  it("samples records past its bound and says so, while the counts stay exact", async () => {
+    const now = Date.UTC(2026, 10, 21, 12);
+    const records = Array.from({ length: 400 }, (_, i) => record(now - HOUR + i * 1000));
+    const figures = await runInDurableObject(newLedger(), async (_instance, state) => {
+      const ledger = new Ledger(state.storage, 100);
+      ledger.add(records);
+      return { usage: ledger.usage({ from: now - HOUR, to: now, step: HOUR, now }), kept: ledger.list({ limit: 1000 }) };
+    });
+    expect(figures.usage).toMatchObject({ sampled: true, percentiles: "histogram", totals: { runs: 400 } });
+    expect(figures.kept.sampled).toBe(true);
+    expect(figures.kept.rows.length).toBeGreaterThanOrEqual(100);
+    expect(figures.kept.rows.length).toBeLessThan(200);
+  });
+});
+
+describe("retention", () => {
+  it("purges records after 7 days and rollups after 90, from the ledger's daily alarm", async () => {
+    const now = Date.now();
+    const ledger = newLedger();
+    const fresh = record(now - HOUR);
+    const week = record(now - RECORDS_RETENTION_MS - HOUR);
+    const quarter = record(now - ROLLUPS_RETENTION_MS - HOUR);
+    await ledger.add([fresh, week, quarter]);
+    // A batch arms the purge a day ahead; the alarm is run now, as the platform would run it then.
+    expect(await runInDurableObject(ledger, (_instance, state) => state.storage.getAlarm())).not.toBeNull();
+    expect(await runDurableObjectAlarm(ledger)).toBe(true);
+    const listed = await ledger.list({ limit: 10 });
+    expect(listed.rows.map((r) => r.run_id)).toEqual([fresh.run_id]);
+    const span = { from: now - ROLLUPS_RETENTION_MS - 2 * HOUR - ((now - ROLLUPS_RETENTION_MS - 2 * HOUR) % HOUR), step: 24 * HOUR, now };
+    const usage = await ledger.usage({ ...span, to: span.from + 92 * 24 * HOUR });
+    // The week-old run's rollup stays (90 days); the quarter-old one's went.
+    expect(usage.totals.runs).toBe(2);
+    // Something is left: the alarm is set again for the next day.
+    expect(await runInDurableObject(ledger, (_instance, state) => state.storage.getAlarm())).not.toBeNull();
+  });
+});
