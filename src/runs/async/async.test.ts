@@ -5,7 +5,7 @@ import { client } from "../../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
 import { drive } from "../../../test/webhooks";
-import type { DeliveryMessage } from "../../webhooks/enqueue";
+import type { DeliveryMessage } from "../../webhooks/message";
 import { runById } from "./store";
 import { createDb } from "../../db/client";
 
