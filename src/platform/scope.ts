@@ -1,11 +1,9 @@
 import type { Context } from "hono";
-import { createMiddleware } from "hono/factory";
 import { matchedRoutes } from "hono/route";
 import { createDb, type Database } from "../db/client";
 import type { Deps } from "./deps";
 import { type Config, getConfig } from "./env";
 import { newId } from "./ids";
-import { logRequest, withInvocation } from "./log";
 
 /**
  * Everything one invocation of the Worker works with: a request, a queue batch or a cron tick. Every
@@ -40,6 +38,9 @@ export function insideRequest(request: Request, requestId: string): Request {
   return request;
 }
 
+/** The id of the request an in-process request serves, if it is one. */
+export const parentRequestOf = (request: Request): string | undefined => innerRequests.get(request);
+
 /**
  * The pattern of the route that answered (`/v2/projects/:project_id/apps`), never the path. After
  * `next`, the route index is the last handler that ran: the route's own when it answered, a
@@ -53,38 +54,8 @@ export function routeOf<E extends AppEnv>(c: Context<E>): string {
   return route?.path.replace(/\{[^}]*\}/g, "") ?? "(none)";
 }
 
-const PROJECT_IN_PATH = /\/(proj_[0-9a-hjkmnp-tv-z]{30})(?:\/|$)/;
-
 /** The Hono environment of every router: the bindings, and the invocation's scope. */
 export interface AppEnv {
   Bindings: Env;
   Variables: { scope: Scope };
 }
-
-/**
- * Builds the request's scope for the router's handlers, echoes its id as `X-Request-Id`, and writes
- * the request's one log line (route pattern, status, time to the answer's headers).
- */
-export const scopeMiddleware = (deps: Deps) =>
-  createMiddleware<AppEnv>(async (c, next) => {
-    const started = Date.now();
-    const parent = innerRequests.get(c.req.raw);
-    // `executionCtx` is read when work is handed to it, not before: a router driven without one
-    // (Hono's `app.request` in a unit test) still serves what needs none.
-    const scope = createScope(c.env, { waitUntil: (work) => c.executionCtx.waitUntil(work) }, deps, parent);
-    c.set("scope", scope);
-    const projectId = PROJECT_IN_PATH.exec(c.req.path)?.[1];
-    await withInvocation({ request_id: scope.requestId, ...(projectId ? { project_id: projectId } : {}) }, next);
-    c.res.headers.set("X-Request-Id", scope.requestId);
-    const runId = c.res.headers.get("x-run-id");
-    logRequest({
-      request_id: scope.requestId,
-      method: c.req.method,
-      route: routeOf(c),
-      status: c.res.status,
-      duration_ms: Date.now() - started,
-      ...(projectId ? { project_id: projectId } : {}),
-      ...(runId ? { run_id: runId } : {}),
-      ...(parent ? { via: "in-process" } : {}),
-    });
-  });

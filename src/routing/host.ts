@@ -1,13 +1,10 @@
-import { createMiddleware } from "hono/factory";
 import { type CustomDomainRoute, routeForHost } from "../domains/lookup";
 import { ApiError } from "../platform/errors";
-import type { AppEnv, Scope } from "../platform/scope";
-import { RUN_PATH } from "../runs/path";
+import type { Scope } from "../platform/scope";
+import type { RunTarget } from "../runs/path";
 
-/** The request's hostname, lower case, without port or trailing dot. */
-export function hostnameOf(url: string): string {
-  return new URL(url).hostname.toLowerCase().replace(/\.$/, "");
-}
+/** The request's hostname, lower case (the URL parser's), without port or trailing dot. */
+const hostnameOf = (url: URL): string => (url.hostname.endsWith(".") ? url.hostname.slice(0, -1) : url.hostname);
 
 /** Paths certificate issuers fetch to validate a hostname (ACME HTTP-01, CA/B Forum file-based DCV). */
 const CERTIFICATE_VALIDATION = /^\/\.well-known\/(acme-challenge|pki-validation)(\/|$)/;
@@ -24,7 +21,7 @@ async function knownDomain(scope: Scope, hostname: string): Promise<CustomDomain
  * (every path of its apps, the async runs' `runs/{run_id}` included: a `status_url` names the host the
  * run was started on); anything else is a problem that says why.
  */
-function checkServedOnDomain(route: CustomDomainRoute, path: string): void {
+function checkServedOnDomain(route: CustomDomainRoute, target: RunTarget | null): void {
   const { hostname } = route;
   if (route.status !== "validated") {
     throw new ApiError(
@@ -32,38 +29,26 @@ function checkServedOnDomain(route: CustomDomainRoute, path: string): void {
       `'${hostname}' is a custom domain that is not validated yet (status ${route.status}); its owner can see why and validate it in the dashboard.`,
     );
   }
-  const run = RUN_PATH.exec(path);
-  if (!run) throw new ApiError("not_found", `${hostname} serves only /v4/{project_id}/{app_name}/{path} of its own project.`);
-  if (run[1] !== route.projectId) throw new ApiError("not_found", `No project with id '${run[1]}' on ${hostname}.`);
+  if (!target) throw new ApiError("not_found", `${hostname} serves only /v4/{project_id}/{app_name}/{path} of its own project.`);
+  if (target.projectId !== route.projectId) throw new ApiError("not_found", `No project with id '${target.projectId}' on ${hostname}.`);
 }
 
 /**
- * The one place requests are told apart by host: the service's own API hostnames get the whole
- * surface; a validated custom domain gets only the run path of its own project; any other host
- * gets a 404 problem that says why. Certificate validation paths are never passed to an app.
+ * The one place requests are told apart by host, for every request: the service's own API hostnames
+ * get the whole surface; a validated custom domain gets only the run paths of its own project (and
+ * its certificate validation token); any other host gets a 404 problem that says why. `url` is the
+ * request's one parse and `target` what its path names, the same the run or the router then serves.
+ * Certificate validation paths are never passed to an app: their answer is returned here.
  */
-export const hostGate = createMiddleware<AppEnv>(async (c, next) => {
-  const hostname = hostnameOf(c.req.url);
-  if (c.var.scope.config.apiHostnames.has(hostname)) return next();
-  const route = await knownDomain(c.var.scope, hostname);
-  const path = c.req.path;
+export async function gateHost(scope: Scope, url: URL, target: RunTarget | null): Promise<Response | null> {
+  const hostname = hostnameOf(url);
+  if (scope.config.apiHostnames.has(hostname)) return null;
+  const route = await knownDomain(scope, hostname);
+  const path = url.pathname;
   if (CERTIFICATE_VALIDATION.test(path)) {
-    if (route.challenge?.path === path) return c.text(route.challenge.body, 200, { "Cache-Control": "no-store" });
+    if (route.challenge?.path === path) return new Response(route.challenge.body, { headers: { "Content-Type": "text/plain; charset=UTF-8", "Cache-Control": "no-store" } });
     throw new ApiError("not_found", `No certificate validation token at ${path} for ${hostname}.`);
   }
-  checkServedOnDomain(route, path);
-  return next();
-});
-
-/**
- * `hostGate` for the run entry: `authority` is the URL's host as sent (a run path is never a
- * certificate validation path). The service's own hostnames are recognised without parsing the URL.
- */
-export async function gateRun(scope: Scope, url: string, authority: string, path: string): Promise<void> {
-  const { apiHostnames } = scope.config;
-  const quick = authority.toLowerCase().replace(/:\d+$/, "").replace(/\.$/, "");
-  if (apiHostnames.has(quick)) return;
-  const hostname = hostnameOf(url);
-  if (apiHostnames.has(hostname)) return;
-  checkServedOnDomain(await knownDomain(scope, hostname), path);
+  checkServedOnDomain(route, target);
+  return null;
 }

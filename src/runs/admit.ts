@@ -8,7 +8,7 @@ import { checkTarget } from "../platform/url-policy";
 import { asyncRequested } from "./async/accept";
 import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
-import { type BodyLimit, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
+import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
 import type { RunCaller } from "./run-key";
 
 /**
@@ -87,14 +87,24 @@ async function functionArguments(request: Request): Promise<RunBody> {
 /** The body of a run: checked (`cortex`), read whole (async), or streamed as it comes (`custom`). */
 export async function bodyOf(request: Request, runtime: "cortex" | "custom", isAsync: boolean): Promise<RunBody> {
   if (request.body === null || request.method === "GET") return { kind: "none" };
-  const declared = Number(request.headers.get("content-length") ?? "0");
-  if (declared > RUN_REQUEST_MAX_BYTES) throw tooLarge();
+  const declared = declaredLength(request);
+  if (declared !== null && declared > RUN_REQUEST_MAX_BYTES) throw tooLarge();
   if (runtime === "cortex") return functionArguments(request);
   if (isAsync) {
     const bytes = await wholeBody(request);
     return bytes.byteLength === 0 ? { kind: "none" } : { kind: "bytes", bytes };
   }
+  // A declared length is the runtime's to hold the body to (checked against the limit above): the body
+  // goes through its own pipe. Without one, the bytes are counted as they flow.
+  if (declared !== null) return { kind: "stream", ...declaredBody(request.body, declared) };
   return { kind: "stream", ...limitedStream(request.body, RUN_REQUEST_MAX_BYTES) };
+}
+
+/** The body's declared length (`Content-Length`), or `null` when it has none (chunked) or a malformed one. */
+function declaredLength(request: Request): number | null {
+  const value = request.headers.get("content-length");
+  if (value === null || !/^\d{1,15}$/.test(value)) return null;
+  return Number(value);
 }
 
 const isWebSocket = (request: Request) => request.method === "GET" && request.headers.get("upgrade")?.toLowerCase() === "websocket";

@@ -4,7 +4,8 @@ import { jsonTextSyntaxOf } from "../platform/json-syntax";
 import type { Deps } from "../platform/deps";
 import { type AppCall, type AppRequest, callApp, type CallLimits, runMeta } from "./call";
 import { BodyCopy, documentOf } from "./copy";
-import { passedBackHeaders, RUN_RESPONSE_MAX_BYTES } from "./proxy";
+import { passedBackHeaders } from "./headers";
+import { RUN_RESPONSE_MAX_BYTES } from "./proxy";
 
 /**
  * The answer stage: the app's answer becomes the caller's, either the envelope (a `cortex` app's JSON
@@ -136,8 +137,15 @@ async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, c
 export function passThrough(call: AppCall, ctx: AnswerContext, copy: boolean): Omit<Answered, "size"> {
   const headers = passedBackHeaders(call.response.headers, ctx.runId);
   const init = { status: call.response.status, statusText: call.response.statusText, headers };
+  if (!copy) {
+    // A declared length goes through the runtime's own pipe; a body of unknown length (an event
+    // stream, a chunked download) is watched for silence as it passes.
+    const piped = call.piped();
+    // The caller is told the length the app declared, as a plain proxy would (a download's progress).
+    if (piped && piped.length !== null) headers.set("Content-Length", String(piped.length));
+    return { response: new Response(piped ? piped.body : call.stream(), init), copy: null };
+  }
   const body = call.stream();
-  if (!copy) return { response: new Response(body, init), copy: null };
   if (body === null) return { response: new Response(null, init), copy: collect(call, null, null, ctx) };
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   return { response: new Response(readable, init), copy: collect(call, body, writable.getWriter(), ctx) };

@@ -3,7 +3,8 @@ import { ApiError } from "../platform/errors";
 import { isTimeout } from "../platform/http";
 import type { AdmittedRun } from "./admit";
 import type { BodyTally } from "../usage/record";
-import { type BodyLimit, readLimited, upstreamHeaders, upstreamUrl } from "./proxy";
+import { upstreamHeaders } from "./headers";
+import { type BodyLimit, readLimited, upstreamUrl } from "./proxy";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
 export interface AppRequest {
@@ -21,7 +22,7 @@ export interface AppRequest {
  * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
  */
 export function appRequestOf(request: Request, run: AdmittedRun, runId: string): AppRequest {
-  const headers = upstreamHeaders(request.headers, runId);
+  const headers = upstreamHeaders(request, runId);
   const target = upstreamUrl(run.originUrl, run.appPath, run.query);
   const { body } = run;
   if (run.runtime === "cortex") {
@@ -49,8 +50,15 @@ export interface AppCall {
   /** The body, decoded, passed on chunk by chunk as it arrives, under the silence timer; `null` for none. */
   stream(): ReadableStream<Uint8Array> | null;
   /**
-   * What `stream()` passed on, for the run's record: counted in the read the stream does anyway, so it
-   * adds no step of its own; ends at once for a body-less answer.
+   * The body through the runtime's own pipe, for an answer of a declared length passed on as it is:
+   * no JavaScript touches its chunks, and no silence timer watches it (`docs/run-proxy.md` says what
+   * a stall then costs and what bounds it). `null` when the answer has no declared length. The
+   * `tally` ends with the pipe, counting the declared length once it is whole.
+   */
+  piped(): { body: ReadableStream<Uint8Array> | null; length: number | null } | null;
+  /**
+   * What `stream()` or `piped()` passed on, for the run's record: counted in the read the stream does
+   * anyway, so it adds no step of its own; ends at once for a body-less answer.
    */
   tally: BodyTally;
   /** The whole body as text when it is at most `max` decoded bytes; `null` when larger (the call is then ended). */
@@ -216,6 +224,7 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
     over();
   }
   let settle: (how: "done" | "cancelled" | "idle" | "broken") => void = () => undefined;
+  const length = raw.headers.get("content-length");
   const tally: BodyTally = { bytes: 0, firstByteAt: null, ended: new Promise((resolve) => (settle = resolve)) };
   if (empty) settle("done");
   const counting = {
@@ -230,6 +239,23 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
     startedAt,
     tally,
     stream: () => (empty ? null : watchSilence(raw.body!, limits.idleMs, end, req.runId, over, counting)),
+    piped() {
+      if (empty) return { body: null, length: null };
+      if (length === null) return null;
+      // The runtime decodes gzip and br as it reads, and then the declared (wire) length is not the body's.
+      const declared = raw.headers.has("content-encoding") ? null : Number(length);
+      const fixed = declared !== null && Number.isSafeInteger(declared) ? declared : null;
+      const pipe = fixed !== null ? new FixedLengthStream(fixed) : new IdentityTransformStream();
+      raw.body!.pipeTo(pipe.writable).then(
+        () => {
+          // Whole: the declared length crossed (the wire length of an encoded answer).
+          tally.bytes = Number(length);
+          settle("done");
+        },
+        () => settle(cancel?.aborted ? "cancelled" : "broken"),
+      ).finally(over);
+      return { body: pipe.readable, length: fixed };
+    },
     async text(max) {
       if (empty) return "";
       // A declared length is the decoded length only when nothing was encoded (the runtime decodes gzip

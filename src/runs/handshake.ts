@@ -2,7 +2,8 @@ import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
 import type { AdmittedRun } from "./admit";
 import { runMeta } from "./call";
-import { upstreamHeaders, upstreamUrl } from "./proxy";
+import { upstreamHeaders } from "./headers";
+import { upstreamUrl } from "./proxy";
 
 /**
  * The app's answer to a WebSocket upgrade. A redirect is not followed (`redirect: "manual"`: the
@@ -34,7 +35,7 @@ export async function webSocketHandshake(scope: Scope, target: string, headers: 
 
 /** A WebSocket run: the caller's upgrade passed to the app at `{origin_url}/{path}`; webhooks never apply. */
 export async function webSocketRun(scope: Scope, request: Request, run: AdmittedRun, runId: string): Promise<Response> {
-  const headers = upstreamHeaders(request.headers, runId, true);
+  const headers = upstreamHeaders(request, runId, true);
   const response = await webSocketHandshake(scope, upstreamUrl(run.originUrl, run.appPath, run.query), headers, runId);
   run.caller.afterRun();
   if (response.status !== 101 || !response.webSocket) {

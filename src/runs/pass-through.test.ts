@@ -5,7 +5,7 @@ import { client } from "../../test/helpers";
 import { PEER, received, receiver, releaseStream, watchKey, watchState, whenClosed } from "../../test/peers";
 import { callWith, seedRunnable } from "../../test/runs";
 import { RUN_COPY_MAX_BYTES } from "./copy";
-import { RUN_RESPONSE_MAX_BYTES } from "./proxy";
+import { RUN_REQUEST_MAX_BYTES, RUN_RESPONSE_MAX_BYTES } from "./proxy";
 
 const api = client();
 const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
@@ -132,6 +132,21 @@ describe("a caller who hangs up", () => {
     expect(await whenClosed(key)).toMatchObject({ closed: true, finished: false });
   });
 
+  it("ends the app's call at once when the answer has a declared length and passes through the runtime's own pipe", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const key = watchKey();
+    const hangUp = new AbortController();
+    const { response } = send(`${app.appPath}/file?events=3&declared=1&hold=${key}&watch=${key}`, { headers: bearer(app.token), signal: hangUp.signal });
+    const res = await response;
+    // Piped, not re-chunked: the caller is told the length the app declared.
+    expect(res.headers.get("content-length")).toBe(String(3 * 'data: {"i":0}\n\n'.length));
+    const reader = res.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe('data: {"i":0}\n\n');
+    // The app stalls mid-body; the caller hangs up (the platform aborts the request's signal).
+    hangUp.abort();
+    expect(await whenClosed(key)).toMatchObject({ closed: true, finished: false });
+  });
+
   it("ends the app's call while it has not answered yet", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const key = watchKey();
@@ -190,6 +205,22 @@ describe("request bodies of custom apps", () => {
     expect(res.status).toBe(413);
     expect(res.headers.get("content-type")).toBe("application/problem+json");
     expect(await whenClosed(key)).toMatchObject({ closed: true, finished: false });
+  });
+});
+
+describe("request bodies of a declared length", () => {
+  it("are refused 413 before the app is called when the length is past the limit; within it, they reach the app whole", async () => {
+    const calls: string[] = [];
+    const counted = client({ outbound: { fetch: (request) => (calls.push(request.url), fetch(request)) } });
+    const app = await seedRunnable(counted, `${PEER}/upstream`, "custom");
+    const over = new Uint8Array(RUN_REQUEST_MAX_BYTES + 1);
+    const refused = await counted.call(`${app.appPath}/upload?raw=1`, { method: "POST", token: app.token, rawBody: over, headers: { "Content-Type": "application/octet-stream", "Content-Length": String(over.byteLength) } });
+    expect(refused.status).toBe(413);
+    expect(calls).toEqual([]);
+    const within = new Uint8Array(RUN_REQUEST_MAX_BYTES).fill(7);
+    const passed = await counted.call(`${app.appPath}/upload?raw=1`, { method: "POST", token: app.token, rawBody: within, headers: { "Content-Type": "application/octet-stream", "Content-Length": String(within.byteLength) } });
+    expect(passed.status).toBe(200);
+    expect((await passed.arrayBuffer()).byteLength).toBe(RUN_REQUEST_MAX_BYTES);
   });
 });
 

@@ -52,7 +52,9 @@ async function eventStream(req, res, url, entry) {
   const gap = Number(url.searchParams.get("gap") ?? "0");
   const hold = url.searchParams.get("hold");
   const first = Number(url.searchParams.get("firstAfter") ?? "0");
-  res.writeHead(Number(url.searchParams.get("status") ?? "200"), { "content-type": "text/event-stream", "cache-control": "no-cache", "x-app-header": "kept" });
+  // With `declared`, the stream's whole length is sent as Content-Length (a body of a declared length that stalls with `hold`).
+  const length = url.searchParams.has("declared") ? { "content-length": Array.from({ length: events }, (_, i) => `data: {"i":${i}}\n\n`.length).reduce((a, b) => a + b, 0) } : {};
+  res.writeHead(Number(url.searchParams.get("status") ?? "200"), { "content-type": "text/event-stream", "cache-control": "no-cache", "x-app-header": "kept", ...length });
   res.flushHeaders();
   if (first) await sleep(first);
   for (let i = 0; i < events; i++) {
@@ -164,6 +166,13 @@ async function upstream(req, res, url) {
       ...extra,
     });
     res.end(body);
+    return;
+  }
+  if (url.searchParams.has("h")) {
+    // An HTML answer with the headers the test names (`h=Name: value`, repeated): what an app may try.
+    const headers = url.searchParams.getAll("h").map((line) => [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 1).trim()]);
+    res.writeHead(200, [["content-type", "text/html"], ...headers].flat());
+    res.end("<script>document.title = 'from the app'</script>");
     return;
   }
   if (url.searchParams.has("text")) {

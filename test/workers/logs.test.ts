@@ -4,8 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { describeError, redact } from "../../src/platform/log";
 import { CRONS, QUEUES } from "../../src/platform/triggers";
 import { visitor } from "../dashboard-helpers";
-import { createHttpRouter } from "../../src/http";
-import { client, testDeps } from "../helpers";
+import { client } from "../helpers";
 import { callWith, seedRunnable } from "../runs";
 
 /** Every line written to the console while a test runs, as the object it was written as. */
@@ -96,18 +95,6 @@ describe("request lines", () => {
     ]);
     // Nothing of the call is written besides its request line.
     expect(lines).toHaveLength(1);
-
-    // The router, which answers the runs the run entry leaves to it, writes the same line.
-    const [entryLine] = lines;
-    lines = [];
-    const router = createHttpRouter(testDeps({ now: api.clock.now }));
-    const ctx = createExecutionContext();
-    const request = new Request(`http://localhost${app.runPath}`, { method: "POST", headers: { Authorization: `Bearer ${app.token}`, "Content-Type": "application/json" }, body: "{}" });
-    const routed = await router.fetch(request, env, ctx);
-    await waitOnExecutionContext(ctx);
-    await routed.text();
-    const blank = (line: Record<string, unknown> | undefined) => ({ ...line, request_id: "…", run_id: "…", duration_ms: 0 });
-    expect(requestLines().map(blank)).toEqual([blank(entryLine)]);
   });
 
   it("gives every line a request writes its request id, and a dashboard page's API calls the page's id", async () => {

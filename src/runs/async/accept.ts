@@ -1,7 +1,8 @@
 import { ApiError, invalidField } from "../../platform/errors";
 import { newId } from "../../platform/ids";
 import { sealSecret } from "../../webhooks/secret-box";
-import { isGatewayParam, upstreamHeaders, upstreamUrl } from "../proxy";
+import { upstreamHeaders } from "../headers";
+import { isGatewayParam, upstreamUrl } from "../proxy";
 import type { Scope } from "../../platform/scope";
 import { dropPayloads, placePayload, requestKey, storedBody } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
@@ -75,7 +76,7 @@ async function accept(scope: Scope, request: Request, req: AdmittedRun): Promise
   const now = deps.now();
   const runId = newId("run", now.getTime());
   const query = forwardedQuery(req.query);
-  const headers = upstreamHeaders(request.headers, runId);
+  const headers = upstreamHeaders(request, runId);
   headers.delete("idempotency-key");
   if (req.runtime === "cortex") {
     if (body !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
