@@ -3,6 +3,8 @@ import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, ConfirmAction, ConfirmForm, DataTable, Pager, ProblemMessage, when } from "../components";
 import { can } from "../access";
 import { renderPage } from "../layout";
+import type { Usage } from "../usage-types";
+import { RangePicker, rangeOf, UsageSection, usageQuery, windowOf } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 interface App {
@@ -106,6 +108,9 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
       </>,
     );
   }
+  const range = rangeOf(c.req.query("range"));
+  const window = windowOf(range, c.var.scope.deps.now());
+  const usage = await api<Usage>("GET", usageQuery(pid, window, app.data.name));
   const csrf = c.get("csrf");
   const cancelled = options.cancelledId && builds.ok ? builds.data.data.find((b) => b.build_id === options.cancelledId && b.status === "cancelled") : undefined;
   return renderPage(
@@ -128,6 +133,12 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
         </div>
       )}
       {options.problem && <ProblemMessage problem={options.problem} action="The build was not cancelled" />}
+      <h2>Usage</h2>
+      <RangePicker c={c} current={range} />
+      <UsageSection c={c} usage={usage} window={window} projectId={pid} appName={app.data.name} idPrefix="app" />
+      <p>
+        <a href={`${projectPath(pid, "/runs")}?app_name=${seg(app.data.name)}`}>Every run of {app.data.name}</a>
+      </p>
       <h2>Builds</h2>
       {!builds.ok ? (
         <ProblemMessage problem={builds.problem} action="Loading builds" />
