@@ -221,6 +221,16 @@ add({ path: RUN, method: "patch", status: 404, why: "a custom app's own 404", se
 add({ path: RUN, method: "delete", status: 507, why: "a custom app's own 507", send: () => run("delete", world.custom.runPath, { token: world.custom.token, query: "status=507" }) });
 add({ path: RUN, method: "post", status: 429, why: "a cortex app's own 429 with Retry-After, enveloped", send: () => run("post", world.cortex.runPath, { token: world.cortex.token, query: "status=429&retryAfter=7", ...bodyFor("post") }), carries: ["retry-after"] });
 
+// A host that is neither an API hostname nor a validated domain of the project (custom domains serve the same operations).
+add({
+  path: RUN,
+  method: "post",
+  status: 404,
+  problem: true,
+  why: "an unknown host (unknown_host)",
+  send: () => world.api.call(world.cortex.runPath, { method: "POST", token: world.cortex.token, host: "nobody.example.net", body: {} }),
+});
+
 // HEAD, on every run path.
 add({ path: RUN, method: "head", status: 405, problem: true, why: "HEAD on a cortex app", send: () => run("head", world.cortex.runPath, { token: world.cortex.token }), carries: ["allow"] });
 add({ path: RUN, method: "head", status: 405, problem: true, why: "HEAD on a custom app", send: () => run("head", world.custom.runPath, { token: world.custom.token }), carries: ["allow"] });
