@@ -147,6 +147,9 @@ ul.legend { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem 1rem; 
 .tone-p50 { --c: #2563eb; }
 .tone-p95 { --c: #7c3aed; }
 .tone-p99 { --c: #be185d; }
+div.last-day { display: flex; align-items: center; gap: .6rem; white-space: nowrap; }
+svg.spark { flex: none; width: 6rem; height: 1.75rem; }
+svg.spark .base { stroke: var(--line); }
 svg.share { display: block; width: 6rem; height: .5rem; margin-top: .35rem; border-radius: 2px; }
 form.filter.runs > div:first-child { flex: 0 1 14rem; min-width: 10rem; }
 form.filter.runs select { width: auto; min-width: 10rem; }

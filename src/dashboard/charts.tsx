@@ -247,3 +247,32 @@ export function Lines(props: ChartProps) {
     </Frame>
   );
 }
+
+/**
+ * A chart the size of a word, for a row of a list: one bar per bucket, failures (the second layer)
+ * stacked in their colour on top. An image named by `label`; the figures stay beside it in words.
+ */
+export function Sparkline({ ok, failed, label }: { ok: number[]; failed: number[]; label: string }) {
+  const w = 96;
+  const h = 24;
+  const max = Math.max(1, ...ok.map((v, i) => v + (failed[i] ?? 0)));
+  const band = w / Math.max(ok.length, 1);
+  const width = fmt(Math.max(band * 0.75, 1));
+  return (
+    <svg class="spark" viewBox={`0 0 ${w} ${h}`} role="img" aria-label={label}>
+      <title>{label}</title>
+      <line class="base" x1="0" x2={w} y1={h - 0.5} y2={h - 0.5} />
+      {ok.map((v, i) => {
+        const x = fmt(i * band + (band - Number(width)) / 2);
+        const okH = (v / max) * h;
+        const badH = ((failed[i] ?? 0) / max) * h;
+        return (
+          <>
+            {okH > 0 && <rect class="tone-c2xx" x={x} y={fmt(h - okH)} width={width} height={fmt(okH)} />}
+            {badH > 0 && <rect class="tone-c5xx" x={x} y={fmt(h - okH - badH)} width={width} height={fmt(badH)} />}
+          </>
+        );
+      })}
+    </svg>
+  );
+}

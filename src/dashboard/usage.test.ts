@@ -17,6 +17,8 @@ describe("dashboard Usage pages", () => {
     await v.signIn();
     const usage = `/dashboard/projects/${p.projectId}/usage`;
 
+    const quiet = await v.get(`/dashboard/projects/${p.projectId}/apps`);
+    expect(text(quiet.html)).toContain("no runs");
     const empty = await v.get(usage);
     expect(empty.status).toBe(200);
     expect(text(empty.html)).toContain("No runs in this range.");
@@ -47,6 +49,14 @@ describe("dashboard Usage pages", () => {
     expect(app.html).toContain('<desc id="app-runs-desc">2 runs in the last 1 hour: 0 2xx, 0 4xx, 2 5xx.</desc>');
     expect(text(app.html)).toContain(`Every run of ${p.broken.appName}`);
     expect(text(app.html)).toContain("Builds");
+
+    // The list of apps: each app's last 24 hours as hourly bars and in words.
+    const list = await v.get(`/dashboard/projects/${p.projectId}/apps`);
+    const rowOf = (name: string) => text(new RegExp(`<tr>(?:(?!</tr>).)*?>${name}</a>.*?</tr>`, "s").exec(list.html)?.[0] ?? "");
+    expect(rowOf(p.ok.appName)).toMatch(/3 runs, 0 errors, p95 \d+ ms/);
+    expect(rowOf(p.broken.appName)).toMatch(/2 runs, 2 errors, p95 \d+ ms/);
+    expect(list.html).toMatch(/role="img" aria-label="Runs per hour over the last 24 hours: 2 runs, 2 errors, p95 \d+ ms"/);
+    expect(list.html.match(/<svg class="spark"/g)).toHaveLength(2);
 
     // 7 days: 168 hourly buckets, the same totals.
     const week = await v.get(`${usage}?range=7d`);

@@ -619,6 +619,9 @@ describe.runIf(available)("dashboard in a browser", () => {
 
       // One app's page: its own figures above its builds.
       await tab("Apps and builds").click();
+      await page.getByRole("img", { name: /^Runs per hour over the last 24 hours: 17 runs, 0 errors, p95 \d+ ms$/ }).waitFor();
+      await page.getByRole("img", { name: /^Runs per hour over the last 24 hours: 3 runs, 3 errors/ }).waitFor();
+      await shot("47-apps-last-day");
       await page.getByRole("link", { name: "hello-world" }).click();
       await page.getByRole("link", { name: "1 hour" }).click();
       await page.getByRole("img", { name: /^Runs by status 17 runs in the last 1 hour: 17 2xx, 0 4xx, 0 5xx\.$/ }).waitFor();
