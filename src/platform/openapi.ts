@@ -84,24 +84,21 @@ export function problemHeaders(status: ProblemStatus, { required }: { required: 
   }
 }
 
-/** The problem responses a route may give, to spread into its `responses`. */
-export function problems(...statuses: ProblemStatus[]) {
+function problemResponses(statuses: ProblemStatus[], required: boolean) {
   const content = { [PROBLEM_CONTENT_TYPE]: { schema: ProblemSchema } };
   return Object.fromEntries(
-    statuses.map((status) => [status, { content, description: problemDescriptions[status]!, headers: { ...REQUEST_ID_HEADER, ...problemHeaders(status, { required: false }) } }]),
+    statuses.map((status) => [status, { content, description: problemDescriptions[status]!, headers: { ...REQUEST_ID_HEADER, ...problemHeaders(status, { required }) } }]),
   );
 }
+
+/** The problem responses a route may give, to spread into its `responses`. */
+export const problems = (...statuses: ProblemStatus[]) => problemResponses(statuses, false);
 
 /**
  * Problem responses whose headers are promised (`required`): for operations whose every answer of a
  * status is the gateway's own (an async run's), proved by `test/workers/run-contract.test.ts`.
  */
-export function problemsWithHeaders(...statuses: ProblemStatus[]) {
-  const content = { [PROBLEM_CONTENT_TYPE]: { schema: ProblemSchema } };
-  return Object.fromEntries(
-    statuses.map((status) => [status, { content, description: problemDescriptions[status]!, headers: { ...REQUEST_ID_HEADER, ...problemHeaders(status, { required: true }) } }]),
-  );
-}
+export const problemsWithHeaders = (...statuses: ProblemStatus[]) => problemResponses(statuses, true);
 
 /** Errors every authenticated management route can give. */
 export const AUTHENTICATED_PROBLEMS = problems(400, 401, 404);

@@ -97,8 +97,7 @@ export const RunRequestBody = {
   },
 };
 
-const header = stringHeader;
-const RUN_ID_HEADER = { "X-Run-Id": header("The run's id, also in the envelope, in the problem's `run_id` and in webhook deliveries.") };
+const RUN_ID_HEADER = { "X-Run-Id": stringHeader("The run's id, also in the envelope, in the problem's `run_id` and in webhook deliveries.") };
 
 /** What an app's answer may be: the envelope, or the app's own answer passed through. */
 const appAnswerContent = {
@@ -120,7 +119,7 @@ const runAnswer = {
     "A `cortex` function's JSON answer to a caller who did not ask for a stream comes in the run envelope. Every other answer (every " +
     "answer of a `custom` app, an event stream, an image) passes through as the app gave it: its status, `Content-Type` and other " +
     "content headers, and its body streamed as it arrives. Either way with header `X-Run-Id`, and the app's `Retry-After` on a 429 or 503.",
-  headers: { ...REQUEST_ID_HEADER, "X-Run-Id": header("The run's id, also in the envelope and in webhook deliveries.", true) },
+  headers: { ...REQUEST_ID_HEADER, "X-Run-Id": stringHeader("The run's id, also in the envelope and in webhook deliveries.", true) },
   content: appAnswerContent,
 };
 
@@ -145,7 +144,7 @@ function runProblem(status: ProblemStatus, required: boolean) {
 }
 
 /** The statuses the gateway itself answers on the run operations; `test/workers/run-contract.test.ts` provokes each. */
-export const GATEWAY_STATUSES = {
+const GATEWAY_STATUSES = {
   get: [400, 401, 403, 404, 409, 422, 429, 500, 502, 503, 504],
   post: [400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 502, 503, 504],
   body: [400, 401, 403, 404, 405, 409, 413, 422, 429, 500, 502, 503, 504],
@@ -156,8 +155,8 @@ const accepted = {
   ...jsonContent(AsyncAccepted, "With `async=true`: the run is queued (or, with a replayed `Idempotency-Key`, the run it started)."),
   headers: {
     ...REQUEST_ID_HEADER,
-    "X-Run-Id": header("The run's id.", true),
-    Location: header("The run's `status_url`.", true),
+    "X-Run-Id": stringHeader("The run's id.", true),
+    Location: stringHeader("The run's `status_url`.", true),
   },
 };
 
@@ -176,7 +175,7 @@ function runResponses(statuses: readonly ProblemStatus[], extra: Record<string, 
 
 const webSocket = {
   description: "A WebSocket upgrade (`Upgrade: websocket`), passed through to the app: the app's handshake answer.",
-  headers: { ...REQUEST_ID_HEADER, "X-Run-Id": header("The run's id; the app receives it too.", true) },
+  headers: { ...REQUEST_ID_HEADER, "X-Run-Id": stringHeader("The run's id; the app receives it too.", true) },
 };
 
 /** The permission a credential needs to run an app or read and cancel its async runs (src/auth/permissions.ts). */

@@ -1,12 +1,13 @@
 import { Validator, type Schema } from "@cfworker/json-schema";
+import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
+import { RATE_LIMITS } from "../../src/platform/rate-limit";
 import { RUN_ID_EXAMPLE } from "../../src/runs/async/routes";
 import { consume, startAsync } from "../async-runs";
+import { faultyD1 } from "../faulty-d1";
 import { client, type Client, seedProject } from "../helpers";
 import { DOWN, PEER } from "../peers";
 import { callWith, capturingQueue, seedRunnable, spendBudget } from "../runs";
-import { env } from "cloudflare:workers";
-import { RATE_LIMITS } from "../../src/platform/rate-limit";
 
 /**
  * The run operations' contract, walked answer by answer: each answer a run operation can give is
@@ -280,11 +281,7 @@ add({ path: ASYNC, method: "head", status: 404, problem: true, why: "HEAD on a m
 add({ path: ASYNC, method: "head", status: 500, problem: true, why: "HEAD with a malformed setting", send: () => run("head", asyncPath(world.cortex), { token: world.cortex.token, bindings: { JWT_SECRET: "short" } }) });
 
 /** A D1 that is down: every statement fails as D1 does when it loses its connection. */
-function unavailableD1(): D1Database {
-  const fail = () => Promise.reject(new Error("D1_ERROR: Network connection lost. (injected)"));
-  const statement = { bind: () => statement, run: fail, all: fail, first: fail, raw: fail };
-  return { prepare: () => statement, batch: fail, exec: fail } as unknown as D1Database;
-}
+const unavailableD1 = () => faultyD1(env.DB, () => true);
 
 let limited: World["cortex"];
 let down: { cortex: World["cortex"]; custom: World["cortex"] };
