@@ -642,6 +642,7 @@ describe.runIf(available)("dashboard in a browser", () => {
 
       // Receivers: one origin healthy, the other with a retried delivery and one refused for good.
       await tab("Receivers").click();
+      await page.getByRole("link", { name: "1 hour" }).click();
       const other = page.getByRole("row", { name: new RegExp(peers.receivers.replace(/[.:/]/g, "\\$&")) });
       await expect
         .poll(async () => {
