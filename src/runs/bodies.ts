@@ -1,91 +1,13 @@
 /**
- * What crosses the gateway between a caller and an app: the request's headers and URL, the headers of
- * a passed-through answer, and the size limits on what the gateway holds. Sizes always count decoded
- * bytes: the runtime decodes a `Content-Encoding: gzip` (or br) answer as it is read, so a count over
- * the body read is a count of what it expands to, never of its wire length.
+ * The size limits on the bodies a run carries, and the helpers that hold a body to them. Sizes always
+ * count decoded bytes: the runtime decodes a `Content-Encoding: gzip` (or br) answer as it is read, so
+ * a count over the body read is a count of what it expands to, never of its wire length.
  */
 
 /** Request bodies up to this size are accepted (413 above: before the body is read when declared, else as the bytes flow). */
 export const RUN_REQUEST_MAX_BYTES = 6 * 1024 * 1024;
 /** Answers the gateway reads whole (a `cortex` JSON answer, to envelope it) up to this size, decoded; larger ones are a 502. */
 export const RUN_RESPONSE_MAX_BYTES = 10 * 1024 * 1024;
-
-// Not forwarded: the caller's credentials and the webhook secret stay with us; hop-by-hop headers and
-// the length are the fetch's own; `Accept-Encoding` is the runtime's (it decodes only what it asked for).
-const DROPPED = new Set([
-  "authorization",
-  "cookie",
-  "host",
-  "x-webhook-secret",
-  "connection",
-  "keep-alive",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "content-length",
-  "accept-encoding",
-]);
-
-export function upstreamHeaders(incoming: Headers, runId: string, keepUpgrade = false): Headers {
-  const headers = new Headers();
-  for (const [name, value] of incoming) {
-    if (DROPPED.has(name) && !(keepUpgrade && name === "upgrade")) continue;
-    if (name.startsWith("cf-")) continue;
-    headers.set(name, value);
-  }
-  headers.set("X-Run-Id", runId);
-  return headers;
-}
-
-// Not passed back from the app: hop-by-hop headers; the encoding and length of a body the runtime has
-// decoded; and headers that would act on the gateway's hostname as a whole (shared by every project,
-// the dashboard included) rather than on this answer.
-const NOT_PASSED_BACK = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-authenticate",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "content-encoding",
-  "content-length",
-  "set-cookie",
-  "set-cookie2",
-  "strict-transport-security",
-  "alt-svc",
-  "clear-site-data",
-  "x-request-id",
-]);
-
-/** The headers of an app's answer that a passed-through answer carries, with `X-Run-Id`. */
-export function passedBackHeaders(upstream: Headers, runId: string): Headers {
-  const headers = new Headers();
-  for (const [name, value] of upstream) if (!NOT_PASSED_BACK.has(name)) headers.append(name, value);
-  headers.set("X-Run-Id", runId);
-  return headers;
-}
-
-/** The gateway's own query parameters, never passed to the app. */
-const OURS = new Set(["webhookEndpoint", "async"]);
-export const isGatewayParam = (name: string) => OURS.has(name);
-
-/**
- * `{origin_url}/{path}` with the caller's query parameters (but ours) after the origin's own. The path
- * is appended as sent (still percent-encoded), below the origin's base path.
- */
-export function upstreamUrl(originUrl: string, appPath: string, query: URLSearchParams | null): string {
-  const url = new URL(originUrl);
-  url.pathname = `${url.pathname.replace(/\/+$/, "")}/${appPath}`;
-  if (query !== null) {
-    for (const [name, value] of query) {
-      if (!OURS.has(name)) url.searchParams.append(name, value);
-    }
-  }
-  return url.href;
-}
 
 /** Reads a body up to `max` bytes; `null` when it is larger (the rest is not read). */
 export async function readLimited(body: ReadableStream<Uint8Array> | null, max: number): Promise<Uint8Array | null> {
