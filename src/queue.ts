@@ -1,7 +1,7 @@
 import { domainValidationConsumer } from "./domains/validation-queue";
 import type { Scope } from "./platform/scope";
 import { QUEUES } from "./platform/triggers";
-import { handOffDeliveries } from "./webhooks/consumer";
+import { consumeDeliveries } from "./webhooks/consumer";
 import { settleDeadLetters } from "./webhooks/dead-letter";
 import { consumeAsyncRuns } from "./runs/async/consumer";
 
@@ -9,7 +9,7 @@ export type QueueHandler = (batch: MessageBatch<unknown>, scope: Scope) => Promi
 
 /** One consumer per configured queue. */
 export const queueHandlers: Record<string, QueueHandler> = {
-  [QUEUES.webhookDeliveries]: handOffDeliveries,
+  [QUEUES.webhookDeliveries]: consumeDeliveries,
   [QUEUES.webhookDeadLetters]: settleDeadLetters,
   [QUEUES.domainValidations]: domainValidationConsumer,
   [QUEUES.asyncRuns]: consumeAsyncRuns,

@@ -6,9 +6,12 @@ import { createScope } from "../src/platform/scope";
 import { QUEUES } from "../src/platform/triggers";
 import { createWorker } from "../src/worker";
 import type { StatementGroup } from "../src/db/statement-group";
-import { newDeliveryContext, type RunEnd, runDelivery } from "../src/webhooks/attempts";
-import { type DeliveryMessage, deliveryMessageSchema, enqueueDelivery } from "../src/webhooks/enqueue";
-import { LANE_CONCURRENCY, Semaphore } from "../src/webhooks/limits";
+import { Semaphore } from "../src/platform/semaphore";
+import { newDeliveryContext } from "../src/webhooks/attempt/context";
+import { deliver } from "../src/webhooks/deliver";
+import { enqueueDelivery } from "../src/webhooks/enqueue";
+import { LANE_CONCURRENCY } from "../src/webhooks/lane-capacity";
+import { type DeliveryMessage, deliveryMessageSchema } from "../src/webhooks/message";
 import { type Client, testDeps } from "./helpers";
 import { capturingQueue } from "./runs";
 
@@ -70,7 +73,7 @@ let ids = 0;
 
 /**
  * Runs `messages` as one lane runs its backlog (src/webhooks/lane.ts): in order of arrival, at most
- * LANE_CONCURRENCY in progress, each with `runDelivery`, in the test's isolate so that pauses are
+ * LANE_CONCURRENCY in progress, each with `deliver`, in the test's isolate so that pauses are
  * taken at once (recorded) on the fake clock and `deps.outbound` can behave like the platform. A
  * malformed message is dropped as the consumer drops it. `explicitAcks` are the deliveries that ended,
  * `retryMessages` those the lane would run again.
@@ -96,8 +99,8 @@ export async function consume(api: Client, messages: unknown[], options: { deps?
       if (!parsed.success) return void result.explicitAcks.push(id);
       const release = await slots.acquire();
       try {
-        const end = await runDelivery(ctx, parsed.data).catch((): RunEnd => ({ kind: "again", delayMs: 1000 }));
-        (end.kind === "done" ? result.explicitAcks : result.retryMessages).push(id);
+        const end = await deliver(ctx, parsed.data);
+        (end.kind === "settled" ? result.explicitAcks : result.retryMessages).push(id);
       } finally {
         release();
       }
@@ -108,9 +111,9 @@ export async function consume(api: Client, messages: unknown[], options: { deps?
 
 /**
  * Runs the real `webhook-deliveries` consumer over `messages` (one batch, handed to it directly): it
- * hands each to its lane, the real Durable Object, which delivers from its alarm. The acks and retries.
+ * passes each to its lane, the real Durable Object, which delivers from its alarm. The acks and retries.
  */
-export async function handOff(api: Client, messages: unknown[]) {
+export async function passToLanes(api: Client, messages: unknown[]) {
   const batch = createMessageBatch(
     QUEUES.webhookDeliveries,
     messages.map((body, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body })),

@@ -2,8 +2,9 @@ import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import type { Deps } from "../src/platform/deps";
 import { createScope } from "../src/platform/scope";
-import { newDeliveryContext, type RunEnd, runDelivery } from "../src/webhooks/attempts";
-import { deliveryMessageSchema } from "../src/webhooks/enqueue";
+import { newDeliveryContext } from "../src/webhooks/attempt/context";
+import { deliver, type DeliveryEnd } from "../src/webhooks/deliver";
+import { deliveryMessageSchema } from "../src/webhooks/message";
 import { type Client, testDeps } from "./helpers";
 import { callWith, capturingQueue } from "./runs";
 
@@ -27,7 +28,7 @@ export async function runWithWebhook(
 }
 
 /**
- * Runs `message`'s delivery as its lane runs it (`runDelivery`, the code of src/webhooks/lane.ts), in
+ * Makes `message`'s attempts as its lane makes them (`deliver`, the code of src/webhooks/lane.ts), in
  * the test's isolate so that pauses move the fake clock instead of waiting. Returns the attempts D1
  * counted, the pauses asked for (seconds) and whether the delivery ended (`acked`) or would be run
  * again by its lane (`retried`). The lanes themselves, behind the real queue, are lanes.test.ts's.
@@ -40,17 +41,13 @@ export async function drive(api: Client, message: unknown, overrides: Partial<Re
   };
   const parsed = deliveryMessageSchema.safeParse(message);
   const id = (message as { id?: string }).id;
-  let end: RunEnd = { kind: "done" };
+  let end: DeliveryEnd = { kind: "settled" };
   if (parsed.success) {
     const scope = createScope({ ...env, ...overrides } as Env, createExecutionContext(), testDeps({ now: api.clock.now, sleep, ...deps }));
-    try {
-      end = await runDelivery(newDeliveryContext(scope), parsed.data);
-    } catch {
-      end = { kind: "again", delayMs: 1000 };
-    }
+    end = await deliver(newDeliveryContext(scope), parsed.data);
   }
   const row = id ? await env.DB.prepare("SELECT attempt_count AS n FROM webhook_deliveries WHERE id = ?").bind(id).first<{ n: number }>() : null;
-  return { attempts: row?.n ?? 0, delays, acked: end.kind === "done", retried: end.kind === "again" };
+  return { attempts: row?.n ?? 0, delays, acked: end.kind === "settled", retried: end.kind === "interrupted" };
 }
 
 export interface DeliveryJson {

@@ -83,6 +83,7 @@ export function printAsync(figures, fmt) {
   console.log(`| drained: every run ended and every delivery received | ${fmt(sync.drainedMs, 0)} ms (${fmt(count / (sync.drainedMs / 1000), 0)} runs/s) | ${fmt(async.drainedMs, 0)} ms (${fmt(count / (async.drainedMs / 1000), 0)} runs/s) |`);
   console.log(`| workerd CPU per run, delivery included | ${sync.cpuMs === null ? "–" : `${fmt(sync.cpuMs, 3)} ms`} | ${async.cpuMs === null ? "–" : `${fmt(async.cpuMs, 3)} ms`} (${cpuRatio}) |`);
   console.log(`| deliveries received | ${sync.received} | ${async.received} |`);
+  if (sync.cpuMs && async.cpuMs) console.log(`\nCPU per async run with a webhook ÷ per synchronous run with a webhook: **${fmt(async.cpuMs / sync.cpuMs)}** (target ≤ 2.00: ${async.cpuMs / sync.cpuMs <= 2 ? "met" : "**missed**"}).`);
   console.log(`\nAsync runs: ${distinct} distinct run ids; states ${states.map((s) => `${s.status} ${s.n}`).join(", ")}; ${terminal} of ${count} terminal; ` +
     `runs without exactly one delivered delivery record: **${wrongDeliveries}**.`);
   if (terminal !== count || wrongDeliveries !== 0 || distinct !== count || async.received !== count) {

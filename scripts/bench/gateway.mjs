@@ -49,19 +49,20 @@ export async function migrate(db) {
   }
 }
 
-/** `floorScript` with a local D1 and a queue configured as the webhook queue is in wrangler.toml. */
-export async function startFloor(upstreamUrl) {
+/** `floorScript` delivering to `receiverUrl`, with a local D1 and a queue configured as the webhook queue is in wrangler.toml. */
+export async function startFloor(upstreamUrl, receiverUrl) {
   const webhooks = config.queues.consumers.find((c) => c.queue === "webhook-deliveries");
   const mf = startWorker({
     name: "floor",
-    script: floorScript(upstreamUrl),
+    script: floorScript(upstreamUrl, receiverUrl),
     d1Databases: { DB: "floor-db" },
     queueProducers: { QUEUE: { queueName: "floor" } },
     queueConsumers: { floor: { maxBatchSize: webhooks.max_batch_size, maxBatchTimeout: webhooks.max_batch_timeout } },
   });
   const url = await mf.ready;
-  await (await mf.getD1Database("DB")).prepare("CREATE TABLE pending (id TEXT PRIMARY KEY, at INTEGER NOT NULL)").run();
-  return { mf, url: url.origin };
+  const db = await mf.getD1Database("DB");
+  await db.prepare("CREATE TABLE deliveries (id TEXT PRIMARY KEY, at INTEGER NOT NULL, status TEXT NOT NULL, status_code INTEGER, duration_ms INTEGER)").run();
+  return { mf, db, url: url.origin };
 }
 
 /**

@@ -10,24 +10,51 @@ export default {
 };
 `;
 
-// The floor of a run with a webhook: the baseline plus what any design that records the delivery
-// before the run (issue 12, Must 4) and hands it to a queue after must do on the caller's invocation,
-// one D1 write before the upstream call and one queue send after it, carried in waitUntil as the
-// gateway does (the caller does not wait for it). Its consumer only acks: no receiver, no records.
-export const floorScript = (upstream) => `
+// The floor of a recorded, delivered webhook: the least any design must do. On the caller's invocation,
+// the baseline plus one D1 write before the upstream call (the delivery is on record whatever happens
+// to the run) and one queue send after it, in waitUntil as the gateway does (the caller does not wait
+// for it). Its consumer, for each message: signs the body (HMAC-SHA256 over id.timestamp.body, as a
+// delivery is signed), POSTs it to the receiver, and records the outcome in one D1 write. No lanes, no
+// attempt count, no retries, no secret to open: what (e) does beyond this is its price for those.
+export const floorScript = (upstream, receiver) => `
 const UPSTREAM = ${JSON.stringify(upstream)};
+const RECEIVER = ${JSON.stringify(receiver)};
+const encoder = new TextEncoder();
+let key;
+const hex = (bytes) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
+async function deliver(env, { id, body }) {
+  key ??= await crypto.subtle.importKey("raw", encoder.encode("floor-secret"), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const timestamp = Math.floor(Date.now() / 1000);
+  const signature = await crypto.subtle.sign("HMAC", key, encoder.encode(id + "." + timestamp + "." + body));
+  const started = Date.now();
+  const response = await fetch(RECEIVER, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "webhook-id": id, "webhook-timestamp": String(timestamp), "webhook-signature": "v1," + hex(signature) },
+    body,
+  });
+  await response.body?.cancel();
+  await env.DB.prepare("UPDATE deliveries SET status = ?, status_code = ?, duration_ms = ? WHERE id = ?").bind(response.ok ? "delivered" : "failed", response.status, Date.now() - started, id).run();
+}
 export default {
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
     const id = crypto.randomUUID();
-    await env.DB.prepare("INSERT INTO pending (id, at) VALUES (?, ?)").bind(id, Date.now()).run();
+    await env.DB.prepare("INSERT INTO deliveries (id, at, status) VALUES (?, ?, 'pending')").bind(id, Date.now()).run();
     const response = await fetch(UPSTREAM + url.pathname + url.search, { method: request.method, headers: request.headers, body: request.body });
     const body = await response.text();
     ctx.waitUntil(env.QUEUE.send({ id, body }, { contentType: "json" }));
     return new Response(body, { status: response.status, headers: response.headers });
   },
-  async queue(batch) {
-    for (const message of batch.messages) message.ack();
+  async queue(batch, env) {
+    // Six at a time, as a lane has at most six deliveries in progress (Workers' 6 connections).
+    let next = 0;
+    await Promise.all(Array.from({ length: 6 }, async () => {
+      while (next < batch.messages.length) {
+        const message = batch.messages[next++];
+        await deliver(env, message.body);
+        message.ack();
+      }
+    }));
   },
 };
 `;

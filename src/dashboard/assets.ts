@@ -34,7 +34,7 @@ export const SCRIPT = `"use strict";
 
 export const STYLES = `
 :root { --fg:#111827; --muted:#4b5563; --bg:#ffffff; --panel:#f9fafb; --line:#d1d5db; --accent:#1d4ed8; --accent-fg:#ffffff;
-  --danger:#b91c1c; --ok:#166534; --ok-bg:#dcfce7; --warn:#92400e; --warn-bg:#fef3c7; --bad-bg:#fee2e2; --info-bg:#dbeafe;
+  --danger:#b91c1c; --ok:#166534; --ok-bg:#dcfce7; --warn:#92400e; --warn-bg:#fef3c7; --bad-bg:#fee2e2; --info-bg:#dbeafe; --hover:rgba(17, 24, 39, .06);
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg); }
 * { box-sizing: border-box; }
 [hidden] { display: none !important; }
@@ -105,6 +105,54 @@ form.filter > div:first-child { flex: 0 1 32rem; min-width: 14rem; }
 form.filter .actions { margin-top: 0; }
 ol.attempts { margin: 0; padding-left: 0; list-style: none; }
 table.record .copy-row input { min-width: 8rem; }
+pre { background: var(--panel); border: 1px solid var(--line); border-radius: .375rem; padding: .75rem; overflow-x: auto; margin: .5rem 0 0; }
+pre code { overflow-wrap: normal; white-space: pre; }
+ul.plain { list-style: none; padding: 0; margin: 0; display: grid; gap: .35rem; }
+td.nowrap { white-space: nowrap; }
+code.id { font-size: .8em; white-space: nowrap; overflow-wrap: normal; }
+figure.chart text.empty { font-size: 13px; }
+td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
+nav.segmented { display: inline-flex; border: 1px solid var(--line); border-radius: .375rem; overflow: hidden; margin: 0 0 1rem; }
+nav.segmented a { padding: .35rem .8rem; text-decoration: none; border-left: 1px solid var(--line); }
+nav.segmented a:first-child { border-left: 0; }
+nav.segmented a[aria-current="page"] { background: var(--accent); color: var(--accent-fg); font-weight: 600; }
+dl.stats { display: grid; grid-template-columns: repeat(auto-fill, minmax(6.75rem, 1fr)); gap: .6rem; margin: 0 0 1rem; }
+dl.stats .stat { border: 1px solid var(--line); border-radius: .5rem; padding: .6rem .8rem; }
+dl.stats dt { font-size: .85rem; color: var(--muted); }
+dl.stats dd { margin: 0; font-size: 1.25rem; white-space: nowrap; font-weight: 600; font-variant-numeric: tabular-nums; }
+dl.stats dd .muted { display: block; font-size: .8rem; font-weight: normal; white-space: normal; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 26rem), 1fr)); gap: 1rem; }
+figure.chart { margin: 0; border: 1px solid var(--line); border-radius: .5rem; padding: .75rem 1rem; min-width: 0; }
+figure.chart figcaption { font-weight: 600; }
+figure.chart svg { display: block; width: 100%; height: auto; }
+figure.chart text { font-size: 11px; fill: var(--muted); font-variant-numeric: tabular-nums; }
+figure.chart .grid line { stroke: var(--line); stroke-width: 1; }
+figure.chart .line path { fill: none; stroke: var(--c); stroke-width: 2; stroke-linejoin: round; }
+figure.chart .line circle { fill: var(--c); }
+figure.chart .tone-p95 path { stroke-dasharray: 6 3; }
+figure.chart .tone-p99 path { stroke-dasharray: 2 3; }
+figure.chart .hit { fill: transparent; }
+figure.chart .bars g:hover .hit, figure.chart .hits .hit:hover { fill: var(--hover); }
+figure.chart details { margin-top: .5rem; font-size: .9rem; }
+figure.chart table.figures { font-variant-numeric: tabular-nums; }
+figure.chart table.figures th, figure.chart table.figures td { padding: .2rem .5rem; }
+ul.legend { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem 1rem; padding: 0; margin: .25rem 0; font-size: .875rem; }
+.swatch { display: inline-block; width: .8rem; height: .8rem; border-radius: 2px; margin-right: .35rem; vertical-align: -1px; background: var(--c); }
+.swatch.tone-p50, .swatch.tone-p95, .swatch.tone-p99 { height: 0; width: 1.2rem; border-radius: 0; background: none; border-top: 3px solid var(--c); vertical-align: middle; }
+.swatch.tone-p95 { border-top-style: dashed; }
+.swatch.tone-p99 { border-top-style: dotted; }
+.tone-c2xx { --c: #2563eb; fill: var(--c); }
+.tone-c4xx { --c: #d97706; fill: var(--c); }
+.tone-c5xx { --c: #b91c1c; fill: var(--c); }
+.tone-p50 { --c: #2563eb; }
+.tone-p95 { --c: #7c3aed; }
+.tone-p99 { --c: #be185d; }
+div.last-day { display: flex; align-items: center; gap: .6rem; white-space: nowrap; }
+svg.spark { flex: none; width: 6rem; height: 1.75rem; }
+svg.spark .base { stroke: var(--line); }
+svg.share { display: block; width: 6rem; height: .5rem; margin-top: .35rem; border-radius: 2px; }
+form.filter.runs > div:first-child { flex: 0 1 14rem; min-width: 10rem; }
+form.filter.runs select { width: auto; min-width: 10rem; }
 @media (max-width: 40rem) {
   th.optional, td.optional { display: none; }
   header.top .spacer { display: none; }
@@ -114,6 +162,7 @@ table.record .copy-row input { min-width: 8rem; }
   table.cards tr, table.cards td { display: block; }
   table.cards tr { border-bottom: 1px solid var(--line); padding: .5rem 0; }
   table.cards td { border: 0; padding: .25rem 0; }
+  figure.chart text { font-size: 14px; }
   table.cards td[data-label]::before { content: attr(data-label); display: block; font-size: .85rem; color: var(--muted); text-transform: uppercase; letter-spacing: .03em; }
 }
 `;

@@ -165,7 +165,7 @@ export async function admit(scope: Scope, request: Request, target: RunTarget, i
  * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
  */
 export function appRequestOf(request: Request, run: AdmittedRun, runId: string): AppRequest {
-  const headers = upstreamHeaders(request.headers, runId);
+  const headers = upstreamHeaders(request, runId);
   const target = upstreamUrl(run.originUrl, run.appPath, run.query);
   const { body } = run;
   if (run.runtime === "cortex") {

@@ -35,7 +35,7 @@ export async function webSocketHandshake(scope: Scope, target: string, headers: 
 
 /** A WebSocket run: the caller's upgrade passed to the app at `{origin_url}/{path}`; webhooks never apply. */
 export async function webSocketRun(scope: Scope, request: Request, run: AdmittedRun, runId: string): Promise<Response> {
-  const headers = upstreamHeaders(request.headers, runId, true);
+  const headers = upstreamHeaders(request, runId, true);
   const response = await webSocketHandshake(scope, upstreamUrl(run.originUrl, run.appPath, run.query), headers, runId);
   if (response.status !== 101 || !response.webSocket) {
     await response.body?.cancel().catch(() => undefined);

@@ -237,3 +237,72 @@ describe("a WebSocket run", () => {
     ws.close();
   });
 });
+
+describe("headers between a caller and an app", () => {
+  it("an app's headers cannot act on the gateway's hostname: cookies, transport, reports, CORS, caches and storage are not passed back; nosniff and a sandbox are added", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const hostile = [
+      "Set-Cookie: session=stolen; Path=/",
+      "Strict-Transport-Security: max-age=0",
+      "Alt-Svc: h3=\":443\"",
+      "Clear-Site-Data: \"*\"",
+      "NEL: {\"report_to\":\"app\",\"max_age\":31536000}",
+      "Report-To: {\"group\":\"app\",\"endpoints\":[{\"url\":\"https://app.example/r\"}]}",
+      "Reporting-Endpoints: app=\"https://app.example/r\"",
+      "Service-Worker-Allowed: /",
+      "Access-Control-Allow-Origin: https://evil.example",
+      "Access-Control-Allow-Credentials: true",
+      "Access-Control-Allow-Headers: Authorization",
+      "Timing-Allow-Origin: *",
+      "Accept-CH: Sec-CH-UA-Full-Version-List",
+      "Refresh: 0; url=https://evil.example/",
+      "CDN-Cache-Control: max-age=86400",
+      "Cache-Control: public, s-maxage=86400, max-age=60",
+      "X-Content-Type-Options: sniff-away",
+      "Content-Security-Policy: script-src *",
+      "Connection: X-Hop",
+      "X-Hop: only for this connection",
+      "X-App-Header: kept",
+    ];
+    const query = hostile.map((line) => `h=${encodeURIComponent(line)}`).join("&");
+    const res = await api.call(`${app.appPath}/page?${query}`, { token: app.token });
+    expect(res.status).toBe(200);
+    for (const name of ["set-cookie", "strict-transport-security", "alt-svc", "clear-site-data", "nel", "report-to", "reporting-endpoints", "service-worker-allowed", "access-control-allow-origin", "access-control-allow-credentials", "access-control-allow-headers", "timing-allow-origin", "accept-ch", "refresh", "cdn-cache-control", "x-hop"]) {
+      expect(res.headers.get(name), name).toBeNull();
+    }
+    expect(res.headers.get("cache-control")).toBe("private, max-age=60");
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(res.headers.get("content-security-policy")).toBe("script-src *, sandbox");
+    expect(res.headers.get("content-type")).toBe("text/html");
+    expect(res.headers.get("x-app-header")).toBe("kept");
+    await res.body?.cancel();
+  });
+
+  it("a caller cannot tell the app where the request came from: X-Forwarded-*, Forwarded, X-Real-IP and what Connection names are the gateway's or dropped", async () => {
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const res = await api.json<{ headers: Record<string, string> }>(`${app.appPath}/echo`, {
+      token: app.token,
+      host: "localhost:8787",
+      headers: {
+        "CF-Connecting-IP": "203.0.113.7",
+        "X-Forwarded-For": "10.0.0.1, 127.0.0.1",
+        Forwarded: "for=127.0.0.1;host=admin.internal;proto=https",
+        "X-Real-IP": "127.0.0.1",
+        "True-Client-IP": "127.0.0.1",
+        "X-Forwarded-Host": "admin.internal",
+        "X-Forwarded-Proto": "https",
+        "X-Forwarded-Port": "443",
+        Connection: "X-Internal-Auth",
+        "X-Internal-Auth": "let-me-in",
+        "X-App-Input": "kept",
+      },
+    });
+    expect(res.status).toBe(200);
+    const seen = res.body.headers;
+    expect(seen["x-forwarded-for"]).toBe("203.0.113.7");
+    expect(seen["x-forwarded-host"]).toBe("localhost:8787");
+    expect(seen["x-forwarded-proto"]).toBe("http");
+    for (const name of ["forwarded", "x-real-ip", "true-client-ip", "x-forwarded-port", "x-internal-auth", "cf-connecting-ip"]) expect(seen[name], name).toBeUndefined();
+    expect(seen["x-app-input"]).toBe("kept");
+  });
+});

@@ -102,6 +102,8 @@ describe("runs on record from every entry", () => {
     const api = client();
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 500 }]);
+    // Off the interval's edges, so the delivery's bucket is a fraction of the interval away from `from`.
+    api.clock.advance(23 * 60_000 + 1_234);
     const { response, messages } = await runWithWebhook(api, app, hook.url);
     expect(response.status).toBe(200);
     const [pending] = await runsOf(api, app);
@@ -112,6 +114,8 @@ describe("runs on record from every entry", () => {
 
     const usage = await api.json<{ totals: Record<string, number> }>(`/v2/projects/${app.projectId}/usage?app_name=${app.appName}`, { token: app.token });
     expect(usage.body.totals).toMatchObject({ runs: 1, deliveries_delivered: 0, deliveries_failed: 1 });
+    const byMinute = await api.json<{ series: Record<string, number>[] }>(`/v2/projects/${app.projectId}/usage?interval=minute&from=${new Date(api.clock.now().getTime() - 600_000).toISOString()}`, { token: app.token });
+    expect(byMinute.body.series.filter((p) => p.runs !== 0 || p.deliveries_failed !== 0)).toMatchObject([{ runs: 1, deliveries_failed: 1 }]);
     const other = await api.json<{ totals: Record<string, number> }>(`/v2/projects/${app.projectId}/usage?app_name=nothing-here`, { token: app.token });
     expect(other.body.totals).toMatchObject({ runs: 0, deliveries_failed: 0 });
 

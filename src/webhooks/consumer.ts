@@ -1,16 +1,17 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import { type DeliveryMessage, deliveryMessageSchema } from "./enqueue";
 import { laneName } from "./lane";
+import { type DeliveryMessage, deliveryMessageSchema } from "./message";
 
 /**
- * The `webhook-deliveries` consumer: hands each delivery to its lane (lane.ts) and acks it once the
- * lane has stored it. Its time per batch is one Durable Object call per lane the batch touches, whatever
- * the receivers do: Queues decide consumer concurrency after a batch ends, so a batch held by a slow
- * receiver would hold every delivery queued behind it. A hand-off that fails is retried by the queue
- * and, past `max_retries`, ends in the dead-letter queue (dead-letter.ts).
+ * The `webhook-deliveries` consumer: passes each delivery to its lane (lane.ts, `accept`) and acks it
+ * once the lane has stored it. Its time per batch is one Durable Object call per lane the batch
+ * touches, whatever the receivers do: Queues decide consumer concurrency after a batch ends, so a
+ * batch held by a slow receiver would hold every delivery queued behind it. A delivery its lane did
+ * not accept is retried by the queue and, past `max_retries`, ends in the dead-letter queue
+ * (dead-letter.ts).
  */
-export async function handOffDeliveries(batch: MessageBatch<unknown>, { env }: Scope): Promise<void> {
+export async function consumeDeliveries(batch: MessageBatch<unknown>, { env }: Scope): Promise<void> {
   const lanes = new Map<string, { msg: Message<unknown>; message: DeliveryMessage }[]>();
   for (const msg of batch.messages) {
     const parsed = deliveryMessageSchema.safeParse(msg.body);
@@ -26,11 +27,11 @@ export async function handOffDeliveries(batch: MessageBatch<unknown>, { env }: S
     [...lanes].map(async ([name, entries]) => {
       try {
         // In the batch's order: a lane drains its backlog in order of arrival.
-        await env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(name)).handOff(entries.map((e) => e.message));
+        await env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(name)).accept(entries.map((e) => e.message));
         for (const { msg } of entries) msg.ack();
       } catch (error) {
         for (const { msg, message } of entries) {
-          log("error", "webhook hand-off to its lane failed", { queue: batch.queue, delivery_id: message.id, project_id: message.projectId, message_id: msg.id, queue_attempts: msg.attempts, error });
+          log("error", "webhook delivery not accepted by its lane", { queue: batch.queue, delivery_id: message.id, project_id: message.projectId, message_id: msg.id, queue_attempts: msg.attempts, error });
           msg.retry({ delaySeconds: 1 });
         }
       }

@@ -1,6 +1,6 @@
 import type { Scope } from "../platform/scope";
-import { logFailure } from "./attempts";
-import type { DeliveryMessage } from "./enqueue";
+import { logFailure } from "./deliver";
+import type { DeliveryMessage } from "./message";
 import { failPending } from "./store";
 import { log } from "../platform/log";
 

@@ -6,7 +6,7 @@ import { DOWN, PEER, received, receiver, sha256Hex } from "../../test/peers";
 import { deliveryMessages } from "../../test/deliveries";
 import { callWith, capturingQueue, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
-import type { DeliveryMessage } from "./enqueue";
+import type { DeliveryMessage } from "./message";
 import { INLINE_MESSAGE_MAX_BYTES, MAX_ATTEMPTS } from "./policy";
 
 const api = client();

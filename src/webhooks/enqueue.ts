@@ -1,33 +1,12 @@
 import { eq } from "drizzle-orm";
-import { z } from "zod";
 import { webhookDeliveries } from "../db/schema";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
+import type { DeliveryMessage } from "./message";
 import { type SealedSecret, sealSecret } from "./secret-box";
 import { log, type LogFields } from "../platform/log";
 
-/**
- * What travels through the queue: everything the consumer needs, the secret sealed, a large body by
- * reference. The consumer checks each message against this before it writes anything: a claim shares
- * its D1 batch with other deliveries', so a message that could make its statement fail (a missing
- * `createdAt` bound as NaN into a NOT NULL column) must be turned away, not written.
- */
-export const deliveryMessageSchema = z.object({
-  v: z.literal(1),
-  id: z.string().min(1),
-  // The Standard Webhooks id receivers see (`webhook-id`, `X-Request-Id`): the delivery's own id, or
-  // on a resend the original's. Absent from messages queued before it existed: then `id`.
-  messageId: z.string().min(1).optional(),
-  projectId: z.string().min(1),
-  runId: z.string().min(1),
-  endpoint: z.string().min(1),
-  createdAt: z.number(),
-  bodyBytes: z.number().int().nonnegative(),
-  body: z.union([z.object({ inline: z.string() }), z.object({ r2: z.string().min(1) })]),
-  secret: z.object({ iv: z.string(), ct: z.string() }).nullable(),
-}) satisfies z.ZodType<{ secret: SealedSecret | null }>;
-export type DeliveryMessage = z.infer<typeof deliveryMessageSchema>;
 
 export interface DeliveryTarget {
   projectId: string;

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { parse } from "smol-toml";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import wranglerToml from "../../wrangler.toml?raw";
-import { attemptRows, consume, deliveryMessages, deliveryRow, handOff, platformOutbound, type Sent, until } from "../../test/deliveries";
+import { attemptRows, consume, deliveryMessages, deliveryRow, passToLanes, platformOutbound, type Sent, until } from "../../test/deliveries";
 import { client, testDeps } from "../../test/helpers";
 import { received, receiver, sha256Hex } from "../../test/peers";
 import { countingRoundTrips, seedRunnable } from "../../test/runs";
@@ -11,7 +11,8 @@ import { createDb } from "../db/client";
 import { StatementGroup } from "../db/statement-group";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
-import { BODY_BUDGET_BYTES, LANE_CONCURRENCY, Semaphore } from "./limits";
+import { Semaphore } from "../platform/semaphore";
+import { BODY_BUDGET_BYTES, LANE_CONCURRENCY } from "./lane-capacity";
 import { MAX_ATTEMPTS, MAX_GAP_MS, RETRY_DELAYS_SECONDS } from "./policy";
 import { RETENTION_MS, STALE_AFTER_MS } from "./housekeeping";
 import { claimAttempt } from "./store";
@@ -154,7 +155,7 @@ describe("inside a lane, each delivery's timing is its own (spec section 8: 3 at
     const [good, other, broken] = await deliveryMessages(api, app.projectId, hook.url, ['{"g":1}', '{"g":2}', '{"g":3}']);
     // Without createdAt its claim would bind NaN into a NOT NULL column.
     const { createdAt: _, ...malformed } = broken!;
-    const result = await handOff(api, [good, malformed, other]);
+    const result = await passToLanes(api, [good, malformed, other]);
     expect(result.explicitAcks).toHaveLength(3);
     expect(result.retryMessages).toHaveLength(0);
     expect(await until(() => received(hook.key), (r) => r.length >= 2, 5000)).toHaveLength(2);

@@ -1,7 +1,7 @@
 import { and, eq, isNull, lt, ne, sql } from "drizzle-orm";
 import { webhookDeliveries } from "../db/schema";
 import type { Scope } from "../platform/scope";
-import { logFailure } from "./attempts";
+import { logFailure } from "./deliver";
 import { SWEPT_REASONS } from "./policy";
 import { log } from "../platform/log";
 

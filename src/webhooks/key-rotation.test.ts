@@ -4,7 +4,7 @@ import { received, receiver } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { TEST_SECRETS } from "../../test/secrets";
 import { drive, runWithWebhook } from "../../test/webhooks";
-import type { DeliveryMessage } from "./enqueue";
+import type { DeliveryMessage } from "./message";
 import { openSecret, sealSecret } from "./secret-box";
 
 // Rotating WEBHOOK_ENCRYPTION_KEY (docs/operations.md): secrets sealed before the rotation wait in

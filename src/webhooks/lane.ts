@@ -2,13 +2,14 @@ import { DurableObject } from "cloudflare:workers";
 import type { Deps } from "../platform/deps";
 import { log } from "../platform/log";
 import { createScope } from "../platform/scope";
-import { type DeliveryContext, logFailure, newDeliveryContext, type RunEnd, runDelivery } from "./attempts";
-import type { DeliveryMessage } from "./enqueue";
-import { DELIVERIES_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./limits";
+import { type DeliveryContext, newDeliveryContext } from "./attempt/context";
+import { deliver, logFailure } from "./deliver";
+import { DELIVERIES_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./lane-capacity";
+import type { DeliveryMessage } from "./message";
 
 /**
- * A delivery lane: one Durable Object per (project, receiver origin). The queue consumer hands it
- * deliveries (`handOff`), which it stores in its SQLite storage before the call returns, and acks at
+ * A delivery lane: one Durable Object per (project, receiver origin). The queue consumer passes it
+ * deliveries (`accept`), which it stores in its SQLite storage before the call returns, and acks at
  * once; the lane makes the attempts on its own, from its alarm. So a receiver that answers after 10 s
  * holds only its own lane: the queue's batches, and every other lane, go on (docs/webhooks.md).
  *
@@ -31,10 +32,10 @@ export function laneName(message: Pick<DeliveryMessage, "projectId" | "endpoint"
   return `${message.projectId} ${origin}`;
 }
 
-/** D1 failing again and again for one delivery: tries before the lane gives it up (the sweeper settles its record). */
-const MAX_RUNS = 6;
-/** Waits between those tries, after the run's own ask (a failed claim or outcome write). */
-const RUN_BACKOFF_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
+/** D1 interrupting one delivery again and again (a refused claim or outcome write): the lane gives it up after this many (the sweeper settles its record). */
+const MAX_INTERRUPTIONS = 6;
+/** Waits before a delivery is taken up again after its 1st, 2nd … interruption (at least what the delivery asked for). */
+const INTERRUPTION_BACKOFF_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
 /** A resumed attempt this much after its time is logged (a delayed alarm, an eviction); D1's attempt times show the gap. */
 const LATE_MS = 1_000;
 /** A row due this soon is waited for inside the alarm rather than by a new one. */
@@ -47,7 +48,7 @@ interface Row extends Record<string, SqlStorageValue> {
   due_at: number;
   /** 1 when `due_at` is a next attempt's time (a pause stored for a crash), not the time of arrival. */
   paused: number;
-  runs: number;
+  interruptions: number;
 }
 
 const SCHEMA = `CREATE TABLE IF NOT EXISTS lane_deliveries (
@@ -56,8 +57,17 @@ const SCHEMA = `CREATE TABLE IF NOT EXISTS lane_deliveries (
   message TEXT NOT NULL,
   due_at INTEGER NOT NULL,
   paused INTEGER NOT NULL DEFAULT 0,
-  runs INTEGER NOT NULL DEFAULT 0
+  interruptions INTEGER NOT NULL DEFAULT 0
 )`;
+
+/**
+ * The lane's storage before `interruptions` had its name: the column was `runs`. Renamed in place
+ * when an older lane wakes (its rows are deliveries still to make).
+ */
+function migrate(sql: SqlStorage): void {
+  const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('lane_deliveries')").toArray();
+  if (columns.some((c) => c.name === "runs")) sql.exec("ALTER TABLE lane_deliveries RENAME COLUMN runs TO interruptions");
+}
 
 /** The lane's logic, apart from the Durable Object class so that it reads as plain code. */
 export class Lane {
@@ -73,13 +83,14 @@ export class Lane {
   ) {
     this.#sql = state.storage.sql;
     this.#sql.exec(SCHEMA);
+    migrate(this.#sql);
   }
 
   /**
-   * Stores `messages` in order (each once: a duplicate hand-off adds nothing) and makes sure an alarm or
-   * the running one will take them. One call per lane per queue batch.
+   * Stores `messages` in order (each once: a duplicate adds nothing) and makes sure an alarm or the
+   * running one will take them. One call per lane per queue batch.
    */
-  async handOff(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
+  async accept(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
     const now = Date.now();
     const stored = messages.map(
       (message) =>
@@ -92,11 +103,11 @@ export class Lane {
   }
 
   /** Deliveries the lane holds (settled ones leave it), for tests and operators. */
-  pending(): { id: string; dueAt: number; runs: number }[] {
+  pending(): { id: string; dueAt: number; interruptions: number }[] {
     return this.#sql
-      .exec<{ id: string; due_at: number; runs: number }>("SELECT id, due_at, runs FROM lane_deliveries ORDER BY seq")
+      .exec<{ id: string; due_at: number; interruptions: number }>("SELECT id, due_at, interruptions FROM lane_deliveries ORDER BY seq")
       .toArray()
-      .map((r) => ({ id: r.id, dueAt: r.due_at, runs: r.runs }));
+      .map((r) => ({ id: r.id, dueAt: r.due_at, interruptions: r.interruptions }));
   }
 
   /** The alarm for the earliest due row (now if it is overdue), unless one at least as early is set. */
@@ -126,7 +137,7 @@ export class Lane {
         const open = started < DELIVERIES_PER_LANE_INVOCATION && now - began < LANE_INVOCATION_WALL_MS;
         if (open && this.#inFlight.size < LANE_CONCURRENCY) {
           const due = this.#sql
-            .exec<Row>("SELECT seq, id, message, due_at, paused, runs FROM lane_deliveries WHERE due_at <= ? ORDER BY seq LIMIT ?", now, LANE_CONCURRENCY + this.#inFlight.size)
+            .exec<Row>("SELECT seq, id, message, due_at, paused, interruptions FROM lane_deliveries WHERE due_at <= ? ORDER BY seq LIMIT ?", now, LANE_CONCURRENCY + this.#inFlight.size)
             .toArray()
             .filter((row) => !this.#inFlight.has(row.id))
             .slice(0, LANE_CONCURRENCY - this.#inFlight.size);
@@ -137,7 +148,7 @@ export class Lane {
             if (row.paused === 1 && lateMs > LATE_MS) log("warn", "webhook attempt started late", { delivery_id: row.id, late_ms: lateMs });
             started++;
             this.#inFlight.add(row.id);
-            void this.#run(ctx, row).finally(() => {
+            void this.#deliver(ctx, row).finally(() => {
               this.#inFlight.delete(row.id);
               this.#wake?.();
             });
@@ -145,7 +156,7 @@ export class Lane {
         }
         const next = this.#sql.exec<{ at: number | null }>("SELECT min(due_at) AS at FROM lane_deliveries WHERE id NOT IN (SELECT value FROM json_each(?))", JSON.stringify([...this.#inFlight])).one().at;
         if (this.#inFlight.size === 0 && (next === null || !open || next - now > HOLD_MS)) break;
-        // Wait for a delivery to end, a hand-off, or the next due row, whichever comes first.
+        // Wait for a delivery to end, an `accept`, or the next due row, whichever comes first.
         const waitMs = next === null || !open || this.#inFlight.size >= LANE_CONCURRENCY ? HOLD_MS : Math.max(0, next - now);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, waitMs);
@@ -159,46 +170,39 @@ export class Lane {
     } finally {
       // What one alarm did, for operators: its deliveries and the D1 round trips they took (group commit).
       log("info", "webhook lane alarm", { deliveries: started, d1_trips: ctx.writes.trips, d1_statements: ctx.writes.statements, duration_ms: Date.now() - began });
-      // Same turn as the last look at the table: a hand-off from here on sees no pump and arms the alarm.
+      // Same turn as the last look at the table: an `accept` from here on sees no pump and arms the alarm.
       this.#pumping = false;
       this.#wake = undefined;
       await this.#arm();
     }
   }
 
-  /** One delivery's run, and what the lane keeps of it afterwards. */
-  async #run(ctx: DeliveryContext, row: Row): Promise<void> {
+  /** One delivery's attempts (deliver.ts), and what the lane keeps of it afterwards. */
+  async #deliver(ctx: DeliveryContext, row: Row): Promise<void> {
     const message = JSON.parse(row.message) as DeliveryMessage;
-    let end: RunEnd;
-    try {
-      end = await runDelivery(ctx, message, {
-        // Where a crash resumes: the next attempt's time, stored before the pause.
-        pausing: (dueAt) => void this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 1 WHERE id = ?", dueAt, message.id),
-      });
-    } catch (error) {
-      // D1 refused a claim: nothing was sent for it. Try again shortly.
-      log("error", "webhook delivery interrupted", { delivery_id: message.id, project_id: message.projectId, runs: row.runs + 1, error });
-      end = { kind: "again", delayMs: 1000 };
-    }
-    if (end.kind === "done") {
+    const end = await deliver(ctx, message, {
+      // Where a crash resumes: the next attempt's time, stored before the pause.
+      pausing: (dueAt) => void this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 1 WHERE id = ?", dueAt, message.id),
+    });
+    if (end.kind === "settled") {
       this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
       return;
     }
-    const runs = row.runs + 1;
-    if (runs >= MAX_RUNS) {
+    const interruptions = row.interruptions + 1;
+    if (interruptions >= MAX_INTERRUPTIONS) {
       // D1 has refused this delivery's writes for minutes: the record stays pending and the sweeper settles it.
       this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
       logFailure(message, 0, "its lane gave up: D1 kept refusing its writes");
       return;
     }
-    const delayMs = Math.max(end.delayMs, RUN_BACKOFF_MS[runs - 1] ?? 0);
-    this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 0, runs = ? WHERE id = ?", Date.now() + delayMs, runs, message.id);
+    const delayMs = Math.max(end.ms, INTERRUPTION_BACKOFF_MS[interruptions - 1] ?? 0);
+    this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 0, interruptions = ? WHERE id = ?", Date.now() + delayMs, interruptions, message.id);
   }
 }
 
 /**
  * The Durable Object class of the lanes, built from the Worker's `deps` as `createWorker` is (the
- * root exports it, src/index.ts). RPC: `handOff(message)`, `pending()`.
+ * root exports it, src/index.ts). RPC: `accept(messages)`, `pending()`.
  */
 export function webhookLaneClass(deps: Deps) {
   return class WebhookLane extends DurableObject<Env> {
@@ -209,8 +213,8 @@ export function webhookLaneClass(deps: Deps) {
       this.lane = new Lane(state, env, deps);
     }
 
-    handOff(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
-      return this.lane.handOff(messages);
+    accept(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
+      return this.lane.accept(messages);
     }
 
     pending() {

@@ -1,4 +1,4 @@
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { attemptRows, deliveryMessages, deliveryRow, until } from "../../test/deliveries";
@@ -8,9 +8,9 @@ import { seedRunnable } from "../../test/runs";
 import { createDb } from "../db/client";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
-import type { DeliveryMessage } from "./enqueue";
-import { laneName } from "./lane";
-import { LANE_CONCURRENCY } from "./limits";
+import type { DeliveryMessage } from "./message";
+import { Lane, laneName } from "./lane";
+import { LANE_CONCURRENCY } from "./lane-capacity";
 import { MAX_ATTEMPTS, MAX_GAP_MS } from "./policy";
 import { claimAttempt } from "./store";
 
@@ -160,13 +160,13 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
 describe("a lane stores a delivery once and never makes a fourth attempt", () => {
   const laneOf = (message: DeliveryMessage) => env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(message)));
 
-  it("a duplicate hand-off (directly and through the queue) adds no attempt, and the lane forgets a delivery once it is settled", async () => {
+  it("a duplicate (passed directly and through the queue) adds no attempt, and the lane forgets a delivery once it is settled", async () => {
     const app = await seedRunnable(api);
     const { hooks, messages } = await deliveriesTo(app.projectId, 1, [{ status: 404 }], PEER_OTHER);
     const message = messages[0]!;
     const lane = laneOf(message);
-    expect(await lane.handOff([message])).toEqual({ stored: [true] });
-    expect(await lane.handOff([message, message])).toEqual({ stored: [false, false] });
+    expect(await lane.accept([message])).toEqual({ stored: [true] });
+    expect(await lane.accept([message, message])).toEqual({ stored: [false, false] });
     await enqueue([message, message]);
     const row = await until(() => deliveryRow(message.id), (r) => r?.status === "failed", 10_000);
     expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS });
@@ -184,19 +184,19 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
     const db = createDb(env.DB);
     await claimAttempt(db, message, new Date());
     await claimAttempt(db, message, new Date());
-    expect(await laneOf(message).handOff([message])).toEqual({ stored: [true] });
+    expect(await laneOf(message).accept([message])).toEqual({ stored: [true] });
     const row = await until(() => deliveryRow(message.id), (r) => r?.status === "failed", 5_000);
     expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
     expect(await received(hooks[0]!.key)).toHaveLength(1);
     expect((await attemptRows(message.id)).map((a) => a.attempt)).toEqual([3]);
   }, 10_000);
 
-  it("a hand-off that fails is handed back to the queue (whose retries end in the dead-letter queue)", async () => {
+  it("a delivery its lane does not accept is handed back to the queue (whose retries end in the dead-letter queue)", async () => {
     const app = await seedRunnable(api);
     const { messages } = await deliveriesTo(app.projectId, 1, [{ status: 200 }], PEER_OTHER);
     const unavailable = {
       idFromName: (name: string) => env.WEBHOOK_LANES.idFromName(name),
-      get: () => ({ handOff: () => Promise.reject(new Error("Durable Object overloaded")) }),
+      get: () => ({ accept: () => Promise.reject(new Error("Durable Object overloaded")) }),
     };
     const batch = createMessageBatch(QUEUES.webhookDeliveries, [{ id: "h-1", timestamp: new Date(), attempts: 1, body: messages[0] }]);
     const ctx = createExecutionContext();
@@ -212,3 +212,19 @@ async function attemptTimes(id: string) {
   const { results } = await env.DB.prepare("SELECT at, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt").bind(id).all<{ at: number; duration_ms: number }>();
   return results.map((r) => ({ at: r.at, durationMs: r.duration_ms }));
 }
+
+describe("a lane's storage from before its columns were renamed", () => {
+  it("a lane whose table still has `runs` renames it to `interruptions` in place, keeping its rows", async () => {
+    const stub = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName("lane-schema-migration"));
+    await runInDurableObject(stub, (_instance, state) => {
+      state.storage.sql.exec("DROP TABLE IF EXISTS lane_deliveries");
+      state.storage.sql.exec(
+        "CREATE TABLE lane_deliveries (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, message TEXT NOT NULL, due_at INTEGER NOT NULL, paused INTEGER NOT NULL DEFAULT 0, runs INTEGER NOT NULL DEFAULT 0)",
+      );
+      state.storage.sql.exec("INSERT INTO lane_deliveries (id, message, due_at, runs) VALUES ('whd_old', '{}', 9999999999999, 2)");
+      const lane = new Lane(state, env, testDeps());
+      expect(lane.pending()).toEqual([{ id: "whd_old", dueAt: 9999999999999, interruptions: 2 }]);
+      state.storage.sql.exec("DELETE FROM lane_deliveries");
+    });
+  });
+});

@@ -27,17 +27,19 @@ export const INLINE_MESSAGE_MAX_BYTES = 64 * 1024;
  */
 export const SWEPT_REASONS = ["never_attempted", "stalled"] as const;
 
-export type AttemptOutcome =
-  | { kind: "delivered"; statusCode: number }
-  | { kind: "retry"; statusCode?: number; error?: string }
-  | { kind: "permanent"; statusCode: number };
+/**
+ * What a receiver's HTTP status means for its delivery (spec section 7). An attempt's outcome, the
+ * one that is recorded (`AttemptOutcome`: delivered, retry, failed), follows from it and the attempt's
+ * number: a `retry` answer to the last attempt is a `failed` outcome.
+ */
+export type StatusClass = "delivered" | "retry" | "permanent";
 
 /** Spec section 7: 2xx delivered; 404, other non-2xx outside 4xx/5xx (redirects too) retried; other 4xx and all 5xx final. */
-export function classifyStatus(status: number): AttemptOutcome {
-  if (status >= 200 && status < 300) return { kind: "delivered", statusCode: status };
-  if (status === 404) return { kind: "retry", statusCode: status };
-  if (status >= 400 && status < 600) return { kind: "permanent", statusCode: status };
-  return { kind: "retry", statusCode: status };
+export function classifyStatus(status: number): StatusClass {
+  if (status >= 200 && status < 300) return "delivered";
+  if (status === 404) return "retry";
+  if (status >= 400 && status < 600) return "permanent";
+  return "retry";
 }
 
 /** Seconds to wait before the next attempt, `Retry-After` (seconds or HTTP date) honoured up to the cap. */

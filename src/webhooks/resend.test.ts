@@ -6,7 +6,7 @@ import { PEER, received, receiver } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { type DeliveryJson, drive, runWithWebhook } from "../../test/webhooks";
 import { createWorker } from "../worker";
-import type { DeliveryMessage } from "./enqueue";
+import type { DeliveryMessage } from "./message";
 import { RETENTION_MS } from "./housekeeping";
 
 const api = client();

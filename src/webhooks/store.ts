@@ -3,7 +3,7 @@ import type { SQLiteColumn as Column } from "drizzle-orm/sqlite-core";
 import type { Database } from "../db/client";
 import { type AttemptOutcome, projects, webhookAttempts, webhookDeliveries } from "../db/schema";
 import { prepared, type StatementGroup } from "../db/statement-group";
-import type { DeliveryMessage } from "./enqueue";
+import type { DeliveryMessage } from "./message";
 import { MAX_ATTEMPTS, SWEPT_REASONS } from "./policy";
 
 /**
@@ -14,8 +14,8 @@ import { MAX_ATTEMPTS, SWEPT_REASONS } from "./policy";
  * A first-attempt success costs 3 statements: the `pending` row before the run
  * (`recordPending`), the claim of attempt 1 (`claimAttempt`), the attempt's outcome
  * (`recordAttempt`, one INSERT; a trigger settles the delivery row in the same statement). The
- * consumer sends a batch's claims together and its outcomes together (`StatementGroup`), so a batch
- * of first-attempt successes (up to the 6 lanes at once) costs 2 D1 round trips.
+ * lane sends the claims of its deliveries in progress together and their outcomes together
+ * (`StatementGroup`), so six first-attempt successes at once cost 2 D1 round trips.
  */
 
 export type Claim =
@@ -122,10 +122,15 @@ export async function claimAttempt(db: Database, message: DeliveryMessage, at: D
   return { kind: "exhausted", attempts: row.attempts, updatedAt: row.updatedAt };
 }
 
-export interface AttemptResult {
-  statusCode?: number;
-  error?: string;
+/** One attempt as `webhook_attempts` keeps it. */
+export interface AttemptRow {
+  deliveryId: string;
+  attempt: number;
+  at: Date;
+  statusCode: number | null;
+  error: string | null;
   durationMs: number;
+  outcome: AttemptOutcome;
 }
 
 const a = webhookAttempts;
@@ -141,8 +146,8 @@ const attemptStatement = prepared<{ [K in keyof typeof attemptColumns]: unknown 
 );
 
 /** Records an attempt (`attemptStatement`), through `group` when given. */
-export async function recordAttempt(db: Database, deliveryId: string, attempt: number, at: Date, result: AttemptResult, outcome: AttemptOutcome, group?: StatementGroup) {
-  const statement = attemptStatement(db, { deliveryId, attempt, at, statusCode: result.statusCode ?? null, error: result.error ?? null, durationMs: result.durationMs, outcome });
+export async function recordAttempt(db: Database, row: AttemptRow, group?: StatementGroup) {
+  const statement = attemptStatement(db, row);
   await (group ? group.run(statement) : statement.run());
 }
 

@@ -3,12 +3,12 @@ import wranglerToml from "../../wrangler.toml?raw";
 import { QUEUES } from "../platform/triggers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
-import { handOff } from "../../test/deliveries";
+import { passToLanes } from "../../test/deliveries";
 import { received, receiver } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
-import type { DeliveryMessage } from "./enqueue";
-import { DELIVERIES_PER_LANE_INVOCATION, LANE_SUBREQUESTS_PER_INVOCATION, SUBREQUESTS_PER_DELIVERY, SUBREQUESTS_PER_HAND_OFF } from "./limits";
+import type { DeliveryMessage } from "./message";
+import { DELIVERIES_PER_LANE_INVOCATION, LANE_SUBREQUESTS_PER_INVOCATION, SUBREQUESTS_PER_DELIVERY, SUBREQUESTS_PER_ACCEPT } from "./lane-capacity";
 import { MAX_GAP_MS, MAX_RETRY_DELAY_SECONDS, RETRY_DELAYS_SECONDS } from "./policy";
 
 const api = client();
@@ -77,7 +77,7 @@ describe("webhook queue messages", () => {
 
   it("drops a message of unknown shape with a log line instead of retrying it forever", async () => {
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
-    const result = await handOff(api, [{ hello: "world" }]);
+    const result = await passToLanes(api, [{ hello: "world" }]);
     expect(result).toMatchObject({ explicitAcks: ["m0"], retryMessages: [] });
     expect(errors.mock.calls.some((call) => JSON.stringify(call[0]).includes("unreadable webhook message"))).toBe(true);
   });
@@ -168,8 +168,8 @@ describe("wrangler.toml agrees with the delivery policy", () => {
     const consumer = consumers[0]!;
     // Attempts are spaced inside the lane's invocation (≤ 4 s pause + one claim), not by queue retries.
     expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) * 1000).toBeLessThan(MAX_GAP_MS);
-    // The consumer only hands off (one Durable Object call per lane a batch touches): within Workers Free's 50 subrequests.
-    expect(consumer.max_batch_size * SUBREQUESTS_PER_HAND_OFF).toBeLessThanOrEqual(50);
+    // The consumer only passes deliveries to their lanes (one Durable Object call per lane a batch touches): within Workers Free's 50 subrequests.
+    expect(consumer.max_batch_size * SUBREQUESTS_PER_ACCEPT).toBeLessThanOrEqual(50);
     // A lane's alarm starts no more deliveries than its subrequests allow at worst.
     expect(DELIVERIES_PER_LANE_INVOCATION * SUBREQUESTS_PER_DELIVERY).toBeLessThanOrEqual(LANE_SUBREQUESTS_PER_INVOCATION);
     // The lanes are declared, with SQLite storage, in every environment.

@@ -168,6 +168,13 @@ async function upstream(req, res, url) {
     res.end(body);
     return;
   }
+  if (url.searchParams.has("h")) {
+    // An HTML answer with the headers the test names (`h=Name: value`, repeated): what an app may try.
+    const headers = url.searchParams.getAll("h").map((line) => [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 1).trim()]);
+    res.writeHead(200, [["content-type", "text/html"], ...headers].flat());
+    res.end("<script>document.title = 'from the app'</script>");
+    return;
+  }
   if (url.searchParams.has("text")) {
     res.writeHead(200, { "content-type": url.searchParams.get("type") ?? "text/plain" });
     res.end("not json");

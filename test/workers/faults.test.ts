@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { DeliveryMessage } from "../../src/webhooks/enqueue";
+import type { DeliveryMessage } from "../../src/webhooks/message";
 import { client } from "../helpers";
 import { received, receiver } from "../peers";
 import { callWith, capturingQueue, seedRunnable } from "../runs";

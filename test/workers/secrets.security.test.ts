@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { actingAs } from "../../src/auth/internal";
-import type { DeliveryMessage } from "../../src/webhooks/enqueue";
+import type { DeliveryMessage } from "../../src/webhooks/message";
 import { consume, startAsync } from "../async-runs";
 import { visitor } from "../dashboard-helpers";
 import { faultyD1, type Refused } from "../faulty-d1";

@@ -61,7 +61,7 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
   const now = deps.now();
   const runId = newId("run", now.getTime());
   const query = forwardedQuery(req.query);
-  const headers = upstreamHeaders(request.headers, runId);
+  const headers = upstreamHeaders(request, runId);
   headers.delete("idempotency-key");
   if (req.runtime === "cortex") {
     if (body !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");

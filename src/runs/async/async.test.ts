@@ -5,7 +5,7 @@ import { client } from "../../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
 import { drive } from "../../../test/webhooks";
-import type { DeliveryMessage } from "../../webhooks/enqueue";
+import type { DeliveryMessage } from "../../webhooks/message";
 import { runById } from "./store";
 import { createDb } from "../../db/client";
 
@@ -57,7 +57,7 @@ describe("?async=true: accepted at once", () => {
       ["a bad webhookEndpoint", { query: `webhookEndpoint=${encodeURIComponent("https://10.0.0.1/hook")}` }, 400, "validation_failed"],
       ["a body that is not an object", { rawBody: "[1]" }, 400, "validation_failed"],
       ["malformed JSON", { rawBody: "{" }, 400, "malformed_json"],
-      ["a cortex body that is not UTF-8", { rawBody: Uint8Array.of(...new TextEncoder().encode('{"a":"'), 0xff, 0x22, 0x7d) }, 400, "validation_failed"],
+      ["a cortex body that is not UTF-8", { rawBody: Uint8Array.of(...new TextEncoder().encode('{"a":"'), 0xff, 0x22, 0x7d) }, 400, "malformed_json"],
       ["async neither true nor false", { query: "async=yes" }, 400, "validation_failed"],
       ["a malformed Idempotency-Key", { headers: { "Idempotency-Key": "with space" } }, 400, "validation_failed"],
     ];

@@ -11,7 +11,7 @@ import { CRONS } from "../../platform/triggers";
 import { createWorker } from "../../worker";
 import { claimRun, runById } from "./store";
 import { HANDOVER_MAX_MS, QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
-import type { DeliveryMessage } from "../../webhooks/enqueue";
+import type { DeliveryMessage } from "../../webhooks/message";
 
 const api = client();
 const db = createDb(env.DB);
@@ -65,12 +65,12 @@ describe("cancel: DELETE …/runs/{run_id}", () => {
     await upstream.reached;
     const running = await cancel(started.body.status_url, app.token);
     expect(running.status).toBe(409);
-    expect(running.body).toMatchObject({ code: "run_not_cancellable", status: "running", run_id: started.body.run_id });
+    expect(running.body).toMatchObject({ code: "run_not_cancellable", status: 409, run_status: "running", run_id: started.body.run_id });
     upstream.release();
     await consumed;
     const finished = await cancel(started.body.status_url, app.token);
     expect(finished.status).toBe(409);
-    expect(finished.body.status).toBe("succeeded");
+    expect(finished.body).toMatchObject({ status: 409, run_status: "succeeded" });
     expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
   });
 

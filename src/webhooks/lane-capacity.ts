@@ -37,49 +37,5 @@ export const DELIVERIES_PER_LANE_INVOCATION = Math.floor(LANE_SUBREQUESTS_PER_IN
  * in progress finish (≤ 3 × 10 s + 2 × 4 s each), then the next alarm takes the backlog.
  */
 export const LANE_INVOCATION_WALL_MS = 10 * 60 * 1000;
-/** Subrequests the queue consumer makes per message at worst (every message of the batch to a lane of its own): one hand-off. */
-export const SUBREQUESTS_PER_HAND_OFF = 1;
-
-/** A counting semaphore whose waiters are served first come, first served; it remembers its high-water mark. */
-export class Semaphore {
-  #free: number;
-  readonly #capacity: number;
-  readonly #waiting: { amount: number; wake: () => void }[] = [];
-  #highWater = 0;
-
-  constructor(capacity: number) {
-    this.#capacity = capacity;
-    this.#free = capacity;
-  }
-
-  /** Takes `amount` (capped at the capacity, so one oversized holder still runs alone) and returns its release. */
-  async acquire(amount = 1): Promise<() => void> {
-    const take = Math.min(Math.max(amount, 0), this.#capacity);
-    if (this.#waiting.length > 0 || this.#free < take) {
-      await new Promise<void>((wake) => this.#waiting.push({ amount: take, wake }));
-    } else {
-      this.#free -= take;
-    }
-    this.#highWater = Math.max(this.#highWater, this.#capacity - this.#free);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.#free += take;
-      this.#serve();
-    };
-  }
-
-  #serve() {
-    // In order: a large waiter is not starved by smaller ones behind it.
-    while (this.#waiting.length > 0 && this.#free >= this.#waiting[0]!.amount) {
-      const next = this.#waiting.shift()!;
-      this.#free -= next.amount;
-      next.wake();
-    }
-  }
-
-  get highWater(): number {
-    return this.#highWater;
-  }
-}
+/** Subrequests the queue consumer makes per message at worst (every message of the batch to a lane of its own): one `accept`. */
+export const SUBREQUESTS_PER_ACCEPT = 1;

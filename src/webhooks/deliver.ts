@@ -1,0 +1,99 @@
+import { log } from "../platform/log";
+import { type DeliveryContext, DeliveryInProgress } from "./attempt/context";
+import { type Prepared, prepare } from "./attempt/prepare";
+import { record } from "./attempt/record";
+import { type Next, schedule } from "./attempt/schedule";
+import { send, unsent } from "./attempt/send";
+import type { DeliveryMessage } from "./message";
+import { failPending } from "./store";
+
+/**
+ * A delivery's attempts, start to end, as a chain of named steps (Svix's worker is the model):
+ *
+ *     prepare  → Prepared       claim attempt n in D1, lay out and sign its request
+ *     send     → SentAttempt    one POST, its timeout from the moment it is sent; its outcome
+ *     record   → RecordedAttempt one INSERT (a trigger settles the delivery)
+ *     schedule → Next           settled, a pause before attempt n+1, or interrupted
+ *
+ * Its lane (lane.ts) runs this for each delivery it holds; the pause is a timer inside the lane's
+ * invocation, so one receiver's slowness never delays another delivery's retry. docs/webhooks.md
+ * explains the limits.
+ */
+
+/** How a delivery's attempts ended: settled (or nothing left to do), or interrupted by D1, to be taken up again after `ms`. */
+export type DeliveryEnd = { kind: "settled" } | { kind: "interrupted"; ms: number };
+
+export interface DeliveryHooks {
+  /** Told before each pause, with when (wall clock, ms) the next attempt is due: the lane stores it, so a crash resumes on time. */
+  pausing?(dueAt: number): void;
+}
+
+const SETTLED: DeliveryEnd = { kind: "settled" };
+/** A claim D1 refused: nothing was sent for it. */
+const CLAIM_REFUSED_RETRY_MS = 1_000;
+
+/** One line per failed delivery, for alerting; never the secret or the body. */
+export function logFailure(fields: { id: string; runId: string; projectId: string; endpoint: string }, attempts: number, reason: string, last: { statusCode?: number | null; error?: string | null } = {}) {
+  let host = "";
+  try {
+    host = new URL(fields.endpoint).host;
+  } catch {
+    // An endpoint is checked before it is stored; a row edited by hand still gets its log line.
+  }
+  log("error", "webhook delivery failed", {
+    reason,
+    delivery_id: fields.id,
+    run_id: fields.runId,
+    project_id: fields.projectId,
+    endpoint_host: host,
+    attempts,
+    last_status_code: last.statusCode ?? null,
+    last_error: last.error ?? null,
+  });
+}
+
+/**
+ * A claim refused although the delivery is pending: every attempt is claimed. An attempt writes its
+ * outcome within its timeout; a claim older than that plus a margin belongs to a lane that died (or
+ * whose D1 write failed), and its outcome will never come. A younger one may still be writing.
+ */
+async function settleExhausted(ctx: DeliveryContext, message: DeliveryMessage, claim: Extract<Prepared, { kind: "exhausted" }>): Promise<DeliveryEnd> {
+  const lostAfterMs = ctx.config.webhookTimeoutMs + 30_000;
+  const age = ctx.deps.now().getTime() - claim.updatedAt.getTime();
+  if (age < lostAfterMs) return { kind: "interrupted", ms: lostAfterMs - age };
+  if (await failPending(ctx.db, message.id, ctx.deps.now(), "outcome_not_recorded")) {
+    logFailure(message, claim.attempts, "the last attempt's outcome was never recorded");
+  }
+  return SETTLED;
+}
+
+/** One delivery, from its next attempt to its end: prepare → send → record → schedule, and the pauses between. */
+export async function deliver(ctx: DeliveryContext, message: DeliveryMessage, hooks: DeliveryHooks = {}): Promise<DeliveryEnd> {
+  const delivery = new DeliveryInProgress(message);
+  try {
+    for (;;) {
+      let prepared: Prepared;
+      try {
+        prepared = await prepare(ctx, delivery);
+      } catch (error) {
+        log("error", "webhook delivery interrupted: claim refused", { delivery_id: message.id, project_id: message.projectId, error });
+        return { kind: "interrupted", ms: CLAIM_REFUSED_RETRY_MS };
+      }
+      if (prepared.kind === "settled") return SETTLED;
+      if (prepared.kind === "exhausted") return await settleExhausted(ctx, message, prepared);
+      // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
+      const sent = prepared.kind === "ready" ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold()) : unsent(prepared);
+      const next: Next = schedule(await record(ctx, message.id, sent), Date.now());
+      if (next.kind === "settled") {
+        if (next.outcome === "failed") logFailure(message, sent.attempt, sent.reason, sent);
+        return SETTLED;
+      }
+      // The attempt happened but is not written: the next try claims the next attempt or settles.
+      if (next.kind === "interrupted") return next;
+      hooks.pausing?.(Date.now() + next.ms);
+      if (next.ms > 0) await ctx.deps.sleep(next.ms);
+    }
+  } finally {
+    delivery.release();
+  }
+}
