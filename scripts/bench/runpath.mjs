@@ -3,15 +3,16 @@
 // is, measured alone: the same bundle with one piece taken out (a binding left unbound, or one
 // function of the built bundle made a no-op), side by side with the bundle as it is.
 //
-// `npm run bench` runs it as a section; alone, for quick checks while developing:
+// `npm run bench` runs it as its section `runcost`; alone, for quick checks while developing:
 //   node scripts/bench/runpath.mjs --seconds=1 --reps=1 [--mib=100] [--samples=100] [--variants=all|none]
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, request } from "node:http";
 import { Agent } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { cpuReader } from "./cpu.mjs";
 import { buildBundle, managementApi, SECRETS, startGateway, startPassthrough } from "./gateway.mjs";
 import { listenOnLoopback } from "./peers.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
@@ -102,21 +103,6 @@ export const VARIANTS = [
     patch: [/function recordRun\((\w+), (\w+)\) \{\n/, "function recordRun($1, $2) {\n  return;\n"],
   },
 ];
-
-/** CPU time (ms) of the process listening at `url`, or null where /proc and ss are not there. */
-function cpuReader(url) {
-  try {
-    const pid = /pid=(\d+)/.exec(execFileSync("ss", ["-ltnpH", `sport = :${new URL(url).port}`]).toString())?.[1];
-    const tick = Number(execFileSync("getconf", ["CLK_TCK"]).toString());
-    if (!pid || !tick) return null;
-    return () => {
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-      return ((Number(fields[11]) + Number(fields[12])) * 1000) / tick;
-    };
-  } catch {
-    return null;
-  }
-}
 
 /** GET `url`: ms to the first body byte, ms to the end, bytes read. */
 function timedGet(url, headers, agent) {
