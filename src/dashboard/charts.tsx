@@ -232,7 +232,7 @@ export function Lines(props: ChartProps) {
           <g class={`line tone-${l.tone}`}>
             {d && <path d={d} />}
             {lone.map((i) => (
-              <circle cx={x(i)} cy={y(l.values[i]!)} r="2.5" />
+              <circle cx={x(i)} cy={y(l.values[i]!)} r="3.5" />
             ))}
           </g>
         );

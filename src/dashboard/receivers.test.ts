@@ -22,7 +22,7 @@ describe("dashboard Receivers page", () => {
     const page = `/dashboard/projects/${p.projectId}/webhook-receivers`;
     const empty = await v.get(page);
     expect(empty.status).toBe(200);
-    expect(text(empty.html)).toContain("No webhook deliveries yet.");
+    expect(text(empty.html)).toContain("No webhook deliveries in this range.");
     expect(text(empty.html)).toContain("webhookEndpoint=");
 
     // One receiver takes its delivery at once, one after a retry (404 first), one cannot be reached at all.
@@ -47,5 +47,10 @@ describe("dashboard Receivers page", () => {
     // The share as a picture too, named by its counts.
     expect(html).toContain('role="img" aria-label="0 delivered, 1 failed"');
     expect(html).toMatch(/aria-current="page"[^>]*>Receivers</);
+    expect(html).toMatch(/<a href="[^"]*range=7d" aria-current="page">7 days<\/a>/);
+    // Two hours on, the last hour holds none of these deliveries; the last 24 hours all three origins.
+    p.api.clock.advance(2 * 3_600_000);
+    expect(text((await v.get(`${page}?range=1h`)).html)).toContain("No webhook deliveries in this range.");
+    expect(((await v.get(`${page}?range=24h`)).html.match(/<tr>/g) ?? []).length).toBe(1 + 3);
   });
 });

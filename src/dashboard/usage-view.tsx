@@ -15,7 +15,7 @@ export const RANGES = {
 export type Range = keyof typeof RANGES;
 export const DEFAULT_RANGE: Range = "24h";
 
-export const rangeOf = (value: string | undefined): Range => (value !== undefined && value in RANGES ? (value as Range) : DEFAULT_RANGE);
+export const rangeOf = (value: string | undefined, fallback: Range = DEFAULT_RANGE): Range => (value !== undefined && value in RANGES ? (value as Range) : fallback);
 
 /** The window a range covers up to `now`: whole buckets, the last one the bucket `now` is in. */
 export function windowOf(range: Range, now: Date) {

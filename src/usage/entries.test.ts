@@ -7,6 +7,8 @@ import { client, type Client } from "../../test/helpers";
 import { PEER, receiver, releaseStream, watchKey } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { drive, runWithWebhook } from "../../test/webhooks";
+import { createDb } from "../db/client";
+import { claimRun } from "../runs/async/store";
 
 /** Runs on record from every entry and of every kind: custom domains, streams, hang-ups, async runs, webhooks. */
 
@@ -96,6 +98,16 @@ describe("runs on record from every entry", () => {
     const [item] = await runsOf(api, app, "?mode=async");
     expect(item).toMatchObject({ run_id: started.body.run_id, mode: "async", status_code: 200, path: "run", bytes_in: JSON.stringify({ n: 1 }).length, status_url: started.body.status_url, caller: `sa:${app.serviceAccountId}` });
     expect(item!.bytes_out).toBeGreaterThan(0);
+  });
+
+  it("records an async run whose consumer died mid-run when its redelivered message ends it interrupted (502), once", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    expect(await claimRun(createDb(env.DB), started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
+    expect((await consume(api, started.message, { id: "msg-died", attempts: 2 })).acked).toBe(true);
+    await consume(api, started.message, { id: "msg-died", attempts: 3 });
+    expect(await runsOf(api, app)).toMatchObject([{ run_id: started.body.run_id, mode: "async", status_code: 502, timed_out: false }]);
   });
 
   it("shows the webhook's outcome with the run, and counts its delivery in the usage figures and the receiver's health", async () => {

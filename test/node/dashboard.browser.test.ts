@@ -58,6 +58,18 @@ describe.runIf(available)("dashboard in a browser", () => {
     expect(violations, `accessibility of ${name}`).toEqual([]);
   }
 
+  /** Each page at phone width: no sideways scrolling, a screenshot and an audit; then back to the desktop size. */
+  async function atPhoneWidth(pages: readonly (readonly [name: string, path: string])[]) {
+    await page.setViewportSize({ width: 375, height: 740 });
+    for (const [name, path] of pages) {
+      await page.goto(`${server.url}${path}`);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect(overflow, name).toBeLessThanOrEqual(0);
+      await shot(name);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "eg-dashboard-"));
     mkdirSync(SCREENSHOTS, { recursive: true });
@@ -217,18 +229,11 @@ describe.runIf(available)("dashboard in a browser", () => {
   it("is usable at phone width: no sideways scrolling", async () => {
     const projectId = await seedProject("Phone project");
     await signIn();
-    await page.setViewportSize({ width: 375, height: 740 });
-    const pages = [
+    await atPhoneWidth([
       ["09-phone-projects", "/dashboard/projects"],
       ["10-phone-api-keys", `/dashboard/projects/${projectId}/api-keys`],
       ["11-phone-apps", `/dashboard/projects/${projectId}/apps`],
-    ] as const;
-    for (const [name, path] of pages) {
-      await page.goto(`${server.url}${path}`);
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      expect(overflow, name).toBeLessThanOrEqual(0);
-      await shot(name);
-    }
+    ]);
   });
 
   it("first hour: / leads to the dashboard, pages render in standards mode, a reload creates no second key, Revoke fits a phone", async () => {
@@ -417,18 +422,11 @@ describe.runIf(available)("dashboard in a browser", () => {
     }
 
     // Phone width: no sideways scrolling on the new pages either.
-    await page.setViewportSize({ width: 375, height: 740 });
-    for (const [name, path] of [
+    await atPhoneWidth([
       ["20-phone-domains", `/dashboard/projects/${projectId}/domains`],
       ["21-phone-domain", `/dashboard/projects/${projectId}/domains/good.example.test`],
       ["22-phone-webhook-deliveries", `/dashboard/projects/${projectId}/webhook-deliveries`],
-    ] as const) {
-      await page.goto(`${server.url}${path}`);
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      expect(overflow, name).toBeLessThanOrEqual(0);
-      await shot(name);
-    }
-    await page.setViewportSize({ width: 1280, height: 800 });
+    ]);
   });
 
   it("works without script: confirmations become pages, the token stays selectable", async () => {
@@ -644,6 +642,7 @@ describe.runIf(available)("dashboard in a browser", () => {
 
       // Receivers: one origin healthy, the other with a retried delivery and one refused for good.
       await tab("Receivers").click();
+      await page.getByRole("link", { name: "1 hour" }).click();
       const other = page.getByRole("row", { name: new RegExp(peers.receivers.replace(/[.:/]/g, "\\$&")) });
       await expect
         .poll(async () => {
@@ -655,17 +654,12 @@ describe.runIf(available)("dashboard in a browser", () => {
       await shot("44-receivers");
 
       // Phone width: the pages fit, the charts shrink with the screen.
-      await page.setViewportSize({ width: 375, height: 740 });
-      for (const [name, path] of [
+      await atPhoneWidth([
         ["45-phone-usage", `/dashboard/projects/${projectId}/usage?range=1h`],
         ["46-phone-runs", `/dashboard/projects/${projectId}/runs`],
-      ] as const) {
-        await page.goto(`${server.url}${path}`);
-        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-        expect(overflow, name).toBeLessThanOrEqual(0);
-        await shot(name);
-      }
-      await page.setViewportSize({ width: 1280, height: 800 });
+        ["48-phone-apps", `/dashboard/projects/${projectId}/apps`],
+        ["49-phone-receivers", `/dashboard/projects/${projectId}/webhook-receivers`],
+      ]);
 
       // Without script the charts are there all the same: they are drawn on the server.
       const plain = await launch("profile-usage-no-script", { javaScriptEnabled: false });

@@ -4,8 +4,10 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { RATE_LIMITS } from "../../src/platform/rate-limit";
 import { RUN_ID_EXAMPLE } from "../../src/runs/async/routes";
 import { consume, startAsync } from "../async-runs";
+import { world as domainsWorld } from "../cron-world";
+import { addDomain, uniqueLabel, validate } from "../domains";
 import { faultyD1 } from "../faulty-d1";
-import { client, type Client, seedProject } from "../helpers";
+import { type Client, seedProject } from "../helpers";
 import { DOWN, PEER } from "../peers";
 import { callWith, capturingQueue, seedRunnable, spendBudget } from "../runs";
 
@@ -104,6 +106,10 @@ interface World {
   custom: Awaited<ReturnType<typeof seedRunnable>>;
   /** Run keys never used before each use: nothing of them is cached in this isolate. */
   freshToken: (projectId: string, scopes?: string[]) => Promise<string>;
+  /** A validated custom domain of each app's project. */
+  domains: { cortex: string; custom: string };
+  /** An app of a project whose run budget is spent. */
+  limited: Awaited<ReturnType<typeof seedRunnable>>;
 }
 let world: World;
 
@@ -111,10 +117,13 @@ let world: World;
 const appFor = (method: Method, w: World) => (method === "get" || method === "post" ? w.cortex : w.custom);
 const bodyFor = (method: Method) => (WITH_BODY.has(method) ? { body: "{}", headers: { "Content-Type": "application/json" } } : {});
 
-function run(method: Method, path: string, init: { token?: string | null; query?: string; headers?: Record<string, string>; body?: BodyInit; bindings?: Record<string, unknown> } = {}) {
+function run(method: Method, path: string, init: { token?: string | null; query?: string; headers?: Record<string, string>; body?: BodyInit; bindings?: Record<string, unknown>; host?: string } = {}) {
   const headers = new Headers(init.headers);
   if (init.token) headers.set("Authorization", `Bearer ${init.token}`);
   const url = init.query ? `${path}?${init.query}` : path;
+  if (init.host) {
+    return world.api.call(url, { method: upper(method), token: init.token ?? null, headers: Object.fromEntries(headers), rawBody: init.body, host: init.host });
+  }
   return callWith(world.api, init.bindings ?? {}, url, { method: upper(method), headers, body: init.body });
 }
 
@@ -174,7 +183,7 @@ for (const method of ALL) {
     status: 429,
     problem: true,
     why: "the project's run budget spent",
-    send: () => run(method, limited.runPath, { token: limited.token, ...bodyFor(method) }),
+    send: () => run(method, world.limited.runPath, { token: world.limited.token, ...bodyFor(method) }),
     carries: ["retry-after", "ratelimit", "ratelimit-policy"],
   });
   add({ path: RUN, method, status: 500, problem: true, why: "a malformed setting", send: () => run(method, at(world).runPath, { token: at(world).token, bindings: { JWT_SECRET: "short" }, ...bodyFor(method) }) });
@@ -232,6 +241,18 @@ add({
   send: () => world.api.call(world.cortex.runPath, { method: "POST", token: world.cortex.token, host: "nobody.example.net", body: {} }),
 });
 
+// The same operations on a validated custom domain of the app's project.
+for (const method of ALL) {
+  const at = (w: World) => appFor(method, w);
+  const host = (w: World) => (appFor(method, w) === w.cortex ? w.domains.cortex : w.domains.custom);
+  add({ path: RUN, method, status: 200, why: "a run on a custom domain", send: () => run(method, at(world).runPath, { token: at(world).token, host: host(world), ...bodyFor(method) }), carries: ["x-run-id"] });
+  add({ path: RUN, method, status: 401, problem: true, why: "no key, on a custom domain", send: () => run(method, at(world).runPath, { host: host(world), ...bodyFor(method) }), carries: ["www-authenticate"] });
+  add({ path: RUN, method, status: 404, problem: true, why: "another project's path on a custom domain", send: () => run(method, world.limited.runPath, { token: world.limited.token, host: host(world), ...bodyFor(method) }) });
+}
+add({ path: RUN, method: "put", status: 405, problem: true, why: "a cortex app on a custom domain", send: () => run("put", world.cortex.runPath, { token: world.cortex.token, host: world.domains.cortex, ...bodyFor("put") }), carries: ["allow"] });
+add({ path: RUN, method: "head", status: 405, problem: true, why: "HEAD on a custom domain", send: () => run("head", world.custom.runPath, { token: world.custom.token, host: world.domains.custom }), carries: ["allow"] });
+add({ path: ASYNC, method: "get", status: 200, why: "a queued run, read on a custom domain", send: async () => run("get", new URL((await startAsync(world.api, world.cortex)).body.status_url).pathname, { token: world.cortex.token, host: world.domains.cortex }) });
+
 // HEAD, on every run path.
 add({ path: RUN, method: "head", status: 405, problem: true, why: "HEAD on a cortex app", send: () => run("head", world.cortex.runPath, { token: world.cortex.token }), carries: ["allow"] });
 add({ path: RUN, method: "head", status: 405, problem: true, why: "HEAD on a custom app", send: () => run("head", world.custom.runPath, { token: world.custom.token }), carries: ["allow"] });
@@ -249,7 +270,7 @@ add({
     return run("head", `/v4/${seed.projectId}/undeployed/run`, { token: seed.token });
   },
 });
-add({ path: RUN, method: "head", status: 429, problem: true, why: "HEAD with the run budget spent", send: () => run("head", limited.runPath, { token: limited.token }), carries: ["retry-after"] });
+add({ path: RUN, method: "head", status: 429, problem: true, why: "HEAD with the run budget spent", send: () => run("head", world.limited.runPath, { token: world.limited.token }), carries: ["retry-after"] });
 add({ path: RUN, method: "head", status: 500, problem: true, why: "HEAD with a malformed setting", send: () => run("head", world.cortex.runPath, { token: world.cortex.token, bindings: { JWT_SECRET: "short" } }) });
 add({ path: RUN, method: "head", status: 503, problem: true, why: "HEAD with D1 unavailable", send: async () => run("head", world.cortex.runPath, { token: await world.freshToken(world.cortex.projectId), bindings: { DB: unavailableD1() } }) });
 
@@ -260,7 +281,7 @@ for (const method of ["get", "delete"] as const) {
   add({ path: ASYNC, method, status: 401, problem: true, why: "no key", send: () => run(method, asyncPath(world.cortex)), carries: ["www-authenticate"] });
   add({ path: ASYNC, method, status: 403, problem: true, why: "a key without runs:invoke", send: async () => run(method, asyncPath(world.cortex), { token: await world.freshToken(world.cortex.projectId, ["builds:read"]) }), carries: ["www-authenticate"] });
   add({ path: ASYNC, method, status: 404, problem: true, why: "no such run", send: () => run(method, asyncPath(world.cortex), { token: world.cortex.token }) });
-  add({ path: ASYNC, method, status: 429, problem: true, why: "the run budget spent", send: () => run(method, asyncPath(limited), { token: limited.token }), carries: ["retry-after", "ratelimit", "ratelimit-policy"] });
+  add({ path: ASYNC, method, status: 429, problem: true, why: "the run budget spent", send: () => run(method, asyncPath(world.limited), { token: world.limited.token }), carries: ["retry-after", "ratelimit", "ratelimit-policy"] });
   add({ path: ASYNC, method, status: 500, problem: true, why: "a malformed setting", send: () => run(method, asyncPath(world.cortex), { token: world.cortex.token, bindings: { JWT_SECRET: "short" } }) });
   add({ path: ASYNC, method, status: 503, problem: true, why: "D1 unavailable", send: async () => run(method, asyncPath(world.cortex), { token: await world.freshToken(world.cortex.projectId), bindings: { DB: unavailableD1() } }), carries: ["retry-after"] });
 }
@@ -283,12 +304,22 @@ add({ path: ASYNC, method: "head", status: 500, problem: true, why: "HEAD with a
 /** A D1 that is down: every statement fails as D1 does when it loses its connection. */
 const unavailableD1 = () => faultyD1(env.DB, () => true);
 
-let limited: World["cortex"];
 let down: { cortex: World["cortex"]; custom: World["cortex"] };
 let ws: World["cortex"];
 
+/** A validated custom domain of `app`'s project. */
+async function domainOf(w: ReturnType<typeof domainsWorld>, app: { projectId: string; token: string }) {
+  const host = `${uniqueLabel("contract")}.example.test`;
+  w.dns.set(host, "ok");
+  await addDomain(w.api, app, host);
+  const validated = await validate(w.api, app, host);
+  if (validated.body.status !== "validated") throw new Error(JSON.stringify(validated.body));
+  return host;
+}
+
 beforeAll(async () => {
-  const api = client();
+  const w = domainsWorld();
+  const api = w.api;
   const cortex = await seedRunnable(api);
   const custom = await seedRunnable(api, `${PEER}/upstream/echo`, "custom");
   const freshToken = async (projectId: string, scopes = ["runs:invoke"]) => {
@@ -297,8 +328,8 @@ beforeAll(async () => {
     if (made.status !== 201) throw new Error(JSON.stringify(made.body));
     return made.body.token;
   };
-  world = { api, cortex, custom, freshToken };
-  limited = await seedRunnable(api);
+  const limited = await seedRunnable(api);
+  world = { api, cortex, custom, freshToken, limited, domains: { cortex: await domainOf(w, cortex), custom: await domainOf(w, custom) } };
   down = { cortex: await seedRunnable(api, DOWN), custom: await seedRunnable(api, DOWN, "custom") };
   ws = await seedRunnable(api, `${PEER}/upstream/ws`);
   const response = await api.json<Json>("/v2/openapi.json");

@@ -5,6 +5,7 @@ import { count, duration, percent } from "../format";
 import { renderPage } from "../layout";
 import type { Receiver, ReceiverList } from "../usage-types";
 import { ERROR_TEXT } from "./deliveries";
+import { RANGES, RangePicker, rangeOf, windowOf } from "../usage-view";
 import { ProjectHeading, withProject } from "./project";
 
 type Health = { tone: BadgeTone; label: string };
@@ -46,7 +47,11 @@ export function registerReceivers(dash: DashRouter) {
   dash.get("/projects/:project_id/webhook-receivers", (c) =>
     withProject(c, async (project) => {
       const pid = project.project_id;
-      const list = await c.get("api")<ReceiverList>("GET", `/projects/${seg(pid)}/webhook-receivers`);
+      // Seven days by default: the deliveries' records are kept that long, so it is everything there is.
+      const range = rangeOf(c.req.query("range"), "7d");
+      const window = windowOf(range, c.var.scope.deps.now());
+      const query = new URLSearchParams({ from: window.from, to: window.to });
+      const list = await c.get("api")<ReceiverList>("GET", `/projects/${seg(pid)}/webhook-receivers?${query}`);
       const deliveries = projectPath(pid, "/webhook-deliveries");
       return renderPage(
         c,
@@ -54,15 +59,16 @@ export function registerReceivers(dash: DashRouter) {
         <>
           <ProjectHeading project={project} title="Receivers" />
           <p class="muted">
-            Each origin your runs' webhooks go to (<code>?webhookEndpoint=</code>), and how its deliveries fared over the deliveries kept. Every delivery and its
-            attempts are under <a href={deliveries}>Webhook deliveries</a>.
+            Each origin your runs' webhooks go to (<code>?webhookEndpoint=</code>), and how its deliveries of the last {RANGES[range].label} fared. Every
+            delivery and its attempts are under <a href={deliveries}>Webhook deliveries</a>.
           </p>
+          <RangePicker c={c} current={range} />
           {!list.ok ? (
             <ProblemMessage problem={list.problem} action="Loading receivers" />
           ) : list.data.data.length === 0 ? (
             <div class="card">
               <p>
-                <strong>No webhook deliveries yet.</strong> Add <code>webhookEndpoint</code> to a run and its result is delivered, signed, to your receiver:
+                <strong>No webhook deliveries in this range.</strong> Add <code>webhookEndpoint</code> to a run and its result is delivered, signed, to your receiver:
               </p>
               <pre>
                 <code>{`curl -X POST "${new URL(c.req.url).origin}/v4/${pid}/APP_NAME/run?webhookEndpoint=https%3A%2F%2Fexample.com%2Fhooks" \\\n  -H "Authorization: Bearer $TOKEN" -H "X-Webhook-Secret: $SECRET" \\\n  -H "Content-Type: application/json" -d '{"inputs": {}}'`}</code>
