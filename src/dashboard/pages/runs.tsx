@@ -177,7 +177,7 @@ async function runsPage(c: DashContext, project: Project) {
         <Select name="app_name" label="App" options={appNames} value={filters.app_name} any="All apps" />
         <Select name="mode" label="Mode" options={MODES} value={filters.mode} any="Every mode" />
         <Select name="status" label="Status" options={STATUS_CLASSES} value={filters.status} any="Every status" />
-        <Select name="range" label="Time" options={rangeLabels} value={filters.range} any="Last 7 days (all kept)" />
+        <Select name="range" label="Time" options={rangeLabels} value={filters.range} any="Any time (7 days kept)" />
         <FilterActions path={path} filtered={filtered} />
       </form>
       {!list.ok ? (
