@@ -1,4 +1,4 @@
-import type { RunRecord } from "./record";
+import type { RunRecord } from "./run-record";
 
 /**
  * The `usage-records` queue's message: run records of several projects that one isolate flushed

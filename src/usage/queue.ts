@@ -2,7 +2,7 @@ import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { ledgerOf } from "./ledger-client";
 import { isUsageRecordsMessage } from "./message";
-import type { RunRecord } from "./record";
+import type { RunRecord } from "./run-record";
 
 /**
  * The `usage-records` consumer: each project's records of the batch go to its ledger in one call.
