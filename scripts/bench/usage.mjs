@@ -183,6 +183,10 @@ export async function benchUsage({ bundle, upstreamUrl, seconds, reps, wrkCpu, l
     const seedStarted = performance.now();
     for (let i = 0; i < week.length; i += SEED_BATCH) await ledger.add(week.slice(i, i + SEED_BATCH));
     const ingest = { records: week.length, ms: performance.now() - seedStarted, cpuPerRecord: (gateways.on.cpu() - cpuBefore) / week.length };
+    // The week's storage: what a record costs the object's 10 GB (rollups included, spread over the records).
+    // Plain numbers: the answer is a stub of the runtime's, gone once the gateway is disposed.
+    const stats = await ledger.stats();
+    ingest.stats = { records: Number(stats.records), rollups: Number(stats.rollups), bytes: Number(stats.bytes) };
 
     const base = `${gateway.url}/v2/projects/${seed.projectId}`;
     const auth = { Authorization: `Bearer ${seed.token}` };
@@ -238,6 +242,8 @@ export function printUsage(u, fmt) {
     console.log(`| the seam with a ledger that keeps nothing: the run's own side of recording, one project | **${fmt(u.runSide.oneProject, 4)} ms** (budget +0.03 ms) |`);
     console.log(`| the same, runs of 50 projects | **${fmt(u.runSide.fiftyProjects, 4)} ms** |`);
   }
+  const s = u.ingest.stats;
+  if (s) console.log(`| the busy week's ledger: ${s.records} records, ${s.rollups} minute rollups | ${fmt(s.bytes / 1e6, 1)} MB = ${fmt(s.bytes / s.records, 0)} bytes a record, rollups included |`);
   const q = u.queries;
   console.log(`| usage, 7 days by the hour, one busy app (${q.weekRuns} runs; percentiles: ${q.weekPercentiles}) | **${fmt(q.weekHourly, 1)} ms** (target < 200 ms) |`);
   console.log(`| usage, 7 days by the day | ${fmt(q.weekDaily, 1)} ms |`);
