@@ -1,6 +1,6 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import type { RunRecord } from "./record";
+import type { RunRecord } from "./run-record";
 import { ledgerOf } from "./ledger-client";
 
 /**

@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import type { RunRecord } from "./record";
+import type { RunRecord } from "./run-record";
 import { DAY_MS, Ledger, RECORDS_MAX_DEFAULT, type RecordQuery, type UsageFigures, type UsageQuery } from "./ledger";
 
 /**

@@ -1,4 +1,4 @@
-import type { RunRecord } from "./record";
+import type { RunRecord } from "./run-record";
 import { type Histogram, addToHistogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
 
 /**

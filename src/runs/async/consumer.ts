@@ -2,10 +2,12 @@ import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
 import { upstreamOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
+import type { RunContext } from "../context";
 import { appPathOf, deliver, endingOf, endUnanswered, recordFinished } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { log, type LogFields } from "../../platform/log";
+import { isAsyncRunMessage } from "./message";
 
 /**
  * The `async-runs` consumer. `max_batch_size = 1` (wrangler.toml): each run gets an invocation of its
@@ -24,14 +26,6 @@ import { log, type LogFields } from "../../platform/log";
  * died, and ends the run `failed` (`interrupted`). Any other copy finds the run not `queued` and stops.
  */
 
-export interface AsyncRunMessage {
-  v: 1;
-  run_id: string;
-  project_id: string;
-}
-
-export const isAsyncRunMessage = (body: unknown): body is AsyncRunMessage =>
-  typeof body === "object" && body !== null && (body as AsyncRunMessage).v === 1 && typeof (body as AsyncRunMessage).run_id === "string";
 
 /** D1 writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
 const END_TRIES = 3;
@@ -60,11 +54,17 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
   const body = stored === null ? null : bodyBytes(stored, run.requestBodyEncoding);
   const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
   const { runtime, originUrl } = await deploymentOf(scope, run);
-  const limits = { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs };
-  const ctx = { runId: run.id, runtime, accept: headers.get("accept"), requestId: run.requestId, now: deps.now };
+  const context: RunContext = {
+    runId: run.id,
+    runtime,
+    accept: headers.get("accept"),
+    requestId: run.requestId,
+    now: deps.now,
+    limits: { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs },
+  };
   // ASYNC_RUN_TIMEOUT_MS bounds the whole run here, a stream included: the invocation has 15 minutes.
   const request = { target: run.target, method: run.method, headers, body, runId: run.id };
-  const answer = await answerRun(deps, request, limits, ctx, AbortSignal.timeout(config.asyncRunTimeoutMs));
+  const answer = await answerRun(deps, request, context, AbortSignal.timeout(config.asyncRunTimeoutMs));
   const ending = await endingOf(env, run.id, answer, deps.now());
   for (let tries = 1; ; tries++) {
     try {
