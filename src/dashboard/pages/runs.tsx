@@ -7,7 +7,7 @@ import { Badge, type BadgeTone, DataTable, FilterActions, Pager, ProblemMessage,
 import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
 import type { RunRecord, RunRecordList } from "../usage-types";
-import { RANGES, type Range } from "../usage-view";
+import { RANGES, type Range, RunCommand } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 const PAGE_SIZE = 25;
@@ -190,29 +190,27 @@ async function runsPage(c: DashContext, project: Project) {
             <p>
               <strong>No runs yet.</strong> Make one with a token from <a href={projectPath(pid, "/api-keys")}>API Keys</a>:
             </p>
-            <pre>
-              <code>{`curl -X POST "${new URL(c.req.url).origin}/v4/${pid}/${Object.keys(appNames)[0] ?? "APP_NAME"}/run" \\\n  -H "Authorization: Bearer $TOKEN" \\\n  -H "Content-Type: application/json" -d '{"inputs": {"name": "world"}}'`}</code>
-            </pre>
+            <RunCommand c={c} projectId={pid} appName={Object.keys(appNames)[0]} />
           </div>
         )
       ) : (
         <>
-        {list.data.sampled && (
-          <p class="alert warning" role="note">
-            The project made more runs in this range than its records keep: the list shows one run in ten for that time. The counts on the{" "}
-            <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
-          </p>
-        )}
-        <DataTable
-          caption="Runs"
-          columns={["Run", "App", "Request", "Status", "Duration", { label: "In / out", optional: true }, { label: "Caller", optional: true }, "Webhook"]}
-          class="cards"
-          footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
-        >
-          {list.data.data.map((r) => (
-            <RunRow r={r} pid={pid} />
-          ))}
-        </DataTable>
+          {list.data.sampled && (
+            <p class="alert warning" role="note">
+              The project made more runs in this range than its records keep: the list shows a sample of that time's runs. The counts on the{" "}
+              <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
+            </p>
+          )}
+          <DataTable
+            caption="Runs"
+            columns={["Run", "App", "Request", "Status", "Duration", { label: "In / out", optional: true }, { label: "Caller", optional: true }, "Webhook"]}
+            class="cards"
+            footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
+          >
+            {list.data.data.map((r) => (
+              <RunRow r={r} pid={pid} />
+            ))}
+          </DataTable>
         </>
       )}
     </>,
