@@ -1,6 +1,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { consume, startAsync } from "../../test/async-runs";
 import { client, testDeps } from "../../test/helpers";
 import { callWith, capturingQueue, countingRoundTrips, seedRunnable } from "../../test/runs";
 import { QUEUES } from "../platform/triggers";
@@ -61,6 +62,22 @@ describe("recording on the run's path", () => {
     expect(ledgers.calls).toEqual([3]);
     const listed = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/runs`, { token: app.token });
     expect(listed.body.data.map((r) => r.run_id).sort()).toEqual(runs.map((r) => r.headers.get("x-run-id")).sort());
+  });
+});
+
+describe("recording in an invocation no caller waits on", () => {
+  it("does not hold an async run's queue invocation open for the flush window", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    expect(started.response.status).toBe(202);
+    // A window of ten minutes: were the consumer's invocation to wait for it, `consume` (which waits
+    // for the invocation's waitUntil, as the broker does before the next batch) would not return.
+    const ended = consume(api, started.message, { bindings: { USAGE_FLUSH_MS: "600000" } }).then(() => "ended" as const);
+    const held = new Promise((resolve) => setTimeout(() => resolve("held"), 3_000));
+    expect(await Promise.race([ended, held])).toBe("ended");
+    const listed = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/runs?mode=async`, { token: app.token });
+    expect(listed.body.data.map((r) => r.run_id)).toEqual([started.body.run_id]);
   });
 });
 

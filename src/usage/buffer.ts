@@ -24,7 +24,8 @@ const HELD_MAX = 10_000;
 const FLUSH_MS_DEFAULT = 1_000;
 
 let held: RunRecord[] = [];
-let timerSet = false;
+/** The pending flush timer: the invocation whose `waitUntil` holds it, and how to end its wait early. */
+let timer: { ctx: Scope["ctx"]; wake: () => void } | null = null;
 
 /** How long a record may wait for others: `USAGE_FLUSH_MS` (tests and the benchmark's off switch set it). */
 function flushDelay(env: Env): number {
@@ -46,14 +47,37 @@ export function holdRecord(scope: Scope, record: RunRecord): void {
     scope.ctx.waitUntil(flush(env));
     return;
   }
-  if (timerSet) return;
-  timerSet = true;
+  if (timer !== null) return;
+  const { ctx } = scope;
   scope.ctx.waitUntil(
-    new Promise<void>((resolve) => setTimeout(resolve, delay)).then(() => {
-      timerSet = false;
+    new Promise<void>((resolve) => {
+      const handle = setTimeout(resolve, delay);
+      timer = {
+        ctx,
+        wake: () => {
+          clearTimeout(handle);
+          resolve();
+        },
+      };
+    }).then(() => {
+      timer = null;
       return flush(env);
     }),
   );
+}
+
+/**
+ * Sends what is held now, at the end of an invocation that no caller waits on (a queue batch, a cron).
+ * The flush timer is for requests, where waiting for neighbours is free; a queue consumer's invocation
+ * would be held by it (a consumer at concurrency 1 takes its next batch only when the invocation and
+ * its `waitUntil` are over: the local broker showed async runs draining at one a second). A timer held
+ * by this invocation is ended early; one held by another invocation is left to it (a promise is
+ * resolved only from the context that made it).
+ */
+export function sendHeldNow(env: Env, ctx: Scope["ctx"]): void {
+  if (held.length === 0) return;
+  if (timer?.ctx === ctx) timer.wake();
+  else ctx.waitUntil(flush(env));
 }
 
 /**
