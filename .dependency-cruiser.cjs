@@ -39,6 +39,13 @@ module.exports = {
       to: { path: "^src/(dashboard|docs)/" },
     },
     {
+      name: "no-circular",
+      severity: "error",
+      comment: "No module reaches back into one that imports it, directly or through others: each stage of a run or a delivery reads top to bottom, and a file can be read without the ones that use it.",
+      from: { path: "^src/", pathNot: "\\.test\\.tsx?$" },
+      to: { circular: true },
+    },
+    {
       name: "no-cycles-between-folders",
       severity: "error",
       comment: "Folders depend on each other in one direction only.",

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import type { Deps } from "../src/platform/deps";
 import { QUEUES } from "../src/platform/triggers";
 import { createWorker } from "../src/worker";
-import type { AsyncRunMessage } from "../src/runs/async/consumer";
+import type { AsyncRunMessage } from "../src/runs/async/message";
 import { type Client, testDeps } from "./helpers";
 import { callWith, capturingQueue } from "./runs";
 

@@ -2,7 +2,7 @@ import { createExecutionContext, createMessageBatch, createScheduledController, 
 import { env } from "cloudflare:workers";
 import { CHECKS_PER_QUEUE_BATCH } from "../src/domains/cron";
 import { type DnsResolver, ResolverError } from "../src/domains/dns";
-import type { ValidationMessage } from "../src/domains/validation-queue";
+import type { ValidationMessage } from "../src/domains/validation-message";
 import type { Deps } from "../src/platform/deps";
 import { CRONS, QUEUES } from "../src/platform/triggers";
 import { createWorker } from "../src/worker";

@@ -1,5 +1,5 @@
 // `npm run bench [-- --seconds=5 --reps=3 --domains=1000 --deliveries=1000 [--async=<deliveries>] --targets=abcdef
-// --stream-mib=100 [--stream-samples=<100 × seconds>] [--sections=runpath,delivery,fairness,units,domains,async,streaming,usage,bundle]]`: the
+// --stream-mib=100 [--stream-samples=<100 × seconds>] [--sections=runpath,delivery,fairness,units,domains,async,streaming,usage,runcost,bundle]]`: the
 // gateway's cost against the runtime's own limit, every figure a ratio to a baseline measured in the
 // same run (these machines are noisy). Servers (workerd, the Node peers) run pinned to CPU 0 and wrk
 // to CPU 1 when taskset exists. Loopback only; bounded by the options.
@@ -12,6 +12,7 @@ import { benchAsync, printAsync } from "./async.mjs";
 import { benchFairness, printFairness } from "./fairness.mjs";
 import { buildBundle, managementApi, SECRETS, seedRunnableApp, startFloor, startGateway, startPassthrough } from "./gateway.mjs";
 import { startCountingProxy, startPeer } from "./peers.mjs";
+import { benchRunPath, printRunPath } from "./runpath.mjs";
 import { benchStreaming, printStreaming, startStreamPeer } from "./streaming.mjs";
 import { measureUnits } from "./units.mjs";
 import { cpuReader } from "./cpu.mjs";
@@ -25,7 +26,7 @@ const DOMAINS = Number(options.domains ?? 1000);
 const DELIVERIES = Number(options.deliveries ?? 1000);
 const TARGETS = options.targets ?? "abcdef";
 // Which sections run (all by default): a short run of one section leaves the rest of the machine alone.
-const SECTIONS = new Set((options.sections ?? "runpath,delivery,fairness,units,domains,async,streaming,usage,bundle").split(","));
+const SECTIONS = new Set((options.sections ?? "runpath,delivery,fairness,units,domains,async,streaming,usage,runcost,bundle").split(","));
 const section = (name) => SECTIONS.has(name);
 // As many async runs as deliveries (1,000 by default; the CI smoke passes fewer deliveries).
 const ASYNC_RUNS = Number(options.async ?? DELIVERIES);
@@ -294,6 +295,11 @@ try {
   }
 
   // 7. Usage recording: the run path with recording on and off, and the usage queries over a busy week.
+  // 8. The run path's table against the bare Worker (req/s, CPU, p99, binary, 100 MiB, first byte) and
+  // each remaining cost measured alone (scripts/bench/runpath.mjs).
+  const runCost = section("runcost")
+    ? (log("run path: its table and each cost alone"), await benchRunPath({ bundle, seconds: SECONDS, reps: REPS, mib: STREAM_MIB, samples: STREAM_SAMPLES, wrkCpu: WRK_CPU, log }))
+    : null;
   const usageFigures = USAGE && section("usage") ? await benchUsage({ bundle, upstreamUrl: upstream.url, seconds: SECONDS, reps: REPS, wrkCpu: WRK_CPU, log }) : null;
 
   if (targets.length) console.log(`\n## 1. Run path (wrk: 16 connections for req/s and CPU, 1 for p50/p99; ${SECONDS} s each; medians of ${REPS} interleaved reps)\n`);
@@ -375,6 +381,7 @@ try {
   console.log(`| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`);
   if (asyncFigures) printAsync(asyncFigures, fmt);
   if (streamFigures) printStreaming(streamFigures, fmt);
+  if (runCost) printRunPath(runCost);
   if (usageFigures) printUsage(usageFigures, fmt);
   console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`);
 } finally {

@@ -3,15 +3,16 @@
 // is, measured alone: the same bundle with one piece taken out (a binding left unbound, or one
 // function of the built bundle made a no-op), side by side with the bundle as it is.
 //
-// `npm run bench` runs it as a section; alone, for quick checks while developing:
+// `npm run bench` runs it as its section `runcost`; alone, for quick checks while developing:
 //   node scripts/bench/runpath.mjs --seconds=1 --reps=1 [--mib=100] [--samples=100] [--variants=all|none]
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, request } from "node:http";
 import { Agent } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { cpuReader } from "./cpu.mjs";
 import { buildBundle, managementApi, SECRETS, startGateway, startPassthrough } from "./gateway.mjs";
 import { listenOnLoopback } from "./peers.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
@@ -21,7 +22,7 @@ const CHUNK = Buffer.alloc(64 * 1024, 0x61);
 const JSON_BODY = JSON.stringify({ message: "hello from the bench upstream", value: 42 });
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(16 * 1024 - 8, 0x42)]);
 // The rate limit as wrangler.toml binds it, with a limit no benchmark reaches: its call is measured, never its 429.
-const RUN_LIMITER = { RATE_LIMIT_RUNS: { simple: { limit: 1_000_000_000, period: 60 } } };
+const RUN_LIMITER = { RATE_LIMIT_RUNS: { namespace_id: "1003", simple: { limit: 1_000_000_000, period: 60 } } };
 
 /**
  * The app, by the path's last segment: `run` (a small JSON answer with its length), `png` (16 KiB of
@@ -78,13 +79,14 @@ async function seed(gatewayUrl, appUrl) {
 }
 
 /**
- * The pieces of the run path measured alone: each a copy of the bundle with that piece taken out.
- * `patch` rewrites the built bundle (a function made a no-op; it must match, or the variant is
- * reported as not built); `limiter: false` leaves `RATE_LIMIT_RUNS` unbound, as a deployment without
- * it runs.
+ * The pieces of the run path measured alone: each a copy of the gateway with that piece taken out
+ * (`patch` rewrites the built bundle, making a function a no-op; when it does not match, the piece is
+ * reported as not measured) or, for the rate limiter, put in: the gateway as built runs with the
+ * bindings the rest of the bench gives it, which leave `RATE_LIMIT_RUNS` unbound (the run then skips
+ * the limiter); `limiter: true` binds Miniflare's local stand-in of it.
  */
 export const VARIANTS = [
-  { id: "rate-limit", buys: "per-project back-pressure (429 with Retry-After)", limiter: false },
+  { id: "rate-limit", buys: "per-project back-pressure (429 with Retry-After): Miniflare's local stand-in of the binding", limiter: true },
   {
     id: "log-line",
     buys: "one structured line per request (route, status, duration, ids)",
@@ -101,21 +103,6 @@ export const VARIANTS = [
     patch: [/function recordRun\((\w+), (\w+)\) \{\n/, "function recordRun($1, $2) {\n  return;\n"],
   },
 ];
-
-/** CPU time (ms) of the process listening at `url`, or null where /proc and ss are not there. */
-function cpuReader(url) {
-  try {
-    const pid = /pid=(\d+)/.exec(execFileSync("ss", ["-ltnpH", `sport = :${new URL(url).port}`]).toString())?.[1];
-    const tick = Number(execFileSync("getconf", ["CLK_TCK"]).toString());
-    if (!pid || !tick) return null;
-    return () => {
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-      return ((Number(fields[11]) + Number(fields[12])) * 1000) / tick;
-    };
-  } catch {
-    return null;
-  }
-}
 
 /** GET `url`: ms to the first body byte, ms to the end, bytes read. */
 function timedGet(url, headers, agent) {
@@ -171,12 +158,13 @@ export async function benchRunPath({ bundle, seconds, reps, mib, samples, wrkCpu
     cleanup.push(() => bare.mf.dispose());
     const source = readFileSync(bundle, "utf8");
     const start = async (id, script, limiter) => {
-      const gw = await startGateway(script, { workerOptions: limiter ? { ratelimits: RUN_LIMITER } : {} });
+      // Its log lines are written (their cost is the run's) and dropped here, not printed by the bench.
+      const gw = await startGateway(script, { workerOptions: limiter ? { ratelimits: RUN_LIMITER } : {}, sharedOptions: { handleStructuredLogs: () => undefined } });
       cleanup.push(() => gw.mf.dispose());
       const s = await seed(gw.url, app.url);
       return { id, url: gw.url, headers: s.headers, fn: s.fn, srv: s.srv, cpu: cpuReader(gw.url) };
     };
-    const gateway = await start("as built", bundle, true);
+    const gateway = await start("as built", bundle, false);
     const barePaths = { url: bare.url, headers: {}, fn: gateway.fn, srv: gateway.srv, cpu: cpuReader(bare.url), id: "bare" };
     const alone = [];
     for (const variant of variants) {
@@ -191,7 +179,7 @@ export async function benchRunPath({ bundle, seconds, reps, mib, samples, wrkCpu
         // The bundle is one module (`wrangler deploy --dry-run` writes index.js alone).
         writeFileSync(script, source.replace(pattern, replacement));
       }
-      alone.push({ ...variant, target: await start(variant.id, script, variant.limiter !== false) });
+      alone.push({ ...variant, target: await start(variant.id, script, variant.limiter === true) });
     }
     const targets = [barePaths, gateway, ...alone.filter((v) => v.target).map((v) => v.target)];
     for (const t of targets) {
@@ -259,17 +247,20 @@ export function printRunPath(figures, fmt = (n, d = 2) => (n === null ? "–" : 
   console.log(`| event stream, first byte (median of ${figures.samples} back-to-back pairs per rep) | | | **+${fmt(across((r) => r.firstByte), 3)} ms** | ≤ +1 ms |`);
   if (bad) console.log(`\nnon-2xx answers under load: ${bad}`);
   if (figures.variants.length === 0) return;
-  console.log("\n### What each remaining cost buys, measured alone (the same bundle with that piece taken out, in the same reps)\n");
-  console.log("| piece | what it buys | CPU per run it costs | req/s without it ÷ as built | binary req/s without ÷ as built |");
+  console.log("\n### What each remaining cost buys, measured alone (the same bundle with that piece taken out, or the limiter put in, in the same reps)\n");
+  console.log("| piece | what it buys | CPU per run it costs | req/s with it ÷ without | binary req/s with ÷ without |");
   console.log("|---|---|---:|---:|---:|");
+  const with_ = (v, r) => (v.limiter ? r[v.id] : g(r));
+  const without = (v, r) => (v.limiter ? g(r) : r[v.id]);
   for (const v of figures.variants) {
     if (!v.built) {
       console.log(`| ${v.id} | ${v.buys} | not measured: its code was not found in the bundle | | |`);
       continue;
     }
-    const cost = across((r) => g(r).json.cpu - r[v.id].json.cpu);
+    // A piece put in (the limiter) costs what it adds; a piece taken out, what its absence saves.
+    const cost = v.limiter ? across((r) => r[v.id].json.cpu - g(r).json.cpu) : across((r) => g(r).json.cpu - r[v.id].json.cpu);
     console.log(
-      `| ${v.id} | ${v.buys} | ${fmt(cost, 3)} ms | ${fmt(across((r) => r[v.id].json.rps / g(r).json.rps))}× | ${fmt(across((r) => r[v.id].png.rps / g(r).png.rps))}× |`,
+      `| ${v.id} | ${v.buys} | ${fmt(cost, 3)} ms | ${fmt(across((r) => with_(v, r).json.rps / without(v, r).json.rps))}× | ${fmt(across((r) => with_(v, r).png.rps / without(v, r).png.rps))}× |`,
     );
   }
 }

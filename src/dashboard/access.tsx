@@ -1,13 +1,6 @@
 import type { Permission } from "../auth/permissions";
 import { mayManageMembers, roleAllows } from "../auth/roles";
-import type { Role } from "../db/schema";
-import type { DashContext } from "./context";
-
-/**
- * What the session may do in the page's project: the operator everything, a person what their role
- * allows. Pages show a control only to someone who may use it; the API checks again on every call.
- */
-export type Access = { role: Role | "operator" };
+import type { Access, DashContext } from "./context";
 
 /** Set by `withProject` for a project's pages; the operator's elsewhere. */
 const accessOf = (c: DashContext): Access => c.get("access") ?? { role: "operator" };

@@ -1,10 +1,15 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
-import type { User } from "../db/schema";
+import type { Role, User } from "../db/schema";
 import type { AppEnv } from "../platform/scope";
-import type { Access } from "./access";
 import type { ApiCall } from "./api";
 import type { Session } from "./session";
+
+/**
+ * What the session may do in the page's project: the operator everything, a person what their role
+ * allows. Pages show a control only to someone who may use it; the API checks again on every call.
+ */
+export type Access = { role: Role | "operator" };
 
 export interface DashEnv {
   Bindings: AppEnv["Bindings"];

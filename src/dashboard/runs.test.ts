@@ -1,9 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { consume, gatedOutbound, startAsync } from "../../test/async-runs";
+import { consume, startAsync } from "../../test/async-runs";
 import { text, visitor } from "../../test/dashboard-helpers";
 import { client } from "../../test/helpers";
-import { PEER } from "../../test/peers";
-import { seedRunnable } from "../../test/runs";
+import { projectWithRuns } from "../../test/usage-pages";
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -12,47 +11,66 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
+const rowIds = (html: string) => [...html.matchAll(/<tr id="run-([^"]+)"/g)].map((m) => m[1]!);
+
 describe("dashboard Runs page", () => {
-  it("lists async runs newest first with status, duration and a link to their deliveries", async () => {
-    const api = client();
-    const app = await seedRunnable(api);
-    const v = visitor(api);
+  it("says how to make a first run while there is none, and shows async runs still under way", async () => {
+    const p = await projectWithRuns(client());
+    const v = visitor(p.api);
     await v.signIn();
-    const page = `/dashboard/projects/${app.projectId}/runs`;
-    const empty = await v.get(page);
-    expect(empty.status).toBe(200);
-    expect(text(empty.html)).toContain("No async runs yet");
+    const page = await v.get(`/dashboard/projects/${p.projectId}/runs`);
+    expect(page.status).toBe(200);
+    expect(text(page.html)).toContain("No runs yet.");
+    expect(text(page.html)).toContain(`curl -X POST &quot;http://localhost/v4/${p.projectId}/${p.ok.appName}/run&quot;`);
+    expect(page.html).toMatch(/aria-current="page"[^>]*>Runs</);
+    expect(text(page.html)).not.toContain("Async runs under way");
 
-    const hooked = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/dash`)}` });
-    const upstream = gatedOutbound();
-    upstream.hold();
-    const consumed = consume(api, hooked.message, { deps: { outbound: upstream.outbound } });
-    await upstream.reached;
-    api.clock.advance(2_500);
-    upstream.release();
-    await consumed;
-    const queued = await startAsync(api, app);
-
-    const { html } = await v.get(page);
-    const shown = text(html);
-    expect(shown.indexOf(queued.body.run_id)).toBeLessThan(shown.indexOf(hooked.body.run_id));
-    expect(shown).toContain("Succeeded");
-    expect(shown).toContain("2.5 s");
-    expect(shown).toContain("HTTP 200");
-    expect(shown).toContain("Queued");
-    expect(html).toContain(`/dashboard/projects/${app.projectId}/webhook-deliveries?run_id=${hooked.body.run_id}`);
-    expect(html).toMatch(/aria-current="page"[^>]*>Runs</);
-
-    const filtered = text((await v.get(`${page}?status=queued`)).html);
-    expect(filtered).toContain(queued.body.run_id);
-    expect(filtered).not.toContain(hooked.body.run_id);
+    // An async run not yet finished is on no record yet: it shows as under way, above the list.
+    const queued = await startAsync(p.api, p.ok);
+    const later = text((await v.get(`/dashboard/projects/${p.projectId}/runs`)).html);
+    expect(later).toContain(`Async runs under way Queued ${queued.body.run_id} app ${p.ok.appName}`);
+    expect(later).toContain("No runs yet.");
   });
 
-  it("answers 404 for a project that does not exist", async () => {
-    const api = client();
-    const v = visitor(api);
+  it("lists every run of every mode, newest first, page by page, filtered by app, mode, status class and time", async () => {
+    const p = await projectWithRuns(client());
+    const v = visitor(p.api);
     await v.signIn();
-    const res = await v.get(`/dashboard/projects/proj_${"0".repeat(30)}/runs`);
-    expect(res.status).toBe(404);
+    const path = `/dashboard/projects/${p.projectId}/runs`;
+    const okIds = await p.run(p.ok, 24);
+    p.api.clock.advance(1000);
+    const brokenIds = await p.run(p.broken, 2);
+    const started = await startAsync(p.api, p.ok);
+    await consume(p.api, started.message);
+
+    // 27 runs: a page of 25, newest first, then the rest behind the API's cursor.
+    const first = await v.get(path);
+    const shown = rowIds(first.html);
+    expect(shown).toHaveLength(25);
+    expect(shown.slice(0, 3)).toEqual([started.body.run_id, brokenIds[1], brokenIds[0]]);
+    const next = /href="([^"]*cursor=[^"]+)">Next page/.exec(first.html)?.[1]?.replaceAll("&amp;", "&");
+    expect(next).toBeDefined();
+    const second = await v.get(next!);
+    expect(rowIds(second.html)).toEqual(okIds.slice(0, 2).reverse());
+    expect(second.html).not.toContain("Next page");
+    const row = text(/<tr id="run-[^"]+">.*?<\/tr>/s.exec(first.html)![0]);
+    expect(row).toMatch(/async POST \/run 200 [\d.]+ m?s/);
+
+    // Status class: the broken app's two runs, the filter kept in the form and across pages.
+    const failed = await v.get(`${path}?status=5xx`);
+    expect(rowIds(failed.html)).toEqual([brokenIds[1], brokenIds[0]]);
+    expect(failed.html).toContain('<option value="5xx" selected="">');
+    expect(text(failed.html)).toContain("Show all");
+    // By app, and by mode.
+    expect(rowIds((await v.get(`${path}?app_name=${p.broken.appName}`)).html)).toEqual([brokenIds[1], brokenIds[0]]);
+    expect(rowIds((await v.get(`${path}?mode=async`)).html)).toEqual([started.body.run_id]);
+    const paged = await v.get(`${path}?mode=sync&status=2xx`);
+    expect(rowIds(paged.html)).toHaveLength(24);
+    // Time: two hours on, the last hour holds none of them; the last 24 hours all.
+    p.api.clock.advance(2 * 3_600_000);
+    expect(text((await v.get(`${path}?range=1h`)).html)).toContain("No runs match these filters.");
+    expect(rowIds((await v.get(`${path}?range=24h&status=5xx`)).html)).toHaveLength(2);
+    // Anything else in the URL is no filter at all, never passed on to the API as it is.
+    expect(rowIds((await v.get(`${path}?status=oops&mode=both&range=forever`)).html)).toHaveLength(25);
   });
 });

@@ -7,7 +7,7 @@ import { removeExpiredClaims } from "./expiry";
 import { MAX_QUERIES_PER_CHECK } from "./rules";
 import { nextTick } from "./store";
 import { refreshCertificate, validateDomain } from "./validate";
-import type { ValidationMessage } from "./validation-queue";
+import type { ValidationMessage } from "./validation-message";
 import { log } from "../platform/log";
 
 /*

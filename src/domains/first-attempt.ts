@@ -1,5 +1,5 @@
 import type { Domain } from "../db/schema";
-import type { ValidationMessage } from "./validation-queue";
+import type { ValidationMessage } from "./validation-message";
 import { log } from "../platform/log";
 
 /**

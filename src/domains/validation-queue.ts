@@ -5,15 +5,8 @@ import type { Scope } from "../platform/scope";
 import { CHECK_CONCURRENCY } from "./cron";
 import { validateDomain } from "./validate";
 import { log } from "../platform/log";
+import { isValidationMessage } from "./validation-message";
 
-export interface ValidationMessage {
-  domain_id: string;
-  /** When the cron claimed it (ms): a redelivered message whose domain was checked since is skipped. */
-  claimed_at: number;
-}
-
-const isValidationMessage = (body: unknown): body is ValidationMessage =>
-  typeof body === "object" && body !== null && typeof (body as ValidationMessage).domain_id === "string" && typeof (body as ValidationMessage).claimed_at === "number";
 
 /** The domain-validation queue consumer: the checks one cron run had more of than it could do itself. */
 export async function domainValidationConsumer(batch: MessageBatch<unknown>, s: Scope): Promise<void> {

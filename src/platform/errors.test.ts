@@ -3,6 +3,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
 import { client, seedProject, testDeps } from "../../test/helpers";
 import { createWorker } from "../worker";
+import { ApiError, PROBLEM_MEMBERS, problemBody, type ProblemExtensions } from "./errors";
 import { installErrorHandling } from "./not-found";
 import { createRouter } from "./router";
 import { routerWayIn } from "./request";
@@ -131,5 +132,18 @@ describe("problem+json on every error path", () => {
   it("answers an unknown host with 404 unknown_host", async () => {
     const response = await api.json("/v2/projects", { host: "somewhere.example.org" });
     expectProblem(response, 404, "unknown_host");
+  });
+});
+
+describe("problem extensions never replace a problem member", () => {
+  it("refuses an extension named like a member of RFC 9457 or ours, and renders the others beside them", () => {
+    for (const member of PROBLEM_MEMBERS) {
+      const extensions = { run_id: "run_1", [member]: "queued" } as ProblemExtensions;
+      expect(() => new ApiError("run_not_cancellable", "The run is running.", { extensions }), member).toThrow(TypeError);
+    }
+    // @ts-expect-error: the types refuse it before the run time does.
+    expect(() => new ApiError("conflict", "x", { extensions: { status: "running" } })).toThrow(/status/);
+    const body = problemBody(new ApiError("run_not_cancellable", "The run is running.", { extensions: { run_id: "run_1", run_status: "running" } }), "req_1");
+    expect(body).toMatchObject({ status: 409, code: "run_not_cancellable", run_id: "run_1", run_status: "running" });
   });
 });

@@ -45,10 +45,21 @@ export interface FieldError {
   message: string;
 }
 
+/**
+ * The members every problem body has: RFC 9457's own and ours. An extension may not take one of these
+ * names (a run's state named `status` once replaced the integer HTTP status, which clients and
+ * generated SDKs read); the types refuse it, and so does `ApiError` at run time.
+ */
+export const PROBLEM_MEMBERS = ["type", "title", "status", "detail", "instance", "code", "request_id", "errors"] as const;
+type ProblemMember = (typeof PROBLEM_MEMBERS)[number];
+
+/** Extension members of a problem body (RFC 9457 section 3.2), e.g. `run_id`: any name but a problem member's. */
+export type ProblemExtensions = Record<string, unknown> & { [member in ProblemMember]?: never };
+
 export interface ApiErrorOptions {
   errors?: FieldError[];
   /** Extension members added to the problem body (RFC 9457 section 3.2), e.g. `run_id`. */
-  extensions?: Record<string, unknown>;
+  extensions?: ProblemExtensions;
   headers?: Record<string, string>;
   cause?: unknown;
 }
@@ -67,6 +78,8 @@ export class ApiError extends Error {
     this.code = code;
     this.status = PROBLEMS[code].status;
     this.errors = options.errors;
+    const shadowing = Object.keys(options.extensions ?? {}).filter((name) => (PROBLEM_MEMBERS as readonly string[]).includes(name));
+    if (shadowing.length > 0) throw new TypeError(`A problem extension may not replace the problem member(s) ${shadowing.join(", ")}.`);
     this.extensions = options.extensions;
     this.headers = options.headers;
   }

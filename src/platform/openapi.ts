@@ -30,7 +30,7 @@ export const jsonBodyOf = <T extends z.ZodType>(schema: T) => ({
   body: { content: { "application/json": { schema } }, required: true },
 });
 
-const problemDescriptions: Record<number, string> = {
+export const problemDescriptions: Record<number, string> = {
   400: "Invalid input (`validation_failed`, `malformed_json`, `bad_request`).",
   401: "Missing, invalid, expired or revoked credentials.",
   403: "The credential may not do this (`forbidden`), or lacks the route's scope (`insufficient_scope`, with `WWW-Authenticate: Bearer error=\"insufficient_scope\", scope=\"…\"`).",
@@ -40,17 +40,65 @@ const problemDescriptions: Record<number, string> = {
   413: "The request body is too large.",
   415: "The request body is not JSON.",
   422: "The `Idempotency-Key` was used before for a different request.",
-  429: "Too many requests.",
+  405: "The path does not take this method; `Allow` lists those it takes.",
+  429: "Too many requests (`rate_limited`): wait `Retry-After` seconds.",
+  500: "The gateway failed (`internal_error`: quote the `request_id`), or a setting is missing or malformed (`configuration_error`).",
   502: "The upstream failed.",
   504: "The upstream timed out.",
   503: "A service the gateway depends on is unavailable; try again.",
 };
 
-/** The problem responses a route may give, to spread into its `responses`. */
-export function problems(...statuses: (keyof typeof problemDescriptions)[]) {
-  const content = { [PROBLEM_CONTENT_TYPE]: { schema: ProblemSchema } };
-  return Object.fromEntries(statuses.map((status) => [status, { content, description: problemDescriptions[status]! }]));
+export type ProblemStatus = keyof typeof problemDescriptions;
+
+// A type, not an interface: the OpenAPI types' `x-…` index signature accepts a type literal only.
+export type StringHeader = {
+  description: string;
+  required: boolean;
+  schema: { type: "string" };
+};
+
+export const stringHeader = (description: string, required = false): StringHeader => ({ description, required, schema: { type: "string" } });
+
+/** `X-Request-Id`: on every answer of the gateway, success or problem. */
+export const REQUEST_ID_HEADER = { "X-Request-Id": stringHeader("The request's id, also in the problem's `request_id` and in the gateway's logs.", true) };
+
+/** The headers the gateway sets on a problem of this status (besides `X-Request-Id`), required where every such problem has them. */
+export function problemHeaders(status: ProblemStatus, { required }: { required: boolean }): Record<string, StringHeader> {
+  switch (status) {
+    case 401:
+      return { "WWW-Authenticate": stringHeader('The Bearer challenge (RFC 6750), with `error="invalid_token"` or `error="invalid_request"` when a credential was sent.', required) };
+    case 403:
+      return { "WWW-Authenticate": stringHeader('With `insufficient_scope`: `Bearer error="insufficient_scope", scope="…"`, the scope the operation needs.', required) };
+    case 405:
+      return { Allow: stringHeader("The methods this path takes.", required) };
+    case 429:
+      return {
+        "Retry-After": stringHeader("Seconds to wait before retrying.", required),
+        "RateLimit-Policy": stringHeader('The limit that was reached (IETF httpapi draft form, e.g. `"runs";q=6000;w=60`).', required),
+        RateLimit: stringHeader('What is left of it (`"runs";r=0;t=60`).', required),
+      };
+    case 503:
+      return { "Retry-After": stringHeader("Seconds to wait before retrying, when the gateway knows.") };
+    default:
+      return {};
+  }
 }
+
+function problemResponses(statuses: ProblemStatus[], required: boolean) {
+  const content = { [PROBLEM_CONTENT_TYPE]: { schema: ProblemSchema } };
+  return Object.fromEntries(
+    statuses.map((status) => [status, { content, description: problemDescriptions[status]!, headers: { ...REQUEST_ID_HEADER, ...problemHeaders(status, { required }) } }]),
+  );
+}
+
+/** The problem responses a route may give, to spread into its `responses`. */
+export const problems = (...statuses: ProblemStatus[]) => problemResponses(statuses, false);
+
+/**
+ * Problem responses whose headers are promised (`required`): for operations whose every answer of a
+ * status is the gateway's own (an async run's), proved by `test/workers/run-contract.test.ts`.
+ */
+export const problemsWithHeaders = (...statuses: ProblemStatus[]) => problemResponses(statuses, true);
 
 /** Errors every authenticated management route can give. */
 export const AUTHENTICATED_PROBLEMS = problems(400, 401, 404);

@@ -5,10 +5,11 @@ import { isJsonType } from "../platform/http";
 import { jsonSyntaxOf } from "../platform/json-syntax";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
-import { asyncRequested } from "./async/accept";
 import { admitCaller, admitRun } from "./rate-limits";
-import { METHODS_OF, type RunTarget } from "./path";
-import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./proxy";
+import { METHODS_OF, type RunTarget, upstreamUrl } from "./path";
+import type { AppRequest } from "./call";
+import { upstreamHeaders } from "./headers";
+import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
 import type { RunCaller } from "./run-key";
 
 /**
@@ -107,6 +108,16 @@ function declaredLength(request: Request): number | null {
   return Number(value);
 }
 
+/** Whether the caller asked for an async run: `?async=true`; `false` or no parameter is a synchronous run. */
+export function asyncRequested(query: URLSearchParams | null): boolean {
+  const values = query?.getAll("async") ?? [];
+  if (values.length === 0) return false;
+  if (values.length > 1) throw invalidField("query", "async", "must be given once");
+  if (values[0] === "true") return true;
+  if (values[0] === "false") return false;
+  throw invalidField("query", "async", 'must be "true" or "false"');
+}
+
 const isWebSocket = (request: Request) => request.method === "GET" && request.headers.get("upgrade")?.toLowerCase() === "websocket";
 
 /** The caller's query string, parsed only when there is one (most runs have none). */
@@ -147,4 +158,21 @@ export async function admit(scope: Scope, request: Request, target: RunTarget, i
   if (isAsync && webSocket) throw invalidField("query", "async", "does not apply to a WebSocket");
   const body = await bodyOf(request, upstream.runtime, isAsync);
   return { ...target, caller, runtime: upstream.runtime, originUrl: upstream.originUrl, query, webhook, isAsync, webSocket, body };
+}
+
+/**
+ * The request to the app: `{origin_url}/{path}` with the caller's query (but the gateway's own
+ * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
+ */
+export function appRequestOf(request: Request, run: AdmittedRun, runId: string): AppRequest {
+  const headers = upstreamHeaders(request, runId);
+  const target = upstreamUrl(run.originUrl, run.appPath, run.query);
+  const { body } = run;
+  if (run.runtime === "cortex") {
+    // A function's arguments are JSON, and so is the answer the envelope needs, unless the caller asked otherwise.
+    if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
+    if (!headers.has("accept")) headers.set("Accept", "application/json");
+  }
+  if (body.kind === "stream") return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
+  return { target, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
 }

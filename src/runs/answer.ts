@@ -2,10 +2,11 @@ import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors"
 import { isJsonType } from "../platform/http";
 import { jsonTextSyntaxOf } from "../platform/json-syntax";
 import type { Deps } from "../platform/deps";
-import { type AppCall, type AppRequest, callApp, type CallLimits, runMeta } from "./call";
+import { type AppCall, type AppRequest, callApp, runMeta } from "./call";
+import type { RunContext } from "./context";
 import { BodyCopy, documentOf } from "./copy";
+import { RUN_RESPONSE_MAX_BYTES } from "./bodies";
 import { passedBackHeaders } from "./headers";
-import { RUN_RESPONSE_MAX_BYTES } from "./proxy";
 
 /**
  * The answer stage: the app's answer becomes the caller's, either the envelope (a `cortex` app's JSON
@@ -22,15 +23,6 @@ export interface RunAnswer {
   failure: ApiError | null;
 }
 
-export interface AnswerContext {
-  runId: string;
-  runtime: "cortex" | "custom";
-  /** The caller's `Accept`, as sent to the app. */
-  accept: string | null;
-  requestId: string;
-  now: () => Date;
-}
-
 /** Whether the caller asked for an event stream (`Accept: text/event-stream`). */
 const asksForStream = (accept: string | null) => accept !== null && /(^|,)\s*text\/event-stream\b/i.test(accept);
 
@@ -38,7 +30,7 @@ const asksForStream = (accept: string | null) => accept !== null && /(^|,)\s*tex
  * The envelope is for a `cortex` app's JSON answer (or an answer with no type, whose body must then be
  * JSON or nothing) to a caller who did not ask for a stream; every other answer passes through.
  */
-export function envelopes(call: AppCall, ctx: AnswerContext): boolean {
+export function envelopes(call: AppCall, ctx: RunContext): boolean {
   if (ctx.runtime !== "cortex" || asksForStream(ctx.accept)) return false;
   const type = call.response.headers.get("content-type");
   return type === null || isJsonType(type);
@@ -62,7 +54,7 @@ export interface EnvelopeAnswer extends RunAnswer {
  * The envelope `{run_id, result, run_time_ms, timestamp}`, spliced around the app's own JSON text so
  * `result` keeps its exact bytes. The body is read whole, within `RUN_RESPONSE_MAX_BYTES` decoded.
  */
-export async function envelopeAnswer(call: AppCall, ctx: AnswerContext): Promise<EnvelopeAnswer> {
+export async function envelopeAnswer(call: AppCall, ctx: RunContext): Promise<EnvelopeAnswer> {
   const meta = runMeta(ctx.runId);
   const raw = await call.text(RUN_RESPONSE_MAX_BYTES);
   if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
@@ -100,7 +92,7 @@ const asRunError = (error: unknown, runId: string): ApiError =>
  * read at the app's pace into the copy only, so the webhook still receives the whole answer; the run's
  * grace after a hang-up bounds that (`cutShortAfterHangUp`).
  */
-async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, caller: WritableStreamDefaultWriter<Uint8Array> | null, ctx: AnswerContext): Promise<RunAnswer> {
+async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, caller: WritableStreamDefaultWriter<Uint8Array> | null, ctx: RunContext): Promise<RunAnswer> {
   const copy = new BodyCopy();
   let error: ApiError | null = null;
   let callerGone = caller === null;
@@ -134,7 +126,7 @@ async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, c
  * it arrives, and `X-Run-Id`. With `copy`, the document of the answer is collected beside the stream
  * (`collect`), and resolves once the app's body ended.
  */
-export function passThrough(call: AppCall, ctx: AnswerContext, copy: boolean): Omit<Answered, "size"> {
+export function passThrough(call: AppCall, ctx: RunContext, copy: boolean): Pick<Answered, "response" | "copy"> {
   const headers = passedBackHeaders(call.response.headers, ctx.runId);
   const init = { status: call.response.status, statusText: call.response.statusText, headers };
   if (!copy) {
@@ -155,10 +147,13 @@ const utf8 = new TextEncoder();
 const sizeOf = (text: string) => utf8.encode(text).byteLength;
 
 /** The document of an answer nobody streams (an async run): the body read to its end into the copy. */
-export const collectAnswer = (call: AppCall, ctx: AnswerContext): Promise<RunAnswer> => collect(call, call.stream(), null, ctx);
+export const collectAnswer = (call: AppCall, ctx: RunContext): Promise<RunAnswer> => collect(call, call.stream(), null, ctx);
 
+/** The answer stage's state: what the caller gets, and what the run hands on and records. */
 export interface Answered {
   response: Response;
+  /** The app's call it answers; null when the app gave no answer (the problem is the answer). */
+  call: AppCall | null;
   /** The bytes of a whole answer (the envelope, a problem); null for a passed-through one, counted as it streams. */
   size: number | null;
   /** The copy handed on (webhook), when one was asked for: resolves once the answer is whole. */
@@ -166,29 +161,43 @@ export interface Answered {
 }
 
 /** The caller's answer to the app's: the envelope or the app's own, and a copy of it when `copy`. */
-export async function answerCall(call: AppCall, ctx: AnswerContext, copy: boolean): Promise<Answered> {
-  if (!envelopes(call, ctx)) return { ...passThrough(call, ctx, copy), size: null };
+export async function answerCall(call: AppCall, ctx: RunContext, copy: boolean): Promise<Answered> {
+  if (!envelopes(call, ctx)) return { ...passThrough(call, ctx, copy), call, size: null };
   const answer = await envelopeAnswer(call, ctx);
-  return { response: responseOf(answer, ctx.runId), size: sizeOf(answer.text), copy: copy ? Promise.resolve(answer) : null };
+  return { response: responseOf(answer, ctx.runId), call, size: sizeOf(answer.text), copy: copy ? Promise.resolve(answer) : null };
 }
 
 /** The answer of a run whose app gave none (502, 504, 413): the problem, for the caller and the copy alike. */
-export function failed(error: ApiError, ctx: AnswerContext): Answered {
+export function failed(error: ApiError, ctx: RunContext): Answered {
   const answer = failureAnswer(error, ctx.requestId);
-  return { response: responseOf(answer, ctx.runId), size: sizeOf(answer.text), copy: Promise.resolve(answer) };
+  return { response: responseOf(answer, ctx.runId), call: null, size: sizeOf(answer.text), copy: Promise.resolve(answer) };
 }
 
 /**
- * Calls the app and makes the run's answer as text, for a run nobody waits on (an async run): the
- * envelope, the document of a passed-through answer, or the problem when the app gave none. What it
- * stores is what the synchronous run would have answered, or handed its webhook.
+ * The call and the answer stages of a synchronous run: the caller's answer to the app's, or the
+ * problem when the app gave none (502, 504, 413), which is the copy handed on too. `cancel` ends the
+ * app's call (the caller hung up, or a webhook run's grace after it is over).
  */
-export async function answerRun(deps: Deps, req: AppRequest, limits: CallLimits, ctx: AnswerContext, cancel?: AbortSignal): Promise<RunAnswer> {
+export async function callAndAnswer(deps: Deps, req: AppRequest, run: RunContext, copy: boolean, cancel: AbortSignal): Promise<Answered> {
   try {
-    const call = await callApp(deps, req, limits, cancel);
-    return envelopes(call, ctx) ? await envelopeAnswer(call, ctx) : await collectAnswer(call, ctx);
+    return await answerCall(await callApp(deps, req, run.limits, cancel), run, copy);
+  } catch (error) {
+    if (error instanceof ApiError) return failed(error, run);
+    throw error;
+  }
+}
+
+/**
+ * The same for a run nobody waits on (an async run): its answer as text, the envelope, the document
+ * of a passed-through answer, or the problem when the app gave none. What it stores is what the
+ * synchronous run would have answered, or handed its webhook.
+ */
+export async function answerRun(deps: Deps, req: AppRequest, run: RunContext, cancel?: AbortSignal): Promise<RunAnswer> {
+  try {
+    const call = await callApp(deps, req, run.limits, cancel);
+    return envelopes(call, run) ? await envelopeAnswer(call, run) : await collectAnswer(call, run);
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
-    return failureAnswer(error, ctx.requestId);
+    return failureAnswer(error, run.requestId);
   }
 }

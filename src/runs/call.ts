@@ -1,10 +1,9 @@
 import type { Deps } from "../platform/deps";
 import { ApiError } from "../platform/errors";
 import { isTimeout } from "../platform/http";
-import type { AdmittedRun } from "./admit";
+import type { CallLimits } from "./context";
 import type { BodyTally } from "../usage/record";
-import { upstreamHeaders } from "./headers";
-import { type BodyLimit, readLimited, upstreamUrl } from "./proxy";
+import { type BodyLimit, readLimited } from "./bodies";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
 export interface AppRequest {
@@ -15,30 +14,6 @@ export interface AppRequest {
   runId: string;
   /** The caller's streamed body's limit: past it the call ends, and answers 413 rather than 502. */
   bodyLimit?: BodyLimit;
-}
-
-/**
- * The request to the app: `{origin_url}/{path}` with the caller's query (but the gateway's own
- * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
- */
-export function appRequestOf(request: Request, run: AdmittedRun, runId: string): AppRequest {
-  const headers = upstreamHeaders(request, runId);
-  const target = upstreamUrl(run.originUrl, run.appPath, run.query);
-  const { body } = run;
-  if (run.runtime === "cortex") {
-    // A function's arguments are JSON, and so is the answer the envelope needs, unless the caller asked otherwise.
-    if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
-    if (!headers.has("accept")) headers.set("Accept", "application/json");
-  }
-  if (body.kind === "stream") return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
-  return { target, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
-}
-
-export interface CallLimits {
-  /** How long the app may take to send its response headers (`RUN_TIMEOUT_MS`). */
-  headersMs: number;
-  /** How long the app may stay silent between two chunks of its body (`RUN_STREAM_IDLE_MS`). */
-  idleMs: number;
 }
 
 /** The app's answer: its status and headers, and its body read one of two ways. */

@@ -1,7 +1,7 @@
 import { isJsonType } from "../platform/http";
 import { jsonTextSyntaxOf } from "../platform/json-syntax";
 import type { ApiError } from "../platform/errors";
-import { concat } from "./proxy";
+import { concat } from "./bodies";
 
 /**
  * The most of a passed-through body a copy holds (decoded bytes): what a webhook delivery or an async

@@ -3,7 +3,7 @@ import type { Scope } from "../platform/scope";
 import type { AdmittedRun } from "./admit";
 import { runMeta } from "./call";
 import { upstreamHeaders } from "./headers";
-import { upstreamUrl } from "./proxy";
+import { upstreamUrl } from "./path";
 
 /**
  * The app's answer to a WebSocket upgrade. A redirect is not followed (`redirect: "manual"`: the
@@ -37,7 +37,6 @@ export async function webSocketHandshake(scope: Scope, target: string, headers: 
 export async function webSocketRun(scope: Scope, request: Request, run: AdmittedRun, runId: string): Promise<Response> {
   const headers = upstreamHeaders(request, runId, true);
   const response = await webSocketHandshake(scope, upstreamUrl(run.originUrl, run.appPath, run.query), headers, runId);
-  run.caller.afterRun();
   if (response.status !== 101 || !response.webSocket) {
     await response.body?.cancel().catch(() => undefined);
     throw new ApiError("bad_gateway", `The app refused the WebSocket upgrade (status ${response.status}).`, runMeta(runId));

@@ -5,7 +5,7 @@ import { client } from "../../test/helpers";
 import { PEER, received, receiver, releaseStream, watchKey, watchState, whenClosed } from "../../test/peers";
 import { callWith, seedRunnable } from "../../test/runs";
 import { RUN_COPY_MAX_BYTES } from "./copy";
-import { RUN_REQUEST_MAX_BYTES, RUN_RESPONSE_MAX_BYTES } from "./proxy";
+import { RUN_REQUEST_MAX_BYTES, RUN_RESPONSE_MAX_BYTES } from "./bodies";
 
 const api = client();
 const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });

@@ -51,3 +51,23 @@ export function checkedTarget(target: RunTarget): RunTarget {
   if (!APP_NAME.test(appName)) throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   return target;
 }
+
+/** The gateway's own query parameters, never passed to the app. */
+const OURS = new Set(["webhookEndpoint", "async"]);
+export const isGatewayParam = (name: string) => OURS.has(name);
+
+/**
+ * `{origin_url}/{path}` with the caller's query parameters (but ours) after the origin's own. The path
+ * is the app's path as the URL parser read it (`pathTarget`): percent-encoded, its dot segments
+ * resolved, so it stays below the origin's base path.
+ */
+export function upstreamUrl(originUrl: string, appPath: string, query: URLSearchParams | null): string {
+  const url = new URL(originUrl);
+  url.pathname = `${url.pathname.replace(/\/+$/, "")}/${appPath}`;
+  if (query !== null) {
+    for (const [name, value] of query) {
+      if (!OURS.has(name)) url.searchParams.append(name, value);
+    }
+  }
+  return url.href;
+}

@@ -1,7 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { APP_NAME } from "../apps/routes";
 import { RUN_ROUTE } from "./path";
-import { idParam, jsonContent, PROJECT_ID_EXAMPLE, problems, Timestamp } from "../platform/openapi";
+import { PROBLEM_CONTENT_TYPE } from "../platform/errors";
+import { idParam, jsonContent, PROJECT_ID_EXAMPLE, problemDescriptions, problemHeaders, ProblemSchema, type ProblemStatus, REQUEST_ID_HEADER, stringHeader, Timestamp } from "../platform/openapi";
 
 export const RunParams = z.object({
   project_id: idParam("project_id", "proj", PROJECT_ID_EXAMPLE),
@@ -96,31 +97,85 @@ export const RunRequestBody = {
   },
 };
 
+const RUN_ID_HEADER = { "X-Run-Id": stringHeader("The run's id, also in the envelope, in the problem's `run_id` and in webhook deliveries.") };
+
+/** What an app's answer may be: the envelope, or the app's own answer passed through. */
+const appAnswerContent = {
+  "application/json": {
+    schema: z.union([RunEnvelope, z.unknown().openapi({ description: "A `custom` app's own JSON, as the app sent it (an OpenAI-compatible server's chat completion, say)." })]),
+  },
+  "text/event-stream": {
+    schema: {
+      type: "string" as const,
+      description: "Server-sent events, each reaching the caller as the app writes it (a `cortex` function asked with `Accept: text/event-stream`, a streamed chat completion).",
+    },
+  },
+  "*/*": anyBytes("Any other answer (image/png, audio/wav, …), byte for byte."),
+};
+
 /** The answer: the envelope of a `cortex` function's JSON, or the app's own answer passed through. */
 const runAnswer = {
   description:
     "A `cortex` function's JSON answer to a caller who did not ask for a stream comes in the run envelope. Every other answer (every " +
     "answer of a `custom` app, an event stream, an image) passes through as the app gave it: its status, `Content-Type` and other " +
     "content headers, and its body streamed as it arrives. Either way with header `X-Run-Id`, and the app's `Retry-After` on a 429 or 503.",
-  headers: { "X-Run-Id": { description: "The run's id, also in the envelope and in webhook deliveries.", schema: { type: "string" as const } } },
-  content: {
-    "application/json": {
-      schema: z.union([RunEnvelope, z.unknown().openapi({ description: "A `custom` app's own JSON, as the app sent it (an OpenAI-compatible server's chat completion, say)." })]),
-    },
-    "text/event-stream": {
-      schema: {
-        type: "string" as const,
-        description: "Server-sent events, each reaching the caller as the app writes it (a `cortex` function asked with `Accept: text/event-stream`, a streamed chat completion).",
-      },
-    },
-    "*/*": anyBytes("Any other answer (image/png, audio/wav, …), byte for byte."),
+  headers: { ...REQUEST_ID_HEADER, "X-Run-Id": stringHeader("The run's id, also in the envelope and in webhook deliveries.", true) },
+  content: appAnswerContent,
+};
+
+/** Any other status of the app's own, passed through (or enveloped) as the 200 describes. */
+const appStatus = (range: string) => ({ ...runAnswer, description: `The app's own ${range} answer, enveloped or passed through as for 200.` });
+
+/** A problem of the gateway's, with the extension `run_id` once the run has an id (502, 504). */
+export const RunProblemSchema = ProblemSchema.extend({
+  run_id: z.string().optional().openapi({ description: "The run's id, when the run got one before it failed (502, 504)." }),
+}).openapi("RunProblem", { description: "RFC 9457 problem details of a run." });
+
+/**
+ * A status the gateway answers with a problem, which the app may answer too: its own answer with that
+ * status passes through (or is enveloped) like any other, so both are described.
+ */
+function runProblem(status: ProblemStatus, required: boolean) {
+  return {
+    description: `${problemDescriptions[status]} Or the app's own answer with this status, enveloped or passed through as for 200.`,
+    headers: { ...REQUEST_ID_HEADER, ...RUN_ID_HEADER, ...problemHeaders(status, { required }) },
+    content: { [PROBLEM_CONTENT_TYPE]: { schema: RunProblemSchema }, ...appAnswerContent },
+  };
+}
+
+/** The statuses the gateway itself answers on the run operations; `test/workers/run-contract.test.ts` provokes each. */
+const GATEWAY_STATUSES = {
+  get: [400, 401, 403, 404, 409, 422, 429, 500, 502, 503, 504],
+  post: [400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 502, 503, 504],
+  body: [400, 401, 403, 404, 405, 409, 413, 422, 429, 500, 502, 503, 504],
+  head: [401, 403, 404, 405, 409, 429, 500, 503],
+} as const satisfies Record<string, readonly ProblemStatus[]>;
+
+const accepted = {
+  ...jsonContent(AsyncAccepted, "With `async=true`: the run is queued (or, with a replayed `Idempotency-Key`, the run it started)."),
+  headers: {
+    ...REQUEST_ID_HEADER,
+    "X-Run-Id": stringHeader("The run's id.", true),
+    Location: stringHeader("The run's `status_url`.", true),
   },
 };
 
-const responses = {
-  200: runAnswer,
-  202: jsonContent(AsyncAccepted, "With `async=true`: the run is queued. Headers `Location` (the `status_url`) and `X-Run-Id`."),
-  ...problems(400, 401, 403, 404, 409, 413, 415, 422, 502, 503, 504),
+function runResponses(statuses: readonly ProblemStatus[], extra: Record<string, unknown> = {}) {
+  return {
+    200: runAnswer,
+    202: accepted,
+    ...extra,
+    ...Object.fromEntries(statuses.map((status) => [status, runProblem(status, false)])),
+    "2XX": appStatus("2xx"),
+    "3XX": appStatus("3xx"),
+    "4XX": appStatus("4xx"),
+    "5XX": appStatus("5xx"),
+  };
+}
+
+const webSocket = {
+  description: "A WebSocket upgrade (`Upgrade: websocket`), passed through to the app: the app's handshake answer.",
+  headers: { ...REQUEST_ID_HEADER, "X-Run-Id": stringHeader("The run's id; the app receives it too.", true) },
 };
 
 /** The permission a credential needs to run an app or read and cancel its async runs (src/auth/permissions.ts). */
@@ -138,7 +193,7 @@ export const runPost = createRoute({
   description,
   security: RUNS_SECURITY,
   request: requestWithBody,
-  responses,
+  responses: runResponses(GATEWAY_STATUSES.post),
 });
 
 export const runGet = createRoute({
@@ -150,7 +205,7 @@ export const runGet = createRoute({
   description,
   security: RUNS_SECURITY,
   request,
-  responses,
+  responses: runResponses(GATEWAY_STATUSES.get, { 101: webSocket }),
 });
 
 /** The methods a `custom` app's server takes besides GET and POST (a `cortex` app answers them 405). */
@@ -164,9 +219,22 @@ const customRoute = (method: "put" | "patch" | "delete", operationId: string) =>
     description: `${description} Custom apps only; a cortex app answers 405.`,
     security: RUNS_SECURITY,
     request: method === "delete" ? request : requestWithBody,
-    responses,
+    responses: runResponses(GATEWAY_STATUSES.body),
   });
 
 export const runPut = customRoute("put", "runAppPut");
 export const runPatch = customRoute("patch", "runAppPatch");
 export const runDelete = customRoute("delete", "runAppDelete");
+
+/** HEAD: refused on every run path (it would run the app for an answer nobody reads). */
+export const runHead = createRoute({
+  operationId: "runAppHead",
+  method: "head",
+  path: RUN_ROUTE,
+  tags: ["Runs"],
+  summary: "HEAD on a run path: refused",
+  description: "A run never answers HEAD: it would run the app for an answer nobody reads. The key and the app are checked first, then 405 with `Allow`.",
+  security: RUNS_SECURITY,
+  request,
+  responses: Object.fromEntries(GATEWAY_STATUSES.head.map((status) => [status, runProblem(status, status === 405)])),
+});

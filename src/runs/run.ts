@@ -1,64 +1,69 @@
-import { ApiError } from "../platform/errors";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
-import { admit } from "./admit";
-import { type AnswerContext, answerCall, failed } from "./answer";
+import { openRecording } from "../usage/recording";
+import { admit, type AdmittedRun, appRequestOf } from "./admit";
+import { callAndAnswer } from "./answer";
+import type { AppRequest } from "./call";
 import { acceptAsync } from "./async/accept";
-import { type AppCall, appRequestOf, callApp } from "./call";
-import { startWebhook } from "./webhook";
+import type { RunContext } from "./context";
 import { webSocketRun } from "./handshake";
 import type { RunTarget } from "./path";
-import { openRecording } from "../usage/recording";
+import { startWebhook } from "./webhook";
 
 /**
- * A run of `{project_id}/{app_name}/{path}`, top to bottom: admit it (key, limits, target, body), call
- * the app, answer (the envelope, or the app's own answer passed through as it streams), and hand a copy
- * on (to the webhook; an async run is accepted here and runs in the queue consumer, which stores it).
- * The kinds of run that differ (async, WebSocket, webhook) branch once, each into its own stage.
- * A synchronous run leaves one usage record (src/usage), taken when the caller's answer has ended; an
- * async run's is taken by its consumer when it finishes.
+ * A run of `{project_id}/{app_name}/{path}`, top to bottom, one stage a file, each returning a named
+ * state: `admit` → `AdmittedRun` (key, limits, target, body), `callAndAnswer` → `Answered` (`callApp`
+ * → `AppCall`, then the envelope or the app's own answer passed through as it streams), and the copy
+ * handed on to the webhook (`startWebhook` → `RunWebhook`). The kinds of run that differ branch once,
+ * each into its own stage: an async run is accepted here and run by its queue consumer
+ * (`async/consumer.ts`, which stores it); a WebSocket is passed through (`handshake.ts`).
+ *
+ * Exactly one usage record per run (src/usage): a refusal once the caller is known, an accepted async
+ * run by its consumer when it finishes, every other run when the caller's answer has ended.
  */
 export async function run(scope: Scope, request: Request, target: RunTarget): Promise<Response> {
   const recording = openRecording(scope, request, target);
   try {
-    return await runRecorded(scope, request, target, recording);
+    const admitted = await admit(scope, request, target, (caller) => recording.identified(caller.id));
+    // The key was used: its `last_used_at` (at most one write a minute, in `waitUntil`, beside the call).
+    admitted.caller.afterRun();
+    if (admitted.isAsync) return recording.accepted(await acceptAsync(scope, request, admitted));
+
+    const runId = newId("run", scope.deps.now().getTime());
+    if (admitted.webSocket) return recording.upgraded(runId, await webSocketRun(scope, request, admitted, runId));
+    const appRequest = appRequestOf(request, admitted, runId);
+    const run = contextOf(scope, admitted, appRequest);
+
+    // With a webhook the delivery is on record before the app is called, and a caller who hangs up
+    // leaves the run its grace; without one, the caller's hang-up (`request.signal`) ends the app's call at once.
+    const webhook = admitted.webhook ? await startWebhook(scope, request, admitted.webhook, admitted, run.runId) : null;
+    const answering = callAndAnswer(scope.deps, appRequest, run, webhook !== null, webhook?.signal ?? request.signal);
+    // Handed on in `waitUntil` from the start, so the webhook gets its copy even if the caller goes.
+    webhook?.carry(answering.then((answered) => answered.copy!));
+    const answered = await answering;
+    recording.answered(run.runId, answered, answered.call, () => bytesIn(admitted), webhook !== null);
+    return answered.response;
   } catch (error) {
     recording.refused(error);
     throw error;
   }
 }
 
-async function runRecorded(scope: Scope, request: Request, target: RunTarget, recording: ReturnType<typeof openRecording>): Promise<Response> {
+/** The run's context, made once it is admitted and has its id. */
+function contextOf(scope: Scope, admitted: AdmittedRun, appRequest: AppRequest): RunContext {
   const { deps, config } = scope;
-  const admitted = await admit(scope, request, target, (caller) => recording.identified(caller.id));
-  // An accepted async run is on record when it finishes (its consumer); a refusal here is a refused run.
-  if (admitted.isAsync) return recording.accepted(await acceptAsync(scope, request, admitted));
+  return {
+    runId: appRequest.runId,
+    runtime: admitted.runtime,
+    accept: appRequest.headers.get("accept"),
+    requestId: scope.requestId,
+    now: deps.now,
+    limits: { headersMs: config.runTimeoutMs, idleMs: config.runStreamIdleMs },
+  };
+}
 
-  const runId = newId("run", deps.now().getTime());
-  if (admitted.webSocket) return recording.upgraded(runId, await webSocketRun(scope, request, admitted, runId));
-
-  const appRequest = appRequestOf(request, admitted, runId);
-  const limits = { headersMs: config.runTimeoutMs, idleMs: config.runStreamIdleMs };
-  const ctx: AnswerContext = { runId, runtime: admitted.runtime, accept: appRequest.headers.get("accept"), requestId: scope.requestId, now: deps.now };
-  // With a webhook the delivery is on record before the app is called, and a caller who hangs up
-  // leaves the run its grace; without one, the caller's hang-up (`request.signal`) ends the app's call at once.
-  const webhook = admitted.webhook ? await startWebhook(scope, request, admitted.webhook, admitted, runId) : null;
-  let call: AppCall | null = null;
-  const answering = (async () => {
-    try {
-      call = await callApp(deps, appRequest, limits, webhook?.signal ?? request.signal);
-      return await answerCall(call, ctx, webhook !== null);
-    } catch (error) {
-      // The app gave no answer: the problem is the run's answer, and the webhook's copy.
-      if (error instanceof ApiError) return failed(error, ctx);
-      throw error;
-    }
-  })();
-  if (webhook) webhook.carry(answering.then((answered) => answered.copy!), () => admitted.caller.afterRun());
-  const answered = await answering;
-  if (!webhook) admitted.caller.afterRun();
-  const { body } = admitted;
-  const bytesIn = () => (body.kind === "bytes" ? body.bytes.byteLength : body.kind === "stream" ? body.limit.size() : 0);
-  recording.answered(runId, answered, call, bytesIn, webhook !== null);
-  return answered.response;
+/** The caller's body as it reached the app: read whole, or counted as it flowed. */
+function bytesIn({ body }: AdmittedRun): number {
+  if (body.kind === "bytes") return body.bytes.byteLength;
+  return body.kind === "stream" ? body.limit.size() : 0;
 }

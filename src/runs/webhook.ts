@@ -13,9 +13,9 @@ export interface RunWebhook {
   signal: AbortSignal;
   /**
    * Carries the run to its end in `waitUntil`, so a caller who hangs up still gets the delivery; `copy`
-   * resolves once the app's answer is whole (for a stream, when it ended). `after` runs at the end.
+   * resolves once the app's answer is whole (for a stream, when it ended).
    */
-  carry(copy: Promise<RunAnswer>, after: () => void): void;
+  carry(copy: Promise<RunAnswer>): void;
 }
 
 /**
@@ -30,7 +30,7 @@ export async function startWebhook(scope: Scope, request: Request, webhook: Webh
   const cutShort = cutShortAfterHangUp(request, scope.deps);
   return {
     signal: cutShort.signal,
-    carry(copy, after) {
+    carry(copy) {
       const work = copy
         .then(
           async (answer) => {
@@ -39,10 +39,7 @@ export async function startWebhook(scope: Scope, request: Request, webhook: Webh
           },
           () => settleUnsent(scope, pending, "run_interrupted"),
         )
-        .finally(() => {
-          cutShort.dispose();
-          after();
-        });
+        .finally(() => cutShort.dispose());
       scope.ctx.waitUntil(work.then(() => undefined, () => undefined));
     },
   };

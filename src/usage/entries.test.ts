@@ -1,4 +1,5 @@
 import { env } from "cloudflare:workers";
+import type { z } from "@hono/zod-openapi";
 import { describe, expect, it, vi } from "vitest";
 import { consume, startAsync } from "../../test/async-runs";
 import { world } from "../../test/cron-world";
@@ -7,22 +8,14 @@ import { client, type Client } from "../../test/helpers";
 import { PEER, receiver, releaseStream, watchKey } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { drive, runWithWebhook } from "../../test/webhooks";
+import { createDb } from "../db/client";
+import { claimRun } from "../runs/async/store";
+import { type RunRecordSchema } from "./routes";
 
 /** Runs on record from every entry and of every kind: custom domains, streams, hang-ups, async runs, webhooks. */
 
-interface RunItem {
-  run_id: string;
-  mode: string;
-  status_code: number;
-  hung_up: boolean;
-  ttfb_ms: number | null;
-  bytes_in: number;
-  bytes_out: number;
-  path: string;
-  caller: string;
-  webhook: { delivery_id: string | null; status: string; attempts: number } | null;
-  status_url: string | null;
-}
+/** What the API answers for each run: its own response schema. */
+type RunItem = z.infer<typeof RunRecordSchema>;
 
 async function runsOf(api: Client, app: { projectId: string; token: string }, query = "") {
   const res = await api.json<{ data: RunItem[] }>(`/v2/projects/${app.projectId}/runs${query}`, { token: app.token });
@@ -98,10 +91,22 @@ describe("runs on record from every entry", () => {
     expect(item!.bytes_out).toBeGreaterThan(0);
   });
 
+  it("records an async run whose consumer died mid-run when its redelivered message ends it interrupted (502), once", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    expect(await claimRun(createDb(env.DB), started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
+    expect((await consume(api, started.message, { id: "msg-died", attempts: 2 })).acked).toBe(true);
+    await consume(api, started.message, { id: "msg-died", attempts: 3 });
+    expect(await runsOf(api, app)).toMatchObject([{ run_id: started.body.run_id, mode: "async", status_code: 502, timed_out: false }]);
+  });
+
   it("shows the webhook's outcome with the run, and counts its delivery in the usage figures and the receiver's health", async () => {
     const api = client();
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 500 }]);
+    // Off the interval's edges, so the delivery's bucket is a fraction of the interval away from `from`.
+    api.clock.advance(23 * 60_000 + 1_234);
     const { response, messages } = await runWithWebhook(api, app, hook.url);
     expect(response.status).toBe(200);
     const [pending] = await runsOf(api, app);
@@ -112,6 +117,8 @@ describe("runs on record from every entry", () => {
 
     const usage = await api.json<{ totals: Record<string, number> }>(`/v2/projects/${app.projectId}/usage?app_name=${app.appName}`, { token: app.token });
     expect(usage.body.totals).toMatchObject({ runs: 1, deliveries_delivered: 0, deliveries_failed: 1 });
+    const byMinute = await api.json<{ series: Record<string, number>[] }>(`/v2/projects/${app.projectId}/usage?interval=minute&from=${new Date(api.clock.now().getTime() - 600_000).toISOString()}`, { token: app.token });
+    expect(byMinute.body.series.filter((p) => p.runs !== 0 || p.deliveries_failed !== 0)).toMatchObject([{ runs: 1, deliveries_failed: 1 }]);
     const other = await api.json<{ totals: Record<string, number> }>(`/v2/projects/${app.projectId}/usage?app_name=nothing-here`, { token: app.token });
     expect(other.body.totals).toMatchObject({ runs: 0, deliveries_failed: 0 });
 

@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import type { RunRecord } from "./record";
+import type { RunRecord } from "./run-record";
 import { DAY_MS, Ledger, RECORDS_MAX_DEFAULT, type RecordQuery, type UsageFigures, type UsageQuery } from "./ledger";
 
 /**
@@ -27,6 +27,10 @@ export class UsageLedger extends DurableObject<Env> {
 
   usage(q: UsageQuery): UsageFigures {
     return this.ledger.usage(q);
+  }
+
+  stats() {
+    return this.ledger.stats();
   }
 
   purge(now: number) {

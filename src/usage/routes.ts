@@ -47,7 +47,7 @@ export const RunRecordSchema = z
 
 export const RunRecordList = listOf(RunRecordSchema, "RunRecordList").extend({
   sampled: z.boolean().openapi({
-    description: "True when the project made more runs in the range than its records keep: the list then shows one run in ten for that time (usage figures stay exact).",
+    description: "True when the project made more runs in the range than its records keep: the list then shows about one run in a hundred for that time (usage figures stay exact).",
   }),
 });
 

@@ -1,36 +1,17 @@
 import { env } from "cloudflare:workers";
+import type { z } from "@hono/zod-openapi";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
 import { PEER } from "../../test/peers";
 import { callWith, seedRunnable, spendBudget } from "../../test/runs";
 import { RATE_LIMITS } from "../platform/rate-limit";
+import { type RunRecordList, type RunRecordSchema } from "./routes";
 
 /** Every run on record, and the figures: black-box through the API (run, then list and usage). */
 
-interface RunItem {
-  run_id: string;
-  app_name: string;
-  mode: string;
-  method: string;
-  path: string;
-  status_code: number;
-  timed_out: boolean;
-  hung_up: boolean;
-  duration_ms: number;
-  ttfb_ms: number | null;
-  bytes_in: number;
-  bytes_out: number;
-  caller: string;
-  webhook: { delivery_id: string | null; status: string; attempts: number } | null;
-  status_url: string | null;
-  request_id: string;
-  created_at: string;
-}
-interface RunPage {
-  data: RunItem[];
-  next_cursor: string | null;
-  sampled: boolean;
-}
+/** What the API answers for each run: its own response schema. */
+type RunItem = z.infer<typeof RunRecordSchema>;
+type RunPage = z.infer<typeof RunRecordList>;
 
 const api = client();
 
@@ -122,6 +103,8 @@ describe("GET /v2/projects/{project_id}/runs", () => {
 describe("GET /v2/projects/{project_id}/usage", () => {
   it("counts the runs by status class, with exact percentiles and bytes, per hour and in total", async () => {
     const app = await seedRunnable(api);
+    // Off the interval's edges: a run's place in its bucket is a fraction of the interval.
+    api.clock.advance(17 * 60_000 + 4_321);
     for (const status of [200, 200, 500, 404]) await (await api.call(`${app.runPath}?status=${status}`, { token: app.token })).text();
     const res = await api.json<{ series: Record<string, unknown>[]; totals: Record<string, number>; percentiles: string; interval: string }>(
       `/v2/projects/${app.projectId}/usage?interval=hour`,
@@ -137,5 +120,11 @@ describe("GET /v2/projects/{project_id}/usage", () => {
     const sorted = runs.map((r) => r.duration_ms).sort((a, b) => a - b);
     expect(res.body.totals.p50_ms).toBe(sorted[1]);
     expect(res.body.totals.p99_ms).toBe(sorted[3]);
+    // The one interval with runs holds them all, with the same percentiles; the others are zeros.
+    const busy = res.body.series.filter((p) => p.runs !== 0);
+    expect(busy).toHaveLength(1);
+    expect(busy[0]).toMatchObject({ runs: 4, p50_ms: sorted[1], p95_ms: sorted[3], p99_ms: sorted[3] });
+    const byMinute = await api.json<{ series: Record<string, unknown>[] }>(`/v2/projects/${app.projectId}/usage?interval=minute&from=${new Date(api.clock.now().getTime() - 3_600_000).toISOString()}`, { token: app.token });
+    expect(byMinute.body.series.filter((p) => p.runs !== 0)).toMatchObject([{ runs: 4, p50_ms: sorted[1] }]);
   });
 });

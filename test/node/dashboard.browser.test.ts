@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -56,6 +56,18 @@ describe.runIf(available)("dashboard in a browser", () => {
       return result.violations.map((v) => `${v.id}: ${JSON.stringify(v.nodes.map((n) => n.target))}`);
     });
     expect(violations, `accessibility of ${name}`).toEqual([]);
+  }
+
+  /** Each page at phone width: no sideways scrolling, a screenshot and an audit; then back to the desktop size. */
+  async function atPhoneWidth(pages: readonly (readonly [name: string, path: string])[]) {
+    await page.setViewportSize({ width: 375, height: 740 });
+    for (const [name, path] of pages) {
+      await page.goto(`${server.url}${path}`);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect(overflow, name).toBeLessThanOrEqual(0);
+      await shot(name);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
   }
 
   beforeAll(async () => {
@@ -217,18 +229,11 @@ describe.runIf(available)("dashboard in a browser", () => {
   it("is usable at phone width: no sideways scrolling", async () => {
     const projectId = await seedProject("Phone project");
     await signIn();
-    await page.setViewportSize({ width: 375, height: 740 });
-    const pages = [
+    await atPhoneWidth([
       ["09-phone-projects", "/dashboard/projects"],
       ["10-phone-api-keys", `/dashboard/projects/${projectId}/api-keys`],
       ["11-phone-apps", `/dashboard/projects/${projectId}/apps`],
-    ] as const;
-    for (const [name, path] of pages) {
-      await page.goto(`${server.url}${path}`);
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      expect(overflow, name).toBeLessThanOrEqual(0);
-      await shot(name);
-    }
+    ]);
   });
 
   it("first hour: / leads to the dashboard, pages render in standards mode, a reload creates no second key, Revoke fits a phone", async () => {
@@ -417,18 +422,11 @@ describe.runIf(available)("dashboard in a browser", () => {
     }
 
     // Phone width: no sideways scrolling on the new pages either.
-    await page.setViewportSize({ width: 375, height: 740 });
-    for (const [name, path] of [
+    await atPhoneWidth([
       ["20-phone-domains", `/dashboard/projects/${projectId}/domains`],
       ["21-phone-domain", `/dashboard/projects/${projectId}/domains/good.example.test`],
       ["22-phone-webhook-deliveries", `/dashboard/projects/${projectId}/webhook-deliveries`],
-    ] as const) {
-      await page.goto(`${server.url}${path}`);
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      expect(overflow, name).toBeLessThanOrEqual(0);
-      await shot(name);
-    }
-    await page.setViewportSize({ width: 1280, height: 800 });
+    ]);
   });
 
   it("works without script: confirmations become pages, the token stays selectable", async () => {
@@ -531,6 +529,172 @@ describe.runIf(available)("dashboard in a browser", () => {
       page = operatorPage;
       await ownerContext.close();
       await viewerContext.close();
+    }
+  });
+
+  /**
+   * Upstreams and receivers for the usage pages: on one origin an app (`/run`, a little latency), an
+   * app that fails (`/fail`, 500) and a receiver (`/webhook`, 204); on another origin a receiver that
+   * needs a retry (`/flaky/…`: 404 first) and one that refuses for good (`/gone`, 410).
+   */
+  async function startUsagePeers() {
+    const seen = new Set<string>();
+    const listen = async (handler: (url: string, res: ServerResponse) => void) => {
+      const server: Server = createServer((req, res) => {
+        req.resume();
+        req.on("end", () => handler(req.url ?? "/", res));
+      });
+      const port = await freePort();
+      await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+      return { url: `http://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+    };
+    let n = 0;
+    const apps = await listen((url, res) => {
+      if (url.startsWith("/fail")) return void res.writeHead(500, { "content-type": "application/json" }).end('{"error":"model crashed"}');
+      if (url === "/webhook") return void res.writeHead(204).end();
+      // Latency that varies from run to run, so the percentiles differ.
+      setTimeout(() => res.writeHead(200, { "content-type": "application/json" }).end('{"greeting":"Hello"}'), 20 + ((n++ * 37) % 160));
+    });
+    const receivers = await listen((url, res) => {
+      if (url.startsWith("/flaky/") && !seen.has(url)) {
+        seen.add(url);
+        return void res.writeHead(404).end();
+      }
+      res.writeHead(url === "/gone" ? 410 : 204).end();
+    });
+    return { apps: apps.url, receivers: receivers.url, close: () => Promise.all([apps.close(), receivers.close()]) };
+  }
+
+  it("shows usage as charts, every run in the list with filters, and receivers' health after real runs", async () => {
+    const admin = TEST_SECRETS.ADMIN_TOKEN;
+    const projectId = await seedProject("Usage project");
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await signIn();
+    const peers = await startUsagePeers();
+    try {
+      const deployApp = async (name: string, origin: string) => {
+        const appId = ((await (await api(`/projects/${projectId}/apps`, admin, { method: "POST", body: { name, region: "us-east-1", runtime: "cortex" } })).json()) as { app_id: string }).app_id;
+        const build = (await (await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })).json()) as { build_id: string };
+        const buildPath = `/projects/${projectId}/apps/${appId}/builds/${build.build_id}`;
+        expect((await api(buildPath, admin, { method: "PATCH", body: { status: "building" } })).status).toBe(200);
+        expect((await api(buildPath, admin, { method: "PATCH", body: { status: "succeeded", origin_url: origin } })).status).toBe(200);
+        return appId;
+      };
+      const helloId = await deployApp("hello-world", `${peers.apps}/run`);
+      await deployApp("image-model", `${peers.apps}/fail`);
+      const run = (app: string, query = "") =>
+        fetch(`${server.url}/v4/${projectId}/${app}/run${query}`, {
+          method: "POST",
+          headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json", "X-Webhook-Secret": "usage-test-webhook-secret" },
+          body: JSON.stringify({ inputs: { prompt: "a lighthouse at dusk" } }),
+        }).then(async (r) => ({ status: r.status, body: await r.text() }));
+      const hook = (url: string) => `?webhookEndpoint=${encodeURIComponent(url)}`;
+      const statuses: number[] = [];
+      for (let i = 0; i < 12; i++) statuses.push((await run("hello-world")).status);
+      for (let i = 0; i < 3; i++) statuses.push((await run("image-model")).status);
+      for (const url of [`${peers.apps}/webhook`, `${peers.apps}/webhook`, `${peers.receivers}/flaky/1`, `${peers.receivers}/gone`]) statuses.push((await run("hello-world", hook(url))).status);
+      const accepted = await run("hello-world", "?async=true");
+      expect(accepted.status, accepted.body).toBe(202);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(16);
+      expect(statuses.filter((s) => s >= 500)).toHaveLength(3);
+
+      // The project's usage: 20 runs once the async one has finished, as totals and charts.
+      const usage = `${server.url}/dashboard/projects/${projectId}/usage?range=1h`;
+      await expect
+        .poll(async () => {
+          await page.goto(usage);
+          return (await page.locator("dl.stats").textContent().catch(() => "")) ?? "";
+        }, { timeout: 30_000 })
+        .toMatch(/Runs\s*20(?!\d)/);
+      await tab("Usage").waitFor();
+      expect(await page.getByRole("img", { name: /^Runs by status 20 runs in the last 1 hour: 17 2xx, 0 4xx, 3 5xx\.$/ }).count()).toBe(1);
+      expect(await page.getByRole("img", { name: /^Latency Over the last 1 hour: p50 \d+ ms/ }).count()).toBe(1);
+      // A chart's figures as a table, behind its disclosure.
+      await page.locator("#project-runs").getByText("Figures as a table").click();
+      await page.getByRole("table", { name: "Runs by status" }).waitFor();
+      await page.locator("#project-runs").getByText("Figures as a table").click();
+      await shot("40-usage-project");
+
+      // One app's page: its own figures above its builds.
+      await tab("Apps and builds").click();
+      await page.getByRole("img", { name: /^Runs per hour over the last 24 hours: 17 runs, 0 errors, p95 \d+ ms$/ }).waitFor();
+      await page.getByRole("img", { name: /^Runs per hour over the last 24 hours: 3 runs, 3 errors/ }).waitFor();
+      await shot("47-apps-last-day");
+      await page.getByRole("link", { name: "hello-world" }).click();
+      await page.getByRole("link", { name: "1 hour" }).click();
+      await page.getByRole("img", { name: /^Runs by status 17 runs in the last 1 hour: 17 2xx, 0 4xx, 0 5xx\.$/ }).waitFor();
+      expect(new URL(page.url()).pathname).toBe(`/dashboard/projects/${projectId}/apps/${helloId}`);
+      await shot("41-usage-app");
+
+      // Every run, newest first (the async one too), filtered by status class through the form.
+      await tab("Runs").click();
+      await page.getByRole("heading", { name: /Runs/ }).waitFor();
+      expect(await page.locator("tbody tr").count()).toBe(20);
+      await page.getByRole("row").filter({ hasText: "async" }).first().waitFor();
+      await shot("42-runs");
+      await page.getByLabel("Status").selectOption("5xx");
+      await page.getByRole("button", { name: "Filter" }).click();
+      await expect.poll(() => new URL(page.url()).searchParams.get("status")).toBe("5xx");
+      await page.getByRole("link", { name: "Show all" }).waitFor();
+      expect(await page.locator("tbody tr").count(), await page.locator("main").textContent() ?? "").toBe(3);
+      expect(await page.getByRole("row").filter({ hasText: "image-model" }).count()).toBe(3);
+      await shot("43-runs-filtered");
+
+      // Receivers: one origin healthy, the other with a retried delivery and one refused for good.
+      await tab("Receivers").click();
+      await page.getByRole("link", { name: "1 hour" }).click();
+      const other = page.getByRole("row", { name: new RegExp(peers.receivers.replace(/[.:/]/g, "\\$&")) });
+      await expect
+        .poll(async () => {
+          await page.reload();
+          return (await other.count()) > 0 ? ((await other.textContent()) ?? "") : "";
+        }, { timeout: 20_000 })
+        .toContain("the receiver answered 410");
+      await page.getByRole("row", { name: new RegExp(peers.apps.replace(/[.:/]/g, "\\$&")) }).getByText("Healthy").waitFor();
+      await shot("44-receivers");
+
+      // A dark system gets the dark palette, charts included, as readable (the audit checks contrast).
+      await page.emulateMedia({ colorScheme: "dark" });
+      try {
+        for (const [name, path] of [
+          ["50-dark-usage", `/dashboard/projects/${projectId}/usage?range=1h`],
+          ["51-dark-runs", `/dashboard/projects/${projectId}/runs`],
+          ["52-dark-receivers", `/dashboard/projects/${projectId}/webhook-receivers`],
+          ["53-dark-apps", `/dashboard/projects/${projectId}/apps`],
+          ["54-dark-api-keys", `/dashboard/projects/${projectId}/api-keys`],
+        ] as const) {
+          await page.goto(`${server.url}${path}`);
+          expect(await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), name).toBe("rgb(17, 24, 39)");
+          await shot(name);
+        }
+      } finally {
+        await page.emulateMedia({ colorScheme: "light" });
+      }
+
+      // Phone width: the pages fit, the charts shrink with the screen.
+      await atPhoneWidth([
+        ["45-phone-usage", `/dashboard/projects/${projectId}/usage?range=1h`],
+        ["46-phone-runs", `/dashboard/projects/${projectId}/runs`],
+        ["48-phone-apps", `/dashboard/projects/${projectId}/apps`],
+        ["49-phone-receivers", `/dashboard/projects/${projectId}/webhook-receivers`],
+      ]);
+
+      // Without script the charts are there all the same: they are drawn on the server.
+      const plain = await launch("profile-usage-no-script", { javaScriptEnabled: false });
+      try {
+        const p = plain.pages()[0] ?? (await plain.newPage());
+        await p.goto(`${server.url}/dashboard/sign-in`);
+        await p.getByLabel("Admin token").fill(admin);
+        await p.getByRole("button", { name: "Sign in", exact: true }).click();
+        await p.getByRole("heading", { name: "Projects" }).waitFor();
+        await p.goto(usage);
+        expect(await p.getByRole("img", { name: /^Runs by status 20 runs/ }).count()).toBe(1);
+        expect(await p.locator("figure.chart svg rect.tone-c2xx").count()).toBeGreaterThan(0);
+      } finally {
+        await plain.close();
+      }
+    } finally {
+      await peers.close();
     }
   });
 });

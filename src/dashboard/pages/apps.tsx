@@ -3,6 +3,11 @@ import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, ConfirmAction, ConfirmForm, DataTable, Pager, ProblemMessage, when } from "../components";
 import { can } from "../access";
 import { renderPage } from "../layout";
+import { Sparkline } from "../charts";
+import { count, duration } from "../format";
+import { eachLimited } from "../../platform/concurrency";
+import type { Usage } from "../usage-types";
+import { RangePicker, rangeOf, UsageSection, usageQuery, windowOf } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 interface App {
@@ -40,9 +45,48 @@ const STATUS_LABEL: Record<Build["status"], string> = {
 /** The spec's cancel operation applies to ongoing builds only. */
 const isOngoing = (b: Build) => b.status === "queued" || b.status === "building";
 
+/** Apps per page of the list: each row asks the usage API for its last 24 hours. */
+const APPS_PER_PAGE = 25;
+/**
+ * Usage calls in flight at once for the list: each reaches the project's usage store (a subrequest),
+ * and an invocation may hold 6 outbound connections; 4 leaves room for the page's other calls.
+ */
+const USAGE_CALLS_AT_ONCE = 4;
+
+/** The last 24 hours of each app, by name; an app whose figures could not be read is left out. */
+async function lastDayOf(c: DashContext, pid: string, apps: App[]): Promise<Map<string, Usage>> {
+  const window = windowOf("24h", c.var.scope.deps.now());
+  const found = new Map<string, Usage>();
+  await eachLimited(apps, USAGE_CALLS_AT_ONCE, async (a) => {
+    const usage = await c.get("api")<Usage>("GET", usageQuery(pid, window, a.name));
+    if (usage.ok) found.set(a.name, usage.data);
+  });
+  return found;
+}
+
+/** An app's last 24 hours in a row of the list: hourly bars, then runs, errors and p95 in words. */
+function LastDay({ usage }: { usage: Usage | undefined }) {
+  if (!usage) return <span class="muted">–</span>;
+  const t = usage.totals;
+  if (t.runs === 0) return <span class="muted">no runs</span>;
+  const errors = t.status_4xx + t.status_5xx;
+  const words = `${count(t.runs)} runs, ${count(errors)} errors, p95 ${duration(t.p95_ms)}`;
+  return (
+    <div class="last-day">
+      <Sparkline ok={usage.series.map((p) => p.status_2xx)} failed={usage.series.map((p) => p.status_4xx + p.status_5xx)} label={`Runs per hour over the last 24 hours: ${words}`} />
+      <span aria-hidden="true">
+        {count(t.runs)} runs, {count(errors)} errors
+        <br />
+        <span class="muted">p95 {duration(t.p95_ms)}</span>
+      </span>
+    </div>
+  );
+}
+
 async function appsPage(c: DashContext, project: Project) {
   const pid = project.project_id;
-  const apps = await c.get("api")<Page<App>>("GET", `/projects/${seg(pid)}/apps?${listQuery(c, 100)}`);
+  const apps = await c.get("api")<Page<App>>("GET", `/projects/${seg(pid)}/apps?${listQuery(c, APPS_PER_PAGE)}`);
+  const lastDay = apps.ok ? await lastDayOf(c, pid, apps.data.data) : new Map<string, Usage>();
   return renderPage(
     c,
     { title: "Apps and builds", projectId: pid, tab: "apps" },
@@ -56,13 +100,13 @@ async function appsPage(c: DashContext, project: Project) {
           <a href={projectPath(pid, "/api-keys")}>API Keys</a>.
         </p>
       ) : (
-        <DataTable caption="Apps" columns={["App", { label: "Region", optional: true }, { label: "Runtime", optional: true }, "Current deployment"]} footer={<Pager path={projectPath(pid, "/apps")} next={apps.data.next_cursor} />}>
+        <DataTable caption="Apps" columns={["App", { label: "Region", optional: true }, { label: "Runtime", optional: true }, "Current deployment", "Last 24 hours"]} footer={<Pager path={projectPath(pid, "/apps")} next={apps.data.next_cursor} />}>
           {apps.data.data.map((a) => (
             <tr>
               <td>
                 <a href={projectPath(pid, `/apps/${seg(a.app_id)}`)}>{a.name}</a>
               </td>
-              <td class="optional">{a.region}</td>
+              <td class="optional nowrap">{a.region}</td>
               <td class="optional">{a.runtime}</td>
               <td>
                 {a.current_deployment ? (
@@ -76,6 +120,9 @@ async function appsPage(c: DashContext, project: Project) {
                 ) : (
                   <Badge tone="neutral">Not deployed</Badge>
                 )}
+              </td>
+              <td>
+                <LastDay usage={lastDay.get(a.name)} />
               </td>
             </tr>
           ))}
@@ -106,6 +153,9 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
       </>,
     );
   }
+  const range = rangeOf(c.req.query("range"));
+  const window = windowOf(range, c.var.scope.deps.now());
+  const usage = await api<Usage>("GET", usageQuery(pid, window, app.data.name));
   const csrf = c.get("csrf");
   const cancelled = options.cancelledId && builds.ok ? builds.data.data.find((b) => b.build_id === options.cancelledId && b.status === "cancelled") : undefined;
   return renderPage(
@@ -128,6 +178,12 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
         </div>
       )}
       {options.problem && <ProblemMessage problem={options.problem} action="The build was not cancelled" />}
+      <h2>Usage</h2>
+      <RangePicker c={c} current={range} />
+      <UsageSection c={c} usage={usage} window={window} projectId={pid} appName={app.data.name} idPrefix="app" />
+      <p>
+        <a href={`${projectPath(pid, "/runs")}?app_name=${seg(app.data.name)}`}>Every run of {app.data.name}</a>
+      </p>
       <h2>Builds</h2>
       {!builds.ok ? (
         <ProblemMessage problem={builds.problem} action="Loading builds" />

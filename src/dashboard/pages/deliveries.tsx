@@ -32,7 +32,7 @@ const STATUS_TONE: Record<Delivery["status"], BadgeTone> = { pending: "info", de
 const STATUS_LABEL: Record<Delivery["status"], string> = { pending: "Pending", delivered: "Delivered", failed: "Failed" };
 
 /** The API's error codes (src/webhooks/routes.ts), in words; an unknown one is shown as it is. */
-const ERROR_TEXT: Record<string, string> = {
+export const ERROR_TEXT: Record<string, string> = {
   timeout: "no answer in time",
   connection_failed: "could not connect",
   body_missing: "the run's answer was no longer stored",

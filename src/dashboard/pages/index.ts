@@ -6,10 +6,12 @@ import { registerDeliveries } from "./deliveries";
 import { registerDomains } from "./domains";
 import { registerMembers } from "./members";
 import { registerProjects } from "./projects";
+import { registerReceivers } from "./receivers";
 import { registerRuns } from "./runs";
+import { registerUsage } from "./usage";
 
 /**
  * The signed-in pages. A new page is one file here exporting `register(dash)` (routes under
  * `/projects/:project_id/<slug>`), plus its tab in `../nav.ts`.
  */
-export const PAGES: ((dash: DashRouter) => void)[] = [registerProjects, registerApiKeys, registerApps, registerDomains, registerRuns, registerDeliveries, registerAuditLog, registerMembers];
+export const PAGES: ((dash: DashRouter) => void)[] = [registerProjects, registerApiKeys, registerApps, registerDomains, registerUsage, registerRuns, registerDeliveries, registerReceivers, registerAuditLog, registerMembers];

@@ -1,114 +1,217 @@
 import type { z } from "@hono/zod-openapi";
 import type { AsyncRunSummary } from "../../runs/async/routes";
 import { type Page, seg } from "../api";
-import { can, NotAllowed } from "../access";
+import { can } from "../access";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Badge, type BadgeTone, DataTable, Pager, ProblemMessage, when } from "../components";
+import { Badge, type BadgeTone, DataTable, FilterActions, Pager, ProblemMessage, when } from "../components";
+import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
+import type { RunRecord, RunRecordList } from "../usage-types";
+import { RANGES, type Range, RunCommand } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 
-/** What the API answers for each run (`GET /v2/projects/{project_id}/async-runs`): its own response schema. */
-type Run = z.infer<typeof AsyncRunSummary>;
+const PAGE_SIZE = 25;
+const UNDER_WAY_SHOWN = 10;
+const MODES = { sync: "Synchronous", async: "Async" } as const satisfies Record<RunRecord["mode"], string>;
+const STATUS_CLASSES = { "2xx": "2xx success", "4xx": "4xx refused", "5xx": "5xx failed" } as const;
 
-const STATUS_TONE: Record<Run["status"], BadgeTone> = { queued: "neutral", running: "info", succeeded: "ok", failed: "bad", cancelled: "warn" };
-const STATUS_LABEL: Record<Run["status"], string> = { queued: "Queued", running: "Running", succeeded: "Succeeded", failed: "Failed", cancelled: "Cancelled" };
-const STATUSES = Object.keys(STATUS_LABEL) as Run["status"][];
+const WEBHOOK_TONE: Record<NonNullable<RunRecord["webhook"]>["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
+const WEBHOOK_LABEL: Record<NonNullable<RunRecord["webhook"]>["status"], string> = { pending: "Pending", delivered: "Delivered", failed: "Failed" };
 
-/** The API's error codes (src/runs/async/routes.ts), in words. */
-const ERROR_TEXT: Record<string, string> = {
-  upstream_status: "the app answered an error status",
-  bad_gateway: "the app could not be reached or answered badly",
-  gateway_timeout: "the app did not answer in time",
-  interrupted: "the worker running it stopped; not run again",
-  expired: "never started",
-};
+const pick = <K extends string>(options: Record<K, unknown>, value: string | undefined): K | undefined =>
+  value !== undefined && Object.hasOwn(options, value) ? (value as K) : undefined;
 
-const PAGE_SIZE = 20;
+/** The list's filters as the page's URL carries them; anything unknown is no filter. */
+function filtersOf(c: DashContext) {
+  const app = c.req.query("app_name")?.trim() || undefined;
+  return {
+    app_name: app,
+    mode: pick(MODES, c.req.query("mode")),
+    status: pick(STATUS_CLASSES, c.req.query("status")),
+    range: pick(RANGES, c.req.query("range")),
+  };
+}
+type Filters = ReturnType<typeof filtersOf>;
 
-function duration(ms: number | null) {
-  if (ms === null) return <span class="muted">–</span>;
-  return ms < 1000 ? <>{ms} ms</> : <>{(ms / 1000).toFixed(1)} s</>;
+/** The filters as query fields (for the API, the pager and the form). */
+const present = (filters: Filters) => Object.fromEntries(Object.entries(filters).filter((e): e is [string, string] => e[1] !== undefined));
+
+function statusTone(code: number): BadgeTone {
+  if (code >= 500) return "bad";
+  if (code >= 400) return "warn";
+  return code >= 200 && code < 300 ? "ok" : "neutral";
+}
+
+function Select<K extends string>(props: { name: string; label: string; options: Record<K, string>; value: K | undefined; any: string }) {
+  return (
+    <div>
+      <label for={`filter-${props.name}`}>{props.label}</label>
+      <select id={`filter-${props.name}`} name={props.name}>
+        <option value="">{props.any}</option>
+        {(Object.keys(props.options) as K[]).map((k) => (
+          <option value={k} selected={k === props.value}>
+            {props.options[k]}
+          </option>
+        ))}
+      </select>
+    </div>
+  );
+}
+
+function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
+  return (
+    <tr id={`run-${r.run_id}`}>
+      <td data-label="Run">
+        {when(r.created_at)}
+        <br />
+        <code class="muted id">{r.run_id}</code>
+      </td>
+      <td data-label="App" class="nowrap">
+        {r.app_name}
+      </td>
+      <td data-label="Request" class="nowrap">
+        <Badge tone={r.mode === "async" ? "info" : "neutral"}>{r.mode}</Badge> <code>{`${r.method} /${r.path}`}</code>
+      </td>
+      <td data-label="Status">
+        <Badge tone={statusTone(r.status_code)}>{r.status_code}</Badge>
+        {r.timed_out && <span class="muted"> timed out</span>}
+        {r.hung_up && <span class="muted"> caller hung up</span>}
+      </td>
+      <td data-label="Duration" class="num">
+        {duration(r.duration_ms)}
+        {r.ttfb_ms !== null && (
+          <>
+            <br />
+            <span class="muted">first byte {duration(r.ttfb_ms)}</span>
+          </>
+        )}
+      </td>
+      <td data-label="In / out" class="num optional">
+        {bytes(r.bytes_in)} / {bytes(r.bytes_out)}
+      </td>
+      <td data-label="Caller" class="optional">
+        <code>{r.caller}</code>
+      </td>
+      <td data-label="Webhook">
+        {r.webhook ? (
+          <a href={`${projectPath(pid, "/webhook-deliveries")}?run_id=${seg(r.run_id)}`}>
+            <Badge tone={WEBHOOK_TONE[r.webhook.status]}>{WEBHOOK_LABEL[r.webhook.status]}</Badge>
+            {r.webhook.attempts > 1 && <span class="muted"> {r.webhook.attempts} attempts</span>}
+          </a>
+        ) : (
+          <span class="muted">none</span>
+        )}
+      </td>
+    </tr>
+  );
+}
+
+/** An async run not finished yet, as `GET /v2/projects/{project_id}/async-runs` answers it. */
+type AsyncRun = z.infer<typeof AsyncRunSummary>;
+
+/**
+ * Async runs still queued or running: the list above holds runs once they ended, so these would
+ * otherwise be nowhere to see. Reading them needs runs:invoke (their results are the runs' answers).
+ */
+async function underWay(c: DashContext, pid: string): Promise<AsyncRun[]> {
+  if (!can(c, "runs:invoke")) return [];
+  const api = c.get("api");
+  const lists = await Promise.all(
+    (["running", "queued"] as const).map((status) => api<Page<AsyncRun>>("GET", `/projects/${seg(pid)}/async-runs?status=${status}&limit=${UNDER_WAY_SHOWN}`)),
+  );
+  return lists.flatMap((l) => (l.ok ? l.data.data : []));
+}
+
+function UnderWay({ runs }: { runs: AsyncRun[] }) {
+  if (runs.length === 0) return null;
+  return (
+    <div class="card">
+      <h2>Async runs under way</h2>
+      <ul class="plain">
+        {runs.map((r) => (
+          <li>
+            <Badge tone={r.status === "running" ? "info" : "neutral"}>{r.status === "running" ? "Running" : "Queued"}</Badge> <code>{r.run_id}</code>{" "}
+            <span class="muted">
+              app {r.app_name}, accepted {when(r.created_at)}
+            </span>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
 }
 
 async function runsPage(c: DashContext, project: Project) {
   const pid = project.project_id;
-  // Listing async runs needs runs:invoke (their results are the runs' answers), which a viewer lacks.
-  if (!can(c, "runs:invoke")) {
-    return renderPage(
-      c,
-      { title: "Runs", projectId: pid, tab: "runs" },
-      <>
-        <ProjectHeading project={project} title="Runs" />
-        <NotAllowed c={c} doing="seeing the project's async runs and their results" />
-      </>,
-    );
-  }
-  const wanted = c.req.query("status");
-  const status = STATUSES.find((s) => s === wanted);
+  const filters = filtersOf(c);
   const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
-  if (status) query.set("status", status);
+  if (filters.app_name) query.set("app_name", filters.app_name);
+  if (filters.mode) query.set("mode", filters.mode);
+  if (filters.status) query.set("status", filters.status);
+  if (filters.range) query.set("from", new Date(c.var.scope.deps.now().getTime() - RANGES[filters.range].span).toISOString());
   const cursor = c.req.query("cursor");
   if (cursor) query.set("cursor", cursor);
-  const list = await c.get("api")<Page<Run>>("GET", `/projects/${seg(pid)}/async-runs?${query}`);
+  const api = c.get("api");
+  const [list, apps, pending] = await Promise.all([
+    api<RunRecordList>("GET", `/projects/${seg(pid)}/runs?${query}`),
+    api<Page<{ name: string }>>("GET", `/projects/${seg(pid)}/apps?limit=100`),
+    underWay(c, pid),
+  ]);
   const path = projectPath(pid, "/runs");
-  const deliveries = projectPath(pid, "/webhook-deliveries");
+  const kept = present(filters);
+  const filtered = Object.keys(kept).length > 0;
+  const appNames = Object.fromEntries((apps.ok ? apps.data.data : []).map((a) => [a.name, a.name]));
+  if (filters.app_name && !appNames[filters.app_name]) appNames[filters.app_name] = filters.app_name;
+  const rangeLabels = Object.fromEntries(Object.entries(RANGES).map(([k, v]) => [k, `Last ${v.label}`])) as Record<Range, string>;
   return renderPage(
     c,
     { title: "Runs", projectId: pid, tab: "runs", status: list.ok ? 200 : list.problem.status === 404 ? 404 : 400 },
     <>
       <ProjectHeading project={project} title="Runs" />
       <p class="muted">
-        Runs started with <code>?async=true</code>, newest first. Read one's result at its <code>status_url</code>; results are kept 7 days.
+        Every run of the project, synchronous and async, newest first, once it has ended (no bodies are kept). An async run's full state and result stay at
+        its <code>status_url</code>. Runs are kept 7 days.
       </p>
-      <nav aria-label="Filter runs by status" class="filter">
-        <a href={path} aria-current={status ? undefined : "page"}>
-          All
-        </a>
-        {STATUSES.map((s) => (
-          <>
-            {" · "}
-            <a href={`${path}?status=${s}`} aria-current={status === s ? "page" : undefined}>
-              {STATUS_LABEL[s]}
-            </a>
-          </>
-        ))}
-      </nav>
+      <UnderWay runs={pending} />
+      <form method="get" action={path} class="filter runs" aria-label="Filter runs">
+        <Select name="app_name" label="App" options={appNames} value={filters.app_name} any="All apps" />
+        <Select name="mode" label="Mode" options={MODES} value={filters.mode} any="Every mode" />
+        <Select name="status" label="Status" options={STATUS_CLASSES} value={filters.status} any="Every status" />
+        <Select name="range" label="Time" options={rangeLabels} value={filters.range} any="Any time (7 days kept)" />
+        <FilterActions path={path} filtered={filtered} />
+      </form>
       {!list.ok ? (
         <ProblemMessage problem={list.problem} action="Loading runs" />
       ) : list.data.data.length === 0 ? (
-        <p>{status ? `No ${STATUS_LABEL[status].toLowerCase()} runs.` : "No async runs yet."}</p>
+        filtered ? (
+          <p>No runs match these filters.</p>
+        ) : (
+          <div class="card">
+            <p>
+              <strong>No runs yet.</strong> Make one with a token from <a href={projectPath(pid, "/api-keys")}>API Keys</a>:
+            </p>
+            <RunCommand c={c} projectId={pid} appName={Object.keys(appNames)[0]} />
+          </div>
+        )
       ) : (
-        <DataTable caption={<>Async runs{status ? ` (${STATUS_LABEL[status]})` : ""}</>} columns={["Run", "Status", "Duration", "Outcome", "Webhook"]} class="cards" footer={<Pager path={path} next={list.data.next_cursor} query={status ? { status } : undefined} />}>
-          {list.data.data.map((r) => (
-            <tr id={`run-${r.run_id}`}>
-              <td data-label="Run">
-                <code>{r.run_id}</code>
-                <br />
-                <span class="muted">
-                  app {r.app_name}, created {when(r.created_at)}
-                </span>
-              </td>
-              <td data-label="Status">
-                <Badge tone={STATUS_TONE[r.status]}>{STATUS_LABEL[r.status]}</Badge>
-              </td>
-              <td data-label="Duration">{duration(r.duration_ms)}</td>
-              <td data-label="Outcome">
-                {r.status_code !== null && <>HTTP {r.status_code}</>}
-                {r.error && (
-                  <>
-                    {r.status_code !== null && <br />}
-                    <code>{r.error.code}</code>
-                    {ERROR_TEXT[r.error.code] && <span class="muted"> ({ERROR_TEXT[r.error.code]})</span>}
-                  </>
-                )}
-                {r.status_code === null && !r.error && <span class="muted">not yet</span>}
-              </td>
-              <td data-label="Webhook">
-                {r.webhook_endpoint ? <a href={`${deliveries}?run_id=${seg(r.run_id)}`}>Deliveries</a> : <span class="muted">none</span>}
-              </td>
-            </tr>
-          ))}
-        </DataTable>
+        <>
+          {list.data.sampled && (
+            <p class="alert warning" role="note">
+              The project made more runs in this range than its records keep: the list shows a sample of that time's runs. The counts on the{" "}
+              <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
+            </p>
+          )}
+          <DataTable
+            caption="Runs"
+            columns={["Run", "App", "Request", "Status", "Duration", { label: "In / out", optional: true }, { label: "Caller", optional: true }, "Webhook"]}
+            class="cards"
+            footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
+          >
+            {list.data.data.map((r) => (
+              <RunRow r={r} pid={pid} />
+            ))}
+          </DataTable>
+        </>
       )}
     </>,
   );

@@ -2,11 +2,11 @@ import { ApiError, invalidField } from "../../platform/errors";
 import { newId } from "../../platform/ids";
 import { sealSecret } from "../../webhooks/secret-box";
 import { upstreamHeaders } from "../headers";
-import { isGatewayParam, upstreamUrl } from "../proxy";
+import { isGatewayParam, upstreamUrl } from "../path";
 import type { Scope } from "../../platform/scope";
 import { dropPayloads, placePayload, requestKey, storedBody } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
-import type { AsyncRunMessage } from "./consumer";
+import type { AsyncRunMessage } from "./message";
 import type { AsyncRun } from "../../db/schema";
 import type { AdmittedRun } from "../admit";
 import { log } from "../../platform/log";
@@ -18,15 +18,6 @@ const KEY = /^[\x21-\x7e]{1,255}$/;
 const SEND_TRIES = 2;
 
 
-/** Whether the caller asked for an async run: `?async=true`; `false` or no parameter is a synchronous run. */
-export function asyncRequested(query: URLSearchParams | null): boolean {
-  const values = query?.getAll("async") ?? [];
-  if (values.length === 0) return false;
-  if (values.length > 1) throw invalidField("query", "async", "must be given once");
-  if (values[0] === "true") return true;
-  if (values[0] === "false") return false;
-  throw invalidField("query", "async", 'must be "true" or "false"');
-}
 
 
 async function sha256Hex(text: string): Promise<string> {
@@ -60,12 +51,6 @@ function accepted(request: Request, run: Pick<AsyncRun, "id" | "status" | "proje
  * run; a different request with that key is a 422.
  */
 export async function acceptAsync(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
-  const response = await accept(scope, request, req);
-  req.caller.afterRun();
-  return response;
-}
-
-async function accept(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
   const { deps, config, db, env } = scope;
   const key = request.headers.get("idempotency-key");
   if (key !== null && !KEY.test(key)) throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");

@@ -1,12 +1,13 @@
 import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
 import { upstreamOf } from "../../apps/deployments";
-import { answerRun, type RunAnswer } from "../answer";
-import { recordRun } from "../../usage/record";
-import { deliver, endingOf, endUnanswered } from "./lifecycle";
+import { answerRun } from "../answer";
+import type { RunContext } from "../context";
+import { appPathOf, deliver, endingOf, endUnanswered, recordFinished } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { log, type LogFields } from "../../platform/log";
+import { isAsyncRunMessage } from "./message";
 
 /**
  * The `async-runs` consumer. `max_batch_size = 1` (wrangler.toml): each run gets an invocation of its
@@ -25,14 +26,6 @@ import { log, type LogFields } from "../../platform/log";
  * died, and ends the run `failed` (`interrupted`). Any other copy finds the run not `queued` and stops.
  */
 
-export interface AsyncRunMessage {
-  v: 1;
-  run_id: string;
-  project_id: string;
-}
-
-export const isAsyncRunMessage = (body: unknown): body is AsyncRunMessage =>
-  typeof body === "object" && body !== null && (body as AsyncRunMessage).v === 1 && typeof (body as AsyncRunMessage).run_id === "string";
 
 /** D1 writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
 const END_TRIES = 3;
@@ -48,36 +41,6 @@ async function deploymentOf(scope: Scope, run: AsyncRun): Promise<{ runtime: "co
   }
 }
 
-/** The app's path the run called (`run`, `v1/chat/completions`), from its stored target, without the query. */
-function appPathOf(target: string, originUrl: string | null): string {
-  const url = new URL(target);
-  const path = url.pathname;
-  const base = originUrl === null ? null : new URL(originUrl).pathname.replace(/\/+$/, "");
-  return (base !== null && path.startsWith(`${base}/`) ? path.slice(base.length + 1) : path.replace(/^\/+/, "")) || "/";
-}
-
-/** The run's usage record (src/usage), taken once, when it has finished. */
-function recordFinished(scope: Scope, run: AsyncRun, path: string, answer: RunAnswer, bytesIn: number, bytesOut: number, finishedAt: Date): void {
-  recordRun(scope, {
-    run_id: run.id,
-    project_id: run.projectId,
-    app_name: run.appName,
-    mode: "async",
-    method: run.method,
-    path,
-    status_code: answer.status,
-    timed_out: answer.failure?.code === "gateway_timeout",
-    hung_up: false,
-    duration_ms: finishedAt.getTime() - run.createdAt.getTime(),
-    ttfb_ms: null,
-    bytes_in: bytesIn,
-    bytes_out: bytesOut,
-    caller: run.caller,
-    webhook: run.webhookEndpoint !== null,
-    request_id: run.requestId,
-    created_at: run.createdAt.getTime(),
-  });
-}
 
 async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<void> {
   const { env, config, deps, db } = scope;
@@ -91,11 +54,17 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
   const body = stored === null ? null : bodyBytes(stored, run.requestBodyEncoding);
   const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
   const { runtime, originUrl } = await deploymentOf(scope, run);
-  const limits = { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs };
-  const ctx = { runId: run.id, runtime, accept: headers.get("accept"), requestId: run.requestId, now: deps.now };
+  const context: RunContext = {
+    runId: run.id,
+    runtime,
+    accept: headers.get("accept"),
+    requestId: run.requestId,
+    now: deps.now,
+    limits: { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs },
+  };
   // ASYNC_RUN_TIMEOUT_MS bounds the whole run here, a stream included: the invocation has 15 minutes.
   const request = { target: run.target, method: run.method, headers, body, runId: run.id };
-  const answer = await answerRun(deps, request, limits, ctx, AbortSignal.timeout(config.asyncRunTimeoutMs));
+  const answer = await answerRun(deps, request, context, AbortSignal.timeout(config.asyncRunTimeoutMs));
   const ending = await endingOf(env, run.id, answer, deps.now());
   for (let tries = 1; ; tries++) {
     try {
@@ -109,7 +78,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
       await new Promise((resolve) => setTimeout(resolve, 50 * tries));
     }
   }
-  recordFinished(scope, run, appPathOf(run.target, originUrl), answer, body?.byteLength ?? 0, ending.resultBytes, ending.finishedAt);
+  recordFinished(scope, run, { path: appPathOf(run.target, originUrl), status: answer.status, timedOut: answer.failure?.code === "gateway_timeout", bytesIn: body?.byteLength ?? 0, bytesOut: ending.resultBytes, finishedAt: ending.finishedAt });
   await deliver(scope, run, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }

@@ -62,6 +62,8 @@ async function ownRun(scope: Scope, request: Request, projectId: string, appName
 
 /** `GET …/runs/{run_id}`: the run's state and, once finished, its stored answer. */
 export async function readRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<Response> {
+  // Hono answers HEAD with the GET route: a run's state is read with GET, and HEAD is refused as on every run path.
+  if (request.method === "HEAD") throw new ApiError("method_not_allowed", "HEAD is not allowed on an async run; use GET or DELETE.", { headers: { Allow: "DELETE, GET" } });
   const run = await ownRun(scope, request, projectId, appName, runId);
   const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
   if (result === null && run.resultInR2) {
@@ -81,7 +83,7 @@ export async function cancel(scope: Scope, request: Request, projectId: string, 
   // Not queued now: it may have been claimed or cancelled since it was read.
   const now = cancelled ?? (await runById(scope.db, runId)) ?? run;
   if (now.status === "cancelled") return jsonResponse(runJson(now, null));
-  throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, { extensions: { run_id: runId, status: now.status } });
+  throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, { extensions: { run_id: runId, run_status: now.status } });
 }
 
 /** `GET /v2/projects/{project_id}/async-runs`: recent async runs in every state. */

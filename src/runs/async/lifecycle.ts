@@ -1,4 +1,5 @@
 import type { AsyncRun } from "../../db/schema";
+import { recordRun } from "../../usage/record";
 import type { Scope } from "../../platform/scope";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../../platform/errors";
 import { enqueueDelivery } from "../../webhooks/enqueue";
@@ -91,7 +92,57 @@ export async function endUnanswered(
     finishedAt: scope.deps.now(),
   });
   if (!ended) return false;
+  if (why === "interrupted") {
+    const finishedAt = scope.deps.now();
+    recordFinished(scope, run, { path: appPathOf(run.target, null), status: 502, timedOut: false, bytesIn: 0, bytesOut: byteLength(text), finishedAt });
+  }
   logError(`async run ${why}`, { run_id: run.id, project_id: run.projectId, from, started_at: run.startedAt?.toISOString() ?? null });
   await deliver(scope, run, text);
   return true;
+}
+
+/** The app's path the run called (`run`, `v1/chat/completions`), from its stored target, without the query. */
+export function appPathOf(target: string, originUrl: string | null): string {
+  const url = new URL(target);
+  const path = url.pathname;
+  const base = originUrl === null ? null : new URL(originUrl).pathname.replace(/\/+$/, "");
+  return (base !== null && path.startsWith(`${base}/`) ? path.slice(base.length + 1) : path.replace(/^\/+/, "")) || "/";
+}
+
+/** How an async run ended, for its usage record. */
+export interface Finish {
+  path: string;
+  status: number;
+  timedOut: boolean;
+  bytesIn: number;
+  bytesOut: number;
+  finishedAt: Date;
+}
+
+/**
+ * The run's usage record (src/usage), taken once, when it has finished: by its consumer with the
+ * app's answer, or here when it was interrupted (its consumer died mid-run). An expired run never ran
+ * and a cancelled one never will: neither is a run on record.
+ */
+export function recordFinished(scope: Scope, run: AsyncRun, finish: Finish): void {
+  const { path, finishedAt } = finish;
+  recordRun(scope, {
+    run_id: run.id,
+    project_id: run.projectId,
+    app_name: run.appName,
+    mode: "async",
+    method: run.method,
+    path,
+    status_code: finish.status,
+    timed_out: finish.timedOut,
+    hung_up: false,
+    duration_ms: finishedAt.getTime() - run.createdAt.getTime(),
+    ttfb_ms: null,
+    bytes_in: finish.bytesIn,
+    bytes_out: finish.bytesOut,
+    caller: run.caller,
+    webhook: run.webhookEndpoint !== null,
+    request_id: run.requestId,
+    created_at: run.createdAt.getTime(),
+  });
 }

@@ -65,12 +65,12 @@ describe("cancel: DELETE …/runs/{run_id}", () => {
     await upstream.reached;
     const running = await cancel(started.body.status_url, app.token);
     expect(running.status).toBe(409);
-    expect(running.body).toMatchObject({ code: "run_not_cancellable", status: "running", run_id: started.body.run_id });
+    expect(running.body).toMatchObject({ code: "run_not_cancellable", status: 409, run_status: "running", run_id: started.body.run_id });
     upstream.release();
     await consumed;
     const finished = await cancel(started.body.status_url, app.token);
     expect(finished.status).toBe(409);
-    expect(finished.body.status).toBe("succeeded");
+    expect(finished.body).toMatchObject({ status: 409, run_status: "succeeded" });
     expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
   });
 

@@ -1,9 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../../auth/access";
 import { ASYNC_RUN_STATUSES } from "../../db/schema";
-import { idParam, jsonContent, ListQuery, listOf, ProjectParams, problems, SCOPED_PROBLEMS, Timestamp } from "../../platform/openapi";
+import { PROBLEM_CONTENT_TYPE } from "../../platform/errors";
+import { idParam, jsonContent, ListQuery, listOf, ProblemSchema, problemsWithHeaders, ProjectParams, REQUEST_ID_HEADER, SCOPED_PROBLEMS, Timestamp } from "../../platform/openapi";
 import { ASYNC_RUN_ROUTE } from "../path";
-import { RunParams, runDelete, runGet, runPatch, runPost, runPut, RUNS_SECURITY as security } from "../routes";
+import { RunParams, runDelete, runGet, runHead, runPatch, runPost, runPut, RUNS_SECURITY as security } from "../routes";
 
 export const RUN_ID_EXAMPLE = "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
 
@@ -38,6 +39,14 @@ export const AsyncRunSchema = z
   })
   .openapi("AsyncRun");
 
+/** The problem of cancelling a run that is no longer queued: the run's state beside the HTTP status, never in place of it. */
+export const RunNotCancellable = ProblemSchema.extend({
+  run_id: z.string().openapi({ example: RUN_ID_EXAMPLE }),
+  run_status: z.enum(ASYNC_RUN_STATUSES).openapi({ description: "The run's state: `running`, `succeeded` or `failed`." }),
+}).openapi("RunNotCancellableProblem");
+
+const ok = <T extends z.ZodType>(schema: T, description: string) => ({ ...jsonContent(schema, description), headers: REQUEST_ID_HEADER });
+
 export const getAsyncRun = createRoute({
   operationId: "getAsyncRun",
   method: "get",
@@ -47,7 +56,7 @@ export const getAsyncRun = createRoute({
   summary: "Read an async run",
   description: "The state of a run started with `?async=true`, and its result once finished. Results are kept 7 days after the run finished.",
   request: { params: AsyncRunParams },
-  responses: { 200: jsonContent(AsyncRunSchema, "The run."), ...problems(401, 403, 404) },
+  responses: { 200: ok(AsyncRunSchema, "The run."), ...problemsWithHeaders(401, 403, 404, 429, 500, 503) },
 });
 
 export const cancelAsyncRun = createRoute({
@@ -59,7 +68,27 @@ export const cancelAsyncRun = createRoute({
   summary: "Cancel an async run",
   description: "Cancels a queued run: it will not run and no webhook is sent. Cancelling a cancelled run answers the same 200; a running or finished run: 409.",
   request: { params: AsyncRunParams },
-  responses: { 200: jsonContent(AsyncRunSchema, "The cancelled run."), ...problems(401, 403, 404, 409) },
+  responses: {
+    200: ok(AsyncRunSchema, "The cancelled run."),
+    ...problemsWithHeaders(401, 403, 404, 429, 500, 503),
+    409: {
+      description: "The run is running or finished (`run_not_cancellable`): `run_status` says which.",
+      headers: REQUEST_ID_HEADER,
+      content: { [PROBLEM_CONTENT_TYPE]: { schema: RunNotCancellable } },
+    },
+  },
+});
+
+export const headAsyncRun = createRoute({
+  operationId: "headAsyncRun",
+  method: "head",
+  path: ASYNC_RUN_ROUTE,
+  tags: ["Runs"],
+  security,
+  summary: "HEAD on an async run: refused",
+  description: "An async run is read with `GET` (or cancelled with `DELETE`); HEAD is answered 405 with `Allow`.",
+  request: { params: AsyncRunParams },
+  responses: problemsWithHeaders(404, 405, 500),
 });
 
 export const AsyncRunSummary = AsyncRunSchema.omit({ result: true })
@@ -87,4 +116,4 @@ export const listAsyncRuns = createRoute({
 });
 
 /** The run proxy's operations, served under `/v4` and documented in the one OpenAPI document. */
-export const RUN_PROXY_ROUTES = [runPost, runGet, runPut, runPatch, runDelete, getAsyncRun, cancelAsyncRun];
+export const RUN_PROXY_ROUTES = [runPost, runGet, runPut, runPatch, runDelete, runHead, getAsyncRun, cancelAsyncRun, headAsyncRun];

@@ -1,33 +1,13 @@
 /**
- * What crosses the gateway between a caller and an app: the request's URL and the size limits on what
- * the gateway holds (the headers each way: headers.ts). Sizes always count decoded
- * bytes: the runtime decodes a `Content-Encoding: gzip` (or br) answer as it is read, so a count over
- * the body read is a count of what it expands to, never of its wire length.
+ * The size limits on the bodies a run carries, and the helpers that hold a body to them. Sizes always
+ * count decoded bytes: the runtime decodes a `Content-Encoding: gzip` (or br) answer as it is read, so
+ * a count over the body read is a count of what it expands to, never of its wire length.
  */
 
 /** Request bodies up to this size are accepted (413 above: before the body is read when declared, else as the bytes flow). */
 export const RUN_REQUEST_MAX_BYTES = 6 * 1024 * 1024;
 /** Answers the gateway reads whole (a `cortex` JSON answer, to envelope it) up to this size, decoded; larger ones are a 502. */
 export const RUN_RESPONSE_MAX_BYTES = 10 * 1024 * 1024;
-
-/** The gateway's own query parameters, never passed to the app. */
-const OURS = new Set(["webhookEndpoint", "async"]);
-export const isGatewayParam = (name: string) => OURS.has(name);
-
-/**
- * `{origin_url}/{path}` with the caller's query parameters (but ours) after the origin's own. The path
- * is appended as sent (still percent-encoded), below the origin's base path.
- */
-export function upstreamUrl(originUrl: string, appPath: string, query: URLSearchParams | null): string {
-  const url = new URL(originUrl);
-  url.pathname = `${url.pathname.replace(/\/+$/, "")}/${appPath}`;
-  if (query !== null) {
-    for (const [name, value] of query) {
-      if (!OURS.has(name)) url.searchParams.append(name, value);
-    }
-  }
-  return url.href;
-}
 
 /** Reads a body up to `max` bytes; `null` when it is larger (the rest is not read). */
 export async function readLimited(body: ReadableStream<Uint8Array> | null, max: number): Promise<Uint8Array | null> {

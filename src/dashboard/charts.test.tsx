@@ -1,0 +1,107 @@
+import { describe, expect, it } from "vitest";
+import { Lines, niceTicks, StackedBars, timeTicks } from "./charts";
+import { bytes, count, duration, percent } from "./format";
+
+const render = async (node: unknown) => String(await (node as { toString(): string | Promise<string> }).toString());
+const HOUR = 3_600_000;
+const T0 = Date.parse("2026-11-24T00:00:00Z");
+const hours = (n: number) => Array.from({ length: n }, (_, i) => T0 + i * HOUR);
+const attrs = (svg: string, tag: string, cls: string) => [...svg.matchAll(new RegExp(`<${tag} class="${cls}"([^>]*)>`, "g"))].map((m) => Object.fromEntries([...m[1]!.matchAll(/([\w-]+)="([^"]*)"/g)].map((a) => [a[1], a[2]])));
+
+describe("chart scales", () => {
+  it("rounds the value axis up to a round step a person reads at a glance", () => {
+    expect(niceTicks(0)).toEqual([0, 1]);
+    expect(niceTicks(7)).toEqual([0, 2, 4, 6, 8]);
+    expect(niceTicks(8)).toEqual([0, 2, 4, 6, 8]);
+    expect(niceTicks(1234)).toEqual([0, 500, 1000, 1500]);
+    expect(niceTicks(0.3)).toEqual([0, 0.1, 0.2, 0.3]);
+  });
+
+  it("labels the time axis at round times, at most seven", () => {
+    const minutes = Array.from({ length: 60 }, (_, i) => Date.parse("2026-11-24T13:07:00Z") + i * 60_000);
+    expect(timeTicks(minutes, "minute").map((t) => t.label)).toEqual(["13:10", "13:20", "13:30", "13:40", "13:50", "14:00"]);
+    expect(timeTicks(hours(24), "hour").map((t) => t.label)).toEqual(["00:00", "04:00", "08:00", "12:00", "16:00", "20:00"]);
+    const week = timeTicks(hours(168), "hour");
+    expect(week.map((t) => t.label)).toEqual(["Nov 24", "Nov 25", "Nov 26", "Nov 27", "Nov 28", "Nov 29", "Nov 30"]);
+    expect(week.map((t) => t.index)).toEqual([0, 24, 48, 72, 96, 120, 144]);
+  });
+});
+
+describe("runs and errors as stacked bars", () => {
+  const props = {
+    id: "runs",
+    title: "Runs",
+    starts: hours(4),
+    interval: "hour" as const,
+    layers: [
+      { label: "2xx", tone: "c2xx" as const, values: [6, 0, 2, 0] },
+      { label: "5xx", tone: "c5xx" as const, values: [2, 0, 0, 1] },
+    ],
+    short: String,
+    full: count,
+    summary: "11 runs, 3 failed.",
+  };
+
+  it("stacks each bucket's classes in proportion to the axis", async () => {
+    const svg = await render(<StackedBars {...props} />);
+    const ok = attrs(svg, "rect", "tone-c2xx");
+    const failed = attrs(svg, "rect", "tone-c5xx");
+    // The axis tops at 8 (ticks 0, 2, 4, 6, 8) over a plot 166 units high: 6 runs are 124.5, 2 are 41.5.
+    expect(ok.map((r) => r.height)).toEqual(["124.5", "41.5"]);
+    expect(failed.map((r) => r.height)).toEqual(["41.5", "20.75"]);
+    // The failures sit on top of the successes of the same bucket: the 5xx bar ends where the 2xx bar begins.
+    expect(Number(failed[0]!.y) + Number(failed[0]!.height)).toBeCloseTo(Number(ok[0]!.y));
+    expect(ok[0]!.x).toBe(failed[0]!.x);
+    // Empty buckets draw no bar, but keep a hover target with their tooltip.
+    expect(svg).toContain("<title>Nov 24, 01:00 UTC: 2xx 0, 5xx 0</title>");
+  });
+
+  it("is an image named by its caption and summary, with its figures as a table", async () => {
+    const svg = await render(<StackedBars {...props} />);
+    expect(svg).toContain('role="img" aria-labelledby="runs-title runs-desc"');
+    expect(svg).toContain('<figcaption id="runs-title">Runs</figcaption>');
+    expect(svg).toContain('<desc id="runs-desc">11 runs, 3 failed.</desc>');
+    expect(svg).toMatch(/<th scope="row">Nov 24, 00:00<\/th><td>6<\/td><td>2<\/td>/);
+    expect(svg).not.toMatch(/style=/); // the CSP allows no inline style
+  });
+});
+
+describe("latency percentiles as lines", () => {
+  it("breaks a line where a bucket had no runs, and marks a lone point", async () => {
+    const svg = await render(
+      <Lines
+        id="latency"
+        title="Latency"
+        starts={hours(5)}
+        interval="hour"
+        layers={[{ label: "p95", tone: "p95", values: [100, 200, null, 400, null] }]}
+        short={duration}
+        full={duration}
+        summary="p95 400 ms."
+      />,
+    );
+    const d = /<g class="line tone-p95"><path d="([^"]+)"/.exec(svg)?.[1] ?? "";
+    // 100 → 200 is one segment; 400 stands alone (a move without a line draws nothing), so it gets a dot.
+    expect(d.match(/[ML]/g)).toEqual(["M", "L", "M"]);
+    expect(svg.match(/<circle /g)).toHaveLength(1);
+    expect(svg).toContain("<title>Nov 24, 02:00 UTC: p95 –</title>");
+    expect(svg).toContain(">400 ms<");
+  });
+});
+
+describe("a chart without figures", () => {
+  it("says so instead of drawing an empty axis alone", async () => {
+    const svg = await render(<Lines id="l" title="Latency" starts={hours(3)} interval="hour" layers={[{ label: "p50", tone: "p50", values: [null, null, null] }]} short={duration} full={duration} summary="" />);
+    expect(svg).toContain(">No figures for this range</text>");
+    expect(svg).not.toContain("<path");
+  });
+});
+
+describe("figures for people", () => {
+  it("formats counts, durations, bytes and shares", () => {
+    expect(count(1234567)).toBe("1,234,567");
+    expect([duration(0.4), duration(999), duration(1000), duration(1234), duration(12_345), duration(240_000), duration(null)]).toEqual(["0 ms", "999 ms", "1 s", "1.23 s", "12.3 s", "4 min", "–"]);
+    expect([bytes(999), bytes(1500), bytes(2_000_000), bytes(12_345_678)]).toEqual(["999 B", "1.5 kB", "2.0 MB", "12 MB"]);
+    expect([percent(0), percent(0.004), percent(0.125), percent(1)]).toEqual(["0 %", "0.4 %", "13 %", "100 %"]);
+  });
+});

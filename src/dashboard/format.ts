@@ -1,0 +1,41 @@
+/**
+ * Figures as people read them: "1,234 runs", "12.3K", "240 ms", "1.2 s", "3.4 MB", "2.5 %". One place,
+ * so a chart's axis, its table and the page's totals never disagree about a number.
+ */
+
+const whole = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+const compact = new Intl.NumberFormat("en-US", { notation: "compact", maximumFractionDigits: 1 });
+
+/** A count in full, with thousands separators: tables and totals. */
+export const count = (n: number) => whole.format(n);
+
+/** A count on an axis: 950, 1.2K, 3.4M. */
+export const countShort = (n: number) => compact.format(n);
+
+/** A duration: whole milliseconds under a second, then seconds with one decimal, minutes past 100 s. */
+export function duration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return "–";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 100_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1).replace(/\.?0+$/, "")} s`;
+  return `${(ms / 60_000).toFixed(1).replace(/\.0$/, "")} min`;
+}
+
+const BYTE_UNITS = ["B", "kB", "MB", "GB", "TB"] as const;
+
+/** Bytes in SI units (1 kB = 1000 B), as the network speaks of transfer. */
+export function bytes(n: number): string {
+  let value = n;
+  let unit = 0;
+  while (value >= 1000 && unit < BYTE_UNITS.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${BYTE_UNITS[unit]}`;
+}
+
+/** A share (0..1) as a percentage: "0 %", "0.4 %", "12 %", "100 %". */
+export function percent(share: number): string {
+  const p = share * 100;
+  if (p === 0 || p === 100) return `${p} %`;
+  return `${p < 10 ? p.toFixed(1) : p.toFixed(0)} %`;
+}

@@ -1,0 +1,121 @@
+import { seg } from "../api";
+import { type DashRouter, projectPath } from "../context";
+import { Badge, type BadgeTone, DataTable, ProblemMessage, when } from "../components";
+import { count, duration, percent } from "../format";
+import { renderPage } from "../layout";
+import type { Receiver, ReceiverList } from "../usage-types";
+import { ERROR_TEXT } from "./deliveries";
+import { RANGES, RangePicker, rangeOf, RunCommand, windowOf } from "../usage-view";
+import { ProjectHeading, withProject } from "./project";
+
+type Health = { tone: BadgeTone; label: string };
+
+/** A receiver's state in one word: every delivery arrived, some failed, or most failed. */
+export function healthOf(r: Receiver): Health {
+  const total = r.delivered + r.failed;
+  if (r.failed === 0) return { tone: "ok", label: "Healthy" };
+  if (r.failed * 2 >= total) return { tone: "bad", label: "Failing" };
+  return { tone: "warn", label: "Some failures" };
+}
+
+/** Delivered against failed as one bar: the share at a glance, the counts in its name and tooltip. */
+function ShareBar({ r }: { r: Receiver }) {
+  const total = r.delivered + r.failed;
+  const delivered = total ? (r.delivered / total) * 100 : 0;
+  const label = `${count(r.delivered)} delivered, ${count(r.failed)} failed`;
+  return (
+    <svg class="share" viewBox="0 0 100 8" preserveAspectRatio="none" role="img" aria-label={label}>
+      <title>{label}</title>
+      <rect class="tone-c2xx" x="0" y="0" width={delivered.toFixed(2)} height="8" />
+      <rect class="tone-c5xx" x={delivered.toFixed(2)} y="0" width={(100 - delivered).toFixed(2)} height="8" />
+    </svg>
+  );
+}
+
+/** A delivery's failure reason: one of the deliveries' error codes with its words, or the API's sentence as it is. */
+function Reason({ reason }: { reason: string }) {
+  if (!ERROR_TEXT[reason]) return <>{reason}</>;
+  return (
+    <>
+      <code>{reason}</code> <span class="muted">({ERROR_TEXT[reason]})</span>
+    </>
+  );
+}
+
+/** Receivers' health: per receiver origin, how its webhook deliveries fared. */
+export function registerReceivers(dash: DashRouter) {
+  dash.get("/projects/:project_id/webhook-receivers", (c) =>
+    withProject(c, async (project) => {
+      const pid = project.project_id;
+      // Seven days by default: the deliveries' records are kept that long, so it is everything there is.
+      const range = rangeOf(c.req.query("range"), "7d");
+      const window = windowOf(range, c.var.scope.deps.now());
+      const query = new URLSearchParams({ from: window.from, to: window.to });
+      const list = await c.get("api")<ReceiverList>("GET", `/projects/${seg(pid)}/webhook-receivers?${query}`);
+      const deliveries = projectPath(pid, "/webhook-deliveries");
+      return renderPage(
+        c,
+        { title: "Receivers", projectId: pid, tab: "webhook-receivers", status: list.ok ? 200 : list.problem.status === 404 ? 404 : 400 },
+        <>
+          <ProjectHeading project={project} title="Receivers" />
+          <p class="muted">
+            Each origin your runs' webhooks go to (<code>?webhookEndpoint=</code>), and how its deliveries of the last {RANGES[range].label} fared. Every
+            delivery and its attempts are under <a href={deliveries}>Webhook deliveries</a>.
+          </p>
+          <RangePicker c={c} current={range} />
+          {!list.ok ? (
+            <ProblemMessage problem={list.problem} action="Loading receivers" />
+          ) : list.data.data.length === 0 ? (
+            <div class="card">
+              <p>
+                <strong>No webhook deliveries in this range.</strong> Add <code>webhookEndpoint</code> to a run and its result is delivered, signed, to your receiver:
+              </p>
+              <RunCommand c={c} projectId={pid} appName={undefined} webhook />
+            </div>
+          ) : (
+            <DataTable caption="Receivers' health" columns={["Receiver", "Health", "Delivered", "Failed", "Retried", "Run → received (p95)", "Last failure"]} class="cards">
+              {list.data.data.map((r) => {
+                const health = healthOf(r);
+                return (
+                  <tr>
+                    <td data-label="Receiver">
+                      <code>{r.origin}</code>
+                    </td>
+                    <td data-label="Health">
+                      <Badge tone={health.tone}>{health.label}</Badge>
+                      <ShareBar r={r} />
+                      {r.pending > 0 && <span class="muted">{count(r.pending)} pending</span>}
+                    </td>
+                    <td data-label="Delivered" class="num">
+                      {count(r.delivered)}
+                    </td>
+                    <td data-label="Failed" class="num">
+                      {count(r.failed)}
+                    </td>
+                    <td data-label="Retried" class="num">
+                      {percent(r.retried_share)}
+                    </td>
+                    <td data-label="Run → received (p95)" class="num">
+                      {duration(r.p95_run_to_received_ms)}
+                    </td>
+                    <td data-label="Last failure">
+                      {r.last_failure ? (
+                        <>
+                          <Reason reason={r.last_failure.reason} />
+                          <br />
+                          <span class="muted">{when(r.last_failure.at)}</span>
+                        </>
+                      ) : (
+                        <span class="muted">none</span>
+                      )}
+                    </td>
+                  </tr>
+                );
+              })}
+            </DataTable>
+          )}
+        </>,
+      );
+    }),
+  );
+}
