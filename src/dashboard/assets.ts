@@ -117,6 +117,7 @@ pre code { overflow-wrap: normal; white-space: pre; }
 ul.plain { list-style: none; padding: 0; margin: 0; display: grid; gap: .35rem; }
 td.nowrap { white-space: nowrap; }
 code.id { font-size: .8em; white-space: nowrap; overflow-wrap: normal; }
+code.clip { display: inline-block; max-width: 7rem; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
 figure.chart text.empty { font-size: 13px; }
 td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
 nav.segmented { display: inline-flex; border: 1px solid var(--line); border-radius: .375rem; overflow: hidden; margin: 0 0 1rem; }

@@ -66,11 +66,10 @@ function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
         <br />
         <code class="muted id">{r.run_id}</code>
       </td>
-      <td data-label="App" class="nowrap">
-        {r.app_name}
-      </td>
-      <td data-label="Request" class="nowrap">
-        <Badge tone={r.mode === "async" ? "info" : "neutral"}>{r.mode}</Badge> <code>{`${r.method} /${r.path}`}</code>
+      <td data-label="App and request" class="nowrap">
+        {r.app_name} <Badge tone={r.mode === "async" ? "info" : "neutral"}>{r.mode}</Badge>
+        <br />
+        <code>{`${r.method} /${r.path}`}</code>
       </td>
       <td data-label="Status">
         <Badge tone={statusTone(r.status_code)}>{r.status_code}</Badge>
@@ -90,7 +89,9 @@ function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
         {bytes(r.bytes_in)} / {bytes(r.bytes_out)}
       </td>
       <td data-label="Caller" class="optional">
-        <code>{r.caller}</code>
+        <code class="id clip" title={r.caller}>
+          {r.caller}
+        </code>
       </td>
       <td data-label="Webhook">
         {r.webhook ? (
@@ -203,7 +204,7 @@ async function runsPage(c: DashContext, project: Project) {
           )}
           <DataTable
             caption="Runs"
-            columns={["Run", "App", "Request", "Status", "Duration", { label: "In / out", optional: true }, { label: "Caller", optional: true }, "Webhook"]}
+            columns={["Run", "App and request", "Status", "Duration", { label: "In / out", optional: true }, { label: "Caller", optional: true }, "Webhook"]}
             class="cards"
             footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
           >
