@@ -4,7 +4,7 @@
 // function of the built bundle made a no-op), side by side with the bundle as it is.
 //
 // `npm run bench` runs it as its section `runcost`; alone, for quick checks while developing:
-//   node scripts/bench/runpath.mjs --seconds=1 --reps=1 [--mib=100] [--samples=100] [--variants=all|none]
+//   node scripts/bench/runpath.mjs --seconds=1 --reps=1 [--mib=100] [--samples=100] [--variants=none|<id>,<id>]
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, request } from "node:http";
@@ -284,7 +284,7 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
       mib: Number(options.mib ?? 100),
       samples: Number(options.samples ?? 100),
       wrkCpu: hasTaskset ? 1 : undefined,
-      variants: options.variants === "none" ? [] : VARIANTS,
+      variants: options.variants === "none" ? [] : options.variants ? VARIANTS.filter((v) => options.variants.split(",").includes(v.id)) : VARIANTS,
       log: (...args) => console.error("bench:", ...args),
     });
     printRunPath(figures);
