@@ -86,6 +86,14 @@ async function seed(gatewayUrl, appUrl) {
  * the limiter); `limiter: true` binds Miniflare's local stand-in of it.
  */
 export const VARIANTS = [
+  {
+    id: "router-skip",
+    buys: "runs skip Hono's router (its context, middleware chain, route match); the variant routes the same runs through Hono, so a saving shows as a negative cost",
+    patch: [
+      /(function createAsyncRunRouter\(\) \{\n {2}return createRouter\(\))([\s\S]*?)return (\w+) \? (\w+)\(scope, (\w+), checkedTarget\(target\)\) : (\w+)\.fetch\(\5, env, ctx\);/,
+      '$1.all("/:project_id/:app_name/:path{.+}", (c) => $4(c.var.scope, c.req.raw, checkedTarget(pathTarget(new URL(c.req.url).pathname))))$2return $6.fetch($5, env, ctx);',
+    ],
+  },
   { id: "rate-limit", buys: "per-project back-pressure (429 with Retry-After): Miniflare's local stand-in of the binding", limiter: true },
   {
     id: "log-line",
