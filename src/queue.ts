@@ -4,6 +4,7 @@ import { QUEUES } from "./platform/triggers";
 import { consumeDeliveries } from "./webhooks/consumer";
 import { settleDeadLetters } from "./webhooks/dead-letter";
 import { consumeAsyncRuns } from "./runs/async/consumer";
+import { consumeUsageRecords } from "./usage/queue";
 
 export type QueueHandler = (batch: MessageBatch<unknown>, scope: Scope) => Promise<void>;
 
@@ -13,4 +14,5 @@ export const queueHandlers: Record<string, QueueHandler> = {
   [QUEUES.webhookDeadLetters]: settleDeadLetters,
   [QUEUES.domainValidations]: domainValidationConsumer,
   [QUEUES.asyncRuns]: consumeAsyncRuns,
+  [QUEUES.usageRecords]: consumeUsageRecords,
 };

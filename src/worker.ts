@@ -8,6 +8,7 @@ import { gateHost } from "./routing/host";
 import { checkedTarget, pathTarget, RUN_BASE, RUN_ROUTE } from "./runs/path";
 import { run } from "./runs/run";
 import { cronHandlers } from "./scheduled";
+import { sendHeldNow } from "./usage/buffer";
 
 /** The run route as a request's log line names routes (`/v4/:project_id/:app_name/:path`). */
 const LOGGED_RUN_ROUTE = `${RUN_BASE}${RUN_ROUTE}`.replace(/\{([a-z_]+)\}/g, ":$1");
@@ -18,6 +19,22 @@ const LOGGED_RUN_ROUTE = `${RUN_BASE}${RUN_ROUTE}`.replace(/\{([a-z_]+)\}/g, ":$
  */
 export function createWorker(deps: Deps) {
   const router = createHttpRouter(deps);
+  /** The configured cron's handler, or every cron for `wrangler dev`'s bare /__scheduled. */
+  async function runCrons(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
+    // `wrangler dev`'s /__scheduled without ?cron= fires an empty expression: run every configured cron.
+    if (controller.cron === "") {
+      for (const [cron, handler] of Object.entries(cronHandlers)) {
+        const scope = createScope(env, ctx, deps);
+        await logInvocation({ request_id: scope.requestId, cron }, () => handler(controller, scope));
+      }
+      return;
+    }
+    const handler = cronHandlers[controller.cron];
+    if (!handler) throw new Error(`No handler for cron '${controller.cron}'; wrangler.toml and CRONS disagree.`);
+    const scope = createScope(env, ctx, deps);
+    await logInvocation({ request_id: scope.requestId, cron: controller.cron }, () => handler(controller, scope));
+  }
+
   return {
     /**
      * Every request: its URL parsed once, the way in (`serveRequest`), the host gate, then a run goes
@@ -44,22 +61,21 @@ export function createWorker(deps: Deps) {
       const handler = queueHandlers[batch.queue];
       if (!handler) throw new Error(`No consumer for queue '${batch.queue}'; wrangler.toml and QUEUES disagree.`);
       const scope = createScope(env, ctx, deps);
-      await logInvocation({ request_id: scope.requestId, queue: batch.queue, messages: batch.messages.length }, () => handler(batch, scope));
+      try {
+        await logInvocation({ request_id: scope.requestId, queue: batch.queue, messages: batch.messages.length }, () => handler(batch, scope));
+      } finally {
+        // Runs recorded here (async runs) leave with the invocation instead of holding it open.
+        sendHeldNow(env, ctx);
+      }
     },
 
     async scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
-      // `wrangler dev`'s /__scheduled without ?cron= fires an empty expression: run every configured cron.
-      if (controller.cron === "") {
-        for (const [cron, handler] of Object.entries(cronHandlers)) {
-          const scope = createScope(env, ctx, deps);
-          await logInvocation({ request_id: scope.requestId, cron }, () => handler(controller, scope));
-        }
-        return;
+      try {
+        await runCrons(controller, env, ctx);
+      } finally {
+        // Async runs a sweep ends are on record: they leave with the invocation.
+        sendHeldNow(env, ctx);
       }
-      const handler = cronHandlers[controller.cron];
-      if (!handler) throw new Error(`No handler for cron '${controller.cron}'; wrangler.toml and CRONS disagree.`);
-      const scope = createScope(env, ctx, deps);
-      await logInvocation({ request_id: scope.requestId, cron: controller.cron }, () => handler(controller, scope));
     },
   } satisfies ExportedHandler<Env>;
 }

@@ -33,9 +33,16 @@ export const SCRIPT = `"use strict";
 `;
 
 export const STYLES = `
-:root { --fg:#111827; --muted:#4b5563; --bg:#ffffff; --panel:#f9fafb; --line:#d1d5db; --accent:#1d4ed8; --accent-fg:#ffffff;
-  --danger:#b91c1c; --ok:#166534; --ok-bg:#dcfce7; --warn:#92400e; --warn-bg:#fef3c7; --bad-bg:#fee2e2; --info-bg:#dbeafe; --hover:rgba(17, 24, 39, .06);
+:root { color-scheme: light dark; --fg:#111827; --muted:#4b5563; --bg:#ffffff; --panel:#f9fafb; --line:#d1d5db; --field-line:#6b7280; --accent:#1d4ed8; --accent-fg:#ffffff;
+  --danger:#b91c1c; --danger-fg:#ffffff; --ok:#166534; --ok-bg:#dcfce7; --warn:#92400e; --warn-bg:#fef3c7; --bad-bg:#fee2e2; --info-bg:#dbeafe; --hover:rgba(17, 24, 39, .06);
+  --c2xx:#2563eb; --c4xx:#d97706; --c5xx:#b91c1c; --p50:#2563eb; --p95:#7c3aed; --p99:#be185d; --backdrop:rgba(17, 24, 39, .5);
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg); }
+/* The same page for people whose system is dark: every colour is one of these, so nothing stays light. */
+@media (prefers-color-scheme: dark) {
+  :root { --fg:#e5e7eb; --muted:#9ca3af; --bg:#111827; --panel:#1f2937; --line:#374151; --field-line:#6b7280; --accent:#93c5fd; --accent-fg:#111827;
+    --danger:#f87171; --danger-fg:#111827; --ok:#86efac; --ok-bg:#14532d; --warn:#fcd34d; --warn-bg:#451a03; --bad-bg:#450a0a; --info-bg:#1e3a8a; --hover:rgba(255, 255, 255, .08);
+    --c2xx:#60a5fa; --c4xx:#fbbf24; --c5xx:#f87171; --p50:#60a5fa; --p95:#c4b5fd; --p99:#f9a8d4; --backdrop:rgba(0, 0, 0, .6); }
+}
 * { box-sizing: border-box; }
 [hidden] { display: none !important; }
 body { margin: 0; line-height: 1.5; }
@@ -59,7 +66,7 @@ form.stack { display: grid; gap: .75rem; max-width: 32rem; }
 label { font-weight: 600; display: block; }
 .hint { color: var(--muted); font-size: .9rem; margin: 0; }
 .field-error { color: var(--danger); font-size: .9rem; margin: 0; }
-input, select { font: inherit; padding: .45rem .6rem; border: 1px solid #6b7280; border-radius: .375rem; width: 100%; max-width: 32rem; background: #fff; color: var(--fg); }
+input, select { font: inherit; padding: .45rem .6rem; border: 1px solid var(--field-line); border-radius: .375rem; width: 100%; max-width: 32rem; background: var(--bg); color: var(--fg); }
 input[aria-invalid="true"] { border-color: var(--danger); }
 fieldset { border: 1px solid var(--line); border-radius: .375rem; padding: .5rem .75rem; margin: 0; }
 legend { font-weight: 600; padding: 0 .25rem; }
@@ -68,7 +75,7 @@ label.check input { width: auto; margin-right: .35rem; }
 ul.scopes { list-style: none; padding: 0; margin: 0; }
 button, .button { font: inherit; display: inline-block; padding: .45rem .9rem; border-radius: .375rem; border: 1px solid var(--accent); background: var(--accent); color: var(--accent-fg); cursor: pointer; text-decoration: none; }
 button.secondary, .button.secondary { background: var(--bg); color: var(--accent); }
-button.danger, .button.danger { background: var(--danger); border-color: var(--danger); color: #fff; }
+button.danger, .button.danger { background: var(--danger); border-color: var(--danger); color: var(--danger-fg); }
 header.top button { padding: .3rem .7rem; }
 header.top select { width: auto; max-width: 14rem; padding: .3rem .5rem; }
 .alert { border-radius: .5rem; padding: .75rem 1rem; margin: 1rem 0; border: 1px solid; }
@@ -91,8 +98,8 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 button.copied { background: var(--ok); border-color: var(--ok); }
 .copy-row { display: flex; gap: .5rem; align-items: center; flex-wrap: wrap; }
 .copy-row input { flex: 1; min-width: 12rem; }
-dialog { border: 1px solid var(--line); border-radius: .5rem; padding: 1.25rem; max-width: min(32rem, calc(100vw - 2rem)); }
-dialog::backdrop { background: rgba(17, 24, 39, .5); }
+dialog { border: 1px solid var(--line); border-radius: .5rem; padding: 1.25rem; background: var(--bg); color: var(--fg); max-width: min(32rem, calc(100vw - 2rem)); }
+dialog::backdrop { background: var(--backdrop); }
 .actions { display: flex; gap: .5rem; flex-wrap: wrap; margin-top: 1rem; }
 .signin { max-width: 26rem; margin: 10vh auto; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .35rem 1rem; margin: .5rem 0; }
@@ -110,6 +117,7 @@ pre code { overflow-wrap: normal; white-space: pre; }
 ul.plain { list-style: none; padding: 0; margin: 0; display: grid; gap: .35rem; }
 td.nowrap { white-space: nowrap; }
 code.id { font-size: .8em; white-space: nowrap; overflow-wrap: normal; }
+code.clip { display: inline-block; max-width: 7rem; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
 figure.chart text.empty { font-size: 13px; }
 td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
 nav.segmented { display: inline-flex; border: 1px solid var(--line); border-radius: .375rem; overflow: hidden; margin: 0 0 1rem; }
@@ -141,12 +149,12 @@ ul.legend { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem 1rem; 
 .swatch.tone-p50, .swatch.tone-p95, .swatch.tone-p99 { height: 0; width: 1.2rem; border-radius: 0; background: none; border-top: 3px solid var(--c); vertical-align: middle; }
 .swatch.tone-p95 { border-top-style: dashed; }
 .swatch.tone-p99 { border-top-style: dotted; }
-.tone-c2xx { --c: #2563eb; fill: var(--c); }
-.tone-c4xx { --c: #d97706; fill: var(--c); }
-.tone-c5xx { --c: #b91c1c; fill: var(--c); }
-.tone-p50 { --c: #2563eb; }
-.tone-p95 { --c: #7c3aed; }
-.tone-p99 { --c: #be185d; }
+.tone-c2xx { --c: var(--c2xx); fill: var(--c); }
+.tone-c4xx { --c: var(--c4xx); fill: var(--c); }
+.tone-c5xx { --c: var(--c5xx); fill: var(--c); }
+.tone-p50 { --c: var(--p50); }
+.tone-p95 { --c: var(--p95); }
+.tone-p99 { --c: var(--p99); }
 div.last-day { display: flex; align-items: center; gap: .6rem; white-space: nowrap; }
 svg.spark { flex: none; width: 6rem; height: 1.75rem; }
 svg.spark .base { stroke: var(--line); }

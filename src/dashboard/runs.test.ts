@@ -54,7 +54,11 @@ describe("dashboard Runs page", () => {
     expect(rowIds(second.html)).toEqual(okIds.slice(0, 2).reverse());
     expect(second.html).not.toContain("Next page");
     const row = text(/<tr id="run-[^"]+">.*?<\/tr>/s.exec(first.html)![0]);
-    expect(row).toMatch(/async POST \/run 200 [\d.]+ m?s/);
+    expect(row).toMatch(new RegExp(`${p.ok.appName} async POST /run 200 [\\d.]+ m?s`));
+    // A service account's caller is clipped to keep the Webhook column on screen; it stays whole on hover.
+    const caller = /<code class="id clip" title="([^"]+)">([^<]+)<\/code>/.exec(first.html);
+    expect(caller?.[1]).toMatch(/^sa:sa_\w+$/);
+    expect(caller?.[2]).toBe(caller?.[1]);
 
     // Status class: the broken app's two runs, the filter kept in the form and across pages.
     const failed = await v.get(`${path}?status=5xx`);

@@ -1,7 +1,7 @@
 import type { Child } from "hono/jsx";
 import { type ApiResult, seg } from "./api";
 import { INTERVAL_MS, type Interval, Lines, StackedBars } from "./charts";
-import type { DashContext } from "./context";
+import { type DashContext, projectPath } from "./context";
 import { ProblemMessage } from "./components";
 import { bytes, count, countShort, duration, percent } from "./format";
 import type { Usage, UsageFigures } from "./usage-types";
@@ -144,19 +144,30 @@ export function UsageCharts({ usage, window, idPrefix }: { usage: Usage; window:
   );
 }
 
-/** A first run, as a person would make it: the curl the README's quickstart uses, for this project. */
-export function FirstRun({ c, projectId, appName }: { c: DashContext; projectId: string; appName: string | undefined }) {
+/**
+ * A run as a person makes their first one with curl (the README's quickstart), on this dashboard's
+ * own origin; `webhook` adds a receiver and the secret that signs its deliveries.
+ */
+export function RunCommand({ c, projectId, appName, webhook }: { c: DashContext; projectId: string; appName: string | undefined; webhook?: boolean }) {
   const origin = new URL(c.req.url).origin;
-  const app = appName ?? "APP_NAME";
+  const query = webhook ? "?webhookEndpoint=https%3A%2F%2Fexample.com%2Fhooks" : "";
+  const secret = webhook ? `  -H "X-Webhook-Secret: $SECRET" \\\n` : "";
+  return (
+    <pre>
+      <code>{`curl -X POST "${origin}/v4/${projectId}/${appName ?? "APP_NAME"}/run${query}" \\\n  -H "Authorization: Bearer $TOKEN" \\\n${secret}  -H "Content-Type: application/json" \\\n  -d '{"inputs": {"name": "world"}}'`}</code>
+    </pre>
+  );
+}
+
+/** What to do when a range holds no run: where to get a token, and the command. */
+export function FirstRun({ c, projectId, appName }: { c: DashContext; projectId: string; appName: string | undefined }) {
   return (
     <div class="card">
       <p>
         <strong>No runs in this range.</strong> Runs appear here a few seconds after they end, whatever their answer. Make one with a token from{" "}
-        <a href={`/dashboard/projects/${seg(projectId)}/api-keys`}>API Keys</a>:
+        <a href={projectPath(projectId, "/api-keys")}>API Keys</a>:
       </p>
-      <pre>
-        <code>{`curl -X POST "${origin}/v4/${projectId}/${app}/run" \\\n  -H "Authorization: Bearer $TOKEN" \\\n  -H "Content-Type: application/json" \\\n  -d '{"inputs": {"name": "world"}}'`}</code>
-      </pre>
+      <RunCommand c={c} projectId={projectId} appName={appName} />
     </div>
   );
 }

@@ -14,4 +14,6 @@ export const QUEUES = {
   webhookDeadLetters: "webhook-deliveries-dlq",
   domainValidations: "domain-validations",
   asyncRuns: "async-runs",
+  /** Run records of several projects flushed together by one isolate (src/usage/buffer.ts). */
+  usageRecords: "usage-records",
 } as const;

@@ -1,4 +1,5 @@
 import { env } from "cloudflare:workers";
+import type { z } from "@hono/zod-openapi";
 import { describe, expect, it, vi } from "vitest";
 import { consume, startAsync } from "../../test/async-runs";
 import { world } from "../../test/cron-world";
@@ -9,22 +10,12 @@ import { seedRunnable } from "../../test/runs";
 import { drive, runWithWebhook } from "../../test/webhooks";
 import { createDb } from "../db/client";
 import { claimRun } from "../runs/async/store";
+import { type RunRecordSchema } from "./routes";
 
 /** Runs on record from every entry and of every kind: custom domains, streams, hang-ups, async runs, webhooks. */
 
-interface RunItem {
-  run_id: string;
-  mode: string;
-  status_code: number;
-  hung_up: boolean;
-  ttfb_ms: number | null;
-  bytes_in: number;
-  bytes_out: number;
-  path: string;
-  caller: string;
-  webhook: { delivery_id: string | null; status: string; attempts: number } | null;
-  status_url: string | null;
-}
+/** What the API answers for each run: its own response schema. */
+type RunItem = z.infer<typeof RunRecordSchema>;
 
 async function runsOf(api: Client, app: { projectId: string; token: string }, query = "") {
   const res = await api.json<{ data: RunItem[] }>(`/v2/projects/${app.projectId}/runs${query}`, { token: app.token });

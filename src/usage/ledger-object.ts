@@ -29,6 +29,10 @@ export class UsageLedger extends DurableObject<Env> {
     return this.ledger.usage(q);
   }
 
+  stats() {
+    return this.ledger.stats();
+  }
+
   purge(now: number) {
     return this.ledger.purge(now);
   }

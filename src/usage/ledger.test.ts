@@ -70,6 +70,7 @@ describe("the usage ledger", () => {
     const ledger = newLedger();
     await ledger.add(batch);
     expect(await ledger.add(batch)).toEqual({ added: 0 });
+    expect(await ledger.stats()).toMatchObject({ records: 2, rollups: 2 });
     expect((await ledger.usage({ from: now - HOUR, to: now, step: HOUR, now })).totals.runs).toBe(2);
     expect((await ledger.list({ limit: 10 })).rows).toHaveLength(2);
   });

@@ -1,36 +1,17 @@
 import { env } from "cloudflare:workers";
+import type { z } from "@hono/zod-openapi";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
 import { PEER } from "../../test/peers";
 import { callWith, seedRunnable, spendBudget } from "../../test/runs";
 import { RATE_LIMITS } from "../platform/rate-limit";
+import { type RunRecordList, type RunRecordSchema } from "./routes";
 
 /** Every run on record, and the figures: black-box through the API (run, then list and usage). */
 
-interface RunItem {
-  run_id: string;
-  app_name: string;
-  mode: string;
-  method: string;
-  path: string;
-  status_code: number;
-  timed_out: boolean;
-  hung_up: boolean;
-  duration_ms: number;
-  ttfb_ms: number | null;
-  bytes_in: number;
-  bytes_out: number;
-  caller: string;
-  webhook: { delivery_id: string | null; status: string; attempts: number } | null;
-  status_url: string | null;
-  request_id: string;
-  created_at: string;
-}
-interface RunPage {
-  data: RunItem[];
-  next_cursor: string | null;
-  sampled: boolean;
-}
+/** What the API answers for each run: its own response schema. */
+type RunItem = z.infer<typeof RunRecordSchema>;
+type RunPage = z.infer<typeof RunRecordList>;
 
 const api = client();
 

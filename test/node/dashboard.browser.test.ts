@@ -653,6 +653,24 @@ describe.runIf(available)("dashboard in a browser", () => {
       await page.getByRole("row", { name: new RegExp(peers.apps.replace(/[.:/]/g, "\\$&")) }).getByText("Healthy").waitFor();
       await shot("44-receivers");
 
+      // A dark system gets the dark palette, charts included, as readable (the audit checks contrast).
+      await page.emulateMedia({ colorScheme: "dark" });
+      try {
+        for (const [name, path] of [
+          ["50-dark-usage", `/dashboard/projects/${projectId}/usage?range=1h`],
+          ["51-dark-runs", `/dashboard/projects/${projectId}/runs`],
+          ["52-dark-receivers", `/dashboard/projects/${projectId}/webhook-receivers`],
+          ["53-dark-apps", `/dashboard/projects/${projectId}/apps`],
+          ["54-dark-api-keys", `/dashboard/projects/${projectId}/api-keys`],
+        ] as const) {
+          await page.goto(`${server.url}${path}`);
+          expect(await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), name).toBe("rgb(17, 24, 39)");
+          await shot(name);
+        }
+      } finally {
+        await page.emulateMedia({ colorScheme: "light" });
+      }
+
       // Phone width: the pages fit, the charts shrink with the screen.
       await atPhoneWidth([
         ["45-phone-usage", `/dashboard/projects/${projectId}/usage?range=1h`],

@@ -5,7 +5,7 @@ import { count, duration, percent } from "../format";
 import { renderPage } from "../layout";
 import type { Receiver, ReceiverList } from "../usage-types";
 import { ERROR_TEXT } from "./deliveries";
-import { RANGES, RangePicker, rangeOf, windowOf } from "../usage-view";
+import { RANGES, RangePicker, rangeOf, RunCommand, windowOf } from "../usage-view";
 import { ProjectHeading, withProject } from "./project";
 
 type Health = { tone: BadgeTone; label: string };
@@ -70,9 +70,7 @@ export function registerReceivers(dash: DashRouter) {
               <p>
                 <strong>No webhook deliveries in this range.</strong> Add <code>webhookEndpoint</code> to a run and its result is delivered, signed, to your receiver:
               </p>
-              <pre>
-                <code>{`curl -X POST "${new URL(c.req.url).origin}/v4/${pid}/APP_NAME/run?webhookEndpoint=https%3A%2F%2Fexample.com%2Fhooks" \\\n  -H "Authorization: Bearer $TOKEN" -H "X-Webhook-Secret: $SECRET" \\\n  -H "Content-Type: application/json" -d '{"inputs": {}}'`}</code>
-              </pre>
+              <RunCommand c={c} projectId={pid} appName={undefined} webhook />
             </div>
           ) : (
             <DataTable caption="Receivers' health" columns={["Receiver", "Health", "Delivered", "Failed", "Retried", "Run → received (p95)", "Last failure"]} class="cards">

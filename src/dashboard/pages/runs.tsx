@@ -7,7 +7,7 @@ import { Badge, type BadgeTone, DataTable, FilterActions, Pager, ProblemMessage,
 import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
 import type { RunRecord, RunRecordList } from "../usage-types";
-import { RANGES, type Range } from "../usage-view";
+import { RANGES, type Range, RunCommand } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 const PAGE_SIZE = 25;
@@ -66,11 +66,10 @@ function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
         <br />
         <code class="muted id">{r.run_id}</code>
       </td>
-      <td data-label="App" class="nowrap">
-        {r.app_name}
-      </td>
-      <td data-label="Request" class="nowrap">
-        <Badge tone={r.mode === "async" ? "info" : "neutral"}>{r.mode}</Badge> <code>{`${r.method} /${r.path}`}</code>
+      <td data-label="App and request" class="nowrap">
+        {r.app_name} <Badge tone={r.mode === "async" ? "info" : "neutral"}>{r.mode}</Badge>
+        <br />
+        <code>{`${r.method} /${r.path}`}</code>
       </td>
       <td data-label="Status">
         <Badge tone={statusTone(r.status_code)}>{r.status_code}</Badge>
@@ -90,7 +89,9 @@ function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
         {bytes(r.bytes_in)} / {bytes(r.bytes_out)}
       </td>
       <td data-label="Caller" class="optional">
-        <code>{r.caller}</code>
+        <code class="id clip" title={r.caller}>
+          {r.caller}
+        </code>
       </td>
       <td data-label="Webhook">
         {r.webhook ? (
@@ -190,29 +191,27 @@ async function runsPage(c: DashContext, project: Project) {
             <p>
               <strong>No runs yet.</strong> Make one with a token from <a href={projectPath(pid, "/api-keys")}>API Keys</a>:
             </p>
-            <pre>
-              <code>{`curl -X POST "${new URL(c.req.url).origin}/v4/${pid}/${Object.keys(appNames)[0] ?? "APP_NAME"}/run" \\\n  -H "Authorization: Bearer $TOKEN" \\\n  -H "Content-Type: application/json" -d '{"inputs": {"name": "world"}}'`}</code>
-            </pre>
+            <RunCommand c={c} projectId={pid} appName={Object.keys(appNames)[0]} />
           </div>
         )
       ) : (
         <>
-        {list.data.sampled && (
-          <p class="alert warning" role="note">
-            The project made more runs in this range than its records keep: the list shows one run in ten for that time. The counts on the{" "}
-            <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
-          </p>
-        )}
-        <DataTable
-          caption="Runs"
-          columns={["Run", "App", "Request", "Status", "Duration", { label: "In / out", optional: true }, { label: "Caller", optional: true }, "Webhook"]}
-          class="cards"
-          footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
-        >
-          {list.data.data.map((r) => (
-            <RunRow r={r} pid={pid} />
-          ))}
-        </DataTable>
+          {list.data.sampled && (
+            <p class="alert warning" role="note">
+              The project made more runs in this range than its records keep: the list shows a sample of that time's runs. The counts on the{" "}
+              <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
+            </p>
+          )}
+          <DataTable
+            caption="Runs"
+            columns={["Run", "App and request", "Status", "Duration", { label: "In / out", optional: true }, { label: "Caller", optional: true }, "Webhook"]}
+            class="cards"
+            footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
+          >
+            {list.data.data.map((r) => (
+              <RunRow r={r} pid={pid} />
+            ))}
+          </DataTable>
         </>
       )}
     </>,

@@ -1,0 +1,55 @@
+import { log } from "../platform/log";
+import type { Scope } from "../platform/scope";
+import { ledgerOf } from "./ledger-client";
+import { isUsageRecordsMessage } from "./message";
+import type { RunRecord } from "./run-record";
+
+/**
+ * The `usage-records` consumer: each project's records of the batch go to its ledger in one call.
+ * Subrequests: one per project, at most LEDGER_CALLS_MAX per invocation (Workers Paid allows 1,000);
+ * messages past that budget go back to the queue for the next batch. A failed ledger call hands its
+ * messages back too; the ledger ignores records it already holds, so a retry never counts a run twice.
+ */
+export const LEDGER_CALLS_MAX = 900;
+
+export async function consumeUsageRecords(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
+  const taken: { msg: Message<unknown>; records: RunRecord[] }[] = [];
+  const projects = new Set<string>();
+  for (const msg of batch.messages) {
+    if (!isUsageRecordsMessage(msg.body)) {
+      log("error", "unreadable usage records message dropped", { message_id: msg.id });
+      msg.ack();
+      continue;
+    }
+    const mine = new Set(msg.body.records.map((r) => r.project_id));
+    const added = [...mine].filter((p) => !projects.has(p)).length;
+    if (projects.size + added > LEDGER_CALLS_MAX && taken.length > 0) {
+      msg.retry();
+      continue;
+    }
+    for (const p of mine) projects.add(p);
+    taken.push({ msg, records: msg.body.records });
+  }
+  const byProject = new Map<string, { records: RunRecord[]; from: Set<Message<unknown>> }>();
+  for (const { msg, records } of taken) {
+    for (const record of records) {
+      let entry = byProject.get(record.project_id);
+      if (!entry) byProject.set(record.project_id, (entry = { records: [], from: new Set() }));
+      entry.records.push(record);
+      entry.from.add(msg);
+    }
+  }
+  const failed = new Set<Message<unknown>>();
+  for (const [projectId, { records, from }] of byProject) {
+    try {
+      await ledgerOf(scope.env, projectId).add(records);
+    } catch (error) {
+      log("error", "usage records not added; their messages go back to the queue", { project_id: projectId, records: records.length, error });
+      for (const msg of from) failed.add(msg);
+    }
+  }
+  for (const { msg } of taken) {
+    if (failed.has(msg)) msg.retry({ delaySeconds: 1 });
+    else msg.ack();
+  }
+}
