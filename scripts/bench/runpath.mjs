@@ -7,14 +7,14 @@
 //   node scripts/bench/runpath.mjs --seconds=1 --reps=1 [--mib=100] [--samples=100] [--variants=none|<id>,<id>]
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, request } from "node:http";
-import { Agent } from "node:http";
+import { Agent, createServer } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { cpuReader } from "./cpu.mjs";
 import { buildBundle, managementApi, SECRETS, startGateway, startPassthrough } from "./gateway.mjs";
 import { listenOnLoopback } from "./peers.mjs";
+import { timedGet } from "./streaming.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
 const MIB = 1024 * 1024;
@@ -119,29 +119,6 @@ export const VARIANTS = [
     patch: [/function recordRun\((\w+), (\w+)\) \{\n/, "function recordRun($1, $2) {\n  return;\n"],
   },
 ];
-
-/** GET `url`: ms to the first body byte, ms to the end, bytes read. */
-function timedGet(url, headers, agent) {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    let first = null;
-    let bytes = 0;
-    const req = request(url, { headers, agent }, (res) => {
-      if (res.statusCode !== 200) {
-        res.resume();
-        return reject(new Error(`${url}: status ${res.statusCode}`));
-      }
-      res.on("data", (chunk) => {
-        first ??= performance.now() - started;
-        bytes += chunk.length;
-      });
-      res.on("end", () => resolve({ first, total: performance.now() - started, bytes }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
 
 const median = (values) => {
   const sorted = [...values].filter((v) => v !== null && Number.isFinite(v)).sort((a, b) => a - b);
