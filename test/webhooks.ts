@@ -37,7 +37,10 @@ export async function drive(api: Client, message: unknown, overrides: Partial<Re
   const delays: number[] = [];
   const sleep = async (ms: number) => {
     delays.push(Math.round(ms / 1000));
-    api.clock.advance(ms);
+    // A pause counts from the end of the attempt's request (the outcome's write inside it), so it is
+    // asked a few ms short of its whole seconds; the fake clock, which never sees the request's own
+    // duration, moves the whole seconds, as the wall clock would from one attempt's start to the next.
+    api.clock.advance(Math.max(ms, Math.round(ms / 1000) * 1000));
   };
   const parsed = deliveryMessageSchema.safeParse(message);
   const id = (message as { id?: string }).id;

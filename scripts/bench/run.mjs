@@ -105,7 +105,8 @@ const workdir = mkdtempSync(join(tmpdir(), "edge-gateway-bench-"));
 const cleanup = [];
 try {
   log("building the Worker bundle");
-  const bundle = buildBundle(join(workdir, "dist"));
+  // BENCH_BUNDLE: a bundle built (or changed) beforehand, to measure what one piece of it costs (A/B).
+  const bundle = process.env.BENCH_BUNDLE ?? buildBundle(join(workdir, "dist"));
   const bundleBytes = readFileSync(bundle);
   const startup = section("bundle") ? startupCpu(join(workdir, "startup.cpuprofile")) : null;
 
@@ -356,6 +357,9 @@ try {
     console.log(`| D1 per first-attempt delivery, batches of 3: pending + (claims + outcomes) ÷ 3 | **${us(perDelivery)}** (≈ ${fmt(1e6 / perDelivery, 0)} deliveries/s if all of it were the database's time) |`);
     console.log(`| Queues: one \`send\` | ${us(units.send)} |`);
     console.log(`| fetch: one POST to a loopback receiver | ${us(units.post)} |`);
+    console.log(`| Durable Object: a lane's \`accept\` of a batch of 10 (RPC + 10 SQLite inserts), per delivery | ${us(units.accept10)} |`);
+    console.log(`| Durable Object: the lane's delete of a settled delivery (RPC per 10), per delivery | ${us(units.settle10)} |`);
+    console.log(`| one log line (\`console.log\` of a request line) | ${us(units.log)} |`);
   }
 
   if (domainFigures) {
