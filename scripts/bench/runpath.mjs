@@ -4,17 +4,17 @@
 // function of the built bundle made a no-op), side by side with the bundle as it is.
 //
 // `npm run bench` runs it as its section `runcost`; alone, for quick checks while developing:
-//   node scripts/bench/runpath.mjs --seconds=1 --reps=1 [--mib=100] [--samples=100] [--variants=all|none]
+//   node scripts/bench/runpath.mjs --seconds=1 --reps=1 [--mib=100] [--samples=100] [--variants=none|<id>,<id>]
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, request } from "node:http";
-import { Agent } from "node:http";
+import { Agent, createServer } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { cpuReader } from "./cpu.mjs";
 import { buildBundle, managementApi, SECRETS, startGateway, startPassthrough } from "./gateway.mjs";
 import { listenOnLoopback } from "./peers.mjs";
+import { timedGet } from "./streaming.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
 const MIB = 1024 * 1024;
@@ -86,6 +86,14 @@ async function seed(gatewayUrl, appUrl) {
  * the limiter); `limiter: true` binds Miniflare's local stand-in of it.
  */
 export const VARIANTS = [
+  {
+    id: "router-skip",
+    buys: "runs skip Hono's router (its context, middleware chain, route match); the variant routes the same runs through Hono, so a saving shows as a negative cost",
+    patch: [
+      /(function createAsyncRunRouter\(\) \{\n {2}return createRouter\(\))([\s\S]*?)return (\w+) \? (\w+)\(scope, (\w+), checkedTarget\(target\)\) : (\w+)\.fetch\(\5, env, ctx\);/,
+      '$1.all("/:project_id/:app_name/:path{.+}", (c) => $4(c.var.scope, c.req.raw, checkedTarget(pathTarget(new URL(c.req.url).pathname))))$2return $6.fetch($5, env, ctx);',
+    ],
+  },
   { id: "rate-limit", buys: "per-project back-pressure (429 with Retry-After): Miniflare's local stand-in of the binding", limiter: true },
   {
     id: "log-line",
@@ -98,34 +106,19 @@ export const VARIANTS = [
     patch: [/\(fields, work\) => invocation\.run\(fields, work\)/, "(fields, work) => work()"],
   },
   {
+    id: "header-policy",
+    buys: "the header policy both ways (credentials and forwarding claims dropped, X-Forwarded-* stated, the app's headers that would act on the shared hostname dropped, nosniff and the sandbox added)",
+    patch: [
+      /function upstreamHeaders\((\w+), (\w+), keepUpgrade = false\) \{\n([\s\S]*?)\nfunction passedBackHeaders\((\w+), (\w+)\) \{\n/,
+      'function upstreamHeaders($1, $2, keepUpgrade = false) {\n  return new Headers({ "x-run-id": $2 });\n$3\nfunction passedBackHeaders($4, $5) {\n  return new Headers({ "content-type": $4.get("content-type") ?? "application/octet-stream", "x-run-id": $5 });\n',
+    ],
+  },
+  {
     id: "usage-record",
     buys: "the run's usage record (taken at its end, sent in waitUntil)",
     patch: [/function recordRun\((\w+), (\w+)\) \{\n/, "function recordRun($1, $2) {\n  return;\n"],
   },
 ];
-
-/** GET `url`: ms to the first body byte, ms to the end, bytes read. */
-function timedGet(url, headers, agent) {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    let first = null;
-    let bytes = 0;
-    const req = request(url, { headers, agent }, (res) => {
-      if (res.statusCode !== 200) {
-        res.resume();
-        return reject(new Error(`${url}: status ${res.statusCode}`));
-      }
-      res.on("data", (chunk) => {
-        first ??= performance.now() - started;
-        bytes += chunk.length;
-      });
-      res.on("end", () => resolve({ first, total: performance.now() - started, bytes }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
 
 const median = (values) => {
   const sorted = [...values].filter((v) => v !== null && Number.isFinite(v)).sort((a, b) => a - b);
@@ -248,8 +241,9 @@ export function printRunPath(figures, fmt = (n, d = 2) => (n === null ? "–" : 
   if (bad) console.log(`\nnon-2xx answers under load: ${bad}`);
   if (figures.variants.length === 0) return;
   console.log("\n### What each remaining cost buys, measured alone (the same bundle with that piece taken out, or the limiter put in, in the same reps)\n");
-  console.log("| piece | what it buys | CPU per run it costs | req/s with it ÷ without | binary req/s with ÷ without |");
-  console.log("|---|---|---:|---:|---:|");
+  console.log("| piece | what it buys | CPU per run it costs (JSON run; binary answer) | req/s with it ÷ without | p99 at 16 with ÷ without | binary req/s with ÷ without |");
+  console.log("|---|---|---:|---:|---:|---:|");
+  // A piece put in (the limiter) costs what it adds; a piece taken out, what its absence saves.
   const with_ = (v, r) => (v.limiter ? r[v.id] : g(r));
   const without = (v, r) => (v.limiter ? g(r) : r[v.id]);
   for (const v of figures.variants) {
@@ -257,11 +251,9 @@ export function printRunPath(figures, fmt = (n, d = 2) => (n === null ? "–" : 
       console.log(`| ${v.id} | ${v.buys} | not measured: its code was not found in the bundle | | |`);
       continue;
     }
-    // A piece put in (the limiter) costs what it adds; a piece taken out, what its absence saves.
-    const cost = v.limiter ? across((r) => r[v.id].json.cpu - g(r).json.cpu) : across((r) => g(r).json.cpu - r[v.id].json.cpu);
-    console.log(
-      `| ${v.id} | ${v.buys} | ${fmt(cost, 3)} ms | ${fmt(across((r) => with_(v, r).json.rps / without(v, r).json.rps))}× | ${fmt(across((r) => with_(v, r).png.rps / without(v, r).png.rps))}× |`,
-    );
+    const cost = (kind) => across((r) => with_(v, r)[kind].cpu - without(v, r)[kind].cpu);
+    const ratio = (kind, key) => fmt(across((r) => with_(v, r)[kind][key] / without(v, r)[kind][key]));
+    console.log(`| ${v.id} | ${v.buys} | ${fmt(cost("json"), 3)} ms; ${fmt(cost("png"), 3)} ms | ${ratio("json", "rps")}× | ${ratio("json", "p99")}× | ${ratio("png", "rps")}× |`);
   }
 }
 
@@ -284,7 +276,7 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
       mib: Number(options.mib ?? 100),
       samples: Number(options.samples ?? 100),
       wrkCpu: hasTaskset ? 1 : undefined,
-      variants: options.variants === "none" ? [] : VARIANTS,
+      variants: options.variants === "none" ? [] : options.variants ? VARIANTS.filter((v) => options.variants.split(",").includes(v.id)) : VARIANTS,
       log: (...args) => console.error("bench:", ...args),
     });
     printRunPath(figures);

@@ -69,7 +69,7 @@ export function rssReader(url) {
 }
 
 /** GET `url`; resolves with ms to the response's first body byte, ms to its end, and bytes read. */
-function timedGet(url, headers, agent, onChunk) {
+export function timedGet(url, headers, agent, onChunk) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     let first = null;

@@ -35,14 +35,27 @@ describe("the call stage (callApp → AppCall)", () => {
   });
 
   it("passes a body of a declared length through the runtime's pipe, and counts it once it is whole", async () => {
-    const bytes = new Uint8Array(5000).fill(7);
-    const { deps } = app(() => new Response(bytes, { headers: { "content-length": "5000" } }));
+    const size = 100 * 1024;
+    const { deps } = app(() => new Response(new Uint8Array(size).fill(7), { headers: { "content-length": String(size) } }));
     const call = await callApp(deps, request({ method: "GET", body: null }), limits);
     const piped = call.piped();
-    expect(piped?.length).toBe(5000);
-    expect((await new Response(piped!.body).arrayBuffer()).byteLength).toBe(5000);
+    expect(piped?.length).toBe(size);
+    let ended = false;
+    void call.tally.ended.then(() => (ended = true));
+    await Promise.resolve();
+    expect(ended).toBe(false);
+    expect((await new Response(piped!.body).arrayBuffer()).byteLength).toBe(size);
     expect(await call.tally.ended).toBe("done");
-    expect(call.tally.bytes).toBe(5000);
+    expect(call.tally.bytes).toBe(size);
+  });
+
+  it("hands a small body of a declared length on as it is, counted whole at once", async () => {
+    const { deps } = app(() => new Response(new Uint8Array(5000).fill(7), { headers: { "content-length": "5000" } }));
+    const call = await callApp(deps, request({ method: "GET", body: null }), limits);
+    const piped = call.piped();
+    expect(await call.tally.ended).toBe("done");
+    expect([piped?.length, call.tally.bytes]).toEqual([5000, 5000]);
+    expect((await new Response(piped!.body).arrayBuffer()).byteLength).toBe(5000);
   });
 
   it("leaves a body of unknown length to the silence watch: no pipe", async () => {

@@ -28,7 +28,7 @@ export interface AppCall {
    * The body through the runtime's own pipe, for an answer of a declared length passed on as it is:
    * no JavaScript touches its chunks, and no silence timer watches it (`docs/run-proxy.md` says what
    * a stall then costs and what bounds it). `null` when the answer has no declared length. The
-   * `tally` ends with the pipe, counting the declared length once it is whole.
+   * `tally` ends with the pipe, counting the declared length once it is whole (a small body's at once).
    */
   piped(): { body: ReadableStream<Uint8Array> | null; length: number | null } | null;
   /**
@@ -220,6 +220,14 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
       // The runtime decodes gzip and br as it reads, and then the declared (wire) length is not the body's.
       const declared = raw.headers.has("content-encoding") ? null : Number(length);
       const fixed = declared !== null && Number.isSafeInteger(declared) ? declared : null;
+      if (fixed !== null && fixed <= SEEN_AT_ONCE_BYTES) {
+        // A small body (an image, a JSON document) is handed on as it is: it follows its headers at once,
+        // so it is counted whole now. Watching its end would cost a pipe per run (`npm run bench`, runcost).
+        // The hang-up listener stays: a caller who goes while the app stalls mid-body still ends its call.
+        tally.bytes = fixed;
+        settle("done");
+        return { body: raw.body, length: fixed };
+      }
       const pipe = fixed !== null ? new FixedLengthStream(fixed) : new IdentityTransformStream();
       raw.body!.pipeTo(pipe.writable).then(
         () => {
@@ -263,6 +271,13 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
     },
   };
 }
+
+/**
+ * Bodies of a declared length up to this size are counted whole when their headers come, not when the
+ * caller has read them: within a few network reads of the headers, their end adds nothing a record
+ * needs. Larger ones go through a pipe that tells when they ended (a download's duration, a hang-up).
+ */
+const SEEN_AT_ONCE_BYTES = 64 * 1024;
 
 /** Statuses whose responses carry no body. */
 export const NULL_BODY: ReadonlySet<number> = new Set([204, 205, 304]);

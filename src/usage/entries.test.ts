@@ -78,6 +78,23 @@ describe("runs on record from every entry", () => {
     expect(item).toMatchObject({ run_id: res.headers.get("x-run-id"), hung_up: true, bytes_out: first.value!.byteLength });
   });
 
+  it("records a hang-up whose body was cancelled before the caller's signal aborted", async () => {
+    const api = client();
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const key = watchKey();
+    const res = await api.worker.fetch(new Request(`http://localhost${app.appPath}/events?events=3&hold=${key}`, { headers: { Authorization: `Bearer ${app.token}` } }), env, {
+      waitUntil: () => undefined,
+      passThroughOnException: () => undefined,
+      props: {},
+    } as unknown as ExecutionContext);
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    await reader.cancel();
+    await releaseStream(key);
+    const [item] = await eventually(() => runsOf(api, app));
+    expect(item).toMatchObject({ run_id: res.headers.get("x-run-id"), hung_up: true, bytes_out: first.value!.byteLength });
+  });
+
   it("records an async run when it finishes, with its status URL", async () => {
     const api = client();
     const app = await seedRunnable(api);

@@ -113,6 +113,9 @@ export function openRecording(scope: Scope, request: Request, target: Target): R
       void tally.ended.then((how) => {
         recordRun(scope, {
           ...base(runId),
+          // A cancelled answer is the caller gone: the runtime may cancel the body before it aborts
+          // `request.signal` (so under `wrangler dev`), and nothing else of ours cancels it.
+          hung_up: how === "cancelled" || hungUp(),
           status_code: status,
           timed_out: how === "idle",
           duration_ms: Date.now() - started,
