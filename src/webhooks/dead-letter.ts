@@ -5,8 +5,8 @@ import { failPending } from "./store";
 import { log } from "../platform/log";
 
 /**
- * The `webhook-deliveries-dlq` consumer. A message lands here after the delivery consumer handed it
- * back `max_retries` times (D1 unavailable, invocations that kept dying): its delivery is settled
+ * The `webhook-deliveries-dlq` consumer. A message lands here after its lane did not accept it
+ * `max_retries` times (the Durable Object unavailable, invocations that kept dying): its delivery is settled
  * `failed` (`dead_lettered`) with one log line, unless it was settled meanwhile.
  */
 export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps }: Scope): Promise<void> {

@@ -99,7 +99,7 @@ async function messageOf(env: Env, pending: PendingDelivery, body: string, bodyB
 }
 
 /**
- * Hands a delivery whose row exists to the queue. Runs in `waitUntil` after the caller has its
+ * Sends a delivery whose row exists to the queue. Runs in `waitUntil` after the caller has its
  * answer, so it never throws: a failed send is retried, and if the queue stays unavailable the
  * record says `failed` with the reason, so nothing is lost silently.
  */
@@ -155,7 +155,7 @@ export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery
   }
 }
 
-/** Records a delivery and hands it to the queue: `recordPending` then `enqueuePending`, for a body known already. */
+/** Records a delivery and sends it to the queue: `recordPending` then `enqueuePending`, for a body known already. */
 export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): Promise<string> {
   const pending = await recordPending(scope, request);
   return enqueuePending(scope, pending, request.body);

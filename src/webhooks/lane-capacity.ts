@@ -26,11 +26,11 @@ export const BODY_BUDGET_BYTES = 24 * 1024 * 1024;
 export const SUBREQUESTS_PER_DELIVERY = 3 + 1 + 3 + 1 + 3 * 2;
 /**
  * Subrequests one lane invocation (an alarm) may make: Workers Paid's 1,000 per invocation. A lane
- * starts at most this ÷ SUBREQUESTS_PER_DELIVERY deliveries (71) in one alarm, then hands the rest of
+ * starts at most this ÷ SUBREQUESTS_PER_DELIVERY deliveries (71) in one alarm, then leaves the rest of
  * its backlog to a fresh alarm (lane.ts). On Workers Free (50) set it to 50: 3 per alarm.
  */
 export const LANE_SUBREQUESTS_PER_INVOCATION = 1000;
-/** Deliveries one lane alarm starts before it hands over to the next. */
+/** Deliveries one lane alarm starts before it leaves the rest to the next alarm. */
 export const DELIVERIES_PER_LANE_INVOCATION = Math.floor(LANE_SUBREQUESTS_PER_INVOCATION / SUBREQUESTS_PER_DELIVERY);
 /**
  * Wall time after which a lane alarm starts no new delivery (alarms may run 15 minutes). Its deliveries

@@ -48,6 +48,10 @@ async function deliveriesTo(projectId: string, count: number, answers: Parameter
 
 const slowAnswer = [{ status: 200, delayMs: 10_000 }];
 
+/** Every request `hooks` have received, once there are at least `n` of them or `withinMs` have passed. */
+const requestsTo = (hooks: { key: string }[], n: number, withinMs: number) =>
+  until(async () => (await Promise.all(hooks.map((h) => received(h.key)))).flat(), (all) => all.length >= n, withinMs);
+
 describe("a slow receiver holds only its own lane (real queue broker, real Durable Objects)", () => {
   it("10 fast receivers enqueued after 30 that time out all receive within 2 s, and the slow lane opens at most 6 connections", async () => {
     const app = await seedRunnable(api);
@@ -55,11 +59,7 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
     const fast = await deliveriesTo(app.projectId, 10, [{ status: 204 }], PEER_OTHER);
     const started = await enqueue([...slow.messages, ...fast.messages]);
 
-    const arrivals = await until(
-      async () => (await Promise.all(fast.hooks.map((h) => received(h.key)))).flat(),
-      (all) => all.length >= 10,
-      2_500,
-    );
+    const arrivals = await requestsTo(fast.hooks, 10, 2_500);
     expect(arrivals).toHaveLength(10);
     for (const a of arrivals) expect(a.at - started).toBeLessThan(2_000);
     console.log(`10 fast deliveries behind 30 slow ones on the real queue: the last arrived after ${Math.max(...arrivals.map((a) => a.at)) - started} ms`);
@@ -105,23 +105,15 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
     // 30 slow ones fill the lane (6 in flight, 24 waiting), then fast ones on another origin.
     await enqueue(slow.messages.slice(0, 30));
     const fastStarted = await enqueue(fast.messages);
-    const fastArrivals = await until(
-      async () => (await Promise.all(fast.hooks.map((h) => received(h.key)))).flat(),
-      (all) => all.length >= 5,
-      2_500,
-    );
+    const fastArrivals = await requestsTo(fast.hooks, 5, 2_500);
     expect(fastArrivals).toHaveLength(5);
     for (const a of fastArrivals) expect(a.at - fastStarted).toBeLessThan(2_000);
     // Once the first slow ones have timed out and wait for their retries: 5 more slow ones, a 404 on an origin of its own, fast ones.
-    await until(async () => (await Promise.all(slow.hooks.slice(0, 6).map((h) => received(h.key)))).flat(), (all) => all.length >= 12, 8_000);
+    await requestsTo(slow.hooks.slice(0, 6), 12, 8_000);
     await enqueue(slow.messages.slice(30));
     const started = await enqueue([...missing.messages, ...later.messages]);
 
-    const laterArrivals = await until(
-      async () => (await Promise.all(later.hooks.map((h) => received(h.key)))).flat(),
-      (all) => all.length >= 5,
-      2_500,
-    );
+    const laterArrivals = await requestsTo(later.hooks, 5, 2_500);
     expect(laterArrivals).toHaveLength(5);
     for (const a of laterArrivals) expect(a.at - started).toBeLessThan(2_000);
     const requests = await until(() => received(missing.hooks[0]!.key), (r) => r.length >= MAX_ATTEMPTS, 12_000);
