@@ -108,5 +108,5 @@ curl -s '${baseUrl}/v2/projects/${demo.project_id}/webhook-deliveries' -H "Autho
 curl -s '${baseUrl}/v2/projects/${demo.project_id}/runs' -H "Authorization: Bearer $TOKEN"
 curl -s '${baseUrl}/v2/projects/${demo.project_id}/usage' -H "Authorization: Bearer $TOKEN"
 
-# The same as charts, with the runs list and receivers' health (sign in with the admin token):
+# The same as charts, with the runs list and receivers' health (sign in with ADMIN_TOKEN, in .dev.vars):
 # ${baseUrl}/dashboard/projects/${demo.project_id}/usage`);
