@@ -30,8 +30,8 @@ const asksForStream = (accept: string | null) => accept !== null && /(^|,)\s*tex
  * The envelope is for a `cortex` app's JSON answer (or an answer with no type, whose body must then be
  * JSON or nothing) to a caller who did not ask for a stream; every other answer passes through.
  */
-export function envelopes(call: AppCall, ctx: RunContext): boolean {
-  if (ctx.runtime !== "cortex" || asksForStream(ctx.accept)) return false;
+export function envelopes(call: AppCall, run: RunContext): boolean {
+  if (run.runtime !== "cortex" || asksForStream(run.accept)) return false;
   const type = call.response.headers.get("content-type");
   return type === null || isJsonType(type);
 }
@@ -54,8 +54,8 @@ export interface EnvelopeAnswer extends RunAnswer {
  * The envelope `{run_id, result, run_time_ms, timestamp}`, spliced around the app's own JSON text so
  * `result` keeps its exact bytes. The body is read whole, within `RUN_RESPONSE_MAX_BYTES` decoded.
  */
-export async function envelopeAnswer(call: AppCall, ctx: RunContext): Promise<EnvelopeAnswer> {
-  const meta = runMeta(ctx.runId);
+export async function envelopeAnswer(call: AppCall, run: RunContext): Promise<EnvelopeAnswer> {
+  const meta = runMeta(run.runId);
   const raw = await call.text(RUN_RESPONSE_MAX_BYTES);
   if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
   const text = raw.trim();
@@ -65,7 +65,7 @@ export async function envelopeAnswer(call: AppCall, ctx: RunContext): Promise<En
     if (!syntax.valid) throw new ApiError("bad_gateway", `The app answered ${call.response.status} with a body that is not JSON (${syntax.reason}).`, meta);
   }
   const runTimeMs = Date.now() - call.startedAt;
-  const envelope = `{"run_id":${JSON.stringify(ctx.runId)},"result":${text === "" ? "null" : text},"run_time_ms":${runTimeMs},"timestamp":${JSON.stringify(ctx.now().toISOString())}}`;
+  const envelope = `{"run_id":${JSON.stringify(run.runId)},"result":${text === "" ? "null" : text},"run_time_ms":${runTimeMs},"timestamp":${JSON.stringify(run.now().toISOString())}}`;
   return { status: callerStatus(call.response.status), text: envelope, contentType: "application/json", failure: null, headers: retryAfterOf(call.response) };
 }
 
@@ -92,7 +92,7 @@ const asRunError = (error: unknown, runId: string): ApiError =>
  * read at the app's pace into the copy only, so the webhook still receives the whole answer; the run's
  * grace after a hang-up bounds that (`cutShortAfterHangUp`).
  */
-async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, caller: WritableStreamDefaultWriter<Uint8Array> | null, ctx: RunContext): Promise<RunAnswer> {
+async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, caller: WritableStreamDefaultWriter<Uint8Array> | null, run: RunContext): Promise<RunAnswer> {
   const copy = new BodyCopy();
   let error: ApiError | null = null;
   let callerGone = caller === null;
@@ -106,16 +106,16 @@ async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, c
         if (!callerGone) await caller!.write(value).catch(() => (callerGone = true));
       }
     } catch (failure) {
-      error = asRunError(failure, ctx.runId);
+      error = asRunError(failure, run.runId);
     }
   }
   if (!callerGone) await (error ? caller!.abort(error) : caller!.close()).catch(() => undefined);
   const text = documentOf(copy, {
-    runId: ctx.runId,
+    runId: run.runId,
     status: call.response.status,
     contentType: call.response.headers.get("content-type"),
     runTimeMs: Date.now() - call.startedAt,
-    at: ctx.now(),
+    at: run.now(),
     error,
   });
   return { status: call.response.status, text, contentType: "application/json", failure: error };
@@ -126,8 +126,8 @@ async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, c
  * it arrives, and `X-Run-Id`. With `copy`, the document of the answer is collected beside the stream
  * (`collect`), and resolves once the app's body ended.
  */
-export function passThrough(call: AppCall, ctx: RunContext, copy: boolean): Pick<Answered, "response" | "copy"> {
-  const headers = passedBackHeaders(call.response.headers, ctx.runId);
+export function passThrough(call: AppCall, run: RunContext, copy: boolean): Pick<Answered, "response" | "copy"> {
+  const headers = passedBackHeaders(call.response.headers, run.runId);
   const init = { status: call.response.status, statusText: call.response.statusText, headers };
   if (!copy) {
     // A declared length goes through the runtime's own pipe; a body of unknown length (an event
@@ -138,16 +138,16 @@ export function passThrough(call: AppCall, ctx: RunContext, copy: boolean): Pick
     return { response: new Response(piped ? piped.body : call.stream(), init), copy: null };
   }
   const body = call.stream();
-  if (body === null) return { response: new Response(null, init), copy: collect(call, null, null, ctx) };
+  if (body === null) return { response: new Response(null, init), copy: collect(call, null, null, run) };
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
-  return { response: new Response(readable, init), copy: collect(call, body, writable.getWriter(), ctx) };
+  return { response: new Response(readable, init), copy: collect(call, body, writable.getWriter(), run) };
 }
 
 const utf8 = new TextEncoder();
 const sizeOf = (text: string) => utf8.encode(text).byteLength;
 
 /** The document of an answer nobody streams (an async run): the body read to its end into the copy. */
-export const collectAnswer = (call: AppCall, ctx: RunContext): Promise<RunAnswer> => collect(call, call.stream(), null, ctx);
+export const collectAnswer = (call: AppCall, run: RunContext): Promise<RunAnswer> => collect(call, call.stream(), null, run);
 
 /** The answer stage's state: what the caller gets, and what the run hands on and records. */
 export interface Answered {
@@ -161,16 +161,16 @@ export interface Answered {
 }
 
 /** The caller's answer to the app's: the envelope or the app's own, and a copy of it when `copy`. */
-export async function answerCall(call: AppCall, ctx: RunContext, copy: boolean): Promise<Answered> {
-  if (!envelopes(call, ctx)) return { ...passThrough(call, ctx, copy), call, size: null };
-  const answer = await envelopeAnswer(call, ctx);
-  return { response: responseOf(answer, ctx.runId), call, size: sizeOf(answer.text), copy: copy ? Promise.resolve(answer) : null };
+export async function answerCall(call: AppCall, run: RunContext, copy: boolean): Promise<Answered> {
+  if (!envelopes(call, run)) return { ...passThrough(call, run, copy), call, size: null };
+  const answer = await envelopeAnswer(call, run);
+  return { response: responseOf(answer, run.runId), call, size: sizeOf(answer.text), copy: copy ? Promise.resolve(answer) : null };
 }
 
 /** The answer of a run whose app gave none (502, 504, 413): the problem, for the caller and the copy alike. */
-export function failed(error: ApiError, ctx: RunContext): Answered {
-  const answer = failureAnswer(error, ctx.requestId);
-  return { response: responseOf(answer, ctx.runId), call: null, size: sizeOf(answer.text), copy: Promise.resolve(answer) };
+export function failed(error: ApiError, run: RunContext): Answered {
+  const answer = failureAnswer(error, run.requestId);
+  return { response: responseOf(answer, run.runId), call: null, size: sizeOf(answer.text), copy: Promise.resolve(answer) };
 }
 
 /**
