@@ -102,4 +102,11 @@ OPENAI_BASE_URL='${v4}/llm/v1' OPENAI_API_KEY=$TOKEN node examples/openai-client
 curl -s -X POST '${v4}/hello-world/run?webhookEndpoint=${hook}' -H "Authorization: Bearer $TOKEN" -H 'X-Webhook-Secret: demo-webhook-secret' -H 'Content-Type: application/json' -d '{"name":"webhooks"}'
 
 # The deliveries and their attempts:
-curl -s '${baseUrl}/v2/projects/${demo.project_id}/webhook-deliveries' -H "Authorization: Bearer $TOKEN"`);
+curl -s '${baseUrl}/v2/projects/${demo.project_id}/webhook-deliveries' -H "Authorization: Bearer $TOKEN"
+
+# Every run on record, newest first, and the figures of the last 24 hours (runs, errors, p50/p95/p99):
+curl -s '${baseUrl}/v2/projects/${demo.project_id}/runs' -H "Authorization: Bearer $TOKEN"
+curl -s '${baseUrl}/v2/projects/${demo.project_id}/usage' -H "Authorization: Bearer $TOKEN"
+
+# The same as charts, with the runs list and receivers' health (sign in with ADMIN_TOKEN, in .dev.vars):
+# ${baseUrl}/dashboard/projects/${demo.project_id}/usage`);

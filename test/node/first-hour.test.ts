@@ -94,6 +94,9 @@ describe("npm run dev", () => {
       });
     const first = await seed();
     expect(first.stdout).toMatch(/^Seeded project proj_/);
+    // What it prints leads on to where the runs show: the records, the figures and the dashboard.
+    const project = /^Seeded project (proj_\w+)/.exec(first.stdout)![1];
+    for (const path of [`/v2/projects/${project}/runs'`, `/v2/projects/${project}/usage'`, `/dashboard/projects/${project}/usage`]) expect(first.stdout).toContain(`${server.url}${path}`);
     const second = await seed();
     expect(second.stdout).toMatch(/^The demo project proj_\w+ is already seeded/);
     const projects = (await (await fetch(`${server.url}/v2/projects?limit=100`, { headers: { Authorization: `Bearer ${TEST_SECRETS.ADMIN_TOKEN}` } })).json()) as {

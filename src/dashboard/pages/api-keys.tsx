@@ -113,8 +113,9 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
     <>
       <ProjectHeading project={project} title="API Keys" />
       <p class="muted">
-        Service accounts and their tokens for the management API (<code>Authorization: Bearer &lt;token&gt;</code>). Use one per
-        environment, and rotate them.
+        Service accounts and their tokens, for running the project's apps (<code>/v4</code>) and for the management API (
+        <code>/v2</code>), sent as <code>Authorization: Bearer &lt;token&gt;</code>; a token's scopes say which. Use one per environment,
+        and rotate them.
       </p>
       {revoked && (
         <div class="alert success" role="status">
