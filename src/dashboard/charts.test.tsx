@@ -15,6 +15,12 @@ describe("chart scales", () => {
     expect(niceTicks(8)).toEqual([0, 2, 4, 6, 8]);
     expect(niceTicks(1234)).toEqual([0, 500, 1000, 1500]);
     expect(niceTicks(0.3)).toEqual([0, 0.1, 0.2, 0.3]);
+    // Counts: whole steps only.
+    expect(niceTicks(1, true)).toEqual([0, 1]);
+    expect(niceTicks(3, true)).toEqual([0, 1, 2, 3]);
+    expect(niceTicks(10, true)).toEqual([0, 5, 10]);
+    expect(niceTicks(1234, true)).toEqual([0, 500, 1000, 1500]);
+    expect(niceTicks(1)).toEqual([0, 0.25, 0.5, 0.75, 1]);
   });
 
   it("labels the time axis at round times, at most seven", () => {

@@ -44,12 +44,16 @@ const PLOT_H = H - M.top - M.bottom;
 /** Half the width of one character of an axis label, generously (the stylesheet sets 14 units on phones). */
 const LABEL_CHAR_W = 4.5;
 
-/** 0, a round step and its multiples up to at least `max`: 0–4 gridlines a person can read. */
-export function niceTicks(max: number): number[] {
+/**
+ * 0, a round step and its multiples up to at least `max`: 0–4 gridlines a person can read. Counts
+ * (`whole`) step by whole numbers: one delivery is not read off an axis of 0.25s (labelled 0.3).
+ */
+export function niceTicks(max: number, whole = false): number[] {
   if (!(max > 0)) return [0, 1];
   const rough = max / 4;
   const magnitude = 10 ** Math.floor(Math.log10(rough));
-  const step = ([1, 2, 2.5, 5, 10].map((m) => m * magnitude).find((s) => s >= rough) ?? 10 * magnitude);
+  const steps = [1, 2, 2.5, 5, 10].map((m) => m * magnitude).filter((s) => !whole || (Number.isInteger(s) && s >= 1));
+  const step = steps.find((s) => s >= rough) ?? (whole ? Math.max(1, 10 * magnitude) : 10 * magnitude);
   const ticks: number[] = [];
   for (let t = 0; t < max + step * 1e-9; t += step) ticks.push(Number(t.toPrecision(12)));
   if (ticks[ticks.length - 1]! < max) ticks.push(Number((ticks.length * step).toPrecision(12)));
@@ -85,8 +89,8 @@ export function timeTicks(starts: number[], interval: Interval): { index: number
 
 const fmt = (n: number) => Number(n.toFixed(2)); // fewer bytes of SVG, no visible difference
 
-function Frame(props: ChartProps & { max: number; children: Child }) {
-  const ticks = niceTicks(props.max);
+function Frame(props: ChartProps & { max: number; whole?: boolean; children: Child }) {
+  const ticks = niceTicks(props.max, props.whole);
   const top = ticks[ticks.length - 1]!;
   const y = (v: number) => fmt(M.top + PLOT_H - (v / top) * PLOT_H);
   const band = PLOT_W / Math.max(props.starts.length, 1);
@@ -175,12 +179,12 @@ const tooltip = (props: ChartProps, i: number) =>
 export function StackedBars(props: ChartProps) {
   const totals = props.starts.map((_, i) => props.layers.reduce((sum, l) => sum + (l.values[i] ?? 0), 0));
   const max = Math.max(0, ...totals);
-  const top = niceTicks(max).at(-1)!;
+  const top = niceTicks(max, true).at(-1)!;
   const band = PLOT_W / Math.max(props.starts.length, 1);
   const width = fmt(Math.max(band * 0.78, Math.min(band, 1)));
   const scale = (v: number) => (v / top) * PLOT_H;
   return (
-    <Frame {...props} max={max}>
+    <Frame {...props} max={max} whole>
       <g class="bars">
         {props.starts.map((_, i) => {
           let base = M.top + PLOT_H;
