@@ -14,11 +14,10 @@ import { pathToFileURL } from "node:url";
 import { cpuReader } from "./cpu.mjs";
 import { buildBundle, managementApi, SECRETS, startGateway, startPassthrough } from "./gateway.mjs";
 import { listenOnLoopback } from "./peers.mjs";
-import { timedGet } from "./streaming.mjs";
+import { timedGet, writeBytes } from "./streaming.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
 const MIB = 1024 * 1024;
-const CHUNK = Buffer.alloc(64 * 1024, 0x61);
 const JSON_BODY = JSON.stringify({ message: "hello from the bench upstream", value: 42 });
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(16 * 1024 - 8, 0x42)]);
 // The rate limit as wrangler.toml binds it, with a limit no benchmark reaches: its call is measured, never its 429.
@@ -43,17 +42,9 @@ async function startApp() {
       return;
     }
     if (last === "file" || last === "bytes") {
-      let left = Number(url.searchParams.get("mib") ?? "1") * MIB;
-      res.writeHead(200, { "Content-Type": "application/octet-stream", ...(last === "file" ? { "Content-Length": left } : {}) });
-      const write = () => {
-        while (left > 0) {
-          const chunk = left >= CHUNK.length ? CHUNK : CHUNK.subarray(0, left);
-          left -= chunk.length;
-          if (!res.write(chunk)) return void res.once("drain", write);
-        }
-        res.end();
-      };
-      return write();
+      const bytes = Number(url.searchParams.get("mib") ?? "1") * MIB;
+      res.writeHead(200, { "Content-Type": "application/octet-stream", ...(last === "file" ? { "Content-Length": bytes } : {}) });
+      return writeBytes(res, bytes);
     }
     res.writeHead(404).end();
   });

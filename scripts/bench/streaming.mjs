@@ -20,6 +20,20 @@ const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a
  * (N MiB of application/octet-stream, chunked, written as fast as the reader takes it), `png` (16 KiB
  * of image/png). Matching on the last segment lets the bare Worker forward the gateway's path as it is.
  */
+/** Writes `bytes` bytes of filler to `res` in 64 KiB chunks, at the pace the connection drains, then ends it. */
+export function writeBytes(res, bytes) {
+  let left = bytes;
+  const write = () => {
+    while (left > 0) {
+      const chunk = left >= CHUNK.length ? CHUNK : CHUNK.subarray(0, left);
+      left -= chunk.length;
+      if (!res.write(chunk)) return void res.once("drain", write);
+    }
+    res.end();
+  };
+  write();
+}
+
 export async function startStreamPeer() {
   const server = createServer((req, res) => {
     req.resume();
@@ -32,17 +46,8 @@ export async function startStreamPeer() {
       return;
     }
     if (last === "bytes") {
-      let left = Number(url.searchParams.get("mib") ?? "1") * MIB;
       res.writeHead(200, { "Content-Type": "application/octet-stream" });
-      const write = () => {
-        while (left > 0) {
-          const chunk = left >= CHUNK.length ? CHUNK : CHUNK.subarray(0, left);
-          left -= chunk.length;
-          if (!res.write(chunk)) return void res.once("drain", write);
-        }
-        res.end();
-      };
-      write();
+      writeBytes(res, Number(url.searchParams.get("mib") ?? "1") * MIB);
       return;
     }
     if (last === "png") {
