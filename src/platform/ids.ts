@@ -43,4 +43,7 @@ export function newId(prefix: IdPrefix, now = Date.now()): string {
   return `${prefix}_${timePart(now)}${decoder.decode(random)}`;
 }
 
-export const ID_PATTERN = (prefix: IdPrefix) => new RegExp(`^${prefix}_[0-9a-hjkmnp-tv-z]{30}$`);
+/** The part of an id after its prefix, as a regular expression's source: 30 characters of Crockford base32. */
+export const ID_BODY = "[0-9a-hjkmnp-tv-z]{30}";
+
+export const ID_PATTERN = (prefix: IdPrefix) => new RegExp(`^${prefix}_${ID_BODY}$`);

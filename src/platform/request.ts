@@ -1,6 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import type { Deps } from "./deps";
-import { newId } from "./ids";
+import { ID_BODY, newId } from "./ids";
 import { logRequest, withInvocation } from "./log";
 import { problemFor } from "./render-error";
 import { type AppEnv, createScope, parentRequestOf, routeOf, type Scope } from "./scope";
@@ -22,7 +22,7 @@ type Serve = (scope: Scope, line: RequestLine) => Response | Promise<Response>;
 // The scope and line of a request being served, for the router's own middleware to take up.
 const served = new WeakMap<Request, { scope: Scope; line: RequestLine }>();
 
-const PROJECT_IN_PATH = /\/(proj_[0-9a-hjkmnp-tv-z]{30})(?:\/|$)/;
+const PROJECT_IN_PATH = new RegExp(`/(proj_${ID_BODY})(?:/|$)`);
 
 /**
  * Serves `request` through `serve` inside the wrapper. `pathname` is the request's path as parsed once
