@@ -27,7 +27,8 @@ module.exports = {
     {
       name: "no-sideways-into-runs",
       severity: "error",
-      comment: "runs/ is the top of the request path: capabilities below it do not reach into it (a cache lives with its data); the dashboard and docs, above it, may read its schemas.",
+      comment:
+        "runs/ is the top of the request path: capabilities below it do not reach into it (a cache lives with its data); the dashboard and docs, above it, may read its schemas.",
       from: { path: CAPABILITY, pathNot: ["^src/runs/", "^src/routing/", "^src/(dashboard|docs)/", "\\.test\\.tsx?$"] },
       to: { path: "^src/runs/" },
     },
@@ -41,7 +42,8 @@ module.exports = {
     {
       name: "no-circular",
       severity: "error",
-      comment: "No module reaches back into one that imports it, directly or through others: each stage of a run or a delivery reads top to bottom, and a file can be read without the ones that use it.",
+      comment:
+        "No module reaches back into one that imports it, directly or through others: each stage of a run or a delivery reads top to bottom, and a file can be read without the ones that use it.",
       from: { path: "^src/", pathNot: "\\.test\\.tsx?$" },
       to: { circular: true },
     },

@@ -17,7 +17,15 @@ export default tseslint.config(
   {
     files: ["test/global/**/*.mjs"],
     languageOptions: {
-      globals: { process: "readonly", console: "readonly", URL: "readonly", Buffer: "readonly", fetch: "readonly", AbortSignal: "readonly", setTimeout: "readonly" },
+      globals: {
+        process: "readonly",
+        console: "readonly",
+        URL: "readonly",
+        Buffer: "readonly",
+        fetch: "readonly",
+        AbortSignal: "readonly",
+        setTimeout: "readonly",
+      },
     },
   },
   {
@@ -28,7 +36,14 @@ export default tseslint.config(
     // Node scripts: test peers (vitest globalSetup) and the local sample app.
     files: ["test/global/**/*.mjs", "examples/**/*.mjs", "scripts/seed-demo.mjs"],
     languageOptions: {
-      globals: { process: "readonly", console: "readonly", URL: "readonly", Buffer: "readonly", setTimeout: "readonly", fetch: "readonly" },
+      globals: {
+        process: "readonly",
+        console: "readonly",
+        URL: "readonly",
+        Buffer: "readonly",
+        setTimeout: "readonly",
+        fetch: "readonly",
+      },
     },
   },
   {

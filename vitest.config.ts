@@ -9,7 +9,9 @@ export default defineConfig(async () => {
       // CI also writes machine-readable results; .ci/run prints the "N passed, N failed" line from them.
       // Logs (structured lines the code under test writes on purpose) are shown for failing tests only.
       silent: "passed-only" as const,
-      reporters: process.env.CI ? ["default", ["json", { outputFile: "artifacts/vitest.json" }] as ["json", object]] : ["default"],
+      reporters: process.env.CI
+        ? ["default", ["json", { outputFile: "artifacts/vitest.json" }] as ["json", object]]
+        : ["default"],
       projects: [
         {
           plugins: [
@@ -53,7 +55,14 @@ export default defineConfig(async () => {
             name: "workers",
             include: ["src/**/*.test.ts", "src/**/*.test.tsx", "test/workers/**/*.test.ts"],
             setupFiles: ["test/setup/apply-migrations.ts"],
-            globalSetup: ["test/global/peers.mjs", "test/global/dns-harness.mjs", "test/global/fakes.mjs", "test/global/dns-zones.mjs", "test/global/oidc.mjs", "test/global/openai-peer.mjs"],
+            globalSetup: [
+              "test/global/peers.mjs",
+              "test/global/dns-harness.mjs",
+              "test/global/fakes.mjs",
+              "test/global/dns-zones.mjs",
+              "test/global/oidc.mjs",
+              "test/global/openai-peer.mjs",
+            ],
           },
         },
         {

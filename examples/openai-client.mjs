@@ -12,10 +12,17 @@ const models = await openai.models.list();
 const model = models.data[0].id;
 console.log("models:", models.data.map((m) => m.id).join(", "));
 
-const completion = await openai.chat.completions.create({ model, messages: [{ role: "user", content: "Hello from the edge" }] });
+const completion = await openai.chat.completions.create({
+  model,
+  messages: [{ role: "user", content: "Hello from the edge" }],
+});
 console.log("completion:", completion.choices[0].message.content);
 
-const stream = await openai.chat.completions.create({ model, messages: [{ role: "user", content: "Stream these words one by one" }], stream: true });
+const stream = await openai.chat.completions.create({
+  model,
+  messages: [{ role: "user", content: "Stream these words one by one" }],
+  stream: true,
+});
 process.stdout.write("stream:");
 for await (const chunk of stream) process.stdout.write(chunk.choices[0]?.delta?.content ?? "");
 process.stdout.write("\n");

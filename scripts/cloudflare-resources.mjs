@@ -16,7 +16,10 @@ if (!section) {
 }
 const flag = `--env ${name}`;
 const lines = [];
-for (const db of section.d1_databases ?? []) lines.push(`npx wrangler d1 create ${db.database_name}   # then put its database_id into [env.${name}] of wrangler.toml`);
+for (const db of section.d1_databases ?? [])
+  lines.push(
+    `npx wrangler d1 create ${db.database_name}   # then put its database_id into [env.${name}] of wrangler.toml`,
+  );
 const queues = new Set();
 for (const producer of section.queues?.producers ?? []) queues.add(producer.queue);
 for (const consumer of section.queues?.consumers ?? []) {

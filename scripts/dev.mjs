@@ -24,9 +24,14 @@ const busy = (port) =>
     socket.once("timeout", () => (socket.destroy(), resolve(false)));
   });
 // Before anything else, so a second start neither seeds into the running one nor ends in a stack.
-for (const [name, value] of [["PORT", port], ["SAMPLE_APP_PORT", samplePort]]) {
+for (const [name, value] of [
+  ["PORT", port],
+  ["SAMPLE_APP_PORT", samplePort],
+]) {
   if (await busy(value)) {
-    console.error(`dev: port ${value} is already in use (another \`npm run dev\`?). Stop it, or choose other ports: PORT=8788 SAMPLE_APP_PORT=8791 npm run dev (${name} is the busy one).`);
+    console.error(
+      `dev: port ${value} is already in use (another \`npm run dev\`?). Stop it, or choose other ports: PORT=8788 SAMPLE_APP_PORT=8791 npm run dev (${name} is the busy one).`,
+    );
     process.exit(1);
   }
 }
@@ -56,10 +61,24 @@ const DEV_USER = { login: "dev", email: "dev@example.test", name: "Dev User" };
 const oidcClient = { client_id: "edge-gateway-dev", client_secret: randomBytes(24).toString("base64url") };
 const oidc = await startOidcProvider({
   accounts: { [DEV_USER.login]: { email: DEV_USER.email, email_verified: true, name: DEV_USER.name } },
-  clients: [{ ...oidcClient, redirect_uris: ["localhost", "127.0.0.1"].map((host) => `http://${host}:${port}/dashboard/oidc/callback`) }],
+  clients: [
+    {
+      ...oidcClient,
+      redirect_uris: ["localhost", "127.0.0.1"].map((host) => `http://${host}:${port}/dashboard/oidc/callback`),
+    },
+  ],
 });
-const oidcVars = ["--var", `OIDC_ISSUER:${oidc.issuer}`, "--var", `OIDC_CLIENT_ID:${oidcClient.client_id}`, "--var", `OIDC_CLIENT_SECRET:${oidcClient.client_secret}`];
-console.log(`dev: people sign in at ${oidc.issuer} (local OpenID provider): "Sign in with single sign-on", login "${DEV_USER.login}" (${DEV_USER.email}).`);
+const oidcVars = [
+  "--var",
+  `OIDC_ISSUER:${oidc.issuer}`,
+  "--var",
+  `OIDC_CLIENT_ID:${oidcClient.client_id}`,
+  "--var",
+  `OIDC_CLIENT_SECRET:${oidcClient.client_secret}`,
+];
+console.log(
+  `dev: people sign in at ${oidc.issuer} (local OpenID provider): "Sign in with single sign-on", login "${DEV_USER.login}" (${DEV_USER.email}).`,
+);
 
 // Custom domains validate offline: the DNS harness (scripts/dns-harness, knot behind dnsdist) is
 // started when nothing answers yet (never restarted: other checkouts may use it), and the gateway is
@@ -76,7 +95,11 @@ try {
 
 const children = [
   spawn(process.execPath, ["examples/sample-app/server.mjs"], { stdio: "inherit", env: { ...env, PORT: samplePort } }),
-  spawn("npx", ["wrangler", "dev", "--port", port, "--test-scheduled", ...dnsVars, ...oidcVars, ...process.argv.slice(2)], { stdio: "inherit", env }),
+  spawn(
+    "npx",
+    ["wrangler", "dev", "--port", port, "--test-scheduled", ...dnsVars, ...oidcVars, ...process.argv.slice(2)],
+    { stdio: "inherit", env },
+  ),
 ];
 const stop = (signal) => children.forEach((child) => child.kill(signal));
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => stop(signal));
@@ -90,9 +113,15 @@ for (const child of children) {
 // Seed the demo once the gateway answers (skip with SEED_DEMO=0).
 if (process.env.SEED_DEMO !== "0") {
   for (let i = 0; i < 120; i++) {
-    const ready = await fetch(`${base}/v2/openapi.json`).then((r) => r.ok, () => false);
+    const ready = await fetch(`${base}/v2/openapi.json`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ready) {
-      spawnSync(process.execPath, ["scripts/seed-demo.mjs", base, adminToken, `http://127.0.0.1:${samplePort}`], { stdio: "inherit", env });
+      spawnSync(process.execPath, ["scripts/seed-demo.mjs", base, adminToken, `http://127.0.0.1:${samplePort}`], {
+        stdio: "inherit",
+        env,
+      });
       await inviteDevUser();
       break;
     }
@@ -105,6 +134,10 @@ async function inviteDevUser() {
   const headers = { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" };
   const projects = await fetch(`${base}/v2/projects?limit=100`, { headers }).then((r) => r.json());
   for (const project of projects.data ?? []) {
-    await fetch(`${base}/v2/projects/${project.project_id}/invites`, { method: "POST", headers, body: JSON.stringify({ email: DEV_USER.email, role: "owner" }) });
+    await fetch(`${base}/v2/projects/${project.project_id}/invites`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ email: DEV_USER.email, role: "owner" }),
+    });
   }
 }

@@ -22,7 +22,13 @@ async function readBody(req) {
 export async function startOidcProvider(options = {}) {
   const accounts = new Map(Object.entries(options.accounts ?? {}));
   const clients = new Map();
-  const addClient = (client) => clients.set(client.client_id, { grant_types: ["authorization_code"], response_types: ["code"], token_endpoint_auth_method: "client_secret_post", ...client });
+  const addClient = (client) =>
+    clients.set(client.client_id, {
+      grant_types: ["authorization_code"],
+      response_types: ["code"],
+      token_endpoint_auth_method: "client_secret_post",
+      ...client,
+    });
   for (const client of options.clients ?? []) addClient(client);
 
   // Clients live here, so a test can register one (with its redirect URI) after the provider started.
@@ -69,19 +75,30 @@ export async function startOidcProvider(options = {}) {
     const login = new URLSearchParams(await readBody(req)).get("login") ?? "";
     const details = await provider.interactionDetails(req, res);
     if (!accounts.has(login)) {
-      await provider.interactionFinished(req, res, { error: "access_denied", error_description: "unknown login" }, { mergeWithLastSubmission: false });
+      await provider.interactionFinished(
+        req,
+        res,
+        { error: "access_denied", error_description: "unknown login" },
+        { mergeWithLastSubmission: false },
+      );
       return;
     }
     // Consent is given with the login: a grant of the scopes the client asked for.
     const grant = new provider.Grant({ accountId: login, clientId: details.params.client_id });
     grant.addOIDCScope(String(details.params.scope));
     const grantId = await grant.save();
-    await provider.interactionFinished(req, res, { login: { accountId: login }, consent: { grantId } }, { mergeWithLastSubmission: false });
+    await provider.interactionFinished(
+      req,
+      res,
+      { login: { accountId: login }, consent: { grantId } },
+      { mergeWithLastSubmission: false },
+    );
   }
 
   async function fixture(req, res, what) {
     const body = JSON.parse((await readBody(req)) || "{}");
-    if (what === "accounts") accounts.set(body.sub, { email: body.email, email_verified: body.email_verified, name: body.name });
+    if (what === "accounts")
+      accounts.set(body.sub, { email: body.email, email_verified: body.email_verified, name: body.name });
     else if (what === "clients") addClient(body);
     else {
       res.writeHead(404).end();
@@ -95,7 +112,11 @@ export async function startOidcProvider(options = {}) {
     const url = new URL(req.url, issuer);
     const step = /^\/interaction\/([\w-]+)$/.exec(url.pathname);
     const fix = /^\/__fixture\/(\w+)$/.exec(url.pathname);
-    const handled = step ? interaction(req, res, step[1]) : fix && req.method === "POST" ? fixture(req, res, fix[1]) : callback(req, res);
+    const handled = step
+      ? interaction(req, res, step[1])
+      : fix && req.method === "POST"
+        ? fixture(req, res, fix[1])
+        : callback(req, res);
     Promise.resolve(handled).catch((error) => {
       if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
       res.end(String(error));

@@ -62,7 +62,8 @@ async function deploy(p, appId, token) {
 let demo = await seededBefore();
 if (demo) {
   for (const app of demo.apps) {
-    if (app.current_deployment?.origin_url !== origin) await deploy(`/v2/projects/${demo.project_id}`, app.app_id, demo.token);
+    if (app.current_deployment?.origin_url !== origin)
+      await deploy(`/v2/projects/${demo.project_id}`, app.app_id, demo.token);
   }
   console.log(`The demo project ${demo.project_id} is already seeded (${STATE}); not seeding another.`);
 } else {
@@ -78,7 +79,9 @@ if (demo) {
   }
   demo = { project_id: project.project_id, token: account.token };
   mkdirSync(dirname(STATE), { recursive: true });
-  writeFileSync(STATE, JSON.stringify({ project_id: demo.project_id, token: demo.token }, null, 2) + "\n", { mode: 0o600 });
+  writeFileSync(STATE, JSON.stringify({ project_id: demo.project_id, token: demo.token }, null, 2) + "\n", {
+    mode: 0o600,
+  });
   console.log(`Seeded project ${demo.project_id}, apps ${Object.keys(APPS).join(" and ")} → ${origin}`);
 }
 const v4 = `${baseUrl}/v4/${demo.project_id}`;

@@ -20,7 +20,10 @@ export function createHttpRouter(deps: Deps) {
   router.route("/v2", createManagementApi());
   router.route(RUN_BASE, createAsyncRunRouter());
   // The dashboard calls the API through this same router, so the API's rules are the dashboard's.
-  router.route(DASHBOARD_BASE, createDashboard((request, env, ctx) => Promise.resolve(router.fetch(request, env, ctx))));
+  router.route(
+    DASHBOARD_BASE,
+    createDashboard((request, env, ctx) => Promise.resolve(router.fetch(request, env, ctx))),
+  );
   installErrorHandling(router);
   return router;
 }

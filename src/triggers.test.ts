@@ -27,7 +27,9 @@ describe("wrangler.toml and the handlers agree", () => {
   it.each(environments)("%s: every queue is produced to and consumed, and has a consumer in code", (_, section) => {
     const consumed = (section.queues?.consumers ?? []).map((c) => c.queue).sort();
     // A dead-letter queue is produced to by the queue it serves, not by a binding.
-    const deadLetters = (section.queues?.consumers ?? []).flatMap((c) => (c.dead_letter_queue ? [c.dead_letter_queue] : []));
+    const deadLetters = (section.queues?.consumers ?? []).flatMap((c) =>
+      c.dead_letter_queue ? [c.dead_letter_queue] : [],
+    );
     const produced = [...(section.queues?.producers ?? []).map((p) => p.queue), ...deadLetters].sort();
     expect(consumed).toEqual(Object.values(QUEUES).sort());
     expect(produced).toEqual(Object.values(QUEUES).sort());
@@ -36,7 +38,9 @@ describe("wrangler.toml and the handlers agree", () => {
 
   it("throws for a cron or queue it does not know", async () => {
     const worker = createWorker(productionDeps);
-    await expect(worker.scheduled(createScheduledController({ cron: "0 0 * * *" }), env, createExecutionContext())).rejects.toThrow(/No handler for cron/);
+    await expect(
+      worker.scheduled(createScheduledController({ cron: "0 0 * * *" }), env, createExecutionContext()),
+    ).rejects.toThrow(/No handler for cron/);
     const batch = createMessageBatch("unknown-queue", [{ id: "1", timestamp: new Date(), attempts: 1, body: {} }]);
     await expect(worker.queue(batch, env, createExecutionContext())).rejects.toThrow(/No consumer for queue/);
   });

@@ -62,7 +62,9 @@ export function createWorker(deps: Deps) {
       if (!handler) throw new Error(`No consumer for queue '${batch.queue}'; wrangler.toml and QUEUES disagree.`);
       const scope = createScope(env, ctx, deps);
       try {
-        await logInvocation({ request_id: scope.requestId, queue: batch.queue, messages: batch.messages.length }, () => handler(batch, scope));
+        await logInvocation({ request_id: scope.requestId, queue: batch.queue, messages: batch.messages.length }, () =>
+          handler(batch, scope),
+        );
       } finally {
         // Runs recorded here (async runs) leave with the invocation instead of holding it open.
         sendHeldNow(env, ctx);

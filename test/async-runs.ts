@@ -29,19 +29,40 @@ export interface RunView {
 export async function startAsync(
   api: Client,
   app: { runPath: string; token: string },
-  options: { query?: string; body?: unknown; rawBody?: string | Uint8Array; method?: string; headers?: Record<string, string>; token?: string } = {},
+  options: {
+    query?: string;
+    body?: unknown;
+    rawBody?: string | Uint8Array;
+    method?: string;
+    headers?: Record<string, string>;
+    token?: string;
+  } = {},
 ) {
   const capture = capturingQueue();
   const method = options.method ?? "POST";
-  const headers: Record<string, string> = { ...(method === "POST" ? { "Content-Type": "application/json" } : {}), ...options.headers };
-  const response = await callWith(api, { ASYNC_RUN_QUEUE: capture.queue }, `${app.runPath}?async=true${options.query ? `&${options.query}` : ""}`, {
-    method,
-    token: options.token ?? app.token,
-    headers,
-    body: method === "POST" ? (options.rawBody ?? JSON.stringify(options.body ?? { inputs: { n: 1 } })) : undefined,
-  });
+  const headers: Record<string, string> = {
+    ...(method === "POST" ? { "Content-Type": "application/json" } : {}),
+    ...options.headers,
+  };
+  const response = await callWith(
+    api,
+    { ASYNC_RUN_QUEUE: capture.queue },
+    `${app.runPath}?async=true${options.query ? `&${options.query}` : ""}`,
+    {
+      method,
+      token: options.token ?? app.token,
+      headers,
+      body: method === "POST" ? (options.rawBody ?? JSON.stringify(options.body ?? { inputs: { n: 1 } })) : undefined,
+    },
+  );
   const text = await response.text();
-  return { response, text, body: (text ? JSON.parse(text) : null) as Accepted & Record<string, unknown>, message: capture.sent[0] as AsyncRunMessage | undefined, sent: capture.sent };
+  return {
+    response,
+    text,
+    body: (text ? JSON.parse(text) : null) as Accepted & Record<string, unknown>,
+    message: capture.sent[0] as AsyncRunMessage | undefined,
+    sent: capture.sent,
+  };
 }
 
 let ids = 0;
@@ -53,15 +74,26 @@ let ids = 0;
 export async function consume(
   api: Client,
   message: unknown,
-  options: { id?: string; attempts?: number; deps?: Partial<Deps>; bindings?: Partial<Record<keyof Env, unknown>> } = {},
+  options: {
+    id?: string;
+    attempts?: number;
+    deps?: Partial<Deps>;
+    bindings?: Partial<Record<keyof Env, unknown>>;
+  } = {},
 ) {
   const deliveries = capturingQueue();
   const { queue: consumer } = createWorker(testDeps({ now: api.clock.now, ...options.deps }));
-  const batch = createMessageBatch(QUEUES.asyncRuns, [{ id: options.id ?? `arm-${ids++}`, timestamp: api.clock.now(), attempts: options.attempts ?? 1, body: message }]);
+  const batch = createMessageBatch(QUEUES.asyncRuns, [
+    { id: options.id ?? `arm-${ids++}`, timestamp: api.clock.now(), attempts: options.attempts ?? 1, body: message },
+  ]);
   const ctx = createExecutionContext();
   await consumer(batch, { ...env, WEBHOOK_QUEUE: deliveries.queue, ...options.bindings } as Env, ctx);
   const result = await getQueueResult(batch, ctx);
-  return { acked: result.explicitAcks.length === 1, retried: result.retryMessages.length === 1, deliveries: deliveries.sent };
+  return {
+    acked: result.explicitAcks.length === 1,
+    retried: result.retryMessages.length === 1,
+    deliveries: deliveries.sent,
+  };
 }
 
 /** `GET` of a run's status URL: the parsed view, and the raw bytes of its `result` (it is the last member). */
@@ -69,7 +101,11 @@ export async function poll(api: Client, statusUrl: string, token: string) {
   const response = await api.call(new URL(statusUrl).pathname, { token });
   const text = await response.text();
   const at = text.indexOf(',"result":');
-  return { status: response.status, body: JSON.parse(text) as RunView & Record<string, unknown>, rawResult: at === -1 ? null : text.slice(at + 10, -1) };
+  return {
+    status: response.status,
+    body: JSON.parse(text) as RunView & Record<string, unknown>,
+    rawResult: at === -1 ? null : text.slice(at + 10, -1),
+  };
 }
 
 /** An outbound fetch that counts upstream calls and can hold them until released. */

@@ -31,19 +31,30 @@ export function world(overrides: Partial<Deps> = {}) {
   const api = client({ resolver: () => resolver, ...overrides });
   const worker = createWorker(testDeps({ now: api.clock.now, resolver: () => resolver, ...overrides }));
   const sent: ValidationMessage[] = [];
-  const queue = { sendBatch: async (batch: { body: ValidationMessage }[]) => void sent.push(...batch.map((m) => m.body)) };
+  const queue = {
+    sendBatch: async (batch: { body: ValidationMessage }[]) => void sent.push(...batch.map((m) => m.body)),
+  };
   const testEnv = { ...env, DOMAIN_QUEUE: queue as unknown as Queue<unknown> };
 
   /** One cron run; by default the domain cron, scheduled for the clock's time (a late run passes an earlier one). */
   async function cron(run: { scheduledTime?: number; cron?: string } = {}) {
     const ctx = createExecutionContext();
-    await worker.scheduled(createScheduledController({ cron: run.cron ?? CRONS.domainValidation, scheduledTime: run.scheduledTime ?? api.clock.now().getTime() }), testEnv, ctx);
+    await worker.scheduled(
+      createScheduledController({
+        cron: run.cron ?? CRONS.domainValidation,
+        scheduledTime: run.scheduledTime ?? api.clock.now().getTime(),
+      }),
+      testEnv,
+      ctx,
+    );
   }
   /** Delivers what the cron queued, in batches of the configured size, as the Queues service would. */
   async function drainQueue() {
     const results = [];
     while (sent.length > 0) {
-      const messages = sent.splice(0, CHECKS_PER_QUEUE_BATCH).map((body, i) => ({ id: `m-${uniqueLabel()}-${i}`, timestamp: api.clock.now(), attempts: 1, body }));
+      const messages = sent
+        .splice(0, CHECKS_PER_QUEUE_BATCH)
+        .map((body, i) => ({ id: `m-${uniqueLabel()}-${i}`, timestamp: api.clock.now(), attempts: 1, body }));
       const batch = createMessageBatch<unknown>(QUEUES.domainValidations, messages);
       const ctx = createExecutionContext();
       await worker.queue(batch, testEnv, ctx);
@@ -58,6 +69,10 @@ export function world(overrides: Partial<Deps> = {}) {
 export const HALF_HOUR = 30 * 60 * 1000;
 
 export async function read(api: ReturnType<typeof client>, seed: { projectId: string; token: string }, name: string) {
-  return (await api.json<Record<string, unknown> & { status: string; last_error: { code: string } | null }>(`/v2/projects/${seed.projectId}/domains/${name}`, { token: seed.token })).body;
+  return (
+    await api.json<Record<string, unknown> & { status: string; last_error: { code: string } | null }>(
+      `/v2/projects/${seed.projectId}/domains/${name}`,
+      { token: seed.token },
+    )
+  ).body;
 }
-

@@ -19,7 +19,9 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
       const name = pair.slice(0, pair.indexOf("="));
       const value = pair.slice(pair.indexOf("=") + 1);
       // Only a deletion (Max-Age=0, or an expiry at the epoch) removes a cookie: the tests' clocks are not the real one.
-      const expired = attributes.some((a) => /^\s*max-age=0\s*$/i.test(a) || (/^\s*expires=/i.test(a) && Date.parse(a.split("=")[1]!) <= 0));
+      const expired = attributes.some(
+        (a) => /^\s*max-age=0\s*$/i.test(a) || (/^\s*expires=/i.test(a) && Date.parse(a.split("=")[1]!) <= 0),
+      );
       if (!value || expired) jar.delete(name);
       else jar.set(name, value);
     }
@@ -34,12 +36,22 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
     return { status: response.status, html, headers: response.headers };
   }
 
-  async function post(path: string, fields: Record<string, string | string[]>, extra: { csrf?: string | null; origin?: string | null } = {}) {
+  async function post(
+    path: string,
+    fields: Record<string, string | string[]>,
+    extra: { csrf?: string | null; origin?: string | null } = {},
+  ) {
     // A list is a repeated field, as a form's checkboxes send it.
-    const form = new URLSearchParams(Object.entries(fields).flatMap(([name, value]) => (Array.isArray(value) ? value : [value]).map((v) => [name, v])));
+    const form = new URLSearchParams(
+      Object.entries(fields).flatMap(([name, value]) => (Array.isArray(value) ? value : [value]).map((v) => [name, v])),
+    );
     const token = extra.csrf === undefined ? csrf : extra.csrf;
     if (token !== null) form.set("_csrf", token);
-    const headers: Record<string, string> = { Cookie: cookieHeader(), "Content-Type": "application/x-www-form-urlencoded", "CF-Connecting-IP": ip };
+    const headers: Record<string, string> = {
+      Cookie: cookieHeader(),
+      "Content-Type": "application/x-www-form-urlencoded",
+      "CF-Connecting-IP": ip,
+    };
     const origin = extra.origin === undefined ? (options.origin === undefined ? ORIGIN : options.origin) : extra.origin;
     if (origin !== null) headers.Origin = origin;
     const response = await api.call(path, { method: "POST", token: null, headers, rawBody: form.toString() });
@@ -67,7 +79,8 @@ export function visitor(api: Client, options: { ip?: string; origin?: string | n
     },
     set cookie(value: string) {
       jar.clear();
-      for (const pair of value.split(/;\s*/)) if (pair.includes("=")) jar.set(pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1));
+      for (const pair of value.split(/;\s*/))
+        if (pair.includes("=")) jar.set(pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1));
     },
     get csrf() {
       return csrf;

@@ -59,7 +59,13 @@ export function platformOutbound(cap = 6): Outbound & { sent: Sent[]; maxOpen: (
 }
 
 /** Queue messages of deliveries of `bodies` to `endpoint` (records written as the run path writes them). */
-export async function deliveryMessages(api: Client, projectId: string, endpoint: string, bodies: string[], secret?: string): Promise<DeliveryMessage[]> {
+export async function deliveryMessages(
+  api: Client,
+  projectId: string,
+  endpoint: string,
+  bodies: string[],
+  secret?: string,
+): Promise<DeliveryMessage[]> {
   const capture = capturingQueue();
   const queueEnv = { ...env, WEBHOOK_QUEUE: capture.queue };
   const scope = createScope(queueEnv, createExecutionContext(), testDeps({ now: api.clock.now }));
@@ -78,7 +84,11 @@ let ids = 0;
  * malformed message is dropped as the consumer drops it. `explicitAcks` are the deliveries that ended,
  * `retryMessages` those the lane would run again.
  */
-export async function consume(api: Client, messages: unknown[], options: { deps?: Partial<Deps>; env?: Record<string, unknown>; budget?: Semaphore; writes?: StatementGroup } = {}) {
+export async function consume(
+  api: Client,
+  messages: unknown[],
+  options: { deps?: Partial<Deps>; env?: Record<string, unknown>; budget?: Semaphore; writes?: StatementGroup } = {},
+) {
   const pauses: number[] = [];
   const deps: Deps = testDeps({
     now: api.clock.now,
@@ -134,18 +144,33 @@ export async function until<T>(probe: () => Promise<T>, done: (value: T) => bool
 }
 
 export async function deliveryRow(id: string) {
-  return env.DB.prepare("SELECT status, attempt_count, last_status_code, last_error, body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?")
+  return env.DB.prepare(
+    "SELECT status, attempt_count, last_status_code, last_error, body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?",
+  )
     .bind(id)
-    .first<{ status: string; attempt_count: number; last_status_code: number | null; last_error: string | null; body: string | null; body_key: string | null; sealed_secret: string | null; body_purged_at: number | null }>();
+    .first<{
+      status: string;
+      attempt_count: number;
+      last_status_code: number | null;
+      last_error: string | null;
+      body: string | null;
+      body_key: string | null;
+      sealed_secret: string | null;
+      body_purged_at: number | null;
+    }>();
 }
 
 export async function attemptRows(id: string) {
-  const { results } = await env.DB.prepare("SELECT attempt, status_code, error, duration_ms, outcome FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt").bind(id).all<{
-    attempt: number;
-    status_code: number | null;
-    error: string | null;
-    duration_ms: number;
-    outcome: string;
-  }>();
+  const { results } = await env.DB.prepare(
+    "SELECT attempt, status_code, error, duration_ms, outcome FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt",
+  )
+    .bind(id)
+    .all<{
+      attempt: number;
+      status_code: number | null;
+      error: string | null;
+      duration_ms: number;
+      outcome: string;
+    }>();
   return results;
 }

@@ -21,7 +21,8 @@ export const TARGET = "proxy.aws.us-east-1.service.test";
 export const TARGET_ADDRESSES = ["192.0.2.10", "192.0.2.11", "2001:db8::10"];
 
 /** The Cloudflare for SaaS client, pointed at the local fake. */
-export const fakeCloudflare = () => new CloudflareCustomHostnames({ ...TEST_CLOUDFLARE, baseUrl: `${env.TEST_FAKES_URL}/client/v4` });
+export const fakeCloudflare = () =>
+  new CloudflareCustomHostnames({ ...TEST_CLOUDFLARE, baseUrl: `${env.TEST_FAKES_URL}/client/v4` });
 
 export async function cloudflareCalls(): Promise<string[]> {
   return (await fetch(`${env.TEST_FAKES_URL}/__log`)).json();
@@ -59,7 +60,12 @@ export const targetZone: Zone = {
   },
 };
 
-export async function addDomain(api: Client, seed: { projectId: string; token: string }, domain: string, region = "us-east-1") {
+export async function addDomain(
+  api: Client,
+  seed: { projectId: string; token: string },
+  domain: string,
+  region = "us-east-1",
+) {
   return api.json<Record<string, unknown> & { status: string; last_error: { code: string; message: string } | null }>(
     `/v2/projects/${seed.projectId}/domains`,
     { method: "POST", token: seed.token, body: { domain, region } },
@@ -80,8 +86,14 @@ export const ZONE = "zones.test";
 export const zonesResolver = () => new DohResolver(env.TEST_ZONES_DOH_URL);
 
 /** Sets (or with no records, removes) a name's records in the private harness; knot serves them on return. */
-export async function setRecords(name: string, ...records: { type: "A" | "AAAA" | "CNAME" | "TXT" | "CAA"; data: string }[]) {
-  const response = await fetch(`${env.TEST_ZONES_URL}/names/${name}`, records.length ? { method: "PUT", body: JSON.stringify(records) } : { method: "DELETE" });
+export async function setRecords(
+  name: string,
+  ...records: { type: "A" | "AAAA" | "CNAME" | "TXT" | "CAA"; data: string }[]
+) {
+  const response = await fetch(
+    `${env.TEST_ZONES_URL}/names/${name}`,
+    records.length ? { method: "PUT", body: JSON.stringify(records) } : { method: "DELETE" },
+  );
   if (!response.ok) throw new Error(`setRecords ${name}: ${response.status} ${await response.text()}`);
 }
 

@@ -43,7 +43,8 @@ export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
   const domainQueue: { body: unknown; options?: QueueSendOptions }[] = [];
   const capture = {
     send: async (body: unknown, options?: QueueSendOptions) => void domainQueue.push({ body, options }),
-    sendBatch: async (messages: Iterable<MessageSendRequest>) => void domainQueue.push(...[...messages].map((m) => ({ body: m.body }))),
+    sendBatch: async (messages: Iterable<MessageSendRequest>) =>
+      void domainQueue.push(...[...messages].map((m) => ({ body: m.body }))),
   } as unknown as Queue<unknown>;
   const testEnv = { ...env, DOMAIN_QUEUE: capture, ...bindings };
   async function call(path: string, options: CallOptions = {}) {
@@ -54,13 +55,20 @@ export function client(deps: Partial<Deps> = {}, bindings: Partial<Env> = {}) {
       body = JSON.stringify(options.body);
       if (!headers.has("Content-Type")) headers.set("Content-Type", "application/json");
     }
-    const request = new Request(`http://${options.host ?? "localhost"}${path}`, { method: options.method ?? "GET", headers, body });
+    const request = new Request(`http://${options.host ?? "localhost"}${path}`, {
+      method: options.method ?? "GET",
+      headers,
+      body,
+    });
     const ctx = createExecutionContext();
     const response = await worker.fetch(request, testEnv, ctx);
     await waitOnExecutionContext(ctx);
     return response;
   }
-  async function json<T = Record<string, unknown>>(path: string, options: CallOptions = {}): Promise<{ status: number; body: T; headers: Headers }> {
+  async function json<T = Record<string, unknown>>(
+    path: string,
+    options: CallOptions = {},
+  ): Promise<{ status: number; body: T; headers: Headers }> {
     const response = await call(path, options);
     const text = await response.text();
     return { status: response.status, body: (text ? JSON.parse(text) : null) as T, headers: response.headers };
@@ -78,7 +86,10 @@ const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${(coun
  * token has every scope, so tests of other things need not think about scopes; scope tests make their own.
  */
 export async function seedProject(api: Client, options: { appName?: string; runtime?: "cortex" | "custom" } = {}) {
-  const project = await api.json<{ project_id: string }>("/v2/projects", { method: "POST", body: { name: unique("project") } });
+  const project = await api.json<{ project_id: string }>("/v2/projects", {
+    method: "POST",
+    body: { name: unique("project") },
+  });
   if (project.status !== 201) throw new Error(`seed project: ${JSON.stringify(project.body)}`);
   const projectId = project.body.project_id;
   const expires = new Date(api.clock.now().getTime() + 30 * 24 * 3600 * 1000).toISOString();
@@ -97,10 +108,13 @@ export async function seedProject(api: Client, options: { appName?: string; runt
 }
 
 export async function seedBuild(api: Client, seed: { projectId: string; appId: string; token: string }) {
-  const build = await api.json<{ build_id: string; status: string }>(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds`, {
-    method: "POST",
-    token: seed.token,
-  });
+  const build = await api.json<{ build_id: string; status: string }>(
+    `/v2/projects/${seed.projectId}/apps/${seed.appId}/builds`,
+    {
+      method: "POST",
+      token: seed.token,
+    },
+  );
   if (build.status !== 201) throw new Error(`seed build: ${JSON.stringify(build.body)}`);
   return build.body.build_id;
 }

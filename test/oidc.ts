@@ -17,14 +17,23 @@ export const OTHER_ISSUER = env.TEST_OIDC_OTHER_ISSUER;
 let accounts = 0;
 
 /** A new account at a provider (a fresh subject each call), with the claims it releases. */
-export async function addAccount(claims: { email?: string; email_verified?: boolean; name?: string }, issuer = ISSUER): Promise<string> {
+export async function addAccount(
+  claims: { email?: string; email_verified?: boolean; name?: string },
+  issuer = ISSUER,
+): Promise<string> {
   const sub = `user-${Date.now().toString(36)}-${(accounts++).toString(36)}`;
-  const response = await fetch(`${issuer}/__fixture/accounts`, { method: "POST", body: JSON.stringify({ sub, ...claims }) });
+  const response = await fetch(`${issuer}/__fixture/accounts`, {
+    method: "POST",
+    body: JSON.stringify({ sub, ...claims }),
+  });
   if (response.status !== 204) throw new Error(`add account: ${response.status}`);
   return sub;
 }
 
-export async function addClient(client: { client_id: string; client_secret: string; redirect_uris: string[] }, issuer = ISSUER) {
+export async function addClient(
+  client: { client_id: string; client_secret: string; redirect_uris: string[] },
+  issuer = ISSUER,
+) {
   const response = await fetch(`${issuer}/__fixture/clients`, { method: "POST", body: JSON.stringify(client) });
   if (response.status !== 204) throw new Error(`add client: ${response.status}`);
 }

@@ -27,11 +27,18 @@ export interface Operation {
 /** Every operation of the management API's OpenAPI document. */
 export async function documentOperations(api: Client): Promise<Operation[]> {
   type Op = { security?: { bearerAuth: string[] }[]; servers?: { url: string }[]; "x-required-role"?: string };
-  const spec = (await api.json<{ paths: Record<string, Record<string, Op>> }>("/v2/openapi.json", { token: null })).body;
+  const spec = (await api.json<{ paths: Record<string, Record<string, Op>> }>("/v2/openapi.json", { token: null }))
+    .body;
   return Object.entries(spec.paths).flatMap(([template, methods]) =>
     Object.entries(methods)
       .filter(([method]) => ["get", "post", "put", "patch", "delete"].includes(method))
-      .map(([method, op]) => ({ method, template, scopes: op.security?.flatMap((s) => s.bearerAuth) ?? [], base: op.servers?.[0]?.url ?? "/v2", role: op["x-required-role"] })),
+      .map(([method, op]) => ({
+        method,
+        template,
+        scopes: op.security?.flatMap((s) => s.bearerAuth) ?? [],
+        base: op.servers?.[0]?.url ?? "/v2",
+        role: op["x-required-role"],
+      })),
   );
 }
 
@@ -41,7 +48,14 @@ export async function projectWithEverything(api: Client) {
   const seed = await seedRunnable(api, undefined, "custom");
   const buildId = await seedBuild(api, seed);
   const domain = `${unique("ops")}.example.org`;
-  expect((await api.json(`/v2/projects/${seed.projectId}/domains`, { method: "POST", body: { domain, region: "us-east-1" } })).status).toBe(201);
+  expect(
+    (
+      await api.json(`/v2/projects/${seed.projectId}/domains`, {
+        method: "POST",
+        body: { domain, region: "us-east-1" },
+      })
+    ).status,
+  ).toBe(201);
   const victim = await api.json<{ id: string }>(`/v2/projects/${seed.projectId}/service-accounts`, {
     method: "POST",
     body: { name: "victim", expires_at: inDays(api, 5), scopes: ["builds:read"] },
@@ -53,9 +67,14 @@ export async function projectWithEverything(api: Client) {
     await api.json(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email, role } });
     await person(api, { email });
   }
-  const members = await api.json<{ data: { member_id: string; role: string }[] }>(`/v2/projects/${seed.projectId}/members`);
+  const members = await api.json<{ data: { member_id: string; role: string }[] }>(
+    `/v2/projects/${seed.projectId}/members`,
+  );
   const outsider = await person(api);
-  const invite = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email: `${unique("invited")}@example.test`, role: "viewer" } });
+  const invite = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, {
+    method: "POST",
+    body: { email: `${unique("invited")}@example.test`, role: "viewer" },
+  });
   // A settled webhook delivery whose body is kept, so it can be resent.
   const deliveryId = newId("whd");
   const at = api.clock.now().getTime();
@@ -109,6 +128,7 @@ export function writeBody(api: Client, op: Operation, scopes?: string[], values:
   if (template === "/projects") return { name: unique("project") };
   if (template.endsWith("/apps")) return { name: unique("app"), region: "us-east-1", runtime: "cortex" };
   if (template.endsWith("/domains")) return { domain: `${unique("new")}.example.org`, region: "us-east-1" };
-  if (template.endsWith("/service-accounts")) return { name: unique("minted"), expires_at: inDays(api, 7), ...(scopes ? { scopes } : {}) };
+  if (template.endsWith("/service-accounts"))
+    return { name: unique("minted"), expires_at: inDays(api, 7), ...(scopes ? { scopes } : {}) };
   return undefined;
 }

@@ -41,7 +41,11 @@ export interface ReceivedRequest {
 let counter = 0;
 
 /** A fresh receiver that answers with `responses` in order (the last repeats); its URL. */
-export async function receiver(responses: ReceiverAnswer[] = [{ status: 200 }], secret?: string, origin = PEER): Promise<{ url: string; key: string }> {
+export async function receiver(
+  responses: ReceiverAnswer[] = [{ status: 200 }],
+  secret?: string,
+  origin = PEER,
+): Promise<{ url: string; key: string }> {
   const key = `r${Date.now().toString(36)}${(counter++).toString(36)}`;
   const res = await fetch(`${PEER}/scenarios/${key}`, { method: "POST", body: JSON.stringify({ responses, secret }) });
   if (!res.ok) throw new Error(`peer scenario: ${res.status}`);
@@ -64,7 +68,8 @@ export interface WatchState {
   closed: boolean;
   chunks: number;
 }
-export const releaseStream = async (key: string): Promise<WatchState> => (await fetch(`${PEER}/release/${key}`, { method: "POST" })).json();
+export const releaseStream = async (key: string): Promise<WatchState> =>
+  (await fetch(`${PEER}/release/${key}`, { method: "POST" })).json();
 export const watchState = async (key: string): Promise<WatchState> => (await fetch(`${PEER}/watch/${key}`)).json();
 /** Answers once the watched call's connection closed before the peer finished (or after 10 s, `closed: false`). */
 export const whenClosed = async (key: string): Promise<WatchState> => (await fetch(`${PEER}/closed/${key}`)).json();

@@ -17,19 +17,35 @@ let people = 0;
  * A person as their sign-in leaves them (a user row, their invites claimed), without the provider
  * round trip: for tests about roles. The sign-in itself is tested in src/dashboard/sign-in-oidc.test.ts.
  */
-export async function person(api: Client, claims: { email?: string; verified?: boolean; name?: string } = {}): Promise<User> {
+export async function person(
+  api: Client,
+  claims: { email?: string; verified?: boolean; name?: string } = {},
+): Promise<User> {
   const n = people++;
   const db = createDb(env.DB);
   const now = api.clock.now();
   const email = claims.email ?? `person-${Date.now().toString(36)}-${n}@example.test`;
-  const user = await upsertUser(db, { issuer: ISSUER, subject: `sub-${Date.now().toString(36)}-${n}`, email, emailVerified: claims.verified ?? true, name: claims.name ?? null }, now);
+  const user = await upsertUser(
+    db,
+    {
+      issuer: ISSUER,
+      subject: `sub-${Date.now().toString(36)}-${n}`,
+      email,
+      emailVerified: claims.verified ?? true,
+      name: claims.name ?? null,
+    },
+    now,
+  );
   await claimInvites(db, user, now);
   return user;
 }
 
 /** The management API called as `user`, the way the dashboard calls it for them (in-process). */
 export function asPerson(api: Client, user: Pick<User, "id" | "email">) {
-  return async function json<T = Record<string, unknown>>(path: string, options: { method?: string; body?: unknown } = {}) {
+  return async function json<T = Record<string, unknown>>(
+    path: string,
+    options: { method?: string; body?: unknown } = {},
+  ) {
     const request = new Request(`http://localhost${path}`, {
       method: options.method ?? "GET",
       headers: options.body === undefined ? {} : { "Content-Type": "application/json" },
@@ -46,8 +62,14 @@ export function asPerson(api: Client, user: Pick<User, "id" | "email">) {
 
 /** A project whose owner is `owner` (invited by the operator, claimed at sign-in). */
 export async function projectOwnedBy(api: Client, ownerEmail: string) {
-  const project = await api.json<{ project_id: string }>("/v2/projects", { method: "POST", body: { name: `people-${people++}` } });
-  const invite = await api.json(`/v2/projects/${project.body.project_id}/invites`, { method: "POST", body: { email: ownerEmail, role: "owner" } });
+  const project = await api.json<{ project_id: string }>("/v2/projects", {
+    method: "POST",
+    body: { name: `people-${people++}` },
+  });
+  const invite = await api.json(`/v2/projects/${project.body.project_id}/invites`, {
+    method: "POST",
+    body: { email: ownerEmail, role: "owner" },
+  });
   if (invite.status !== 201) throw new Error(`invite: ${JSON.stringify(invite.body)}`);
   return project.body.project_id;
 }

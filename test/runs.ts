@@ -5,11 +5,19 @@ import { seedBuild, seedProject } from "./helpers";
 import { PEER } from "./peers";
 
 /** Gives the seeded app a succeeded build whose deployment serves at `originUrl`. */
-export async function deploy(api: Client, seed: { projectId: string; appId: string; token: string }, originUrl: string) {
+export async function deploy(
+  api: Client,
+  seed: { projectId: string; appId: string; token: string },
+  originUrl: string,
+) {
   const buildId = await seedBuild(api, seed);
   const path = `/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${buildId}`;
   await api.json(path, { method: "PATCH", token: seed.token, body: { status: "building" } });
-  const done = await api.json(path, { method: "PATCH", token: seed.token, body: { status: "succeeded", origin_url: originUrl } });
+  const done = await api.json(path, {
+    method: "PATCH",
+    token: seed.token,
+    body: { status: "succeeded", origin_url: originUrl },
+  });
   if (done.status !== 200) throw new Error(`deploy: ${JSON.stringify(done.body)}`);
   return buildId;
 }
@@ -20,19 +28,37 @@ let apps = 0;
  * A project with an app (`cortex` unless said) deployed at the peer's echo upstream (or `origin`), and
  * its run path (`…/run`; `appPath` is `/v4/{project_id}/{app_name}`, for other paths).
  */
-export async function seedRunnable(api: Client, origin = `${PEER}/upstream/echo`, runtime: "cortex" | "custom" = "cortex") {
+export async function seedRunnable(
+  api: Client,
+  origin = `${PEER}/upstream/echo`,
+  runtime: "cortex" | "custom" = "cortex",
+) {
   const seed = await seedProject(api, { appName: `app-${(apps++).toString(36)}`, runtime });
   await deploy(api, seed, origin);
   const appName = seed.appId.slice(seed.projectId.length + 1);
-  return { ...seed, appName, appPath: `/v4/${seed.projectId}/${appName}`, runPath: `/v4/${seed.projectId}/${appName}/run` };
+  return {
+    ...seed,
+    appName,
+    appPath: `/v4/${seed.projectId}/${appName}`,
+    runPath: `/v4/${seed.projectId}/${appName}/run`,
+  };
 }
 
 /** Calls `api.app` with bindings or settings replaced (a shorter timeout, a counting D1, a failing queue). */
-export async function callWith(api: Client, overrides: Partial<Record<keyof Env, unknown>>, path: string, init: RequestInit & { token?: string } = {}) {
+export async function callWith(
+  api: Client,
+  overrides: Partial<Record<keyof Env, unknown>>,
+  path: string,
+  init: RequestInit & { token?: string } = {},
+) {
   const headers = new Headers(init.headers);
   if (init.token) headers.set("Authorization", `Bearer ${init.token}`);
   const ctx = createExecutionContext();
-  const response = await api.worker.fetch(new Request(`http://localhost${path}`, { ...init, headers }), { ...env, ...overrides } as Env, ctx);
+  const response = await api.worker.fetch(
+    new Request(`http://localhost${path}`, { ...init, headers }),
+    { ...env, ...overrides } as Env,
+    ctx,
+  );
   await waitOnExecutionContext(ctx);
   return response;
 }
@@ -60,7 +86,9 @@ export function countingRoundTrips(d1: D1Database) {
       get(target, prop) {
         const value = Reflect.get(target, prop, target) as unknown;
         if (typeof value !== "function") return value;
-        if (prop === "bind") return (...args: unknown[]) => statement((value as (...a: unknown[]) => D1PreparedStatement).apply(target, args));
+        if (prop === "bind")
+          return (...args: unknown[]) =>
+            statement((value as (...a: unknown[]) => D1PreparedStatement).apply(target, args));
         if (prop === "all" || prop === "run" || prop === "raw" || prop === "first") trips++;
         return (value as (...a: unknown[]) => unknown).bind(target);
       },

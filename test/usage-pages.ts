@@ -15,8 +15,16 @@ export async function projectWithRuns(api: Client) {
     body: { name: `${ok.appName}-broken`, region: "us-east-1", runtime: "cortex" },
   });
   if (created.status !== 201) throw new Error(`seed app: ${JSON.stringify(created.body)}`);
-  await deploy(api, { projectId: ok.projectId, appId: created.body.app_id, token: ok.token }, `${PEER}/upstream/echo?status=500`);
-  const broken = { appId: created.body.app_id, appName: created.body.name, runPath: `/v4/${ok.projectId}/${created.body.name}/run` };
+  await deploy(
+    api,
+    { projectId: ok.projectId, appId: created.body.app_id, token: ok.token },
+    `${PEER}/upstream/echo?status=500`,
+  );
+  const broken = {
+    appId: created.body.app_id,
+    appName: created.body.name,
+    runPath: `/v4/${ok.projectId}/${created.body.name}/run`,
+  };
   async function run(app: { runPath: string }, n: number) {
     const ids: string[] = [];
     for (let i = 0; i < n; i++) {

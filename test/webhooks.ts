@@ -18,12 +18,17 @@ export async function runWithWebhook(
   const capture = capturingQueue();
   const headers: Record<string, string> = { "Content-Type": "application/json" };
   if (options.secret !== undefined) headers["X-Webhook-Secret"] = options.secret;
-  const response = await callWith(api, { WEBHOOK_QUEUE: capture.queue }, `${app.runPath}?${options.query ?? ""}&webhookEndpoint=${encodeURIComponent(endpoint)}`, {
-    method: "POST",
-    token: app.token,
-    headers,
-    body: JSON.stringify(options.body ?? { inputs: { n: 1 } }),
-  });
+  const response = await callWith(
+    api,
+    { WEBHOOK_QUEUE: capture.queue },
+    `${app.runPath}?${options.query ?? ""}&webhookEndpoint=${encodeURIComponent(endpoint)}`,
+    {
+      method: "POST",
+      token: app.token,
+      headers,
+      body: JSON.stringify(options.body ?? { inputs: { n: 1 } }),
+    },
+  );
   return { response, text: await response.text(), messages: capture.sent };
 }
 
@@ -33,7 +38,12 @@ export async function runWithWebhook(
  * counted, the pauses asked for (seconds) and whether the delivery ended (`acked`) or would be run
  * again by its lane (`retried`). The lanes themselves, behind the real queue, are lanes.test.ts's.
  */
-export async function drive(api: Client, message: unknown, overrides: Partial<Record<string, unknown>> = {}, deps: Partial<Deps> = {}) {
+export async function drive(
+  api: Client,
+  message: unknown,
+  overrides: Partial<Record<string, unknown>> = {},
+  deps: Partial<Deps> = {},
+) {
   const delays: number[] = [];
   const sleep = async (ms: number) => {
     delays.push(Math.round(ms / 1000));
@@ -46,10 +56,18 @@ export async function drive(api: Client, message: unknown, overrides: Partial<Re
   const id = (message as { id?: string }).id;
   let end: DeliveryEnd = { kind: "settled" };
   if (parsed.success) {
-    const scope = createScope({ ...env, ...overrides } as Env, createExecutionContext(), testDeps({ now: api.clock.now, sleep, ...deps }));
+    const scope = createScope(
+      { ...env, ...overrides } as Env,
+      createExecutionContext(),
+      testDeps({ now: api.clock.now, sleep, ...deps }),
+    );
     end = await deliver(newDeliveryContext(scope), parsed.data);
   }
-  const row = id ? await env.DB.prepare("SELECT attempt_count AS n FROM webhook_deliveries WHERE id = ?").bind(id).first<{ n: number }>() : null;
+  const row = id
+    ? await env.DB.prepare("SELECT attempt_count AS n FROM webhook_deliveries WHERE id = ?")
+        .bind(id)
+        .first<{ n: number }>()
+    : null;
   return { attempts: row?.n ?? 0, delays, acked: end.kind === "settled", retried: end.kind === "interrupted" };
 }
 
@@ -68,6 +86,8 @@ export interface DeliveryJson {
 }
 
 export async function deliveriesOf(api: Client, projectId: string, runId: string) {
-  const { body } = await api.json<{ data: DeliveryJson[] }>(`/v2/projects/${projectId}/webhook-deliveries?run_id=${runId}`);
+  const { body } = await api.json<{ data: DeliveryJson[] }>(
+    `/v2/projects/${projectId}/webhook-deliveries?run_id=${runId}`,
+  );
   return body.data;
 }

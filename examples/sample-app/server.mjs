@@ -93,22 +93,39 @@ function png(seed) {
   header.writeUInt32BE(size, 0);
   header.writeUInt32BE(size, 4);
   header.set([8, 2, 0, 0, 0], 8); // 8 bits per channel, RGB, deflate, no filter, no interlace
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), pngChunk("IHDR", header), pngChunk("IDAT", deflateSync(rows)), pngChunk("IEND", Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    pngChunk("IHDR", header),
+    pngChunk("IDAT", deflateSync(rows)),
+    pngChunk("IEND", Buffer.alloc(0)),
+  ]);
 }
 
 /** OpenAI-compatible routes: what a `custom` app serving an LLM answers. */
 async function openAi(req, res, url, body) {
   if (url.pathname === "/v1/models" && req.method === "GET") {
-    return sendJson(res, 200, { object: "list", data: [{ id: MODEL, object: "model", created: 1_764_000_000, owned_by: "sample-app" }] });
+    return sendJson(res, 200, {
+      object: "list",
+      data: [{ id: MODEL, object: "model", created: 1_764_000_000, owned_by: "sample-app" }],
+    });
   }
   if (url.pathname !== "/v1/chat/completions" || req.method !== "POST") {
-    return sendJson(res, 404, { error: { message: `Unknown request URL: ${req.method} ${url.pathname}`, type: "invalid_request_error", param: null, code: null } });
+    return sendJson(res, 404, {
+      error: {
+        message: `Unknown request URL: ${req.method} ${url.pathname}`,
+        type: "invalid_request_error",
+        param: null,
+        code: null,
+      },
+    });
   }
   let request;
   try {
     request = JSON.parse(body.toString("utf8"));
   } catch {
-    return sendJson(res, 400, { error: { message: "The body is not JSON.", type: "invalid_request_error", param: null, code: null } });
+    return sendJson(res, 400, {
+      error: { message: "The body is not JSON.", type: "invalid_request_error", param: null, code: null },
+    });
   }
   const last = [...(request.messages ?? [])].reverse().find((m) => m?.role === "user");
   const words = `You said: ${typeof last?.content === "string" ? last.content : ""}`.split(/(?= )/);
@@ -118,19 +135,34 @@ async function openAi(req, res, url, body) {
     return sendJson(res, 200, {
       ...base,
       object: "chat.completion",
-      choices: [{ index: 0, message: { role: "assistant", content: words.join(""), refusal: null }, logprobs: null, finish_reason: "stop" }],
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: words.join(""), refusal: null },
+          logprobs: null,
+          finish_reason: "stop",
+        },
+      ],
       usage: { prompt_tokens: 1, completion_tokens: words.length, total_tokens: 1 + words.length },
     });
   }
-  const chunk = (delta, finish = null) => `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
-  await streamTokens(res, [{ role: "assistant", content: "" }, ...words.map((content) => ({ content }))], (delta) => chunk(delta), `${chunk({}, "stop")}data: [DONE]\n\n`);
+  const chunk = (delta, finish = null) =>
+    `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  await streamTokens(
+    res,
+    [{ role: "assistant", content: "" }, ...words.map((content) => ({ content }))],
+    (delta) => chunk(delta),
+    `${chunk({}, "stop")}data: [DONE]\n\n`,
+  );
 }
 
 const server = createServer(async (req, res) => {
   const url = new URL(req.url, `http://127.0.0.1:${port}`);
   const body = await readBody(req);
   if (url.pathname === "/webhook" && req.method === "POST") {
-    console.log(`webhook ${req.headers["x-request-id"] ?? "(no id)"}: ${body.length} bytes, signature ${verify(req.headers, body)}`);
+    console.log(
+      `webhook ${req.headers["x-request-id"] ?? "(no id)"}: ${body.length} bytes, signature ${verify(req.headers, body)}`,
+    );
     console.log(`  ${body.toString("utf8").slice(0, 300)}`);
     res.writeHead(204).end();
     return;
@@ -155,14 +187,24 @@ const server = createServer(async (req, res) => {
     if (!(req.headers.accept ?? "").includes("text/event-stream")) return sendJson(res, 200, { text: words.join("") });
     return streamTokens(res, words, (token) => `data: ${JSON.stringify({ token })}\n\n`, "event: done\ndata: {}\n\n");
   }
-  if (url.pathname !== "/run" && url.pathname !== "/") return sendJson(res, 404, { error: `no function at ${url.pathname}` });
-  sendJson(res, 200, { greeting: `Hello, ${name}!`, inputs, query: Object.fromEntries(url.searchParams), run_id: req.headers["x-run-id"] ?? null });
+  if (url.pathname !== "/run" && url.pathname !== "/")
+    return sendJson(res, 404, { error: `no function at ${url.pathname}` });
+  sendJson(res, 200, {
+    greeting: `Hello, ${name}!`,
+    inputs,
+    query: Object.fromEntries(url.searchParams),
+    run_id: req.headers["x-run-id"] ?? null,
+  });
 });
 
 // WebSocket echo (RFC 6455 handshake, short unfragmented text frames), so runs can be tried over a socket too.
 server.on("upgrade", (req, socket) => {
-  const accept = createHash("sha1").update(`${req.headers["sec-websocket-key"]}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
-  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+  const accept = createHash("sha1")
+    .update(`${req.headers["sec-websocket-key"]}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
+    .digest("base64");
+  socket.write(
+    `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
+  );
   socket.on("data", (data) => {
     if ((data[0] & 0x0f) === 0x8) return socket.end(Buffer.from([0x88, 0]));
     const length = data[1] & 0x7f;
@@ -175,4 +217,8 @@ server.on("upgrade", (req, socket) => {
   socket.on("error", () => undefined);
 });
 
-server.listen(port, "127.0.0.1", () => console.log(`sample app on http://127.0.0.1:${server.address().port} (functions /run, /stream, /image; OpenAI-compatible /v1; webhooks at /webhook)`));
+server.listen(port, "127.0.0.1", () =>
+  console.log(
+    `sample app on http://127.0.0.1:${server.address().port} (functions /run, /stream, /image; OpenAI-compatible /v1; webhooks at /webhook)`,
+  ),
+);

@@ -36,7 +36,9 @@ function bodyBytes(rawBody) {
 }
 
 async function expectedSignature(secret, id, timestamp, rawBody) {
-  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
   const head = encoder.encode(`${id}.${timestamp}.`);
   const body = bodyBytes(rawBody);
   const signed = new Uint8Array(head.length + body.length);
@@ -59,14 +61,20 @@ function constantTimeEqual(a, b) {
  * never a skipped staleness check.
  */
 export async function verifyWebhook(secret, headers, rawBody, options = {}) {
-  if (typeof secret !== "string" || secret.length === 0) throw new TypeError("secret must be the non-empty X-Webhook-Secret sent with the run.");
+  if (typeof secret !== "string" || secret.length === 0)
+    throw new TypeError("secret must be the non-empty X-Webhook-Secret sent with the run.");
   const id = header(headers, "X-Request-Id");
   const timestampText = header(headers, "X-Service-Webhook-Timestamp");
   const signature = header(headers, "X-Service-Webhook-Signature");
-  for (const [name, value] of [["X-Request-Id", id], ["X-Service-Webhook-Timestamp", timestampText], ["X-Service-Webhook-Signature", signature]]) {
+  for (const [name, value] of [
+    ["X-Request-Id", id],
+    ["X-Service-Webhook-Timestamp", timestampText],
+    ["X-Service-Webhook-Signature", signature],
+  ]) {
     if (!value) throw new WebhookVerificationError("missing_header", `The ${name} header is missing.`);
   }
-  if (!/^\d{1,12}$/.test(timestampText)) throw new WebhookVerificationError("malformed_header", "X-Service-Webhook-Timestamp is not Unix seconds.");
+  if (!/^\d{1,12}$/.test(timestampText))
+    throw new WebhookVerificationError("malformed_header", "X-Service-Webhook-Timestamp is not Unix seconds.");
   const timestamp = Number(timestampText);
   const tolerance = options.toleranceSeconds ?? 300;
   const now = Math.floor((options.now ?? new Date()).getTime() / 1000);
@@ -77,8 +85,12 @@ export async function verifyWebhook(secret, headers, rawBody, options = {}) {
     );
   }
   // Several space-separated signatures may be sent during a secret rotation; any one may match.
-  const candidates = signature.split(" ").filter((part) => part.startsWith("v1,")).map((part) => part.slice(3).toLowerCase());
-  if (candidates.length === 0) throw new WebhookVerificationError("malformed_header", "X-Service-Webhook-Signature has no `v1,` signature.");
+  const candidates = signature
+    .split(" ")
+    .filter((part) => part.startsWith("v1,"))
+    .map((part) => part.slice(3).toLowerCase());
+  if (candidates.length === 0)
+    throw new WebhookVerificationError("malformed_header", "X-Service-Webhook-Signature has no `v1,` signature.");
   const expected = await expectedSignature(secret, id, timestamp, rawBody);
   let matched = false;
   for (const candidate of candidates) matched = constantTimeEqual(candidate, expected) || matched;

@@ -29,7 +29,10 @@ export async function benchFairness(bundle, upstreamUrl) {
   try {
     const seed = await seedRunnableApp(gateway.url, upstreamUrl);
     const auth = { Authorization: `Bearer ${seed.token}` };
-    const run = (p) => fetch(`${gateway.url}${seed.runPath}?webhookEndpoint=${encodeURIComponent(`${p.url}/hook`)}`, { headers: auth }).then((r) => r.arrayBuffer());
+    const run = (p) =>
+      fetch(`${gateway.url}${seed.runPath}?webhookEndpoint=${encodeURIComponent(`${p.url}/hook`)}`, {
+        headers: auth,
+      }).then((r) => r.arrayBuffer());
 
     // A: 30 runs whose receiver times out, then 10 to a fast receiver and one to a 404, at once.
     const slowA = await peer({ delayMs: HOLD_MS, status: 204 });
@@ -79,12 +82,24 @@ const verdict = (ok) => (ok ? "met" : "**missed**");
 export function printFairness({ a, b }, fmt) {
   const attempts = (times) => `${times.map((t) => fmt(t, 0)).join(" / ")} ms`;
   const onTime = (times) => times.length === 3 && times[0] < 2000 && gaps(times).every((g) => g <= 5000);
-  console.log(`\n### Fairness on the real queue (attempts time out after ${TIMEOUT_MS / 1000} s, slow receivers hold each connection ${HOLD_MS / 1000} s)\n`);
+  console.log(
+    `\n### Fairness on the real queue (attempts time out after ${TIMEOUT_MS / 1000} s, slow receivers hold each connection ${HOLD_MS / 1000} s)\n`,
+  );
   console.log("| case | figure | value | target |");
   console.log("|---|---|---:|---|");
-  console.log(`| A: 10 fast + a 404 behind 30 slow | last fast delivery received, from its run | ${fmt(a.fastMs, 0)} ms | < 2 s: ${verdict(a.fastMs < 2000)} |`);
-  console.log(`| A | the 404's attempts, from its run | ${attempts(a.missing)} | 3, first < 2 s, gaps ≤ 5 s: ${verdict(onTime(a.missing))} |`);
-  console.log(`| B: a lane of 35 that hold each connection, 24 queued behind | 5 fast on origins of their own, last received | ${fmt(b.firstFastMs, 0)} ms | < 2 s: ${verdict(b.firstFastMs < 2000)} |`);
-  console.log(`| B, once the first slow attempts timed out | 5 more fast, last received | ${fmt(b.laterFastMs, 0)} ms | < 2 s: ${verdict(b.laterFastMs < 2000)} |`);
-  console.log(`| B | a 404 on an origin of its own: its attempts, from its run | ${attempts(b.missing)} | 3, first < 2 s, gaps ≤ 5 s: ${verdict(onTime(b.missing))} |`);
+  console.log(
+    `| A: 10 fast + a 404 behind 30 slow | last fast delivery received, from its run | ${fmt(a.fastMs, 0)} ms | < 2 s: ${verdict(a.fastMs < 2000)} |`,
+  );
+  console.log(
+    `| A | the 404's attempts, from its run | ${attempts(a.missing)} | 3, first < 2 s, gaps ≤ 5 s: ${verdict(onTime(a.missing))} |`,
+  );
+  console.log(
+    `| B: a lane of 35 that hold each connection, 24 queued behind | 5 fast on origins of their own, last received | ${fmt(b.firstFastMs, 0)} ms | < 2 s: ${verdict(b.firstFastMs < 2000)} |`,
+  );
+  console.log(
+    `| B, once the first slow attempts timed out | 5 more fast, last received | ${fmt(b.laterFastMs, 0)} ms | < 2 s: ${verdict(b.laterFastMs < 2000)} |`,
+  );
+  console.log(
+    `| B | a 404 on an origin of its own: its attempts, from its run | ${attempts(b.missing)} | 3, first < 2 s, gaps ≤ 5 s: ${verdict(onTime(b.missing))} |`,
+  );
 }

@@ -31,7 +31,8 @@ const quiet = { logRequests: false, verbose: false, host: "127.0.0.1", port: 0 }
 const create = (options) => new Miniflare(convertV4MiniflareOptions(options));
 
 /** One Worker under Miniflare on a free loopback port, quiet: what every server of the bench is. */
-export const startWorker = (worker) => create({ ...quiet, workers: [{ modules: true, compatibilityDate: COMPATIBILITY_DATE, ...worker }] });
+export const startWorker = (worker) =>
+  create({ ...quiet, workers: [{ modules: true, compatibilityDate: COMPATIBILITY_DATE, ...worker }] });
 
 export async function startPassthrough(upstreamUrl) {
   const started = performance.now();
@@ -42,7 +43,9 @@ export async function startPassthrough(upstreamUrl) {
 
 /** Applies `migrations/` in order, as `wrangler d1 migrations apply` would. */
 export async function migrate(db) {
-  for (const file of readdirSync("migrations").filter((f) => /^\d{4}_.*\.sql$/.test(f)).sort()) {
+  for (const file of readdirSync("migrations")
+    .filter((f) => /^\d{4}_.*\.sql$/.test(f))
+    .sort()) {
     for (const statement of readFileSync(join("migrations", file), "utf8").split("--> statement-breakpoint")) {
       if (statement.trim()) await db.prepare(statement).run();
     }
@@ -61,7 +64,11 @@ export async function startFloor(upstreamUrl, receiverUrl) {
   });
   const url = await mf.ready;
   const db = await mf.getD1Database("DB");
-  await db.prepare("CREATE TABLE deliveries (id TEXT PRIMARY KEY, at INTEGER NOT NULL, status TEXT NOT NULL, status_code INTEGER, duration_ms INTEGER)").run();
+  await db
+    .prepare(
+      "CREATE TABLE deliveries (id TEXT PRIMARY KEY, at INTEGER NOT NULL, status TEXT NOT NULL, status_code INTEGER, duration_ms INTEGER)",
+    )
+    .run();
   return { mf, db, url: url.origin };
 }
 
@@ -70,7 +77,10 @@ export async function startFloor(upstreamUrl, receiverUrl) {
  * override settings; `sharedOptions` are Miniflare's own (an inspector port, a log handler);
  * `workerOptions` the worker's (a rate limiter binding).
  */
-export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {}, workerOptions = {} } = {}) {
+export async function startGateway(
+  scriptPath,
+  { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {}, workerOptions = {} } = {},
+) {
   const started = performance.now();
   const mf = create({
     ...quiet,
@@ -86,16 +96,29 @@ export async function startGateway(scriptPath, { dnsResolverUrl = config.vars.DN
         bindings: { ...config.vars, DNS_RESOLVER_URL: dnsResolverUrl, ...SECRETS, ...extraBindings },
         d1Databases: { DB: "bench-db" },
         r2Buckets: (config.r2_buckets ?? []).map((b) => b.binding),
-        queueProducers: Object.fromEntries((config.queues?.producers ?? []).map((p) => [p.binding, { queueName: p.queue }])),
+        queueProducers: Object.fromEntries(
+          (config.queues?.producers ?? []).map((p) => [p.binding, { queueName: p.queue }]),
+        ),
         // The webhook lanes (Durable Objects with SQLite storage), as wrangler.toml declares them.
         durableObjects: Object.fromEntries(
-          (config.durable_objects?.bindings ?? []).map((b) => [b.name, { className: b.class_name, useSQLite: (config.migrations ?? []).some((m) => m.new_sqlite_classes?.includes(b.class_name)) }]),
+          (config.durable_objects?.bindings ?? []).map((b) => [
+            b.name,
+            {
+              className: b.class_name,
+              useSQLite: (config.migrations ?? []).some((m) => m.new_sqlite_classes?.includes(b.class_name)),
+            },
+          ]),
         ),
         ...workerOptions,
         queueConsumers: Object.fromEntries(
           (config.queues?.consumers ?? []).map((c) => [
             c.queue,
-            { maxBatchSize: c.max_batch_size, maxBatchTimeout: c.max_batch_timeout, maxRetries: c.max_retries, deadLetterQueue: c.dead_letter_queue },
+            {
+              maxBatchSize: c.max_batch_size,
+              maxBatchTimeout: c.max_batch_timeout,
+              maxRetries: c.max_retries,
+              deadLetterQueue: c.dead_letter_queue,
+            },
           ]),
         ),
       },
@@ -126,8 +149,15 @@ export async function seedRunnableApp(gatewayUrl, upstreamUrl) {
   const admin = SECRETS.ADMIN_TOKEN;
   const { project_id } = await call(admin, "POST", "/projects", { name: "bench" });
   const expires_at = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
-  const { token } = await call(admin, "POST", `/projects/${project_id}/service-accounts`, { name: "bench", expires_at });
-  const { app_id } = await call(token, "POST", `/projects/${project_id}/apps`, { name: "bench-app", region: "us-east-1", runtime: "cortex" });
+  const { token } = await call(admin, "POST", `/projects/${project_id}/service-accounts`, {
+    name: "bench",
+    expires_at,
+  });
+  const { app_id } = await call(token, "POST", `/projects/${project_id}/apps`, {
+    name: "bench-app",
+    region: "us-east-1",
+    runtime: "cortex",
+  });
   const { build_id } = await call(token, "POST", `/projects/${project_id}/apps/${app_id}/builds`);
   const build = `/projects/${project_id}/apps/${app_id}/builds/${build_id}`;
   await call(token, "PATCH", build, { status: "building" });

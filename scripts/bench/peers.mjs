@@ -53,11 +53,16 @@ export async function startCountingProxy(target) {
       const url = new URL(req.url, target);
       const upstream = await fetch(`${target}${url.search}`, {
         method: req.method,
-        headers: { "content-type": req.headers["content-type"] ?? "", accept: req.headers.accept ?? "application/dns-message" },
+        headers: {
+          "content-type": req.headers["content-type"] ?? "",
+          accept: req.headers.accept ?? "application/dns-message",
+        },
         body: req.method === "POST" ? Buffer.concat(chunks) : undefined,
       });
       const body = Buffer.from(await upstream.arrayBuffer());
-      res.writeHead(upstream.status, { "Content-Type": upstream.headers.get("content-type") ?? "application/octet-stream" });
+      res.writeHead(upstream.status, {
+        "Content-Type": upstream.headers.get("content-type") ?? "application/octet-stream",
+      });
       res.end(body);
     } catch {
       res.writeHead(502).end();

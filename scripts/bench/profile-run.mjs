@@ -16,28 +16,47 @@ const BODY = JSON.stringify({ message: "hello from the bench upstream", value: 4
 const PNG = Buffer.alloc(16 * 1024, 0x42);
 const server = createServer((req, res) => {
   req.resume();
-  if (req.url.endsWith("/png")) return void res.writeHead(200, { "Content-Type": "image/png", "Content-Length": PNG.length }).end(PNG);
+  if (req.url.endsWith("/png"))
+    return void res.writeHead(200, { "Content-Type": "image/png", "Content-Length": PNG.length }).end(PNG);
   res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(BODY) }).end(BODY);
 });
 server.keepAliveTimeout = 60_000;
 const appUrl = await listenOnLoopback(server);
 const dir = mkdtempSync(join(tmpdir(), "profile-run-"));
 const port = 9300 + Math.floor(Math.random() * 500);
-const gw = await startGateway(buildBundle(join(dir, "dist")), { sharedOptions: { inspectorPort: port, handleStructuredLogs: () => undefined } });
+const gw = await startGateway(buildBundle(join(dir, "dist")), {
+  sharedOptions: { inspectorPort: port, handleStructuredLogs: () => undefined },
+});
 try {
   const call = managementApi(gw.url);
   const { project_id } = await call(SECRETS.ADMIN_TOKEN, "POST", "/projects", { name: "profile" });
-  const { token } = await call(SECRETS.ADMIN_TOKEN, "POST", `/projects/${project_id}/service-accounts`, { name: "p", expires_at: new Date(Date.now() + 864e5).toISOString() });
-  for (const [name, runtime] of [["fn", "cortex"], ["srv", "custom"]]) {
-    const { app_id } = await call(token, "POST", `/projects/${project_id}/apps`, { name, region: "us-east-1", runtime });
+  const { token } = await call(SECRETS.ADMIN_TOKEN, "POST", `/projects/${project_id}/service-accounts`, {
+    name: "p",
+    expires_at: new Date(Date.now() + 864e5).toISOString(),
+  });
+  for (const [name, runtime] of [
+    ["fn", "cortex"],
+    ["srv", "custom"],
+  ]) {
+    const { app_id } = await call(token, "POST", `/projects/${project_id}/apps`, {
+      name,
+      region: "us-east-1",
+      runtime,
+    });
     const { build_id } = await call(token, "POST", `/projects/${project_id}/apps/${app_id}/builds`);
     await call(token, "PATCH", `/projects/${project_id}/apps/${app_id}/builds/${build_id}`, { status: "building" });
-    await call(token, "PATCH", `/projects/${project_id}/apps/${app_id}/builds/${build_id}`, { status: "succeeded", origin_url: appUrl });
+    await call(token, "PATCH", `/projects/${project_id}/apps/${app_id}/builds/${build_id}`, {
+      status: "succeeded",
+      origin_url: appUrl,
+    });
   }
   const target = { url: `${gw.url}/v4/${project_id}/${PATH}`, headers: { Authorization: `Bearer ${token}` } };
   await wrk({ ...target, connections: 16, seconds: 1 });
   const list = await (await fetch(`http://127.0.0.1:${port}/json`)).json();
-  const ws = new WebSocket(list.find((t) => /gateway/.test(t.id ?? t.title ?? "") || /gateway/.test(t.webSocketDebuggerUrl))?.webSocketDebuggerUrl ?? list[0].webSocketDebuggerUrl);
+  const ws = new WebSocket(
+    list.find((t) => /gateway/.test(t.id ?? t.title ?? "") || /gateway/.test(t.webSocketDebuggerUrl))
+      ?.webSocketDebuggerUrl ?? list[0].webSocketDebuggerUrl,
+  );
   await new Promise((r) => ws.addEventListener("open", r));
   let id = 0;
   const pending = new Map();
@@ -45,7 +64,8 @@ try {
     const m = JSON.parse(e.data);
     if (m.id && pending.has(m.id)) pending.get(m.id)(m.result);
   });
-  const send = (method, params = {}) => new Promise((r) => (pending.set(++id, r), ws.send(JSON.stringify({ id, method, params }))));
+  const send = (method, params = {}) =>
+    new Promise((r) => (pending.set(++id, r), ws.send(JSON.stringify({ id, method, params }))));
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 50 });
   await send("Profiler.start");
@@ -63,8 +83,11 @@ try {
     self.set(key, (self.get(key) ?? 0) + n);
   }
   const perRun = (n) => ((n / total) * ((profile.endTime - profile.startTime) / 1000)) / (load.rps * SECONDS);
-  console.log(`${load.rps} req/s; ${total} samples over ${((profile.endTime - profile.startTime) / 1e6).toFixed(1)} s; self time per run (ms), top 40:`);
-  for (const [key, n] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log(`${perRun(n).toFixed(4)}  ${((n / total) * 100).toFixed(1)}%  ${key}`);
+  console.log(
+    `${load.rps} req/s; ${total} samples over ${((profile.endTime - profile.startTime) / 1e6).toFixed(1)} s; self time per run (ms), top 40:`,
+  );
+  for (const [key, n] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 40))
+    console.log(`${perRun(n).toFixed(4)}  ${((n / total) * 100).toFixed(1)}%  ${key}`);
 } finally {
   await gw.mf.dispose();
   server.close();

@@ -10,7 +10,15 @@ import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { benchAsync, printAsync } from "./async.mjs";
 import { benchFairness, printFairness } from "./fairness.mjs";
-import { buildBundle, managementApi, SECRETS, seedRunnableApp, startFloor, startGateway, startPassthrough } from "./gateway.mjs";
+import {
+  buildBundle,
+  managementApi,
+  SECRETS,
+  seedRunnableApp,
+  startFloor,
+  startGateway,
+  startPassthrough,
+} from "./gateway.mjs";
 import { startCountingProxy, startPeer } from "./peers.mjs";
 import { benchRunPath, printRunPath } from "./runpath.mjs";
 import { benchStreaming, printStreaming, startStreamPeer } from "./streaming.mjs";
@@ -26,7 +34,9 @@ const DOMAINS = Number(options.domains ?? 1000);
 const DELIVERIES = Number(options.deliveries ?? 1000);
 const TARGETS = options.targets ?? "abcdef";
 // Which sections run (all by default): a short run of one section leaves the rest of the machine alone.
-const SECTIONS = new Set((options.sections ?? "runpath,delivery,fairness,units,domains,async,streaming,usage,runcost,bundle").split(","));
+const SECTIONS = new Set(
+  (options.sections ?? "runpath,delivery,fairness,units,domains,async,streaming,usage,runcost,bundle").split(","),
+);
 const section = (name) => SECTIONS.has(name);
 // As many async runs as deliveries (1,000 by default; the CI smoke passes fewer deliveries).
 const ASYNC_RUNS = Number(options.async ?? DELIVERIES);
@@ -59,9 +69,11 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Runs `work(i)` for i < n with at most `limit` at once. */
 async function pool(n, limit, work) {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(limit, n) }, async () => {
-    while (next < n) await work(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(limit, n) }, async () => {
+      while (next < n) await work(next++);
+    }),
+  );
 }
 
 const DRAIN_QUIET_MS = 1500;
@@ -93,7 +105,9 @@ function startupCpu(outfile) {
 /** The DNS test harness (knot behind dnsdist), started by its own idempotent script; null if it cannot start. */
 function dnsHarness() {
   try {
-    return execFileSync("bash", ["scripts/dns-harness/start.sh"], { stdio: ["ignore", "pipe", "ignore"] }).toString().trim();
+    return execFileSync("bash", ["scripts/dns-harness/start.sh"], { stdio: ["ignore", "pipe", "ignore"] })
+      .toString()
+      .trim();
   } catch {
     log("the DNS harness (scripts/dns-harness) did not start: custom-domain figures are skipped");
     return null;
@@ -145,9 +159,25 @@ try {
     { id: "a", name: "upstream directly", url: `${upstream.url}${seed.runPath}` },
     { id: "b", name: "bare pass-through Worker", url: `${bare.url}${seed.runPath}` },
     { id: "c", name: "gateway, default hostname", url: `${gateway.url}${seed.runPath}`, headers: auth },
-    customHost && { id: "d", name: `gateway, custom domain (${customHost})`, url: `${gateway.url}${seed.runPath}`, headers: { ...auth, Host: customHost } },
-    { id: "e", name: "gateway, with webhookEndpoint", url: `${gateway.url}${seed.runPath}${hook(receiver)}`, headers: auth, drains: receiver },
-    { id: "f", name: "floor of (e): (b) + 1 D1 write before the upstream + 1 queue send after; its consumer signs, POSTs, records in 1 D1 write", url: `${floor.url}${seed.runPath}`, drains: floorReceiver },
+    customHost && {
+      id: "d",
+      name: `gateway, custom domain (${customHost})`,
+      url: `${gateway.url}${seed.runPath}`,
+      headers: { ...auth, Host: customHost },
+    },
+    {
+      id: "e",
+      name: "gateway, with webhookEndpoint",
+      url: `${gateway.url}${seed.runPath}${hook(receiver)}`,
+      headers: auth,
+      drains: receiver,
+    },
+    {
+      id: "f",
+      name: "floor of (e): (b) + 1 D1 write before the upstream + 1 queue send after; its consumer signs, POSTs, records in 1 D1 write",
+      url: `${floor.url}${seed.runPath}`,
+      drains: floorReceiver,
+    },
   ].filter((t) => t && TARGETS.includes(t.id) && section("runpath"));
   for (const target of targets) {
     const check = await fetch(target.url, { headers: target.headers });
@@ -157,30 +187,31 @@ try {
   }
 
   // 2. Webhook delivery: one delivery to a 200 ms receiver, then 100 at once, then many to a fast one.
-  const run = (peer) => fetch(`${gateway.url}${seed.runPath}${hook(peer)}`, { headers: auth }).then((r) => r.arrayBuffer());
+  const run = (peer) =>
+    fetch(`${gateway.url}${seed.runPath}${hook(peer)}`, { headers: auth }).then((r) => r.arrayBuffer());
   let deliveryFigures = null;
   if (section("delivery")) {
-  log("webhook delivery");
-  const single = [];
-  for (let i = 0; i < 3; i++) {
-    const before = slowReceiver.count;
-    const started = performance.now();
-    await run(slowReceiver);
-    await slowReceiver.waitFor(before + 1);
-    single.push(performance.now() - started);
-  }
-  let before = slowReceiver.count;
-  let started = performance.now();
-  await Promise.all(Array.from({ length: 100 }, () => run(slowReceiver)));
-  await slowReceiver.waitFor(before + 100);
-  const batchMs = performance.now() - started;
-  before = receiver.count;
-  started = performance.now();
-  await pool(DELIVERIES, 32, () => run(receiver));
-  const producedMs = performance.now() - started;
-  await receiver.waitFor(before + DELIVERIES);
-  const fastMs = performance.now() - started;
-  deliveryFigures = { single, batchMs, producedMs, fastMs };
+    log("webhook delivery");
+    const single = [];
+    for (let i = 0; i < 3; i++) {
+      const before = slowReceiver.count;
+      const started = performance.now();
+      await run(slowReceiver);
+      await slowReceiver.waitFor(before + 1);
+      single.push(performance.now() - started);
+    }
+    let before = slowReceiver.count;
+    let started = performance.now();
+    await Promise.all(Array.from({ length: 100 }, () => run(slowReceiver)));
+    await slowReceiver.waitFor(before + 100);
+    const batchMs = performance.now() - started;
+    before = receiver.count;
+    started = performance.now();
+    await pool(DELIVERIES, 32, () => run(receiver));
+    const producedMs = performance.now() - started;
+    await receiver.waitFor(before + DELIVERIES);
+    const fastMs = performance.now() - started;
+    deliveryFigures = { single, batchMs, producedMs, fastMs };
   }
 
   // Fairness, on the real local queue broker (one batch at a time, wrangler.toml's batch size), in a
@@ -188,11 +219,15 @@ try {
   // seconds and are gone before the run path is measured. Each run made as a user makes it.
   let fairness = null;
   if (section("fairness")) {
-    log("fairness: a lane full of receivers that hold each connection for the whole timeout, beside fast ones and a 404");
+    log(
+      "fairness: a lane full of receivers that hold each connection for the whole timeout, beside fast ones and a 404",
+    );
     fairness = await benchFairness(bundle, upstream.url);
   }
 
-  const units = section("units") ? (log("unit costs of the local bindings"), await measureUnits({ receiverUrl: `${receiver.url}/hook`, cpuReader })) : null;
+  const units = section("units")
+    ? (log("unit costs of the local bindings"), await measureUnits({ receiverUrl: `${receiver.url}/hook`, cpuReader }))
+    : null;
 
   // 3. Domain validation: DOMAINS pending domains, due now, checked by one cron run and its fan-out.
   let domainFigures = null;
@@ -200,7 +235,10 @@ try {
     log(`domain validation: creating ${DOMAINS} domains`);
     const tag = Date.now().toString(36);
     await pool(DOMAINS, 16, (i) =>
-      api(seed.token, "POST", `/projects/${seed.projectId}/domains`, { domain: `d${i}-${tag}.wild.example.test`, region: "us-east-1" }),
+      api(seed.token, "POST", `/projects/${seed.projectId}/domains`, {
+        domain: `d${i}-${tag}.wild.example.test`,
+        region: "us-east-1",
+      }),
     );
     await gateway.db.prepare("UPDATE domains SET next_check_at = 0 WHERE status = 'pending'").run();
     const queriesBefore = doh.count;
@@ -210,7 +248,10 @@ try {
     let validated = 0;
     const deadline = Date.now() + 300_000;
     while (Date.now() < deadline) {
-      const row = await gateway.db.prepare("SELECT count(*) AS n FROM domains WHERE status = 'validated' AND hostname LIKE ?").bind(`%-${tag}.wild.example.test`).first();
+      const row = await gateway.db
+        .prepare("SELECT count(*) AS n FROM domains WHERE status = 'validated' AND hostname LIKE ?")
+        .bind(`%-${tag}.wild.example.test`)
+        .first();
       validated = row.n;
       if (validated >= DOMAINS) break;
       await sleep(200);
@@ -234,7 +275,9 @@ try {
   }
 
   // 1. Run path, interleaved repetitions.
-  const results = Object.fromEntries(targets.map((t) => [t.id, { rps: [], drainedRps: [], p50: [], p99: [], cpu: [], bad: 0 }]));
+  const results = Object.fromEntries(
+    targets.map((t) => [t.id, { rps: [], drainedRps: [], p50: [], p99: [], cpu: [], bad: 0 }]),
+  );
   for (let rep = 1; rep <= REPS; rep++) {
     for (const target of targets) {
       log(`rep ${rep}/${REPS}: ${target.id}) ${target.name}`);
@@ -253,7 +296,9 @@ try {
       const one = await wrk({ ...target, connections: 1, seconds: SECONDS, cpu: WRK_CPU });
       if (target.drains) await drained(target.drains);
       const r = results[target.id];
-      log(`   ${load.rps} req/s at 16, p50 ${one.p50} ms at 1${r.cpu.length ? `, ${fmt(r.cpu.at(-1), 3)} ms CPU/req` : ""}`);
+      log(
+        `   ${load.rps} req/s at 16, p50 ${one.p50} ms at 1${r.cpu.length ? `, ${fmt(r.cpu.at(-1), 3)} ms CPU/req` : ""}`,
+      );
       r.rps.push(load.rps);
       r.p50.push(one.p50);
       r.p99.push(one.p99);
@@ -269,10 +314,17 @@ try {
     const streamBare = await startPassthrough(streamPeer.url);
     cleanup.push(() => streamBare.mf.dispose());
     const app = `/projects/${seed.projectId}/apps`;
-    const { app_id } = await api(seed.token, "POST", app, { name: "stream-app", region: "us-east-1", runtime: "custom" });
+    const { app_id } = await api(seed.token, "POST", app, {
+      name: "stream-app",
+      region: "us-east-1",
+      runtime: "custom",
+    });
     const { build_id } = await api(seed.token, "POST", `${app}/${app_id}/builds`);
     await api(seed.token, "PATCH", `${app}/${app_id}/builds/${build_id}`, { status: "building" });
-    await api(seed.token, "PATCH", `${app}/${app_id}/builds/${build_id}`, { status: "succeeded", origin_url: streamPeer.url });
+    await api(seed.token, "PATCH", `${app}/${app_id}/builds/${build_id}`, {
+      status: "succeeded",
+      origin_url: streamPeer.url,
+    });
     const appPath = `/v4/${seed.projectId}/stream-app`;
     streamFigures = await benchStreaming({
       gateway: { url: `${gateway.url}${appPath}`, headers: auth },
@@ -298,17 +350,36 @@ try {
   // 8. The run path's table against the bare Worker (req/s, CPU, p99, binary, 100 MiB, first byte) and
   // each remaining cost measured alone (scripts/bench/runpath.mjs).
   const runCost = section("runcost")
-    ? (log("run path: its table and each cost alone"), await benchRunPath({ bundle, seconds: SECONDS, reps: REPS, mib: STREAM_MIB, samples: STREAM_SAMPLES, wrkCpu: WRK_CPU, log }))
+    ? (log("run path: its table and each cost alone"),
+      await benchRunPath({
+        bundle,
+        seconds: SECONDS,
+        reps: REPS,
+        mib: STREAM_MIB,
+        samples: STREAM_SAMPLES,
+        wrkCpu: WRK_CPU,
+        log,
+      }))
     : null;
-  const usageFigures = USAGE && section("usage") ? await benchUsage({ bundle, upstreamUrl: upstream.url, seconds: SECONDS, reps: REPS, wrkCpu: WRK_CPU, log }) : null;
+  const usageFigures =
+    USAGE && section("usage")
+      ? await benchUsage({ bundle, upstreamUrl: upstream.url, seconds: SECONDS, reps: REPS, wrkCpu: WRK_CPU, log })
+      : null;
 
-  if (targets.length) console.log(`\n## 1. Run path (wrk: 16 connections for req/s and CPU, 1 for p50/p99; ${SECONDS} s each; medians of ${REPS} interleaved reps)\n`);
+  if (targets.length)
+    console.log(
+      `\n## 1. Run path (wrk: 16 connections for req/s and CPU, 1 for p50/p99; ${SECONDS} s each; medians of ${REPS} interleaved reps)\n`,
+    );
   // Each ratio and difference is taken within a repetition (the targets of one rep ran seconds apart)
   // and the median of those is reported: the machine's drift between reps cancels out.
   const b = results.b;
-  const paired = (r, key, op) => (b && r[key].length === b[key].length && b[key].length ? median(r[key].map((v, i) => op(v, b[key][i]))) : null);
+  const paired = (r, key, op) =>
+    b && r[key].length === b[key].length && b[key].length ? median(r[key].map((v, i) => op(v, b[key][i]))) : null;
   const show = (value, digits) => (value === null ? "–" : fmt(value, digits));
-  if (targets.length) console.log("| target | req/s | ×(b) | p50 ms | p99 ms | p50 − (b) ms | workerd CPU ms/req | CPU − (b) ms | non-2xx |");
+  if (targets.length)
+    console.log(
+      "| target | req/s | ×(b) | p50 ms | p99 ms | p50 − (b) ms | workerd CPU ms/req | CPU − (b) ms | non-2xx |",
+    );
   if (targets.length) console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const target of targets) {
     const r = results[target.id];
@@ -327,63 +398,99 @@ try {
     const drainedShare = pairedEF("drainedRps", (e, f) => e / f);
     const cpuShare = pairedEF("cpu", (e, f) => f / e);
     const share = pairedEF("rps", (e, f) => e / f);
-    console.log(`\n(e) ÷ (f), drained throughput: **${fmt(drainedShare, 2)}** (target ≥ 0.90) — runs ÷ (the load's ${SECONDS} s + the time their deliveries took to arrive after it), each target with its own receiver, paired per rep.`);
-    console.log(`\n(e) ÷ (f), by CPU per run (the floor's CPU ÷ the gateway's, deliveries included): **${fmt(cpuShare, 2)}** (target ≥ 0.90) — (e) ${fmt(median(results.e.cpu), 3)} ms, (f) ${fmt(median(results.f.cpu), 3)} ms, (e) − (f) ${fmt(pairedEF("cpu", (e, f) => e - f), 3)} ms; (c) − (b), the gateway's own run path: ${results.c && results.b ? fmt(median(results.c.cpu.map((v, i) => v - results.b.cpu[i])), 3) : "–"} ms.`);
+    console.log(
+      `\n(e) ÷ (f), drained throughput: **${fmt(drainedShare, 2)}** (target ≥ 0.90) — runs ÷ (the load's ${SECONDS} s + the time their deliveries took to arrive after it), each target with its own receiver, paired per rep.`,
+    );
+    console.log(
+      `\n(e) ÷ (f), by CPU per run (the floor's CPU ÷ the gateway's, deliveries included): **${fmt(cpuShare, 2)}** (target ≥ 0.90) — (e) ${fmt(median(results.e.cpu), 3)} ms, (f) ${fmt(median(results.f.cpu), 3)} ms, (e) − (f) ${fmt(
+        pairedEF("cpu", (e, f) => e - f),
+        3,
+      )} ms; (c) − (b), the gateway's own run path: ${results.c && results.b ? fmt(median(results.c.cpu.map((v, i) => v - results.b.cpu[i])), 3) : "–"} ms.`,
+    );
     console.log(`\n(e) ÷ (f), req/s during the load: ${fmt(share, 2)}.`);
   }
 
-  if (deliveryFigures || fairness) console.log("\n## 2. Webhook delivery (queue consumer in workerd, receivers on loopback)\n");
+  if (deliveryFigures || fairness)
+    console.log("\n## 2. Webhook delivery (queue consumer in workerd, receivers on loopback)\n");
   if (deliveryFigures) {
     const { single, batchMs, producedMs, fastMs } = deliveryFigures;
     const one = median(single);
     console.log("| figure | value |");
     console.log("|---|---:|");
     console.log(`| one delivery to a 200 ms receiver, run → received (median of 3) | ${fmt(one, 0)} ms |`);
-    console.log(`| 100 deliveries to the same receiver, first run → last received | ${fmt(batchMs, 0)} ms (**${fmt(batchMs / one)}×** one) |`);
-    console.log(`| ${DELIVERIES} deliveries to a fast receiver (runs made 32 at a time) | ${fmt(DELIVERIES / (fastMs / 1000), 0)} deliveries/s (runs made in ${fmt(producedMs, 0)} ms, all received after ${fmt(fastMs, 0)} ms) |`);
+    console.log(
+      `| 100 deliveries to the same receiver, first run → last received | ${fmt(batchMs, 0)} ms (**${fmt(batchMs / one)}×** one) |`,
+    );
+    console.log(
+      `| ${DELIVERIES} deliveries to a fast receiver (runs made 32 at a time) | ${fmt(DELIVERIES / (fastMs / 1000), 0)} deliveries/s (runs made in ${fmt(producedMs, 0)} ms, all received after ${fmt(fastMs, 0)} ms) |`,
+    );
   }
   if (fairness) printFairness(fairness, fmt);
 
   if (units) {
     const us = (v) => `${fmt(v, 0)} µs`;
     const perDelivery = units.pending + (units.claims3 + units.outcomes3) / 3;
-    console.log("\n### Unit costs of the local bindings (workerd CPU per call, in a Worker's loop, on the real schema)\n");
+    console.log(
+      "\n### Unit costs of the local bindings (workerd CPU per call, in a Worker's loop, on the real schema)\n",
+    );
     console.log("| call | CPU |");
     console.log("|---|---:|");
     console.log(`| D1: a delivery's pending row (INSERT), its own round trip | ${us(units.pending)} |`);
     console.log(`| D1: one claim (upsert), its own round trip | ${us(units.claim)} |`);
-    console.log(`| D1: three claims in one \`batch\` (group commit) | ${us(units.claims3)} (each further claim ${us((units.claims3 - units.claim) / 2)}) |`);
+    console.log(
+      `| D1: three claims in one \`batch\` (group commit) | ${us(units.claims3)} (each further claim ${us((units.claims3 - units.claim) / 2)}) |`,
+    );
     console.log(`| D1: three outcomes (INSERT + trigger) in one \`batch\` | ${us(units.outcomes3)} |`);
-    console.log(`| D1 per first-attempt delivery, batches of 3: pending + (claims + outcomes) ÷ 3 | **${us(perDelivery)}** (≈ ${fmt(1e6 / perDelivery, 0)} deliveries/s if all of it were the database's time) |`);
+    console.log(
+      `| D1 per first-attempt delivery, batches of 3: pending + (claims + outcomes) ÷ 3 | **${us(perDelivery)}** (≈ ${fmt(1e6 / perDelivery, 0)} deliveries/s if all of it were the database's time) |`,
+    );
     console.log(`| Queues: one \`send\` | ${us(units.send)} |`);
     console.log(`| fetch: one POST to a loopback receiver | ${us(units.post)} |`);
-    console.log(`| Durable Object: a lane's \`accept\` of a batch of 10 (RPC + 10 SQLite inserts), per delivery | ${us(units.accept10)} |`);
-    console.log(`| Durable Object: the lane's delete of a settled delivery (RPC per 10), per delivery | ${us(units.settle10)} |`);
+    console.log(
+      `| Durable Object: a lane's \`accept\` of a batch of 10 (RPC + 10 SQLite inserts), per delivery | ${us(units.accept10)} |`,
+    );
+    console.log(
+      `| Durable Object: the lane's delete of a settled delivery (RPC per 10), per delivery | ${us(units.settle10)} |`,
+    );
     console.log(`| one log line (\`console.log\` of a request line) | ${us(units.log)} |`);
   }
 
   if (domainFigures) {
     const d = domainFigures;
-    console.log(`\n## 3. Domain validation (${DOMAINS} pending domains, real DNS: knot behind dnsdist, through a counting DoH proxy)\n`);
+    console.log(
+      `\n## 3. Domain validation (${DOMAINS} pending domains, real DNS: knot behind dnsdist, through a counting DoH proxy)\n`,
+    );
     console.log("| figure | value |");
     console.log("|---|---:|");
-    console.log(`| validated by one cron run and its queue fan-out | ${d.validated} of ${DOMAINS} in ${fmt(d.ms / 1000, 1)} s = **${fmt(d.validated / (d.ms / 1000), 1)} domains/s** |`);
+    console.log(
+      `| validated by one cron run and its queue fan-out | ${d.validated} of ${DOMAINS} in ${fmt(d.ms / 1000, 1)} s = **${fmt(d.validated / (d.ms / 1000), 1)} domains/s** |`,
+    );
     console.log(`| DoH queries | ${d.queries} (${fmt(d.queries / Math.max(1, d.validated), 2)} per domain) |`);
-    console.log(`| subrequests per invocation, bound by design (src/domains/cron.ts) | ≤ ${d.perCheck} per check × ${d.perBatch} checks per queue batch (${d.inline} inline in the cron run); limit ${d.limit} |`);
+    console.log(
+      `| subrequests per invocation, bound by design (src/domains/cron.ts) | ≤ ${d.perCheck} per check × ${d.perBatch} checks per queue batch (${d.inline} inline in the cron run); limit ${d.limit} |`,
+    );
   }
 
   console.log("\n## 4. Bundle\n");
   console.log("| figure | value |");
   console.log("|---|---:|");
   console.log(`| size (raw) | ${fmt(bundleBytes.length / 1024, 1)} KiB |`);
-  console.log(`| size (gzip) | ${fmt(gzipSync(bundleBytes, { level: 9 }).length / 1024, 1)} KiB (Workers limit 3 MiB Free, 10 MiB Paid) |`);
-  console.log(`| startup (module evaluation) CPU, \`wrangler check startup\` profile | ${startup ?? "–"} (Workers limit: 1 s) |`);
-  console.log(`| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`);
+  console.log(
+    `| size (gzip) | ${fmt(gzipSync(bundleBytes, { level: 9 }).length / 1024, 1)} KiB (Workers limit 3 MiB Free, 10 MiB Paid) |`,
+  );
+  console.log(
+    `| startup (module evaluation) CPU, \`wrangler check startup\` profile | ${startup ?? "–"} (Workers limit: 1 s) |`,
+  );
+  console.log(
+    `| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`,
+  );
   if (asyncFigures) printAsync(asyncFigures, fmt);
   if (streamFigures) printStreaming(streamFigures, fmt);
   if (runCost) printRunPath(runCost);
   if (usageFigures) printUsage(usageFigures, fmt);
-  console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`);
+  console.log(
+    `\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`,
+  );
 } finally {
   for (const close of cleanup.reverse()) await close();
   rmSync(workdir, { recursive: true, force: true });

@@ -19,7 +19,10 @@ import { ensureWrk, wrk } from "./wrk.mjs";
 
 const MIB = 1024 * 1024;
 const JSON_BODY = JSON.stringify({ message: "hello from the bench upstream", value: 42 });
-const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(16 * 1024 - 8, 0x42)]);
+const PNG = Buffer.concat([
+  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+  Buffer.alloc(16 * 1024 - 8, 0x42),
+]);
 // The rate limit as wrangler.toml binds it, with a limit no benchmark reaches: its call is measured, never its 429.
 const RUN_LIMITER = { RATE_LIMIT_RUNS: { namespace_id: "1003", simple: { limit: 1_000_000_000, period: 60 } } };
 
@@ -33,8 +36,12 @@ async function startApp() {
     req.resume();
     const url = new URL(req.url, "http://app");
     const last = url.pathname.slice(url.pathname.lastIndexOf("/") + 1);
-    if (last === "run") return void res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(JSON_BODY) }).end(JSON_BODY);
-    if (last === "png") return void res.writeHead(200, { "Content-Type": "image/png", "Content-Length": PNG.length }).end(PNG);
+    if (last === "run")
+      return void res
+        .writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(JSON_BODY) })
+        .end(JSON_BODY);
+    if (last === "png")
+      return void res.writeHead(200, { "Content-Type": "image/png", "Content-Length": PNG.length }).end(PNG);
     if (last === "sse") {
       res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
       res.write('data: {"token":"first"}\n\n');
@@ -43,7 +50,10 @@ async function startApp() {
     }
     if (last === "file" || last === "bytes") {
       const bytes = Number(url.searchParams.get("mib") ?? "1") * MIB;
-      res.writeHead(200, { "Content-Type": "application/octet-stream", ...(last === "file" ? { "Content-Length": bytes } : {}) });
+      res.writeHead(200, {
+        "Content-Type": "application/octet-stream",
+        ...(last === "file" ? { "Content-Length": bytes } : {}),
+      });
       return writeBytes(res, bytes);
     }
     res.writeHead(404).end();
@@ -58,8 +68,14 @@ async function seed(gatewayUrl, appUrl) {
   const call = managementApi(gatewayUrl);
   const { project_id } = await call(SECRETS.ADMIN_TOKEN, "POST", "/projects", { name: "runpath" });
   const expires_at = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
-  const { token } = await call(SECRETS.ADMIN_TOKEN, "POST", `/projects/${project_id}/service-accounts`, { name: "bench", expires_at });
-  for (const [name, runtime] of [["fn", "cortex"], ["srv", "custom"]]) {
+  const { token } = await call(SECRETS.ADMIN_TOKEN, "POST", `/projects/${project_id}/service-accounts`, {
+    name: "bench",
+    expires_at,
+  });
+  for (const [name, runtime] of [
+    ["fn", "cortex"],
+    ["srv", "custom"],
+  ]) {
     const apps = `/projects/${project_id}/apps`;
     const { app_id } = await call(token, "POST", apps, { name, region: "us-east-1", runtime });
     const { build_id } = await call(token, "POST", `${apps}/${app_id}/builds`);
@@ -85,7 +101,11 @@ export const VARIANTS = [
       '$1.all("/:project_id/:app_name/:path{.+}", (c) => $4(c.var.scope, c.req.raw, checkedTarget(pathTarget(new URL(c.req.url).pathname))))$2return $6.fetch($5, env, ctx);',
     ],
   },
-  { id: "rate-limit", buys: "per-project back-pressure (429 with Retry-After): Miniflare's local stand-in of the binding", limiter: true },
+  {
+    id: "rate-limit",
+    buys: "per-project back-pressure (429 with Retry-After): Miniflare's local stand-in of the binding",
+    limiter: true,
+  },
   {
     id: "log-line",
     buys: "one structured line per request (route, status, duration, ids)",
@@ -121,7 +141,13 @@ const median = (values) => {
 /** wrk at 16 connections on `url`: req/s, p99 and the serving workerd's CPU per request. */
 async function load(target, path, seconds, wrkCpu) {
   const before = target.cpu?.();
-  const result = await wrk({ url: `${target.url}${path}`, headers: target.headers, connections: 16, seconds, cpu: wrkCpu });
+  const result = await wrk({
+    url: `${target.url}${path}`,
+    headers: target.headers,
+    connections: 16,
+    seconds,
+    cpu: wrkCpu,
+  });
   const cpu = target.cpu ? (target.cpu() - before) / (result.rps * seconds) : null;
   return { rps: result.rps, p99: result.p99, cpu, bad: result.non2xx };
 }
@@ -132,7 +158,16 @@ async function load(target, path, seconds, wrkCpu) {
  * target in turn: the JSON run and the binary answer under wrk, a `mib` MiB body with and without a
  * declared length, and `samples` event streams' first bytes (paired with the bare Worker's).
  */
-export async function benchRunPath({ bundle, seconds, reps, mib, samples, wrkCpu, variants = VARIANTS, log = () => undefined }) {
+export async function benchRunPath({
+  bundle,
+  seconds,
+  reps,
+  mib,
+  samples,
+  wrkCpu,
+  variants = VARIANTS,
+  log = () => undefined,
+}) {
   const cleanup = [];
   const workdir = mkdtempSync(join(tmpdir(), "runpath-bench-"));
   try {
@@ -143,13 +178,23 @@ export async function benchRunPath({ bundle, seconds, reps, mib, samples, wrkCpu
     const source = readFileSync(bundle, "utf8");
     const start = async (id, script, limiter) => {
       // Its log lines are written (their cost is the run's) and dropped here, not printed by the bench.
-      const gw = await startGateway(script, { workerOptions: limiter ? { ratelimits: RUN_LIMITER } : {}, sharedOptions: { handleStructuredLogs: () => undefined } });
+      const gw = await startGateway(script, {
+        workerOptions: limiter ? { ratelimits: RUN_LIMITER } : {},
+        sharedOptions: { handleStructuredLogs: () => undefined },
+      });
       cleanup.push(() => gw.mf.dispose());
       const s = await seed(gw.url, app.url);
       return { id, url: gw.url, headers: s.headers, fn: s.fn, srv: s.srv, cpu: cpuReader(gw.url) };
     };
     const gateway = await start("as built", bundle, false);
-    const barePaths = { url: bare.url, headers: {}, fn: gateway.fn, srv: gateway.srv, cpu: cpuReader(bare.url), id: "bare" };
+    const barePaths = {
+      url: bare.url,
+      headers: {},
+      fn: gateway.fn,
+      srv: gateway.srv,
+      cpu: cpuReader(bare.url),
+      id: "bare",
+    };
     const alone = [];
     for (const variant of variants) {
       let script = bundle;
@@ -188,7 +233,8 @@ export async function benchRunPath({ bundle, seconds, reps, mib, samples, wrkCpu
         if (t.id === "bare" || t.id === "as built") {
           const declared = await timedGet(`${t.url}${t.srv}/file?mib=${mib}`, t.headers, t.agent);
           const chunked = await timedGet(`${t.url}${t.srv}/bytes?mib=${mib}`, t.headers, t.agent);
-          for (const body of [declared, chunked]) if (body.bytes !== mib * MIB) throw new Error(`${t.id}: ${body.bytes} of ${mib * MIB} bytes`);
+          for (const body of [declared, chunked])
+            if (body.bytes !== mib * MIB) throw new Error(`${t.id}: ${body.bytes} of ${mib * MIB} bytes`);
           figures[t.id].declared = declared.bytes / (declared.total / 1000);
           figures[t.id].chunked = chunked.bytes / (chunked.total / 1000);
         }
@@ -197,14 +243,22 @@ export async function benchRunPath({ bundle, seconds, reps, mib, samples, wrkCpu
       const firsts = [];
       for (let i = 0; i < samples; i++) {
         const pair = {};
-        for (const t of i % 2 ? [barePaths, gateway] : [gateway, barePaths]) pair[t.id] = (await timedGet(`${t.url}${t.srv}/sse`, t.headers, t.agent)).first;
+        for (const t of i % 2 ? [barePaths, gateway] : [gateway, barePaths])
+          pair[t.id] = (await timedGet(`${t.url}${t.srv}/sse`, t.headers, t.agent)).first;
         firsts.push(pair["as built"] - pair.bare);
       }
       figures.firstByte = median(firsts);
       perRep.push(figures);
     }
     for (const t of targets) t.agent.destroy();
-    return { seconds, reps, mib, samples, perRep, variants: alone.map(({ target, ...v }) => ({ ...v, built: Boolean(target) })) };
+    return {
+      seconds,
+      reps,
+      mib,
+      samples,
+      perRep,
+      variants: alone.map(({ target, ...v }) => ({ ...v, built: Boolean(target) })),
+    };
   } finally {
     for (const close of cleanup.reverse()) await close();
     rmSync(workdir, { recursive: true, force: true });
@@ -215,24 +269,77 @@ export async function benchRunPath({ bundle, seconds, reps, mib, samples, wrkCpu
 export function printRunPath(figures, fmt = (n, d = 2) => (n === null ? "–" : n.toFixed(d))) {
   const { perRep } = figures;
   const across = (pick) => median(perRep.map(pick));
-  const bad = perRep.reduce((n, r) => n + Object.values(r).reduce((m, f) => m + (f?.json?.bad ?? 0) + (f?.png?.bad ?? 0), 0), 0);
-  console.log(`\n## Run path against the bare Worker (wrk, 16 connections, ${figures.seconds} s each; medians of ${figures.reps} reps, each ratio taken within its rep)\n`);
+  const bad = perRep.reduce(
+    (n, r) => n + Object.values(r).reduce((m, f) => m + (f?.json?.bad ?? 0) + (f?.png?.bad ?? 0), 0),
+    0,
+  );
+  console.log(
+    `\n## Run path against the bare Worker (wrk, 16 connections, ${figures.seconds} s each; medians of ${figures.reps} reps, each ratio taken within its rep)\n`,
+  );
   console.log("| figure | gateway | bare Worker | gateway vs bare | target |");
   console.log("|---|---:|---:|---:|---|");
   const g = (r) => r["as built"];
   const b = (r) => r.bare;
   const mibs = (v) => (v === null ? "–" : `${fmt(v / MIB, 0)} MiB/s`);
-  console.log(`| (c) run on the API hostname (cortex, envelope), req/s | ${fmt(across((r) => g(r).json.rps), 0)} | ${fmt(across((r) => b(r).json.rps), 0)} | **${fmt(across((r) => g(r).json.rps / b(r).json.rps))}×** | ≥ 0.85× |`);
-  console.log(`| (c) workerd CPU per run | ${fmt(across((r) => g(r).json.cpu), 3)} ms | ${fmt(across((r) => b(r).json.cpu), 3)} ms | **+${fmt(across((r) => g(r).json.cpu - b(r).json.cpu), 3)} ms** | ≤ +0.12 ms |`);
-  console.log(`| (c) p99 latency at 16 connections | ${fmt(across((r) => g(r).json.p99), 1)} ms | ${fmt(across((r) => b(r).json.p99), 1)} ms | **${fmt(across((r) => g(r).json.p99 / b(r).json.p99))}×** | ≤ 1.5× |`);
-  console.log(`| binary answer (16 KiB image/png, custom app), req/s | ${fmt(across((r) => g(r).png.rps), 0)} | ${fmt(across((r) => b(r).png.rps), 0)} | **${fmt(across((r) => g(r).png.rps / b(r).png.rps))}×** | ≥ 0.90× |`);
-  console.log(`| ${figures.mib} MiB body with its length, bytes/s (the runtime's pipe) | ${mibs(across((r) => g(r).declared))} | ${mibs(across((r) => b(r).declared))} | **${fmt(across((r) => g(r).declared / b(r).declared))}×** | ≥ 0.90× |`);
-  console.log(`| ${figures.mib} MiB body chunked, no length, bytes/s (watched for silence) | ${mibs(across((r) => g(r).chunked))} | ${mibs(across((r) => b(r).chunked))} | **${fmt(across((r) => g(r).chunked / b(r).chunked))}×** | (≥ 0.90×) |`);
-  console.log(`| event stream, first byte (median of ${figures.samples} back-to-back pairs per rep) | | | **+${fmt(across((r) => r.firstByte), 3)} ms** | ≤ +1 ms |`);
+  console.log(
+    `| (c) run on the API hostname (cortex, envelope), req/s | ${fmt(
+      across((r) => g(r).json.rps),
+      0,
+    )} | ${fmt(
+      across((r) => b(r).json.rps),
+      0,
+    )} | **${fmt(across((r) => g(r).json.rps / b(r).json.rps))}×** | ≥ 0.85× |`,
+  );
+  console.log(
+    `| (c) workerd CPU per run | ${fmt(
+      across((r) => g(r).json.cpu),
+      3,
+    )} ms | ${fmt(
+      across((r) => b(r).json.cpu),
+      3,
+    )} ms | **+${fmt(
+      across((r) => g(r).json.cpu - b(r).json.cpu),
+      3,
+    )} ms** | ≤ +0.12 ms |`,
+  );
+  console.log(
+    `| (c) p99 latency at 16 connections | ${fmt(
+      across((r) => g(r).json.p99),
+      1,
+    )} ms | ${fmt(
+      across((r) => b(r).json.p99),
+      1,
+    )} ms | **${fmt(across((r) => g(r).json.p99 / b(r).json.p99))}×** | ≤ 1.5× |`,
+  );
+  console.log(
+    `| binary answer (16 KiB image/png, custom app), req/s | ${fmt(
+      across((r) => g(r).png.rps),
+      0,
+    )} | ${fmt(
+      across((r) => b(r).png.rps),
+      0,
+    )} | **${fmt(across((r) => g(r).png.rps / b(r).png.rps))}×** | ≥ 0.90× |`,
+  );
+  console.log(
+    `| ${figures.mib} MiB body with its length, bytes/s (the runtime's pipe) | ${mibs(across((r) => g(r).declared))} | ${mibs(across((r) => b(r).declared))} | **${fmt(across((r) => g(r).declared / b(r).declared))}×** | ≥ 0.90× |`,
+  );
+  console.log(
+    `| ${figures.mib} MiB body chunked, no length, bytes/s (watched for silence) | ${mibs(across((r) => g(r).chunked))} | ${mibs(across((r) => b(r).chunked))} | **${fmt(across((r) => g(r).chunked / b(r).chunked))}×** | (≥ 0.90×) |`,
+  );
+  console.log(
+    `| event stream, first byte (median of ${figures.samples} back-to-back pairs per rep) | | | **+${fmt(
+      across((r) => r.firstByte),
+      3,
+    )} ms** | ≤ +1 ms |`,
+  );
   if (bad) console.log(`\nnon-2xx answers under load: ${bad}`);
   if (figures.variants.length === 0) return;
-  console.log("\n### What each remaining cost buys, measured alone (the same bundle with that piece taken out, or the limiter put in, in the same reps)\n");
-  console.log("| piece | what it buys | CPU per run it costs (JSON run; binary answer) | req/s with it ÷ without | p99 at 16 with ÷ without | binary req/s with ÷ without |");
+  console.log(
+    "\n### What each remaining cost buys, measured alone (the same bundle with that piece taken out, or the limiter put in, in the same reps)\n",
+  );
+  console.log(
+    "| piece | what it buys | CPU per run it costs (JSON run; binary answer) | req/s with it ÷ without | p99 at 16 with ÷ without | binary req/s with ÷ without |",
+  );
   console.log("|---|---|---:|---:|---:|---:|");
   // A piece put in (the limiter) costs what it adds; a piece taken out, what its absence saves.
   const with_ = (v, r) => (v.limiter ? r[v.id] : g(r));
@@ -244,7 +351,9 @@ export function printRunPath(figures, fmt = (n, d = 2) => (n === null ? "–" : 
     }
     const cost = (kind) => across((r) => with_(v, r)[kind].cpu - without(v, r)[kind].cpu);
     const ratio = (kind, key) => fmt(across((r) => with_(v, r)[kind][key] / without(v, r)[kind][key]));
-    console.log(`| ${v.id} | ${v.buys} | ${fmt(cost("json"), 3)} ms; ${fmt(cost("png"), 3)} ms | ${ratio("json", "rps")}× | ${ratio("json", "p99")}× | ${ratio("png", "rps")}× |`);
+    console.log(
+      `| ${v.id} | ${v.buys} | ${fmt(cost("json"), 3)} ms; ${fmt(cost("png"), 3)} ms | ${ratio("json", "rps")}× | ${ratio("json", "p99")}× | ${ratio("png", "rps")}× |`,
+    );
   }
 }
 
@@ -253,7 +362,10 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
   const hasTaskset = spawnSync("taskset", ["-c", "0", "true"]).status === 0;
   if (hasTaskset && !process.env.BENCH_PINNED) {
-    const child = spawnSync("taskset", ["-c", "0", process.execPath, ...process.argv.slice(1)], { stdio: "inherit", env: { ...process.env, BENCH_PINNED: "1" } });
+    const child = spawnSync("taskset", ["-c", "0", process.execPath, ...process.argv.slice(1)], {
+      stdio: "inherit",
+      env: { ...process.env, BENCH_PINNED: "1" },
+    });
     process.exit(child.status ?? 1);
   }
   ensureWrk();
@@ -267,11 +379,18 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
       mib: Number(options.mib ?? 100),
       samples: Number(options.samples ?? 100),
       wrkCpu: hasTaskset ? 1 : undefined,
-      variants: options.variants === "none" ? [] : options.variants ? VARIANTS.filter((v) => options.variants.split(",").includes(v.id)) : VARIANTS,
+      variants:
+        options.variants === "none"
+          ? []
+          : options.variants
+            ? VARIANTS.filter((v) => options.variants.split(",").includes(v.id))
+            : VARIANTS,
       log: (...args) => console.error("bench:", ...args),
     });
     printRunPath(figures);
-    console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}.`);
+    console.log(
+      `\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}.`,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -13,7 +13,10 @@ const CHUNK = Buffer.alloc(64 * 1024, 0x61);
 // on its own and not with the end of the answer.
 const REST_AFTER_MS = 20;
 // A binary answer of the size of a small generated image.
-const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(16 * 1024 - 8, 0x42)]);
+const PNG = Buffer.concat([
+  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+  Buffer.alloc(16 * 1024 - 8, 0x42),
+]);
 
 /**
  * The app: by the path's last segment, `sse` (an event stream, first event at once), `bytes?mib=N`
@@ -42,7 +45,10 @@ export async function startStreamPeer() {
     if (last === "sse") {
       res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
       res.write('data: {"token":"first"}\n\n');
-      setTimeout(() => res.end('data: {"token":"second"}\n\ndata: {"token":"third"}\n\nevent: done\ndata: {}\n\n'), REST_AFTER_MS);
+      setTimeout(
+        () => res.end('data: {"token":"second"}\n\ndata: {"token":"third"}\n\nevent: done\ndata: {}\n\n'),
+        REST_AFTER_MS,
+      );
       return;
     }
     if (last === "bytes") {
@@ -117,7 +123,9 @@ export async function benchStreaming({ gateway, bare, samples, mib, reps, second
     const check = await fetch(`${t.url}/sse`, { headers: t.headers });
     const body = await check.text();
     if (check.status !== 200 || !check.headers.get("content-type")?.startsWith("text/event-stream")) {
-      return { skipped: `${name} answered ${check.status} ${check.headers.get("content-type")} (${body.slice(0, 200)})` };
+      return {
+        skipped: `${name} answered ${check.status} ${check.headers.get("content-type")} (${body.slice(0, 200)})`,
+      };
     }
   }
   log(`streaming: time to first byte, ${samples} event streams each`);
@@ -130,7 +138,8 @@ export async function benchStreaming({ gateway, bare, samples, mib, reps, second
   }
   const pairedDifference = median(first.gateway.map((g, i) => g - first.bare[i]));
   // One unrecorded second of the binary load on each first: JIT and connection pools warm alike.
-  for (const t of Object.values(targets)) await wrk({ url: `${t.url}/png`, headers: t.headers, connections: 16, seconds: 1, cpu: wrkCpu });
+  for (const t of Object.values(targets))
+    await wrk({ url: `${t.url}/png`, headers: t.headers, connections: 16, seconds: 1, cpu: wrkCpu });
   const perRep = [];
   for (let rep = 1; rep <= reps; rep++) {
     const figures = {};
@@ -144,7 +153,12 @@ export async function benchStreaming({ gateway, bare, samples, mib, reps, second
       if (sampler) clearInterval(sampler);
       if (body.bytes !== mib * MIB) throw new Error(`${name}: ${body.bytes} bytes of ${mib * MIB}`);
       const load = await wrk({ url: `${t.url}/png`, headers: t.headers, connections: 16, seconds, cpu: wrkCpu });
-      figures[name] = { bytesPerSecond: body.bytes / (body.total / 1000), rssGrowth: before === null ? null : peak - before, rps: load.rps, non2xx: load.non2xx };
+      figures[name] = {
+        bytesPerSecond: body.bytes / (body.total / 1000),
+        rssGrowth: before === null ? null : peak - before,
+        rps: load.rps,
+        non2xx: load.non2xx,
+      };
     }
     perRep.push(figures);
   }
@@ -159,7 +173,9 @@ export async function benchStreaming({ gateway, bare, samples, mib, reps, second
 
 /** The section's table: ratios and differences taken within a repetition, then their median. */
 export function printStreaming(figures, fmt) {
-  console.log("\n## 6. Streaming (a custom app's answers passed through; gateway vs the bare pass-through Worker, same peer)\n");
+  console.log(
+    "\n## 6. Streaming (a custom app's answers passed through; gateway vs the bare pass-through Worker, same peer)\n",
+  );
   if (figures.skipped) {
     console.log(`skipped: ${figures.skipped}`);
     return;
@@ -167,7 +183,8 @@ export function printStreaming(figures, fmt) {
   const { firstByte, perRep, mib } = figures;
   const across = (pick) => median(perRep.map(pick));
   const mibs = (v) => fmt(v / MIB, 0);
-  const growth = (name) => (perRep[0][name].rssGrowth === null ? "–" : `${fmt(across((r) => r[name].rssGrowth) / MIB, 1)} MiB`);
+  const growth = (name) =>
+    perRep[0][name].rssGrowth === null ? "–" : `${fmt(across((r) => r[name].rssGrowth) / MIB, 1)} MiB`;
   console.log("| figure | gateway | bare Worker | gateway vs bare | target |");
   console.log("|---|---:|---:|---:|---|");
   console.log(
@@ -176,9 +193,17 @@ export function printStreaming(figures, fmt) {
   console.log(
     `| ${mib} MiB body, bytes/s (median of ${perRep.length}) | ${mibs(across((r) => r.gateway.bytesPerSecond))} MiB/s | ${mibs(across((r) => r.bare.bytesPerSecond))} MiB/s | **${fmt(across((r) => r.gateway.bytesPerSecond / r.bare.bytesPerSecond))}×** | ≥ 0.90× |`,
   );
-  console.log(`| workerd RSS growth while the ${mib} MiB body streams (peak − before) | **${growth("gateway")}** | ${growth("bare")} | | < 32 MiB |`);
   console.log(
-    `| binary answer (16 KiB image/png), req/s at 16 connections | ${fmt(across((r) => r.gateway.rps), 0)} | ${fmt(across((r) => r.bare.rps), 0)} | **${fmt(across((r) => r.gateway.rps / r.bare.rps))}×** | ≥ 0.90× |`,
+    `| workerd RSS growth while the ${mib} MiB body streams (peak − before) | **${growth("gateway")}** | ${growth("bare")} | | < 32 MiB |`,
+  );
+  console.log(
+    `| binary answer (16 KiB image/png), req/s at 16 connections | ${fmt(
+      across((r) => r.gateway.rps),
+      0,
+    )} | ${fmt(
+      across((r) => r.bare.rps),
+      0,
+    )} | **${fmt(across((r) => r.gateway.rps / r.bare.rps))}×** | ≥ 0.90× |`,
   );
   const bad = perRep.reduce((n, r) => n + r.gateway.non2xx + r.bare.non2xx, 0);
   if (bad) console.log(`\nnon-2xx answers during the binary load: ${bad}`);

@@ -104,8 +104,13 @@ export async function measureUnits({ receiverUrl, cpuReader, calls = 600 }) {
       units[kind] = ((cpu() - before) / (n * (kind.endsWith("10") ? 10 : 1))) * 1000;
     }
     // The statements did what they stand for: every measured row claimed, and delivered by its outcome.
-    const delivered = await db.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE id LIKE 'm%' AND status = 'delivered' AND attempt_count = 1").first();
-    if (delivered.n !== 3 * calls) throw new Error(`bench units: ${delivered.n} of ${3 * calls} rows claimed and delivered`);
+    const delivered = await db
+      .prepare(
+        "SELECT count(*) AS n FROM webhook_deliveries WHERE id LIKE 'm%' AND status = 'delivered' AND attempt_count = 1",
+      )
+      .first();
+    if (delivered.n !== 3 * calls)
+      throw new Error(`bench units: ${delivered.n} of ${3 * calls} rows claimed and delivered`);
     return units;
   } finally {
     await mf.dispose();

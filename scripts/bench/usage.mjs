@@ -8,7 +8,14 @@ import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
 import { cpuReader } from "./cpu.mjs";
-import { buildBundle, COMPATIBILITY_DATE, managementApi, seedRunnableApp, startGateway, startWorker } from "./gateway.mjs";
+import {
+  buildBundle,
+  COMPATIBILITY_DATE,
+  managementApi,
+  seedRunnableApp,
+  startGateway,
+  startWorker,
+} from "./gateway.mjs";
 import { startPeer } from "./peers.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
@@ -81,11 +88,11 @@ async function measureSeam(workdir, cpuOf, { nullLedger }) {
     entry,
     `import { holdRecord, flush } from ${JSON.stringify(join(src, "buffer.ts"))};
 ${
-      nullLedger
-        ? // A ledger that keeps nothing: what is left is the run's side (push, batch, the call itself).
-          'import { DurableObject } from "cloudflare:workers";\nexport class UsageLedger extends DurableObject { add(records) { return { added: records.length }; } }'
-        : `export { UsageLedger } from ${JSON.stringify(join(src, "ledger-object.ts"))};`
-    }
+  nullLedger
+    ? // A ledger that keeps nothing: what is left is the run's side (push, batch, the call itself).
+      'import { DurableObject } from "cloudflare:workers";\nexport class UsageLedger extends DurableObject { add(records) { return { added: records.length }; } }'
+    : `export { UsageLedger } from ${JSON.stringify(join(src, "ledger-object.ts"))};`
+}
 let next = 0;
 let timerSeen = false;
 export default {
@@ -109,7 +116,15 @@ export default {
 };`,
   );
   const outfile = join(workdir, `${name}-bundle.mjs`);
-  await build({ entryPoints: [entry], bundle: true, format: "esm", platform: "neutral", outfile, external: ["cloudflare:*", "node:*"], logLevel: "silent" });
+  await build({
+    entryPoints: [entry],
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    outfile,
+    external: ["cloudflare:*", "node:*"],
+    logLevel: "silent",
+  });
   const mf = startWorker({
     scriptPath: outfile,
     modulesRoot: workdir,
@@ -146,7 +161,10 @@ export async function benchUsage({ bundle, upstreamUrl, seconds, reps, wrkCpu, l
     log("usage: the recording seam in a loop");
     const seam = await measureSeam(dirname(bundle), cpuReader, { nullLedger: false });
     const runSide = await measureSeam(dirname(bundle), cpuReader, { nullLedger: true });
-    for (const [name, extraBindings] of [["on", {}], ["off", { USAGE_RECORDING: "off" }]]) {
+    for (const [name, extraBindings] of [
+      ["on", {}],
+      ["off", { USAGE_RECORDING: "off" }],
+    ]) {
       // The Worker's own log lines (one per request) are not the bench's output.
       const sharedOptions = { handleRuntimeStdio: (stdout, stderr) => (stdout.resume(), stderr.resume()) };
       const gateway = await startGateway(bundle, { extraBindings, sharedOptions });
@@ -182,7 +200,11 @@ export async function benchUsage({ bundle, upstreamUrl, seconds, reps, wrkCpu, l
     const cpuBefore = gateways.on.cpu();
     const seedStarted = performance.now();
     for (let i = 0; i < week.length; i += SEED_BATCH) await ledger.add(week.slice(i, i + SEED_BATCH));
-    const ingest = { records: week.length, ms: performance.now() - seedStarted, cpuPerRecord: (gateways.on.cpu() - cpuBefore) / week.length };
+    const ingest = {
+      records: week.length,
+      ms: performance.now() - seedStarted,
+      cpuPerRecord: (gateways.on.cpu() - cpuBefore) / week.length,
+    };
     // The week's storage: what a record costs the object's 10 GB (rollups included, spread over the records).
     // Plain numbers: the answer is a stub of the runtime's, gone once the gateway is disposed.
     const stats = await ledger.stats();
@@ -193,12 +215,22 @@ export async function benchUsage({ bundle, upstreamUrl, seconds, reps, wrkCpu, l
     const iso = (ms) => new Date(ms).toISOString();
     const week7 = `from=${iso(now - 7 * DAY_MS)}&to=${iso(now)}&app_name=busy-app`;
     const probe = await (await fetch(`${base}/usage?${week7}&interval=hour`, { headers: auth })).json();
-    const day = await (await fetch(`${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=hour`, { headers: auth })).json();
+    const day = await (
+      await fetch(`${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=hour`, {
+        headers: auth,
+      })
+    ).json();
     const queries = {
       weekHourly: await timed(`${base}/usage?${week7}&interval=hour`, auth),
       weekDaily: await timed(`${base}/usage?${week7}&interval=day`, auth),
-      dayHourlyExact: await timed(`${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=hour`, auth),
-      dayByMinute: await timed(`${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=minute`, auth),
+      dayHourlyExact: await timed(
+        `${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=hour`,
+        auth,
+      ),
+      dayByMinute: await timed(
+        `${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=minute`,
+        auth,
+      ),
       runsPage: await timed(`${base}/runs?app_name=busy-app&status=5xx&limit=100`, auth),
       weekRuns: probe.totals.runs,
       weekPercentiles: probe.percentiles,
@@ -226,28 +258,49 @@ export async function benchUsage({ bundle, upstreamUrl, seconds, reps, wrkCpu, l
 }
 
 export function printUsage(u, fmt) {
-  console.log(`\n## 7. Usage recording (two gateways of one bundle, recording on and off; wrk 16 connections, ${u.seconds} s, medians of ${u.reps} interleaved reps)\n`);
+  console.log(
+    `\n## 7. Usage recording (two gateways of one bundle, recording on and off; wrk 16 connections, ${u.seconds} s, medians of ${u.reps} interleaved reps)\n`,
+  );
   console.log("| figure | value |");
   console.log("|---|---:|");
   console.log(`| workerd CPU per run, recording off | ${fmt(u.off, 4)} ms (${fmt(u.rpsOff, 0)} req/s) |`);
-  console.log(`| workerd CPU per run, recording on (the ledger's own work included: local Durable Objects run in the same process) | ${fmt(u.on, 4)} ms (${fmt(u.rpsOn, 0)} req/s) |`);
+  console.log(
+    `| workerd CPU per run, recording on (the ledger's own work included: local Durable Objects run in the same process) | ${fmt(u.on, 4)} ms (${fmt(u.rpsOn, 0)} req/s) |`,
+  );
   console.log(`| on − off, paired per rep | **${fmt(u.extra, 4)} ms** |`);
-  console.log(`| the ledger's ingest alone, per record (${u.ingest.records} records in batches of ${SEED_BATCH}) | ${fmt(u.ingest.cpuPerRecord, 4)} ms CPU (${fmt(u.ingest.ms, 0)} ms wall) |`);
-  console.log(`| on − off − ingest (whole runs: within the machine's noise, see the seam below) | ${fmt(u.extra - u.ingest.cpuPerRecord, 4)} ms |`);
+  console.log(
+    `| the ledger's ingest alone, per record (${u.ingest.records} records in batches of ${SEED_BATCH}) | ${fmt(u.ingest.cpuPerRecord, 4)} ms CPU (${fmt(u.ingest.ms, 0)} ms wall) |`,
+  );
+  console.log(
+    `| on − off − ingest (whole runs: within the machine's noise, see the seam below) | ${fmt(u.extra - u.ingest.cpuPerRecord, 4)} ms |`,
+  );
   if (u.seam) {
-    console.log(`| the seam alone (src/usage/buffer.ts in a loop: push, batches of 200, ledger calls), per run, one project | ${fmt(u.seam.oneProject, 4)} ms CPU, ledger ingest included |`);
-    console.log(`| the same, runs of 50 projects (one queue send per batch; the consumer's ledger calls are not the run's) | ${fmt(u.seam.fiftyProjects, 4)} ms CPU |`);
+    console.log(
+      `| the seam alone (src/usage/buffer.ts in a loop: push, batches of 200, ledger calls), per run, one project | ${fmt(u.seam.oneProject, 4)} ms CPU, ledger ingest included |`,
+    );
+    console.log(
+      `| the same, runs of 50 projects (one queue send per batch; the consumer's ledger calls are not the run's) | ${fmt(u.seam.fiftyProjects, 4)} ms CPU |`,
+    );
   }
   if (u.runSide) {
-    console.log(`| the seam with a ledger that keeps nothing: the run's own side of recording, one project | **${fmt(u.runSide.oneProject, 4)} ms** (budget +0.03 ms) |`);
+    console.log(
+      `| the seam with a ledger that keeps nothing: the run's own side of recording, one project | **${fmt(u.runSide.oneProject, 4)} ms** (budget +0.03 ms) |`,
+    );
     console.log(`| the same, runs of 50 projects | **${fmt(u.runSide.fiftyProjects, 4)} ms** |`);
   }
   const s = u.ingest.stats;
-  if (s) console.log(`| the busy week's ledger: ${s.records} records, ${s.rollups} minute rollups | ${fmt(s.bytes / 1e6, 1)} MB = ${fmt(s.bytes / s.records, 0)} bytes a record, rollups included |`);
+  if (s)
+    console.log(
+      `| the busy week's ledger: ${s.records} records, ${s.rollups} minute rollups | ${fmt(s.bytes / 1e6, 1)} MB = ${fmt(s.bytes / s.records, 0)} bytes a record, rollups included |`,
+    );
   const q = u.queries;
-  console.log(`| usage, 7 days by the hour, one busy app (${q.weekRuns} runs; percentiles: ${q.weekPercentiles}) | **${fmt(q.weekHourly, 1)} ms** (target < 200 ms) |`);
+  console.log(
+    `| usage, 7 days by the hour, one busy app (${q.weekRuns} runs; percentiles: ${q.weekPercentiles}) | **${fmt(q.weekHourly, 1)} ms** (target < 200 ms) |`,
+  );
   console.log(`| usage, 7 days by the day | ${fmt(q.weekDaily, 1)} ms |`);
-  console.log(`| usage, 24 hours by the hour (${q.dayRuns} runs; percentiles: ${q.dayPercentiles}) | ${fmt(q.dayHourlyExact, 1)} ms |`);
+  console.log(
+    `| usage, 24 hours by the hour (${q.dayRuns} runs; percentiles: ${q.dayPercentiles}) | ${fmt(q.dayHourlyExact, 1)} ms |`,
+  );
   console.log(`| usage, 24 hours by the minute (1,440 points) | ${fmt(q.dayByMinute, 1)} ms |`);
   console.log(`| runs list, one app's 5xx, 100 per page | ${fmt(q.runsPage, 1)} ms |`);
 }
@@ -263,7 +316,14 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
     const log = (...args) => console.error("bench:", ...args);
     log("building the Worker bundle");
     const bundle = buildBundle(join(workdir, "dist"));
-    const figures = await benchUsage({ bundle, upstreamUrl: upstream.url, seconds: Number(options.seconds ?? 3), reps: Number(options.reps ?? 5), wrkCpu: undefined, log });
+    const figures = await benchUsage({
+      bundle,
+      upstreamUrl: upstream.url,
+      seconds: Number(options.seconds ?? 3),
+      reps: Number(options.reps ?? 5),
+      wrkCpu: undefined,
+      log,
+    });
     if (figures) printUsage(figures, (n, digits = 2) => n.toFixed(digits));
     console.log(`\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}`);
   } finally {

@@ -9,7 +9,9 @@ export function ensureWrk() {
     if (error.code !== "ENOENT") return;
     if (process.getuid?.() !== 0) throw new Error("wrk is not installed: apt-get install -y wrk", { cause: error });
     console.error("bench: installing wrk (apt)…");
-    execFileSync("sh", ["-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk"], { stdio: "inherit" });
+    execFileSync("sh", ["-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk"], {
+      stdio: "inherit",
+    });
   }
 }
 

@@ -50,7 +50,10 @@ export async function startFlappingReceiver() {
       // Never answers: only the gateway's own timeout ends the attempt (the socket closes with the server).
       if (answer === "timeout") return;
       const status = Number(answer);
-      res.writeHead(status, { "Content-Type": "application/json", ...(status === 302 ? { Location: "https://example.com/moved" } : {}) });
+      res.writeHead(status, {
+        "Content-Type": "application/json",
+        ...(status === 302 ? { Location: "https://example.com/moved" } : {}),
+      });
       res.end(JSON.stringify({ ok: status === 200 }));
     });
   });

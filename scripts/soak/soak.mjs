@@ -61,7 +61,11 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
         const endpoint = refused ? `${refusedUrl}/hook` : `${receiver.url}/hook`;
         const response = await fetch(`${gateway.url}${seed.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
           method: "POST",
-          headers: { Authorization: `Bearer ${seed.token}`, "Content-Type": "application/json", ...(i % 2 ? { "X-Webhook-Secret": `soak-secret-${i}` } : {}) },
+          headers: {
+            Authorization: `Bearer ${seed.token}`,
+            "Content-Type": "application/json",
+            ...(i % 2 ? { "X-Webhook-Secret": `soak-secret-${i}` } : {}),
+          },
           body: JSON.stringify({ inputs: { i } }),
         });
         const text = await response.text();
@@ -79,7 +83,8 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
     const deadline = Date.now() + settleTimeoutMs;
     let counts;
     for (;;) {
-      counts = (await gateway.db.prepare("SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status").all()).results;
+      counts = (await gateway.db.prepare("SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status").all())
+        .results;
       const total = counts.reduce((sum, row) => sum + row.n, 0);
       const pending = counts.find((row) => row.status === "pending")?.n ?? 0;
       if (total >= runs && pending === 0) break;
@@ -102,7 +107,8 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
     const duplicates = [...byRun.values()].filter((n) => n !== 1).length;
     if (duplicates) violations.push(`${duplicates} run(s) with more than one delivery record`);
     if (rows.length !== runs) violations.push(`${rows.length} delivery records for ${runs} runs`);
-    if ((statuses.get(200) ?? 0) !== runs) violations.push(`caller statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
+    if ((statuses.get(200) ?? 0) !== runs)
+      violations.push(`caller statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
 
     const tally = { delivered: 0, failed: 0, pending: 0 };
     const attemptsHistogram = { 1: 0, 2: 0, 3: 0 };
@@ -114,7 +120,11 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
       attemptsHistogram[row.attempt_count] = (attemptsHistogram[row.attempt_count] ?? 0) + 1;
       const refused = refusedRuns.has(row.run_id);
       const expected = expectedOutcome(row.run_id, refused);
-      if (row.status !== expected.status || row.attempt_count !== expected.attempts || row.attempt_rows !== expected.attempts) {
+      if (
+        row.status !== expected.status ||
+        row.attempt_count !== expected.attempts ||
+        row.attempt_rows !== expected.attempts
+      ) {
         if (mismatches++ < 5) {
           violations.push(
             `delivery ${row.id}: ${row.status}/${row.attempt_count} attempts (${row.attempt_rows} recorded, ${receiver.seen.get(row.run_id) ?? 0} received, last ${row.last_status_code ?? row.last_error}), expected ${expected.status}/${expected.attempts}${refused ? " (refused)" : ""}`,
@@ -131,7 +141,8 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
     if (receiverDisagrees) violations.push(`${receiverDisagrees} deliveries where the receiver's count differs`);
     // The Worker logs exactly one error line per failed delivery, and no other error (a D1 or queue fault would show).
     const errorLines = (workerLogs.byLevel.error ?? 0) - errorLinesBefore;
-    if (errorLines !== tally.failed) violations.push(`${errorLines} error log lines for ${tally.failed} failed deliveries`);
+    if (errorLines !== tally.failed)
+      violations.push(`${errorLines} error log lines for ${tally.failed} failed deliveries`);
     const attemptsTotal = rows.reduce((sum, row) => sum + row.attempt_rows, 0);
     return {
       runs,
@@ -170,7 +181,9 @@ async function main() {
       log(`FAILED: ${result.violations.join("; ")}`);
       process.exitCode = 1;
     } else {
-      log(`OK: ${result.records} deliveries for ${runs} runs, ${result.tally.delivered} delivered, ${result.tally.failed} failed, none lost`);
+      log(
+        `OK: ${result.records} deliveries for ${runs} runs, ${result.tally.delivered} delivered, ${result.tally.failed} failed, none lost`,
+      );
     }
   } finally {
     await gateway.mf.dispose();

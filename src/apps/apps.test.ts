@@ -8,12 +8,22 @@ describe("apps", () => {
     const { projectId, token, appId } = await seedProject(api, { appName: "hello-world" });
     expect(appId).toBe(`${projectId}-hello-world`);
     const read = await api.json(`/v2/projects/${projectId}/apps/${appId}`, { token });
-    expect(read.body).toMatchObject({ app_id: appId, name: "hello-world", region: "us-east-1", runtime: "cortex", current_deployment: null });
+    expect(read.body).toMatchObject({
+      app_id: appId,
+      name: "hello-world",
+      region: "us-east-1",
+      runtime: "cortex",
+      current_deployment: null,
+    });
   });
 
   it("refuses a duplicate name with 409, and bad names, regions and runtimes with 400", async () => {
     const { projectId, token } = await seedProject(api, { appName: "dup" });
-    const duplicate = await api.json(`/v2/projects/${projectId}/apps`, { method: "POST", token, body: { name: "dup", region: "us-east-1", runtime: "custom" } });
+    const duplicate = await api.json(`/v2/projects/${projectId}/apps`, {
+      method: "POST",
+      token,
+      body: { name: "dup", region: "us-east-1", runtime: "custom" },
+    });
     expect(duplicate.status).toBe(409);
     expect(duplicate.body.code).toBe("conflict");
     const bad = [
@@ -24,7 +34,11 @@ describe("apps", () => {
       { name: "ok", region: "us-east-1", runtime: "lambda" },
     ];
     for (const body of bad) {
-      const response = await api.json<{ errors: { field: string }[] }>(`/v2/projects/${projectId}/apps`, { method: "POST", token, body });
+      const response = await api.json<{ errors: { field: string }[] }>(`/v2/projects/${projectId}/apps`, {
+        method: "POST",
+        token,
+        body,
+      });
       expect(response.status, JSON.stringify(body)).toBe(400);
     }
   });
@@ -36,7 +50,11 @@ describe("apps", () => {
       const id = await seedBuild(api, seed);
       await api.json(path(id), { method: "PATCH", token: seed.token, body: { status: "building" } });
       api.clock.advance(1000);
-      await api.json(path(id), { method: "PATCH", token: seed.token, body: { status: "succeeded", origin_url: origin } });
+      await api.json(path(id), {
+        method: "PATCH",
+        token: seed.token,
+        body: { status: "succeeded", origin_url: origin },
+      });
       return id;
     };
     await succeed("https://v1.example.net");
@@ -48,18 +66,30 @@ describe("apps", () => {
       { token: seed.token },
     );
     expect(app.body.current_deployment).toMatchObject({ build_id: second, origin_url: "https://v2.example.net" });
-    const list = await api.json<{ data: { current_deployment: unknown }[] }>(`/v2/projects/${seed.projectId}/apps`, { token: seed.token });
+    const list = await api.json<{ data: { current_deployment: unknown }[] }>(`/v2/projects/${seed.projectId}/apps`, {
+      token: seed.token,
+    });
     expect(list.body.data[0]!.current_deployment).toEqual(app.body.current_deployment);
   });
 
   it("lists apps by name with pagination", async () => {
     const { projectId, token } = await seedProject(api, { appName: "b-app" });
     for (const name of ["c-app", "a-app"]) {
-      await api.json(`/v2/projects/${projectId}/apps`, { method: "POST", token, body: { name, region: "eu-west-2", runtime: "custom" } });
+      await api.json(`/v2/projects/${projectId}/apps`, {
+        method: "POST",
+        token,
+        body: { name, region: "eu-west-2", runtime: "custom" },
+      });
     }
-    const first = await api.json<{ data: { name: string }[]; next_cursor: string }>(`/v2/projects/${projectId}/apps?limit=2`, { token });
+    const first = await api.json<{ data: { name: string }[]; next_cursor: string }>(
+      `/v2/projects/${projectId}/apps?limit=2`,
+      { token },
+    );
     expect(first.body.data.map((a) => a.name)).toEqual(["a-app", "b-app"]);
-    const second = await api.json<{ data: { name: string }[]; next_cursor: null }>(`/v2/projects/${projectId}/apps?limit=2&cursor=${first.body.next_cursor}`, { token });
+    const second = await api.json<{ data: { name: string }[]; next_cursor: null }>(
+      `/v2/projects/${projectId}/apps?limit=2&cursor=${first.body.next_cursor}`,
+      { token },
+    );
     expect(second.body.data.map((a) => a.name)).toEqual(["c-app"]);
     expect(second.body.next_cursor).toBeNull();
   });

@@ -29,13 +29,25 @@ export async function upstreamOf(db: Database, projectId: string, appName: strin
   if (cached) return cached;
   const deployment = (await currentDeployments(db, [id])).get(id);
   if (deployment) {
-    const upstream = { appId: id, buildId: deployment.buildId, originUrl: deployment.originUrl, runtime: deployment.runtime };
+    const upstream = {
+      appId: id,
+      buildId: deployment.buildId,
+      originUrl: deployment.originUrl,
+      runtime: deployment.runtime,
+    };
     deployments.set(id, upstream, now);
     return upstream;
   }
-  const [app] = await db.select({ id: apps.id }).from(apps).where(and(eq(apps.id, id), eq(apps.projectId, projectId))).limit(1);
+  const [app] = await db
+    .select({ id: apps.id })
+    .from(apps)
+    .where(and(eq(apps.id, id), eq(apps.projectId, projectId)))
+    .limit(1);
   if (!app) throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
-  throw new ApiError("no_deployment", `The app '${appName}' has no succeeded build yet; runs start once a build succeeds.`);
+  throw new ApiError(
+    "no_deployment",
+    `The app '${appName}' has no succeeded build yet; runs start once a build succeeds.`,
+  );
 }
 
 /** Makes this isolate route the app's runs to its newest deployment at once. */

@@ -13,17 +13,33 @@ export const appsRouter = createRouter()
     const body = c.req.valid("json");
     const { regions } = c.var.scope.config;
     if (!regions.includes(body.region)) {
-      throw invalidField("body", "region", `must be one of ${regions.join(", ")}`, `region must be one of ${regions.join(", ")}.`);
+      throw invalidField(
+        "body",
+        "region",
+        `must be one of ${regions.join(", ")}`,
+        `region must be one of ${regions.join(", ")}.`,
+      );
     }
     const id = appId(project_id, body.name);
     const db = c.var.scope.db;
     const [[app]] = await db.batch([
       db
         .insert(apps)
-        .values({ id, projectId: project_id, name: body.name, region: body.region, runtime: body.runtime, createdAt: c.var.scope.deps.now() })
+        .values({
+          id,
+          projectId: project_id,
+          name: body.name,
+          region: body.region,
+          runtime: body.runtime,
+          createdAt: c.var.scope.deps.now(),
+        })
         .onConflictDoNothing()
         .returning(),
-      auditStatement(c, { action: "app.create", target: { type: "app", id }, details: { region: body.region, runtime: body.runtime } }),
+      auditStatement(c, {
+        action: "app.create",
+        target: { type: "app", id },
+        details: { region: body.region, runtime: body.runtime },
+      }),
     ]);
     if (!app) throw new ApiError("conflict", `The project already has an app named '${body.name}'.`);
     return c.json(appJson(app, undefined), 201);

@@ -1,7 +1,17 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
 import { RUNTIMES } from "../db/schema";
-import { SCOPED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, PROJECT_ID_EXAMPLE, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import {
+  SCOPED_PROBLEMS,
+  jsonBodyOf,
+  jsonContent,
+  ListQuery,
+  listOf,
+  PROJECT_ID_EXAMPLE,
+  ProjectParams,
+  problems,
+  Timestamp,
+} from "../platform/openapi";
 
 export const APP_NAME = /^[a-z]([a-z0-9-]{0,48}[a-z0-9])?$/;
 export const APP_ID_EXAMPLE = `${PROJECT_ID_EXAMPLE}-hello-world`;

@@ -45,7 +45,12 @@ export async function currentDeployments(db: Database, appIds: string[]): Promis
     .groupBy(builds.appId);
   for (const row of rows) {
     if (row.originUrl && row.finishedAt) {
-      result.set(row.appId, { buildId: row.buildId, originUrl: row.originUrl, deployedAt: row.finishedAt, runtime: row.runtime });
+      result.set(row.appId, {
+        buildId: row.buildId,
+        originUrl: row.originUrl,
+        deployedAt: row.finishedAt,
+        runtime: row.runtime,
+      });
     }
   }
   return result;

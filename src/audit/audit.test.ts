@@ -1,7 +1,14 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
-import { documentOperations, inDays as inDaysOf, isManagement, pathOf, projectWithEverything, writeBody } from "../../test/operations";
+import {
+  documentOperations,
+  inDays as inDaysOf,
+  isManagement,
+  pathOf,
+  projectWithEverything,
+  writeBody,
+} from "../../test/operations";
 
 const api = client();
 const inDays = (days: number) => inDaysOf(api, days);
@@ -19,7 +26,11 @@ interface Entry {
 }
 
 const entriesOf = async (projectId: string) =>
-  (await env.DB.prepare("SELECT request_id, action FROM audit_log WHERE project_id = ?").bind(projectId).all<{ request_id: string; action: string }>()).results;
+  (
+    await env.DB.prepare("SELECT request_id, action FROM audit_log WHERE project_id = ?")
+      .bind(projectId)
+      .all<{ request_id: string; action: string }>()
+  ).results;
 
 const fixture = () => projectWithEverything(api);
 
@@ -56,7 +67,11 @@ describe("audit log", () => {
 
       const listed = await api.json<{ data: Entry[] }>(`/v2/projects/${projectId}/audit-log?action=${mine[0]!.action}`);
       const entry = listed.body.data.find((e) => e.request_id === requestId)!;
-      expect(entry.actor, label).toEqual(asOperator ? { kind: "operator", id: "operator", name: null } : { kind: "service_account", id: seed.serviceAccountId, name: "ci" });
+      expect(entry.actor, label).toEqual(
+        asOperator
+          ? { kind: "operator", id: "operator", name: null }
+          : { kind: "service_account", id: seed.serviceAccountId, name: "ci" },
+      );
       expect(entry.client_ip, label).toBe("203.0.113.9");
       expect(entry.at, label).toBe(api.clock.now().toISOString());
       expect(entry.target.id, label).toBeTruthy();
@@ -70,14 +85,38 @@ describe("audit log", () => {
     const before = (await entriesOf(seed.projectId)).length;
     const apps = `/v2/projects/${seed.projectId}/apps`;
     // A conflict inside the write's own batch (ON CONFLICT DO NOTHING): no entry.
-    expect((await api.call(apps, { method: "POST", token: seed.token, body: { name: seed.appName, region: "us-east-1", runtime: "cortex" } })).status).toBe(409);
+    expect(
+      (
+        await api.call(apps, {
+          method: "POST",
+          token: seed.token,
+          body: { name: seed.appName, region: "us-east-1", runtime: "cortex" },
+        })
+      ).status,
+    ).toBe(409);
     // Refused before the write: validation, scope.
-    expect((await api.call(apps, { method: "POST", token: seed.token, body: { name: "Bad Name", region: "us-east-1", runtime: "cortex" } })).status).toBe(400);
+    expect(
+      (
+        await api.call(apps, {
+          method: "POST",
+          token: seed.token,
+          body: { name: "Bad Name", region: "us-east-1", runtime: "cortex" },
+        })
+      ).status,
+    ).toBe(400);
     const limited = await api.json<{ token: string }>(`/v2/projects/${seed.projectId}/service-accounts`, {
       method: "POST",
       body: { name: "reader", expires_at: inDays(5), scopes: ["builds:read"] },
     });
-    expect((await api.call(apps, { method: "POST", token: limited.body.token, body: { name: "x", region: "us-east-1", runtime: "cortex" } })).status).toBe(403);
+    expect(
+      (
+        await api.call(apps, {
+          method: "POST",
+          token: limited.body.token,
+          body: { name: "x", region: "us-east-1", runtime: "cortex" },
+        })
+      ).status,
+    ).toBe(403);
     expect((await entriesOf(seed.projectId)).length).toBe(before + 1); // the reader's own creation
   });
 
@@ -100,7 +139,9 @@ describe("audit log", () => {
     const builds = await api.json<{ data: Entry[] }>(`${base}?action=build.start&actor=${seed.serviceAccountId}`);
     // The deployed build and the queued one of the fixture, and the three above.
     expect(builds.body.data).toHaveLength(5);
-    expect(builds.body.data.every((e) => e.action === "build.start" && e.actor.id === seed.serviceAccountId)).toBe(true);
+    expect(builds.body.data.every((e) => e.action === "build.start" && e.actor.id === seed.serviceAccountId)).toBe(
+      true,
+    );
     const byOperator = await api.json<{ data: Entry[] }>(`${base}?actor=operator`);
     // The fixture's three invites are the operator's too.
     expect(byOperator.body.data.map((e) => e.action).sort()).toEqual([
@@ -124,7 +165,8 @@ describe("audit log", () => {
     const text = await own.text();
     expect(own.status).toBe(200);
     // (App names are short and may be part of B's own; A's app id holds A's project id.)
-    for (const [name, value] of Object.entries(a.values)) if (name !== "app_name" && name !== "path") expect(text, name).not.toContain(value);
+    for (const [name, value] of Object.entries(a.values))
+      if (name !== "app_name" && name !== "path") expect(text, name).not.toContain(value);
   });
 
   it("needs audit:read", async () => {
@@ -133,7 +175,9 @@ describe("audit log", () => {
       method: "POST",
       body: { name: "no-audit", expires_at: inDays(5), scopes: ["builds:read"] },
     });
-    const response = await api.json<{ code: string }>(`/v2/projects/${seed.projectId}/audit-log`, { token: created.body.token });
+    const response = await api.json<{ code: string }>(`/v2/projects/${seed.projectId}/audit-log`, {
+      token: created.body.token,
+    });
     expect(response.status).toBe(403);
     expect(response.body.code).toBe("insufficient_scope");
   });

@@ -126,7 +126,8 @@ async function append(c: Context<AppEnv>, ...events: AuditEvent[]) {
   const db = c.var.scope.db;
   const insert = async () => {
     const statements = [];
-    for (let i = 0; i < rows.length; i += ENTRIES_PER_STATEMENT) statements.push(db.insert(auditLog).values(rows.slice(i, i + ENTRIES_PER_STATEMENT)));
+    for (let i = 0; i < rows.length; i += ENTRIES_PER_STATEMENT)
+      statements.push(db.insert(auditLog).values(rows.slice(i, i + ENTRIES_PER_STATEMENT)));
     if (statements.length === 1) await statements[0];
     else await db.batch(statements as [(typeof statements)[number], ...(typeof statements)[number][]]);
   };

@@ -9,7 +9,10 @@ export const AuditEntrySchema = z
     project_id: z.string(),
     actor: z.object({
       kind: z.enum(ACTOR_KINDS),
-      id: z.string().openapi({ example: "sa_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c", description: "A service account's or person's id, or `operator`." }),
+      id: z.string().openapi({
+        example: "sa_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c",
+        description: "A service account's or person's id, or `operator`.",
+      }),
       name: z.string().nullable().openapi({ example: "ci-production", description: "The actor's name at the time." }),
     }),
     action: z.string().openapi({ example: "build.cancel" }),
@@ -25,8 +28,18 @@ export const AuditEntrySchema = z
   .openapi("AuditEntry");
 
 export const AuditQuery = ListQuery.extend({
-  actor: z.string().min(1).max(64).optional().openapi({ description: "Only this actor's entries: a service account's id, a person's id, or `operator`." }),
-  action: z.string().min(1).max(64).optional().openapi({ description: "Only entries of this action, e.g. `build.cancel`." }),
+  actor: z
+    .string()
+    .min(1)
+    .max(64)
+    .optional()
+    .openapi({ description: "Only this actor's entries: a service account's id, a person's id, or `operator`." }),
+  action: z
+    .string()
+    .min(1)
+    .max(64)
+    .optional()
+    .openapi({ description: "Only entries of this action, e.g. `build.cancel`." }),
 }).strict();
 
 export const listAuditLog = createRoute({
@@ -36,7 +49,8 @@ export const listAuditLog = createRoute({
   tags: ["Audit log"],
   ...requires("audit:read"),
   summary: "List the audit log",
-  description: "Every management write of the project (who, what, on what, when, from where), newest first. Entries are never changed.",
+  description:
+    "Every management write of the project (who, what, on what, when, from where), newest first. Entries are never changed.",
   request: { params: ProjectParams, query: AuditQuery },
   responses: {
     200: jsonContent(listOf(AuditEntrySchema, "AuditLog"), "A page of entries, newest first."),

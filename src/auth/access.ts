@@ -17,7 +17,11 @@ const NONE: ReadonlySet<Permission> = new Set();
  * a person what their role in the project allows (`roles.ts`).
  * Async and given the database because a person's role is read from it.
  */
-export async function permissionsIn(principal: Principal, projectId: string, db: Database): Promise<ReadonlySet<Permission>> {
+export async function permissionsIn(
+  principal: Principal,
+  projectId: string,
+  db: Database,
+): Promise<ReadonlySet<Permission>> {
   switch (principal.kind) {
     case "admin":
       return ALL;
@@ -25,7 +29,10 @@ export async function permissionsIn(principal: Principal, projectId: string, db:
       return principal.projectId === projectId ? new Set(principal.permissions) : NONE;
     case "user": {
       // `projectScope` resolved the role for the path's project; any other project is read.
-      const member = principal.member?.projectId === projectId ? principal.member : await membershipOf(db, projectId, principal.userId);
+      const member =
+        principal.member?.projectId === projectId
+          ? principal.member
+          : await membershipOf(db, projectId, principal.userId);
       return member ? new Set(ROLE_PERMISSIONS[member.role]) : NONE;
     }
     default: {
@@ -41,7 +48,9 @@ export async function permissionsIn(principal: Principal, projectId: string, db:
  */
 export function insufficientScope(missing: readonly Permission[], detail?: string): ApiError {
   const scope = missing.join(" ");
-  const text = detail ?? `This needs the scope${missing.length > 1 ? "s" : ""} ${missing.map((p) => `'${p}'`).join(", ")}, which this credential does not have.`;
+  const text =
+    detail ??
+    `This needs the scope${missing.length > 1 ? "s" : ""} ${missing.map((p) => `'${p}'`).join(", ")}, which this credential does not have.`;
   return new ApiError("insufficient_scope", text, {
     headers: {
       "WWW-Authenticate": `Bearer realm="edge-gateway", error="insufficient_scope", error_description="${text.replace(/"/g, "'")}", scope="${scope}"`,
@@ -50,7 +59,8 @@ export function insufficientScope(missing: readonly Permission[], detail?: strin
 }
 
 /** The permissions of this request's principal in the project of its path. */
-export const permissionsOfRequest = (c: Context<AppEnv>) => permissionsIn(c.get("principal"), c.req.param("project_id") ?? "", c.var.scope.db);
+export const permissionsOfRequest = (c: Context<AppEnv>) =>
+  permissionsIn(c.get("principal"), c.req.param("project_id") ?? "", c.var.scope.db);
 
 /**
  * Refuses the request unless its principal holds `permission` in the project of the path. Runs after
@@ -77,15 +87,29 @@ export const requires = (permission: Permission) => ({
  * permissions it holds itself, and (for a service account) no later than its own expiry, so a leaked
  * token can neither widen nor outlive itself through the tokens it mints. Throws the refusal.
  */
-export function checkGrant(principal: Principal, held: ReadonlySet<Permission>, requested: readonly Permission[], expiresAt: Date) {
+export function checkGrant(
+  principal: Principal,
+  held: ReadonlySet<Permission>,
+  requested: readonly Permission[],
+  expiresAt: Date,
+) {
   const missing = requested.filter((p) => !held.has(p));
   if (missing.length > 0) {
-    throw insufficientScope(missing, `A credential can only give scopes it has itself; it lacks ${missing.map((p) => `'${p}'`).join(", ")}.`);
+    throw insufficientScope(
+      missing,
+      `A credential can only give scopes it has itself; it lacks ${missing.map((p) => `'${p}'`).join(", ")}.`,
+    );
   }
   if (principal.kind === "service_account" && expiresAt.getTime() > principal.expiresAt.getTime()) {
     const own = principal.expiresAt.toISOString();
     throw new ApiError("validation_failed", `expires_at must be no later than this token's own expiry, ${own}.`, {
-      errors: [{ location: "body", field: "expires_at", message: `must be no later than ${own}, when the creating token expires` }],
+      errors: [
+        {
+          location: "body",
+          field: "expires_at",
+          message: `must be no later than ${own}, when the creating token expires`,
+        },
+      ],
     });
   }
 }

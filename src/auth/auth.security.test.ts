@@ -30,7 +30,12 @@ describe("bearer authentication", () => {
   });
 
   it("checks credentials before reading the body", async () => {
-    const response = await api.json("/v2/projects", { method: "POST", token: null, rawBody: "{", headers: { "Content-Type": "application/json" } });
+    const response = await api.json("/v2/projects", {
+      method: "POST",
+      token: null,
+      rawBody: "{",
+      headers: { "Content-Type": "application/json" },
+    });
     expect(response.status).toBe(401);
   });
 });
@@ -39,7 +44,10 @@ describe("cross-project isolation", () => {
   it("never lets project B's token read, change or confirm project A's resources", async () => {
     const a = await seedProject(api);
     const b = await seedProject(api);
-    const buildA = await api.json<{ build_id: string }>(`/v2/projects/${a.projectId}/apps/${a.appId}/builds`, { method: "POST", token: a.token });
+    const buildA = await api.json<{ build_id: string }>(`/v2/projects/${a.projectId}/apps/${a.appId}/builds`, {
+      method: "POST",
+      token: a.token,
+    });
     const base = `/v2/projects/${a.projectId}`;
     const build = `${base}/apps/${a.appId}/builds/${buildA.body.build_id}`;
     const attempts: [string, string, unknown?][] = [

@@ -7,14 +7,19 @@ const quoted = (detail: string) => detail.replace(/"/g, "'");
 
 /** A 401 for a credential that was sent but is not good: malformed, unknown, revoked or expired. */
 export const invalidToken = (detail: string) =>
-  new ApiError("invalid_token", detail, { headers: { "WWW-Authenticate": `${REALM}, error="invalid_token", error_description="${quoted(detail)}"` } });
+  new ApiError("invalid_token", detail, {
+    headers: { "WWW-Authenticate": `${REALM}, error="invalid_token", error_description="${quoted(detail)}"` },
+  });
 
 /** A 401 for an `Authorization` header that is not `Bearer <token>`. */
 export const invalidRequest = (detail: string) =>
-  new ApiError("invalid_token", detail, { headers: { "WWW-Authenticate": `${REALM}, error="invalid_request", error_description="${quoted(detail)}"` } });
+  new ApiError("invalid_token", detail, {
+    headers: { "WWW-Authenticate": `${REALM}, error="invalid_request", error_description="${quoted(detail)}"` },
+  });
 
 /** A 401 for absent credentials: RFC 6750 section 3 puts no error attribute in that challenge. */
-export const credentialsMissing = (detail: string) => new ApiError("unauthorized", detail, { headers: { "WWW-Authenticate": REALM } });
+export const credentialsMissing = (detail: string) =>
+  new ApiError("unauthorized", detail, { headers: { "WWW-Authenticate": REALM } });
 
 /** The token of an `Authorization: Bearer` header; a 401 that says what is wrong otherwise. */
 export function bearerToken(header: string | null | undefined): string {

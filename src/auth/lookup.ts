@@ -14,7 +14,10 @@ import { log } from "../platform/log";
  */
 export const TOKEN_CACHE_TTL_MS = 30_000;
 
-export type TokenAccount = Pick<ServiceAccount, "id" | "projectId" | "name" | "expiresAt" | "revokedAt" | "lastUsedAt"> & {
+export type TokenAccount = Pick<
+  ServiceAccount,
+  "id" | "projectId" | "name" | "expiresAt" | "revokedAt" | "lastUsedAt"
+> & {
   /** Its stored `scopes` that name a known permission. */
   permissions: Permission[];
 };
@@ -44,7 +47,11 @@ export interface LookupOptions {
 }
 
 /** The current service account a token belongs to; a 401 that says why otherwise. */
-export async function accountForToken(scope: Scope, token: string, { cached, beforeRead }: LookupOptions): Promise<TokenAccount> {
+export async function accountForToken(
+  scope: Scope,
+  token: string,
+  { cached, beforeRead }: LookupOptions,
+): Promise<TokenAccount> {
   if (!isWellFormedToken(token)) throw invalidToken("The token is not a valid token.");
   const now = scope.deps.now().getTime();
   const hash = await hashToken(token);
@@ -69,7 +76,8 @@ export async function accountForToken(scope: Scope, token: string, { cached, bef
     if (cached) accounts.set(hash, account, now);
   }
   if (account.revokedAt) throw invalidToken("The token was revoked.");
-  if (account.expiresAt.getTime() <= now) throw invalidToken(`The token expired at ${account.expiresAt.toISOString()}.`);
+  if (account.expiresAt.getTime() <= now)
+    throw invalidToken(`The token expired at ${account.expiresAt.toISOString()}.`);
   return account;
 }
 
@@ -94,7 +102,9 @@ export function touchLastUsed(scope: Scope, account: Pick<ServiceAccount, "id" |
   if (now - known < LAST_USED_RESOLUTION_MS) return;
   lastUsedWrites.set(account.id, now);
   if (lastUsedWrites.size > 10_000) lastUsedWrites.delete(lastUsedWrites.keys().next().value!);
-  const write = scope.env.DB.prepare("UPDATE service_accounts SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at <= ?3)")
+  const write = scope.env.DB.prepare(
+    "UPDATE service_accounts SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at <= ?3)",
+  )
     .bind(now, account.id, now - LAST_USED_RESOLUTION_MS)
     .run()
     .catch((error: unknown) => log("warn", "last_used_at write failed", { service_account_id: account.id, error }));

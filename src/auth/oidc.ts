@@ -45,7 +45,14 @@ function httpOptions(settings: OidcSettings) {
   return {
     [oauth.allowInsecureRequests]: settings.allowInsecure,
     [oauth.customFetch]: (url: string, init: oauth.CustomFetchOptions<string, unknown>) =>
-      settings.fetch(new Request(url, { method: init.method, headers: init.headers, body: init.body as BodyInit | null | undefined, redirect: "manual" })),
+      settings.fetch(
+        new Request(url, {
+          method: init.method,
+          headers: init.headers,
+          body: init.body as BodyInit | null | undefined,
+          redirect: "manual",
+        }),
+      ),
     signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS),
   };
 }
@@ -67,10 +74,19 @@ async function authorizationServer(settings: OidcSettings, now: number): Promise
 const clientOf = (settings: OidcSettings): oauth.Client => ({ client_id: settings.clientId });
 
 /** The provider's authorization URL to send the browser to, and what the callback must find again. */
-export async function beginSignIn(settings: OidcSettings, redirectUri: string, now: number): Promise<{ url: URL; pending: PendingSignIn }> {
+export async function beginSignIn(
+  settings: OidcSettings,
+  redirectUri: string,
+  now: number,
+): Promise<{ url: URL; pending: PendingSignIn }> {
   const server = await reach(() => authorizationServer(settings, now));
-  if (!server.authorization_endpoint) throw new SignInError("The sign-in provider publishes no authorization endpoint.");
-  const pending = { state: oauth.generateRandomState(), nonce: oauth.generateRandomNonce(), codeVerifier: oauth.generateRandomCodeVerifier() };
+  if (!server.authorization_endpoint)
+    throw new SignInError("The sign-in provider publishes no authorization endpoint.");
+  const pending = {
+    state: oauth.generateRandomState(),
+    nonce: oauth.generateRandomNonce(),
+    codeVerifier: oauth.generateRandomCodeVerifier(),
+  };
   const url = new URL(server.authorization_endpoint);
   url.searchParams.set("client_id", settings.clientId);
   url.searchParams.set("redirect_uri", redirectUri);
@@ -88,14 +104,31 @@ export async function beginSignIn(settings: OidcSettings, redirectUri: string, n
  * ID token (issuer, audience, expiry, nonce, signature against the provider's keys). Email and name
  * come from the ID token, or from the UserInfo endpoint when the token carries no email.
  */
-export async function finishSignIn(settings: OidcSettings, redirectUri: string, callbackUrl: URL, pending: PendingSignIn, now: number): Promise<Identity> {
+export async function finishSignIn(
+  settings: OidcSettings,
+  redirectUri: string,
+  callbackUrl: URL,
+  pending: PendingSignIn,
+  now: number,
+): Promise<Identity> {
   const server = await reach(() => authorizationServer(settings, now));
   const client = clientOf(settings);
   const options = httpOptions(settings);
   try {
     const params = oauth.validateAuthResponse(server, client, callbackUrl, pending.state);
-    const response = await oauth.authorizationCodeGrantRequest(server, client, oauth.ClientSecretPost(settings.clientSecret), params, redirectUri, pending.codeVerifier, options);
-    const tokens = await oauth.processAuthorizationCodeResponse(server, client, response, { expectedNonce: pending.nonce, requireIdToken: true });
+    const response = await oauth.authorizationCodeGrantRequest(
+      server,
+      client,
+      oauth.ClientSecretPost(settings.clientSecret),
+      params,
+      redirectUri,
+      pending.codeVerifier,
+      options,
+    );
+    const tokens = await oauth.processAuthorizationCodeResponse(server, client, response, {
+      expectedNonce: pending.nonce,
+      requireIdToken: true,
+    });
     let cache = jwks.get(settings.issuer);
     if (!cache) jwks.set(settings.issuer, (cache = {} as oauth.ExportedJWKSCache));
     await oauth.validateApplicationLevelSignature(server, response, { ...options, [oauth.jwksCache]: cache });
@@ -107,7 +140,13 @@ export async function finishSignIn(settings: OidcSettings, redirectUri: string, 
     }
     const email = typeof profile.email === "string" && profile.email.length <= 254 ? profile.email.toLowerCase() : null;
     const name = typeof profile.name === "string" ? profile.name.slice(0, 200) : null;
-    return { issuer: server.issuer, subject: claims.sub, email, emailVerified: email !== null && profile.email_verified === true, name };
+    return {
+      issuer: server.issuer,
+      subject: claims.sub,
+      email,
+      emailVerified: email !== null && profile.email_verified === true,
+      name,
+    };
   } catch (error) {
     throw toSignInError(error);
   }
@@ -124,10 +163,17 @@ async function reach<T>(step: () => Promise<T>): Promise<T> {
 function toSignInError(error: unknown): SignInError {
   if (error instanceof SignInError) return error;
   if (error instanceof oauth.AuthorizationResponseError) {
-    return new SignInError(`The sign-in provider answered '${error.error}'${error.error_description ? `: ${error.error_description}` : ""}.`);
+    return new SignInError(
+      `The sign-in provider answered '${error.error}'${error.error_description ? `: ${error.error_description}` : ""}.`,
+    );
   }
-  if (error instanceof oauth.ResponseBodyError) return new SignInError(`The sign-in provider refused the sign-in ('${error.error}').`);
-  if (error instanceof oauth.OperationProcessingError) return new SignInError(`The sign-in provider's answer was not accepted: ${error.message}`);
-  if (error instanceof oauth.UnsupportedOperationError) return new SignInError(`The sign-in provider's answer was not accepted: ${error.message}`);
-  return new SignInError(`The sign-in provider could not be reached (${error instanceof Error ? error.name : "error"}).`);
+  if (error instanceof oauth.ResponseBodyError)
+    return new SignInError(`The sign-in provider refused the sign-in ('${error.error}').`);
+  if (error instanceof oauth.OperationProcessingError)
+    return new SignInError(`The sign-in provider's answer was not accepted: ${error.message}`);
+  if (error instanceof oauth.UnsupportedOperationError)
+    return new SignInError(`The sign-in provider's answer was not accepted: ${error.message}`);
+  return new SignInError(
+    `The sign-in provider could not be reached (${error instanceof Error ? error.name : "error"}).`,
+  );
 }

@@ -23,6 +23,8 @@ export type Permission = (typeof PERMISSIONS)[number];
  * resending webhook deliveries (a resend delivers a stored result again to its receiver: asked for by
  * name, never granted by default). Tokens created before keep the scopes they were given.
  */
-export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter((p) => p !== "service_accounts:write" && p !== "deliveries:write");
+export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter(
+  (p) => p !== "service_accounts:write" && p !== "deliveries:write",
+);
 
 export const isPermission = (value: string): value is Permission => (PERMISSIONS as readonly string[]).includes(value);

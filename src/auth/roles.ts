@@ -18,4 +18,5 @@ export const roleAllows = (role: Role, permission: Permission) => ROLE_PERMISSIO
 
 export const mayManageMembers = (role: Role) => role === "owner";
 
-export const isRole = (value: string): value is Role => value === "owner" || value === "developer" || value === "viewer";
+export const isRole = (value: string): value is Role =>
+  value === "owner" || value === "developer" || value === "viewer";

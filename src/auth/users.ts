@@ -9,10 +9,21 @@ import type { Identity } from "./oidc";
  * an email can change hands, a subject cannot. Email, its verification and name follow the provider.
  */
 export async function upsertUser(db: Database, identity: Identity, now: Date): Promise<User> {
-  const profile = { email: identity.email, emailVerified: identity.emailVerified, name: identity.name, lastSignInAt: now };
+  const profile = {
+    email: identity.email,
+    emailVerified: identity.emailVerified,
+    name: identity.name,
+    lastSignInAt: now,
+  };
   const [user] = await db
     .insert(users)
-    .values({ id: newId("usr", now.getTime()), issuer: identity.issuer, subject: identity.subject, ...profile, createdAt: now })
+    .values({
+      id: newId("usr", now.getTime()),
+      issuer: identity.issuer,
+      subject: identity.subject,
+      ...profile,
+      createdAt: now,
+    })
     .onConflictDoUpdate({ target: [users.issuer, users.subject], set: profile })
     .returning();
   return user!;

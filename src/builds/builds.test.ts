@@ -49,15 +49,24 @@ describe("cancel build (DELETE /v2/projects/{project_id}/apps/{app_id}/builds/{b
 
   it("answers 404 for an unknown build, app or project", async () => {
     const { projectId, appId, token } = await setup();
-    const unknownBuild = await api.json(`/v2/projects/${projectId}/apps/${appId}/builds/bld_0000000000aaaaaaaaaaaaaaaaaaaa`, { method: "DELETE", token });
+    const unknownBuild = await api.json(
+      `/v2/projects/${projectId}/apps/${appId}/builds/bld_0000000000aaaaaaaaaaaaaaaaaaaa`,
+      { method: "DELETE", token },
+    );
     expect(unknownBuild.status).toBe(404);
     expect(unknownBuild.body.code).toBe("not_found");
-    const malformed = await api.json(`/v2/projects/${projectId}/apps/${appId}/builds/nope`, { method: "DELETE", token });
-    expect(malformed.status).toBe(404);
-    const otherApp = await api.json(`/v2/projects/${projectId}/apps/${projectId}-other/builds/bld_0000000000aaaaaaaaaaaaaaaaaaaa`, {
+    const malformed = await api.json(`/v2/projects/${projectId}/apps/${appId}/builds/nope`, {
       method: "DELETE",
       token,
     });
+    expect(malformed.status).toBe(404);
+    const otherApp = await api.json(
+      `/v2/projects/${projectId}/apps/${projectId}-other/builds/bld_0000000000aaaaaaaaaaaaaaaaaaaa`,
+      {
+        method: "DELETE",
+        token,
+      },
+    );
     expect(otherApp.status).toBe(404);
   });
 
@@ -65,7 +74,10 @@ describe("cancel build (DELETE /v2/projects/{project_id}/apps/{app_id}/builds/{b
     for (let round = 0; round < 5; round++) {
       const { cancel, report, path, token } = await setup();
       await report({ status: "building" });
-      const [cancelled, succeeded] = await Promise.all([cancel(), report({ status: "succeeded", origin_url: "https://app.example.net" })]);
+      const [cancelled, succeeded] = await Promise.all([
+        cancel(),
+        report({ status: "succeeded", origin_url: "https://app.example.net" }),
+      ]);
       expect([cancelled.status, succeeded.status].sort()).toEqual([200, 409]);
       const final = await api.json(path, { token });
       expect(final.body.status).toBe(cancelled.status === 200 ? "cancelled" : "succeeded");
@@ -84,7 +96,11 @@ describe("build lifecycle", () => {
     expect(building.body).toMatchObject({ status: "building", started_at: api.clock.now().toISOString() });
     api.clock.advance(60_000);
     const done = await report({ status: "succeeded", origin_url: "https://app.example.net" });
-    expect(done.body).toMatchObject({ status: "succeeded", origin_url: "https://app.example.net", finished_at: api.clock.now().toISOString() });
+    expect(done.body).toMatchObject({
+      status: "succeeded",
+      origin_url: "https://app.example.net",
+      finished_at: api.clock.now().toISOString(),
+    });
   });
 
   it("tells the builder to stop with 409 build_cancelled after a cancel", async () => {
@@ -118,7 +134,12 @@ describe("build lifecycle", () => {
   it("validates reports: succeeded needs origin_url, unknown fields and statuses are refused", async () => {
     const { report } = await setup();
     await report({ status: "building" });
-    for (const bad of [{ status: "succeeded" }, { status: "done" }, { status: "building", extra: 1 }, { status: "succeeded", origin_url: "ftp://x" }]) {
+    for (const bad of [
+      { status: "succeeded" },
+      { status: "done" },
+      { status: "building", extra: 1 },
+      { status: "succeeded", origin_url: "ftp://x" },
+    ]) {
       const { status, body } = await report(bad);
       expect(status, JSON.stringify(bad)).toBe(400);
       expect(body.code).toBe("validation_failed");
@@ -134,16 +155,21 @@ describe("build lifecycle", () => {
       api.clock.advance(1_000);
     }
     const base = `/v2/projects/${seed.projectId}/apps/${seed.appId}/builds`;
-    const first = await api.json<{ data: { build_id: string }[]; next_cursor: string }>(`${base}?limit=2`, { token: seed.token });
+    const first = await api.json<{ data: { build_id: string }[]; next_cursor: string }>(`${base}?limit=2`, {
+      token: seed.token,
+    });
     expect(first.body.data.map((b) => b.build_id)).toEqual([ids[4], ids[3]]);
     const second = await api.json<{ data: { build_id: string }[]; next_cursor: string | null }>(
       `${base}?limit=2&cursor=${first.body.next_cursor}`,
       { token: seed.token },
     );
     expect(second.body.data.map((b) => b.build_id)).toEqual([ids[2], ids[1]]);
-    const last = await api.json<{ data: unknown[]; next_cursor: string | null }>(`${base}?limit=2&cursor=${second.body.next_cursor}`, {
-      token: seed.token,
-    });
+    const last = await api.json<{ data: unknown[]; next_cursor: string | null }>(
+      `${base}?limit=2&cursor=${second.body.next_cursor}`,
+      {
+        token: seed.token,
+      },
+    );
     expect(last.body.data).toHaveLength(1);
     expect(last.body.next_cursor).toBeNull();
   });

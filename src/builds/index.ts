@@ -38,7 +38,11 @@ const buildScope = (projectId: string, appId: string, buildId: string) =>
   and(eq(builds.id, buildId), eq(builds.appId, appId), eq(builds.projectId, projectId));
 
 async function findBuild(db: Database, projectId: string, appId: string, buildId: string): Promise<Build> {
-  const [build] = await db.select().from(builds).where(buildScope(projectId, appId, buildId)).limit(1);
+  const [build] = await db
+    .select()
+    .from(builds)
+    .where(buildScope(projectId, appId, buildId))
+    .limit(1);
   if (!build) throw notFound("build", buildId);
   return build;
 }
@@ -51,7 +55,10 @@ export const buildsRouter = createRouter()
     const now = c.var.scope.deps.now();
     const id = newId("bld", now.getTime());
     const [[build]] = await db.batch([
-      db.insert(builds).values({ id, appId: app.id, projectId: project_id, status: "queued", createdAt: now, updatedAt: now }).returning(),
+      db
+        .insert(builds)
+        .values({ id, appId: app.id, projectId: project_id, status: "queued", createdAt: now, updatedAt: now })
+        .returning(),
       auditStatement(c, { action: "build.start", target: { type: "build", id }, details: { app_id: app.id } }),
     ]);
     return c.json(buildJson(build!), 201);
@@ -109,7 +116,10 @@ export const buildsRouter = createRouter()
 
     const build = await findBuild(db, project_id, app_id, build_id);
     if (build.status === "cancelled") {
-      throw new ApiError("build_cancelled", `The build was cancelled at ${build.cancelledAt?.toISOString()}; stop building.`);
+      throw new ApiError(
+        "build_cancelled",
+        `The build was cancelled at ${build.cancelledAt?.toISOString()}; stop building.`,
+      );
     }
     const repeated =
       build.status === report.status && (report.status !== "succeeded" || build.originUrl === report.origin_url);
@@ -130,5 +140,8 @@ export const buildsRouter = createRouter()
 
     const build = await findBuild(db, project_id, app_id, build_id);
     if (build.status === "cancelled") return c.json(buildJson(build), 200);
-    throw new ApiError("build_not_cancellable", `The build already ${build.status === "succeeded" ? "succeeded" : "failed"}; only queued or building builds can be cancelled.`);
+    throw new ApiError(
+      "build_not_cancellable",
+      `The build already ${build.status === "succeeded" ? "succeeded" : "failed"}; only queued or building builds can be cancelled.`,
+    );
   });

@@ -2,7 +2,16 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
 import { AppParams } from "../apps/routes";
 import { BUILD_STATUSES } from "../db/schema";
-import { SCOPED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, problems, Timestamp } from "../platform/openapi";
+import {
+  SCOPED_PROBLEMS,
+  idParam,
+  jsonBodyOf,
+  jsonContent,
+  ListQuery,
+  listOf,
+  problems,
+  Timestamp,
+} from "../platform/openapi";
 
 export const BUILD_ID_EXAMPLE = "bld_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c";
 
@@ -30,10 +39,14 @@ export const ReportBuildBody = z
     z
       .object({
         status: z.literal("succeeded"),
-        origin_url: z.url({ protocol: /^https?$/ }).max(2048).openapi({
-          example: "https://hello-world.apps.example.net",
-          description: "https only (http: and loopback only under ALLOW_INSECURE_TARGETS); no user info, no private, link-local or reserved IP literal.",
-        }),
+        origin_url: z
+          .url({ protocol: /^https?$/ })
+          .max(2048)
+          .openapi({
+            example: "https://hello-world.apps.example.net",
+            description:
+              "https only (http: and loopback only under ALLOW_INSECURE_TARGETS); no user info, no private, link-local or reserved IP literal.",
+          }),
       })
       .strict(),
     z.object({ status: z.literal("failed"), error: z.string().trim().min(1).max(2000).optional() }).strict(),

@@ -20,7 +20,8 @@ export function NotAllowed({ c, doing }: { c: DashContext; doing: string }) {
   const { role } = accessOf(c);
   return (
     <p class="alert info" role="note">
-      Your role in this project is <strong>{role}</strong>: it does not allow {doing}. An owner of the project can change your role.
+      Your role in this project is <strong>{role}</strong>: it does not allow {doing}. An owner of the project can
+      change your role.
     </p>
   );
 }

@@ -5,7 +5,16 @@ import { apiClient, type ApiFetch } from "./api";
 import { type DashContext, type DashEnv, type DashRouter, dashPath, formText } from "./context";
 import { Csrf, Field } from "./components";
 import { renderBare } from "./layout";
-import { csrfToken, csrfTokenValid, decodeSession, encodeSession, newSession, sameOrigin, type Session, sessionKey } from "./session";
+import {
+  csrfToken,
+  csrfTokenValid,
+  decodeSession,
+  encodeSession,
+  newSession,
+  sameOrigin,
+  type Session,
+  sessionKey,
+} from "./session";
 import { endSession, sessionIsLive, storeSession } from "./session-store";
 import { userById } from "../auth/users";
 import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt, WINDOW_MS, waitText } from "./throttle";
@@ -39,7 +48,10 @@ export const loadSession = createMiddleware<DashEnv>(async (c, next) => {
   const cookie = getCookie(c, cookieName(c));
   let session = await decodeSession(key, cookie, now.getTime());
   // During a rotation a cookie signed under the previous admin token is read, then signed again below.
-  const signedBefore = session === null && previousKey !== undefined && (session = await decodeSession(previousKey, cookie, now.getTime())) !== null;
+  const signedBefore =
+    session === null &&
+    previousKey !== undefined &&
+    (session = await decodeSession(previousKey, cookie, now.getTime())) !== null;
   if (session?.signedIn && !(await sessionIsLive(c.var.scope.db, session, now))) session = null; // signed out
   if (session && signedBefore) {
     await writeSession(c, session);
@@ -72,14 +84,18 @@ export const verifyCsrf = createMiddleware<DashEnv>(async (c, next) => {
   if (c.req.method === "GET" || c.req.method === "HEAD") return next();
   if (!sameOrigin(c.req.url, c.req.raw.headers)) return refused(c, "The form was sent from another site.");
   const type = c.req.header("content-type") ?? "";
-  if (!/^(application\/x-www-form-urlencoded|multipart\/form-data)/i.test(type)) return refused(c, "Send the dashboard's own forms only.");
+  if (!/^(application\/x-www-form-urlencoded|multipart\/form-data)/i.test(type))
+    return refused(c, "Send the dashboard's own forms only.");
   const form = await c.req.parseBody();
   const previousKey = c.get("previousSessionKey");
   const valid =
     (await csrfTokenValid(c.get("sessionKey"), c.get("session"), form._csrf)) ||
     (previousKey !== undefined && (await csrfTokenValid(previousKey, c.get("session"), form._csrf))); // a form shown before a rotation
   if (!valid) {
-    return refused(c, "The form has expired or does not belong to this session (for example after signing in again in another tab).");
+    return refused(
+      c,
+      "The form has expired or does not belong to this session (for example after signing in again in another tab).",
+    );
   }
   return next();
 });
@@ -111,7 +127,8 @@ export const requireSignIn = (apiFetch: ApiFetch) =>
 
 /** Only a path of the dashboard itself may be a redirect target after sign-in (no open redirect). */
 export function safeNext(value: unknown): string {
-  if (typeof value === "string" && /^\/dashboard(\/[A-Za-z0-9_\-/]*)?$/.test(value) && !value.includes("//")) return value;
+  if (typeof value === "string" && /^\/dashboard(\/[A-Za-z0-9_\-/]*)?$/.test(value) && !value.includes("//"))
+    return value;
   return dashPath("/projects");
 }
 
@@ -158,7 +175,11 @@ function SignInForm(props: { csrf: string; next: string; error?: string; oidc: b
 export function registerAuth(dash: DashRouter) {
   dash.get("/sign-in", (c) => {
     if (c.get("session").signedIn) return c.redirect(safeNext(c.req.query("next")), 303);
-    return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={safeNext(c.req.query("next"))} oidc={c.var.scope.config.oidc !== null} />);
+    return renderBare(
+      c,
+      "Sign in",
+      <SignInForm csrf={c.get("csrf")} next={safeNext(c.req.query("next"))} oidc={c.var.scope.config.oidc !== null} />,
+    );
   });
 
   dash.post("/sign-in", async (c) => {
@@ -173,7 +194,12 @@ export function registerAuth(dash: DashRouter) {
       c.header("Retry-After", String(throttle.retryAfterSeconds));
       // Refused unchecked, the right token too: checking it here would let guessing go on at full speed.
       const error = `Too many sign-in attempts from your address (at most ${MAX_ATTEMPTS} in ${waitText(WINDOW_MS / 1000)}). This attempt was not checked. Try again in ${waitText(throttle.retryAfterSeconds)}.`;
-      return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} oidc={c.var.scope.config.oidc !== null} />, 429);
+      return renderBare(
+        c,
+        "Sign in",
+        <SignInForm csrf={c.get("csrf")} next={next} error={error} oidc={c.var.scope.config.oidc !== null} />,
+        429,
+      );
     }
     const token = formText(form, "token");
     if (!(await secretsEqual(token, c.var.scope.config.adminToken))) {
@@ -184,7 +210,12 @@ export function registerAuth(dash: DashRouter) {
           ? `That was the last attempt for up to ${window}.`
           : `You have ${throttle.remaining} more attempt${throttle.remaining === 1 ? "" : "s"} in the next ${window}.`;
       const error = `That is not the admin token of this installation. Check it and try again. ${left}`;
-      return renderBare(c, "Sign in", <SignInForm csrf={c.get("csrf")} next={next} error={error} oidc={c.var.scope.config.oidc !== null} />, 403);
+      return renderBare(
+        c,
+        "Sign in",
+        <SignInForm csrf={c.get("csrf")} next={next} error={error} oidc={c.var.scope.config.oidc !== null} />,
+        403,
+      );
     }
     await clearAttempts(c.env.DB, ip);
     // A fresh session id at sign-in: a session planted before sign-in is worth nothing after it.

@@ -6,7 +6,10 @@ const render = async (node: unknown) => String(await (node as { toString(): stri
 const HOUR = 3_600_000;
 const T0 = Date.parse("2026-11-24T00:00:00Z");
 const hours = (n: number) => Array.from({ length: n }, (_, i) => T0 + i * HOUR);
-const attrs = (svg: string, tag: string, cls: string) => [...svg.matchAll(new RegExp(`<${tag} class="${cls}"([^>]*)>`, "g"))].map((m) => Object.fromEntries([...m[1]!.matchAll(/([\w-]+)="([^"]*)"/g)].map((a) => [a[1], a[2]])));
+const attrs = (svg: string, tag: string, cls: string) =>
+  [...svg.matchAll(new RegExp(`<${tag} class="${cls}"([^>]*)>`, "g"))].map((m) =>
+    Object.fromEntries([...m[1]!.matchAll(/([\w-]+)="([^"]*)"/g)].map((a) => [a[1], a[2]])),
+  );
 
 describe("chart scales", () => {
   it("rounds the value axis up to a round step a person reads at a glance", () => {
@@ -25,8 +28,22 @@ describe("chart scales", () => {
 
   it("labels the time axis at round times, at most seven", () => {
     const minutes = Array.from({ length: 60 }, (_, i) => Date.parse("2026-11-24T13:07:00Z") + i * 60_000);
-    expect(timeTicks(minutes, "minute").map((t) => t.label)).toEqual(["13:10", "13:20", "13:30", "13:40", "13:50", "14:00"]);
-    expect(timeTicks(hours(24), "hour").map((t) => t.label)).toEqual(["00:00", "04:00", "08:00", "12:00", "16:00", "20:00"]);
+    expect(timeTicks(minutes, "minute").map((t) => t.label)).toEqual([
+      "13:10",
+      "13:20",
+      "13:30",
+      "13:40",
+      "13:50",
+      "14:00",
+    ]);
+    expect(timeTicks(hours(24), "hour").map((t) => t.label)).toEqual([
+      "00:00",
+      "04:00",
+      "08:00",
+      "12:00",
+      "16:00",
+      "20:00",
+    ]);
     const week = timeTicks(hours(168), "hour");
     expect(week.map((t) => t.label)).toEqual(["Nov 24", "Nov 25", "Nov 26", "Nov 27", "Nov 28", "Nov 29", "Nov 30"]);
     expect(week.map((t) => t.index)).toEqual([0, 24, 48, 72, 96, 120, 144]);
@@ -97,7 +114,18 @@ describe("latency percentiles as lines", () => {
 
 describe("a chart without figures", () => {
   it("says so instead of drawing an empty axis alone", async () => {
-    const svg = await render(<Lines id="l" title="Latency" starts={hours(3)} interval="hour" layers={[{ label: "p50", tone: "p50", values: [null, null, null] }]} short={duration} full={duration} summary="" />);
+    const svg = await render(
+      <Lines
+        id="l"
+        title="Latency"
+        starts={hours(3)}
+        interval="hour"
+        layers={[{ label: "p50", tone: "p50", values: [null, null, null] }]}
+        short={duration}
+        full={duration}
+        summary=""
+      />,
+    );
     expect(svg).toContain(">No figures for this range</text>");
     expect(svg).not.toContain("<path");
   });
@@ -106,8 +134,21 @@ describe("a chart without figures", () => {
 describe("figures for people", () => {
   it("formats counts, durations, bytes and shares", () => {
     expect(count(1234567)).toBe("1,234,567");
-    expect([duration(0.4), duration(999), duration(1000), duration(1234), duration(12_345), duration(240_000), duration(null)]).toEqual(["0 ms", "999 ms", "1 s", "1.23 s", "12.3 s", "4 min", "–"]);
-    expect([bytes(999), bytes(1500), bytes(2_000_000), bytes(12_345_678)]).toEqual(["999 B", "1.5 kB", "2.0 MB", "12 MB"]);
+    expect([
+      duration(0.4),
+      duration(999),
+      duration(1000),
+      duration(1234),
+      duration(12_345),
+      duration(240_000),
+      duration(null),
+    ]).toEqual(["0 ms", "999 ms", "1 s", "1.23 s", "12.3 s", "4 min", "–"]);
+    expect([bytes(999), bytes(1500), bytes(2_000_000), bytes(12_345_678)]).toEqual([
+      "999 B",
+      "1.5 kB",
+      "2.0 MB",
+      "12 MB",
+    ]);
     expect([percent(0), percent(0.004), percent(0.125), percent(1)]).toEqual(["0 %", "0.4 %", "13 %", "100 %"]);
   });
 });

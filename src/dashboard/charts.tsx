@@ -61,7 +61,11 @@ export function niceTicks(max: number, whole = false): number[] {
 }
 
 /** Bucket strides per interval that land on round times (every 10 min, every 6 h, every day). */
-const STRIDES: Record<Interval, number[]> = { minute: [1, 2, 5, 10, 15, 30, 60, 120, 360], hour: [1, 2, 3, 4, 6, 12, 24, 48, 168], day: [1, 2, 7, 14, 28] };
+const STRIDES: Record<Interval, number[]> = {
+  minute: [1, 2, 5, 10, 15, 30, 60, 120, 360],
+  hour: [1, 2, 3, 4, 6, 12, 24, 48, 168],
+  day: [1, 2, 7, 14, 28],
+};
 const MAX_LABELS = 7;
 
 const pad = (n: number) => String(n).padStart(2, "0");
@@ -105,7 +109,12 @@ function Frame(props: ChartProps & { max: number; whole?: boolean; children: Chi
           </li>
         ))}
       </ul>
-      <svg viewBox={`0 0 ${W} ${H}`} role="img" aria-labelledby={`${props.id}-title ${props.id}-desc`} preserveAspectRatio="xMidYMid meet">
+      <svg
+        viewBox={`0 0 ${W} ${H}`}
+        role="img"
+        aria-labelledby={`${props.id}-title ${props.id}-desc`}
+        preserveAspectRatio="xMidYMid meet"
+      >
         <desc id={`${props.id}-desc`}>{props.summary}</desc>
         <g class="grid">
           {ticks.map((t) => (

@@ -21,7 +21,11 @@ export function ProblemMessage({ problem, action }: { problem: Problem; action?:
           ))}
         </ul>
       )}
-      {problem.requestId && <p class="muted">Request id: <code>{problem.requestId}</code></p>}
+      {problem.requestId && (
+        <p class="muted">
+          Request id: <code>{problem.requestId}</code>
+        </p>
+      )}
     </div>
   );
 }
@@ -45,7 +49,11 @@ export function Field(props: {
   return (
     <div>
       <label for={id}>{props.label}</label>
-      {props.hint && <p class="hint" id={`${id}-hint`}>{props.hint}</p>}
+      {props.hint && (
+        <p class="hint" id={`${id}-hint`}>
+          {props.hint}
+        </p>
+      )}
       {props.children ?? (
         <input
           id={id}
@@ -61,7 +69,11 @@ export function Field(props: {
           aria-invalid={props.error ? "true" : undefined}
         />
       )}
-      {props.error && <p class="field-error" id={`${id}-error`}>{props.error}</p>}
+      {props.error && (
+        <p class="field-error" id={`${id}-error`}>
+          {props.error}
+        </p>
+      )}
     </div>
   );
 }
@@ -115,7 +127,15 @@ export function ConfirmAction(props: {
   );
 }
 
-export function ConfirmForm(props: { id: string; action: string; csrf: string; title: string; question: Child; confirmLabel: string; cancelHref?: string }) {
+export function ConfirmForm(props: {
+  id: string;
+  action: string;
+  csrf: string;
+  title: string;
+  question: Child;
+  confirmLabel: string;
+  cancelHref?: string;
+}) {
   return (
     <form method="post" action={props.action}>
       <Csrf token={props.csrf} />
@@ -138,7 +158,16 @@ export function ConfirmForm(props: { id: string; action: string; csrf: string; t
 }
 
 export const when = (iso: string | null | undefined) =>
-  iso ? <time datetime={iso}>{iso.replace("T", " ").replace(/\.\d+Z$/, " UTC").replace(/Z$/, " UTC")}</time> : <span class="muted">never</span>;
+  iso ? (
+    <time datetime={iso}>
+      {iso
+        .replace("T", " ")
+        .replace(/\.\d+Z$/, " UTC")
+        .replace(/Z$/, " UTC")}
+    </time>
+  ) : (
+    <span class="muted">never</span>
+  );
 
 /**
  * A value to copy (a token, a DNS record's name or value): a read-only field, selectable without
@@ -161,7 +190,9 @@ export function CopyValue(props: { id: string; value: string; label: string }) {
 export type BadgeTone = "ok" | "warn" | "bad" | "info" | "neutral";
 
 /** A status in words and colour (the words carry the meaning; colour only repeats it). */
-export const Badge = ({ tone, children }: { tone: BadgeTone; children: Child }) => <span class={`badge ${tone}`}>{children}</span>;
+export const Badge = ({ tone, children }: { tone: BadgeTone; children: Child }) => (
+  <span class={`badge ${tone}`}>{children}</span>
+);
 
 /** The buttons of a list's filter form: apply, and (when a filter is on) go back to the whole list at `path`. */
 export function FilterActions({ path, filtered }: { path: string; filtered: boolean }) {
@@ -178,7 +209,15 @@ export function FilterActions({ path, filtered }: { path: string; filtered: bool
 }
 
 /** "Next page" of an API list: the API's opaque `next_cursor`, passed back as `?cursor=` with the page's filters (`query`). */
-export function Pager({ path, next, query }: { path: string; next: string | null; query?: Record<string, string> | undefined }) {
+export function Pager({
+  path,
+  next,
+  query,
+}: {
+  path: string;
+  next: string | null;
+  query?: Record<string, string> | undefined;
+}) {
   if (!next) return null;
   const params = new URLSearchParams(query);
   params.set("cursor", next);
@@ -197,7 +236,14 @@ export type Column = string | { label: string; optional: true };
  * (with `actions`) a last column for the row's buttons, labelled for screen readers only. The rows
  * are the children; `footer` (a `Pager`) goes under the table, inside the wrapper.
  */
-export function DataTable(props: { caption: Child; columns: readonly Column[]; actions?: boolean; class?: string; footer?: Child; children: Child }) {
+export function DataTable(props: {
+  caption: Child;
+  columns: readonly Column[];
+  actions?: boolean;
+  class?: string;
+  footer?: Child;
+  children: Child;
+}) {
   return (
     <div class="table-wrap">
       <table class={props.class}>

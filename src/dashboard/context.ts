@@ -38,7 +38,8 @@ export type DashRouter = ReturnType<typeof createDashRouter>;
 
 export const DASHBOARD_BASE = "/dashboard";
 export const dashPath = (path: string) => `${DASHBOARD_BASE}${path}`;
-export const projectPath = (projectId: string, path = "") => dashPath(`/projects/${encodeURIComponent(projectId)}${path}`);
+export const projectPath = (projectId: string, path = "") =>
+  dashPath(`/projects/${encodeURIComponent(projectId)}${path}`);
 
 /** A text field of a parsed form (`c.req.parseBody()`); "" when it is missing or a file. */
 export function formText(form: Record<string, unknown>, name: string): string {

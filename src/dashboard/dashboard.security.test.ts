@@ -12,7 +12,15 @@ describe("dashboard: nothing without a session", () => {
     const p = `/dashboard/projects/${seed.projectId}`;
     const v = visitor(api);
     await v.get("/dashboard/sign-in"); // an anonymous session with a valid CSRF token
-    for (const path of ["/dashboard", "/dashboard/projects", `${p}/apps`, `${p}/api-keys`, `${p}/apps/${seed.appId}`, `${p}/api-keys/${seed.serviceAccountId}/revoke`, "/dashboard/nope"]) {
+    for (const path of [
+      "/dashboard",
+      "/dashboard/projects",
+      `${p}/apps`,
+      `${p}/api-keys`,
+      `${p}/apps/${seed.appId}`,
+      `${p}/api-keys/${seed.serviceAccountId}/revoke`,
+      "/dashboard/nope",
+    ]) {
       const page = await v.get(path);
       expect(page.status, path).toBe(303);
       expect(page.headers.get("location"), path).toMatch(/^\/dashboard\/sign-in/);
@@ -28,7 +36,9 @@ describe("dashboard: nothing without a session", () => {
       expect(result.status, path).toBe(303);
       expect(result.location, path).toMatch(/^\/dashboard\/sign-in/);
     }
-    const read = await api.json<{ status: string }>(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${build}`);
+    const read = await api.json<{ status: string }>(
+      `/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${build}`,
+    );
     expect(read.body.status).toBe("queued");
   });
 
@@ -55,7 +65,13 @@ describe("dashboard: CSRF", () => {
     const v = visitor(api);
     await v.signIn();
     await v.get("/dashboard/projects");
-    return { api, seed, build, v, cancel: `/dashboard/projects/${seed.projectId}/apps/${seed.appId}/builds/${build}/cancel` };
+    return {
+      api,
+      seed,
+      build,
+      v,
+      cancel: `/dashboard/projects/${seed.projectId}/apps/${seed.appId}/builds/${build}/cancel`,
+    };
   }
 
   it("refuses a form without the session's token, with another session's token, or from another origin", async () => {
@@ -72,7 +88,9 @@ describe("dashboard: CSRF", () => {
       expect(refused.status).toBe(403);
       expect(text(refused.html)).toContain("Request refused");
     }
-    const read = await api.json<{ status: string }>(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${build}`);
+    const read = await api.json<{ status: string }>(
+      `/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${build}`,
+    );
     expect(read.body.status).toBe("queued");
   });
 
@@ -81,7 +99,11 @@ describe("dashboard: CSRF", () => {
     const response = await api.call(cancel, {
       method: "POST",
       token: null,
-      headers: { Cookie: v.cookie, "Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "same-origin" },
+      headers: {
+        Cookie: v.cookie,
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Sec-Fetch-Site": "same-origin",
+      },
       rawBody: new URLSearchParams({ _csrf: v.csrf }).toString(),
     });
     expect(response.status).toBe(303);

@@ -31,7 +31,9 @@ describe("dashboard sign-in", () => {
     const v = visitor(api);
     const result = await v.signIn("not-the-admin-token");
     expect(result.status).toBe(403);
-    expect(text(result.html)).toContain("That is not the admin token of this installation. Check it and try again. You have 4 more attempts in the next 1 minute.");
+    expect(text(result.html)).toContain(
+      "That is not the admin token of this installation. Check it and try again. You have 4 more attempts in the next 1 minute.",
+    );
     expect((await v.get("/dashboard/projects")).status).toBe(303);
   });
 
@@ -42,7 +44,9 @@ describe("dashboard sign-in", () => {
     const blocked = await v.signIn();
     expect(blocked.status).toBe(429);
     expect(blocked.headers.get("retry-after")).toBe("60");
-    expect(text(blocked.html)).toContain("Too many sign-in attempts from your address (at most 5 in 1 minute). This attempt was not checked. Try again in 1 minute.");
+    expect(text(blocked.html)).toContain(
+      "Too many sign-in attempts from your address (at most 5 in 1 minute). This attempt was not checked. Try again in 1 minute.",
+    );
     api.clock.advance(20 * 1000);
     const later = await v.signIn();
     expect(later.status).toBe(429);
@@ -142,14 +146,20 @@ describe("dashboard API keys", () => {
     const page = await v.get(`/dashboard/projects/${seed.projectId}/api-keys`);
     expect(page.html).toContain('type="date"');
     expect(page.html).toContain('min="2026-11-22"');
-    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "deploy-bot", expires_on: "2027-01-31", scopes: ["builds:read"] });
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, {
+      name: "deploy-bot",
+      expires_on: "2027-01-31",
+      scopes: ["builds:read"],
+    });
     // POST/redirect/GET: the token reaches the page through a sealed one-time cookie, not the URL.
     expect(posted.status).toBe(303);
     expect(posted.location).toBe(`/dashboard/projects/${seed.projectId}/api-keys`);
     expect(posted.headers.getSetCookie().join("\n")).not.toMatch(/egsa_/);
     const created = await v.get(posted.location!);
     expect(created.status).toBe(200);
-    const token = /id="new-token" class="mono" type="text" readonly="" value="(egsa_[0-9A-Za-z]+)"/.exec(created.html)?.[1];
+    const token = /id="new-token" class="mono" type="text" readonly="" value="(egsa_[0-9A-Za-z]+)"/.exec(
+      created.html,
+    )?.[1];
     expect(token).toBeDefined();
     expect(text(created.html)).toContain("it is shown only once");
     expect(created.html).toContain('data-copy="new-token"');
@@ -169,13 +179,22 @@ describe("dashboard API keys", () => {
     const page = await v.get(`/dashboard/projects/${seed.projectId}/api-keys`);
     expect(page.html).toContain('<input type="checkbox" name="scopes" value="builds:read" checked=""');
     expect(page.html).toMatch(/<input type="checkbox" name="scopes" value="service_accounts:write"\s*\/?>/);
-    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "reader", expires_on: "2027-01-31", scopes: ["builds:read", "audit:read"] });
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, {
+      name: "reader",
+      expires_on: "2027-01-31",
+      scopes: ["builds:read", "audit:read"],
+    });
     expect(posted.status).toBe(303);
     const created = await v.get(posted.location!);
-    const listed = await api.json<{ data: { name: string; scopes: string[] }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
+    const listed = await api.json<{ data: { name: string; scopes: string[] }[] }>(
+      `/v2/projects/${seed.projectId}/service-accounts`,
+    );
     expect(listed.body.data.find((a) => a.name === "reader")!.scopes).toEqual(["builds:read", "audit:read"]);
     expect(text(created.html)).toContain("audit:read");
-    const none = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "nothing", expires_on: "2027-01-31" });
+    const none = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, {
+      name: "nothing",
+      expires_on: "2027-01-31",
+    });
     expect(none.status).toBe(400);
     expect(none.html).toContain('id="scopes-error"');
     expect(none.html).toContain('value="nothing"');
@@ -202,7 +221,11 @@ describe("dashboard API keys", () => {
     const other = await seedProject(api);
     const v = visitor(api);
     await v.signIn();
-    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "sealed", expires_on: "2027-01-31", scopes: ["builds:read"] });
+    const posted = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, {
+      name: "sealed",
+      expires_on: "2027-01-31",
+      scopes: ["builds:read"],
+    });
     const flash = v.cookie.split("; ").find((pair) => pair.startsWith("eg_flash="))!;
     expect(flash).toBeDefined();
     // Another project's page does not show it (and spends it).
@@ -219,7 +242,11 @@ describe("dashboard API keys", () => {
     const seed = await seedProject(api);
     const v = visitor(api);
     await v.signIn();
-    const refused = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, { name: "too-late", expires_on: "2020-01-01", scopes: ["builds:read"] });
+    const refused = await v.post(`/dashboard/projects/${seed.projectId}/api-keys`, {
+      name: "too-late",
+      expires_on: "2020-01-01",
+      scopes: ["builds:read"],
+    });
     expect(refused.status).toBe(400);
     expect(refused.html).toContain('value="too-late"');
     expect(refused.html).toContain('value="2020-01-01"');
@@ -252,7 +279,11 @@ describe("dashboard apps and builds", () => {
     const base = `/v2/projects/${seed.projectId}/apps/${seed.appId}/builds`;
     const done = await seedBuild(api, seed);
     await api.json(`${base}/${done}`, { method: "PATCH", token: seed.token, body: { status: "building" } });
-    await api.json(`${base}/${done}`, { method: "PATCH", token: seed.token, body: { status: "succeeded", origin_url: "https://origin.example/hello" } });
+    await api.json(`${base}/${done}`, {
+      method: "PATCH",
+      token: seed.token,
+      body: { status: "succeeded", origin_url: "https://origin.example/hello" },
+    });
     const ongoing = await seedBuild(api, seed);
     const v = visitor(api);
     await v.signIn();
@@ -275,11 +306,17 @@ describe("dashboard apps and builds", () => {
     const cancelled = await v.post(`${page}/builds/${build}/cancel`, {});
     expect(cancelled.status).toBe(303);
     expect(text((await v.get(cancelled.location!)).html)).toContain(`Build ${build} was cancelled`);
-    const read = await api.json<{ status: string }>(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${build}`);
+    const read = await api.json<{ status: string }>(
+      `/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${build}`,
+    );
     expect(read.body.status).toBe("cancelled");
 
     const finished = await seedBuild(api, seed);
-    await api.json(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${finished}`, { method: "PATCH", token: seed.token, body: { status: "failed" } });
+    await api.json(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${finished}`, {
+      method: "PATCH",
+      token: seed.token,
+      body: { status: "failed" },
+    });
     const refused = await v.post(`${page}/builds/${finished}/cancel`, {});
     expect(refused.status).toBe(409);
     expect(text(refused.html)).toContain("The build was not cancelled: Build is not cancellable.");

@@ -18,7 +18,11 @@ afterEach(() => {
 });
 
 /** A run of a deployed app with a webhook to a real local receiver, delivered as the queue would. */
-async function deliveredRun(api: ReturnType<typeof client>, app: Awaited<ReturnType<typeof seedRunnable>>, endpoint: string) {
+async function deliveredRun(
+  api: ReturnType<typeof client>,
+  app: Awaited<ReturnType<typeof seedRunnable>>,
+  endpoint: string,
+) {
   const run = await runWithWebhook(api, app, endpoint);
   expect(run.response.status).toBe(200);
   await drive(api, run.messages[0]);
@@ -111,7 +115,13 @@ describe("dashboard webhook deliveries", () => {
     const ids: string[] = [];
     for (let i = 0; i < 21; i++) {
       api.clock.advance(1000); // ids sort by creation time
-      const request = { projectId: app.projectId, runId: "run_paged", endpoint: "https://hooks.example/x", secret: undefined, body: "{}" };
+      const request = {
+        projectId: app.projectId,
+        runId: "run_paged",
+        endpoint: "https://hooks.example/x",
+        secret: undefined,
+        body: "{}",
+      };
       ids.push(await enqueueDelivery(scope, request));
     }
     const v = visitor(api);

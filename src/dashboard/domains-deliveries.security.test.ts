@@ -10,7 +10,11 @@ async function withDomain() {
   const api = client();
   const seed = await seedProject(api);
   const name = `${uniqueLabel("sec")}.wild.example.test`;
-  const added = await api.json(`/v2/projects/${seed.projectId}/domains`, { method: "POST", token: seed.token, body: { domain: name, region: "us-east-1" } });
+  const added = await api.json(`/v2/projects/${seed.projectId}/domains`, {
+    method: "POST",
+    token: seed.token,
+    body: { domain: name, region: "us-east-1" },
+  });
   expect(added.status).toBe(201);
   const read = async () => api.json<{ status: string }>(`/v2/projects/${seed.projectId}/domains/${name}`);
   return { api, seed, name, read, page: `/dashboard/projects/${seed.projectId}/domains` };
@@ -21,7 +25,13 @@ describe("dashboard domains and deliveries: nothing without a session", () => {
     const { api, seed, name, read, page } = await withDomain();
     const v = visitor(api);
     await v.get("/dashboard/sign-in");
-    for (const path of [page, `${page}/${name}`, `${page}/${name}/status`, `${page}/${name}/remove`, `/dashboard/projects/${seed.projectId}/webhook-deliveries`]) {
+    for (const path of [
+      page,
+      `${page}/${name}`,
+      `${page}/${name}/status`,
+      `${page}/${name}/remove`,
+      `/dashboard/projects/${seed.projectId}/webhook-deliveries`,
+    ]) {
       const response = await v.get(path);
       expect(response.status, path).toBe(303);
       expect(response.headers.get("location"), path).toMatch(/^\/dashboard\/sign-in/);
@@ -71,7 +81,8 @@ describe("dashboard domains and deliveries: one project's URL never reaches anot
     const wrong = `/dashboard/projects/${other.projectId}/domains/${name}`;
     const v = visitor(api);
     await v.signIn();
-    for (const path of [wrong, `${wrong}/status`, `${wrong}/remove`]) expect((await v.get(path)).status, path).toBe(404);
+    for (const path of [wrong, `${wrong}/status`, `${wrong}/remove`])
+      expect((await v.get(path)).status, path).toBe(404);
     expect((await v.post(`${wrong}/validate`, {})).status).toBe(404);
     expect((await v.post(`${wrong}/remove`, {})).status).toBe(404);
     expect(text((await v.get(`/dashboard/projects/${other.projectId}/domains`)).html)).not.toContain(name);
@@ -118,7 +129,9 @@ describe("dashboard deliveries: input", () => {
     const seed = await seedProject(api);
     const v = visitor(api);
     await v.signIn();
-    const page = await v.get(`/dashboard/projects/${seed.projectId}/webhook-deliveries?run_id=${encodeURIComponent('"><script>alert(1)</script>')}`);
+    const page = await v.get(
+      `/dashboard/projects/${seed.projectId}/webhook-deliveries?run_id=${encodeURIComponent('"><script>alert(1)</script>')}`,
+    );
     expect(page.html).not.toContain("<script>alert(1)");
     expect(page.html).toContain("&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;");
   });

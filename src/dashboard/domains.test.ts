@@ -27,7 +27,9 @@ describe("dashboard domains", () => {
     expect(added.status).toBe(303);
     expect(added.location).toBe(`${page}/${name}?added=1`);
     const detail = await v.get(added.location!);
-    expect(text(detail.html)).toContain(`${name} was added. Create the DNS record below at your DNS provider, then press Validate Domain.`);
+    expect(text(detail.html)).toContain(
+      `${name} was added. Create the DNS record below at your DNS provider, then press Validate Domain.`,
+    );
     expect(text(detail.html)).toContain("DNS record to create");
     expect(detail.html).toContain(`id="record-name" class="mono" type="text" readonly="" value="${name}"`);
     expect(detail.html).toContain(`id="record-value" class="mono" type="text" readonly="" value="${TARGET}"`);
@@ -70,12 +72,16 @@ describe("dashboard domains", () => {
     const { api, v, page } = await signedIn();
     const other = await seedProject(api);
     const name = `${uniqueLabel("contested")}.example.test`;
-    expect((await v.post(`/dashboard/projects/${other.projectId}/domains`, { domain: name, region: "us-east-1" })).status).toBe(303);
+    expect(
+      (await v.post(`/dashboard/projects/${other.projectId}/domains`, { domain: name, region: "us-east-1" })).status,
+    ).toBe(303);
     const added = await v.post(page, { domain: name, region: "us-east-1" });
     expect(added.status).toBe(303);
     const detail = await v.get(added.location!);
     expect(text(detail.html)).toContain("Ownership record required.");
-    expect(detail.html).toContain(`id="record-txt-name" class="mono" type="text" readonly="" value="_gateway-challenge.${name}"`);
+    expect(detail.html).toContain(
+      `id="record-txt-name" class="mono" type="text" readonly="" value="_gateway-challenge.${name}"`,
+    );
     expect(detail.html).toMatch(/id="record-txt-value" class="mono" type="text" readonly="" value="gw-[0-9a-f]{32}"/);
     expect(detail.html).toContain('data-copy="record-txt-name"');
     expect(detail.html).toContain('data-copy="record-txt-value"');
@@ -113,7 +119,9 @@ describe("dashboard domains", () => {
     api.clock.advance(60_000);
     const checked = await v.post(`${page}/wrong.example.test/validate`, {});
     const result = await v.get(checked.location!);
-    expect(text(result.html)).toMatch(/Not validated: Failed\. WRONG_TARGET ?: wrong\.example\.test has a CNAME to elsewhere\.test/);
+    expect(text(result.html)).toMatch(
+      /Not validated: Failed\. WRONG_TARGET ?: wrong\.example\.test has a CNAME to elsewhere\.test/,
+    );
 
     const list = await v.get(page);
     const dialog = /<dialog id="status-0"[\s\S]*?<\/dialog>/.exec(list.html)?.[0] ?? "";
@@ -163,7 +171,11 @@ describe("dashboard domains", () => {
 
   it("shows a not-found page for a domain the project does not have", async () => {
     const { v, page } = await signedIn();
-    for (const path of [`${page}/nope.example.test`, `${page}/nope.example.test/status`, `${page}/nope.example.test/remove`]) {
+    for (const path of [
+      `${page}/nope.example.test`,
+      `${page}/nope.example.test/status`,
+      `${page}/nope.example.test/remove`,
+    ]) {
       const missing = await v.get(path);
       expect(missing.status, path).toBe(404);
       expect(text(missing.html), path).toContain("Domain not found");

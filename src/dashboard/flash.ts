@@ -18,19 +18,34 @@ const cookiePath = (c: DashContext) => (https(c) ? "/" : dashPath(""));
 /** What the sealed value is bound to: this session, and the page that may show it. */
 const boundTo = (c: DashContext, page: string) => encoder.encode(`${c.get("session").sid}\n${page}`);
 
-const toBase64url = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-const fromBase64url = (text: string) => Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0));
+const toBase64url = (bytes: Uint8Array) =>
+  btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
+const fromBase64url = (text: string) =>
+  Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0));
 
 /** Seals `value` for the next GET of `page` in this session. */
 export async function setFlash(c: DashContext, page: string, value: unknown): Promise<void> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
   const sealed = new Uint8Array(
-    await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: boundTo(c, page) }, await flashKey(c.var.scope.config.adminToken), encoder.encode(JSON.stringify(value))),
+    await crypto.subtle.encrypt(
+      { name: "AES-GCM", iv, additionalData: boundTo(c, page) },
+      await flashKey(c.var.scope.config.adminToken),
+      encoder.encode(JSON.stringify(value)),
+    ),
   );
   const cookie = new Uint8Array(iv.length + sealed.length);
   cookie.set(iv);
   cookie.set(sealed, iv.length);
-  setCookie(c, cookieName(c), toBase64url(cookie), { httpOnly: true, secure: https(c), sameSite: "Strict", path: cookiePath(c), maxAge: FLASH_TTL_SECONDS });
+  setCookie(c, cookieName(c), toBase64url(cookie), {
+    httpOnly: true,
+    secure: https(c),
+    sameSite: "Strict",
+    path: cookiePath(c),
+    maxAge: FLASH_TTL_SECONDS,
+  });
 }
 
 /** The value sealed for `page`, once: the cookie is deleted whatever it held. Undefined when absent, expired or not this session's. */
@@ -43,7 +58,11 @@ export async function takeFlash<T>(c: DashContext, page: string): Promise<T | un
   for (const token of previous.adminToken === undefined ? [adminToken] : [adminToken, previous.adminToken]) {
     try {
       const bytes = fromBase64url(value);
-      const plain = await crypto.subtle.decrypt({ name: "AES-GCM", iv: bytes.subarray(0, 12), additionalData: boundTo(c, page) }, await flashKey(token), bytes.subarray(12));
+      const plain = await crypto.subtle.decrypt(
+        { name: "AES-GCM", iv: bytes.subarray(0, 12), additionalData: boundTo(c, page) },
+        await flashKey(token),
+        bytes.subarray(12),
+      );
       return JSON.parse(new TextDecoder().decode(plain)) as T;
     } catch {
       // tampered, another session's or page's, or sealed under another admin token

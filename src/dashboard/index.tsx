@@ -80,8 +80,17 @@ export function createDashboard(apiFetch: ApiFetch) {
   );
   dash.onError((err, c) => {
     if (err instanceof ApiError && err.status < 500) return errorPage(c, PROBLEMS[err.code].title, err.message, 400);
-    log("error", "dashboard error", { request_id: c.var.scope.requestId, route: routeOf(c), error: describeError(err, { withStack: true }) });
-    return errorPage(c, "Something went wrong", "An unexpected error occurred. Quote the request id when reporting it.", 500);
+    log("error", "dashboard error", {
+      request_id: c.var.scope.requestId,
+      route: routeOf(c),
+      error: describeError(err, { withStack: true }),
+    });
+    return errorPage(
+      c,
+      "Something went wrong",
+      "An unexpected error occurred. Quote the request id when reporting it.",
+      500,
+    );
   });
   return dash;
 }

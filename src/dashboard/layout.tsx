@@ -99,7 +99,10 @@ export async function renderPage(c: DashContext, options: PageOptions, content: 
           <ul>
             {PROJECT_NAV.map((item) => (
               <li>
-                <a href={projectPath(current, `/${item.slug}`)} aria-current={item.slug === options.tab ? "page" : undefined}>
+                <a
+                  href={projectPath(current, `/${item.slug}`)}
+                  aria-current={item.slug === options.tab ? "page" : undefined}
+                >
                   {item.label}
                 </a>
               </li>
@@ -119,7 +122,13 @@ export async function renderPage(c: DashContext, options: PageOptions, content: 
  * A page outside the signed-in frame (sign-in, errors before sign-in). `refreshTo` moves on to that
  * page of ours at once, as a navigation of this page rather than a redirect.
  */
-export function renderBare(c: DashContext, title: string, content: Child, status: 200 | 400 | 403 | 404 | 429 | 500 | 502 = 200, refreshTo?: string) {
+export function renderBare(
+  c: DashContext,
+  title: string,
+  content: Child,
+  status: 200 | 400 | 403 | 404 | 429 | 500 | 502 = 200,
+  refreshTo?: string,
+) {
   c.status(status);
   return c.html(
     <Document title={title} refreshTo={refreshTo}>

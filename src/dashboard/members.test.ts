@@ -19,7 +19,10 @@ describe("Members page", () => {
     expect(text(page.html)).toContain("Last owner");
     expect(page.html).not.toContain(">Leave<");
 
-    const invited = await v.post(`/dashboard/projects/${projectId}/members/invites`, { email: "Newcomer@Example.test", role: "developer" });
+    const invited = await v.post(`/dashboard/projects/${projectId}/members/invites`, {
+      email: "Newcomer@Example.test",
+      role: "developer",
+    });
     expect(invited.status).toBe(200);
     expect(text(invited.html)).toContain("newcomer@example.test is invited as developer");
 
@@ -27,12 +30,17 @@ describe("Members page", () => {
     const refused = await v.post(`/dashboard/projects/${projectId}/members/${mine!.member_id}/remove`, {});
     expect(refused.status).toBe(409);
     expect(text(refused.html)).toContain("last owner");
-    const demoted = await v.post(`/dashboard/projects/${projectId}/members/${mine!.member_id}/role`, { role: "viewer" });
+    const demoted = await v.post(`/dashboard/projects/${projectId}/members/${mine!.member_id}/role`, {
+      role: "viewer",
+    });
     expect(demoted.status).toBe(409);
 
     // A second owner: now the first may leave, and lands on their (now empty) project list.
     const second = await person(api);
-    await asPerson(api, owner)(`/v2/projects/${projectId}/members`, { method: "POST", body: { email: second.email, role: "owner" } });
+    await asPerson(api, owner)(`/v2/projects/${projectId}/members`, {
+      method: "POST",
+      body: { email: second.email, role: "owner" },
+    });
     const left = await v.post(`/dashboard/projects/${projectId}/members/${mine!.member_id}/remove`, {});
     expect(left.status).toBe(303);
     expect(left.location).toBe("/dashboard/projects");
@@ -46,10 +54,18 @@ describe("Members page", () => {
     const owner = await person(api, { email: ownerEmail });
     const developer = await person(api, { name: "Dana Dev" });
     const asOwner = asPerson(api, owner);
-    const member = (await asOwner<Member>(`/v2/projects/${projectId}/members`, { method: "POST", body: { email: developer.email, role: "developer" } })).body;
+    const member = (
+      await asOwner<Member>(`/v2/projects/${projectId}/members`, {
+        method: "POST",
+        body: { email: developer.email, role: "developer" },
+      })
+    ).body;
     const expires_at = new Date(api.clock.now().getTime() + 86_400_000).toISOString();
     for (const name of ["dana-ci", "dana-deploy"]) {
-      await asPerson(api, developer)(`/v2/projects/${projectId}/service-accounts`, { method: "POST", body: { name, expires_at } });
+      await asPerson(api, developer)(`/v2/projects/${projectId}/service-accounts`, {
+        method: "POST",
+        body: { name, expires_at },
+      });
     }
     const v = visitor(api);
     await signInAs(v, api, owner);
@@ -73,8 +89,15 @@ describe("Members page", () => {
     expect(ask.status).toBe(200);
     expect(text(ask.html)).toContain("Make Dana Dev a viewer?");
     expect(text(ask.html)).toContain("dana-deploy");
-    expect((await asOwner<{ data: { role: string }[] }>(`/v2/projects/${projectId}/members`)).body.data.map((m) => m.role).sort()).toEqual(["developer", "owner"]);
-    const done = await v.post(`/dashboard/projects/${projectId}/members/${member.member_id}/role`, { role: "viewer", confirmed: "yes" });
+    expect(
+      (await asOwner<{ data: { role: string }[] }>(`/v2/projects/${projectId}/members`)).body.data
+        .map((m) => m.role)
+        .sort(),
+    ).toEqual(["developer", "owner"]);
+    const done = await v.post(`/dashboard/projects/${projectId}/members/${member.member_id}/role`, {
+      role: "viewer",
+      confirmed: "yes",
+    });
     expect(text(done.html)).toMatch(/Dana Dev is now viewer\. 2 API keys they created stopped working/);
 
     // Nothing left to end: removal says so before, and removes.

@@ -12,7 +12,8 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-const rowOf = (html: string, origin: string) => text(new RegExp(`<tr>(?:(?!</tr>).)*?${origin.replace(/[.:/]/g, "\\$&")}.*?</tr>`, "s").exec(html)?.[0] ?? "");
+const rowOf = (html: string, origin: string) =>
+  text(new RegExp(`<tr>(?:(?!</tr>).)*?${origin.replace(/[.:/]/g, "\\$&")}.*?</tr>`, "s").exec(html)?.[0] ?? "");
 
 describe("dashboard Receivers page", () => {
   it("says how to ask for a webhook while no delivery exists, then shows each receiver origin's health", async () => {

@@ -21,7 +21,9 @@ describe("dashboard Runs page", () => {
     const page = await v.get(`/dashboard/projects/${p.projectId}/runs`);
     expect(page.status).toBe(200);
     expect(text(page.html)).toContain("No runs yet.");
-    expect(text(page.html)).toContain(`curl -X POST &quot;http://localhost/v4/${p.projectId}/${p.ok.appName}/run&quot;`);
+    expect(text(page.html)).toContain(
+      `curl -X POST &quot;http://localhost/v4/${p.projectId}/${p.ok.appName}/run&quot;`,
+    );
     expect(page.html).toMatch(/aria-current="page"[^>]*>Runs</);
     expect(text(page.html)).not.toContain("Async runs under way");
 

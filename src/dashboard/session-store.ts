@@ -12,7 +12,12 @@ export async function storeSession(db: Database, session: Session, now: Date): P
   await db.batch([
     // Ended sessions go on the way, which keeps the table to the sessions alive now.
     db.delete(dashboardSessions).where(lte(dashboardSessions.expiresAt, now)),
-    db.insert(dashboardSessions).values({ idHash: await sha256Hex(session.sid), userId: session.userId ?? null, expiresAt: new Date(session.expiresAt), createdAt: now }),
+    db.insert(dashboardSessions).values({
+      idHash: await sha256Hex(session.sid),
+      userId: session.userId ?? null,
+      expiresAt: new Date(session.expiresAt),
+      createdAt: now,
+    }),
   ]);
 }
 

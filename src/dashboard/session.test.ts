@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { csrfToken, csrfTokenValid, decodeSession, encodeSession, newSession, sameOrigin, SESSION_TTL_MS, sessionKey } from "./session";
+import {
+  csrfToken,
+  csrfTokenValid,
+  decodeSession,
+  encodeSession,
+  newSession,
+  sameOrigin,
+  SESSION_TTL_MS,
+  sessionKey,
+} from "./session";
 
 const NOW = Date.parse("2026-11-21T12:00:00Z");
 const ADMIN_A = "admin-token-a-0123456789abcdefghijklmnop";
@@ -20,7 +29,10 @@ describe("session cookie", () => {
     const value = await encodeSession(key, newSession(NOW, false));
     const [payload, signature] = value.split(".");
     const data = JSON.parse(atob(payload!.replace(/-/g, "+").replace(/_/g, "/"))) as Record<string, unknown>;
-    const forged = btoa(JSON.stringify({ ...data, in: true })).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    const forged = btoa(JSON.stringify({ ...data, in: true }))
+      .replace(/\+/g, "-")
+      .replace(/\//g, "_")
+      .replace(/=+$/, "");
     expect(await decodeSession(key, `${forged}.${signature}`, NOW)).toBeNull();
   });
 

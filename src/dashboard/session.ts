@@ -43,7 +43,12 @@ export function sessionKey(adminToken: string): Promise<CryptoKey> {
     key = (async () => {
       const material = await crypto.subtle.importKey("raw", encoder.encode(adminToken), "HKDF", false, ["deriveKey"]);
       return crypto.subtle.deriveKey(
-        { name: "HKDF", hash: "SHA-256", salt: encoder.encode("edge-gateway/dashboard"), info: encoder.encode("session-hmac-v1") },
+        {
+          name: "HKDF",
+          hash: "SHA-256",
+          salt: encoder.encode("edge-gateway/dashboard"),
+          info: encoder.encode("session-hmac-v1"),
+        },
         material,
         { name: "HMAC", hash: "SHA-256", length: 256 },
         false,
@@ -67,7 +72,11 @@ export function newSession(now: number, signedIn: boolean, userId?: string): Ses
 }
 
 export async function encodeSession(key: CryptoKey, session: Session): Promise<string> {
-  const payload = base64url(encoder.encode(JSON.stringify({ v: 1, sid: session.sid, in: session.signedIn, exp: session.expiresAt, u: session.userId })));
+  const payload = base64url(
+    encoder.encode(
+      JSON.stringify({ v: 1, sid: session.sid, in: session.signedIn, exp: session.expiresAt, u: session.userId }),
+    ),
+  );
   const signature = await crypto.subtle.sign("HMAC", key, encoder.encode(`session.${payload}`));
   return `${payload}.${base64url(signature)}`;
 }

@@ -37,7 +37,10 @@ function interceptedClient() {
         const body = (await response.json()) as { id_token?: string };
         if (body.id_token) seen.push(body.id_token);
         if (swap) body.id_token = swap;
-        return new Response(JSON.stringify(body), { status: response.status, headers: { "Content-Type": "application/json" } });
+        return new Response(JSON.stringify(body), {
+          status: response.status,
+          headers: { "Content-Type": "application/json" },
+        });
       },
     },
   });
@@ -45,21 +48,46 @@ function interceptedClient() {
 }
 
 /** An ID token minted by `issuer` for `clientId`, carrying `nonce`: a real one, by a real code flow. */
-async function idTokenFrom(issuer: string, clientId: string, secret: string, redirectUri: string, nonce: string, login: string) {
+async function idTokenFrom(
+  issuer: string,
+  clientId: string,
+  secret: string,
+  redirectUri: string,
+  nonce: string,
+  login: string,
+) {
   const verifier = "v".repeat(43);
-  const challenge = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)))))
+  const challenge = btoa(
+    String.fromCharCode(...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)))),
+  )
     .replace(/\+/g, "-")
     .replace(/\//g, "_")
     .replace(/=+$/, "");
   const auth = new URL(`${issuer}/auth`);
-  for (const [k, v] of Object.entries({ client_id: clientId, redirect_uri: redirectUri, response_type: "code", scope: "openid email", nonce, state: "s", code_challenge: challenge, code_challenge_method: "S256" })) {
+  for (const [k, v] of Object.entries({
+    client_id: clientId,
+    redirect_uri: redirectUri,
+    response_type: "code",
+    scope: "openid email",
+    nonce,
+    state: "s",
+    code_challenge: challenge,
+    code_challenge_method: "S256",
+  })) {
     auth.searchParams.set(k, v);
   }
   const back = await loginAtProvider(auth.toString(), login);
   const token = await fetch(`${issuer}/token`, {
     method: "POST",
     headers: { "Content-Type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ grant_type: "authorization_code", code: back.searchParams.get("code")!, redirect_uri: redirectUri, client_id: clientId, client_secret: secret, code_verifier: verifier }),
+    body: new URLSearchParams({
+      grant_type: "authorization_code",
+      code: back.searchParams.get("code")!,
+      redirect_uri: redirectUri,
+      client_id: clientId,
+      client_secret: secret,
+      code_verifier: verifier,
+    }),
   });
   return ((await token.json()) as { id_token: string }).id_token;
 }
@@ -78,9 +106,18 @@ describe("sign-in with OpenID Connect, against a real provider", () => {
     expect(params.get("state")).toMatch(/^[\w-]{32,}$/);
     expect(params.get("nonce")).toMatch(/^[\w-]{32,}$/);
     // The verifier stays on the server; the challenge sent is its SHA-256.
-    const pending = await env.DB.prepare("SELECT code_verifier FROM sign_in_requests WHERE state = ?1").bind(params.get("state")).first<{ code_verifier: string }>();
-    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(pending!.code_verifier)));
-    expect(params.get("code_challenge")).toBe(btoa(String.fromCharCode(...digest)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, ""));
+    const pending = await env.DB.prepare("SELECT code_verifier FROM sign_in_requests WHERE state = ?1")
+      .bind(params.get("state"))
+      .first<{ code_verifier: string }>();
+    const digest = new Uint8Array(
+      await crypto.subtle.digest("SHA-256", new TextEncoder().encode(pending!.code_verifier)),
+    );
+    expect(params.get("code_challenge")).toBe(
+      btoa(String.fromCharCode(...digest))
+        .replace(/\+/g, "-")
+        .replace(/\//g, "_")
+        .replace(/=+$/, ""),
+    );
 
     const back = await loginAtProvider(authorization.toString(), sub);
     expect(back.origin + back.pathname).toBe(CALLBACK.toString());
@@ -94,7 +131,9 @@ describe("sign-in with OpenID Connect, against a real provider", () => {
     const projects = await v.get("/dashboard/projects");
     expect(projects.status).toBe(200);
     expect(text(projects.html)).toContain("ada@example.test");
-    const user = await env.DB.prepare("SELECT issuer, email, email_verified, name FROM users WHERE subject = ?1").bind(sub).first();
+    const user = await env.DB.prepare("SELECT issuer, email, email_verified, name FROM users WHERE subject = ?1")
+      .bind(sub)
+      .first();
     expect(user).toEqual({ issuer: ISSUER, email: "ada@example.test", email_verified: 1, name: "Ada Lovelace" });
 
     // Signing out ends the session; the copied cookie is worth nothing afterwards.
@@ -162,13 +201,21 @@ describe("sign-in with OpenID Connect, against a real provider", () => {
     expect(replayed.text).toMatch(/nonce/);
 
     const otherSub = await addAccount({ email: "mixup@example.test", email_verified: true }, OTHER_ISSUER);
-    const foreign = await attempt((nonce) => idTokenFrom(OTHER_ISSUER, TEST_OIDC.clientId, TEST_OIDC.clientSecret, TEST_OIDC.redirectUri, nonce, otherSub));
+    const foreign = await attempt((nonce) =>
+      idTokenFrom(OTHER_ISSUER, TEST_OIDC.clientId, TEST_OIDC.clientSecret, TEST_OIDC.redirectUri, nonce, otherSub),
+    );
     expect(foreign.status).toBe(403);
     expect(foreign.text).toMatch(/iss/);
 
-    const other = { client_id: "another-client", client_secret: "another-client-secret-0123456789abcdef", redirect_uris: ["http://localhost/elsewhere"] };
+    const other = {
+      client_id: "another-client",
+      client_secret: "another-client-secret-0123456789abcdef",
+      redirect_uris: ["http://localhost/elsewhere"],
+    };
     await addClient(other);
-    const misaddressed = await attempt((nonce) => idTokenFrom(ISSUER, other.client_id, other.client_secret, other.redirect_uris[0]!, nonce, sub));
+    const misaddressed = await attempt((nonce) =>
+      idTokenFrom(ISSUER, other.client_id, other.client_secret, other.redirect_uris[0]!, nonce, sub),
+    );
     expect(misaddressed.status).toBe(403);
     expect(misaddressed.text).toMatch(/aud/);
   });

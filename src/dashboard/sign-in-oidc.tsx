@@ -28,14 +28,21 @@ function settingsOf(c: DashContext): OidcSettings | null {
   const oidc = c.var.scope.config.oidc;
   if (!oidc) return null;
   const outbound = c.var.scope.deps.outbound;
-  return { ...oidc, allowInsecure: c.var.scope.config.allowInsecureTargets, fetch: (request) => outbound.fetch(request) };
+  return {
+    ...oidc,
+    allowInsecure: c.var.scope.config.allowInsecureTargets,
+    fetch: (request) => outbound.fetch(request),
+  };
 }
 
 const redirectUri = (c: DashContext) => new URL(dashPath(CALLBACK), c.req.url).toString();
 
 function failed(c: DashContext, detail: string, status: 400 | 403 | 404 | 502) {
   // The provider's words are redacted too: an error description may quote what it was sent.
-  log("warn", "dashboard sign-in with OpenID Connect failed", { request_id: c.var.scope.requestId, detail: redact(detail) });
+  log("warn", "dashboard sign-in with OpenID Connect failed", {
+    request_id: c.var.scope.requestId,
+    detail: redact(detail),
+  });
   return renderBare(
     c,
     "Sign-in failed",
@@ -56,7 +63,12 @@ export function registerOidcSignIn(dash: DashRouter) {
   // under the dashboard's CSP (`form-action 'self'`).
   dash.get("/sign-in/oidc", async (c) => {
     const settings = settingsOf(c);
-    if (!settings) return failed(c, "Single sign-on is not configured on this installation; the operator signs in with the admin token.", 404);
+    if (!settings)
+      return failed(
+        c,
+        "Single sign-on is not configured on this installation; the operator signs in with the admin token.",
+        404,
+      );
     const next = safeNext(c.req.query("next"));
     const now = c.var.scope.deps.now();
     let begun;
@@ -71,7 +83,12 @@ export function registerOidcSignIn(dash: DashRouter) {
     await db.batch([
       // Sign-ins abandoned at the provider go on the way.
       db.delete(signInRequests).where(lte(signInRequests.expiresAt, now)),
-      db.insert(signInRequests).values({ handleHash: await sha256Hex(handle), ...begun.pending, next, expiresAt: new Date(now.getTime() + SIGN_IN_REQUEST_TTL_MS) }),
+      db.insert(signInRequests).values({
+        handleHash: await sha256Hex(handle),
+        ...begun.pending,
+        next,
+        expiresAt: new Date(now.getTime() + SIGN_IN_REQUEST_TTL_MS),
+      }),
     ]);
     setCookie(c, pendingCookie(c), handle, {
       httpOnly: true,
@@ -98,7 +115,12 @@ export function registerOidcSignIn(dash: DashRouter) {
             .where(and(eq(signInRequests.handleHash, await sha256Hex(handle)), gt(signInRequests.expiresAt, now)))
             .returning()
         : [];
-    if (!pending) return failed(c, "This sign-in has expired, was already used, or was started in another browser. Start again.", 400);
+    if (!pending)
+      return failed(
+        c,
+        "This sign-in has expired, was already used, or was started in another browser. Start again.",
+        400,
+      );
     let identity;
     try {
       identity = await finishSignIn(settings, redirectUri(c), new URL(c.req.url), pending, now.getTime());

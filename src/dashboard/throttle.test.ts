@@ -18,7 +18,10 @@ describe("sign-in throttling", () => {
     const results = await attempts(address, MAX_ATTEMPTS + 1);
     expect(results.slice(0, MAX_ATTEMPTS)).toEqual([4, 3, 2, 1, 0].map((remaining) => ({ allowed: true, remaining })));
     expect(results[MAX_ATTEMPTS]).toEqual({ allowed: false, retryAfterSeconds: WINDOW_MS / 1000 });
-    expect(await recordAttempt(env.DB, address, NOW + 20_000)).toEqual({ allowed: false, retryAfterSeconds: WINDOW_MS / 1000 - 20 });
+    expect(await recordAttempt(env.DB, address, NOW + 20_000)).toEqual({
+      allowed: false,
+      retryAfterSeconds: WINDOW_MS / 1000 - 20,
+    });
   });
 
   it("counts each address on its own", async () => {

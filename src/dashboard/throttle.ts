@@ -29,17 +29,22 @@ export async function recordAttempt(db: D1Database, ip: string, now: number): Pr
   // Ended windows are dropped on the way, so the table holds at most the IPs of one window.
   const [, upsert] = await db.batch<{ attempts: number; window_started_at: number }>([
     db.prepare("DELETE FROM sign_in_attempts WHERE window_started_at <= ?1").bind(windowStart),
-    db.prepare(
-      `INSERT INTO sign_in_attempts (ip, attempts, window_started_at) VALUES (?1, 1, ?2)
+    db
+      .prepare(
+        `INSERT INTO sign_in_attempts (ip, attempts, window_started_at) VALUES (?1, 1, ?2)
        ON CONFLICT (ip) DO UPDATE SET
          attempts = CASE WHEN window_started_at <= ?3 THEN 1 ELSE attempts + 1 END,
          window_started_at = CASE WHEN window_started_at <= ?3 THEN ?2 ELSE window_started_at END
        RETURNING attempts, window_started_at`,
-    ).bind(ip, now, windowStart),
+      )
+      .bind(ip, now, windowStart),
   ]);
   const row = upsert?.results[0];
   if (!row || row.attempts <= MAX_ATTEMPTS) return { allowed: true, remaining: MAX_ATTEMPTS - (row?.attempts ?? 1) };
-  return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((row.window_started_at + WINDOW_MS - now) / 1000)) };
+  return {
+    allowed: false,
+    retryAfterSeconds: Math.max(1, Math.ceil((row.window_started_at + WINDOW_MS - now) / 1000)),
+  };
 }
 
 /** After a successful sign-in. */

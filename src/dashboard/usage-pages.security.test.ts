@@ -16,10 +16,18 @@ describe("dashboard usage, runs and receivers: a member of another project", () 
     await signInAs(v, api, outsider);
 
     const a = `/dashboard/projects/${p.projectId}`;
-    for (const path of [`${a}/usage`, `${a}/usage?range=7d`, `${a}/runs`, `${a}/runs?status=5xx`, `${a}/webhook-receivers`, `${a}/apps/${p.broken.appId}?range=1h`]) {
+    for (const path of [
+      `${a}/usage`,
+      `${a}/usage?range=7d`,
+      `${a}/runs`,
+      `${a}/runs?status=5xx`,
+      `${a}/webhook-receivers`,
+      `${a}/apps/${p.broken.appId}?range=1h`,
+    ]) {
       const page = await v.get(path);
       expect(page.status, path).toBe(404);
-      for (const secret of [...runIds, p.broken.appName, p.ok.appName]) expect(page.html, `${path} shows ${secret}`).not.toContain(secret);
+      for (const secret of [...runIds, p.broken.appName, p.ok.appName])
+        expect(page.html, `${path} shows ${secret}`).not.toContain(secret);
     }
     // Their own project's pages, with the other project's app named in the filter, hold none of it either.
     const own = `/dashboard/projects/${theirs}`;
@@ -31,7 +39,14 @@ describe("dashboard usage, runs and receivers: a member of another project", () 
 
     // The same pages are a viewer's to read once they are a member: the 404s above are about membership.
     const viewerEmail = `usage-viewer-${Date.now()}@example.test`;
-    expect((await api.json(`/v2/projects/${p.projectId}/invites`, { method: "POST", body: { email: viewerEmail, role: "viewer" } })).status).toBe(201);
+    expect(
+      (
+        await api.json(`/v2/projects/${p.projectId}/invites`, {
+          method: "POST",
+          body: { email: viewerEmail, role: "viewer" },
+        })
+      ).status,
+    ).toBe(201);
     const viewer = visitor(api);
     await signInAs(viewer, api, await person(api, { email: viewerEmail }));
     const seen = await viewer.get(`${a}/usage?range=1h`);

@@ -1,5 +1,10 @@
 import type { z } from "@hono/zod-openapi";
-import type { ReceiverHealthSchema, RunRecordList as RunRecordListSchema, RunRecordSchema, UsageSchema } from "../usage/routes";
+import type {
+  ReceiverHealthSchema,
+  RunRecordList as RunRecordListSchema,
+  RunRecordSchema,
+  UsageSchema,
+} from "../usage/routes";
 
 /** What the dashboard reads from the usage API: the API's own response schemas, inferred, never copied. */
 export type RunRecord = z.infer<typeof RunRecordSchema>;

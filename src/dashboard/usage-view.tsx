@@ -15,7 +15,8 @@ export const RANGES = {
 export type Range = keyof typeof RANGES;
 export const DEFAULT_RANGE: Range = "24h";
 
-export const rangeOf = (value: string | undefined, fallback: Range = DEFAULT_RANGE): Range => (value !== undefined && value in RANGES ? (value as Range) : fallback);
+export const rangeOf = (value: string | undefined, fallback: Range = DEFAULT_RANGE): Range =>
+  value !== undefined && value in RANGES ? (value as Range) : fallback;
 
 /** The window a range covers up to `now`: whole buckets, the last one the bucket `now` is in. */
 export function windowOf(range: Range, now: Date) {
@@ -79,7 +80,11 @@ export function Totals({ totals }: { totals: UsageFigures }) {
     <dl class="stats">
       <Stat label="Runs" value={count(totals.runs)} />
       <Stat label="Success" value={share(totals.status_2xx)} />
-      <Stat label="Errors" value={count(errors)} note={`${count(totals.status_4xx)} 4xx · ${count(totals.status_5xx)} 5xx`} />
+      <Stat
+        label="Errors"
+        value={count(errors)}
+        note={`${count(totals.status_4xx)} 4xx · ${count(totals.status_5xx)} 5xx`}
+      />
       <Stat label="Timeouts" value={count(totals.timeouts)} />
       <Stat label="Latency p50" value={duration(totals.p50_ms)} />
       <Stat label="p95" value={duration(totals.p95_ms)} />
@@ -148,7 +153,17 @@ export function UsageCharts({ usage, window, idPrefix }: { usage: Usage; window:
  * A run as a person makes their first one with curl (the README's quickstart), on this dashboard's
  * own origin; `webhook` adds a receiver and the secret that signs its deliveries.
  */
-export function RunCommand({ c, projectId, appName, webhook }: { c: DashContext; projectId: string; appName: string | undefined; webhook?: boolean }) {
+export function RunCommand({
+  c,
+  projectId,
+  appName,
+  webhook,
+}: {
+  c: DashContext;
+  projectId: string;
+  appName: string | undefined;
+  webhook?: boolean;
+}) {
   const origin = new URL(c.req.url).origin;
   const query = webhook ? "?webhookEndpoint=https%3A%2F%2Fexample.com%2Fhooks" : "";
   const secret = webhook ? `  -H "X-Webhook-Secret: $SECRET" \\\n` : "";
@@ -160,12 +175,20 @@ export function RunCommand({ c, projectId, appName, webhook }: { c: DashContext;
 }
 
 /** What to do when a range holds no run: where to get a token, and the command. */
-export function FirstRun({ c, projectId, appName }: { c: DashContext; projectId: string; appName: string | undefined }) {
+export function FirstRun({
+  c,
+  projectId,
+  appName,
+}: {
+  c: DashContext;
+  projectId: string;
+  appName: string | undefined;
+}) {
   return (
     <div class="card">
       <p>
-        <strong>No runs in this range.</strong> Runs appear here a few seconds after they end, whatever their answer. Make one with a token from{" "}
-        <a href={projectPath(projectId, "/api-keys")}>API Keys</a>:
+        <strong>No runs in this range.</strong> Runs appear here a few seconds after they end, whatever their answer.
+        Make one with a token from <a href={projectPath(projectId, "/api-keys")}>API Keys</a>:
       </p>
       <RunCommand c={c} projectId={projectId} appName={appName} />
     </div>
@@ -173,10 +196,20 @@ export function FirstRun({ c, projectId, appName }: { c: DashContext; projectId:
 }
 
 /** Totals, charts, or what to do when the range holds no run; a refused call shows the API's problem. */
-export function UsageSection(props: { c: DashContext; usage: ApiResult<Usage>; window: UsageWindow; projectId: string; appName?: string; idPrefix: string }) {
+export function UsageSection(props: {
+  c: DashContext;
+  usage: ApiResult<Usage>;
+  window: UsageWindow;
+  projectId: string;
+  appName?: string;
+  idPrefix: string;
+}) {
   const { usage } = props;
   if (!usage.ok) return <ProblemMessage problem={usage.problem} action="Loading usage" />;
-  if (usage.data.totals.runs === 0 && usage.data.totals.deliveries_delivered + usage.data.totals.deliveries_failed === 0) {
+  if (
+    usage.data.totals.runs === 0 &&
+    usage.data.totals.deliveries_delivered + usage.data.totals.deliveries_failed === 0
+  ) {
     return <FirstRun c={props.c} projectId={props.projectId} appName={props.appName} />;
   }
   return (
@@ -186,7 +219,8 @@ export function UsageSection(props: { c: DashContext; usage: ApiResult<Usage>; w
       <p class="muted">
         Times are UTC. Hover a bar for its figures, or open a chart's table.
         {usage.data.percentiles === "histogram" && " Percentiles come from per-minute histograms here (within 5 %)."}
-        {usage.data.sampled && " Some of the range's run records were sampled; counts, bytes and status classes stay exact."}
+        {usage.data.sampled &&
+          " Some of the range's run records were sampled; counts, bytes and status classes stay exact."}
       </p>
     </>
   );

@@ -52,10 +52,13 @@ describe("dashboard Usage pages", () => {
 
     // The list of apps: each app's last 24 hours as hourly bars and in words.
     const list = await v.get(`/dashboard/projects/${p.projectId}/apps`);
-    const rowOf = (name: string) => text(new RegExp(`<tr>(?:(?!</tr>).)*?>${name}</a>.*?</tr>`, "s").exec(list.html)?.[0] ?? "");
+    const rowOf = (name: string) =>
+      text(new RegExp(`<tr>(?:(?!</tr>).)*?>${name}</a>.*?</tr>`, "s").exec(list.html)?.[0] ?? "");
     expect(rowOf(p.ok.appName)).toMatch(/3 runs, 0 errors, p95 \d+ ms/);
     expect(rowOf(p.broken.appName)).toMatch(/2 runs, 2 errors, p95 \d+ ms/);
-    expect(list.html).toMatch(/role="img" aria-label="Runs per hour over the last 24 hours: 2 runs, 2 errors, p95 \d+ ms"/);
+    expect(list.html).toMatch(
+      /role="img" aria-label="Runs per hour over the last 24 hours: 2 runs, 2 errors, p95 \d+ ms"/,
+    );
     expect(list.html.match(/<svg class="spark"/g)).toHaveLength(2);
 
     // 7 days: 168 hourly buckets, the same totals.

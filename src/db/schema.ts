@@ -26,7 +26,10 @@ export const serviceAccounts = sqliteTable(
     tokenPrefix: text("token_prefix").notNull(),
     // JSON array of permission names (auth/permissions.ts). The column default grants nothing, so a
     // row written without scopes fails closed; the migration gave existing tokens the default set.
-    scopes: text("scopes", { mode: "json" }).$type<string[]>().notNull().default(sql`'[]'`),
+    scopes: text("scopes", { mode: "json" })
+      .$type<string[]>()
+      .notNull()
+      .default(sql`'[]'`),
     expiresAt: timestamp("expires_at").notNull(),
     lastUsedAt: timestamp("last_used_at"),
     revokedAt: timestamp("revoked_at"),
@@ -93,7 +96,9 @@ export const builds = sqliteTable(
   (t) => [
     index("builds_app").on(t.appId, t.id),
     // The run proxy's upstream: the newest succeeded build of an app.
-    index("builds_app_succeeded").on(t.appId, t.finishedAt).where(sql`${t.status} = 'succeeded'`),
+    index("builds_app_succeeded")
+      .on(t.appId, t.finishedAt)
+      .where(sql`${t.status} = 'succeeded'`),
     check("builds_status", sql`${t.status} in ('queued', 'building', 'succeeded', 'failed', 'cancelled')`),
     check("builds_origin_url", sql`${t.status} <> 'succeeded' or ${t.originUrl} is not null`),
   ],
@@ -262,11 +267,19 @@ export const domains = sqliteTable(
   (t) => [
     index("domains_hostname").on(t.hostname),
     // One validated claim per hostname: the database itself refuses a second holder.
-    uniqueIndex("domains_hostname_holder").on(t.hostname).where(sql`${t.status} = 'validated'`),
+    uniqueIndex("domains_hostname_holder")
+      .on(t.hostname)
+      .where(sql`${t.status} = 'validated'`),
     uniqueIndex("domains_project").on(t.projectId, t.hostname),
-    index("domains_due").on(t.nextCheckAt).where(sql`${t.status} = 'pending'`),
-    index("domains_unvalidated").on(t.autoValidationEndsAt).where(sql`${t.status} <> 'validated'`),
-    index("domains_certificates").on(t.certificateCheckedAt).where(sql`${t.certificateStatus} = 'pending'`),
+    index("domains_due")
+      .on(t.nextCheckAt)
+      .where(sql`${t.status} = 'pending'`),
+    index("domains_unvalidated")
+      .on(t.autoValidationEndsAt)
+      .where(sql`${t.status} <> 'validated'`),
+    index("domains_certificates")
+      .on(t.certificateCheckedAt)
+      .where(sql`${t.certificateStatus} = 'pending'`),
     check("domains_status", sql`${t.status} in ('pending', 'validated', 'failed')`),
     check("domains_certificate_status", sql`${t.certificateStatus} in ('none', 'pending', 'active', 'failed')`),
   ],
@@ -333,14 +346,22 @@ export const asyncRuns = sqliteTable(
   },
   (t) => [
     index("async_runs_project").on(t.projectId, t.id),
-    uniqueIndex("async_runs_idempotency").on(t.projectId, t.caller, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    uniqueIndex("async_runs_idempotency")
+      .on(t.projectId, t.caller, t.idempotencyKey)
+      .where(sql`${t.idempotencyKey} is not null`),
     // The cron's sweeps: runs left running or queued too long, finished runs past retention.
-    index("async_runs_open").on(t.status, t.createdAt).where(sql`${t.status} in ('queued', 'running')`),
-    index("async_runs_finished").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),
+    index("async_runs_open")
+      .on(t.status, t.createdAt)
+      .where(sql`${t.status} in ('queued', 'running')`),
+    index("async_runs_finished")
+      .on(t.finishedAt)
+      .where(sql`${t.finishedAt} is not null`),
     // Finished runs whose result was not handed to the webhook pipeline (their consumer died in between).
     index("async_runs_undelivered")
       .on(t.finishedAt)
-      .where(sql`${t.webhookEndpoint} is not null and ${t.deliveryId} is null and ${t.status} in ('succeeded', 'failed')`),
+      .where(
+        sql`${t.webhookEndpoint} is not null and ${t.deliveryId} is null and ${t.status} in ('succeeded', 'failed')`,
+      ),
     check("async_runs_status", sql`${t.status} in ('queued', 'running', 'succeeded', 'failed', 'cancelled')`),
   ],
 );

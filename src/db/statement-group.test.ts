@@ -43,7 +43,10 @@ describe("StatementGroup", () => {
 
   it("fails every statement of a failed batch with its error, as D1 runs a batch as one transaction", async () => {
     const group = new StatementGroup(createDb(env.DB), 60_000);
-    const outcomes = await Promise.allSettled([group.run(select(env.DB, 1)), group.run(env.DB.prepare("SELECT * FROM no_such_table"))]);
+    const outcomes = await Promise.allSettled([
+      group.run(select(env.DB, 1)),
+      group.run(env.DB.prepare("SELECT * FROM no_such_table")),
+    ]);
     expect(outcomes.map((o) => o.status)).toEqual(["rejected", "rejected"]);
     expect(String((outcomes[0] as PromiseRejectedResult).reason)).toContain("no_such_table");
   });

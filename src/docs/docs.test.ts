@@ -24,7 +24,10 @@ const operationsOf = (doc: Doc) =>
   Object.entries(doc.paths).flatMap(([path, item]) =>
     Object.entries(item)
       .filter(([method]) => METHODS.has(method))
-      .map(([method, op]) => ({ key: `${method.toUpperCase()} ${((op as Operation).servers ?? item.servers ?? doc.servers)[0]!.url}${path}`, op: op as Operation })),
+      .map(([method, op]) => ({
+        key: `${method.toUpperCase()} ${((op as Operation).servers ?? item.servers ?? doc.servers)[0]!.url}${path}`,
+        op: op as Operation,
+      })),
   );
 
 describe("OpenAPI document and reference page", () => {
@@ -41,12 +44,13 @@ describe("OpenAPI document and reference page", () => {
     // A run (any method on `{path}`, HEAD refused) is served by runs/run.ts, not the router; HEAD on an
     // async run is refused through its GET route.
     const RUN_PATH = "/v4/:project_id/:app_name/:path";
-    expect(keys.filter((key) => key.endsWith(` ${RUN_PATH}`)).sort()).toEqual(["DELETE", "GET", "HEAD", "PATCH", "POST", "PUT"].map((m) => `${m} ${RUN_PATH}`));
+    expect(keys.filter((key) => key.endsWith(` ${RUN_PATH}`)).sort()).toEqual(
+      ["DELETE", "GET", "HEAD", "PATCH", "POST", "PUT"].map((m) => `${m} ${RUN_PATH}`),
+    );
     expect(keys).toContain("HEAD /v4/:project_id/:app_name/runs/:run_id");
     const documented = keys.filter((key) => !key.startsWith("HEAD ") && !key.endsWith(` ${RUN_PATH}`)).sort();
     const served = createHttpRouter(testDeps())
-      .routes
-      .filter((r) => r.method !== "ALL" && (r.path.startsWith("/v2/projects") || r.path.startsWith("/v4/")))
+      .routes.filter((r) => r.method !== "ALL" && (r.path.startsWith("/v2/projects") || r.path.startsWith("/v4/")))
       // Hono's pattern of a parameter (`:path{.+}`: the rest of the path) is the router's, not the document's.
       .map((r) => `${r.method} ${r.path.replace(/\{[^}]*\}/g, "")}`);
     expect(documented).toEqual([...new Set(served)].sort());
@@ -79,17 +83,34 @@ describe("OpenAPI document and reference page", () => {
       expect(op.security).toEqual([{ bearerAuth: ["runs:invoke"] }]);
     }
     expect(Object.keys(run.post!.responses)).toEqual(expect.arrayContaining(["200", "202", "422"]));
-    expect(run.post!.parameters!.map((p) => p.name)).toEqual(expect.arrayContaining(["async", "webhookEndpoint", "idempotency-key"]));
-    expect(Object.keys(runs.delete!.responses).sort()).toEqual(["200", "401", "403", "404", "409", "429", "500", "503"]);
+    expect(run.post!.parameters!.map((p) => p.name)).toEqual(
+      expect.arrayContaining(["async", "webhookEndpoint", "idempotency-key"]),
+    );
+    expect(Object.keys(runs.delete!.responses).sort()).toEqual([
+      "200",
+      "401",
+      "403",
+      "404",
+      "409",
+      "429",
+      "500",
+      "503",
+    ]);
     // The router serves the async run's two operations under /v4; every run is runs/run.ts's.
-    const served = createHttpRouter(testDeps()).routes.filter((r) => r.path.startsWith("/v4/")).map((r) => `${r.method} ${r.path}`);
-    expect(new Set(served)).toEqual(new Set(["GET /v4/:project_id/:app_name/runs/:run_id", "DELETE /v4/:project_id/:app_name/runs/:run_id"]));
+    const served = createHttpRouter(testDeps())
+      .routes.filter((r) => r.path.startsWith("/v4/"))
+      .map((r) => `${r.method} ${r.path}`);
+    expect(new Set(served)).toEqual(
+      new Set(["GET /v4/:project_id/:app_name/runs/:run_id", "DELETE /v4/:project_id/:app_name/runs/:run_id"]),
+    );
   });
 
   it("documents a run's body and the app's own answers: JSON for cortex, any type for custom, event streams and binary passed through", async () => {
     const { body } = await api.json<Doc>("/v2/openapi.json", { token: null });
     type Media = Record<string, { schema: { $ref?: string; anyOf?: { $ref?: string }[] } }>;
-    const run = operationsOf(body).find(({ op }) => op.operationId === "runApp")!.op as Operation & { requestBody?: { required: boolean; content: Media } };
+    const run = operationsOf(body).find(({ op }) => op.operationId === "runApp")!.op as Operation & {
+      requestBody?: { required: boolean; content: Media };
+    };
     // Not required (a run may have no body), and described for both runtimes rather than validated here.
     expect(run.requestBody?.required).toBe(false);
     expect(Object.keys(run.requestBody!.content)).toEqual(["application/json", "*/*"]);

@@ -20,7 +20,8 @@ export const OPENAPI_INFO = {
   license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" },
 };
 
-const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /**
  * `GET /v2/openapi.json` (OpenAPI 3.1) and `GET /v2/docs`, a reference page rendered from it with no
@@ -30,11 +31,16 @@ export function registerDocs(v2: OpenAPIHono<AppEnv>, runRoutes: readonly RouteC
   v2.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
     scheme: "bearer",
-    description: "A service account token (`egsa_…`) or the admin token. An operation lists the scope a service account token needs for it; without it the answer is 403 `insufficient_scope`.",
+    description:
+      "A service account token (`egsa_…`) or the admin token. An operation lists the scope a service account token needs for it; without it the answer is 403 `insufficient_scope`.",
   });
   for (const route of runRoutes) v2.openAPIRegistry.registerPath({ ...route, servers: [{ url: "/v4" }] });
   const document = () =>
-    v2.getOpenAPI31Document({ openapi: "3.1.0", info: OPENAPI_INFO, servers: [{ url: "/v2" }] }) as unknown as OpenApiDocument;
+    v2.getOpenAPI31Document({
+      openapi: "3.1.0",
+      info: OPENAPI_INFO,
+      servers: [{ url: "/v2" }],
+    }) as unknown as OpenApiDocument;
 
   v2.get("/openapi.json", (c) => {
     c.header("Cache-Control", "public, max-age=300");

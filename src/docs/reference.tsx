@@ -142,10 +142,10 @@ a{color:#005a9c}
 @media (max-width:600px){nav ul{columns:1}}
 `;
 
-export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, { status: number; title: string }> }> = ({
-  doc,
-  problems,
-}) => {
+export const ReferencePage: FC<{
+  doc: OpenApiDocument;
+  problems: Record<string, { status: number; title: string }>;
+}> = ({ doc, problems }) => {
   const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
     METHODS.flatMap((method) => {
       const op = item[method];
@@ -171,8 +171,8 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
               {doc.info.title} <small>v{doc.info.version}</small>
             </h1>
             <p>
-            <Md text={doc.info.description} />
-          </p>
+              <Md text={doc.info.description} />
+            </p>
             <p>
               Machine-readable: <a href="openapi.json">openapi.json</a> (OpenAPI 3.1).
             </p>
@@ -211,8 +211,12 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
                               <TypeOf schema={p.schema} />
                             </td>
                             <td>
-                            <Md text={[p.description ?? p.schema?.description, p.schema ? constraints(p.schema) : ""].filter(Boolean).join(" — ")} />
-                          </td>
+                              <Md
+                                text={[p.description ?? p.schema?.description, p.schema ? constraints(p.schema) : ""]
+                                  .filter(Boolean)
+                                  .join(" — ")}
+                              />
+                            </td>
                           </tr>
                         ))}
                       </tbody>
@@ -247,10 +251,10 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
               <section id={`schema-${name}`}>
                 <h3>{name}</h3>
                 {schema.description ? (
-                <p>
-                  <Md text={schema.description} />
-                </p>
-              ) : null}
+                  <p>
+                    <Md text={schema.description} />
+                  </p>
+                ) : null}
                 {schema.oneOf || schema.anyOf ? (
                   (schema.oneOf ?? schema.anyOf ?? []).map((variant) => <Fields schema={variant} />)
                 ) : (
@@ -260,7 +264,8 @@ export const ReferencePage: FC<{ doc: OpenApiDocument; problems: Record<string, 
             ))}
             <h2 id="problems">Problem codes</h2>
             <p>
-              Every error is <code>application/problem+json</code> with <code>type</code> <code>urn:edge-gateway:problem:&lt;code&gt;</code>.
+              Every error is <code>application/problem+json</code> with <code>type</code>{" "}
+              <code>urn:edge-gateway:problem:&lt;code&gt;</code>.
             </p>
             <table>
               <thead>

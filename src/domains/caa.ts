@@ -51,7 +51,12 @@ export function caaNames(hostname: string): string[] {
 const issuerOf = (value: string) => value.split(";")[0]!.trim().toLowerCase();
 
 /** Whether a relevant CAA set lets `authority` issue for a (non-wildcard) name; the reason when not. */
-export function judgeCaa(hostname: string, at: string, records: DnsRecord[], authority: CertificateAuthority): CaaVerdict {
+export function judgeCaa(
+  hostname: string,
+  at: string,
+  records: DnsRecord[],
+  authority: CertificateAuthority,
+): CaaVerdict {
   const ca = CERTIFICATE_AUTHORITIES[authority];
   const properties = records.map(parse).filter((p): p is CaaProperty => p !== null);
   const shown = records.map((r) => `${at} CAA ${r.data}`).join(", ");
@@ -77,7 +82,11 @@ export function judgeCaa(hostname: string, at: string, records: DnsRecord[], aut
  * decides. A CNAME at a name is followed by the resolver, so the records may carry the target's name.
  * Resolver failures propagate (ResolverError): an unknown CAA set decides nothing.
  */
-export async function checkCaa(resolver: DnsResolver, hostname: string, authority: CertificateAuthority): Promise<CaaVerdict> {
+export async function checkCaa(
+  resolver: DnsResolver,
+  hostname: string,
+  authority: CertificateAuthority,
+): Promise<CaaVerdict> {
   for (const name of caaNames(hostname)) {
     const answer = await resolver.resolve(name, "CAA");
     const records = answer.records.filter((r) => r.type === "CAA");

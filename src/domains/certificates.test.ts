@@ -14,7 +14,10 @@ describe("Cloudflare for SaaS client", () => {
     const hostname = `${uniqueLabel("cf")}.example.test`;
     const created = await cf.provision(hostname);
     expect(created).toMatchObject({ status: "pending", detail: "Cloudflare reports pending_validation" });
-    expect(created.challenge).toEqual({ path: `/.well-known/acme-challenge/${created.ref}-token`, body: `${created.ref}-token.body` });
+    expect(created.challenge).toEqual({
+      path: `/.well-known/acme-challenge/${created.ref}-token`,
+      body: `${created.ref}-token.body`,
+    });
     expect((await cf.status(created.ref)).status).toBe("pending");
     expect((await cf.status(created.ref)).status).toBe("pending");
     expect(await cf.status(created.ref)).toEqual({ ref: created.ref, status: "active", challenge: null, detail: null });
@@ -39,13 +42,19 @@ describe("Cloudflare for SaaS client", () => {
     ["an error envelope", "cf-refused", /refused the custom hostname: 1409 The hostname is on a blocklist/],
     ["a non-JSON 502", "cf-down", /HTTP 502 without its JSON envelope/],
   ])("turns %s into a CertificateError", async (_what, prefix, message) => {
-    const error = await fakeCloudflare().provision(`${prefix}.${uniqueLabel()}.example.test`).catch((e: unknown) => e);
+    const error = await fakeCloudflare()
+      .provision(`${prefix}.${uniqueLabel()}.example.test`)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CertificateError);
     expect((error as Error).message).toMatch(message);
   });
 
   it("reports a bad token and an unknown id as CertificateErrors", async () => {
-    const badToken = new CloudflareCustomHostnames({ apiToken: "wrong", zoneId: TEST_CLOUDFLARE.zoneId, baseUrl: `${env.TEST_FAKES_URL}/client/v4` });
+    const badToken = new CloudflareCustomHostnames({
+      apiToken: "wrong",
+      zoneId: TEST_CLOUDFLARE.zoneId,
+      baseUrl: `${env.TEST_FAKES_URL}/client/v4`,
+    });
     await expect(badToken.provision("x.example.test")).rejects.toThrow(/10000 Authentication error/);
     await expect(fakeCloudflare().status("no-such-id")).rejects.toThrow(/1436 The custom hostname was not found/);
   });
@@ -75,12 +84,21 @@ describe("certificates of custom domains", () => {
     }
     expect((await read(w.api, seed, name)).certificate_status).toBe("active");
     // Once active, the token is no longer served.
-    expect((await w.api.call(`/.well-known/acme-challenge/${ref}-token`, { host: name, token: null })).status).toBe(404);
+    expect((await w.api.call(`/.well-known/acme-challenge/${ref}-token`, { host: name, token: null })).status).toBe(
+      404,
+    );
 
     // Removing the domain deletes its custom hostname at Cloudflare; the host is no longer served.
-    expect((await w.api.json(`/v2/projects/${seed.projectId}/domains/${name}`, { method: "DELETE", token: seed.token })).status).toBe(200);
-    expect((await cloudflareCalls()).at(-1)).toBe(`DELETE /client/v4/zones/${TEST_CLOUDFLARE.zoneId}/custom_hostnames/${ref}`);
-    expect((await w.api.json(`/v4/${seed.projectId}/hello/run`, { host: name, token: seed.token })).body.code).toBe("unknown_host");
+    expect(
+      (await w.api.json(`/v2/projects/${seed.projectId}/domains/${name}`, { method: "DELETE", token: seed.token }))
+        .status,
+    ).toBe(200);
+    expect((await cloudflareCalls()).at(-1)).toBe(
+      `DELETE /client/v4/zones/${TEST_CLOUDFLARE.zoneId}/custom_hostnames/${ref}`,
+    );
+    expect((await w.api.json(`/v4/${seed.projectId}/hello/run`, { host: name, token: seed.token })).body.code).toBe(
+      "unknown_host",
+    );
   });
 
   it("keeps a domain validated when the provider refuses, retries from the cron, and again on a manual click", async () => {
@@ -89,13 +107,19 @@ describe("certificates of custom domains", () => {
     const name = `cf-refused.${uniqueLabel()}.example.test`;
     w.dns.set(name, "ok");
     await addDomain(w.api, seed, name);
-    expect((await validate(w.api, seed, name)).body).toMatchObject({ status: "validated", certificate_status: "pending" });
+    expect((await validate(w.api, seed, name)).body).toMatchObject({
+      status: "validated",
+      certificate_status: "pending",
+    });
     const posts = async () => (await cloudflareCalls()).filter((c) => c.startsWith("POST")).length;
     const before = await posts();
     w.api.clock.advance(HALF_HOUR);
     await w.cron();
     expect(await posts()).toBe(before + 1);
-    expect((await validate(w.api, seed, name)).body).toMatchObject({ status: "validated", certificate_status: "pending" });
+    expect((await validate(w.api, seed, name)).body).toMatchObject({
+      status: "validated",
+      certificate_status: "pending",
+    });
     expect(await posts()).toBe(before + 2);
   });
 

@@ -26,7 +26,14 @@ export class LocalCertificates implements CertificateProvider {
 export const CLOUDFLARE_API_BASE = "https://api.cloudflare.com/client/v4";
 // https://developers.cloudflare.com/api/ "Duplicate custom hostname found."
 const DUPLICATE_HOSTNAME = 1406;
-const FAILED_SSL = new Set(["validation_timed_out", "issuance_timed_out", "deleted", "expired", "deactivating", "inactive"]);
+const FAILED_SSL = new Set([
+  "validation_timed_out",
+  "issuance_timed_out",
+  "deleted",
+  "expired",
+  "deactivating",
+  "inactive",
+]);
 
 const Envelope = z.object({
   success: z.boolean(),
@@ -44,7 +51,9 @@ const CustomHostname = z
         status: z.string(),
         http_url: z.string().optional(),
         http_body: z.string().optional(),
-        validation_records: z.array(z.object({ http_url: z.string().optional(), http_body: z.string().optional() }).loose()).optional(),
+        validation_records: z
+          .array(z.object({ http_url: z.string().optional(), http_body: z.string().optional() }).loose())
+          .optional(),
         validation_errors: z.array(z.object({ message: z.string() }).loose()).optional(),
       })
       .loose()
@@ -54,11 +63,15 @@ const CustomHostname = z
 type CustomHostname = z.infer<typeof CustomHostname>;
 
 function challengeOf(ssl: CustomHostname["ssl"]): Challenge | null {
-  const token = [ssl, ...(ssl?.validation_records ?? [])].map((t) => HttpToken.safeParse(t)).find((t) => t.success)?.data;
+  const token = [ssl, ...(ssl?.validation_records ?? [])]
+    .map((t) => HttpToken.safeParse(t))
+    .find((t) => t.success)?.data;
   if (!token) return null;
   try {
     const path = new URL(token.http_url).pathname;
-    return /^\/\.well-known\/(acme-challenge|pki-validation)\/[^/]+$/.test(path) ? { path, body: token.http_body } : null;
+    return /^\/\.well-known\/(acme-challenge|pki-validation)\/[^/]+$/.test(path)
+      ? { path, body: token.http_body }
+      : null;
   } catch {
     return null;
   }
@@ -98,12 +111,20 @@ export class CloudflareCustomHostnames implements CertificateProvider {
     this.#base = (options.baseUrl ?? CLOUDFLARE_API_BASE).replace(/\/+$/, "");
   }
 
-  async #call(method: string, path: string, body?: unknown): Promise<{ status: number; success: boolean; codes: number[]; result: unknown; message: string }> {
+  async #call(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; success: boolean; codes: number[]; result: unknown; message: string }> {
     let response: Response;
     try {
       response = await fetch(`${this.#base}/zones/${encodeURIComponent(this.options.zoneId)}${path}`, {
         method,
-        headers: { Authorization: `Bearer ${this.options.apiToken}`, "Content-Type": "application/json", Accept: "application/json" },
+        headers: {
+          Authorization: `Bearer ${this.options.apiToken}`,
+          "Content-Type": "application/json",
+          Accept: "application/json",
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.options.timeoutMs ?? 10_000),
       });
@@ -117,28 +138,43 @@ export class CloudflareCustomHostnames implements CertificateProvider {
     } catch {
       parsed = undefined;
     }
-    if (!parsed?.success) throw new CertificateError(`the Cloudflare API answered HTTP ${response.status} without its JSON envelope`);
+    if (!parsed?.success)
+      throw new CertificateError(`the Cloudflare API answered HTTP ${response.status} without its JSON envelope`);
     const { success, errors, result } = parsed.data;
     const message = errors.map((e) => `${e.code} ${e.message}`).join("; ") || `HTTP ${response.status}`;
-    return { status: response.status, success: success && response.ok, codes: errors.map((e) => e.code), result, message };
+    return {
+      status: response.status,
+      success: success && response.ok,
+      codes: errors.map((e) => e.code),
+      result,
+      message,
+    };
   }
 
   #hostname(result: unknown): CustomHostname {
     const host = CustomHostname.safeParse(result);
-    if (!host.success) throw new CertificateError("the Cloudflare API answered with a custom hostname of an unexpected shape");
+    if (!host.success)
+      throw new CertificateError("the Cloudflare API answered with a custom hostname of an unexpected shape");
     return host.data;
   }
 
   async provision(hostname: string): Promise<CertificateState> {
     const created = await this.#call("POST", "/custom_hostnames", {
       hostname,
-      ssl: { method: "http", type: "dv", ...(this.options.certificateAuthority ? { certificate_authority: this.options.certificateAuthority } : {}) },
+      ssl: {
+        method: "http",
+        type: "dv",
+        ...(this.options.certificateAuthority ? { certificate_authority: this.options.certificateAuthority } : {}),
+      },
     });
     if (created.success) return stateOf(this.#hostname(created.result));
     // Created before (a retry after a lost answer, or a re-added domain): adopt the existing one.
     if (created.codes.includes(DUPLICATE_HOSTNAME) || created.status === 409) {
       const found = await this.#call("GET", `/custom_hostnames?hostname=${encodeURIComponent(hostname)}`);
-      const existing = found.success && Array.isArray(found.result) ? found.result.map((r) => this.#hostname(r)).find((h) => h.hostname === hostname) : undefined;
+      const existing =
+        found.success && Array.isArray(found.result)
+          ? found.result.map((r) => this.#hostname(r)).find((h) => h.hostname === hostname)
+          : undefined;
       if (existing) return stateOf(existing);
     }
     throw new CertificateError(`Cloudflare refused the custom hostname: ${created.message}`);

@@ -43,11 +43,15 @@ describe("automatic validation (cron */30 and the domain-validations queue)", ()
   it("skips a redelivered message for a domain already checked since the claim", async () => {
     const w = world();
     const seed = await seedProject(w.api);
-    for (let i = 0; i <= INLINE_CHECKS_PER_CRON; i++) await addDomain(w.api, seed, `${uniqueLabel("redelivered")}.example.test`);
+    for (let i = 0; i <= INLINE_CHECKS_PER_CRON; i++)
+      await addDomain(w.api, seed, `${uniqueLabel("redelivered")}.example.test`);
     w.api.clock.advance(HALF_HOUR);
     await w.cron();
     const message = w.sent[0];
-    expect(message).toMatchObject({ domain_id: expect.stringMatching(/^dom_/), claimed_at: w.api.clock.now().getTime() });
+    expect(message).toMatchObject({
+      domain_id: expect.stringMatching(/^dom_/),
+      claimed_at: w.api.clock.now().getTime(),
+    });
     await w.drainQueue();
     const before = w.queries.length;
     w.sent.push(message!);
@@ -96,7 +100,11 @@ describe("automatic validation (cron */30 and the domain-validations queue)", ()
     w.api.clock.advance(HALF_HOUR);
     await w.cron();
     await w.drainQueue();
-    expect(await read(w.api, seed, pending)).toMatchObject({ status: "pending", last_error: { code: "DNS_UNAVAILABLE" }, next_check_at: "2026-11-21T13:00:00.000Z" });
+    expect(await read(w.api, seed, pending)).toMatchObject({
+      status: "pending",
+      last_error: { code: "DNS_UNAVAILABLE" },
+      next_check_at: "2026-11-21T13:00:00.000Z",
+    });
     const manual = await validate(w.api, seed, failed);
     expect(manual.body).toMatchObject({ status: "failed", last_error: { code: "DNS_UNAVAILABLE" } });
   });

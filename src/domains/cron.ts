@@ -39,15 +39,25 @@ const NEVER = 8_640_000_000_000_000;
  */
 export async function claimDueDomains(s: Scope, now: Date, max: number): Promise<Domain[]> {
   const due = and(eq(domains.status, "pending"), lte(domains.nextCheckAt, now), gt(domains.autoValidationEndsAt, now));
-  const oldestFirst = s.db.select({ id: domains.id }).from(domains).where(due).orderBy(asc(domains.nextCheckAt)).limit(max);
+  const oldestFirst = s.db
+    .select({ id: domains.id })
+    .from(domains)
+    .where(due)
+    .orderBy(asc(domains.nextCheckAt))
+    .limit(max);
   const tick = nextTick(now).getTime();
-  return s.db
-    .update(domains)
-    // After the last tick of its window a domain is parked beyond reach, so the due index never
-    // has to step over the growing number of domains whose window is over.
-    .set({ nextCheckAt: sql`CASE WHEN ${tick} < ${domains.autoValidationEndsAt} THEN ${tick} ELSE ${NEVER} END`, updatedAt: now })
-    .where(and(inArray(domains.id, oldestFirst), due))
-    .returning();
+  return (
+    s.db
+      .update(domains)
+      // After the last tick of its window a domain is parked beyond reach, so the due index never
+      // has to step over the growing number of domains whose window is over.
+      .set({
+        nextCheckAt: sql`CASE WHEN ${tick} < ${domains.autoValidationEndsAt} THEN ${tick} ELSE ${NEVER} END`,
+        updatedAt: now,
+      })
+      .where(and(inArray(domains.id, oldestFirst), due))
+      .returning()
+  );
 }
 
 const logFailures = (results: PromiseSettledResult<unknown>[], what: string) => {
@@ -61,14 +71,19 @@ const logFailures = (results: PromiseSettledResult<unknown>[], what: string) => 
  * expired claims. It works from the tick's scheduled time, not the clock: a run that starts late
  * still checks what was due at its tick (and a domain whose window closed after the tick).
  */
-export async function domainValidationCron(s: Scope, scheduledTime: number = s.deps.now().getTime()): Promise<{ claimed: number; checked: number; queued: number }> {
+export async function domainValidationCron(
+  s: Scope,
+  scheduledTime: number = s.deps.now().getTime(),
+): Promise<{ claimed: number; checked: number; queued: number }> {
   const now = new Date(scheduledTime);
   const claimed = await claimDueDomains(s, now, MAX_CLAIMS_PER_CRON);
   const inline = claimed.slice(0, INLINE_CHECKS_PER_CRON);
   const rest = claimed.slice(INLINE_CHECKS_PER_CRON);
   for (let i = 0; i < rest.length; i += SEND_BATCH_LIMIT) {
     await s.env.DOMAIN_QUEUE.sendBatch(
-      rest.slice(i, i + SEND_BATCH_LIMIT).map((d) => ({ body: { domain_id: d.id, claimed_at: now.getTime() } satisfies ValidationMessage })),
+      rest
+        .slice(i, i + SEND_BATCH_LIMIT)
+        .map((d) => ({ body: { domain_id: d.id, claimed_at: now.getTime() } satisfies ValidationMessage })),
     );
   }
   logFailures(await eachLimited(inline, CHECK_CONCURRENCY, (d) => validateDomain(s, d)), "domain check");
@@ -85,7 +100,10 @@ export async function domainValidationCron(s: Scope, scheduledTime: number = s.d
     )
     .orderBy(asc(domains.certificateCheckedAt))
     .limit(CERTIFICATE_REFRESHES_PER_CRON);
-  logFailures(await eachLimited(pendingCertificates, CHECK_CONCURRENCY, (d) => refreshCertificate(s, d)), "certificate refresh");
+  logFailures(
+    await eachLimited(pendingCertificates, CHECK_CONCURRENCY, (d) => refreshCertificate(s, d)),
+    "certificate refresh",
+  );
   await removeExpiredClaims(s.db, now);
   if (claimed.length > 0) {
     log("info", "domain validation run", { claimed: claimed.length, inline: inline.length, queued: rest.length });

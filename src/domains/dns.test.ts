@@ -10,7 +10,10 @@ const fake = (mode: string, timeoutMs = 5_000) => new DohResolver(`${env.TEST_FA
 describe("DoH client (RFC 8484 wire format) against a real DNS server", () => {
   it("reads a CNAME", async () => {
     const answer = await harness.resolve("good.example.test", "CNAME");
-    expect(answer).toEqual({ rcode: "NOERROR", records: [{ name: "good.example.test", type: "CNAME", ttl: 60, data: TARGET }] });
+    expect(answer).toEqual({
+      rcode: "NOERROR",
+      records: [{ name: "good.example.test", type: "CNAME", ttl: 60, data: TARGET }],
+    });
   });
 
   it("reads A and AAAA sets", async () => {
@@ -39,13 +42,17 @@ describe("DoH client: every unusable answer is a ResolverError that says why", (
     ["html", /text\/html, not application\/dns-message/],
     ["mismatch", /does not match the question/],
   ])("%s", async (mode, message) => {
-    const error = await fake(mode).resolve("good.example.test", "A").catch((e: unknown) => e);
+    const error = await fake(mode)
+      .resolve("good.example.test", "A")
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ResolverError);
     expect((error as Error).message).toMatch(message);
   });
 
   it("times out", async () => {
-    const error = await fake("slow", 200).resolve("good.example.test", "A").catch((e: unknown) => e);
+    const error = await fake("slow", 200)
+      .resolve("good.example.test", "A")
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ResolverError);
     expect((error as Error).message).toMatch(/did not answer within 200 ms/);
   });

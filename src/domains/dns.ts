@@ -15,13 +15,17 @@ export const canonicalName = (name: string) => name.toLowerCase().replace(/\.$/,
 const MAX_RESPONSE_BYTES = 65_535;
 
 const isCaa = (data: unknown): data is { flags?: number; tag: string; value: string } =>
-  typeof data === "object" && data !== null && typeof (data as { tag?: unknown }).tag === "string" && typeof (data as { value?: unknown }).value === "string";
+  typeof data === "object" &&
+  data !== null &&
+  typeof (data as { tag?: unknown }).tag === "string" &&
+  typeof (data as { value?: unknown }).value === "string";
 
 function recordData(data: unknown): string {
   if (typeof data === "string") return canonicalName(data);
   if (isCaa(data)) return `${data.flags ?? 0} ${data.tag.toLowerCase()} "${data.value}"`;
   if (data instanceof Uint8Array) return `${data.byteLength} bytes`;
-  if (Array.isArray(data)) return data.map((part) => (part instanceof Uint8Array ? new TextDecoder().decode(part) : String(part))).join("");
+  if (Array.isArray(data))
+    return data.map((part) => (part instanceof Uint8Array ? new TextDecoder().decode(part) : String(part))).join("");
   return JSON.stringify(data) ?? "";
 }
 
@@ -48,7 +52,11 @@ export class DohResolver implements DnsResolver {
       });
     } catch (error) {
       const timedOut = isTimeout(error);
-      throw new ResolverError(timedOut ? `the resolver did not answer within ${this.timeoutMs} ms` : `the resolver could not be reached (${String(error)})`);
+      throw new ResolverError(
+        timedOut
+          ? `the resolver did not answer within ${this.timeoutMs} ms`
+          : `the resolver could not be reached (${String(error)})`,
+      );
     }
     if (response.status !== 200) {
       await response.body?.cancel();
@@ -60,7 +68,8 @@ export class DohResolver implements DnsResolver {
       throw new ResolverError(`the resolver answered ${contentType || "no content type"}, not application/dns-message`);
     }
     const body = new Uint8Array(await response.arrayBuffer());
-    if (body.byteLength > MAX_RESPONSE_BYTES) throw new ResolverError("the resolver's answer is larger than a DNS message can be");
+    if (body.byteLength > MAX_RESPONSE_BYTES)
+      throw new ResolverError("the resolver's answer is larger than a DNS message can be");
     let packet: Packet;
     try {
       packet = decode(body);
@@ -74,7 +83,12 @@ export class DohResolver implements DnsResolver {
 /** Checks that a decoded message answers our question, and keeps what validation needs. */
 export function toAnswer(packet: Packet, name: string, type: QueryType): DnsAnswer {
   const question = packet.questions?.[0];
-  if (packet.type !== "response" || !question || canonicalName(question.name) !== canonicalName(name) || question.type !== type) {
+  if (
+    packet.type !== "response" ||
+    !question ||
+    canonicalName(question.name) !== canonicalName(name) ||
+    question.type !== type
+  ) {
     throw new ResolverError("the resolver's answer does not match the question");
   }
   const rcode = String(packet.rcode ?? "NOERROR");

@@ -44,9 +44,13 @@ describe("custom domains: security", () => {
     ] as const) {
       expect((await api.json(path, { method, token: intruder.token })).status).toBe(404);
     }
-    const list = await api.json<{ data: unknown[] }>(`/v2/projects/${intruder.projectId}/domains`, { token: intruder.token });
+    const list = await api.json<{ data: unknown[] }>(`/v2/projects/${intruder.projectId}/domains`, {
+      token: intruder.token,
+    });
     expect(list.body.data).toEqual([]);
-    expect((await api.json(`/v2/projects/${owner.projectId}/domains/${name}`, { token: owner.token })).status).toBe(200);
+    expect((await api.json(`/v2/projects/${owner.projectId}/domains/${name}`, { token: owner.token })).status).toBe(
+      200,
+    );
   });
 
   it.each([
@@ -55,7 +59,11 @@ describe("custom domains: security", () => {
     ["a well-formed unknown token", "egsa_0000000000000000000000000000000000000000", 401, "invalid_token"],
   ])("refuses %s", async (_what, token, status, code) => {
     const owner = await seedProject(api);
-    const { status: got, body, headers } = await api.json(`/v2/projects/${owner.projectId}/domains`, {
+    const {
+      status: got,
+      body,
+      headers,
+    } = await api.json(`/v2/projects/${owner.projectId}/domains`, {
       method: "POST",
       token,
       body: { domain: `${uniqueLabel()}.example.test`, region: "us-east-1" },
@@ -68,11 +76,23 @@ describe("custom domains: security", () => {
   it("rejects unknown fields, wrong types, and oversized names without echoing them whole", async () => {
     const seed = await seedProject(api);
     const path = `/v2/projects/${seed.projectId}/domains`;
-    const extra = await api.json(path, { method: "POST", token: seed.token, body: { domain: "x.example.test", region: "us-east-1", project_id: "proj_other" } });
+    const extra = await api.json(path, {
+      method: "POST",
+      token: seed.token,
+      body: { domain: "x.example.test", region: "us-east-1", project_id: "proj_other" },
+    });
     expect(extra).toMatchObject({ status: 400, body: { code: "validation_failed" } });
-    const typed = await api.json(path, { method: "POST", token: seed.token, body: { domain: ["x.example.test"], region: "us-east-1" } });
+    const typed = await api.json(path, {
+      method: "POST",
+      token: seed.token,
+      body: { domain: ["x.example.test"], region: "us-east-1" },
+    });
     expect(typed).toMatchObject({ status: 400, body: { code: "validation_failed" } });
-    const huge = await api.json(path, { method: "POST", token: seed.token, body: { domain: "a".repeat(5000), region: "us-east-1" } });
+    const huge = await api.json(path, {
+      method: "POST",
+      token: seed.token,
+      body: { domain: "a".repeat(5000), region: "us-east-1" },
+    });
     expect(huge.status).toBe(400);
     expect(JSON.stringify(huge.body).length).toBeLessThan(2000);
   });
@@ -99,7 +119,12 @@ describe("custom domains: security", () => {
 describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)", () => {
   const zones = client({ resolver: zonesResolver });
   const host = () => `${uniqueLabel("own")}.${ZONE}`;
-  type DomainBody = { status: string; ownership_required: boolean; ownership_record: { name: string; value: string }; last_error: { code: string; message: string } | null };
+  type DomainBody = {
+    status: string;
+    ownership_required: boolean;
+    ownership_record: { name: string; value: string };
+    last_error: { code: string; message: string } | null;
+  };
   const read = async (seed: { projectId: string; token: string }, name: string) =>
     (await zones.json<DomainBody>(`/v2/projects/${seed.projectId}/domains/${name}`, { token: seed.token })).body;
 
@@ -107,7 +132,10 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     const squatter = await seedProject(zones);
     const owner = await seedProject(zones);
     const name = host();
-    expect((await addDomain(zones, squatter, name)).body).toMatchObject({ status: "pending", ownership_required: false });
+    expect((await addDomain(zones, squatter, name)).body).toMatchObject({
+      status: "pending",
+      ownership_required: false,
+    });
     const claim = await addDomain(zones, owner, name);
     expect(claim.status).toBe(201);
     expect(claim.body).toMatchObject({ status: "pending", ownership_required: true });
@@ -117,12 +145,17 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     const attempt = await validate(zones, squatter, name);
     expect(attempt.body).toMatchObject({ status: "pending", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
     const squatterRecord = (await read(squatter, name)).ownership_record;
-    expect(attempt.body.last_error!.message).toContain(`TXT record _gateway-challenge.${name} with the value ${squatterRecord.value}`);
+    expect(attempt.body.last_error!.message).toContain(
+      `TXT record _gateway-challenge.${name} with the value ${squatterRecord.value}`,
+    );
     // Nothing in it names the other project.
     expect(attempt.body.last_error!.message).not.toContain(owner.projectId);
     expect((await zones.json("/v4/x/y/run", { host: name })).body).toMatchObject({ status: 404, code: "unknown_host" });
     // The owner, too, needs the proof now; a failed check never fails a claim that only waits for it.
-    expect((await validate(zones, owner, name)).body).toMatchObject({ status: "pending", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
+    expect((await validate(zones, owner, name)).body).toMatchObject({
+      status: "pending",
+      last_error: { code: "OWNERSHIP_PROOF_REQUIRED" },
+    });
   });
 
   it("the owner validates with its TXT record; every other claim becomes failed with OWNERSHIP_MOVED", async () => {
@@ -131,7 +164,11 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     const name = host();
     await addDomain(zones, squatter, name);
     const ownerRecord = (await addDomain(zones, owner, name)).body as unknown as DomainBody;
-    expect(ownerRecord.ownership_record).toEqual({ type: "TXT", name: `_gateway-challenge.${name}`, value: expect.stringMatching(/^gw-[0-9a-f]{32}$/) });
+    expect(ownerRecord.ownership_record).toEqual({
+      type: "TXT",
+      name: `_gateway-challenge.${name}`,
+      value: expect.stringMatching(/^gw-[0-9a-f]{32}$/),
+    });
     const squatterRecord = (await read(squatter, name)).ownership_record;
     expect(squatterRecord.value).not.toBe(ownerRecord.ownership_record.value);
 
@@ -144,7 +181,10 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     expect(moved).toMatchObject({ status: "failed", last_error: { code: "OWNERSHIP_MOVED" } });
     expect(moved.last_error!.message).not.toContain(owner.projectId);
     // Validating again changes nothing for the squatter: it still has no proof of its own.
-    expect((await validate(zones, squatter, name)).body).toMatchObject({ status: "failed", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
+    expect((await validate(zones, squatter, name)).body).toMatchObject({
+      status: "failed",
+      last_error: { code: "OWNERSHIP_PROOF_REQUIRED" },
+    });
   });
 
   it("a validated squatter stops serving the moment the owner proves ownership, warm host cache included", async () => {
@@ -170,7 +210,10 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     const squatter = await seedRunnable(zones);
     const owner = await seedRunnable(zones);
     const name = host();
-    expect((await addDomain(zones, squatter, name)).body).toMatchObject({ status: "pending", ownership_required: false });
+    expect((await addDomain(zones, squatter, name)).body).toMatchObject({
+      status: "pending",
+      ownership_required: false,
+    });
     await setRecords(name, pointsHere); // the owner's CNAME, published before the owner added the domain
     expect((await validate(zones, squatter, name)).body.status).toBe("validated");
     expect((await zones.json(squatter.runPath, { host: name, token: squatter.token })).status).toBe(200);
@@ -178,19 +221,40 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     // The owner's recovery: add the domain (contested now: it must prove ownership), publish its TXT, validate.
     const claim = (await addDomain(zones, owner, name)).body as unknown as DomainBody;
     expect(claim).toMatchObject({ status: "pending", ownership_required: true });
-    expect((await validate(zones, owner, name)).body).toMatchObject({ status: "pending", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
+    expect((await validate(zones, owner, name)).body).toMatchObject({
+      status: "pending",
+      last_error: { code: "OWNERSHIP_PROOF_REQUIRED" },
+    });
     await setRecords(`_gateway-challenge.${name}`, txt(claim.ownership_record.value));
     expect((await validate(zones, owner, name)).body).toMatchObject({ status: "validated", last_error: null });
 
     // At once: the squatter's claim failed with OWNERSHIP_MOVED, its app no longer answers on the hostname, the owner's does.
     expect(await read(squatter, name)).toMatchObject({ status: "failed", last_error: { code: "OWNERSHIP_MOVED" } });
-    expect((await zones.json(squatter.runPath, { host: name, token: squatter.token })).body).toMatchObject({ status: 404 });
+    expect((await zones.json(squatter.runPath, { host: name, token: squatter.token })).body).toMatchObject({
+      status: 404,
+    });
     expect((await zones.json(owner.runPath, { host: name, token: owner.token })).status).toBe(200);
     // The squatter cannot take it back: validating again, or removing and claiming anew, needs its own TXT record.
-    expect((await validate(zones, squatter, name)).body).toMatchObject({ status: "failed", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
-    expect((await zones.json(`/v2/projects/${squatter.projectId}/domains/${name}`, { method: "DELETE", token: squatter.token })).status).toBe(200);
-    expect((await addDomain(zones, squatter, name)).body).toMatchObject({ status: "pending", ownership_required: true });
-    expect((await validate(zones, squatter, name)).body).toMatchObject({ status: "pending", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
+    expect((await validate(zones, squatter, name)).body).toMatchObject({
+      status: "failed",
+      last_error: { code: "OWNERSHIP_PROOF_REQUIRED" },
+    });
+    expect(
+      (
+        await zones.json(`/v2/projects/${squatter.projectId}/domains/${name}`, {
+          method: "DELETE",
+          token: squatter.token,
+        })
+      ).status,
+    ).toBe(200);
+    expect((await addDomain(zones, squatter, name)).body).toMatchObject({
+      status: "pending",
+      ownership_required: true,
+    });
+    expect((await validate(zones, squatter, name)).body).toMatchObject({
+      status: "pending",
+      last_error: { code: "OWNERSHIP_PROOF_REQUIRED" },
+    });
     expect((await zones.json(owner.runPath, { host: name, token: owner.token })).status).toBe(200);
   });
 
@@ -201,10 +265,20 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     await setRecords(name, pointsHere);
     await addDomain(zones, previous, name);
     expect((await validate(zones, previous, name)).body.status).toBe("validated");
-    expect((await zones.json(`/v2/projects/${previous.projectId}/domains/${name}`, { method: "DELETE", token: previous.token })).status).toBe(200);
+    expect(
+      (
+        await zones.json(`/v2/projects/${previous.projectId}/domains/${name}`, {
+          method: "DELETE",
+          token: previous.token,
+        })
+      ).status,
+    ).toBe(200);
 
     expect((await addDomain(zones, next, name)).body.ownership_required).toBe(true);
-    expect((await validate(zones, next, name)).body).toMatchObject({ status: "pending", last_error: { code: "OWNERSHIP_PROOF_REQUIRED" } });
+    expect((await validate(zones, next, name)).body).toMatchObject({
+      status: "pending",
+      last_error: { code: "OWNERSHIP_PROOF_REQUIRED" },
+    });
     // 30 days on, the hostname is no longer contested: the CNAME alone validates (the seed's token has
     // expired by then, so the operator asks).
     zones.clock.advance(30 * 24 * 3600 * 1000 + 60_000);
@@ -222,7 +296,10 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     expect(third.status).toBe(409);
     expect(third.body).toMatchObject({ code: "conflict", limit: 2 });
     expect(third.body.detail).toContain("MAX_DOMAINS_PER_PROJECT");
-    expect((await capped.json<{ data: unknown[] }>(`/v2/projects/${seed.projectId}/domains`, { token: seed.token })).body.data).toHaveLength(2);
+    expect(
+      (await capped.json<{ data: unknown[] }>(`/v2/projects/${seed.projectId}/domains`, { token: seed.token })).body
+        .data,
+    ).toHaveLength(2);
   });
 
   it("removes claims never validated 30 days after their window ends, keeping validated ones (fake clock)", async () => {
@@ -250,13 +327,23 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
   it("refuses to start without Cloudflare for SaaS unless CERTIFICATE_PROVIDER is local, naming the settings", async () => {
     const log = vi.spyOn(console, "error").mockImplementation(() => {});
     const production = { ...env, CERTIFICATE_PROVIDER: undefined, CF_API_TOKEN: undefined, CF_ZONE_ID: undefined };
-    expect(() => getConfig(production)).toThrow(/CERTIFICATE_PROVIDER is "cloudflare" \(the default\), which needs CF_API_TOKEN and CF_ZONE_ID/);
-    const response = await createWorker(productionDeps).fetch(new Request("http://localhost/v2/projects"), production, createExecutionContext());
+    expect(() => getConfig(production)).toThrow(
+      /CERTIFICATE_PROVIDER is "cloudflare" \(the default\), which needs CF_API_TOKEN and CF_ZONE_ID/,
+    );
+    const response = await createWorker(productionDeps).fetch(
+      new Request("http://localhost/v2/projects"),
+      production,
+      createExecutionContext(),
+    );
     expect(response.status).toBe(500);
     expect((await response.json<{ code: string }>()).code).toBe("configuration_error");
     log.mockRestore();
-    expect(getConfig({ ...production, CF_API_TOKEN: "token", CF_ZONE_ID: "zone" }).certificateProvider).toBe("cloudflare");
-    expect(productionDeps.certificates(getConfig({ ...production, CF_API_TOKEN: "token", CF_ZONE_ID: "zone" })).name).toBe("cloudflare");
+    expect(getConfig({ ...production, CF_API_TOKEN: "token", CF_ZONE_ID: "zone" }).certificateProvider).toBe(
+      "cloudflare",
+    );
+    expect(
+      productionDeps.certificates(getConfig({ ...production, CF_API_TOKEN: "token", CF_ZONE_ID: "zone" })).name,
+    ).toBe("cloudflare");
     expect(productionDeps.certificates(getConfig({ ...production, CERTIFICATE_PROVIDER: "local" })).name).toBe("local");
   });
 
@@ -267,10 +354,16 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     await addDomain(zones, first, name);
     await addDomain(zones, second, name);
     const db = createDb(env.DB);
-    await db.update(domains).set({ status: "validated" }).where(and(eq(domains.hostname, name), eq(domains.projectId, first.projectId)));
-    await expect(db.update(domains).set({ status: "validated" }).where(and(eq(domains.hostname, name), eq(domains.projectId, second.projectId)))).rejects.toSatisfy(
-      (error: Error) => /UNIQUE constraint failed/.test(String(error.cause ?? error)),
-    );
+    await db
+      .update(domains)
+      .set({ status: "validated" })
+      .where(and(eq(domains.hostname, name), eq(domains.projectId, first.projectId)));
+    await expect(
+      db
+        .update(domains)
+        .set({ status: "validated" })
+        .where(and(eq(domains.hostname, name), eq(domains.projectId, second.projectId))),
+    ).rejects.toSatisfy((error: Error) => /UNIQUE constraint failed/.test(String(error.cause ?? error)));
   });
 
   it("never lets a check decided before another claim's move undo that move", async () => {
@@ -281,14 +374,24 @@ describe("custom domains: nobody can take over a hostname (DESIGN.md, ownership)
     await addDomain(zones, first, name);
     expect((await validate(zones, first, name)).body.status).toBe("failed");
     const db = createDb(env.DB);
-    const [asReadBefore] = await db.select().from(domains).where(and(eq(domains.hostname, name), eq(domains.projectId, first.projectId)));
+    const [asReadBefore] = await db
+      .select()
+      .from(domains)
+      .where(and(eq(domains.hostname, name), eq(domains.projectId, first.projectId)));
 
     const secondRecord = (await addDomain(zones, second, name)).body as unknown as DomainBody;
     await setRecords(name, pointsHere);
-    await setRecords(`_gateway-challenge.${name}`, txt(secondRecord.ownership_record.value), txt(asReadBefore!.ownershipValue));
+    await setRecords(
+      `_gateway-challenge.${name}`,
+      txt(secondRecord.ownership_record.value),
+      txt(asReadBefore!.ownershipValue),
+    );
     expect((await validate(zones, second, name)).body.status).toBe("validated");
     // The first claim's check, read before the move (still failed, so the status alone would match).
-    const late = await validateDomain(createScope(env, createExecutionContext(), testDeps({ now: zones.clock.now, resolver: zonesResolver })), asReadBefore!);
+    const late = await validateDomain(
+      createScope(env, createExecutionContext(), testDeps({ now: zones.clock.now, resolver: zonesResolver })),
+      asReadBefore!,
+    );
     expect(late).toMatchObject({ status: "failed", lastErrorCode: "OWNERSHIP_MOVED" });
     expect(await read(second, name)).toMatchObject({ status: "validated" });
   });

@@ -18,7 +18,11 @@ describe("custom domains API", () => {
       region: "us-east-1",
       status: "pending",
       dns_record: { type: "CNAME", name, value: TARGET },
-      ownership_record: { type: "TXT", name: `_gateway-challenge.${name}`, value: expect.stringMatching(/^gw-[0-9a-f]{32}$/) },
+      ownership_record: {
+        type: "TXT",
+        name: `_gateway-challenge.${name}`,
+        value: expect.stringMatching(/^gw-[0-9a-f]{32}$/),
+      },
       ownership_required: false,
       last_error: null,
       last_checked_at: null,
@@ -42,7 +46,9 @@ describe("custom domains API", () => {
     const created = await addDomain(api, seed, "bücher.example.test");
     expect(created.body.domain).toBe("xn--bcher-kva.example.test");
     for (const form of ["BÜCHER.example.test.", "xn--bcher-kva.example.test"]) {
-      const read = await api.json(`/v2/projects/${seed.projectId}/domains/${encodeURIComponent(form)}`, { token: seed.token });
+      const read = await api.json(`/v2/projects/${seed.projectId}/domains/${encodeURIComponent(form)}`, {
+        token: seed.token,
+      });
       expect(read.status).toBe(200);
       expect(read.body.domain).toBe("xn--bcher-kva.example.test");
     }
@@ -50,9 +56,16 @@ describe("custom domains API", () => {
 
   it("lists, reads and deletes; a deleted domain is gone", async () => {
     const seed = await seedProject(api);
-    const names = [`b-${uniqueLabel()}.example.test`, `a-${uniqueLabel()}.example.test`, `c-${uniqueLabel()}.example.test`];
+    const names = [
+      `b-${uniqueLabel()}.example.test`,
+      `a-${uniqueLabel()}.example.test`,
+      `c-${uniqueLabel()}.example.test`,
+    ];
     for (const name of names) expect((await addDomain(api, seed, name)).status).toBe(201);
-    const first = await api.json<{ data: { domain: string }[]; next_cursor: string | null }>(`/v2/projects/${seed.projectId}/domains?limit=2`, { token: seed.token });
+    const first = await api.json<{ data: { domain: string }[]; next_cursor: string | null }>(
+      `/v2/projects/${seed.projectId}/domains?limit=2`,
+      { token: seed.token },
+    );
     expect(first.body.data.map((d) => d.domain)).toEqual([...names].sort().slice(0, 2));
     const second = await api.json<{ data: { domain: string }[]; next_cursor: string | null }>(
       `/v2/projects/${seed.projectId}/domains?limit=2&cursor=${first.body.next_cursor}`,
@@ -89,12 +102,18 @@ describe("custom domains API", () => {
 
   it("requires a region, one of REGIONS", async () => {
     const seed = await seedProject(api);
-    const missing = await api.json(`/v2/projects/${seed.projectId}/domains`, { method: "POST", token: seed.token, body: { domain: "x.example.test" } });
+    const missing = await api.json(`/v2/projects/${seed.projectId}/domains`, {
+      method: "POST",
+      token: seed.token,
+      body: { domain: "x.example.test" },
+    });
     expect(missing.status).toBe(400);
     expect(missing.body.errors).toEqual([expect.objectContaining({ field: "region" })]);
     const unknown = await addDomain(api, seed, "y.example.test", "mars-north-1");
     expect(unknown.status).toBe(400);
-    expect(unknown.body.errors).toEqual([{ location: "body", field: "region", message: "must be one of us-east-1, eu-west-2" }]);
+    expect(unknown.body.errors).toEqual([
+      { location: "body", field: "region", message: "must be one of us-east-1, eu-west-2" },
+    ]);
   });
 
   it.each([
@@ -219,7 +238,9 @@ describe("validation against a real DNS server (manual validation)", () => {
     await addDomain(api, seed, `${uniqueLabel()}.wild.example.test`, "eu-west-2").then(async ({ body }) => {
       const failed = await validate(api, seed, body.domain as string);
       expect(failed.body.status).toBe("failed");
-      expect(failed.body.last_error?.message).toContain("target of region us-east-1, but this domain was created for region eu-west-2");
+      expect(failed.body.last_error?.message).toContain(
+        "target of region us-east-1, but this domain was created for region eu-west-2",
+      );
     });
   });
 });

@@ -17,7 +17,10 @@ export const MAX_EXPIRIES_PER_CRON = 500;
 
 export async function removeExpiredClaims(db: Database, now: Date): Promise<number> {
   const unvalidated = ne(domains.status, "validated");
-  const expired = and(unvalidated, lte(domains.autoValidationEndsAt, new Date(now.getTime() - CLAIM_KEPT_AFTER_WINDOW_MS)));
+  const expired = and(
+    unvalidated,
+    lte(domains.autoValidationEndsAt, new Date(now.getTime() - CLAIM_KEPT_AFTER_WINDOW_MS)),
+  );
   const oldest = db.select({ id: domains.id }).from(domains).where(expired).limit(MAX_EXPIRIES_PER_CRON);
   const [removed] = await db.batch([
     db

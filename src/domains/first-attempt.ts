@@ -18,8 +18,14 @@ export const FIRST_ATTEMPT_DELAY_S = 15;
  */
 export async function sendFirstAttempt(env: Env, domain: Domain, now: Date): Promise<void> {
   try {
-    await env.DOMAIN_QUEUE.send({ domain_id: domain.id, claimed_at: now.getTime() } satisfies ValidationMessage, { delaySeconds: FIRST_ATTEMPT_DELAY_S });
+    await env.DOMAIN_QUEUE.send({ domain_id: domain.id, claimed_at: now.getTime() } satisfies ValidationMessage, {
+      delaySeconds: FIRST_ATTEMPT_DELAY_S,
+    });
   } catch (error) {
-    log("warn", "first validation attempt not queued; the next cron tick makes it", { domain: domain.hostname, project_id: domain.projectId, error });
+    log("warn", "first validation attempt not queued; the next cron tick makes it", {
+      domain: domain.hostname,
+      project_id: domain.projectId,
+      error,
+    });
   }
 }

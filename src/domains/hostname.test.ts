@@ -23,7 +23,11 @@ describe("normalising hostnames", () => {
 
   it("tells an apex from a subdomain with the Public Suffix List", () => {
     expect(checkHostname("example.co.uk", rules)).toMatchObject({ ok: true, apex: true });
-    expect(checkHostname("www.example.co.uk", rules)).toMatchObject({ ok: true, apex: false, registrableDomain: "example.co.uk" });
+    expect(checkHostname("www.example.co.uk", rules)).toMatchObject({
+      ok: true,
+      apex: false,
+      registrableDomain: "example.co.uk",
+    });
     expect(checkHostname("apex.test", rules)).toMatchObject({ ok: true, apex: true });
     expect(checkHostname("good.example.test", rules)).toMatchObject({ ok: true, apex: false });
     // The private section too: foo.github.io is its own zone apex.

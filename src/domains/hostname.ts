@@ -6,8 +6,7 @@ const LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
 
 export type HostnameCheck =
-  | { ok: true; hostname: string; apex: boolean; registrableDomain: string }
-  | { ok: false; reason: string };
+  { ok: true; hostname: string; apex: boolean; registrableDomain: string } | { ok: false; reason: string };
 
 export interface HostnameRules {
   serviceDomain: string;
@@ -41,22 +40,32 @@ export function checkHostname(input: string, rules: HostnameRules): HostnameChec
   const hostname = normaliseHostname(raw);
   if (hostname === null) return { ok: false, reason: "is not a hostname (letters, digits, hyphens and dots only)" };
   if (IPV4.test(hostname)) return { ok: false, reason: "is an IP address; use a hostname" };
-  if (hostname.length > 253) return { ok: false, reason: `is ${hostname.length} characters long; a hostname has at most 253` };
+  if (hostname.length > 253)
+    return { ok: false, reason: `is ${hostname.length} characters long; a hostname has at most 253` };
   const labels = hostname.split(".");
-  if (labels.some((label) => label.length === 0)) return { ok: false, reason: "has an empty label (two dots in a row, or a leading dot)" };
+  if (labels.some((label) => label.length === 0))
+    return { ok: false, reason: "has an empty label (two dots in a row, or a leading dot)" };
   const long = labels.find((label) => label.length > 63);
   if (long) return { ok: false, reason: `has a label of ${long.length} characters; a label has at most 63` };
   const bad = labels.find((label) => !LABEL.test(label));
   if (bad) return { ok: false, reason: `has the label '${bad}'; labels are letters, digits and inner hyphens` };
-  if (labels.length < 2) return { ok: false, reason: "is a single label; use a fully qualified name such as app.example.com" };
-  if (SPECIAL_USE_TLDS.has(labels.at(-1)!)) return { ok: false, reason: `is under the special-use name '.${labels.at(-1)}', which public DNS does not resolve` };
+  if (labels.length < 2)
+    return { ok: false, reason: "is a single label; use a fully qualified name such as app.example.com" };
+  if (SPECIAL_USE_TLDS.has(labels.at(-1)!))
+    return {
+      ok: false,
+      reason: `is under the special-use name '.${labels.at(-1)}', which public DNS does not resolve`,
+    };
   const service = rules.serviceDomain;
   if (hostname === service || hostname.endsWith(`.${service}`) || rules.apiHostnames.has(hostname)) {
     return { ok: false, reason: `belongs to this service (${service}); use a domain you own` };
   }
   const parsed = parse(hostname, { allowPrivateDomains: true, extractHostname: false });
   if (!parsed.domain) {
-    return { ok: false, reason: `is a public suffix (like ${parsed.publicSuffix ?? hostname}), under which anyone may register; use a domain you own` };
+    return {
+      ok: false,
+      reason: `is a public suffix (like ${parsed.publicSuffix ?? hostname}), under which anyone may register; use a domain you own`,
+    };
   }
   return { ok: true, hostname, apex: parsed.domain === hostname, registrableDomain: parsed.domain };
 }

@@ -21,10 +21,22 @@ export const domainsRouter = createRouter()
     const { project_id } = c.req.valid("param");
     const body = c.req.valid("json");
     const config = c.var.scope.config;
-    const checked = checkHostname(body.domain, { serviceDomain: config.serviceDomain, apiHostnames: config.apiHostnames });
-    if (!checked.ok) throw badField("domain", checked.reason, `'${body.domain.slice(0, 300)}' cannot be a custom domain: it ${checked.reason}.`);
+    const checked = checkHostname(body.domain, {
+      serviceDomain: config.serviceDomain,
+      apiHostnames: config.apiHostnames,
+    });
+    if (!checked.ok)
+      throw badField(
+        "domain",
+        checked.reason,
+        `'${body.domain.slice(0, 300)}' cannot be a custom domain: it ${checked.reason}.`,
+      );
     if (!config.regions.includes(body.region)) {
-      throw badField("region", `must be one of ${config.regions.join(", ")}`, `region must be one of ${config.regions.join(", ")}.`);
+      throw badField(
+        "region",
+        `must be one of ${config.regions.join(", ")}`,
+        `region must be one of ${config.regions.join(", ")}.`,
+      );
     }
     const now = c.var.scope.deps.now();
     const db = c.var.scope.db;
@@ -64,7 +76,11 @@ export const domainsRouter = createRouter()
     // A cached "unknown host" answer must not outlive the domain's creation in this isolate.
     forgetHost(created.hostname);
     c.var.scope.ctx.waitUntil(sendFirstAttempt(c.var.scope.env, created, now));
-    auditAs(c, { action: "domain.create", target: { type: "domain", id: created.hostname }, details: { region: created.region } });
+    auditAs(c, {
+      action: "domain.create",
+      target: { type: "domain", id: created.hostname },
+      details: { region: created.region },
+    });
     return c.json(await oneDomainJson(db, config, now, created), 201);
   })
   .openapi(listDomains, async (c) => {
@@ -98,14 +114,18 @@ export const domainsRouter = createRouter()
         await s.deps.certificates(s.config).remove(domain.certificateRef);
       } catch (error) {
         if (!(error instanceof CertificateError)) throw error;
-        throw new ApiError("service_unavailable", `The domain's certificate could not be removed (${error.message}); nothing was deleted. Try again.`);
+        throw new ApiError(
+          "service_unavailable",
+          `The domain's certificate could not be removed (${error.message}); nothing was deleted. Try again.`,
+        );
       }
     }
     const now = s.deps.now();
     const answer = await oneDomainJson(s.db, s.config, now, domain);
     const remove = s.db.delete(domains).where(eq(domains.id, domain.id));
     // A hostname given up after it was held stays contested for 30 days: its CNAME may still point here.
-    if (domain.status === "validated") await s.db.batch([remove, releaseStatement(s.db, domain.hostname, domain.projectId, now)]);
+    if (domain.status === "validated")
+      await s.db.batch([remove, releaseStatement(s.db, domain.hostname, domain.projectId, now)]);
     else await remove;
     forgetHost(domain.hostname);
     return c.json(answer, 200);
@@ -118,5 +138,9 @@ export const domainsRouter = createRouter()
     const json = async (d: typeof domain) => c.json(await oneDomainJson(s.db, s.config, s.deps.now(), d), 200);
     if (domain.status !== "validated") return json(await validateDomain(s, domain));
     if (domain.certificateStatus === "active") return json(domain);
-    return json(domain.certificateStatus === "failed" ? await provisionCertificate(s, domain) : await refreshCertificate(s, domain));
+    return json(
+      domain.certificateStatus === "failed"
+        ? await provisionCertificate(s, domain)
+        : await refreshCertificate(s, domain),
+    );
   });

@@ -45,7 +45,8 @@ export async function routeForHost(db: Database, hostname: string, now: number):
         hostname: row.hostname,
         projectId: row.projectId,
         status: row.status,
-        challenge: row.challengePath && row.challengeBody !== null ? { path: row.challengePath, body: row.challengeBody } : null,
+        challenge:
+          row.challengePath && row.challengeBody !== null ? { path: row.challengePath, body: row.challengeBody } : null,
       }
     : null;
   if (rows.length < 2) hosts.set(hostname, route, now);

@@ -2,7 +2,19 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { HALF_HOUR, read, world } from "../../test/cron-world";
-import { addDomain, caa, craftedResolver, noerror, pointsHere, rr, setRecords, uniqueLabel, validate, ZONE, zonesResolver } from "../../test/domains";
+import {
+  addDomain,
+  caa,
+  craftedResolver,
+  noerror,
+  pointsHere,
+  rr,
+  setRecords,
+  uniqueLabel,
+  validate,
+  ZONE,
+  zonesResolver,
+} from "../../test/domains";
 import { client, seedProject, testDeps } from "../../test/helpers";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
@@ -17,9 +29,16 @@ describe("validation against DNS the test writes (private knot + dnsdist)", () =
     const seed = await seedProject(zones);
     const name = host("alone");
     expect((await addDomain(zones, seed, name)).body).toMatchObject({ ownership_required: false });
-    expect((await validate(zones, seed, name)).body).toMatchObject({ status: "pending", last_error: { code: "NO_RECORD" } });
+    expect((await validate(zones, seed, name)).body).toMatchObject({
+      status: "pending",
+      last_error: { code: "NO_RECORD" },
+    });
     await setRecords(name, pointsHere);
-    expect((await validate(zones, seed, name)).body).toMatchObject({ status: "validated", last_error: null, certificate_status: "active" });
+    expect((await validate(zones, seed, name)).body).toMatchObject({
+      status: "validated",
+      last_error: null,
+      certificate_status: "active",
+    });
   });
 
   it("fails with CAA_BLOCKS_CERTIFICATE when a parent's CAA forbids the CA, naming the record and the fix; passes once it allows it", async () => {
@@ -54,13 +73,22 @@ describe("CAA rules (RFC 8659)", () => {
   it("climbs from the hostname to the registrable domain, at most 4 names, always asking the registrable domain", () => {
     expect(caaNames("api.example.com")).toEqual(["api.example.com", "example.com"]);
     expect(caaNames("example.co.uk")).toEqual(["example.co.uk"]);
-    expect(caaNames("a.b.c.d.example.com")).toEqual(["a.b.c.d.example.com", "b.c.d.example.com", "c.d.example.com", "example.com"]);
+    expect(caaNames("a.b.c.d.example.com")).toEqual([
+      "a.b.c.d.example.com",
+      "b.c.d.example.com",
+      "c.d.example.com",
+      "example.com",
+    ]);
   });
 
   it.each([
     ["no CAA anywhere", [], true],
     ["the CA among several", ['0 issue "digicert.com"', '0 issue "letsencrypt.org; validationmethods=http-01"'], true],
-    ["only issuewild (not for this name) and iodef", ['0 issuewild "digicert.com"', '0 iodef "mailto:a@example.com"'], true],
+    [
+      "only issuewild (not for this name) and iodef",
+      ['0 issuewild "digicert.com"', '0 iodef "mailto:a@example.com"'],
+      true,
+    ],
     ["another CA only", ['0 issue "digicert.com"'], false],
     ['issue ";" (no CA at all)', ['0 issue ";"'], false],
     ["an unknown property flagged critical", ['0 issue "letsencrypt.org"', '128 tbs "x"'], false],
@@ -86,12 +114,19 @@ describe("automatic attempts", () => {
     // The answer is the pending domain: no DNS work happened inside the request.
     expect(created.body).toMatchObject({ status: "pending", last_checked_at: null });
     const sent = zones.domainQueue.splice(0);
-    expect(sent).toEqual([{ body: { domain_id: expect.stringMatching(/^dom_/), claimed_at: zones.clock.now().getTime() }, options: { delaySeconds: FIRST_ATTEMPT_DELAY_S } }]);
+    expect(sent).toEqual([
+      {
+        body: { domain_id: expect.stringMatching(/^dom_/), claimed_at: zones.clock.now().getTime() },
+        options: { delaySeconds: FIRST_ATTEMPT_DELAY_S },
+      },
+    ]);
     expect(FIRST_ATTEMPT_DELAY_S).toBeLessThan(60);
 
     // Queues delivers it FIRST_ATTEMPT_DELAY_S later to the domain-validations consumer.
     zones.clock.advance(FIRST_ATTEMPT_DELAY_S * 1000);
-    const batch = createMessageBatch<unknown>(QUEUES.domainValidations, [{ id: "first-1", timestamp: zones.clock.now(), attempts: 1, body: sent[0]!.body }]);
+    const batch = createMessageBatch<unknown>(QUEUES.domainValidations, [
+      { id: "first-1", timestamp: zones.clock.now(), attempts: 1, body: sent[0]!.body },
+    ]);
     const ctx = createExecutionContext();
     await createWorker(testDeps({ now: zones.clock.now, resolver: zonesResolver })).queue(batch, env, ctx);
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["first-1"]);

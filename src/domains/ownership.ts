@@ -27,7 +27,12 @@ export const ownershipRecordOf = (d: Pick<Domain, "hostname" | "ownershipValue">
 });
 
 /** Of `hostnames`, those contested for `projectId` at `now` (two D1 reads, whatever the number of names). */
-export async function contestedHostnames(db: Database, projectId: string, hostnames: readonly string[], now: Date): Promise<Set<string>> {
+export async function contestedHostnames(
+  db: Database,
+  projectId: string,
+  hostnames: readonly string[],
+  now: Date,
+): Promise<Set<string>> {
   if (hostnames.length === 0) return new Set();
   const names = [...new Set(hostnames)];
   const [claims, releases] = await Promise.all([
@@ -55,12 +60,17 @@ export const isContested = async (db: Database, d: Pick<Domain, "hostname" | "pr
 export type Proof = { proven: true } | { proven: false; message: string };
 
 /** Whether the claim's TXT record is published. Resolver failures propagate (ResolverError). */
-export async function checkOwnershipRecord(resolver: DnsResolver, d: Pick<Domain, "hostname" | "ownershipValue">): Promise<Proof> {
+export async function checkOwnershipRecord(
+  resolver: DnsResolver,
+  d: Pick<Domain, "hostname" | "ownershipValue">,
+): Promise<Proof> {
   const name = ownershipRecordName(d.hostname);
   const answer = await resolver.resolve(name, "TXT");
   const values = answer.records.filter((r) => r.type === "TXT" && r.name === name).map((r) => r.data.trim());
   if (values.includes(d.ownershipValue)) return { proven: true };
-  const seen = values.length ? `${name} has TXT ${values.map((v) => `"${v.slice(0, 100)}"`).join(", ")}, not this domain's value.` : `No TXT record exists at ${name} yet.`;
+  const seen = values.length
+    ? `${name} has TXT ${values.map((v) => `"${v.slice(0, 100)}"`).join(", ")}, not this domain's value.`
+    : `No TXT record exists at ${name} yet.`;
   return {
     proven: false,
     message: `${d.hostname} points here, but it is also claimed by another project or was held by one in the last 30 days, so the CNAME alone does not prove it is yours. Add the TXT record ${name} with the value ${d.ownershipValue} (keep the CNAME), then validate again. ${seen}`,

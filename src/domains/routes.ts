@@ -1,19 +1,32 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
 import { CERTIFICATE_STATUSES, DOMAIN_ERROR_CODES, DOMAIN_STATUSES } from "../db/schema";
-import { SCOPED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import {
+  SCOPED_PROBLEMS,
+  jsonBodyOf,
+  jsonContent,
+  ListQuery,
+  listOf,
+  ProjectParams,
+  problems,
+  Timestamp,
+} from "../platform/openapi";
 
 const DOMAIN_EXAMPLE = "api.example.com";
 
 export const DomainSchema = z
   .object({
-    domain: z.string().openapi({ example: DOMAIN_EXAMPLE, description: "Normalised: lower case, punycode, no trailing dot." }),
+    domain: z
+      .string()
+      .openapi({ example: DOMAIN_EXAMPLE, description: "Normalised: lower case, punycode, no trailing dot." }),
     project_id: z.string(),
     region: z.string().openapi({ example: "us-east-1" }),
     status: z.enum(DOMAIN_STATUSES),
     dns_record: z
       .object({
-        type: z.enum(["CNAME", "ALIAS"]).openapi({ description: "`ALIAS` (also ANAME or flattened CNAME) for an apex, which cannot hold a CNAME." }),
+        type: z
+          .enum(["CNAME", "ALIAS"])
+          .openapi({ description: "`ALIAS` (also ANAME or flattened CNAME) for an apex, which cannot hold a CNAME." }),
         name: z.string().openapi({ example: DOMAIN_EXAMPLE }),
         value: z.string().openapi({ example: "proxy.aws.us-east-1.gateway.example.com" }),
       })
@@ -24,7 +37,10 @@ export const DomainSchema = z
         name: z.string().openapi({ example: `_gateway-challenge.${DOMAIN_EXAMPLE}` }),
         value: z.string().openapi({ example: "gw-4f1c0b5e9a7d2c3b8e6f0a1d2c3b4a59" }),
       })
-      .openapi({ description: "Proves control of the hostname: random and unique to this domain. Needed (beside the CNAME) when `ownership_required` is true." }),
+      .openapi({
+        description:
+          "Proves control of the hostname: random and unique to this domain. Needed (beside the CNAME) when `ownership_required` is true.",
+      }),
     ownership_required: z.boolean().openapi({
       description:
         "True while the hostname is contested: another project also claims it, or held it validated in the last 30 days. Then only the `ownership_record` beside the CNAME validates it.",
@@ -36,8 +52,12 @@ export const DomainSchema = z
       })
       .nullable(),
     last_checked_at: Timestamp.nullable(),
-    next_check_at: Timestamp.nullable().openapi({ description: "The next automatic attempt; null when none is planned." }),
-    auto_validation_ends_at: Timestamp.openapi({ description: "Automatic attempts stop here (2 days after creation); manual validation works at any time." }),
+    next_check_at: Timestamp.nullable().openapi({
+      description: "The next automatic attempt; null when none is planned.",
+    }),
+    auto_validation_ends_at: Timestamp.openapi({
+      description: "Automatic attempts stop here (2 days after creation); manual validation works at any time.",
+    }),
     validated_at: Timestamp.nullable(),
     certificate_status: z.enum(CERTIFICATE_STATUSES),
     created_at: Timestamp,
@@ -46,8 +66,14 @@ export const DomainSchema = z
 
 export const CreateDomainBody = z
   .object({
-    domain: z.string().max(1000).openapi({ example: DOMAIN_EXAMPLE, description: "An apex (`example.com`) or, preferably, a subdomain." }),
-    region: z.string().openapi({ example: "us-east-1", description: "One of the installation's regions; the domain always resolves to it." }),
+    domain: z
+      .string()
+      .max(1000)
+      .openapi({ example: DOMAIN_EXAMPLE, description: "An apex (`example.com`) or, preferably, a subdomain." }),
+    region: z.string().openapi({
+      example: "us-east-1",
+      description: "One of the installation's regions; the domain always resolves to it.",
+    }),
   })
   .strict()
   .openapi("CreateDomain");

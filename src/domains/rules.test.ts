@@ -43,7 +43,9 @@ describe("subdomain rules (CNAME expected)", () => {
     const resolver = craftedResolver({ [sub]: { CNAME: cname, A: cname, AAAA: cname } });
     const outcome = await checkDomain(resolver, domain(sub));
     expect(outcome).toMatchObject({ code: "WRONG_TARGET" });
-    expect((outcome as { message: string }).message).toContain("target of region eu-west-2, but this domain was created for region us-east-1");
+    expect((outcome as { message: string }).message).toContain(
+      "target of region eu-west-2, but this domain was created for region us-east-1",
+    );
   });
 
   it("fails several CNAMEs at one name: CONFLICTING_RECORDS", async () => {
@@ -56,7 +58,9 @@ describe("subdomain rules (CNAME expected)", () => {
 
   it("fails a CNAME beside other data (seen through ANY): CONFLICTING_RECORDS naming the extra records", async () => {
     const cname = noerror(rr(sub, "CNAME", TARGET));
-    const resolver = craftedResolver({ [sub]: { CNAME: cname, A: cname, AAAA: cname, ANY: noerror(rr(sub, "A", "203.0.113.50")) } });
+    const resolver = craftedResolver({
+      [sub]: { CNAME: cname, A: cname, AAAA: cname, ANY: noerror(rr(sub, "A", "203.0.113.50")) },
+    });
     const outcome = await checkDomain(resolver, domain(sub));
     expect(outcome).toMatchObject({ code: "CONFLICTING_RECORDS" });
     expect((outcome as { message: string }).message).toContain("also A 203.0.113.50");
@@ -65,11 +69,17 @@ describe("subdomain rules (CNAME expected)", () => {
   it("fails A/AAAA records where the CNAME should be: CONFLICTING_RECORDS listing them", async () => {
     const resolver = craftedResolver({
       ...targetZone,
-      [sub]: { CNAME: noerror(), A: noerror(rr(sub, "A", "203.0.113.50"), rr(sub, "A", "203.0.113.51")), AAAA: noerror(rr(sub, "AAAA", "2001:db8:bad::50")) },
+      [sub]: {
+        CNAME: noerror(),
+        A: noerror(rr(sub, "A", "203.0.113.50"), rr(sub, "A", "203.0.113.51")),
+        AAAA: noerror(rr(sub, "AAAA", "2001:db8:bad::50")),
+      },
     });
     const outcome = await checkDomain(resolver, domain(sub));
     expect(outcome).toMatchObject({ code: "CONFLICTING_RECORDS" });
-    expect((outcome as { message: string }).message).toContain("A 203.0.113.50, A 203.0.113.51, AAAA 2001:db8:bad::50 where the CNAME should be");
+    expect((outcome as { message: string }).message).toContain(
+      "A 203.0.113.50, A 203.0.113.51, AAAA 2001:db8:bad::50 where the CNAME should be",
+    );
   });
 
   it("validates a subdomain whose provider flattens the CNAME into the target's own addresses", async () => {
@@ -85,11 +95,15 @@ describe("subdomain rules (CNAME expected)", () => {
   it("keeps NXDOMAIN pending: NO_RECORD with the record to create", async () => {
     const outcome = await checkDomain(craftedResolver({}), domain(sub));
     expect(outcome).toMatchObject({ result: "no_record", code: "NO_RECORD" });
-    expect((outcome as { message: string }).message).toContain(`No DNS record exists for ${sub} yet (NXDOMAIN). Create CNAME ${sub} → ${TARGET}`);
+    expect((outcome as { message: string }).message).toContain(
+      `No DNS record exists for ${sub} yet (NXDOMAIN). Create CNAME ${sub} → ${TARGET}`,
+    );
   });
 
   it("keeps NODATA pending, saying which unrelated records exist", async () => {
-    const resolver = craftedResolver({ [sub]: { CNAME: noerror(), A: noerror(), AAAA: noerror(), ANY: noerror(rr(sub, "TXT", "v=spf1 -all")) } });
+    const resolver = craftedResolver({
+      [sub]: { CNAME: noerror(), A: noerror(), AAAA: noerror(), ANY: noerror(rr(sub, "TXT", "v=spf1 -all")) },
+    });
     const outcome = await checkDomain(resolver, domain(sub));
     expect(outcome).toMatchObject({ result: "no_record" });
     expect((outcome as { message: string }).message).toContain("has no CNAME, A or AAAA record (only TXT) (NODATA)");
@@ -104,7 +118,9 @@ describe("subdomain rules (CNAME expected)", () => {
 
   it("ignores a failed ANY query (many resolvers refuse ANY)", async () => {
     const cname = noerror(rr(sub, "CNAME", TARGET));
-    const resolver = craftedResolver({ [sub]: { CNAME: cname, A: cname, AAAA: cname, ANY: new ResolverError("NOTIMP") } });
+    const resolver = craftedResolver({
+      [sub]: { CNAME: cname, A: cname, AAAA: cname, ANY: new ResolverError("NOTIMP") },
+    });
     expect(await checkDomain(resolver, domain(sub))).toMatchObject({ result: "validated" });
   });
 });
@@ -113,21 +129,32 @@ describe("apex rules (ALIAS / flattened expected)", () => {
   it("validates an apex whose A/AAAA set equals the target's", async () => {
     const resolver = craftedResolver({
       ...targetZone,
-      [apex]: { A: noerror(rr(apex, "A", "192.0.2.10"), rr(apex, "A", "192.0.2.11")), AAAA: noerror(rr(apex, "AAAA", "2001:db8::10")) },
+      [apex]: {
+        A: noerror(rr(apex, "A", "192.0.2.10"), rr(apex, "A", "192.0.2.11")),
+        AAAA: noerror(rr(apex, "AAAA", "2001:db8::10")),
+      },
     });
     expect(await checkDomain(resolver, domain(apex, true))).toEqual({ result: "validated", via: "flattened" });
   });
 
   it("validates an apex whose addresses are a subset of the target's (a flattening provider may return fewer)", async () => {
-    const resolver = craftedResolver({ ...targetZone, [apex]: { A: noerror(rr(apex, "A", "192.0.2.10")), AAAA: noerror() } });
+    const resolver = craftedResolver({
+      ...targetZone,
+      [apex]: { A: noerror(rr(apex, "A", "192.0.2.10")), AAAA: noerror() },
+    });
     expect(await checkDomain(resolver, domain(apex, true))).toMatchObject({ result: "validated" });
   });
 
   it("fails an apex pointing elsewhere: WRONG_TARGET with the addresses seen and expected", async () => {
-    const resolver = craftedResolver({ ...targetZone, [apex]: { A: noerror(rr(apex, "A", "203.0.113.50")), AAAA: noerror() } });
+    const resolver = craftedResolver({
+      ...targetZone,
+      [apex]: { A: noerror(rr(apex, "A", "203.0.113.50")), AAAA: noerror() },
+    });
     const outcome = await checkDomain(resolver, domain(apex, true));
     expect(outcome).toMatchObject({ code: "WRONG_TARGET" });
-    expect((outcome as { message: string }).message).toContain(`points to A 203.0.113.50, not to ${TARGET} (192.0.2.10, 192.0.2.11, 2001:db8::10)`);
+    expect((outcome as { message: string }).message).toContain(
+      `points to A 203.0.113.50, not to ${TARGET} (192.0.2.10, 192.0.2.11, 2001:db8::10)`,
+    );
     expect((outcome as { message: string }).message).toContain("ALIAS");
   });
 
@@ -150,7 +177,10 @@ describe("apex rules (ALIAS / flattened expected)", () => {
 
   it("does not judge an apex when the service's own target does not resolve", async () => {
     const resolver = craftedResolver({ [apex]: { A: noerror(rr(apex, "A", "192.0.2.10")), AAAA: noerror() } });
-    expect(await checkDomain(resolver, domain(apex, true))).toMatchObject({ result: "unavailable", code: "DNS_UNAVAILABLE" });
+    expect(await checkDomain(resolver, domain(apex, true))).toMatchObject({
+      result: "unavailable",
+      code: "DNS_UNAVAILABLE",
+    });
   });
 
   it("judges a (non-standard) CNAME at an apex like a subdomain's", async () => {

@@ -2,7 +2,11 @@ import { type DnsAnswer, type DnsRecord, type DnsResolver, ResolverError } from 
 
 export type CheckResult =
   | { result: "validated"; via: "cname" | "cname_chain" | "flattened" }
-  | { result: "misconfigured"; code: "WRONG_TARGET" | "CONFLICTING_RECORDS" | "CAA_BLOCKS_CERTIFICATE"; message: string }
+  | {
+      result: "misconfigured";
+      code: "WRONG_TARGET" | "CONFLICTING_RECORDS" | "CAA_BLOCKS_CERTIFICATE";
+      message: string;
+    }
   /** The record points here, but the hostname is contested and the claim's TXT record is missing. */
   | { result: "unproven"; code: "OWNERSHIP_PROOF_REQUIRED"; message: string }
   | { result: "no_record"; code: "NO_RECORD"; message: string }
@@ -82,11 +86,18 @@ async function targetAddresses(resolver: DnsResolver, target: string): Promise<S
   return new Set(addressesOf(chainEnd, a, aaaa).map((r) => r.data));
 }
 
-function cnameOutcome(domain: DomainUnderCheck, cnames: DnsRecord[], chain: DnsRecord[], others: DnsRecord[]): CheckResult {
+function cnameOutcome(
+  domain: DomainUnderCheck,
+  cnames: DnsRecord[],
+  chain: DnsRecord[],
+  others: DnsRecord[],
+): CheckResult {
   const { hostname, target } = domain;
   const targets = [...new Set(cnames.map((r) => r.data))];
   if (targets.length > 1) {
-    const keep = targets.includes(target) ? `Remove all but the CNAME to ${target}.` : `Replace them with one CNAME to ${target}.`;
+    const keep = targets.includes(target)
+      ? `Remove all but the CNAME to ${target}.`
+      : `Replace them with one CNAME to ${target}.`;
     return {
       result: "misconfigured",
       code: "CONFLICTING_RECORDS",
@@ -140,7 +151,11 @@ async function checkSubdomain(resolver: DnsResolver, domain: DomainUnderCheck): 
       message: `${hostname} has ${describe(foreign)} where the CNAME should be. Remove those record(s) and create CNAME ${hostname} → ${target}.${cacheHint(foreign)}`,
     };
   }
-  return noRecord(domain, a, any.records.filter((r) => r.name === hostname && !NOT_DATA.has(r.type)));
+  return noRecord(
+    domain,
+    a,
+    any.records.filter((r) => r.name === hostname && !NOT_DATA.has(r.type)),
+  );
 }
 
 function noRecord(domain: DomainUnderCheck, answer: DnsAnswer, unrelated: DnsRecord[]): CheckResult {
@@ -152,7 +167,11 @@ function noRecord(domain: DomainUnderCheck, answer: DnsAnswer, unrelated: DnsRec
   const todo = apex
     ? `Create an ALIAS record (also called ANAME or a flattened CNAME) at ${hostname} pointing to ${target}; if your DNS provider has none, use a subdomain such as www.${hostname} with a CNAME instead.`
     : `Create CNAME ${hostname} → ${target}.`;
-  return { result: "no_record", code: "NO_RECORD", message: `${seen} ${todo} The domain stays pending until the record is visible.` };
+  return {
+    result: "no_record",
+    code: "NO_RECORD",
+    message: `${seen} ${todo} The domain stays pending until the record is visible.`,
+  };
 }
 
 async function checkApex(resolver: DnsResolver, domain: DomainUnderCheck): Promise<CheckResult> {
@@ -165,7 +184,13 @@ async function checkApex(resolver: DnsResolver, domain: DomainUnderCheck): Promi
   const all = [...a.records, ...aaaa.records];
   // A CNAME at an apex breaks the zone's SOA/NS, yet some providers allow it: judge it as a CNAME.
   const chain = chainFrom(hostname, all);
-  if (chain.length > 0) return cnameOutcome(domain, all.filter((r) => r.type === "CNAME" && r.name === hostname), chain, []);
+  if (chain.length > 0)
+    return cnameOutcome(
+      domain,
+      all.filter((r) => r.type === "CNAME" && r.name === hostname),
+      chain,
+      [],
+    );
   const addresses = addressesOf(hostname, a, aaaa);
   if (addresses.length === 0) return noRecord(domain, a, []);
   if (ours.size === 0) return unavailable(`the service's own target ${target} resolved to no address`);
@@ -184,4 +209,3 @@ async function checkApex(resolver: DnsResolver, domain: DomainUnderCheck): Promi
     message: `${hostname} has the addresses of ${target} but also ${describe(foreign)}. Remove the A/AAAA record(s) that do not come from the ALIAS.${cacheHint(foreign)}`,
   };
 }
-

@@ -13,7 +13,8 @@ export const CHECK_INTERVAL_MS = 30 * 60 * 1000;
 export const AUTO_VALIDATION_WINDOW_MS = 2 * 24 * 60 * 60 * 1000;
 
 /** The first cron tick strictly after `now` (ticks are at :00 and :30, UTC). */
-export const nextTick = (now: Date) => new Date((Math.floor(now.getTime() / CHECK_INTERVAL_MS) + 1) * CHECK_INTERVAL_MS);
+export const nextTick = (now: Date) =>
+  new Date((Math.floor(now.getTime() / CHECK_INTERVAL_MS) + 1) * CHECK_INTERVAL_MS);
 
 export const dnsRecordOf = (d: Pick<Domain, "hostname" | "apex" | "region">, config: Config) => ({
   type: d.apex ? ("ALIAS" as const) : ("CNAME" as const),
@@ -46,11 +47,19 @@ export const domainJson = (d: Domain, config: Config, ownershipRequired: boolean
 /** The API form of one project's domains, with whether each needs its ownership record (two D1 reads). */
 export async function domainsJson(db: Database, config: Config, now: Date, rows: Domain[]) {
   const projectId = rows[0]?.projectId;
-  const contested = projectId ? await contestedHostnames(db, projectId, rows.map((d) => d.hostname), now) : new Set<string>();
+  const contested = projectId
+    ? await contestedHostnames(
+        db,
+        projectId,
+        rows.map((d) => d.hostname),
+        now,
+      )
+    : new Set<string>();
   return rows.map((d) => domainJson(d, config, contested.has(d.hostname)));
 }
 
-export const oneDomainJson = async (db: Database, config: Config, now: Date, d: Domain) => (await domainsJson(db, config, now, [d]))[0]!;
+export const oneDomainJson = async (db: Database, config: Config, now: Date, d: Domain) =>
+  (await domainsJson(db, config, now, [d]))[0]!;
 
 /** The project's domain named in a path (normalised first); 404 for anything else. */
 export async function findDomain(db: Database, projectId: string, domain: string): Promise<Domain> {

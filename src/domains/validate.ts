@@ -9,13 +9,19 @@ import { checkOwnershipRecord, isContested, ownershipRecordName } from "./owners
 import { checkDomain, type CheckResult, targetFor, unavailable } from "./rules";
 import { log } from "../platform/log";
 
-
 /** The columns an outcome writes. A resolver failure changes nothing but the error and check time. */
 function changesFor(outcome: CheckResult, current: DomainStatus, now: Date): Partial<Domain> {
   const base = { lastCheckedAt: now, updatedAt: now };
   switch (outcome.result) {
     case "validated":
-      return { ...base, status: "validated", validatedAt: now, lastErrorCode: null, lastErrorMessage: null, certificateStatus: "pending" };
+      return {
+        ...base,
+        status: "validated",
+        validatedAt: now,
+        lastErrorCode: null,
+        lastErrorMessage: null,
+        certificateStatus: "pending",
+      };
     case "misconfigured":
       return { ...base, status: "failed", lastErrorCode: outcome.code, lastErrorMessage: outcome.message };
     case "no_record":
@@ -117,14 +123,24 @@ export async function validateDomain(s: Scope, domain: Domain): Promise<Domain> 
       mine,
     ]);
     updated = row;
-    if (moved.length > 0) log("warn", "hostname moved to the project that validated it", { domain: domain.hostname, to: domain.projectId, from: moved.map((m) => m.projectId) });
+    if (moved.length > 0)
+      log("warn", "hostname moved to the project that validated it", {
+        domain: domain.hostname,
+        to: domain.projectId,
+        from: moved.map((m) => m.projectId),
+      });
   } else {
     [updated] = await mine;
   }
   if (!updated) return (await s.db.select().from(domains).where(eq(domains.id, domain.id)).limit(1))[0] ?? domain;
   if (updated.status !== domain.status) {
     forgetHost(domain.hostname);
-    log("info", "domain status changed", { domain: domain.hostname, from: domain.status, to: updated.status, code: updated.lastErrorCode });
+    log("info", "domain status changed", {
+      domain: domain.hostname,
+      from: domain.status,
+      to: updated.status,
+      code: updated.lastErrorCode,
+    });
   }
   return updated.status === "validated" ? await provisionCertificate(s, updated) : updated;
 }
@@ -146,7 +162,10 @@ async function recordCertificate(s: Scope, domain: Domain, state: CertificateSta
   forgetHost(domain.hostname);
   if (!updated) {
     // Removed while the certificate was being asked for: do not leave it behind at the provider.
-    await s.deps.certificates(s.config).remove(state.ref).catch(() => undefined);
+    await s.deps
+      .certificates(s.config)
+      .remove(state.ref)
+      .catch(() => undefined);
     return domain;
   }
   return updated;
@@ -156,7 +175,11 @@ async function certificateFailed(s: Scope, domain: Domain, error: unknown): Prom
   if (!(error instanceof CertificateError)) throw error;
   log("warn", "certificate request failed; will retry", { domain: domain.hostname, error });
   const now = s.deps.now();
-  const [updated] = await s.db.update(domains).set({ certificateCheckedAt: now }).where(eq(domains.id, domain.id)).returning();
+  const [updated] = await s.db
+    .update(domains)
+    .set({ certificateCheckedAt: now })
+    .where(eq(domains.id, domain.id))
+    .returning();
   return updated ?? domain;
 }
 

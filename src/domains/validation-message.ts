@@ -9,4 +9,7 @@ export interface ValidationMessage {
 }
 
 export const isValidationMessage = (body: unknown): body is ValidationMessage =>
-  typeof body === "object" && body !== null && typeof (body as ValidationMessage).domain_id === "string" && typeof (body as ValidationMessage).claimed_at === "number";
+  typeof body === "object" &&
+  body !== null &&
+  typeof (body as ValidationMessage).domain_id === "string" &&
+  typeof (body as ValidationMessage).claimed_at === "number";

@@ -7,7 +7,6 @@ import { validateDomain } from "./validate";
 import { log } from "../platform/log";
 import { isValidationMessage } from "./validation-message";
 
-
 /** The domain-validation queue consumer: the checks one cron run had more of than it could do itself. */
 export async function domainValidationConsumer(batch: MessageBatch<unknown>, s: Scope): Promise<void> {
   await eachLimited(batch.messages, CHECK_CONCURRENCY, async (message) => {

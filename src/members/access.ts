@@ -13,13 +13,15 @@ export const isOwnerOrOperator = (c: Context<AppEnv>) => {
 };
 
 export const ownersOnly = createMiddleware<AppEnv>(async (c, next) => {
-  if (!isOwnerOrOperator(c)) throw new ApiError("forbidden", "Only the project's owners manage its members and invites.");
+  if (!isOwnerOrOperator(c))
+    throw new ApiError("forbidden", "Only the project's owners manage its members and invites.");
   await next();
 });
 
 /** People's names and emails are for people and the operator, not for service account tokens. */
 export const peopleOnly = createMiddleware<AppEnv>(async (c, next) => {
-  if (c.get("principal").kind === "service_account") throw new ApiError("forbidden", "Members are listed for people and the operator, not for service account tokens.");
+  if (c.get("principal").kind === "service_account")
+    throw new ApiError("forbidden", "Members are listed for people and the operator, not for service account tokens.");
   await next();
 });
 

@@ -40,9 +40,11 @@ function tokensEnded(ended: readonly EndedToken[]) {
   return ended.map((t) => ({ id: t.id, name: t.name }));
 }
 
-const endedDetails = (ended: readonly { id: string }[]) => (ended.length > 0 ? { ended_tokens: ended.map((t) => t.id) } : {});
+const endedDetails = (ended: readonly { id: string }[]) =>
+  ended.length > 0 ? { ended_tokens: ended.map((t) => t.id) } : {};
 
-const lastOwner = () => new ApiError("last_owner", "This is the project's last owner: make another member owner first.");
+const lastOwner = () =>
+  new ApiError("last_owner", "This is the project's last owner: make another member owner first.");
 
 export const membersRouter = createRouter()
   .openapi(routes.listMembers, async (c) => {
@@ -56,9 +58,14 @@ export const membersRouter = createRouter()
     const { email, role } = c.req.valid("json");
     const db = c.var.scope.db;
     const user = await store.userByVerifiedEmail(db, email);
-    if (!user) throw new ApiError("not_found", `Nobody has signed in with the verified email '${email}' yet: send an invite instead.`);
+    if (!user)
+      throw new ApiError(
+        "not_found",
+        `Nobody has signed in with the verified email '${email}' yet: send an invite instead.`,
+      );
     const id = await store.addMember(db, project_id, user.id, role, c.var.scope.deps.now());
-    if (!id) throw new ApiError("conflict", `'${email}' is a member of this project already; change their role instead.`);
+    if (!id)
+      throw new ApiError("conflict", `'${email}' is a member of this project already; change their role instead.`);
     auditAs(c, { action: "member.add", target: { type: "member", id }, details: { email, role } });
     return c.json(memberJson((await store.memberById(db, project_id, id))!), 201);
   })
@@ -72,15 +79,23 @@ export const membersRouter = createRouter()
     if (change.result === "not_found") throw notFound("member", member_id);
     if (change.result === "last_owner") throw lastOwner();
     const ended = tokensEnded(change.ended);
-    auditAs(c, { action: "member.change_role", target: { type: "member", id: member_id }, details: { role, ...endedDetails(ended) } });
+    auditAs(c, {
+      action: "member.change_role",
+      target: { type: "member", id: member_id },
+      details: { role, ...endedDetails(ended) },
+    });
     auditEnded(c, change.ended, { reason: "creator_role_changed", creator: member.userId });
-    return c.json({ ...memberJson((await store.memberById(db, project_id, member_id))!), ended_service_accounts: ended }, 200);
+    return c.json(
+      { ...memberJson((await store.memberById(db, project_id, member_id))!), ended_service_accounts: ended },
+      200,
+    );
   })
   .openapi(routes.removeMember, async (c) => {
     const { project_id, member_id } = c.req.valid("param");
     const principal = c.get("principal");
     const leaving = principal.kind === "user" && principal.member?.id === member_id;
-    if (!leaving && !isOwnerOrOperator(c)) throw new ApiError("forbidden", "Only the project's owners remove members; anyone may leave.");
+    if (!leaving && !isOwnerOrOperator(c))
+      throw new ApiError("forbidden", "Only the project's owners remove members; anyone may leave.");
     const db = c.var.scope.db;
     const member = await store.memberById(db, project_id, member_id);
     if (!member) throw notFound("member", member_id);
@@ -100,7 +115,11 @@ export const membersRouter = createRouter()
     const { project_id } = c.req.valid("param");
     const { email, role } = c.req.valid("json");
     const invite = await store.createInvite(c.var.scope.db, project_id, email, role, c.var.scope.deps.now());
-    if (!invite) throw new ApiError("conflict", `'${email}' has an open invite to this project already; withdraw it to send another.`);
+    if (!invite)
+      throw new ApiError(
+        "conflict",
+        `'${email}' has an open invite to this project already; withdraw it to send another.`,
+      );
     auditAs(c, { action: "invite.create", target: { type: "invite", id: invite.id }, details: { email, role } });
     return c.json(inviteJson(invite), 201);
   })
@@ -114,6 +133,10 @@ export const membersRouter = createRouter()
     const { project_id, invite_id } = c.req.valid("param");
     const invite = await store.deleteInvite(c.var.scope.db, project_id, invite_id);
     if (!invite) throw notFound("invite", invite_id);
-    auditAs(c, { action: "invite.delete", target: { type: "invite", id: invite_id }, details: { email: invite.email } });
+    auditAs(c, {
+      action: "invite.delete",
+      target: { type: "invite", id: invite_id },
+      details: { email: invite.email },
+    });
     return c.json(inviteJson(invite), 200);
   });

@@ -1,9 +1,21 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { ROLES } from "../db/schema";
 import { requiresRole } from "./access";
-import { idParam, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import {
+  idParam,
+  jsonBodyOf,
+  jsonContent,
+  ListQuery,
+  listOf,
+  ProjectParams,
+  problems,
+  Timestamp,
+} from "../platform/openapi";
 
-const Role = z.enum(ROLES).openapi({ description: "`owner`: everything, members too; `developer`: apps, builds, domains, deliveries, service accounts; `viewer`: read only." });
+const Role = z.enum(ROLES).openapi({
+  description:
+    "`owner`: everything, members too; `developer`: apps, builds, domains, deliveries, service accounts; `viewer`: read only.",
+});
 const Email = z
   .email()
   .max(254)
@@ -48,8 +60,12 @@ export const AddMemberBody = z.object({ email: Email, role: Role }).strict().ope
 export const ChangeMemberBody = z.object({ role: Role }).strict().openapi("ChangeMember");
 export const CreateInviteBody = z.object({ email: Email, role: Role }).strict().openapi("CreateInvite");
 
-const MemberParams = ProjectParams.extend({ member_id: idParam("member_id", "mem", "mem_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c") });
-const InviteParams = ProjectParams.extend({ invite_id: idParam("invite_id", "inv", "inv_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c") });
+const MemberParams = ProjectParams.extend({
+  member_id: idParam("member_id", "mem", "mem_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c"),
+});
+const InviteParams = ProjectParams.extend({
+  invite_id: idParam("invite_id", "inv", "inv_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c"),
+});
 
 const tags = ["Members"];
 const OWNERS = "Owners of the project and the operator only; a service account token gets 403.";

@@ -34,7 +34,16 @@ const memberColumns = {
   name: users.name,
 };
 
-export type MemberRow = { id: string; projectId: string; userId: string; role: Role; createdAt: Date; updatedAt: Date; email: string | null; name: string | null };
+export type MemberRow = {
+  id: string;
+  projectId: string;
+  userId: string;
+  role: Role;
+  createdAt: Date;
+  updatedAt: Date;
+  email: string | null;
+  name: string | null;
+};
 
 export async function listMembers(db: Database, projectId: string, limit: number, cursor: string | undefined) {
   const after = decodeCursor(cursor);
@@ -70,7 +79,13 @@ export async function userByVerifiedEmail(db: Database, email: string): Promise<
 }
 
 /** Adds a member; undefined when the person is a member already. */
-export async function addMember(db: Database, projectId: string, userId: string, role: Role, now: Date): Promise<string | undefined> {
+export async function addMember(
+  db: Database,
+  projectId: string,
+  userId: string,
+  role: Role,
+  now: Date,
+): Promise<string | undefined> {
   const [row] = await db
     .insert(projectMembers)
     .values({ id: newId("mem", now.getTime()), projectId, userId, role, createdAt: now, updatedAt: now })
@@ -84,14 +99,21 @@ export async function addMember(db: Database, projectId: string, userId: string,
 const anotherOwnerRemains = (projectId: string) =>
   sql`(${projectMembers.role} <> 'owner' or (select count(*) from ${projectMembers} where ${projectMembers.projectId} = ${projectId} and ${projectMembers.role} = 'owner') > 1)`;
 
-export type ChangeResult = { result: "changed"; ended: EndedToken[] } | { result: "not_found" } | { result: "last_owner" };
+export type ChangeResult =
+  { result: "changed"; ended: EndedToken[] } | { result: "not_found" } | { result: "last_owner" };
 
 /**
  * Changes a member's role. In the same batch, if the new role may not create tokens, the tokens the
  * person created (and those created by them) end: the guard reads the role the first statement left,
  * so a change refused as the last owner's ends nothing.
  */
-export async function changeRole(db: Database, projectId: string, member: Pick<MemberRow, "id" | "userId">, role: Role, now: Date): Promise<ChangeResult> {
+export async function changeRole(
+  db: Database,
+  projectId: string,
+  member: Pick<MemberRow, "id" | "userId">,
+  role: Role,
+  now: Date,
+): Promise<ChangeResult> {
   const scope = and(eq(projectMembers.projectId, projectId), eq(projectMembers.id, member.id));
   const [[changed], ended] = await db.batch([
     db
@@ -99,7 +121,9 @@ export async function changeRole(db: Database, projectId: string, member: Pick<M
       .set({ role, updatedAt: now })
       .where(and(scope, role === "owner" ? undefined : anotherOwnerRemains(projectId)))
       .returning({ id: projectMembers.id }),
-    endLineage(db, projectId, { kind: "user", id: member.userId }, now, { guard: mayNoLongerMint(projectId, member.userId) }),
+    endLineage(db, projectId, { kind: "user", id: member.userId }, now, {
+      guard: mayNoLongerMint(projectId, member.userId),
+    }),
   ]);
   if (changed) return { result: "changed", ended: ended };
   return (await memberById(db, projectId, member.id)) ? { result: "last_owner" } : { result: "not_found" };
@@ -109,27 +133,60 @@ export async function changeRole(db: Database, projectId: string, member: Pick<M
  * Removes a member and, in the same batch, ends the tokens they created (and those created by them),
  * guarded by "no longer a member", so a removal refused as the last owner's ends nothing.
  */
-export async function removeMember(db: Database, projectId: string, member: Pick<MemberRow, "id" | "userId">, now: Date): Promise<ChangeResult> {
+export async function removeMember(
+  db: Database,
+  projectId: string,
+  member: Pick<MemberRow, "id" | "userId">,
+  now: Date,
+): Promise<ChangeResult> {
   const scope = and(eq(projectMembers.projectId, projectId), eq(projectMembers.id, member.id));
   const [[removed], ended] = await db.batch([
-    db.delete(projectMembers).where(and(scope, anotherOwnerRemains(projectId))).returning({ id: projectMembers.id }),
-    endLineage(db, projectId, { kind: "user", id: member.userId }, now, { guard: noLongerMember(projectId, member.userId) }),
+    db
+      .delete(projectMembers)
+      .where(and(scope, anotherOwnerRemains(projectId)))
+      .returning({ id: projectMembers.id }),
+    endLineage(db, projectId, { kind: "user", id: member.userId }, now, {
+      guard: noLongerMember(projectId, member.userId),
+    }),
   ]);
   if (removed) return { result: "changed", ended: ended };
   return (await memberById(db, projectId, member.id)) ? { result: "last_owner" } : { result: "not_found" };
 }
 
 /** Creates an invite; undefined when this email has an open invite to the project already. */
-export async function createInvite(db: Database, projectId: string, email: string, role: Role, now: Date): Promise<ProjectInvite | undefined> {
-  const [row] = await db.batch([
-    // An expired invite of the same address makes way for the new one.
-    db.delete(projectInvites).where(and(eq(projectInvites.projectId, projectId), eq(projectInvites.email, email), lte(projectInvites.expiresAt, now))),
-    db
-      .insert(projectInvites)
-      .values({ id: newId("inv", now.getTime()), projectId, email, role, createdAt: now, expiresAt: new Date(now.getTime() + INVITE_TTL_MS) })
-      .onConflictDoNothing()
-      .returning(),
-  ]).then(([, inserted]) => inserted);
+export async function createInvite(
+  db: Database,
+  projectId: string,
+  email: string,
+  role: Role,
+  now: Date,
+): Promise<ProjectInvite | undefined> {
+  const [row] = await db
+    .batch([
+      // An expired invite of the same address makes way for the new one.
+      db
+        .delete(projectInvites)
+        .where(
+          and(
+            eq(projectInvites.projectId, projectId),
+            eq(projectInvites.email, email),
+            lte(projectInvites.expiresAt, now),
+          ),
+        ),
+      db
+        .insert(projectInvites)
+        .values({
+          id: newId("inv", now.getTime()),
+          projectId,
+          email,
+          role,
+          createdAt: now,
+          expiresAt: new Date(now.getTime() + INVITE_TTL_MS),
+        })
+        .onConflictDoNothing()
+        .returning(),
+    ])
+    .then(([, inserted]) => inserted);
   return row;
 }
 
@@ -144,7 +201,11 @@ export async function listInvites(db: Database, projectId: string, limit: number
   return page(rows, limit, (i) => i.id);
 }
 
-export async function deleteInvite(db: Database, projectId: string, inviteId: string): Promise<ProjectInvite | undefined> {
+export async function deleteInvite(
+  db: Database,
+  projectId: string,
+  inviteId: string,
+): Promise<ProjectInvite | undefined> {
   const [row] = await db
     .delete(projectInvites)
     .where(and(eq(projectInvites.projectId, projectId), eq(projectInvites.id, inviteId)))
@@ -157,7 +218,11 @@ export async function deleteInvite(db: Database, projectId: string, inviteId: st
  * can type an address into a provider's sign-up form, only its owner can verify it. An invite to a
  * project the person already belongs to is used up without changing their role.
  */
-export async function claimInvites(db: Database, user: Pick<User, "id" | "email" | "emailVerified">, now: Date): Promise<number> {
+export async function claimInvites(
+  db: Database,
+  user: Pick<User, "id" | "email" | "emailVerified">,
+  now: Date,
+): Promise<number> {
   if (!user.email || !user.emailVerified) return 0;
   const open = await db
     .select()
@@ -171,9 +236,23 @@ export async function claimInvites(db: Database, user: Pick<User, "id" | "email"
     statements.push(
       db
         .insert(projectMembers)
-        .values(chunk.map((invite) => ({ id: newId("mem", now.getTime()), projectId: invite.projectId, userId: user.id, role: invite.role, createdAt: now, updatedAt: now })))
+        .values(
+          chunk.map((invite) => ({
+            id: newId("mem", now.getTime()),
+            projectId: invite.projectId,
+            userId: user.id,
+            role: invite.role,
+            createdAt: now,
+            updatedAt: now,
+          })),
+        )
         .onConflictDoNothing(),
-      db.delete(projectInvites).where(inArray(projectInvites.id, chunk.map((invite) => invite.id))),
+      db.delete(projectInvites).where(
+        inArray(
+          projectInvites.id,
+          chunk.map((invite) => invite.id),
+        ),
+      ),
     );
   }
   await db.batch(statements as [(typeof statements)[number], ...(typeof statements)[number][]]);

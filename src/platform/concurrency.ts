@@ -2,7 +2,11 @@
  * Runs `work` over `items`, at most `limit` at a time; one failure does not stop the others. Workers
  * allow 6 simultaneous open outbound connections per invocation: callers size `limit` against that.
  */
-export async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<unknown>): Promise<PromiseSettledResult<unknown>[]> {
+export async function eachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<unknown>,
+): Promise<PromiseSettledResult<unknown>[]> {
   const results: PromiseSettledResult<unknown>[] = [];
   let next = 0;
   const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {

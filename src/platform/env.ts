@@ -57,7 +57,8 @@ const secret = (minLength: number) =>
   z.string({ error: "is not set" }).min(minLength, `must be at least ${minLength} characters`);
 
 // wrangler.toml names every var, so "not configured" is an empty string there.
-const optional = <T extends z.ZodType>(schema: T) => z.preprocess((value) => (value === "" ? undefined : value), schema.optional());
+const optional = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((value) => (value === "" ? undefined : value), schema.optional());
 
 /** A queue consumer invocation's wall-time limit (15 min) less one minute for storing the result. */
 export const ASYNC_RUN_TIMEOUT_MAX_MS = 14 * 60_000;
@@ -97,10 +98,15 @@ const ConfigSchema = z
       .number({ error: "is not a number of milliseconds" })
       .int()
       .min(1)
-      .max(ASYNC_RUN_TIMEOUT_MAX_MS, `must be at most ${ASYNC_RUN_TIMEOUT_MAX_MS} (a queue consumer's 15 minutes, less a minute to store the result)`)
+      .max(
+        ASYNC_RUN_TIMEOUT_MAX_MS,
+        `must be at most ${ASYNC_RUN_TIMEOUT_MAX_MS} (a queue consumer's 15 minutes, less a minute to store the result)`,
+      )
       .default(600_000),
     // Fails closed: without "local" (local development only), certificates need Cloudflare for SaaS.
-    CERTIFICATE_PROVIDER: z.enum(["cloudflare", "local"], { error: 'must be "cloudflare" or "local"' }).default("cloudflare"),
+    CERTIFICATE_PROVIDER: z
+      .enum(["cloudflare", "local"], { error: 'must be "cloudflare" or "local"' })
+      .default("cloudflare"),
     CERTIFICATE_AUTHORITY: z
       .enum(["lets_encrypt", "google", "ssl_com"], { error: 'must be "lets_encrypt", "google" or "ssl_com"' })
       .default("lets_encrypt"),
@@ -180,13 +186,23 @@ export function getConfig(env: Env): Config {
     adminToken: c.ADMIN_TOKEN,
     jwtSecret: c.JWT_SECRET,
     webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY,
-    previous: { adminToken: c.ADMIN_TOKEN_PREVIOUS, jwtSecret: c.JWT_SECRET_PREVIOUS, webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY_PREVIOUS },
-    cloudflare: c.CF_API_TOKEN && c.CF_ZONE_ID ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID, apiBaseUrl: c.CF_API_BASE_URL } : null,
+    previous: {
+      adminToken: c.ADMIN_TOKEN_PREVIOUS,
+      jwtSecret: c.JWT_SECRET_PREVIOUS,
+      webhookEncryptionKey: c.WEBHOOK_ENCRYPTION_KEY_PREVIOUS,
+    },
+    cloudflare:
+      c.CF_API_TOKEN && c.CF_ZONE_ID
+        ? { apiToken: c.CF_API_TOKEN, zoneId: c.CF_ZONE_ID, apiBaseUrl: c.CF_API_BASE_URL }
+        : null,
     allowInsecureTargets: c.ALLOW_INSECURE_TARGETS,
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     runStreamIdleMs: c.RUN_STREAM_IDLE_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
-    oidc: c.OIDC_ISSUER && c.OIDC_CLIENT_ID && c.OIDC_CLIENT_SECRET ? { issuer: c.OIDC_ISSUER, clientId: c.OIDC_CLIENT_ID, clientSecret: c.OIDC_CLIENT_SECRET } : null,
+    oidc:
+      c.OIDC_ISSUER && c.OIDC_CLIENT_ID && c.OIDC_CLIENT_SECRET
+        ? { issuer: c.OIDC_ISSUER, clientId: c.OIDC_CLIENT_ID, clientSecret: c.OIDC_CLIENT_SECRET }
+        : null,
     asyncRunTimeoutMs: c.ASYNC_RUN_TIMEOUT_MS,
     certificateProvider: c.CERTIFICATE_PROVIDER,
     certificateAuthority: c.CERTIFICATE_AUTHORITY,

@@ -10,7 +10,11 @@ import { routerWayIn } from "./request";
 
 const api = client();
 
-function expectProblem(response: { status: number; body: Record<string, unknown>; headers: Headers }, status: number, code: string) {
+function expectProblem(
+  response: { status: number; body: Record<string, unknown>; headers: Headers },
+  status: number,
+  code: string,
+) {
   expect(response.status).toBe(status);
   expect(response.headers.get("content-type")).toBe("application/problem+json");
   expect(response.body).toMatchObject({ status, code, type: `urn:edge-gateway:problem:${code}` });
@@ -30,12 +34,20 @@ describe("problem+json on every error path", () => {
   });
 
   it("answers malformed JSON with 400 malformed_json", async () => {
-    const response = await api.json("/v2/projects", { method: "POST", rawBody: '{"name": ', headers: { "Content-Type": "application/json" } });
+    const response = await api.json("/v2/projects", {
+      method: "POST",
+      rawBody: '{"name": ',
+      headers: { "Content-Type": "application/json" },
+    });
     expectProblem(response, 400, "malformed_json");
   });
 
   it("answers a non-JSON body with 415", async () => {
-    const response = await api.json("/v2/projects", { method: "POST", rawBody: "name=x", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
+    const response = await api.json("/v2/projects", {
+      method: "POST",
+      rawBody: "name=x",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    });
     expectProblem(response, 415, "unsupported_media_type");
   });
 
@@ -69,19 +81,33 @@ describe("problem+json on every error path", () => {
 
   it("answers a body over the 64 KiB limit with 413, declared or streamed", async () => {
     const big = JSON.stringify({ name: "x".repeat(70 * 1024) });
-    const declared = await api.json("/v2/projects", { method: "POST", rawBody: big, headers: { "Content-Type": "application/json" } });
+    const declared = await api.json("/v2/projects", {
+      method: "POST",
+      rawBody: big,
+      headers: { "Content-Type": "application/json" },
+    });
     expectProblem(declared, 413, "payload_too_large");
     const stream = new Blob([big]).stream();
-    const streamed = await api.json("/v2/projects", { method: "POST", rawBody: stream, headers: { "Content-Type": "application/json" } });
+    const streamed = await api.json("/v2/projects", {
+      method: "POST",
+      rawBody: stream,
+      headers: { "Content-Type": "application/json" },
+    });
     expectProblem(streamed, 413, "payload_too_large");
   });
 
   it("answers a wrong method with 405 and an Allow header", async () => {
     const seed = await seedProject(api);
-    const response = await api.json(`/v2/projects/${seed.projectId}/apps/${seed.appId}`, { method: "DELETE", token: seed.token });
+    const response = await api.json(`/v2/projects/${seed.projectId}/apps/${seed.appId}`, {
+      method: "DELETE",
+      token: seed.token,
+    });
     expectProblem(response, 405, "method_not_allowed");
     expect(response.headers.get("allow")).toBe("GET, HEAD");
-    const builds = await api.json(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds`, { method: "PUT", token: seed.token });
+    const builds = await api.json(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds`, {
+      method: "PUT",
+      token: seed.token,
+    });
     expect(builds.headers.get("allow")).toBe("GET, HEAD, POST");
   });
 
@@ -112,14 +138,20 @@ describe("problem+json on every error path", () => {
     expect(response.status).toBe(500);
     expect(body.code).toBe("internal_error");
     expect(JSON.stringify(body)).not.toContain("secret internal detail");
-    expect(log).toHaveBeenCalledWith(expect.objectContaining({ message: "unhandled error", request_id: body.request_id }));
+    expect(log).toHaveBeenCalledWith(
+      expect.objectContaining({ message: "unhandled error", request_id: body.request_id }),
+    );
     log.mockRestore();
   });
 
   it("names missing or malformed settings at the first request, without their values", async () => {
     const log = vi.spyOn(console, "error").mockImplementation(() => {});
     const broken = { ...env, ADMIN_TOKEN: undefined, REGIONS: "Mars", SERVICE_DOMAIN: "service.test" };
-    const response = await createWorker(testDeps()).fetch(new Request("http://localhost/v2/projects"), broken as unknown as Env, createExecutionContext());
+    const response = await createWorker(testDeps()).fetch(
+      new Request("http://localhost/v2/projects"),
+      broken as unknown as Env,
+      createExecutionContext(),
+    );
     const body = await response.json<Record<string, unknown>>();
     expect(response.status).toBe(500);
     expect(body.code).toBe("configuration_error");
@@ -139,11 +171,18 @@ describe("problem extensions never replace a problem member", () => {
   it("refuses an extension named like a member of RFC 9457 or ours, and renders the others beside them", () => {
     for (const member of PROBLEM_MEMBERS) {
       const extensions = { run_id: "run_1", [member]: "queued" } as ProblemExtensions;
-      expect(() => new ApiError("run_not_cancellable", "The run is running.", { extensions }), member).toThrow(TypeError);
+      expect(() => new ApiError("run_not_cancellable", "The run is running.", { extensions }), member).toThrow(
+        TypeError,
+      );
     }
     // @ts-expect-error: the types refuse it before the run time does.
     expect(() => new ApiError("conflict", "x", { extensions: { status: "running" } })).toThrow(/status/);
-    const body = problemBody(new ApiError("run_not_cancellable", "The run is running.", { extensions: { run_id: "run_1", run_status: "running" } }), "req_1");
+    const body = problemBody(
+      new ApiError("run_not_cancellable", "The run is running.", {
+        extensions: { run_id: "run_1", run_status: "running" },
+      }),
+      "req_1",
+    );
     expect(body).toMatchObject({ status: 409, code: "run_not_cancellable", run_id: "run_1", run_status: "running" });
   });
 });

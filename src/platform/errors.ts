@@ -50,7 +50,16 @@ export interface FieldError {
  * names (a run's state named `status` once replaced the integer HTTP status, which clients and
  * generated SDKs read); the types refuse it, and so does `ApiError` at run time.
  */
-export const PROBLEM_MEMBERS = ["type", "title", "status", "detail", "instance", "code", "request_id", "errors"] as const;
+export const PROBLEM_MEMBERS = [
+  "type",
+  "title",
+  "status",
+  "detail",
+  "instance",
+  "code",
+  "request_id",
+  "errors",
+] as const;
 type ProblemMember = (typeof PROBLEM_MEMBERS)[number];
 
 /** Extension members of a problem body (RFC 9457 section 3.2), e.g. `run_id`: any name but a problem member's. */
@@ -78,8 +87,11 @@ export class ApiError extends Error {
     this.code = code;
     this.status = PROBLEMS[code].status;
     this.errors = options.errors;
-    const shadowing = Object.keys(options.extensions ?? {}).filter((name) => (PROBLEM_MEMBERS as readonly string[]).includes(name));
-    if (shadowing.length > 0) throw new TypeError(`A problem extension may not replace the problem member(s) ${shadowing.join(", ")}.`);
+    const shadowing = Object.keys(options.extensions ?? {}).filter((name) =>
+      (PROBLEM_MEMBERS as readonly string[]).includes(name),
+    );
+    if (shadowing.length > 0)
+      throw new TypeError(`A problem extension may not replace the problem member(s) ${shadowing.join(", ")}.`);
     this.extensions = options.extensions;
     this.headers = options.headers;
   }

@@ -3,7 +3,8 @@
 const JSON_TYPE = /^application\/([a-z0-9.+-]+\+)?json\s*(;|$)/i;
 
 /** `application/json` or any `application/*+json`, with or without parameters. */
-export const isJsonType = (contentType: string | null | undefined): boolean => Boolean(contentType && JSON_TYPE.test(contentType));
+export const isJsonType = (contentType: string | null | undefined): boolean =>
+  Boolean(contentType && JSON_TYPE.test(contentType));
 
 /** Whether a fetch failed because it was aborted or timed out (the runtime names both ways). */
 export const isTimeout = (error: unknown): boolean =>

@@ -18,8 +18,9 @@ describe("ids", () => {
 
   it("use every base32 character with about equal frequency", () => {
     const counts = new Map<string, number>();
-    for (let i = 0; i < 2000; i++) for (const char of newId("req").slice(14)) counts.set(char, (counts.get(char) ?? 0) + 1);
+    for (let i = 0; i < 2000; i++)
+      for (const char of newId("req").slice(14)) counts.set(char, (counts.get(char) ?? 0) + 1);
     expect(counts.size).toBe(32);
-    for (const count of counts.values()) expect(count).toBeGreaterThan(2000 * 20 / 32 / 2);
+    for (const count of counts.values()) expect(count).toBeGreaterThan((2000 * 20) / 32 / 2);
   });
 });

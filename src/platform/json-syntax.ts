@@ -81,7 +81,15 @@ export class JsonSyntaxCheck {
     let state = this.state;
     const n = bytes.length;
     let i = 0;
-    if (this.byteOrderMark && this.offset === 0 && n >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) i = 3;
+    if (
+      this.byteOrderMark &&
+      this.offset === 0 &&
+      n >= 3 &&
+      bytes[0] === 0xef &&
+      bytes[1] === 0xbb &&
+      bytes[2] === 0xbf
+    )
+      i = 3;
     for (; i < n; i++) {
       let b = bytes[i]!;
       switch (state) {
@@ -111,7 +119,17 @@ export class JsonSyntaxCheck {
           if (b === 0x75) {
             this.count = 4;
             state = S.Hex;
-          } else if (b === 0x22 || b === 0x5c || b === 0x2f || b === 0x62 || b === 0x66 || b === 0x6e || b === 0x72 || b === 0x74) state = S.String;
+          } else if (
+            b === 0x22 ||
+            b === 0x5c ||
+            b === 0x2f ||
+            b === 0x62 ||
+            b === 0x66 ||
+            b === 0x6e ||
+            b === 0x72 ||
+            b === 0x74
+          )
+            state = S.String;
           else return this.fail("an unknown escape in a string", i);
           break;
         case S.Hex:
@@ -176,7 +194,13 @@ export class JsonSyntaxCheck {
             const open = this.nesting[this.depth - 1];
             if (b === 0x2c) state = open === OBJECT ? S.Key : S.Value;
             else if (b === (open === OBJECT ? 0x7d : 0x5d)) this.depth--;
-            else return this.fail(open === OBJECT ? "an object without `,` or `}` after a value" : "an array without `,` or `]` after a value", i);
+            else
+              return this.fail(
+                open === OBJECT
+                  ? "an object without `,` or `}` after a value"
+                  : "an array without `,` or `]` after a value",
+                i,
+              );
             break;
           }
           if (state === S.Colon) {
@@ -229,8 +253,20 @@ export class JsonSyntaxCheck {
   /** The verdict on everything pushed. */
   end(): JsonSyntax {
     if (this.failure !== null) return { valid: false, ...this.failure };
-    const done = this.state === S.End || (this.depth === 0 && (this.state === S.AfterValue || this.state === S.Zero || this.state === S.Int || this.state === S.Frac || this.state === S.Exp));
-    if (!done || this.root === null) return { valid: false, reason: this.root === null ? "no value" : "a text that ends too soon", offset: this.offset };
+    const done =
+      this.state === S.End ||
+      (this.depth === 0 &&
+        (this.state === S.AfterValue ||
+          this.state === S.Zero ||
+          this.state === S.Int ||
+          this.state === S.Frac ||
+          this.state === S.Exp));
+    if (!done || this.root === null)
+      return {
+        valid: false,
+        reason: this.root === null ? "no value" : "a text that ends too soon",
+        offset: this.offset,
+      };
     return { valid: true, root: this.root };
   }
 

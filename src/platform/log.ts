@@ -63,7 +63,15 @@ export function log(level: LogLevel, message: string, fields: LogFields = {}): v
 }
 
 /** The one line of an HTTP request: `error` for a 5xx answer, else `info`. */
-export function logRequest(fields: { request_id: string; method: string; route: string; status: number; duration_ms: number; project_id?: string; [field: string]: unknown }) {
+export function logRequest(fields: {
+  request_id: string;
+  method: string;
+  route: string;
+  status: number;
+  duration_ms: number;
+  project_id?: string;
+  [field: string]: unknown;
+}) {
   log(fields.status >= 500 ? "error" : "info", "request", fields);
 }
 
@@ -71,11 +79,20 @@ export function logRequest(fields: { request_id: string; method: string; route: 
  * The one line of a queue batch or a cron invocation, after `work`; a failure is logged (`error`) and
  * rethrown, so the platform still retries the batch or marks the invocation failed.
  */
-export async function logInvocation(fields: InvocationFields & Record<string, unknown>, work: () => Promise<void>): Promise<void> {
+export async function logInvocation(
+  fields: InvocationFields & Record<string, unknown>,
+  work: () => Promise<void>,
+): Promise<void> {
   const started = Date.now();
   const message = fields.queue !== undefined ? "queue batch" : "cron";
   try {
-    await withInvocation({ request_id: fields.request_id, ...(fields.queue !== undefined ? { queue: fields.queue } : { cron: fields.cron }) }, work);
+    await withInvocation(
+      {
+        request_id: fields.request_id,
+        ...(fields.queue !== undefined ? { queue: fields.queue } : { cron: fields.cron }),
+      },
+      work,
+    );
   } catch (error) {
     log("error", message, { ...fields, outcome: "error", duration_ms: Date.now() - started, error });
     throw error;
@@ -132,6 +149,9 @@ export function redact(text: string): string {
     // A URL keeps its origin only: a Slack-style webhook URL is a secret in its path, others in their query.
     .replace(/(\bhttps?:\/\/[^\s/?#"']+)[/?#][^\s"']*/gi, "$1/[redacted]")
     .replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, "'[redacted]'")
-    .replace(/\b[A-Za-z0-9_-]*[0-9][A-Za-z0-9_-]*[A-Za-z][A-Za-z0-9_-]{20,}\b|\b[A-Za-z0-9+/=_-]{32,}\b/g, "[redacted]");
+    .replace(
+      /\b[A-Za-z0-9_-]*[0-9][A-Za-z0-9_-]*[A-Za-z][A-Za-z0-9_-]{20,}\b|\b[A-Za-z0-9+/=_-]{32,}\b/g,
+      "[redacted]",
+    );
   return out.length > MAX_MESSAGE ? `${out.slice(0, MAX_MESSAGE)}…` : out;
 }

@@ -18,10 +18,15 @@ export const jsonBody = (maxBytes: number) => {
     // A body-less action (POST …/builds, …/validate) as fetch and curl send it: `Content-Length: 0`, or
     // no length, no chunking and no type; some runtimes still hand over an empty stream.
     const empty =
-      c.req.raw.body === null || length === "0" || (length === undefined && !type && !c.req.header("transfer-encoding"));
+      c.req.raw.body === null ||
+      length === "0" ||
+      (length === undefined && !type && !c.req.header("transfer-encoding"));
     if (empty || c.req.method === "GET" || c.req.method === "HEAD") return next();
     if (!isJsonType(type)) {
-      throw new ApiError("unsupported_media_type", `Send the request body as application/json (got ${type ?? "no Content-Type"}).`);
+      throw new ApiError(
+        "unsupported_media_type",
+        `Send the request body as application/json (got ${type ?? "no Content-Type"}).`,
+      );
     }
     return limit(c, next);
   });

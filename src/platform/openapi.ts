@@ -33,7 +33,7 @@ export const jsonBodyOf = <T extends z.ZodType>(schema: T) => ({
 export const problemDescriptions: Record<number, string> = {
   400: "Invalid input (`validation_failed`, `malformed_json`, `bad_request`).",
   401: "Missing, invalid, expired or revoked credentials.",
-  403: "The credential may not do this (`forbidden`), or lacks the route's scope (`insufficient_scope`, with `WWW-Authenticate: Bearer error=\"insufficient_scope\", scope=\"…\"`).",
+  403: 'The credential may not do this (`forbidden`), or lacks the route\'s scope (`insufficient_scope`, with `WWW-Authenticate: Bearer error="insufficient_scope", scope="…"`).',
   404: "No such resource, or not one the credential may see.",
   409: "The resource's state does not allow this.",
   410: "The resource existed but is no longer kept.",
@@ -57,24 +57,46 @@ export type StringHeader = {
   schema: { type: "string" };
 };
 
-export const stringHeader = (description: string, required = false): StringHeader => ({ description, required, schema: { type: "string" } });
+export const stringHeader = (description: string, required = false): StringHeader => ({
+  description,
+  required,
+  schema: { type: "string" },
+});
 
 /** `X-Request-Id`: on every answer of the gateway, success or problem. */
-export const REQUEST_ID_HEADER = { "X-Request-Id": stringHeader("The request's id, also in the problem's `request_id` and in the gateway's logs.", true) };
+export const REQUEST_ID_HEADER = {
+  "X-Request-Id": stringHeader("The request's id, also in the problem's `request_id` and in the gateway's logs.", true),
+};
 
 /** The headers the gateway sets on a problem of this status (besides `X-Request-Id`), required where every such problem has them. */
-export function problemHeaders(status: ProblemStatus, { required }: { required: boolean }): Record<string, StringHeader> {
+export function problemHeaders(
+  status: ProblemStatus,
+  { required }: { required: boolean },
+): Record<string, StringHeader> {
   switch (status) {
     case 401:
-      return { "WWW-Authenticate": stringHeader('The Bearer challenge (RFC 6750), with `error="invalid_token"` or `error="invalid_request"` when a credential was sent.', required) };
+      return {
+        "WWW-Authenticate": stringHeader(
+          'The Bearer challenge (RFC 6750), with `error="invalid_token"` or `error="invalid_request"` when a credential was sent.',
+          required,
+        ),
+      };
     case 403:
-      return { "WWW-Authenticate": stringHeader('With `insufficient_scope`: `Bearer error="insufficient_scope", scope="…"`, the scope the operation needs.', required) };
+      return {
+        "WWW-Authenticate": stringHeader(
+          'With `insufficient_scope`: `Bearer error="insufficient_scope", scope="…"`, the scope the operation needs.',
+          required,
+        ),
+      };
     case 405:
       return { Allow: stringHeader("The methods this path takes.", required) };
     case 429:
       return {
         "Retry-After": stringHeader("Seconds to wait before retrying.", required),
-        "RateLimit-Policy": stringHeader('The limit that was reached (IETF httpapi draft form, e.g. `"runs";q=6000;w=60`).', required),
+        "RateLimit-Policy": stringHeader(
+          'The limit that was reached (IETF httpapi draft form, e.g. `"runs";q=6000;w=60`).',
+          required,
+        ),
         RateLimit: stringHeader('What is left of it (`"runs";r=0;t=60`).', required),
       };
     case 503:
@@ -87,7 +109,14 @@ export function problemHeaders(status: ProblemStatus, { required }: { required: 
 function problemResponses(statuses: ProblemStatus[], required: boolean) {
   const content = { [PROBLEM_CONTENT_TYPE]: { schema: ProblemSchema } };
   return Object.fromEntries(
-    statuses.map((status) => [status, { content, description: problemDescriptions[status]!, headers: { ...REQUEST_ID_HEADER, ...problemHeaders(status, { required }) } }]),
+    statuses.map((status) => [
+      status,
+      {
+        content,
+        description: problemDescriptions[status]!,
+        headers: { ...REQUEST_ID_HEADER, ...problemHeaders(status, { required }) },
+      },
+    ]),
   );
 }
 
@@ -128,6 +157,9 @@ export const listOf = <T extends z.ZodType>(item: T, name: string) =>
   z
     .object({
       data: z.array(item),
-      next_cursor: z.string().nullable().openapi({ description: "Pass as `cursor` for the next page; null on the last page." }),
+      next_cursor: z
+        .string()
+        .nullable()
+        .openapi({ description: "Pass as `cursor` for the next page; null on the last page." }),
     })
     .openapi(name);

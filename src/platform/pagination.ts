@@ -16,7 +16,14 @@ export function decodeCursor(cursor: string | undefined): string | undefined {
   if (cursor === undefined) return undefined;
   try {
     const json: unknown = JSON.parse(new TextDecoder().decode(fromBase64Url(cursor)));
-    if (typeof json === "object" && json !== null && "v" in json && json.v === 1 && "k" in json && typeof json.k === "string") {
+    if (
+      typeof json === "object" &&
+      json !== null &&
+      "v" in json &&
+      json.v === 1 &&
+      "k" in json &&
+      typeof json.k === "string"
+    ) {
       return json.k;
     }
   } catch {

@@ -26,13 +26,17 @@ async function enforce(c: Context<AppEnv>, name: Policy, key: string) {
   if (!limiter) return;
   const { success } = await limiter.limit({ key });
   if (success) return;
-  throw new ApiError("rate_limited", `Too many requests for this ${name === "ip" ? "client address" : "credential"}; retry in up to ${period} s.`, {
-    headers: {
-      "Retry-After": String(period),
-      "RateLimit-Policy": policyHeader(name),
-      RateLimit: `"${name}";r=0;t=${period}`,
+  throw new ApiError(
+    "rate_limited",
+    `Too many requests for this ${name === "ip" ? "client address" : "credential"}; retry in up to ${period} s.`,
+    {
+      headers: {
+        "Retry-After": String(period),
+        "RateLimit-Policy": policyHeader(name),
+        RateLimit: `"${name}";r=0;t=${period}`,
+      },
     },
-  });
+  );
 }
 
 /** Per client address, before authentication: also slows down guessing of tokens. */

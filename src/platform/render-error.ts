@@ -12,7 +12,8 @@ import { type AppEnv, routeOf } from "./scope";
  */
 export function isStorageUnavailable(err: unknown): boolean {
   for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (/^D1[_ ]|\bD1 DB\b|Network connection lost|SQLITE_BUSY/i.test(e.message) && !/constraint/i.test(e.message)) return true;
+    if (/^D1[_ ]|\bD1 DB\b|Network connection lost|SQLITE_BUSY/i.test(e.message) && !/constraint/i.test(e.message))
+      return true;
   }
   return false;
 }
@@ -29,7 +30,8 @@ export interface RequestFacts {
 }
 
 /** The request id of a router's request; a fresh one when the scope could not be built (a configuration error). */
-export const requestIdOf = (c: Context<AppEnv>) => (c.var.scope as AppEnv["Variables"]["scope"] | undefined)?.requestId ?? newId("req");
+export const requestIdOf = (c: Context<AppEnv>) =>
+  (c.var.scope as AppEnv["Variables"]["scope"] | undefined)?.requestId ?? newId("req");
 
 /** Renders whatever a router's handler threw as problem+json. */
 export function renderError(err: unknown, c: Context<AppEnv>): Response {
@@ -42,7 +44,11 @@ export function problemFor(err: unknown, { requestId, method, route }: RequestFa
   if (isStorageUnavailable(err)) {
     log("error", "storage unavailable", { request_id: requestId, method, route, error: err });
     return problemResponse(
-      new ApiError("service_unavailable", "The database is unavailable for a moment; nothing was changed. Retry the request.", { headers: { "Retry-After": "1" } }),
+      new ApiError(
+        "service_unavailable",
+        "The database is unavailable for a moment; nothing was changed. Retry the request.",
+        { headers: { "Retry-After": "1" } },
+      ),
       requestId,
     );
   }
@@ -57,7 +63,12 @@ export function problemFor(err: unknown, { requestId, method, route }: RequestFa
     if (err.status < 500) return problemResponse(new ApiError("bad_request", err.message || "Bad request."), requestId);
   }
   // By name, code, redacted message and stack frames: a driver's message can carry a statement's parameters.
-  log("error", "unhandled error", { request_id: requestId, method, route, error: describeError(err, { withStack: true }) });
+  log("error", "unhandled error", {
+    request_id: requestId,
+    method,
+    route,
+    error: describeError(err, { withStack: true }),
+  });
   return problemResponse(
     new ApiError("internal_error", "An unexpected error occurred. Quote the request_id when reporting it."),
     requestId,

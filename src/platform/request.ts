@@ -29,7 +29,14 @@ const PROJECT_IN_PATH = new RegExp(`/(proj_${ID_BODY})(?:/|$)`);
  * by the caller (the WHATWG form the app and the host gate see). A configuration error (the scope
  * cannot be built) is a problem like any other.
  */
-export async function serveRequest(request: Request, pathname: string, env: Env, ctx: Pick<ExecutionContext, "waitUntil">, deps: Deps, serve: Serve): Promise<Response> {
+export async function serveRequest(
+  request: Request,
+  pathname: string,
+  env: Env,
+  ctx: Pick<ExecutionContext, "waitUntil">,
+  deps: Deps,
+  serve: Serve,
+): Promise<Response> {
   const started = Date.now();
   const parent = parentRequestOf(request);
   const requestId = parent ?? newId("req");

@@ -3,7 +3,13 @@ import type { ZodError } from "zod";
 import { ApiError, type FieldError, invalidFields } from "./errors";
 import type { AppEnv } from "./scope";
 
-const LOCATIONS: Record<string, string> = { json: "body", param: "path", query: "query", header: "header", cookie: "cookie" };
+const LOCATIONS: Record<string, string> = {
+  json: "body",
+  param: "path",
+  query: "query",
+  header: "header",
+  cookie: "cookie",
+};
 
 export function fieldErrors(error: ZodError, location: string): FieldError[] {
   return error.issues.flatMap((issue) => {

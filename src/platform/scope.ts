@@ -21,7 +21,12 @@ export interface Scope {
 }
 
 /** The scope of one invocation. Throws the configuration problem when a setting is missing or malformed. */
-export function createScope(env: Env, ctx: Pick<ExecutionContext, "waitUntil">, deps: Deps, requestId: string = newId("req")): Scope {
+export function createScope(
+  env: Env,
+  ctx: Pick<ExecutionContext, "waitUntil">,
+  deps: Deps,
+  requestId: string = newId("req"),
+): Scope {
   return { requestId, env, ctx, config: getConfig(env), db: createDb(env.DB), deps };
 }
 

@@ -45,7 +45,7 @@ function v4ToInt(address: string): number | null {
 
 function inV4Range(value: number, [base, bits]: [string, number]): boolean {
   const mask = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
-  return ((value & mask) >>> 0) === ((v4ToInt(base)! & mask) >>> 0);
+  return (value & mask) >>> 0 === (v4ToInt(base)! & mask) >>> 0;
 }
 
 /** The 8 groups of an IPv6 address as the URL parser prints it (compressed, no embedded IPv4). */
@@ -54,7 +54,8 @@ function v6Groups(address: string): number[] | null {
   const parse = (part: string) => (part ? part.split(":").map((g) => parseInt(g, 16)) : []);
   const left = parse(head);
   const right = tail === undefined ? [] : parse(tail);
-  const groups = tail === undefined ? left : [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
+  const groups =
+    tail === undefined ? left : [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
   return groups.length === 8 && groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : null;
 }
 
@@ -95,7 +96,8 @@ function classifyHost(hostname: string): AddressKind | "single_label" {
 
 /** Whether the gateway may send to `raw`; when not, a reason fit for a 400's field error. */
 export function checkTarget(raw: string, policy: TargetPolicy): TargetCheck {
-  if (raw.length > MAX_TARGET_URL_LENGTH) return { ok: false, reason: `must be at most ${MAX_TARGET_URL_LENGTH} characters` };
+  if (raw.length > MAX_TARGET_URL_LENGTH)
+    return { ok: false, reason: `must be at most ${MAX_TARGET_URL_LENGTH} characters` };
   let url: URL;
   try {
     url = new URL(raw);
@@ -118,7 +120,9 @@ export function checkTarget(raw: string, policy: TargetPolicy): TargetCheck {
     case "public":
       return { ok: true, url };
     case "loopback":
-      return policy.allowInsecure ? { ok: true, url } : { ok: false, reason: "must not point to localhost or a loopback address" };
+      return policy.allowInsecure
+        ? { ok: true, url }
+        : { ok: false, reason: "must not point to localhost or a loopback address" };
     case "single_label":
       return { ok: false, reason: "must use a fully qualified host name" };
     case "blocked":

@@ -17,7 +17,12 @@ export const projectsRouter = createRouter()
     const db = c.var.scope.db;
     const [[project]] = await db.batch([
       db.insert(projects).values({ id, name, createdAt: now }).returning(),
-      auditStatement(c, { action: "project.create", target: { type: "project", id }, projectId: id, details: { name } }),
+      auditStatement(c, {
+        action: "project.create",
+        target: { type: "project", id },
+        projectId: id,
+        details: { name },
+      }),
     ]);
     return c.json(projectJson(project!), 201);
   })
@@ -29,7 +34,13 @@ export const projectsRouter = createRouter()
         principal.kind === "service_account"
           ? eq(projects.id, principal.projectId)
           : principal.kind === "user"
-            ? inArray(projects.id, c.var.scope.db.select({ id: projectMembers.projectId }).from(projectMembers).where(eq(projectMembers.userId, principal.userId)))
+            ? inArray(
+                projects.id,
+                c.var.scope.db
+                  .select({ id: projectMembers.projectId })
+                  .from(projectMembers)
+                  .where(eq(projectMembers.userId, principal.userId)),
+              )
             : undefined,
       key: projects.id,
       keyOf: (p) => p.id,

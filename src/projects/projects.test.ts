@@ -28,11 +28,16 @@ describe("projects", () => {
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
       api.clock.advance(1000);
-      ids.push((await api.json<{ project_id: string }>("/v2/projects", { method: "POST", body: { name: `p${i}` } })).body.project_id);
+      ids.push(
+        (await api.json<{ project_id: string }>("/v2/projects", { method: "POST", body: { name: `p${i}` } })).body
+          .project_id,
+      );
     }
     const first = await api.json<{ data: { project_id: string }[]; next_cursor: string }>("/v2/projects?limit=2");
     expect(first.body.data.map((p) => p.project_id)).toEqual([ids[2], ids[1]]);
-    const second = await api.json<{ data: { project_id: string }[] }>(`/v2/projects?limit=2&cursor=${first.body.next_cursor}`);
+    const second = await api.json<{ data: { project_id: string }[] }>(
+      `/v2/projects?limit=2&cursor=${first.body.next_cursor}`,
+    );
     expect(second.body.data[0]!.project_id).toBe(ids[0]);
   });
 

@@ -1,6 +1,16 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireAdmin } from "../auth/middleware";
-import { AUTHENTICATED_PROBLEMS, jsonBodyOf, jsonContent, ListQuery, listOf, PROJECT_ID_EXAMPLE, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import {
+  AUTHENTICATED_PROBLEMS,
+  jsonBodyOf,
+  jsonContent,
+  ListQuery,
+  listOf,
+  PROJECT_ID_EXAMPLE,
+  ProjectParams,
+  problems,
+  Timestamp,
+} from "../platform/openapi";
 
 export const ProjectSchema = z
   .object({
@@ -43,7 +53,8 @@ export const listProjects = createRoute({
   tags,
   security,
   summary: "List projects",
-  description: "The admin token sees every project; a service account token its own; a person the projects they are a member of.",
+  description:
+    "The admin token sees every project; a service account token its own; a person the projects they are a member of.",
   request: { query: ListQuery },
   responses: {
     200: jsonContent(listOf(ProjectSchema, "ProjectList"), "A page of projects, newest first."),

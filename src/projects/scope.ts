@@ -25,7 +25,11 @@ export const projectScope = createMiddleware<AppEnv>(async (c, next) => {
   if (!canAccessProject(principal, projectId)) throw missing;
   // A live service account proves its project exists (accounts are deleted with their project).
   if (principal.kind === "admin") {
-    const [found] = await c.var.scope.db.select({ id: projects.id }).from(projects).where(eq(projects.id, projectId)).limit(1);
+    const [found] = await c.var.scope.db
+      .select({ id: projects.id })
+      .from(projects)
+      .where(eq(projects.id, projectId))
+      .limit(1);
     if (!found) throw missing;
   }
   await next();

@@ -20,7 +20,8 @@ async function setup() {
 }
 
 // A request the gate lets through reaches the run proxy, and the deployed app answers with a run envelope.
-const ran = (response: { status: number; body: Record<string, unknown> }) => response.status === 200 && typeof response.body.run_id === "string";
+const ran = (response: { status: number; body: Record<string, unknown> }) =>
+  response.status === 200 && typeof response.body.run_id === "string";
 
 describe("host routing: a validated custom domain", () => {
   it("runs the apps of its own project, GET and POST, with the same authentication as the default address", async () => {
@@ -31,7 +32,11 @@ describe("host routing: a validated custom domain", () => {
     expect((await on(seed.runPath, { token: null })).status).toBe(401);
     // Every app of the project is served: an app that does not exist is the run proxy's 404, not the gate's.
     const unknown = await on(`/v4/${seed.projectId}/any-other-app/run`, { method: "POST", body: {} });
-    expect(unknown.body).toMatchObject({ status: 404, code: "not_found", detail: `No app named 'any-other-app' in project '${seed.projectId}'.` });
+    expect(unknown.body).toMatchObject({
+      status: 404,
+      code: "not_found",
+      detail: `No app named 'any-other-app' in project '${seed.projectId}'.`,
+    });
   });
 
   it("answers 404 for another project's id, without saying whether it exists", async () => {
@@ -40,28 +45,39 @@ describe("host routing: a validated custom domain", () => {
     expect(status).toBe(404);
     // The gate answers, even with the other project's own valid token.
     expect(body).toMatchObject({ code: "not_found", detail: `No project with id '${other.projectId}' on ${host}.` });
-    expect((await on(`/v4/proj_nonexistent/hello/run`)).body.detail).toBe(String(body.detail).replace(other.projectId, "proj_nonexistent"));
+    expect((await on(`/v4/proj_nonexistent/hello/run`)).body.detail).toBe(
+      String(body.detail).replace(other.projectId, "proj_nonexistent"),
+    );
   });
 
-  it.each(["/v2/projects", "/v2/docs", "/v2/openapi.json", "/", "/v4/PROJECT/hello", "/v4/PROJECT/hello/", "/v4/PROJECT"])(
-    "serves nothing else of the surface: %s",
-    async (path) => {
-      const { seed, on, host } = await setup();
-      const { status, body } = await on(path.replace("PROJECT", seed.projectId));
-      expect(status).toBe(404);
-      expect(body).toMatchObject({ code: "not_found", detail: `${host} serves only /v4/{project_id}/{app_name}/{path} of its own project.` });
-    },
-  );
+  it.each([
+    "/v2/projects",
+    "/v2/docs",
+    "/v2/openapi.json",
+    "/",
+    "/v4/PROJECT/hello",
+    "/v4/PROJECT/hello/",
+    "/v4/PROJECT",
+  ])("serves nothing else of the surface: %s", async (path) => {
+    const { seed, on, host } = await setup();
+    const { status, body } = await on(path.replace("PROJECT", seed.projectId));
+    expect(status).toBe(404);
+    expect(body).toMatchObject({
+      code: "not_found",
+      detail: `${host} serves only /v4/{project_id}/{app_name}/{path} of its own project.`,
+    });
+  });
 
-  it.each(["/.well-known/acme-challenge/abc", "/.well-known/pki-validation/fileauth.txt", "/.well-known/acme-challenge/"])(
-    "never passes %s to an app",
-    async (path) => {
-      const { on } = await setup();
-      const { status, body } = await on(path, { token: null });
-      expect(status).toBe(404);
-      expect(String(body.detail)).toContain("No certificate validation token");
-    },
-  );
+  it.each([
+    "/.well-known/acme-challenge/abc",
+    "/.well-known/pki-validation/fileauth.txt",
+    "/.well-known/acme-challenge/",
+  ])("never passes %s to an app", async (path) => {
+    const { on } = await setup();
+    const { status, body } = await on(path, { token: null });
+    expect(status).toBe(404);
+    expect(String(body.detail)).toContain("No certificate validation token");
+  });
 
   it("matches the Host header case-insensitively, with a port or a trailing dot", async () => {
     const { seed, on, host } = await setup();
@@ -80,7 +96,10 @@ describe("host routing: hosts that are not served", () => {
     w.dns.set(failed, "wrong");
     await addDomain(w.api, seed, failed);
     await validate(w.api, seed, failed);
-    for (const [host, status] of [[pending, "pending"], [failed, "failed"]]) {
+    for (const [host, status] of [
+      [pending, "pending"],
+      [failed, "failed"],
+    ]) {
       const { body } = await w.api.json(`/v4/${seed.projectId}/hello/run`, { token: seed.token, host });
       expect(body).toMatchObject({ status: 404, code: "unknown_host" });
       expect(body.detail).toContain(`not validated yet (status ${status})`);
@@ -105,7 +124,9 @@ describe("host routing: hosts that are not served", () => {
     const { w, seed } = await setup();
     const host = `${uniqueLabel("late")}.example.test`;
     await addDomain(w.api, seed, host);
-    expect((await w.api.json(`/v4/${seed.projectId}/hello/run`, { token: seed.token, host })).body.code).toBe("unknown_host");
+    expect((await w.api.json(`/v4/${seed.projectId}/hello/run`, { token: seed.token, host })).body.code).toBe(
+      "unknown_host",
+    );
     w.dns.set(host, "ok");
     await validate(w.api, seed, host);
     expect(ran(await w.api.json(seed.runPath, { token: seed.token, host }))).toBe(true);

@@ -29,8 +29,10 @@ function checkServedOnDomain(route: CustomDomainRoute, target: RunTarget | null)
       `'${hostname}' is a custom domain that is not validated yet (status ${route.status}); its owner can see why and validate it in the dashboard.`,
     );
   }
-  if (!target) throw new ApiError("not_found", `${hostname} serves only /v4/{project_id}/{app_name}/{path} of its own project.`);
-  if (target.projectId !== route.projectId) throw new ApiError("not_found", `No project with id '${target.projectId}' on ${hostname}.`);
+  if (!target)
+    throw new ApiError("not_found", `${hostname} serves only /v4/{project_id}/{app_name}/{path} of its own project.`);
+  if (target.projectId !== route.projectId)
+    throw new ApiError("not_found", `No project with id '${target.projectId}' on ${hostname}.`);
 }
 
 /**
@@ -46,7 +48,10 @@ export async function gateHost(scope: Scope, url: URL, target: RunTarget | null)
   const route = await knownDomain(scope, hostname);
   const path = url.pathname;
   if (CERTIFICATE_VALIDATION.test(path)) {
-    if (route.challenge?.path === path) return new Response(route.challenge.body, { headers: { "Content-Type": "text/plain; charset=UTF-8", "Cache-Control": "no-store" } });
+    if (route.challenge?.path === path)
+      return new Response(route.challenge.body, {
+        headers: { "Content-Type": "text/plain; charset=UTF-8", "Cache-Control": "no-store" },
+      });
     throw new ApiError("not_found", `No certificate validation token at ${path} for ${hostname}.`);
   }
   checkServedOnDomain(route, target);

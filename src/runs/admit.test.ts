@@ -5,16 +5,29 @@ import { RUN_REQUEST_MAX_BYTES } from "./bodies";
 
 // The admit stage's pure parts alone (the key, the limits and the deployment are the workerd tests'):
 // each case is one function call on a Request, no storage.
-const post = (body: BodyInit, headers: Record<string, string> = {}) => new Request("https://gateway.test/v4/p/a/run", { method: "POST", body, headers });
-const refusal = async (work: Promise<unknown>) => ((await work.then(() => null, (e: unknown) => e)) as ApiError).code;
+const post = (body: BodyInit, headers: Record<string, string> = {}) =>
+  new Request("https://gateway.test/v4/p/a/run", { method: "POST", body, headers });
+const refusal = async (work: Promise<unknown>) =>
+  (
+    (await work.then(
+      () => null,
+      (e: unknown) => e,
+    )) as ApiError
+  ).code;
 
 describe("the admit stage (admit → AdmittedRun)", () => {
   it("takes a cortex body as its exact bytes once it is a JSON object; refuses anything else", async () => {
     const admitted = await bodyOf(post('{"a": [1]}', { "content-type": "application/json" }), "cortex", false);
     expect(admitted.kind === "bytes" && new TextDecoder().decode(admitted.bytes)).toBe('{"a": [1]}');
-    expect(await refusal(bodyOf(post("[1]", { "content-type": "application/json" }), "cortex", false))).toBe("validation_failed");
-    expect(await refusal(bodyOf(post("{", { "content-type": "application/json" }), "cortex", false))).toBe("malformed_json");
-    expect(await refusal(bodyOf(post("hi", { "content-type": "text/plain" }), "cortex", false))).toBe("unsupported_media_type");
+    expect(await refusal(bodyOf(post("[1]", { "content-type": "application/json" }), "cortex", false))).toBe(
+      "validation_failed",
+    );
+    expect(await refusal(bodyOf(post("{", { "content-type": "application/json" }), "cortex", false))).toBe(
+      "malformed_json",
+    );
+    expect(await refusal(bodyOf(post("hi", { "content-type": "text/plain" }), "cortex", false))).toBe(
+      "unsupported_media_type",
+    );
   });
 
   it("hands a custom app's body on as a stream: as it is with a declared length, counted without one; past the limit a 413 before reading", async () => {
@@ -24,7 +37,9 @@ describe("the admit stage (admit → AdmittedRun)", () => {
     expect(chunked.kind).toBe("stream");
     if (chunked.kind === "stream") await new Response(chunked.stream).arrayBuffer();
     expect(chunked.kind === "stream" && chunked.limit.size()).toBe(4);
-    expect(await refusal(bodyOf(post("x", { "content-length": String(RUN_REQUEST_MAX_BYTES + 1) }), "custom", false))).toBe("payload_too_large");
+    expect(
+      await refusal(bodyOf(post("x", { "content-length": String(RUN_REQUEST_MAX_BYTES + 1) }), "custom", false)),
+    ).toBe("payload_too_large");
   });
 
   it("reads ?async as true or false only, once", () => {
@@ -39,10 +54,20 @@ describe("the admit stage (admit → AdmittedRun)", () => {
     const request = new Request("https://gateway.test/v4/p/a/v1/x?q=1&async=false&webhookEndpoint=h", {
       headers: { authorization: "Bearer egsa_x", cookie: "c=1", "x-webhook-secret": "s", "x-app": "kept" },
     });
-    const run = { appPath: "v1/x", originUrl: "https://app.example/base/", runtime: "cortex", query: new URLSearchParams("q=1&async=false&webhookEndpoint=h"), body: { kind: "none" } } as AdmittedRun;
+    const run = {
+      appPath: "v1/x",
+      originUrl: "https://app.example/base/",
+      runtime: "cortex",
+      query: new URLSearchParams("q=1&async=false&webhookEndpoint=h"),
+      body: { kind: "none" },
+    } as AdmittedRun;
     const req = appRequestOf(request, run, "run_1");
     expect(req.target).toBe("https://app.example/base/v1/x?q=1");
     for (const name of ["authorization", "cookie", "x-webhook-secret"]) expect(req.headers.has(name), name).toBe(false);
-    expect([req.headers.get("x-app"), req.headers.get("x-run-id"), req.headers.get("accept")]).toEqual(["kept", "run_1", "application/json"]);
+    expect([req.headers.get("x-app"), req.headers.get("x-run-id"), req.headers.get("accept")]).toEqual([
+      "kept",
+      "run_1",
+      "application/json",
+    ]);
   });
 });

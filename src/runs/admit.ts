@@ -60,7 +60,8 @@ function webhookOf(scope: Scope, request: Request, query: URLSearchParams | null
   return { endpoint: check.url.href, secret };
 }
 
-const tooLarge = () => new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
+const tooLarge = () =>
+  new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
 
 /** The caller's body, whole, within the limit. */
 async function wholeBody(request: Request): Promise<Uint8Array> {
@@ -75,12 +76,19 @@ async function functionArguments(request: Request): Promise<RunBody> {
   if (bytes.byteLength === 0) return { kind: "none" };
   const type = request.headers.get("content-type") ?? undefined;
   if (!isJsonType(type)) {
-    throw new ApiError("unsupported_media_type", `Send the run's arguments as application/json (got ${type ?? "no Content-Type"}).`);
+    throw new ApiError(
+      "unsupported_media_type",
+      `Send the run's arguments as application/json (got ${type ?? "no Content-Type"}).`,
+    );
   }
   // Checked, never parsed: the app parses it, and a parse here would build a throw-away object graph
   // many times the body's size (json-syntax.ts).
   const syntax = jsonSyntaxOf(bytes);
-  if (!syntax.valid) throw new ApiError("malformed_json", `The request body is not valid JSON: ${syntax.reason} at byte ${syntax.offset}.`);
+  if (!syntax.valid)
+    throw new ApiError(
+      "malformed_json",
+      `The request body is not valid JSON: ${syntax.reason} at byte ${syntax.offset}.`,
+    );
   if (syntax.root !== "object") throw invalidField("body", "(root)", "must be a JSON object");
   return { kind: "bytes", bytes };
 }
@@ -118,7 +126,8 @@ export function asyncRequested(query: URLSearchParams | null): boolean {
   throw invalidField("query", "async", 'must be "true" or "false"');
 }
 
-const isWebSocket = (request: Request) => request.method === "GET" && request.headers.get("upgrade")?.toLowerCase() === "websocket";
+const isWebSocket = (request: Request) =>
+  request.method === "GET" && request.headers.get("upgrade")?.toLowerCase() === "websocket";
 
 /** The caller's query string, parsed only when there is one (most runs have none). */
 function queryOf(url: string): URLSearchParams | null {
@@ -133,7 +142,12 @@ function queryOf(url: string): URLSearchParams | null {
  * the caller once its key is accepted for the project: from there on the run is on the project's
  * record (src/usage), refused or not.
  */
-export async function admit(scope: Scope, request: Request, target: RunTarget, identified?: (caller: RunCaller) => void): Promise<AdmittedRun> {
+export async function admit(
+  scope: Scope,
+  request: Request,
+  target: RunTarget,
+  identified?: (caller: RunCaller) => void,
+): Promise<AdmittedRun> {
   const { projectId, appName } = target;
   const caller = await admitCaller(scope, request);
   if (caller.projectId !== undefined && caller.projectId !== projectId) {
@@ -148,7 +162,9 @@ export async function admit(scope: Scope, request: Request, target: RunTarget, i
   // HEAD included: Hono would answer it by running the app for a body nobody receives.
   if (!allowed.includes(request.method)) {
     const what = upstream.runtime === "cortex" ? "A cortex app's functions take" : "Runs take";
-    throw new ApiError("method_not_allowed", `${what} ${allowed.join(", ")}; not ${request.method}.`, { headers: { Allow: allowed.join(", ") } });
+    throw new ApiError("method_not_allowed", `${what} ${allowed.join(", ")}; not ${request.method}.`, {
+      headers: { Allow: allowed.join(", ") },
+    });
   }
   const webSocket = isWebSocket(request);
   const query = queryOf(request.url);
@@ -157,7 +173,17 @@ export async function admit(scope: Scope, request: Request, target: RunTarget, i
   const isAsync = asyncRequested(query);
   if (isAsync && webSocket) throw invalidField("query", "async", "does not apply to a WebSocket");
   const body = await bodyOf(request, upstream.runtime, isAsync);
-  return { ...target, caller, runtime: upstream.runtime, originUrl: upstream.originUrl, query, webhook, isAsync, webSocket, body };
+  return {
+    ...target,
+    caller,
+    runtime: upstream.runtime,
+    originUrl: upstream.originUrl,
+    query,
+    webhook,
+    isAsync,
+    webSocket,
+    body,
+  };
 }
 
 /**
@@ -173,6 +199,7 @@ export function appRequestOf(request: Request, run: AdmittedRun, runId: string):
     if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
     if (!headers.has("accept")) headers.set("Accept", "application/json");
   }
-  if (body.kind === "stream") return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
+  if (body.kind === "stream")
+    return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
   return { target, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
 }

@@ -38,7 +38,8 @@ export function envelopes(call: AppCall, run: RunContext): boolean {
 
 // Statuses whose responses cannot carry a body: the envelope always has one.
 const NULL_BODY = new Set([204, 205, 304]);
-export const callerStatus = (upstream: number) => (NULL_BODY.has(upstream) || upstream < 200 || upstream > 599 ? 200 : upstream);
+export const callerStatus = (upstream: number) =>
+  NULL_BODY.has(upstream) || upstream < 200 || upstream > 599 ? 200 : upstream;
 
 /** An app's `Retry-After` on a 429 or 503 reaches the caller with the envelope too. */
 function retryAfterOf(response: Response): Record<string, string> {
@@ -57,29 +58,58 @@ export interface EnvelopeAnswer extends RunAnswer {
 export async function envelopeAnswer(call: AppCall, run: RunContext): Promise<EnvelopeAnswer> {
   const meta = runMeta(run.runId);
   const raw = await call.text(RUN_RESPONSE_MAX_BYTES);
-  if (raw === null) throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
+  if (raw === null)
+    throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
   const text = raw.trim();
   // Checked without parsing: `result` is the app's text as it came (json-syntax.ts says why not JSON.parse).
   if (text !== "") {
     const syntax = jsonTextSyntaxOf(text);
-    if (!syntax.valid) throw new ApiError("bad_gateway", `The app answered ${call.response.status} with a body that is not JSON (${syntax.reason}).`, meta);
+    if (!syntax.valid)
+      throw new ApiError(
+        "bad_gateway",
+        `The app answered ${call.response.status} with a body that is not JSON (${syntax.reason}).`,
+        meta,
+      );
   }
   const runTimeMs = Date.now() - call.startedAt;
   const envelope = `{"run_id":${JSON.stringify(run.runId)},"result":${text === "" ? "null" : text},"run_time_ms":${runTimeMs},"timestamp":${JSON.stringify(run.now().toISOString())}}`;
-  return { status: callerStatus(call.response.status), text: envelope, contentType: "application/json", failure: null, headers: retryAfterOf(call.response) };
+  return {
+    status: callerStatus(call.response.status),
+    text: envelope,
+    contentType: "application/json",
+    failure: null,
+    headers: retryAfterOf(call.response),
+  };
 }
 
 /** The problem a caller gets when the app gave no answer (502, 504, 413): its webhook receives it too. */
 export function failureAnswer(error: ApiError, requestId: string): EnvelopeAnswer {
-  return { status: error.status, text: JSON.stringify(problemBody(error, requestId)), contentType: PROBLEM_CONTENT_TYPE, failure: error, headers: {} };
+  return {
+    status: error.status,
+    text: JSON.stringify(problemBody(error, requestId)),
+    contentType: PROBLEM_CONTENT_TYPE,
+    failure: error,
+    headers: {},
+  };
 }
 
 /** A whole answer (envelope or problem) as the caller's response. */
 export const responseOf = (answer: EnvelopeAnswer, runId: string) =>
-  new Response(answer.text, { status: answer.status, headers: { "Content-Type": answer.contentType, "X-Run-Id": runId, "Cache-Control": "no-store", ...answer.headers, ...answer.failure?.headers } });
+  new Response(answer.text, {
+    status: answer.status,
+    headers: {
+      "Content-Type": answer.contentType,
+      "X-Run-Id": runId,
+      "Cache-Control": "no-store",
+      ...answer.headers,
+      ...answer.failure?.headers,
+    },
+  });
 
 const asRunError = (error: unknown, runId: string): ApiError =>
-  error instanceof ApiError ? error : new ApiError("bad_gateway", "The app's answer broke off.", { ...runMeta(runId), cause: error });
+  error instanceof ApiError
+    ? error
+    : new ApiError("bad_gateway", "The app's answer broke off.", { ...runMeta(runId), cause: error });
 
 /**
  * Reads `body` to its end, copying it (bounded) beside `caller` when there is one, and returns the
@@ -92,7 +122,12 @@ const asRunError = (error: unknown, runId: string): ApiError =>
  * read at the app's pace into the copy only, so the webhook still receives the whole answer; the run's
  * grace after a hang-up bounds that (`cutShortAfterHangUp`).
  */
-async function collect(call: AppCall, body: ReadableStream<Uint8Array> | null, caller: WritableStreamDefaultWriter<Uint8Array> | null, run: RunContext): Promise<RunAnswer> {
+async function collect(
+  call: AppCall,
+  body: ReadableStream<Uint8Array> | null,
+  caller: WritableStreamDefaultWriter<Uint8Array> | null,
+  run: RunContext,
+): Promise<RunAnswer> {
   const copy = new BodyCopy();
   let error: ApiError | null = null;
   let callerGone = caller === null;
@@ -147,7 +182,8 @@ const utf8 = new TextEncoder();
 const sizeOf = (text: string) => utf8.encode(text).byteLength;
 
 /** The document of an answer nobody streams (an async run): the body read to its end into the copy. */
-export const collectAnswer = (call: AppCall, run: RunContext): Promise<RunAnswer> => collect(call, call.stream(), null, run);
+export const collectAnswer = (call: AppCall, run: RunContext): Promise<RunAnswer> =>
+  collect(call, call.stream(), null, run);
 
 /** The answer stage's state: what the caller gets, and what the run hands on and records. */
 export interface Answered {
@@ -164,13 +200,23 @@ export interface Answered {
 export async function answerCall(call: AppCall, run: RunContext, copy: boolean): Promise<Answered> {
   if (!envelopes(call, run)) return { ...passThrough(call, run, copy), call, size: null };
   const answer = await envelopeAnswer(call, run);
-  return { response: responseOf(answer, run.runId), call, size: sizeOf(answer.text), copy: copy ? Promise.resolve(answer) : null };
+  return {
+    response: responseOf(answer, run.runId),
+    call,
+    size: sizeOf(answer.text),
+    copy: copy ? Promise.resolve(answer) : null,
+  };
 }
 
 /** The answer of a run whose app gave none (502, 504, 413): the problem, for the caller and the copy alike. */
 export function failed(error: ApiError, run: RunContext): Answered {
   const answer = failureAnswer(error, run.requestId);
-  return { response: responseOf(answer, run.runId), call: null, size: sizeOf(answer.text), copy: Promise.resolve(answer) };
+  return {
+    response: responseOf(answer, run.runId),
+    call: null,
+    size: sizeOf(answer.text),
+    copy: Promise.resolve(answer),
+  };
 }
 
 /**
@@ -178,7 +224,13 @@ export function failed(error: ApiError, run: RunContext): Answered {
  * problem when the app gave none (502, 504, 413), which is the copy handed on too. `cancel` ends the
  * app's call (the caller hung up, or a webhook run's grace after it is over).
  */
-export async function callAndAnswer(deps: Deps, req: AppRequest, run: RunContext, copy: boolean, cancel: AbortSignal): Promise<Answered> {
+export async function callAndAnswer(
+  deps: Deps,
+  req: AppRequest,
+  run: RunContext,
+  copy: boolean,
+  cancel: AbortSignal,
+): Promise<Answered> {
   try {
     return await answerCall(await callApp(deps, req, run.limits, cancel), run, copy);
   } catch (error) {
@@ -192,7 +244,12 @@ export async function callAndAnswer(deps: Deps, req: AppRequest, run: RunContext
  * of a passed-through answer, or the problem when the app gave none. What it stores is what the
  * synchronous run would have answered, or handed its webhook.
  */
-export async function answerRun(deps: Deps, req: AppRequest, run: RunContext, cancel?: AbortSignal): Promise<RunAnswer> {
+export async function answerRun(
+  deps: Deps,
+  req: AppRequest,
+  run: RunContext,
+  cancel?: AbortSignal,
+): Promise<RunAnswer> {
   try {
     const call = await callApp(deps, req, run.limits, cancel);
     return envelopes(call, run) ? await envelopeAnswer(call, run) : await collectAnswer(call, run);

@@ -52,7 +52,10 @@ export interface BodyLimit {
  * The caller's body as it flows to the app, counted: past `max` bytes the app's call is ended and the
  * stream errors, and `exceeded()` turns true, so the run answers 413 rather than 502.
  */
-export function limitedStream(body: ReadableStream<Uint8Array>, max: number): { stream: ReadableStream<Uint8Array>; limit: BodyLimit } {
+export function limitedStream(
+  body: ReadableStream<Uint8Array>,
+  max: number,
+): { stream: ReadableStream<Uint8Array>; limit: BodyLimit } {
   let size = 0;
   let over = false;
   let end = () => undefined as void;
@@ -82,6 +85,9 @@ export function limitedStream(body: ReadableStream<Uint8Array>, max: number): { 
  * A body of a declared length within the limit: the runtime holds it to that length, so it is passed
  * as it is, through the runtime's own pipe, and counted as its length.
  */
-export function declaredBody(body: ReadableStream<Uint8Array>, length: number): { stream: ReadableStream<Uint8Array>; limit: BodyLimit } {
+export function declaredBody(
+  body: ReadableStream<Uint8Array>,
+  length: number,
+): { stream: ReadableStream<Uint8Array>; limit: BodyLimit } {
   return { stream: body, limit: { exceeded: () => false, size: () => length, onExceeded: () => undefined } };
 }

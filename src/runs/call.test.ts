@@ -18,7 +18,10 @@ const app = (answer: (request: Request) => Response | Promise<Response>) => {
   return { seen, deps: testDeps({ outbound: { fetch: async (r: Request) => (seen.push(r), answer(r)) } }) };
 };
 const failure = async (work: Promise<unknown>) => {
-  const error = await work.then(() => null, (e: unknown) => e);
+  const error = await work.then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(error).toBeInstanceOf(ApiError);
   return error as ApiError;
 };
@@ -28,7 +31,12 @@ describe("the call stage (callApp → AppCall)", () => {
     const { seen, deps } = app(() => new Response("{}", { headers: { "content-type": "application/json" } }));
     const call = await callApp(deps, request(), limits);
     expect(seen).toHaveLength(1);
-    expect([seen[0]!.method, seen[0]!.url, seen[0]!.redirect, seen[0]!.headers.get("x-run-id")]).toEqual(["POST", "https://app.example/base/run?a=1", "manual", "run_1"]);
+    expect([seen[0]!.method, seen[0]!.url, seen[0]!.redirect, seen[0]!.headers.get("x-run-id")]).toEqual([
+      "POST",
+      "https://app.example/base/run?a=1",
+      "manual",
+      "run_1",
+    ]);
     expect(await seen[0]!.text()).toBe('{"x":1}');
     expect(call.response.status).toBe(200);
     expect(await call.text(100)).toBe("{}");
@@ -36,7 +44,9 @@ describe("the call stage (callApp → AppCall)", () => {
 
   it("passes a body of a declared length through the runtime's pipe, and counts it once it is whole", async () => {
     const size = 100 * 1024;
-    const { deps } = app(() => new Response(new Uint8Array(size).fill(7), { headers: { "content-length": String(size) } }));
+    const { deps } = app(
+      () => new Response(new Uint8Array(size).fill(7), { headers: { "content-length": String(size) } }),
+    );
     const call = await callApp(deps, request({ method: "GET", body: null }), limits);
     const piped = call.piped();
     expect(piped?.length).toBe(size);
@@ -70,7 +80,9 @@ describe("the call stage (callApp → AppCall)", () => {
   it("answers 502 when the app cannot be reached, 504 when its headers do not come in time", async () => {
     const refused = app(() => Promise.reject(new TypeError("connection refused")));
     expect((await failure(callApp(refused.deps, request(), limits))).code).toBe("bad_gateway");
-    const silent = app((r) => new Promise((_, reject) => r.signal.addEventListener("abort", () => reject(r.signal.reason))));
+    const silent = app(
+      (r) => new Promise((_, reject) => r.signal.addEventListener("abort", () => reject(r.signal.reason))),
+    );
     const late = await failure(callApp(silent.deps, request(), { headersMs: 5, idleMs: 1_000 }));
     expect(late.code).toBe("gateway_timeout");
     expect(late.extensions).toMatchObject({ run_id: "run_1" });
@@ -79,7 +91,14 @@ describe("the call stage (callApp → AppCall)", () => {
   it("ends the app's call at once when the run is cancelled (the caller hung up)", async () => {
     const hungUp = new AbortController();
     hungUp.abort();
-    const { seen, deps } = app((r) => new Promise((_, reject) => (r.signal.aborted ? reject(r.signal.reason) : r.signal.addEventListener("abort", () => reject(r.signal.reason)))));
+    const { seen, deps } = app(
+      (r) =>
+        new Promise((_, reject) =>
+          r.signal.aborted
+            ? reject(r.signal.reason)
+            : r.signal.addEventListener("abort", () => reject(r.signal.reason)),
+        ),
+    );
     await failure(callApp(deps, request(), limits, hungUp.signal));
     expect(seen[0]!.signal.aborted).toBe(true);
   });

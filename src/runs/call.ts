@@ -59,7 +59,8 @@ const FIRST_READ_BYTES = 16 * 1024;
  * back full (a fast body), back to the first size when it came back under a quarter full (a trickle).
  * A pending read holds its buffer while the app is silent, so a slow stream holds 16 KiB, not 256.
  */
-const nextReadSize = (size: number, got: number) => (got === size ? Math.min(size * 4, READ_BYTES) : got * 4 < size ? FIRST_READ_BYTES : size);
+const nextReadSize = (size: number, got: number) =>
+  got === size ? Math.min(size * 4, READ_BYTES) : got * 4 < size ? FIRST_READ_BYTES : size;
 
 /**
  * The body as it arrives, with a watch that ends the call when the app stays silent `idleMs` between
@@ -90,56 +91,59 @@ function watchSilence(
   // A plain stream, not `type: "bytes"`: workerd hands a default reader of a byte stream each chunk in
   // a 4 KiB buffer of its own, so a 16-byte event held 4 KiB; a plain stream hands on the chunk itself.
   // The high-water mark of 0 keeps the rule below: nothing is read before someone asks for it.
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      const look = () => {
-        const quietMs = Date.now() - lastReadAt;
-        if (quietMs < idleMs) {
-          timer = setTimeout(look, idleMs - quietMs);
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        const look = () => {
+          const quietMs = Date.now() - lastReadAt;
+          if (quietMs < idleMs) {
+            timer = setTimeout(look, idleMs - quietMs);
+            return;
+          }
+          timer = null;
+          const idle = new StreamIdle(idleMs, runId);
+          controller.error(idle);
+          void reader.cancel(idle).catch(() => undefined);
+          end(idle);
+          tally?.settle("idle");
+        };
+        timer = setTimeout(look, idleMs);
+      },
+      async pull(controller) {
+        const size = readSize;
+        let read: ReadableStreamReadResult<Uint8Array>;
+        try {
+          read = await reader.read(new Uint8Array(size));
+        } catch (error) {
+          tally?.settle("broken");
+          throw error;
+        }
+        const { done, value } = read;
+        lastReadAt = Date.now();
+        if (done) {
+          disarm();
+          over();
+          tally?.settle("done");
+          controller.close();
           return;
         }
-        timer = null;
-        const idle = new StreamIdle(idleMs, runId);
-        controller.error(idle);
-        void reader.cancel(idle).catch(() => undefined);
-        end(idle);
-        tally?.settle("idle");
-      };
-      timer = setTimeout(look, idleMs);
-    },
-    async pull(controller) {
-      const size = readSize;
-      let read: ReadableStreamReadResult<Uint8Array>;
-      try {
-        read = await reader.read(new Uint8Array(size));
-      } catch (error) {
-        tally?.settle("broken");
-        throw error;
-      }
-      const { done, value } = read;
-      lastReadAt = Date.now();
-      if (done) {
+        readSize = nextReadSize(size, value.byteLength);
+        if (value.byteLength > 0) tally?.count(value.byteLength);
+        // What is passed on holds only the bytes that arrived: a view of a part of the read's buffer would
+        // keep the whole buffer alive for as long as anyone holds the chunk (a caller's queue, a copy).
+        if (value.byteLength === size) controller.enqueue(value);
+        else if (value.byteLength > 0) controller.enqueue(value.slice());
+      },
+      // The reader went away (the caller hung up): the timer must not outlive the call.
+      cancel(reason) {
         disarm();
         over();
-        tally?.settle("done");
-        controller.close();
-        return;
-      }
-      readSize = nextReadSize(size, value.byteLength);
-      if (value.byteLength > 0) tally?.count(value.byteLength);
-      // What is passed on holds only the bytes that arrived: a view of a part of the read's buffer would
-      // keep the whole buffer alive for as long as anyone holds the chunk (a caller's queue, a copy).
-      if (value.byteLength === size) controller.enqueue(value);
-      else if (value.byteLength > 0) controller.enqueue(value.slice());
+        tally?.settle("cancelled");
+        return reader.cancel(reason);
+      },
     },
-    // The reader went away (the caller hung up): the timer must not outlive the call.
-    cancel(reason) {
-      disarm();
-      over();
-      tally?.settle("cancelled");
-      return reader.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
+    { highWaterMark: 0 },
+  );
 }
 
 /**
@@ -166,7 +170,10 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
   const end = (reason: unknown) => controller.abort(reason);
   // A timer of our own, cleared once the headers are in: `AbortSignal.timeout` would leave one pending
   // for the whole timeout after every run.
-  const timer = setTimeout(() => end(new DOMException(`No answer within ${limits.headersMs} ms`, "TimeoutError")), limits.headersMs);
+  const timer = setTimeout(
+    () => end(new DOMException(`No answer within ${limits.headersMs} ms`, "TimeoutError")),
+    limits.headersMs,
+  );
   const onCancel = () => end(cancel?.reason ?? new DOMException("The run was ended", "AbortError"));
   if (cancel?.aborted) onCancel();
   else cancel?.addEventListener("abort", onCancel, { once: true });
@@ -174,11 +181,19 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
   const startedAt = Date.now();
   let response: Response;
   try {
-    response = await deps.outbound.fetch(new Request(req.target, { method: req.method, headers: req.headers, body: req.body, signal, redirect: "manual" }));
+    response = await deps.outbound.fetch(
+      new Request(req.target, { method: req.method, headers: req.headers, body: req.body, signal, redirect: "manual" }),
+    );
   } catch (error) {
     cancel?.removeEventListener("abort", onCancel);
-    if (req.bodyLimit?.exceeded()) throw new ApiError("payload_too_large", "The request body is larger than the run's limit; the app's call was ended.", meta);
-    if (isTimeout(error) || signal.aborted) throw new ApiError("gateway_timeout", `The app did not answer within ${limits.headersMs} ms.`, meta);
+    if (req.bodyLimit?.exceeded())
+      throw new ApiError(
+        "payload_too_large",
+        "The request body is larger than the run's limit; the app's call was ended.",
+        meta,
+      );
+    if (isTimeout(error) || signal.aborted)
+      throw new ApiError("gateway_timeout", `The app did not answer within ${limits.headersMs} ms.`, meta);
     throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });
   } finally {
     clearTimeout(timer);
@@ -189,7 +204,8 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
   const brokenOff = (error: unknown): ApiError => {
     if (signal.reason instanceof ApiError) return signal.reason;
     if (error instanceof ApiError) return error;
-    if (signal.aborted || isTimeout(error)) return new ApiError("gateway_timeout", "The app's answer was cut off by the run's time limits.", meta);
+    if (signal.aborted || isTimeout(error))
+      return new ApiError("gateway_timeout", "The app's answer was cut off by the run's time limits.", meta);
     return new ApiError("bad_gateway", "The app's answer broke off.", { ...meta, cause: error });
   };
   const raw = response;
@@ -229,14 +245,17 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
         return { body: raw.body, length: fixed };
       }
       const pipe = fixed !== null ? new FixedLengthStream(fixed) : new IdentityTransformStream();
-      raw.body!.pipeTo(pipe.writable).then(
-        () => {
-          // Whole: the declared length crossed (the wire length of an encoded answer).
-          tally.bytes = Number(length);
-          settle("done");
-        },
-        () => settle(cancel?.aborted ? "cancelled" : "broken"),
-      ).finally(over);
+      raw
+        .body!.pipeTo(pipe.writable)
+        .then(
+          () => {
+            // Whole: the declared length crossed (the wire length of an encoded answer).
+            tally.bytes = Number(length);
+            settle("done");
+          },
+          () => settle(cancel?.aborted ? "cancelled" : "broken"),
+        )
+        .finally(over);
       return { body: pipe.readable, length: fixed };
     },
     async text(max) {
@@ -260,7 +279,10 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
             clearTimeout(idle);
           }
         }
-        const bytes = await readLimited(watchSilence(raw.body!, limits.idleMs, end, req.runId, () => undefined), max);
+        const bytes = await readLimited(
+          watchSilence(raw.body!, limits.idleMs, end, req.runId, () => undefined),
+          max,
+        );
         if (bytes === null) end(new DOMException("The answer is larger than the gateway reads", "AbortError"));
         return bytes === null ? null : new TextDecoder().decode(bytes);
       } catch (error) {

@@ -12,7 +12,8 @@ import { concat } from "./bodies";
 export const RUN_COPY_MAX_BYTES = 4 * 1024 * 1024;
 
 // Types whose bytes are text: carried as `text` (an event stream whole, as it was sent).
-const TEXTUAL = /^(text\/|application\/([a-z0-9.+-]+\+)?(xml|javascript|x-www-form-urlencoded|x-ndjson|ndjson|yaml|graphql)\b|application\/[a-z0-9.+-]+\+(xml|yaml)\b)/i;
+const TEXTUAL =
+  /^(text\/|application\/([a-z0-9.+-]+\+)?(xml|javascript|x-www-form-urlencoded|x-ndjson|ndjson|yaml|graphql)\b|application\/[a-z0-9.+-]+\+(xml|yaml)\b)/i;
 
 /** The bytes of an answer as they pass by, up to `RUN_COPY_MAX_BYTES`; the rest only counted. */
 export class BodyCopy {

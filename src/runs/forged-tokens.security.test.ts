@@ -11,13 +11,20 @@ import { RATE_LIMITS } from "../platform/rate-limit";
  */
 
 /** An address no other test spends from (the limiter's counts outlive a test). */
-const freshAddress = () => `2001:db8::${crypto.getRandomValues(new Uint16Array(3)).reduce((text, n) => `${text}:${n.toString(16)}`, "").slice(1)}`;
+const freshAddress = () =>
+  `2001:db8::${crypto
+    .getRandomValues(new Uint16Array(3))
+    .reduce((text, n) => `${text}:${n.toString(16)}`, "")
+    .slice(1)}`;
 
 /** Miniflare's real address limiter, with its calls counted. */
 function countingLimiter() {
   let calls = 0;
   const real = env.RATE_LIMIT_IP!;
-  return { limiter: { limit: (options: { key: string }) => (calls++, real.limit(options)) } as RateLimit, calls: () => calls };
+  return {
+    limiter: { limit: (options: { key: string }) => (calls++, real.limit(options)) } as RateLimit,
+    calls: () => calls,
+  };
 }
 
 describe("forged tokens sprayed at the run path", () => {

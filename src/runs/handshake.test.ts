@@ -15,7 +15,10 @@ describe("WebSocket handshake with the app", () => {
   it("gives up after the run timeout when the app never answers the handshake", async () => {
     const api = client();
     const app = await seedRunnable(api, `${PEER}/upstream/ws-stall`);
-    const res = await callWith(api, { RUN_TIMEOUT_MS: "200" }, app.runPath, { token: app.token, headers: { Upgrade: "websocket" } });
+    const res = await callWith(api, { RUN_TIMEOUT_MS: "200" }, app.runPath, {
+      token: app.token,
+      headers: { Upgrade: "websocket" },
+    });
     expect(res.status).toBe(504);
     expect(res.headers.get("x-run-id")).toMatch(/^run_/);
   });

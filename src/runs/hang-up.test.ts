@@ -19,7 +19,9 @@ function watchingOutbound() {
     calls,
     async fetch(request: Request) {
       const runId = request.headers.get("x-run-id");
-      const row = runId ? await env.DB.prepare("SELECT status FROM webhook_deliveries WHERE run_id = ?").bind(runId).first() : null;
+      const row = runId
+        ? await env.DB.prepare("SELECT status FROM webhook_deliveries WHERE run_id = ?").bind(runId).first()
+        : null;
       calls.push({ url: request.url, method: request.method, recorded: row !== null });
       return fetch(request);
     },
@@ -27,7 +29,9 @@ function watchingOutbound() {
 }
 
 async function rowOf(runId: string) {
-  return env.DB.prepare("SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?").bind(runId).first<{ status: string; last_error: string | null }>();
+  return env.DB.prepare("SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?")
+    .bind(runId)
+    .first<{ status: string; last_error: string | null }>();
 }
 
 /** A run of `app` with a webhook, its queue captured, whose caller hangs up with `hangUp.abort()`; `start` sends it. */
@@ -40,7 +44,13 @@ async function hangingUpRun(api: Client, app: { runPath: string; token: string }
     headers: { Authorization: `Bearer ${app.token}` },
     signal: hangUp.signal,
   });
-  return { hook, capture, hangUp, ctx, start: () => api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: capture.queue }, ctx) };
+  return {
+    hook,
+    capture,
+    hangUp,
+    ctx,
+    start: () => api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: capture.queue }, ctx),
+  };
 }
 
 describe("a caller who hangs up mid-run", () => {
@@ -89,7 +99,10 @@ describe("HEAD on a run path", () => {
     const capture = capturingQueue();
     const ctx = createExecutionContext();
     const response = await api.worker.fetch(
-      new Request(`http://localhost${app.runPath}${slash}?webhookEndpoint=${encodeURIComponent(hook.url)}`, { method: "HEAD", headers: { Authorization: `Bearer ${app.token}` } }),
+      new Request(`http://localhost${app.runPath}${slash}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+        method: "HEAD",
+        headers: { Authorization: `Bearer ${app.token}` },
+      }),
       { ...env, WEBHOOK_QUEUE: capture.queue },
       ctx,
     );
@@ -98,19 +111,28 @@ describe("HEAD on a run path", () => {
     if (slash === "") expect(response.headers.get("allow")).toBe("GET, POST");
     expect(outbound.calls).toHaveLength(0);
     expect(capture.sent).toHaveLength(0);
-    const { n } = (await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint = ?").bind(hook.url).first<{ n: number }>())!;
+    const { n } = (await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint = ?")
+      .bind(hook.url)
+      .first<{ n: number }>())!;
     expect(n).toBe(0);
   });
 });
 
 describe("another method on a run path", () => {
-  it.each(["PUT", "DELETE", "PATCH"])("%s answers 405 whose Allow offers GET and POST, not the HEAD runs refuse", async (method) => {
-    const api = client();
-    const app = await seedRunnable(api);
-    const response = await api.worker.fetch(new Request(`http://localhost${app.runPath}`, { method, headers: { Authorization: `Bearer ${app.token}` } }), env, createExecutionContext());
-    expect(response.status).toBe(405);
-    expect(response.headers.get("allow")).toBe("GET, POST");
-  });
+  it.each(["PUT", "DELETE", "PATCH"])(
+    "%s answers 405 whose Allow offers GET and POST, not the HEAD runs refuse",
+    async (method) => {
+      const api = client();
+      const app = await seedRunnable(api);
+      const response = await api.worker.fetch(
+        new Request(`http://localhost${app.runPath}`, { method, headers: { Authorization: `Bearer ${app.token}` } }),
+        env,
+        createExecutionContext(),
+      );
+      expect(response.status).toBe(405);
+      expect(response.headers.get("allow")).toBe("GET, POST");
+    },
+  );
 });
 
 describe("the caller's answer and the delivery's enqueue", () => {
@@ -127,11 +149,14 @@ describe("the caller's answer and the delivery's enqueue", () => {
       },
     } as unknown as Queue;
     const ctx = createExecutionContext();
-    const request = new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/slow-queue`)}`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${app.token}`, "Content-Type": "application/json" },
-      body: "{}",
-    });
+    const request = new Request(
+      `http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/slow-queue`)}`,
+      {
+        method: "POST",
+        headers: { Authorization: `Bearer ${app.token}`, "Content-Type": "application/json" },
+        body: "{}",
+      },
+    );
     const response = await api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: slowQueue }, ctx);
     expect(response.status).toBe(200);
     expect(sent).toHaveLength(0);

@@ -17,7 +17,10 @@ export function cutShortAfterHangUp(request: Request, deps: Deps): { signal: Abo
   let done = false;
   const onAbort = () => {
     void deps.sleep(RUN_AFTER_HANG_UP_MS).then(() => {
-      if (!done) controller.abort(new DOMException("The caller hung up and the run outlived what the platform allows after it", "AbortError"));
+      if (!done)
+        controller.abort(
+          new DOMException("The caller hung up and the run outlived what the platform allows after it", "AbortError"),
+        );
     });
   };
   const callerSignal = request.signal as AbortSignal | undefined;

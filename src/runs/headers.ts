@@ -60,7 +60,8 @@ export function upstreamHeaders(request: Request, runId: string, keepUpgrade = f
   const headers = new Headers();
   for (const [name, value] of incoming) {
     if (keepUpgrade && name === "upgrade") headers.set(name, value);
-    else if (NOT_FORWARDED.has(name) || named.has(name) || name.startsWith("cf-") || name.startsWith("x-forwarded-")) continue;
+    else if (NOT_FORWARDED.has(name) || named.has(name) || name.startsWith("cf-") || name.startsWith("x-forwarded-"))
+      continue;
     else headers.set(name, value);
   }
   const address = incoming.get("cf-connecting-ip");
@@ -123,7 +124,9 @@ function privateCacheControl(value: string): string {
   const kept = value
     .split(",")
     .map((directive) => directive.trim())
-    .filter((directive) => directive !== "" && !/^(public|must-revalidate|proxy-revalidate|s-maxage\s*=.*)$/i.test(directive));
+    .filter(
+      (directive) => directive !== "" && !/^(public|must-revalidate|proxy-revalidate|s-maxage\s*=.*)$/i.test(directive),
+    );
   if (!kept.some((directive) => /^(private|no-store)\b/i.test(directive))) kept.unshift("private");
   return kept.join(", ");
 }

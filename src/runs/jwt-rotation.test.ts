@@ -23,7 +23,11 @@ describe("run JWTs across a JWT_SECRET rotation", () => {
     expect((await callWith(api, rotating, app.runPath, { token: newJwt })).status).toBe(200);
     expect((await callWith(api, rotating, app.runPath, { token: strangerJwt })).status).toBe(401);
     // The previous secret verifies only within the run's own rules: another project's id is still a 404.
-    const otherProject = await sign({ ...claims, project_id: `proj_${"0".repeat(30)}` }, TEST_SECRETS.JWT_SECRET, "HS256");
+    const otherProject = await sign(
+      { ...claims, project_id: `proj_${"0".repeat(30)}` },
+      TEST_SECRETS.JWT_SECRET,
+      "HS256",
+    );
     expect((await callWith(api, rotating, app.runPath, { token: otherProject })).status).toBe(404);
   });
 
@@ -37,7 +41,9 @@ describe("run JWTs across a JWT_SECRET rotation", () => {
 
   it("refuses a JWT_SECRET_PREVIOUS shorter than 32 characters with a configuration problem naming it", async () => {
     const app = await seedRunnable(api);
-    const res = await callWith(api, { JWT_SECRET: NEW_SECRET, JWT_SECRET_PREVIOUS: "short" }, app.runPath, { token: app.token });
+    const res = await callWith(api, { JWT_SECRET: NEW_SECRET, JWT_SECRET_PREVIOUS: "short" }, app.runPath, {
+      token: app.token,
+    });
     expect(res.status).toBe(500);
     const body = (await res.json()) as { code: string; detail: string };
     expect(body.code).toBe("configuration_error");

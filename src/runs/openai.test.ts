@@ -44,23 +44,34 @@ async function llmApp() {
 
 const hold = () => `hold-${crypto.randomUUID()}`;
 const holdState = async (key: string) =>
-  (await (await fetch(`${PEER}/control/${key}`)).json()) as { firstTokenAt: number; releasedBy: "test" | "timer" | null; hungUp: boolean };
+  (await (await fetch(`${PEER}/control/${key}`)).json()) as {
+    firstTokenAt: number;
+    releasedBy: "test" | "timer" | null;
+    hungUp: boolean;
+  };
 
 describe("the official OpenAI SDK against a custom app, through the gateway", () => {
   it("lists the models, with the run's id on the answer", async () => {
     const { openai } = await llmApp();
     const { data: page, response } = await openai.models.list().withResponse();
-    expect(page.data).toEqual([{ id: "tiny-echo", object: "model", created: 1_764_000_000, owned_by: "edge-gateway-tests" }]);
+    expect(page.data).toEqual([
+      { id: "tiny-echo", object: "model", created: 1_764_000_000, owned_by: "edge-gateway-tests" },
+    ]);
     expect(response.headers.get("x-run-id")).toMatch(/^run_/);
   });
 
   it("creates a chat completion: the app's JSON as the app sent it, not an envelope", async () => {
     const { openai } = await llmApp();
-    const completion = await openai.chat.completions.create({ model: "tiny-echo", messages: [{ role: "user", content: "hello from the edge" }] });
+    const completion = await openai.chat.completions.create({
+      model: "tiny-echo",
+      messages: [{ role: "user", content: "hello from the edge" }],
+    });
     expect(completion).toMatchObject({
       object: "chat.completion",
       model: "tiny-echo",
-      choices: [{ index: 0, message: { role: "assistant", content: "You said: hello from the edge" }, finish_reason: "stop" }],
+      choices: [
+        { index: 0, message: { role: "assistant", content: "You said: hello from the edge" }, finish_reason: "stop" },
+      ],
       usage: { completion_tokens: 6 },
     });
     expect(completion).not.toHaveProperty("run_id");
@@ -111,12 +122,21 @@ describe("the official OpenAI SDK against a custom app, through the gateway", ()
   it("raises the SDK's own typed errors for the app's errors and the gateway's", async () => {
     const { openai, projectId } = await llmApp();
     // The app's 404 in OpenAI's error shape, passed through.
-    const missing = await openai.chat.completions.create({ model: "gpt-none", messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e);
+    const missing = await openai.chat.completions
+      .create({ model: "gpt-none", messages: [{ role: "user", content: "hi" }] })
+      .catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
-    expect((missing as InstanceType<typeof OpenAI.NotFoundError>).message).toContain("The model 'gpt-none' does not exist.");
+    expect((missing as InstanceType<typeof OpenAI.NotFoundError>).message).toContain(
+      "The model 'gpt-none' does not exist.",
+    );
     // The gateway's 401 problem for a wrong key: the app is never asked. The SDK reads OpenAI's
     // `error` member only, so the problem's detail is not in its message; its request id is.
-    const stranger = new OpenAI({ baseURL: `http://localhost/v4/${projectId}/llm/v1`, apiKey: "not-a-key", fetch: viaGateway, maxRetries: 0 });
+    const stranger = new OpenAI({
+      baseURL: `http://localhost/v4/${projectId}/llm/v1`,
+      apiKey: "not-a-key",
+      fetch: viaGateway,
+      maxRetries: 0,
+    });
     const refused = await stranger.models.list().catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OpenAI.AuthenticationError);
     expect((refused as InstanceType<typeof OpenAI.AuthenticationError>).requestID).toMatch(/^req_/);

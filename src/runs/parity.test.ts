@@ -36,7 +36,10 @@ async function both(path: string, init: RequestInit & { host?: string } = {}) {
 /** What a caller can tell apart: status, the headers we set, and the body with its fresh ids and times blanked. */
 async function observable(response: Response) {
   const text = await response.text();
-  const headers = ["content-type", "cache-control", "www-authenticate", "allow", "retry-after"].map((name) => [name, response.headers.get(name)]);
+  const headers = ["content-type", "cache-control", "www-authenticate", "allow", "retry-after"].map((name) => [
+    name,
+    response.headers.get(name),
+  ]);
   return {
     status: response.status,
     headers,
@@ -55,7 +58,13 @@ describe("one entry: a run URL in raw form is the run of its normal form", () =>
       const target = pathTarget(new URL(path, "http://localhost").pathname);
       return target === null ? "router" : target.reserved ? "async run" : "run";
     };
-    for (const path of [`/v4/${PROJECT}/hello/run`, `/v4/${PROJECT}/llm/v1/chat/completions`, `/v4/${PROJECT}/hello/run/`, `/v4/${PROJECT}/hello/runs`, `/v4/${PROJECT}/hello/runs/a/b`]) {
+    for (const path of [
+      `/v4/${PROJECT}/hello/run`,
+      `/v4/${PROJECT}/llm/v1/chat/completions`,
+      `/v4/${PROJECT}/hello/run/`,
+      `/v4/${PROJECT}/hello/runs`,
+      `/v4/${PROJECT}/hello/runs/a/b`,
+    ]) {
       expect(run(path), path).toBe("run");
     }
     // Malformed ids are runs too: the run answers them 404, saying which part names nothing.
@@ -74,7 +83,14 @@ describe("one entry: a run URL in raw form is the run of its normal form", () =>
     const auth = { Authorization: `Bearer ${app.token}` };
     const customAuth = { Authorization: `Bearer ${custom.token}` };
     const cases: [string, RequestInit & { host?: string }][] = [
-      [`${app.runPath}?temperature=0.2&tag=a&tag=b`, { method: "POST", headers: { ...auth, "Content-Type": "application/json", "X-Custom": "kept" }, body: '{"a":1}' }],
+      [
+        `${app.runPath}?temperature=0.2&tag=a&tag=b`,
+        {
+          method: "POST",
+          headers: { ...auth, "Content-Type": "application/json", "X-Custom": "kept" },
+          body: '{"a":1}',
+        },
+      ],
       [`${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/none`)}`, { headers: auth }],
       [`${app.runPath}?status=418`, { headers: auth }],
       [app.runPath, {}],
@@ -87,21 +103,47 @@ describe("one entry: a run URL in raw form is the run of its normal form", () =>
       [app.runPath, { method: "POST", headers: { ...auth, "Content-Type": "text/plain" }, body: "hi" }],
       [app.runPath, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "{oops" }],
       [app.runPath, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "[1]" }],
-      [app.runPath, { method: "POST", headers: { ...auth, "Content-Type": "application/json", "Content-Length": "99999999" }, body: "{}" }],
+      [
+        app.runPath,
+        {
+          method: "POST",
+          headers: { ...auth, "Content-Type": "application/json", "Content-Length": "99999999" },
+          body: "{}",
+        },
+      ],
       [`${app.runPath}?webhookEndpoint=not-a-url`, { headers: auth }],
-      [`${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/h`)}`, { headers: { ...auth, "X-Webhook-Secret": "" } }],
+      [
+        `${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/h`)}`,
+        { headers: { ...auth, "X-Webhook-Secret": "" } },
+      ],
       [app.runPath, { headers: auth, host: "unknown.example.test" }],
       // Async runs: accepted alike (the message goes to the real local queue), refused alike.
-      [`${app.runPath}?async=true`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: '{"a":1}' }],
+      [
+        `${app.runPath}?async=true`,
+        { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: '{"a":1}' },
+      ],
       [`${app.runPath}?async=maybe`, { headers: auth }],
       [`/v4/${idle.projectId}/idle/run?async=true`, { headers: { Authorization: `Bearer ${idle.token}` } }],
       // Any path: a cortex app's other functions, its methods refused; a custom app's routes, methods and bodies passed through.
-      [`${app.appPath}/predict/v2?x=1`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "{}" }],
+      [
+        `${app.appPath}/predict/v2?x=1`,
+        { method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: "{}" },
+      ],
       [`${app.appPath}/run`, { method: "PUT", headers: auth }],
       [`${app.appPath}/run`, { method: "DELETE", headers: auth }],
-      [`${custom.appPath}/v1/chat/completions?async=false`, { method: "POST", headers: { ...customAuth, "Content-Type": "text/plain" }, body: "hi" }],
+      [
+        `${custom.appPath}/v1/chat/completions?async=false`,
+        { method: "POST", headers: { ...customAuth, "Content-Type": "text/plain" }, body: "hi" },
+      ],
       [`${custom.appPath}/items/7?png=64`, { method: "GET", headers: customAuth }],
-      [`${custom.appPath}/items/7?raw=1`, { method: "PUT", headers: { ...customAuth, "Content-Type": "application/octet-stream" }, body: new Uint8Array([0, 1, 2, 255]) }],
+      [
+        `${custom.appPath}/items/7?raw=1`,
+        {
+          method: "PUT",
+          headers: { ...customAuth, "Content-Type": "application/octet-stream" },
+          body: new Uint8Array([0, 1, 2, 255]),
+        },
+      ],
       [`${custom.appPath}/items/7`, { method: "PATCH", headers: customAuth }],
       [`${custom.appPath}/items/7?status=429&retryAfter=7`, { method: "DELETE", headers: customAuth }],
       [`${custom.appPath}/items/7`, { headers: customAuth, host: "unknown.example.test" }],
@@ -117,7 +159,10 @@ describe("one entry: a run URL in raw form is the run of its normal form", () =>
   it("refuses a repeated webhookEndpoint instead of choosing one", async () => {
     const app = await seedRunnable(api);
     const hook = encodeURIComponent(`${PEER}/hooks/twice`);
-    const { status, body } = await api.json<{ errors: unknown[] }>(`${app.runPath}?webhookEndpoint=${hook}&webhookEndpoint=${hook}`, { token: app.token });
+    const { status, body } = await api.json<{ errors: unknown[] }>(
+      `${app.runPath}?webhookEndpoint=${hook}&webhookEndpoint=${hook}`,
+      { token: app.token },
+    );
     expect(status).toBe(400);
     expect(body.errors).toEqual([{ location: "query", field: "webhookEndpoint", message: "must be given once" }]);
   });
@@ -126,7 +171,9 @@ describe("one entry: a run URL in raw form is the run of its normal form", () =>
     // A token this isolate has not seen yet, so the run must read D1, which this environment lacks.
     const app = await seedRunnable(api);
     const ctx = createExecutionContext();
-    const request = new Request(`http://localhost${app.runPath}`, { headers: { Authorization: `Bearer ${app.token}` } });
+    const request = new Request(`http://localhost${app.runPath}`, {
+      headers: { Authorization: `Bearer ${app.token}` },
+    });
     const response = await api.worker.fetch(request, { ...env, DB: undefined as never }, ctx);
     await waitOnExecutionContext(ctx);
     const text = await response.text();

@@ -29,7 +29,10 @@ async function waitForDelivery(key: string) {
 describe("any path of an app", () => {
   it("calls {origin_url}/{path} with the caller's query minus the gateway's parameters", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream/base`, "custom");
-    const res = await api.json<{ path: string; query: [string, string][]; method: string }>(`${app.appPath}/v1/chat/completions?a=1&async=false&b=2`, { method: "PATCH", token: app.token });
+    const res = await api.json<{ path: string; query: [string, string][]; method: string }>(
+      `${app.appPath}/v1/chat/completions?a=1&async=false&b=2`,
+      { method: "PATCH", token: app.token },
+    );
     expect(res.status).toBe(200);
     expect(res.body.method).toBe("PATCH");
     expect(res.body.path).toBe("/upstream/base/v1/chat/completions");
@@ -46,7 +49,11 @@ describe("any path of an app", () => {
     expect(put.status).toBe(405);
     expect(put.headers.get("allow")).toBe("GET, POST");
     const custom = await seedRunnable(api, `${PEER}/upstream`, "custom");
-    const head = await api.worker.fetch(new Request(`http://localhost${custom.appPath}/x`, { method: "HEAD", headers: bearer(custom.token) }), env, createExecutionContext());
+    const head = await api.worker.fetch(
+      new Request(`http://localhost${custom.appPath}/x`, { method: "HEAD", headers: bearer(custom.token) }),
+      env,
+      createExecutionContext(),
+    );
     expect(head.status).toBe(405);
     expect(head.headers.get("allow")).toBe("GET, POST, PUT, PATCH, DELETE");
   });
@@ -56,7 +63,10 @@ describe("pass-through of the app's own answer", () => {
   it("streams an event stream: the first event reaches the caller while the app is still writing", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const key = watchKey();
-    const { response, ctx } = send(`${app.appPath}/v1/chat/completions?events=3&hold=${key}&watch=${key}`, { method: "POST", headers: { ...bearer(app.token), Accept: "text/event-stream" } });
+    const { response, ctx } = send(`${app.appPath}/v1/chat/completions?events=3&hold=${key}&watch=${key}`, {
+      method: "POST",
+      headers: { ...bearer(app.token), Accept: "text/event-stream" },
+    });
     const res = await response;
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/event-stream");
@@ -80,22 +90,41 @@ describe("pass-through of the app's own answer", () => {
 
   it("streams a cortex function when the caller asks for text/event-stream, and passes non-JSON answers through", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`);
-    const stream = await api.worker.fetch(new Request(`http://localhost${app.runPath}?events=2`, { headers: { ...bearer(app.token), Accept: "text/event-stream" } }), env, createExecutionContext());
+    const stream = await api.worker.fetch(
+      new Request(`http://localhost${app.runPath}?events=2`, {
+        headers: { ...bearer(app.token), Accept: "text/event-stream" },
+      }),
+      env,
+      createExecutionContext(),
+    );
     expect(stream.headers.get("content-type")).toBe("text/event-stream");
     expect(await stream.text()).toBe('data: {"i":0}\n\ndata: {"i":1}\n\n');
-    const text = await api.worker.fetch(new Request(`http://localhost${app.runPath}?text=1`, { headers: bearer(app.token) }), env, createExecutionContext());
+    const text = await api.worker.fetch(
+      new Request(`http://localhost${app.runPath}?text=1`, { headers: bearer(app.token) }),
+      env,
+      createExecutionContext(),
+    );
     expect(text.status).toBe(200);
     expect(await text.text()).toBe("not json");
   });
 
   it("passes a binary image/png through byte for byte", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
-    const res = await api.worker.fetch(new Request(`http://localhost${app.appPath}/images/generate?png=70000`, { method: "POST", headers: bearer(app.token) }), env, createExecutionContext());
+    const res = await api.worker.fetch(
+      new Request(`http://localhost${app.appPath}/images/generate?png=70000`, {
+        method: "POST",
+        headers: bearer(app.token),
+      }),
+      env,
+      createExecutionContext(),
+    );
     expect(res.headers.get("content-type")).toBe("image/png");
     const bytes = new Uint8Array(await res.arrayBuffer());
     expect(bytes.byteLength).toBe(70000);
     const digest = await crypto.subtle.digest("SHA-256", bytes);
-    expect(Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("")).toBe(res.headers.get("x-image-sha256"));
+    expect(Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("")).toBe(
+      res.headers.get("x-image-sha256"),
+    );
   });
 
   it("passes an app's Retry-After to the caller, passed through or enveloped", async () => {
@@ -104,7 +133,9 @@ describe("pass-through of the app's own answer", () => {
     expect(passed.status).toBe(429);
     expect(passed.headers.get("retry-after")).toBe("7");
     const cortex = await seedRunnable(api, `${PEER}/upstream`);
-    const enveloped = await api.json<{ result: unknown }>(`${cortex.runPath}?status=503&retryAfter=12`, { token: cortex.token });
+    const enveloped = await api.json<{ result: unknown }>(`${cortex.runPath}?status=503&retryAfter=12`, {
+      token: cortex.token,
+    });
     expect(enveloped.status).toBe(503);
     expect(enveloped.headers.get("retry-after")).toBe("12");
     expect(enveloped.body.result).toBeTruthy();
@@ -113,9 +144,19 @@ describe("pass-through of the app's own answer", () => {
   it("ends the call when the app goes silent longer than RUN_STREAM_IDLE_MS, not when the stream is long", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     // 6 events 100 ms apart: 500 ms in all, longer than both limits, but never silent for 300 ms.
-    const long = await callWith(api, { RUN_TIMEOUT_MS: "300", RUN_STREAM_IDLE_MS: "300" }, `${app.appPath}/s?events=6&gap=100`, { token: app.token });
+    const long = await callWith(
+      api,
+      { RUN_TIMEOUT_MS: "300", RUN_STREAM_IDLE_MS: "300" },
+      `${app.appPath}/s?events=6&gap=100`,
+      { token: app.token },
+    );
     expect((await long.text()).match(/data:/g)).toHaveLength(6);
-    const silent = await callWith(api, { RUN_TIMEOUT_MS: "1000", RUN_STREAM_IDLE_MS: "150" }, `${app.appPath}/s?events=2&gap=1500`, { token: app.token });
+    const silent = await callWith(
+      api,
+      { RUN_TIMEOUT_MS: "1000", RUN_STREAM_IDLE_MS: "150" },
+      `${app.appPath}/s?events=2&gap=1500`,
+      { token: app.token },
+    );
     await expect(silent.text()).rejects.toThrow();
   });
 });
@@ -124,7 +165,10 @@ describe("a caller who hangs up", () => {
   it("ends the app's call at once when the run has no webhook: the app sees its connection close", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const key = watchKey();
-    const { response } = send(`${app.appPath}/v1/chat/completions?events=3&hold=${key}&watch=${key}`, { method: "POST", headers: bearer(app.token) });
+    const { response } = send(`${app.appPath}/v1/chat/completions?events=3&hold=${key}&watch=${key}`, {
+      method: "POST",
+      headers: bearer(app.token),
+    });
     const res = await response;
     const reader = res.body!.getReader();
     await reader.read();
@@ -136,7 +180,10 @@ describe("a caller who hangs up", () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const key = watchKey();
     const hangUp = new AbortController();
-    const { response } = send(`${app.appPath}/file?events=3&declared=1&hold=${key}&watch=${key}`, { headers: bearer(app.token), signal: hangUp.signal });
+    const { response } = send(`${app.appPath}/file?events=3&declared=1&hold=${key}&watch=${key}`, {
+      headers: bearer(app.token),
+      signal: hangUp.signal,
+    });
     const res = await response;
     // Piped, not re-chunked: the caller is told the length the app declared.
     expect(res.headers.get("content-length")).toBe(String(3 * 'data: {"i":0}\n\n'.length));
@@ -151,7 +198,10 @@ describe("a caller who hangs up", () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const key = watchKey();
     const hangUp = new AbortController();
-    const { response } = send(`${app.appPath}/slow?events=1&firstAfter=5000&watch=${key}`, { headers: bearer(app.token), signal: hangUp.signal });
+    const { response } = send(`${app.appPath}/slow?events=1&firstAfter=5000&watch=${key}`, {
+      headers: bearer(app.token),
+      signal: hangUp.signal,
+    });
     await new Promise((resolve) => setTimeout(resolve, 100));
     hangUp.abort();
     await response.catch(() => undefined);
@@ -164,14 +214,19 @@ describe("a caller who hangs up on a run with a webhook", () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const hook = await receiver();
     const key = watchKey();
-    const { response, ctx } = send(`${app.appPath}/s?events=3&hold=${key}&watch=${key}&webhookEndpoint=${encodeURIComponent(hook.url)}`, { headers: bearer(app.token) });
+    const { response, ctx } = send(
+      `${app.appPath}/s?events=3&hold=${key}&watch=${key}&webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      { headers: bearer(app.token) },
+    );
     const reader = (await response).body!.getReader();
     await reader.read();
     await reader.cancel();
     await releaseStream(key);
     await waitOnExecutionContext(ctx);
     expect(await watchState(key)).toMatchObject({ finished: true, closed: false });
-    expect(JSON.parse((await waitForDelivery(hook.key))[0]!.body!).text).toBe('data: {"i":0}\n\ndata: {"i":1}\n\ndata: {"i":2}\n\n');
+    expect(JSON.parse((await waitForDelivery(hook.key))[0]!.body!).text).toBe(
+      'data: {"i":0}\n\ndata: {"i":1}\n\ndata: {"i":2}\n\n',
+    );
   });
 });
 
@@ -181,7 +236,11 @@ describe("request bodies of custom apps", () => {
     const form = new FormData();
     form.append("prompt", "a cat");
     form.append("image", new Blob([new Uint8Array([137, 80, 78, 71, 0, 255, 1, 2])], { type: "image/png" }), "cat.png");
-    const request = new Request(`http://localhost${app.appPath}/v1/images/edits?raw=1`, { method: "POST", headers: bearer(app.token), body: form });
+    const request = new Request(`http://localhost${app.appPath}/v1/images/edits?raw=1`, {
+      method: "POST",
+      headers: bearer(app.token),
+      body: form,
+    });
     const sent = new Uint8Array(await request.clone().arrayBuffer());
     const res = await api.worker.fetch(request, env, createExecutionContext());
     expect(res.status).toBe(200);
@@ -201,7 +260,15 @@ describe("request bodies of custom apps", () => {
         else controller.close();
       },
     });
-    const res = await api.worker.fetch(new Request(`http://localhost${app.appPath}/upload?watch=${key}`, { method: "POST", headers: bearer(app.token), body }), env, createExecutionContext());
+    const res = await api.worker.fetch(
+      new Request(`http://localhost${app.appPath}/upload?watch=${key}`, {
+        method: "POST",
+        headers: bearer(app.token),
+        body,
+      }),
+      env,
+      createExecutionContext(),
+    );
     expect(res.status).toBe(413);
     expect(res.headers.get("content-type")).toBe("application/problem+json");
     expect(await whenClosed(key)).toMatchObject({ closed: true, finished: false });
@@ -214,11 +281,21 @@ describe("request bodies of a declared length", () => {
     const counted = client({ outbound: { fetch: (request) => (calls.push(request.url), fetch(request)) } });
     const app = await seedRunnable(counted, `${PEER}/upstream`, "custom");
     const over = new Uint8Array(RUN_REQUEST_MAX_BYTES + 1);
-    const refused = await counted.call(`${app.appPath}/upload?raw=1`, { method: "POST", token: app.token, rawBody: over, headers: { "Content-Type": "application/octet-stream", "Content-Length": String(over.byteLength) } });
+    const refused = await counted.call(`${app.appPath}/upload?raw=1`, {
+      method: "POST",
+      token: app.token,
+      rawBody: over,
+      headers: { "Content-Type": "application/octet-stream", "Content-Length": String(over.byteLength) },
+    });
     expect(refused.status).toBe(413);
     expect(calls).toEqual([]);
     const within = new Uint8Array(RUN_REQUEST_MAX_BYTES).fill(7);
-    const passed = await counted.call(`${app.appPath}/upload?raw=1`, { method: "POST", token: app.token, rawBody: within, headers: { "Content-Type": "application/octet-stream", "Content-Length": String(within.byteLength) } });
+    const passed = await counted.call(`${app.appPath}/upload?raw=1`, {
+      method: "POST",
+      token: app.token,
+      rawBody: within,
+      headers: { "Content-Type": "application/octet-stream", "Content-Length": String(within.byteLength) },
+    });
     expect(passed.status).toBe(200);
     expect((await passed.arrayBuffer()).byteLength).toBe(RUN_REQUEST_MAX_BYTES);
   });
@@ -227,7 +304,9 @@ describe("request bodies of a declared length", () => {
 describe("limits count decoded bytes", () => {
   it("refuses a gzip answer that expands past the limit with 502, and goes on serving", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`);
-    const big = await api.json<{ detail: string }>(`${app.runPath}?gzip=${RUN_RESPONSE_MAX_BYTES + 1024}`, { token: app.token });
+    const big = await api.json<{ detail: string }>(`${app.runPath}?gzip=${RUN_RESPONSE_MAX_BYTES + 1024}`, {
+      token: app.token,
+    });
     expect(big.status).toBe(502);
     expect(big.body.detail).toMatch(/larger than/);
     const small = await api.json<{ result: { pad: string } }>(`${app.runPath}?gzip=2000`, { token: app.token });
@@ -237,7 +316,11 @@ describe("limits count decoded bytes", () => {
 
   it("passes a gzip answer through decoded, without the encoding's headers", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
-    const res = await api.worker.fetch(new Request(`http://localhost${app.appPath}/x?gzip=5000`, { headers: bearer(app.token) }), env, createExecutionContext());
+    const res = await api.worker.fetch(
+      new Request(`http://localhost${app.appPath}/x?gzip=5000`, { headers: bearer(app.token) }),
+      env,
+      createExecutionContext(),
+    );
     expect(res.headers.get("content-encoding")).toBeNull();
     expect((await res.text()).length).toBe(5000);
   });
@@ -247,17 +330,25 @@ describe("webhooks of passed-through answers", () => {
   it("deliver one signed document holding the whole event stream", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const hook = await receiver([{ status: 200 }], "whsec-stream");
-    const { response, ctx } = send(`${app.appPath}/v1/chat/completions?events=4&gap=20&webhookEndpoint=${encodeURIComponent(hook.url)}`, {
-      method: "POST",
-      headers: { ...bearer(app.token), "X-Webhook-Secret": "whsec-stream", Accept: "text/event-stream" },
-    });
+    const { response, ctx } = send(
+      `${app.appPath}/v1/chat/completions?events=4&gap=20&webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      {
+        method: "POST",
+        headers: { ...bearer(app.token), "X-Webhook-Secret": "whsec-stream", Accept: "text/event-stream" },
+      },
+    );
     const res = await response;
     const streamed = await res.text();
     await waitOnExecutionContext(ctx);
     const [delivery] = await waitForDelivery(hook.key);
     const doc = JSON.parse(delivery!.body!) as Record<string, unknown>;
     expect(Object.keys(doc)).toEqual(["run_id", "status_code", "content_type", "run_time_ms", "timestamp", "text"]);
-    expect(doc).toMatchObject({ run_id: res.headers.get("x-run-id"), status_code: 200, content_type: "text/event-stream", text: streamed });
+    expect(doc).toMatchObject({
+      run_id: res.headers.get("x-run-id"),
+      status_code: 200,
+      content_type: "text/event-stream",
+      text: streamed,
+    });
     expect(delivery!.signatures).toMatchObject({ node: true, openssl: true });
   });
 
@@ -266,15 +357,20 @@ describe("webhooks of passed-through answers", () => {
     const cases: [string, (doc: Record<string, unknown>) => void][] = [
       ["png=300", (doc) => expect(atob(doc.body_base64 as string).length).toBe(300)],
       ["a=1", (doc) => expect((doc.result as { method: string }).method).toBe("GET")],
-      [`png=${RUN_COPY_MAX_BYTES + 10}`, (doc) => {
-        expect(doc.truncated).toBe(true);
-        expect(atob(doc.body_base64 as string).length).toBe(RUN_COPY_MAX_BYTES);
-      }],
+      [
+        `png=${RUN_COPY_MAX_BYTES + 10}`,
+        (doc) => {
+          expect(doc.truncated).toBe(true);
+          expect(atob(doc.body_base64 as string).length).toBe(RUN_COPY_MAX_BYTES);
+        },
+      ],
     ];
     for (const [query, check] of cases) {
       const hook = await receiver();
       // The caller reads as it goes: the copy is collected at the caller's pace.
-      const { response, ctx } = send(`${app.appPath}/x?${query}&webhookEndpoint=${encodeURIComponent(hook.url)}`, { headers: bearer(app.token) });
+      const { response, ctx } = send(`${app.appPath}/x?${query}&webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+        headers: bearer(app.token),
+      });
       await (await response).arrayBuffer();
       await waitOnExecutionContext(ctx);
       const [delivery] = await waitForDelivery(hook.key);
@@ -286,10 +382,15 @@ describe("webhooks of passed-through answers", () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const hook = await receiver();
     const key = watchKey();
-    const { response, ctx } = send(`${app.appPath}/s?events=2&hold=${key}&webhookEndpoint=${encodeURIComponent(hook.url)}`, { headers: bearer(app.token) });
+    const { response, ctx } = send(
+      `${app.appPath}/s?events=2&hold=${key}&webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      { headers: bearer(app.token) },
+    );
     const res = await response;
     const runId = res.headers.get("x-run-id");
-    const row = await env.DB.prepare("SELECT status FROM webhook_deliveries WHERE run_id = ?").bind(runId).first<{ status: string }>();
+    const row = await env.DB.prepare("SELECT status FROM webhook_deliveries WHERE run_id = ?")
+      .bind(runId)
+      .first<{ status: string }>();
     expect(row?.status).toBe("pending");
     await releaseStream(key);
     await res.text();

@@ -15,7 +15,10 @@ export const ASYNC_RUN_ROUTE = "/{project_id}/{app_name}/runs/{run_id}";
 
 /** The methods a run takes: every app takes GET and POST; a `custom` app's server has its own routes for the rest. */
 export const RUN_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
-export const METHODS_OF = { cortex: ["GET", "POST"], custom: RUN_METHODS } as const satisfies Record<string, readonly string[]>;
+export const METHODS_OF = { cortex: ["GET", "POST"], custom: RUN_METHODS } as const satisfies Record<
+  string,
+  readonly string[]
+>;
 
 /** The app path the gateway keeps for itself: `runs/{run_id}` (a trailing slash too). */
 const RESERVED = /^runs\/[^/]+\/?$/;

@@ -43,11 +43,17 @@ describe("a run's path cannot climb out of its app", () => {
   it("a backslash dot segment (`..\\..\\admin`) does not reach above the deployment's base path", async () => {
     const app = await seedRunnable(w.api);
     expect(rawRequest(`http://localhost${app.appPath}/..\\..\\admin`).url).toContain("\\");
-    const response = await send(rawRequest(`http://localhost${app.appPath}/x/..\\..\\..\\admin`, { headers: { Authorization: `Bearer ${app.token}` } }));
+    const response = await send(
+      rawRequest(`http://localhost${app.appPath}/x/..\\..\\..\\admin`, {
+        headers: { Authorization: `Bearer ${app.token}` },
+      }),
+    );
     await response.text();
     expect(response.status).toBe(404);
     // Within the app, the same backslashes are the app's own path, resolved before the app sees it.
-    const inside = await send(rawRequest(`http://localhost${app.appPath}/a/b\\..\\run`, { headers: { Authorization: `Bearer ${app.token}` } }));
+    const inside = await send(
+      rawRequest(`http://localhost${app.appPath}/a/b\\..\\run`, { headers: { Authorization: `Bearer ${app.token}` } }),
+    );
     expect(inside.status).toBe(200);
     expect(called.at(-1)).toBe(`${BASE}a/run`);
     expect(outsideTheBase()).toEqual([]);
@@ -55,8 +61,14 @@ describe("a run's path cannot climb out of its app", () => {
 
   it("a tab or newline inside a dot segment (`.<tab>.`, which the URL parser strips) does not reach above the base path", async () => {
     const app = await seedRunnable(w.api);
-    for (const raw of [`${app.appPath}/.\t./.\t./admin`, `${app.appPath}/.\n./.\n./admin`, `${app.appPath}/%2e%2E/%2E./admin`]) {
-      const response = await send(rawRequest(`http://localhost${raw}`, { headers: { Authorization: `Bearer ${app.token}` } }));
+    for (const raw of [
+      `${app.appPath}/.\t./.\t./admin`,
+      `${app.appPath}/.\n./.\n./admin`,
+      `${app.appPath}/%2e%2E/%2E./admin`,
+    ]) {
+      const response = await send(
+        rawRequest(`http://localhost${raw}`, { headers: { Authorization: `Bearer ${app.token}` } }),
+      );
       await response.text();
       expect(response.status, JSON.stringify(raw)).toBe(404);
     }
@@ -73,14 +85,20 @@ describe("a run's path cannot climb out of its app", () => {
     const before = called.length;
     for (const dots of ["%2e%2e", "%2E%2E", ".%2e", "..\\x\\..\\.."]) {
       const climb = dots.includes("\\") ? dots : `${dots}/${dots}`;
-      const response = await send(rawRequest(`http://${host}/v4/${b.projectId}/x/${climb}/${a.projectId}/${a.appName}/run`, { headers: { Authorization: `Bearer ${a.token}` } }));
+      const response = await send(
+        rawRequest(`http://${host}/v4/${b.projectId}/x/${climb}/${a.projectId}/${a.appName}/run`, {
+          headers: { Authorization: `Bearer ${a.token}` },
+        }),
+      );
       const body = await response.json<{ code: string }>();
       expect(response.status, dots).toBe(404);
       expect(body.code).toBe("not_found");
     }
     expect(called.length).toBe(before);
     // B's own app still runs on B's domain.
-    const own = await send(rawRequest(`http://${host}${b.runPath}`, { headers: { Authorization: `Bearer ${b.token}` } }));
+    const own = await send(
+      rawRequest(`http://${host}${b.runPath}`, { headers: { Authorization: `Bearer ${b.token}` } }),
+    );
     expect(own.status).toBe(200);
   });
 

@@ -6,7 +6,11 @@ import { runCaller, type RunCaller } from "./run-key";
 function limited(policy: "runs" | "ip", what: string): ApiError {
   const { limit, period } = RATE_LIMITS[policy];
   return new ApiError("rate_limited", `Too many ${what}; retry in up to ${period} s.`, {
-    headers: { "Retry-After": String(period), "RateLimit-Policy": `"${policy}";q=${limit};w=${period}`, RateLimit: `"${policy}";r=0;t=${period}` },
+    headers: {
+      "Retry-After": String(period),
+      "RateLimit-Policy": `"${policy}";q=${limit};w=${period}`,
+      RateLimit: `"${policy}";r=0;t=${period}`,
+    },
   });
 }
 
@@ -26,7 +30,8 @@ export async function admitCaller(scope: Scope, request: Request): Promise<RunCa
   let counted = false;
   const count = async () => {
     counted = true;
-    if (!(await limiter.limit({ key: ip })).success) throw limited("ip", "unknown keys and failed authentications from this client address");
+    if (!(await limiter.limit({ key: ip })).success)
+      throw limited("ip", "unknown keys and failed authentications from this client address");
   };
   try {
     return await runCaller(scope, request, { beforeRead: count });

@@ -2,7 +2,18 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { APP_NAME } from "../apps/routes";
 import { RUN_ROUTE } from "./path";
 import { PROBLEM_CONTENT_TYPE } from "../platform/errors";
-import { idParam, jsonContent, PROJECT_ID_EXAMPLE, problemDescriptions, problemHeaders, ProblemSchema, type ProblemStatus, REQUEST_ID_HEADER, stringHeader, Timestamp } from "../platform/openapi";
+import {
+  idParam,
+  jsonContent,
+  PROJECT_ID_EXAMPLE,
+  problemDescriptions,
+  problemHeaders,
+  ProblemSchema,
+  type ProblemStatus,
+  REQUEST_ID_HEADER,
+  stringHeader,
+  Timestamp,
+} from "../platform/openapi";
 
 export const RunParams = z.object({
   project_id: idParam("project_id", "proj", PROJECT_ID_EXAMPLE),
@@ -14,23 +25,21 @@ export const RunParams = z.object({
 
 /** A run's parameters: the app and its `{path}` (one or more segments, passed to the app as `{origin_url}/{path}`). */
 export const RunPathParams = RunParams.extend({
-  path: z
-    .string()
-    .openapi({
-      param: { name: "path", in: "path" },
-      example: "run",
-      description:
-        "The app's path, one or more segments: a `cortex` function (`run`) or any route of a `custom` server (`v1/chat/completions`). " +
-        "`runs/{run_id}` is the gateway's own (async runs).",
-    }),
+  path: z.string().openapi({
+    param: { name: "path", in: "path" },
+    example: "run",
+    description:
+      "The app's path, one or more segments: a `cortex` function (`run`) or any route of a `custom` server (`v1/chat/completions`). " +
+      "`runs/{run_id}` is the gateway's own (async runs).",
+  }),
 });
 
 // Every other query parameter is the app's and passes through unchanged.
 export const RunQuery = z.looseObject({
-  webhookEndpoint: z
-    .string()
-    .optional()
-    .openapi({ description: "URL-encoded absolute https URL that also receives the response body, signed when `X-Webhook-Secret` is sent." }),
+  webhookEndpoint: z.string().optional().openapi({
+    description:
+      "URL-encoded absolute https URL that also receives the response body, signed when `X-Webhook-Secret` is sent.",
+  }),
   // Checked by the run itself ("true" or "false"), so the run entry and the router refuse alike.
   async: z
     .string()
@@ -43,12 +52,10 @@ export const RunQuery = z.looseObject({
 });
 
 export const RunHeaders = z.object({
-  "idempotency-key": z
-    .string()
-    .optional()
-    .openapi({
-      description: "With `async=true`: the same key and request within 24 hours answer the same run; a different request with the key is a 422.",
-    }),
+  "idempotency-key": z.string().optional().openapi({
+    description:
+      "With `async=true`: the same key and request within 24 hours answer the same run; a different request with the key is a 422.",
+  }),
 });
 
 export const RunEnvelope = z
@@ -72,15 +79,21 @@ const description =
 const AsyncAccepted = z
   .object({
     run_id: z.string().openapi({ example: "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
-    status: z.enum(["queued", "running", "succeeded", "failed", "cancelled"]).openapi({ description: "`queued` for a new run; a replayed `Idempotency-Key` answers the run's status now." }),
-    status_url: z.url().openapi({ description: "Where to read the run (`GET`) or cancel it (`DELETE`); also the `Location` header." }),
+    status: z
+      .enum(["queued", "running", "succeeded", "failed", "cancelled"])
+      .openapi({ description: "`queued` for a new run; a replayed `Idempotency-Key` answers the run's status now." }),
+    status_url: z
+      .url()
+      .openapi({ description: "Where to read the run (`GET`) or cancel it (`DELETE`); also the `Location` header." }),
   })
   .openapi("AsyncRunAccepted");
 
 // The body of a run and the app's answer, documented as plain schema objects rather than zod: for those
 // @hono/zod-openapi describes the body and validates nothing, so the run itself checks it as the app's
 // runtime requires and a request the router serves is answered exactly as one the run entry serves.
-const anyBytes = (description: string) => ({ schema: { type: "string" as const, contentMediaType: "application/octet-stream", description } });
+const anyBytes = (description: string) => ({
+  schema: { type: "string" as const, contentMediaType: "application/octet-stream", description },
+});
 
 /** What a run sends the app: a JSON object for a `cortex` function; anything at all for a `custom` app. */
 export const RunRequestBody = {
@@ -91,23 +104,39 @@ export const RunRequestBody = {
     "uploads, audio, images).",
   content: {
     "application/json": {
-      schema: { type: "object" as const, additionalProperties: true, description: "The function's arguments (`cortex`), or a `custom` app's JSON.", example: { inputs: { prompt: "a lighthouse at dusk" } } },
+      schema: {
+        type: "object" as const,
+        additionalProperties: true,
+        description: "The function's arguments (`cortex`), or a `custom` app's JSON.",
+        example: { inputs: { prompt: "a lighthouse at dusk" } },
+      },
     },
-    "*/*": anyBytes("Any other body of a `custom` app (multipart/form-data, application/octet-stream, …), byte for byte."),
+    "*/*": anyBytes(
+      "Any other body of a `custom` app (multipart/form-data, application/octet-stream, …), byte for byte.",
+    ),
   },
 };
 
-const RUN_ID_HEADER = { "X-Run-Id": stringHeader("The run's id, also in the envelope, in the problem's `run_id` and in webhook deliveries.") };
+const RUN_ID_HEADER = {
+  "X-Run-Id": stringHeader("The run's id, also in the envelope, in the problem's `run_id` and in webhook deliveries."),
+};
 
 /** What an app's answer may be: the envelope, or the app's own answer passed through. */
 const appAnswerContent = {
   "application/json": {
-    schema: z.union([RunEnvelope, z.unknown().openapi({ description: "A `custom` app's own JSON, as the app sent it (an OpenAI-compatible server's chat completion, say)." })]),
+    schema: z.union([
+      RunEnvelope,
+      z.unknown().openapi({
+        description:
+          "A `custom` app's own JSON, as the app sent it (an OpenAI-compatible server's chat completion, say).",
+      }),
+    ]),
   },
   "text/event-stream": {
     schema: {
       type: "string" as const,
-      description: "Server-sent events, each reaching the caller as the app writes it (a `cortex` function asked with `Accept: text/event-stream`, a streamed chat completion).",
+      description:
+        "Server-sent events, each reaching the caller as the app writes it (a `cortex` function asked with `Accept: text/event-stream`, a streamed chat completion).",
     },
   },
   "*/*": anyBytes("Any other answer (image/png, audio/wav, …), byte for byte."),
@@ -119,16 +148,25 @@ const runAnswer = {
     "A `cortex` function's JSON answer to a caller who did not ask for a stream comes in the run envelope. Every other answer (every " +
     "answer of a `custom` app, an event stream, an image) passes through as the app gave it: its status, `Content-Type` and other " +
     "content headers, and its body streamed as it arrives. Either way with header `X-Run-Id`, and the app's `Retry-After` on a 429 or 503.",
-  headers: { ...REQUEST_ID_HEADER, "X-Run-Id": stringHeader("The run's id, also in the envelope and in webhook deliveries.", true) },
+  headers: {
+    ...REQUEST_ID_HEADER,
+    "X-Run-Id": stringHeader("The run's id, also in the envelope and in webhook deliveries.", true),
+  },
   content: appAnswerContent,
 };
 
 /** Any other status of the app's own, passed through (or enveloped) as the 200 describes. */
-const appStatus = (range: string) => ({ ...runAnswer, description: `The app's own ${range} answer, enveloped or passed through as for 200.` });
+const appStatus = (range: string) => ({
+  ...runAnswer,
+  description: `The app's own ${range} answer, enveloped or passed through as for 200.`,
+});
 
 /** A problem of the gateway's, with the extension `run_id` once the run has an id (502, 504). */
 export const RunProblemSchema = ProblemSchema.extend({
-  run_id: z.string().optional().openapi({ description: "The run's id, when the run got one before it failed (502, 504)." }),
+  run_id: z
+    .string()
+    .optional()
+    .openapi({ description: "The run's id, when the run got one before it failed (502, 504)." }),
 }).openapi("RunProblem", { description: "RFC 9457 problem details of a run." });
 
 /**
@@ -152,7 +190,10 @@ const GATEWAY_STATUSES = {
 } as const satisfies Record<string, readonly ProblemStatus[]>;
 
 const accepted = {
-  ...jsonContent(AsyncAccepted, "With `async=true`: the run is queued (or, with a replayed `Idempotency-Key`, the run it started)."),
+  ...jsonContent(
+    AsyncAccepted,
+    "With `async=true`: the run is queued (or, with a replayed `Idempotency-Key`, the run it started).",
+  ),
   headers: {
     ...REQUEST_ID_HEADER,
     "X-Run-Id": stringHeader("The run's id.", true),
@@ -233,7 +274,8 @@ export const runHead = createRoute({
   path: RUN_ROUTE,
   tags: ["Runs"],
   summary: "HEAD on a run path: refused",
-  description: "A run never answers HEAD: it would run the app for an answer nobody reads. The key and the app are checked first, then 405 with `Allow`.",
+  description:
+    "A run never answers HEAD: it would run the app for an answer nobody reads. The key and the app are checked first, then 405 with `Allow`.",
   security: RUNS_SECURITY,
   request,
   responses: Object.fromEntries(GATEWAY_STATUSES.head.map((status) => [status, runProblem(status, status === 405)])),

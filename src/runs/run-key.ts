@@ -23,16 +23,29 @@ export interface RunCaller {
 
 const PROJECT_ID = ID_PATTERN("proj");
 
-async function serviceAccountCaller(scope: Scope, token: string, beforeRead: (() => Promise<void>) | undefined): Promise<RunCaller> {
+async function serviceAccountCaller(
+  scope: Scope,
+  token: string,
+  beforeRead: (() => Promise<void>) | undefined,
+): Promise<RunCaller> {
   const account = await accountForToken(scope, token, { cached: true, beforeRead });
-  return { projectId: account.projectId, id: `sa:${account.id}`, mayRun: account.permissions.includes("runs:invoke"), afterRun: () => touchLastUsed(scope, account) };
+  return {
+    projectId: account.projectId,
+    id: `sa:${account.id}`,
+    mayRun: account.permissions.includes("runs:invoke"),
+    afterRun: () => touchLastUsed(scope, account),
+  };
 }
 
 /**
  * The JWT's claims if the current secret signed it, or, during a rotation, the previous one
  * (`JWT_SECRET_PREVIOUS`), so keys issued before the rotation keep working until they expire.
  */
-async function verifyJwt(token: string, secret: string, previous: string | undefined): Promise<Record<string, unknown>> {
+async function verifyJwt(
+  token: string,
+  secret: string,
+  previous: string | undefined,
+): Promise<Record<string, unknown>> {
   const options = { alg: "HS256", exp: false, nbf: false, iat: false } as const;
   try {
     return await verify(token, secret, options);
@@ -70,10 +83,15 @@ async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
  * in the last `TOKEN_CACHE_TTL_MS`; `beforeRead` runs before D1 is asked about any other (it may refuse
  * the read). The admin token is accepted too: the operator may do what any service account may.
  */
-export async function runCaller(scope: Scope, request: Request, { beforeRead }: { beforeRead?: () => Promise<void> } = {}): Promise<RunCaller> {
+export async function runCaller(
+  scope: Scope,
+  request: Request,
+  { beforeRead }: { beforeRead?: () => Promise<void> } = {},
+): Promise<RunCaller> {
   const token = bearerToken(request.headers.get("authorization"));
   if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(scope, token, beforeRead);
   if (token.split(".").length === 3) return jwtCaller(scope, token);
-  if (await secretsEqual(token, scope.config.adminToken)) return { projectId: undefined, id: "admin", mayRun: true, afterRun: () => undefined };
+  if (await secretsEqual(token, scope.config.adminToken))
+    return { projectId: undefined, id: "admin", mayRun: true, afterRun: () => undefined };
   throw invalidToken("The run key is neither a service account token nor a JWT.");
 }

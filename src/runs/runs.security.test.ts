@@ -18,14 +18,20 @@ const api = client({
   },
 });
 
-const b64url = (value: unknown) => btoa(JSON.stringify(value)).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");
+const b64url = (value: unknown) =>
+  btoa(JSON.stringify(value)).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");
 const exp = () => Math.floor(api.clock.now().getTime() / 1000) + 600;
 
 describe("run keys", () => {
   it("answers 401 with WWW-Authenticate: Bearer for a missing, malformed or unknown key", async () => {
     const app = await seedRunnable(api);
     const before = upstreamCalls;
-    for (const headers of [{} as Record<string, string>, { Authorization: "Basic abc" }, { Authorization: "Bearer egsa_notarealtoken" }, { Authorization: "Bearer nonsense" }]) {
+    for (const headers of [
+      {} as Record<string, string>,
+      { Authorization: "Basic abc" },
+      { Authorization: "Bearer egsa_notarealtoken" },
+      { Authorization: "Bearer nonsense" },
+    ]) {
       const res = await api.json(app.runPath, { token: null, headers });
       expect(res.status).toBe(401);
       expect(res.headers.get("www-authenticate")).toMatch(/^Bearer realm=/);
@@ -50,7 +56,11 @@ describe("run keys", () => {
       `${b64url({ alg: "none", typ: "JWT" })}.${b64url(payload)}.c2ln`,
       await sign(payload, TEST_SECRETS.JWT_SECRET, "HS512"),
       await sign(payload, "another-secret-0123456789abcdefghijklmnop", "HS256"),
-      await sign({ ...payload, exp: Math.floor(api.clock.now().getTime() / 1000) - 1 }, TEST_SECRETS.JWT_SECRET, "HS256"),
+      await sign(
+        { ...payload, exp: Math.floor(api.clock.now().getTime() / 1000) - 1 },
+        TEST_SECRETS.JWT_SECRET,
+        "HS256",
+      ),
       await sign({ exp: exp() }, TEST_SECRETS.JWT_SECRET, "HS256"),
       await sign({ project_id: app.projectId }, TEST_SECRETS.JWT_SECRET, "HS256"),
     ];
@@ -116,7 +126,9 @@ describe("webhookEndpoint and X-Webhook-Secret are checked before the run", () =
     shared ??= seedRunnable(api);
     const app = await shared;
     const before = upstreamCalls;
-    const res = await callWith(api, strict, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, { token: app.token });
+    const res = await callWith(api, strict, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
+      token: app.token,
+    });
     expect(res.status).toBe(400);
     const body = (await res.json()) as { errors: { field: string }[] };
     expect(body.errors[0]!.field).toBe("webhookEndpoint");
@@ -125,9 +137,13 @@ describe("webhookEndpoint and X-Webhook-Secret are checked before the run", () =
 
   it("refuses private addresses even when ALLOW_INSECURE_TARGETS allows http and loopback", async () => {
     const app = await seedRunnable(api);
-    const res = await api.json(`${app.runPath}?webhookEndpoint=${encodeURIComponent("http://192.168.0.10/x")}`, { token: app.token });
+    const res = await api.json(`${app.runPath}?webhookEndpoint=${encodeURIComponent("http://192.168.0.10/x")}`, {
+      token: app.token,
+    });
     expect(res.status).toBe(400);
-    const ok = await api.json(`${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/dev`)}`, { token: app.token });
+    const ok = await api.json(`${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/dev`)}`, {
+      token: app.token,
+    });
     expect(ok.status).toBe(200);
   });
 
@@ -135,7 +151,10 @@ describe("webhookEndpoint and X-Webhook-Secret are checked before the run", () =
     const app = await seedRunnable(api);
     const hook = encodeURIComponent(`${PEER}/hooks/x`);
     for (const secret of ["", "x".repeat(1025)]) {
-      const res = await api.json(`${app.runPath}?webhookEndpoint=${hook}`, { token: app.token, headers: { "X-Webhook-Secret": secret } });
+      const res = await api.json(`${app.runPath}?webhookEndpoint=${hook}`, {
+        token: app.token,
+        headers: { "X-Webhook-Secret": secret },
+      });
       expect(res.status).toBe(400);
     }
   });
@@ -144,7 +163,10 @@ describe("webhookEndpoint and X-Webhook-Secret are checked before the run", () =
 describe("origin_url of a succeeded build follows the same policy", () => {
   it("refuses http, loopback and private origins unless ALLOW_INSECURE_TARGETS (and private ones always)", async () => {
     const app = await seedRunnable(api);
-    const build = await api.json<{ build_id: string }>(`/v2/projects/${app.projectId}/apps/${app.appId}/builds`, { method: "POST", token: app.token });
+    const build = await api.json<{ build_id: string }>(`/v2/projects/${app.projectId}/apps/${app.appId}/builds`, {
+      method: "POST",
+      token: app.token,
+    });
     const path = `/v2/projects/${app.projectId}/apps/${app.appId}/builds/${build.body.build_id}`;
     await api.json(path, { method: "PATCH", token: app.token, body: { status: "building" } });
     const report = (origin: string, overrides = {}) =>
@@ -185,7 +207,11 @@ describe("memory: an answer of many small chunks", () => {
   // flushes exhausted an isolate. What reaches the caller, the copy and the envelope must hold only the
   // bytes that arrived: the sum of the buffers behind the chunks is the body's length.
   const get = (path: string, token: string, ctx = createExecutionContext()) =>
-    api.worker.fetch(new Request(`http://localhost${path}`, { headers: { Authorization: `Bearer ${token}` } }), env, ctx);
+    api.worker.fetch(
+      new Request(`http://localhost${path}`, { headers: { Authorization: `Bearer ${token}` } }),
+      env,
+      ctx,
+    );
 
   it("a 120-flush event stream reaches the caller in chunks that hold only its bytes", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
@@ -199,7 +225,10 @@ describe("memory: an answer of many small chunks", () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const hook = await receiver([{ status: 200 }]);
     const ctx = createExecutionContext();
-    const held = await chunksOf((await get(`${app.appPath}/s?events=120&gap=1&webhookEndpoint=${encodeURIComponent(hook.url)}`, app.token, ctx)).body!);
+    const held = await chunksOf(
+      (await get(`${app.appPath}/s?events=120&gap=1&webhookEndpoint=${encodeURIComponent(hook.url)}`, app.token, ctx))
+        .body!,
+    );
     await waitOnExecutionContext(ctx);
     expect(held.bytes).toBe(1930);
     expect(held.chunks).toBeGreaterThan(10);
@@ -209,7 +238,17 @@ describe("memory: an answer of many small chunks", () => {
   it("a 120-flush answer is handed to the envelope's read in chunks that hold only its bytes", async () => {
     // The envelope collects the call's body (`AppCall.text`, when no length is declared) from this stream.
     const limits = { headersMs: 5_000, idleMs: 5_000 };
-    const call = await callApp(testDeps(), { target: `${PEER}/upstream/s?events=120&gap=1`, method: "GET", headers: new Headers(), body: null, runId: "run_memory" }, limits);
+    const call = await callApp(
+      testDeps(),
+      {
+        target: `${PEER}/upstream/s?events=120&gap=1`,
+        method: "GET",
+        headers: new Headers(),
+        body: null,
+        runId: "run_memory",
+      },
+      limits,
+    );
     const held = await chunksOf(call.stream()!);
     expect(held.bytes).toBe(1930);
     expect(held.buffers).toBe(held.bytes);
@@ -221,7 +260,10 @@ describe("a WebSocket run", () => {
   // cut at RUN_TIMEOUT_MS (120 s). Here the timeout is 200 ms and the socket is used at 2.5 times that.
   it("lives past the run timeout, as long as both sides keep it open", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream/ws`);
-    const res = await callWith(api, { RUN_TIMEOUT_MS: "200" }, app.runPath, { token: app.token, headers: { Upgrade: "websocket" } });
+    const res = await callWith(api, { RUN_TIMEOUT_MS: "200" }, app.runPath, {
+      token: app.token,
+      headers: { Upgrade: "websocket" },
+    });
     expect(res.status).toBe(101);
     const ws = res.webSocket!;
     ws.accept();
@@ -229,9 +271,14 @@ describe("a WebSocket run", () => {
     ws.addEventListener("close", () => (closed = true));
     ws.addEventListener("error", () => (closed = true));
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const reply = new Promise<string>((resolve) => ws.addEventListener("message", (event) => resolve(String(event.data))));
+    const reply = new Promise<string>((resolve) =>
+      ws.addEventListener("message", (event) => resolve(String(event.data))),
+    );
     ws.send("still here");
-    const echoed = await Promise.race([reply, new Promise<string>((resolve) => setTimeout(() => resolve("no answer"), 2_000))]);
+    const echoed = await Promise.race([
+      reply,
+      new Promise<string>((resolve) => setTimeout(() => resolve("no answer"), 2_000)),
+    ]);
     expect(closed).toBe(false);
     expect(echoed).toContain("still here");
     ws.close();
@@ -244,11 +291,11 @@ describe("headers between a caller and an app", () => {
     const hostile = [
       "Set-Cookie: session=stolen; Path=/",
       "Strict-Transport-Security: max-age=0",
-      "Alt-Svc: h3=\":443\"",
-      "Clear-Site-Data: \"*\"",
-      "NEL: {\"report_to\":\"app\",\"max_age\":31536000}",
-      "Report-To: {\"group\":\"app\",\"endpoints\":[{\"url\":\"https://app.example/r\"}]}",
-      "Reporting-Endpoints: app=\"https://app.example/r\"",
+      'Alt-Svc: h3=":443"',
+      'Clear-Site-Data: "*"',
+      'NEL: {"report_to":"app","max_age":31536000}',
+      'Report-To: {"group":"app","endpoints":[{"url":"https://app.example/r"}]}',
+      'Reporting-Endpoints: app="https://app.example/r"',
       "Service-Worker-Allowed: /",
       "Access-Control-Allow-Origin: https://evil.example",
       "Access-Control-Allow-Credentials: true",
@@ -267,7 +314,24 @@ describe("headers between a caller and an app", () => {
     const query = hostile.map((line) => `h=${encodeURIComponent(line)}`).join("&");
     const res = await api.call(`${app.appPath}/page?${query}`, { token: app.token });
     expect(res.status).toBe(200);
-    for (const name of ["set-cookie", "strict-transport-security", "alt-svc", "clear-site-data", "nel", "report-to", "reporting-endpoints", "service-worker-allowed", "access-control-allow-origin", "access-control-allow-credentials", "access-control-allow-headers", "timing-allow-origin", "accept-ch", "refresh", "cdn-cache-control", "x-hop"]) {
+    for (const name of [
+      "set-cookie",
+      "strict-transport-security",
+      "alt-svc",
+      "clear-site-data",
+      "nel",
+      "report-to",
+      "reporting-endpoints",
+      "service-worker-allowed",
+      "access-control-allow-origin",
+      "access-control-allow-credentials",
+      "access-control-allow-headers",
+      "timing-allow-origin",
+      "accept-ch",
+      "refresh",
+      "cdn-cache-control",
+      "x-hop",
+    ]) {
       expect(res.headers.get(name), name).toBeNull();
     }
     expect(res.headers.get("cache-control")).toBe("private, max-age=60");
@@ -302,7 +366,15 @@ describe("headers between a caller and an app", () => {
     expect(seen["x-forwarded-for"]).toBe("203.0.113.7");
     expect(seen["x-forwarded-host"]).toBe("localhost:8787");
     expect(seen["x-forwarded-proto"]).toBe("http");
-    for (const name of ["forwarded", "x-real-ip", "true-client-ip", "x-forwarded-port", "x-internal-auth", "cf-connecting-ip"]) expect(seen[name], name).toBeUndefined();
+    for (const name of [
+      "forwarded",
+      "x-real-ip",
+      "true-client-ip",
+      "x-forwarded-port",
+      "x-internal-auth",
+      "cf-connecting-ip",
+    ])
+      expect(seen[name], name).toBeUndefined();
     expect(seen["x-app-input"]).toBe("kept");
   });
 });

@@ -24,7 +24,11 @@ interface Envelope<T = Echo> {
 }
 
 const jwtFor = (projectId: string, claims: Record<string, unknown> = {}) =>
-  sign({ project_id: projectId, exp: Math.floor(api.clock.now().getTime() / 1000) + 600, ...claims }, TEST_SECRETS.JWT_SECRET, "HS256");
+  sign(
+    { project_id: projectId, exp: Math.floor(api.clock.now().getTime() / 1000) + 600, ...claims },
+    TEST_SECRETS.JWT_SECRET,
+    "HS256",
+  );
 
 describe("run proxy (POST|GET /v4/{project_id}/{app_name}/run)", () => {
   it("runs with a service account token: the envelope, X-Run-Id, the body and query passed through unchanged", async () => {
@@ -57,14 +61,20 @@ describe("run proxy (POST|GET /v4/{project_id}/{app_name}/run)", () => {
 
   it("passes a flat argument object through too", async () => {
     const app = await seedRunnable(api);
-    const { body } = await api.json<Envelope>(app.runPath, { method: "POST", token: app.token, body: { prompt: "x", steps: 3 } });
+    const { body } = await api.json<Envelope>(app.runPath, {
+      method: "POST",
+      token: app.token,
+      body: { prompt: "x", steps: 3 },
+    });
     expect(JSON.parse(body.result.body!)).toEqual({ prompt: "x", steps: 3 });
   });
 
   it("runs with GET and no body; webhookEndpoint is not passed to the app", async () => {
     const app = await seedRunnable(api);
     const hook = encodeURIComponent(`${PEER}/hooks/ignored`);
-    const { status, body } = await api.json<Envelope>(`${app.runPath}?a=1&webhookEndpoint=${hook}`, { token: app.token });
+    const { status, body } = await api.json<Envelope>(`${app.runPath}?a=1&webhookEndpoint=${hook}`, {
+      token: app.token,
+    });
     expect(status).toBe(200);
     expect(body.result.method).toBe("GET");
     expect(body.result.body).toBeNull();
@@ -93,7 +103,11 @@ describe("run proxy (POST|GET /v4/{project_id}/{app_name}/run)", () => {
 
   it("answers 409 no_deployment when the app has no succeeded build, 404 for an unknown app", async () => {
     const app = await seedRunnable(api);
-    const other = await api.json(`/v2/projects/${app.projectId}/apps`, { method: "POST", token: app.token, body: { name: "undeployed", region: "us-east-1", runtime: "custom" } });
+    const other = await api.json(`/v2/projects/${app.projectId}/apps`, {
+      method: "POST",
+      token: app.token,
+      body: { name: "undeployed", region: "us-east-1", runtime: "custom" },
+    });
     expect(other.status).toBe(201);
     const none = await api.json(`/v4/${app.projectId}/undeployed/run`, { method: "POST", token: app.token, body: {} });
     expect(none.status).toBe(409);
@@ -135,11 +149,26 @@ describe("run proxy (POST|GET /v4/{project_id}/{app_name}/run)", () => {
       body: "{}",
     });
     expect(big.status).toBe(413);
-    const streamed = await api.json(app.runPath, { method: "POST", token: app.token, rawBody: `{"x":"${"a".repeat(6 * 1024 * 1024)}"}`, headers: { "Content-Type": "application/json" } });
+    const streamed = await api.json(app.runPath, {
+      method: "POST",
+      token: app.token,
+      rawBody: `{"x":"${"a".repeat(6 * 1024 * 1024)}"}`,
+      headers: { "Content-Type": "application/json" },
+    });
     expect(streamed.status).toBe(413);
-    const text = await api.json(app.runPath, { method: "POST", token: app.token, rawBody: "hello", headers: { "Content-Type": "text/plain" } });
+    const text = await api.json(app.runPath, {
+      method: "POST",
+      token: app.token,
+      rawBody: "hello",
+      headers: { "Content-Type": "text/plain" },
+    });
     expect(text.status).toBe(415);
-    const malformed = await api.json(app.runPath, { method: "POST", token: app.token, rawBody: "{", headers: { "Content-Type": "application/json" } });
+    const malformed = await api.json(app.runPath, {
+      method: "POST",
+      token: app.token,
+      rawBody: "{",
+      headers: { "Content-Type": "application/json" },
+    });
     expect(malformed.body.code).toBe("malformed_json");
     const array = await api.json(app.runPath, { method: "POST", token: app.token, body: [1] });
     expect(array.status).toBe(400);
@@ -155,11 +184,16 @@ describe("run proxy (POST|GET /v4/{project_id}/{app_name}/run)", () => {
   it("passes a WebSocket upgrade through to the upstream, without the caller's Authorization", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream/ws`);
     const hook = encodeURIComponent("not even a url");
-    const res = await api.call(`${app.runPath}?webhookEndpoint=${hook}`, { token: app.token, headers: { Upgrade: "websocket" } });
+    const res = await api.call(`${app.runPath}?webhookEndpoint=${hook}`, {
+      token: app.token,
+      headers: { Upgrade: "websocket" },
+    });
     expect(res.status).toBe(101);
     const ws = res.webSocket!;
     ws.accept();
-    const reply = new Promise<string>((resolve) => ws.addEventListener("message", (event) => resolve(String(event.data))));
+    const reply = new Promise<string>((resolve) =>
+      ws.addEventListener("message", (event) => resolve(String(event.data))),
+    );
     ws.send("ping");
     const echoed = JSON.parse(await reply) as { echo: string; run_id: string; authorization: string };
     expect(echoed.echo).toBe("ping");
@@ -182,7 +216,11 @@ describe("run proxy hot path", () => {
       },
     });
     const app = await seedRunnable(counted);
-    const jwt = await sign({ project_id: app.projectId, exp: Math.floor(counted.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
+    const jwt = await sign(
+      { project_id: app.projectId, exp: Math.floor(counted.clock.now().getTime() / 1000) + 600 },
+      TEST_SECRETS.JWT_SECRET,
+      "HS256",
+    );
     for (const token of [app.token, jwt]) {
       const cold = d1.trips();
       expect((await callWith(counted, { DB: d1.db }, app.runPath, { token })).status).toBe(200);
@@ -200,7 +238,9 @@ describe("run proxy hot path", () => {
     const app = await seedRunnable(api);
     expect((await api.call(app.runPath, { token: app.token })).status).toBe(200);
     // Revoked by another isolate: this one still has the token cached.
-    await env.DB.prepare("UPDATE service_accounts SET revoked_at = ?1 WHERE id = ?2").bind(api.clock.now().getTime(), app.serviceAccountId).run();
+    await env.DB.prepare("UPDATE service_accounts SET revoked_at = ?1 WHERE id = ?2")
+      .bind(api.clock.now().getTime(), app.serviceAccountId)
+      .run();
     expect((await api.call(app.runPath, { token: app.token })).status).toBe(200);
     // The promise is a number (SECURITY.md: within 30 s), not the constant: raising the constant fails here.
     api.clock.advance(30_000);

@@ -16,14 +16,32 @@ async function stage(request = new Request("https://gateway.test/v4/p/a/run")) {
   const queue = capturingQueue();
   const left: Promise<unknown>[] = [];
   // The grace after a hang-up passes at once.
-  const scope = createScope({ ...env, WEBHOOK_QUEUE: queue.queue }, { waitUntil: (work) => void left.push(work) }, testDeps({ sleep: async () => undefined }));
+  const scope = createScope(
+    { ...env, WEBHOOK_QUEUE: queue.queue },
+    { waitUntil: (work) => void left.push(work) },
+    testDeps({ sleep: async () => undefined }),
+  );
   const runId = newId("run");
-  const webhook = await startWebhook(scope, request, { endpoint: "https://hooks.example/in", secret: undefined }, { projectId: app.projectId, appName: app.appName }, runId);
-  const row = () => env.DB.prepare("SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?").bind(runId).first<{ status: string; last_error: string | null }>();
+  const webhook = await startWebhook(
+    scope,
+    request,
+    { endpoint: "https://hooks.example/in", secret: undefined },
+    { projectId: app.projectId, appName: app.appName },
+    runId,
+  );
+  const row = () =>
+    env.DB.prepare("SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?")
+      .bind(runId)
+      .first<{ status: string; last_error: string | null }>();
   return { webhook, queue, row, settled: () => Promise.all(left) };
 }
 
-const answer: RunAnswer = { status: 200, text: '{"run_id":"run_x","result":{"ok":true}}', contentType: "application/json", failure: null };
+const answer: RunAnswer = {
+  status: 200,
+  text: '{"run_id":"run_x","result":{"ok":true}}',
+  contentType: "application/json",
+  failure: null,
+};
 
 describe("the hand-on stage (startWebhook → RunWebhook)", () => {
   it("puts the delivery on record before the app is called, and hands the whole answer's copy to the queue once it is whole", async () => {
@@ -47,7 +65,9 @@ describe("the hand-on stage (startWebhook → RunWebhook)", () => {
   it("ends the app's call once the caller has been gone longer than the platform allows, and settles the record", async () => {
     const hungUp = new AbortController();
     hungUp.abort();
-    const { webhook, queue, row, settled } = await stage(new Request("https://gateway.test/v4/p/a/run", { signal: hungUp.signal }));
+    const { webhook, queue, row, settled } = await stage(
+      new Request("https://gateway.test/v4/p/a/run", { signal: hungUp.signal }),
+    );
     await new Promise((resolve) => setTimeout(resolve, 0));
     expect(webhook.signal.aborted).toBe(true);
     webhook.carry(Promise.resolve(answer));

@@ -24,9 +24,21 @@ export interface RunWebhook {
  * its record `failed` (`run_interrupted`), never absent; otherwise the copy is enqueued, after the
  * caller has its answer (spec 6: the delivery does not block the response).
  */
-export async function startWebhook(scope: Scope, request: Request, webhook: Webhook, target: { projectId: string; appName: string }, runId: string): Promise<RunWebhook> {
+export async function startWebhook(
+  scope: Scope,
+  request: Request,
+  webhook: Webhook,
+  target: { projectId: string; appName: string },
+  runId: string,
+): Promise<RunWebhook> {
   const { projectId, appName } = target;
-  const pending = await recordPending(scope, { projectId, appName, runId, endpoint: webhook.endpoint, secret: webhook.secret });
+  const pending = await recordPending(scope, {
+    projectId,
+    appName,
+    runId,
+    endpoint: webhook.endpoint,
+    secret: webhook.secret,
+  });
   const cutShort = cutShortAfterHangUp(request, scope.deps);
   return {
     signal: cutShort.signal,
@@ -40,7 +52,12 @@ export async function startWebhook(scope: Scope, request: Request, webhook: Webh
           () => settleUnsent(scope, pending, "run_interrupted"),
         )
         .finally(() => cutShort.dispose());
-      scope.ctx.waitUntil(work.then(() => undefined, () => undefined));
+      scope.ctx.waitUntil(
+        work.then(
+          () => undefined,
+          () => undefined,
+        ),
+      );
     },
   };
 }

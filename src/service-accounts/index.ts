@@ -38,7 +38,12 @@ export const serviceAccountsRouter = createRouter()
     const now = c.var.scope.deps.now();
     const expiresAt = new Date(body.expires_at);
     if (expiresAt.getTime() <= now.getTime() || expiresAt.getTime() - now.getTime() > MAX_TOKEN_LIFETIME_MS) {
-      throw invalidField("body", "expires_at", "must be in the future, at most 2 years ahead", "expires_at must be in the future and at most 2 years ahead.");
+      throw invalidField(
+        "body",
+        "expires_at",
+        "must be in the future, at most 2 years ahead",
+        "expires_at must be in the future and at most 2 years ahead.",
+      );
     }
     // Stored in the list's order and without repeats, so equal grants read alike.
     const scopes = PERMISSIONS.filter((p) => (body.scopes ?? DEFAULT_PERMISSIONS).includes(p));
@@ -65,7 +70,11 @@ export const serviceAccountsRouter = createRouter()
         details: { name: body.name, scopes, expires_at: expiresAt.toISOString() },
       }),
     ]);
-    if (!account) throw new ApiError("forbidden", "Your access to this project ended while the token was being created: no token was created.");
+    if (!account)
+      throw new ApiError(
+        "forbidden",
+        "Your access to this project ended while the token was being created: no token was created.",
+      );
     // A new token is random, so a miss on it was a guess; forgetting it anyway keeps creation exact.
     forgetToken(account.tokenHash);
     return c.json({ ...serviceAccountJson(account), token }, 201);
@@ -73,9 +82,15 @@ export const serviceAccountsRouter = createRouter()
   .openapi(listServiceAccounts, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor, creator } = c.req.valid("query");
-    const root = creator === undefined ? undefined : ({ kind: creator.startsWith("sa_") ? "service_account" : "user", id: creator } as const);
+    const root =
+      creator === undefined
+        ? undefined
+        : ({ kind: creator.startsWith("sa_") ? "service_account" : "user", id: creator } as const);
     const { items, nextCursor } = await listPage(c.var.scope.db, serviceAccounts, {
-      filter: and(eq(serviceAccounts.projectId, project_id), root ? sql`${serviceAccounts.id} in (${lineage(project_id, root)})` : undefined),
+      filter: and(
+        eq(serviceAccounts.projectId, project_id),
+        root ? sql`${serviceAccounts.id} in (${lineage(project_id, root)})` : undefined,
+      ),
       key: serviceAccounts.id,
       keyOf: (a) => a.id,
       order: "desc",
@@ -92,7 +107,11 @@ export const serviceAccountsRouter = createRouter()
     // One batch ends the account and every token it created, at any depth (a token lives no longer
     // than its creator's access). Revoking twice keeps the first revocation time.
     const [[revoked], descendants] = await db.batch([
-      db.update(serviceAccounts).set({ revokedAt: now }).where(and(match, isNull(serviceAccounts.revokedAt))).returning(),
+      db
+        .update(serviceAccounts)
+        .set({ revokedAt: now })
+        .where(and(match, isNull(serviceAccounts.revokedAt)))
+        .returning(),
       endLineage(db, project_id, { kind: "service_account", id: service_account_id }, now),
     ]);
     const account = revoked ?? (await db.select().from(serviceAccounts).where(match).limit(1))[0];
@@ -102,7 +121,10 @@ export const serviceAccountsRouter = createRouter()
     auditAs(c, {
       action: "service_account.revoke",
       target: { type: "service_account", id: account.id },
-      details: { name: account.name, ...(descendants.length > 0 ? { ended_tokens: descendants.map((t) => t.id) } : {}) },
+      details: {
+        name: account.name,
+        ...(descendants.length > 0 ? { ended_tokens: descendants.map((t) => t.id) } : {}),
+      },
     });
     auditEnded(c, descendants, { reason: "creator_revoked", creator: account.id });
     return c.json(serviceAccountJson(account), 200);
@@ -113,8 +135,16 @@ export const serviceAccountsRouter = createRouter()
  * the entry of the write that ended it (same request id), so the audit log answers "why did this
  * token stop working" by the token's own id.
  */
-export function auditEnded(c: Context<AppEnv>, ended: readonly EndedToken[], why: { reason: "creator_removed" | "creator_role_changed" | "creator_revoked"; creator: string }) {
+export function auditEnded(
+  c: Context<AppEnv>,
+  ended: readonly EndedToken[],
+  why: { reason: "creator_removed" | "creator_role_changed" | "creator_revoked"; creator: string },
+) {
   for (const token of ended) {
-    auditAlso(c, { action: "service_account.revoke", target: { type: "service_account", id: token.id }, details: { name: token.name, ...why } });
+    auditAlso(c, {
+      action: "service_account.revoke",
+      target: { type: "service_account", id: token.id },
+      details: { name: token.name, ...why },
+    });
   }
 }

@@ -9,7 +9,8 @@ import { type CreatorKind, projectMembers, serviceAccounts } from "../db/schema"
  * with their creator"): removing a member, making them a viewer, or revoking a token ends every token
  * created by them, and every token those created, at any depth.
  */
-export type Creator = { kind: "user"; id: string } | { kind: "service_account"; id: string } | { kind: "admin"; id: null };
+export type Creator =
+  { kind: "user"; id: string } | { kind: "service_account"; id: string } | { kind: "admin"; id: null };
 
 export function creatorOf(principal: Principal): Creator {
   switch (principal.kind) {
@@ -31,7 +32,9 @@ export const creatorJson = (kind: CreatorKind, id: string | null) =>
   kind === "admin" ? { kind: "operator" as const, id: "operator" } : { kind, id: id ?? "" };
 
 /** Roles whose members may create tokens; a member moved to any other role loses the tokens they made. */
-export const ROLES_THAT_MINT: readonly Role[] = ROLES.filter((r) => ROLE_PERMISSIONS[r].includes("service_accounts:write"));
+export const ROLES_THAT_MINT: readonly Role[] = ROLES.filter((r) =>
+  ROLE_PERMISSIONS[r].includes("service_accounts:write"),
+);
 
 /**
  * The ids of the tokens that end with `root` in `projectId`: those it created and, at any depth, those
@@ -53,7 +56,13 @@ export interface EndedToken {
  * (so it can sit in the same D1 batch as the write that ends the creator's access, and does nothing
  * when that write did nothing). Revoking twice keeps the first time.
  */
-export function endLineage(db: Database, projectId: string, root: { kind: "user" | "service_account"; id: string }, now: Date, options: { guard?: SQL } = {}) {
+export function endLineage(
+  db: Database,
+  projectId: string,
+  root: { kind: "user" | "service_account"; id: string },
+  now: Date,
+  options: { guard?: SQL } = {},
+) {
   return db
     .update(serviceAccounts)
     .set({ revokedAt: now })

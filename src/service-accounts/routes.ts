@@ -2,15 +2,29 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
 import { DEFAULT_PERMISSIONS, PERMISSIONS } from "../auth/permissions";
 import { ID_PATTERN } from "../platform/ids";
-import { SCOPED_PROBLEMS, idParam, jsonBodyOf, jsonContent, ListQuery, listOf, ProjectParams, problems, Timestamp } from "../platform/openapi";
+import {
+  SCOPED_PROBLEMS,
+  idParam,
+  jsonBodyOf,
+  jsonContent,
+  ListQuery,
+  listOf,
+  ProjectParams,
+  problems,
+  Timestamp,
+} from "../platform/openapi";
 
 export const ServiceAccountSchema = z
   .object({
     id: z.string().openapi({ example: "sa_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
     project_id: z.string(),
     name: z.string(),
-    token_prefix: z.string().openapi({ example: "egsa_3kTq9XbZ", description: "The start of the token, to recognise it." }),
-    scopes: z.array(z.enum(PERMISSIONS)).openapi({ example: [...DEFAULT_PERMISSIONS], description: "What the token may do in its project." }),
+    token_prefix: z
+      .string()
+      .openapi({ example: "egsa_3kTq9XbZ", description: "The start of the token, to recognise it." }),
+    scopes: z
+      .array(z.enum(PERMISSIONS))
+      .openapi({ example: [...DEFAULT_PERMISSIONS], description: "What the token may do in its project." }),
     expires_at: Timestamp,
     last_used_at: Timestamp.nullable().openapi({ description: "Updated at most once a minute." }),
     revoked_at: Timestamp.nullable(),
@@ -37,12 +51,11 @@ export const CreatedServiceAccountSchema = ServiceAccountSchema.extend({
 export const CreateServiceAccountBody = z
   .object({
     name: z.string().trim().min(1).max(100).openapi({ example: "ci-production" }),
-    expires_at: z.iso
-      .datetime({ offset: true })
-      .openapi({
-        example: "2027-06-30T00:00:00Z",
-        description: "RFC 3339; must be in the future, at most 2 years ahead, and no later than the creating token's own expiry.",
-      }),
+    expires_at: z.iso.datetime({ offset: true }).openapi({
+      example: "2027-06-30T00:00:00Z",
+      description:
+        "RFC 3339; must be in the future, at most 2 years ahead, and no later than the creating token's own expiry.",
+    }),
     scopes: z
       .array(z.enum(PERMISSIONS))
       .min(1, "name at least one scope")
@@ -63,7 +76,10 @@ const ServiceAccountParams = ProjectParams.extend({
 const ServiceAccountListQuery = ListQuery.extend({
   creator: z
     .string()
-    .refine((v) => ID_PATTERN("usr").test(v) || ID_PATTERN("sa").test(v), "must be a person's id (usr_…) or a service account's id (sa_…)")
+    .refine(
+      (v) => ID_PATTERN("usr").test(v) || ID_PATTERN("sa").test(v),
+      "must be a person's id (usr_…) or a service account's id (sa_…)",
+    )
     .optional()
     .openapi({
       description:

@@ -30,7 +30,9 @@ describe("service accounts", () => {
     expect(isWellFormedToken(token)).toBe(true);
     expect(token.startsWith(created.body.token_prefix)).toBe(true);
 
-    const row = await env.DB.prepare("SELECT * FROM service_accounts WHERE id = ?").bind(created.body.id).first<Record<string, unknown>>();
+    const row = await env.DB.prepare("SELECT * FROM service_accounts WHERE id = ?")
+      .bind(created.body.id)
+      .first<Record<string, unknown>>();
     expect(row!.token_hash).toBe(await sha256Hex(token));
     expect(JSON.stringify(row)).not.toContain(token);
 
@@ -43,10 +45,13 @@ describe("service accounts", () => {
   it("refuses a missing, past or too distant expiry date", async () => {
     const { projectId } = await seedProject(api);
     for (const expires_at of [undefined, inDays(-1), inDays(0), inDays(800), "next tuesday"]) {
-      const response = await api.json<{ code: string; errors: { field: string }[] }>(`/v2/projects/${projectId}/service-accounts`, {
-        method: "POST",
-        body: { name: "x", expires_at },
-      });
+      const response = await api.json<{ code: string; errors: { field: string }[] }>(
+        `/v2/projects/${projectId}/service-accounts`,
+        {
+          method: "POST",
+          body: { name: "x", expires_at },
+        },
+      );
       expect(response.status, String(expires_at)).toBe(400);
       expect(response.body.errors[0]!.field).toBe("expires_at");
     }
@@ -70,14 +75,18 @@ describe("service accounts", () => {
 
   it("revokes: the token stops working at once, and revoking again answers the same", async () => {
     const { projectId, token, serviceAccountId } = await seedProject(api);
-    const revoked = await api.json<Account>(`/v2/projects/${projectId}/service-accounts/${serviceAccountId}`, { method: "DELETE" });
+    const revoked = await api.json<Account>(`/v2/projects/${projectId}/service-accounts/${serviceAccountId}`, {
+      method: "DELETE",
+    });
     expect(revoked.status).toBe(200);
     expect(revoked.body.revoked_at).toBe(api.clock.now().toISOString());
     const refused = await api.json<{ detail: string }>(`/v2/projects/${projectId}`, { token });
     expect(refused.status).toBe(401);
     expect(refused.body.detail).toContain("revoked");
     api.clock.advance(1000);
-    const again = await api.json<Account>(`/v2/projects/${projectId}/service-accounts/${serviceAccountId}`, { method: "DELETE" });
+    const again = await api.json<Account>(`/v2/projects/${projectId}/service-accounts/${serviceAccountId}`, {
+      method: "DELETE",
+    });
     expect(again.status).toBe(200);
     expect(again.body).toEqual(revoked.body);
   });
@@ -85,8 +94,9 @@ describe("service accounts", () => {
   it("keeps last_used_at, writing it at most once a minute per token", async () => {
     const { projectId, token, serviceAccountId } = await seedProject(api);
     const lastUsed = async () =>
-      (await env.DB.prepare("SELECT last_used_at FROM service_accounts WHERE id = ?").bind(serviceAccountId).first<{ last_used_at: number | null }>())!
-        .last_used_at;
+      (await env.DB.prepare("SELECT last_used_at FROM service_accounts WHERE id = ?")
+        .bind(serviceAccountId)
+        .first<{ last_used_at: number | null }>())!.last_used_at;
     // Seeding used the token once (to create the app).
     expect(await lastUsed()).toBe(api.clock.now().getTime());
     api.clock.advance(61_000);
@@ -105,7 +115,9 @@ describe("service accounts", () => {
 
   it("answers 404 for an unknown account id", async () => {
     const { projectId } = await seedProject(api);
-    const response = await api.json(`/v2/projects/${projectId}/service-accounts/sa_0000000000aaaaaaaaaaaaaaaaaaaa`, { method: "DELETE" });
+    const response = await api.json(`/v2/projects/${projectId}/service-accounts/sa_0000000000aaaaaaaaaaaaaaaaaaaa`, {
+      method: "DELETE",
+    });
     expect(response.status).toBe(404);
   });
 });

@@ -42,7 +42,9 @@ describe("recording on the run's path", () => {
     const app = await seedRunnable(api);
     const trips = async (recording: string) => {
       const d1 = countingRoundTrips(env.DB);
-      const response = await callWith(api, { DB: d1.db, USAGE_RECORDING: recording }, app.runPath, { token: app.token });
+      const response = await callWith(api, { DB: d1.db, USAGE_RECORDING: recording }, app.runPath, {
+        token: app.token,
+      });
       expect(response.status).toBe(200);
       await response.text();
       return d1.trips();
@@ -60,7 +62,9 @@ describe("recording on the run's path", () => {
     const runs = await Promise.all([1, 2, 3].map(() => callWith(api, bindings, app.runPath, { token: app.token })));
     expect(runs.map((r) => r.status)).toEqual([200, 200, 200]);
     expect(ledgers.calls).toEqual([3]);
-    const listed = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/runs`, { token: app.token });
+    const listed = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/runs`, {
+      token: app.token,
+    });
     expect(listed.body.data.map((r) => r.run_id).sort()).toEqual(runs.map((r) => r.headers.get("x-run-id")).sort());
   });
 });
@@ -73,10 +77,14 @@ describe("recording in an invocation no caller waits on", () => {
     expect(started.response.status).toBe(202);
     // A window of ten minutes: were the consumer's invocation to wait for it, `consume` (which waits
     // for the invocation's waitUntil, as the broker does before the next batch) would not return.
-    const ended = consume(api, started.message, { bindings: { USAGE_FLUSH_MS: "600000" } }).then(() => "ended" as const);
+    const ended = consume(api, started.message, { bindings: { USAGE_FLUSH_MS: "600000" } }).then(
+      () => "ended" as const,
+    );
     const held = new Promise((resolve) => setTimeout(() => resolve("held"), 3_000));
     expect(await Promise.race([ended, held])).toBe("ended");
-    const listed = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/runs?mode=async`, { token: app.token });
+    const listed = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/runs?mode=async`, {
+      token: app.token,
+    });
     expect(listed.body.data.map((r) => r.run_id)).toEqual([started.body.run_id]);
   });
 });
@@ -106,7 +114,12 @@ describe("a flush of several projects' runs", () => {
   it("is one queue send, whose consumer gives each project's ledger its own records in one call", async () => {
     const queue = capturingQueue();
     const ledgers = countingLedgers();
-    const flushEnv = { ...env, USAGE_QUEUE: queue.queue, USAGE_LEDGER: ledgers.namespace, USAGE_FLUSH_MS: "600000" } as Env;
+    const flushEnv = {
+      ...env,
+      USAGE_QUEUE: queue.queue,
+      USAGE_LEDGER: ledgers.namespace,
+      USAGE_FLUSH_MS: "600000",
+    } as Env;
     const scope = { env: flushEnv, ctx: { waitUntil: () => undefined } } as unknown as Scope;
     const projects = ["proj_buffer_a", "proj_buffer_b", "proj_buffer_c"].map((p) => `${p}_${Date.now()}`);
     const records = [0, 1, 2, 3, 4, 5].map((i) => recordOf(projects[i % 3]!));
@@ -115,21 +128,33 @@ describe("a flush of several projects' runs", () => {
     expect(ledgers.calls).toEqual([]);
     expect(queue.sent).toHaveLength(1);
 
-    const batch = createMessageBatch(QUEUES.usageRecords, [{ id: "usage-1", timestamp: new Date(), attempts: 1, body: queue.sent[0] }]);
+    const batch = createMessageBatch(QUEUES.usageRecords, [
+      { id: "usage-1", timestamp: new Date(), attempts: 1, body: queue.sent[0] },
+    ]);
     const ctx = createExecutionContext();
     await createWorker(testDeps()).queue(batch, { ...env, USAGE_LEDGER: ledgers.namespace } as Env, ctx);
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["usage-1"]);
     expect(ledgers.calls).toEqual([2, 2, 2]);
     for (const project of projects) {
       const { rows } = await ledgerOf(env, project).list({ limit: 10 });
-      expect(rows.map((r) => r.run_id).sort()).toEqual(records.filter((r) => r.project_id === project).map((r) => r.run_id).sort());
+      expect(rows.map((r) => r.run_id).sort()).toEqual(
+        records
+          .filter((r) => r.project_id === project)
+          .map((r) => r.run_id)
+          .sort(),
+      );
     }
   });
 
   it("goes to the ledgers themselves when the queue refuses it", async () => {
     const ledgers = countingLedgers();
     const refusing = { send: async () => Promise.reject(new Error("queue down")) } as unknown as Queue;
-    const flushEnv = { ...env, USAGE_QUEUE: refusing, USAGE_LEDGER: ledgers.namespace, USAGE_FLUSH_MS: "600000" } as Env;
+    const flushEnv = {
+      ...env,
+      USAGE_QUEUE: refusing,
+      USAGE_LEDGER: ledgers.namespace,
+      USAGE_FLUSH_MS: "600000",
+    } as Env;
     const scope = { env: flushEnv, ctx: { waitUntil: () => undefined } } as unknown as Scope;
     const projects = [`proj_buffer_d_${Date.now()}`, `proj_buffer_e_${Date.now()}`];
     for (const project of projects) holdRecord(scope, recordOf(project));

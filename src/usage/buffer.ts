@@ -102,7 +102,10 @@ export async function flush(env: Env): Promise<void> {
   }
   for (const [project, records] of byProject) {
     if (!(await twice(() => ledgerOf(env, project).add(records)))) {
-      log("error", "usage records lost: the ledger refused them twice", { project_id: project, records: records.length });
+      log("error", "usage records lost: the ledger refused them twice", {
+        project_id: project,
+        records: records.length,
+      });
     }
   }
 }

@@ -52,10 +52,19 @@ describe("runs on record from every entry", () => {
   it("records a passed-through stream once its body ended: the bytes that crossed and the time to the first", async () => {
     const api = client();
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
-    const res = await api.call(`${app.appPath}/v1/stream?events=3`, { token: app.token, headers: { Accept: "text/event-stream" } });
+    const res = await api.call(`${app.appPath}/v1/stream?events=3`, {
+      token: app.token,
+      headers: { Accept: "text/event-stream" },
+    });
     const body = await res.text();
     const [item] = await eventually(() => runsOf(api, app));
-    expect(item).toMatchObject({ run_id: res.headers.get("x-run-id"), path: "v1/stream", status_code: 200, hung_up: false, bytes_out: new TextEncoder().encode(body).byteLength });
+    expect(item).toMatchObject({
+      run_id: res.headers.get("x-run-id"),
+      path: "v1/stream",
+      status_code: 200,
+      hung_up: false,
+      bytes_out: new TextEncoder().encode(body).byteLength,
+    });
     expect(item!.ttfb_ms).not.toBeNull();
   });
 
@@ -65,7 +74,10 @@ describe("runs on record from every entry", () => {
     const key = watchKey();
     const hangUp = new AbortController();
     const res = await api.worker.fetch(
-      new Request(`http://localhost${app.appPath}/events?events=3&hold=${key}`, { headers: { Authorization: `Bearer ${app.token}` }, signal: hangUp.signal }),
+      new Request(`http://localhost${app.appPath}/events?events=3&hold=${key}`, {
+        headers: { Authorization: `Bearer ${app.token}` },
+        signal: hangUp.signal,
+      }),
       env,
       { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext,
     );
@@ -75,24 +87,38 @@ describe("runs on record from every entry", () => {
     await reader.cancel();
     await releaseStream(key);
     const [item] = await eventually(() => runsOf(api, app));
-    expect(item).toMatchObject({ run_id: res.headers.get("x-run-id"), hung_up: true, bytes_out: first.value!.byteLength });
+    expect(item).toMatchObject({
+      run_id: res.headers.get("x-run-id"),
+      hung_up: true,
+      bytes_out: first.value!.byteLength,
+    });
   });
 
   it("records a hang-up whose body was cancelled before the caller's signal aborted", async () => {
     const api = client();
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const key = watchKey();
-    const res = await api.worker.fetch(new Request(`http://localhost${app.appPath}/events?events=3&hold=${key}`, { headers: { Authorization: `Bearer ${app.token}` } }), env, {
-      waitUntil: () => undefined,
-      passThroughOnException: () => undefined,
-      props: {},
-    } as unknown as ExecutionContext);
+    const res = await api.worker.fetch(
+      new Request(`http://localhost${app.appPath}/events?events=3&hold=${key}`, {
+        headers: { Authorization: `Bearer ${app.token}` },
+      }),
+      env,
+      {
+        waitUntil: () => undefined,
+        passThroughOnException: () => undefined,
+        props: {},
+      } as unknown as ExecutionContext,
+    );
     const reader = res.body!.getReader();
     const first = await reader.read();
     await reader.cancel();
     await releaseStream(key);
     const [item] = await eventually(() => runsOf(api, app));
-    expect(item).toMatchObject({ run_id: res.headers.get("x-run-id"), hung_up: true, bytes_out: first.value!.byteLength });
+    expect(item).toMatchObject({
+      run_id: res.headers.get("x-run-id"),
+      hung_up: true,
+      bytes_out: first.value!.byteLength,
+    });
   });
 
   it("records an async run when it finishes, with its status URL", async () => {
@@ -104,7 +130,15 @@ describe("runs on record from every entry", () => {
     expect(await runsOf(api, app)).toEqual([]);
     await consume(api, started.message);
     const [item] = await runsOf(api, app, "?mode=async");
-    expect(item).toMatchObject({ run_id: started.body.run_id, mode: "async", status_code: 200, path: "run", bytes_in: JSON.stringify({ n: 1 }).length, status_url: started.body.status_url, caller: `sa:${app.serviceAccountId}` });
+    expect(item).toMatchObject({
+      run_id: started.body.run_id,
+      mode: "async",
+      status_code: 200,
+      path: "run",
+      bytes_in: JSON.stringify({ n: 1 }).length,
+      status_url: started.body.status_url,
+      caller: `sa:${app.serviceAccountId}`,
+    });
     expect(item!.bytes_out).toBeGreaterThan(0);
   });
 
@@ -115,7 +149,9 @@ describe("runs on record from every entry", () => {
     expect(await claimRun(createDb(env.DB), started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
     expect((await consume(api, started.message, { id: "msg-died", attempts: 2 })).acked).toBe(true);
     await consume(api, started.message, { id: "msg-died", attempts: 3 });
-    expect(await runsOf(api, app)).toMatchObject([{ run_id: started.body.run_id, mode: "async", status_code: 502, timed_out: false }]);
+    expect(await runsOf(api, app)).toMatchObject([
+      { run_id: started.body.run_id, mode: "async", status_code: 502, timed_out: false },
+    ]);
   });
 
   it("shows the webhook's outcome with the run, and counts its delivery in the usage figures and the receiver's health", async () => {
@@ -130,19 +166,45 @@ describe("runs on record from every entry", () => {
     expect(pending!.webhook).toMatchObject({ status: "pending", attempts: 0 });
     expect((await drive(api, messages[0])).acked).toBe(true);
     const [settled] = await runsOf(api, app);
-    expect(settled!.webhook).toMatchObject({ delivery_id: pending!.webhook!.delivery_id, status: "failed", attempts: 1 });
+    expect(settled!.webhook).toMatchObject({
+      delivery_id: pending!.webhook!.delivery_id,
+      status: "failed",
+      attempts: 1,
+    });
 
-    const usage = await api.json<{ totals: Record<string, number> }>(`/v2/projects/${app.projectId}/usage?app_name=${app.appName}`, { token: app.token });
+    const usage = await api.json<{ totals: Record<string, number> }>(
+      `/v2/projects/${app.projectId}/usage?app_name=${app.appName}`,
+      { token: app.token },
+    );
     expect(usage.body.totals).toMatchObject({ runs: 1, deliveries_delivered: 0, deliveries_failed: 1 });
-    const byMinute = await api.json<{ series: Record<string, number>[] }>(`/v2/projects/${app.projectId}/usage?interval=minute&from=${new Date(api.clock.now().getTime() - 600_000).toISOString()}`, { token: app.token });
-    expect(byMinute.body.series.filter((p) => p.runs !== 0 || p.deliveries_failed !== 0)).toMatchObject([{ runs: 1, deliveries_failed: 1 }]);
-    const other = await api.json<{ totals: Record<string, number> }>(`/v2/projects/${app.projectId}/usage?app_name=nothing-here`, { token: app.token });
+    const byMinute = await api.json<{ series: Record<string, number>[] }>(
+      `/v2/projects/${app.projectId}/usage?interval=minute&from=${new Date(api.clock.now().getTime() - 600_000).toISOString()}`,
+      { token: app.token },
+    );
+    expect(byMinute.body.series.filter((p) => p.runs !== 0 || p.deliveries_failed !== 0)).toMatchObject([
+      { runs: 1, deliveries_failed: 1 },
+    ]);
+    const other = await api.json<{ totals: Record<string, number> }>(
+      `/v2/projects/${app.projectId}/usage?app_name=nothing-here`,
+      { token: app.token },
+    );
     expect(other.body.totals).toMatchObject({ runs: 0, deliveries_failed: 0 });
 
-    const health = await api.json<{ data: Record<string, unknown>[] }>(`/v2/projects/${app.projectId}/webhook-receivers`, { token: app.token });
+    const health = await api.json<{ data: Record<string, unknown>[] }>(
+      `/v2/projects/${app.projectId}/webhook-receivers`,
+      { token: app.token },
+    );
     expect(health.status).toBe(200);
     expect(health.body.data).toEqual([
-      { origin: new URL(hook.url).origin, delivered: 0, failed: 1, pending: 0, retried_share: 0, p95_run_to_received_ms: null, last_failure: { at: expect.any(String), reason: expect.stringContaining("500") } },
+      {
+        origin: new URL(hook.url).origin,
+        delivered: 0,
+        failed: 1,
+        pending: 0,
+        retried_share: 0,
+        p95_run_to_received_ms: null,
+        last_failure: { at: expect.any(String), reason: expect.stringContaining("500") },
+      },
     ]);
   });
 });

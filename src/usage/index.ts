@@ -18,10 +18,12 @@ const time = (value: string | undefined) => (value === undefined ? undefined : D
 const iso = (ms: number) => new Date(ms).toISOString();
 
 function checkedRange(from: number | undefined, to: number | undefined) {
-  if (from !== undefined && to !== undefined && from >= to) throw invalidField("query", "from", "must be before `to`", "The range is empty: `from` must be before `to`.");
+  if (from !== undefined && to !== undefined && from >= to)
+    throw invalidField("query", "from", "must be before `to`", "The range is empty: `from` must be before `to`.");
 }
 
-const statusUrlOf = (requestUrl: string, projectId: string, run: StoredRun) => new URL(`/v4/${projectId}/${run.app_name}/runs/${run.run_id}`, requestUrl).href;
+const statusUrlOf = (requestUrl: string, projectId: string, run: StoredRun) =>
+  new URL(`/v4/${projectId}/${run.app_name}/runs/${run.run_id}`, requestUrl).href;
 
 export const usageRouter = createRouter()
   .openapi(listRuns, async (c) => {
@@ -42,7 +44,11 @@ export const usageRouter = createRouter()
       callers: recordCallers(c.get("principal")),
     });
     const items = rows.slice(0, q.limit);
-    const outcomes = await webhookOutcomes(c.var.scope.db, project_id, items.filter((r) => r.webhook === 1).map((r) => r.run_id));
+    const outcomes = await webhookOutcomes(
+      c.var.scope.db,
+      project_id,
+      items.filter((r) => r.webhook === 1).map((r) => r.run_id),
+    );
     const data = items.map((run) => ({
       run_id: run.run_id,
       app_name: run.app_name,
@@ -58,7 +64,10 @@ export const usageRouter = createRouter()
       bytes_out: run.bytes_out,
       caller: run.caller,
       // A webhook was asked; its delivery record may still be on its way (a pending row is written first).
-      webhook: run.webhook === 1 ? (outcomes.get(run.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 }) : null,
+      webhook:
+        run.webhook === 1
+          ? (outcomes.get(run.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 })
+          : null,
       status_url: run.mode === "async" ? statusUrlOf(c.req.url, project_id, run) : null,
       request_id: run.request_id,
       created_at: iso(run.created_at),
@@ -80,11 +89,21 @@ export const usageRouter = createRouter()
     const from = Math.floor(fromRaw / step) * step;
     const to = Math.ceil(toRaw / step) * step;
     if (from < now - ROLLUPS_RETENTION_MS - step) {
-      throw invalidField("query", "from", "must be within the last 90 days", "Usage is kept 90 days: `from` must be within them.");
+      throw invalidField(
+        "query",
+        "from",
+        "must be within the last 90 days",
+        "Usage is kept 90 days: `from` must be within them.",
+      );
     }
     const points = (to - from) / step;
     if (points > MAX_POINTS) {
-      throw invalidField("query", "interval", `gives ${points} points; at most ${MAX_POINTS}`, `The range holds ${points} ${q.interval}s; ask for at most ${MAX_POINTS} points (a wider interval or a shorter range).`);
+      throw invalidField(
+        "query",
+        "interval",
+        `gives ${points} points; at most ${MAX_POINTS}`,
+        `The range holds ${points} ${q.interval}s; ask for at most ${MAX_POINTS} points (a wider interval or a shorter range).`,
+      );
     }
     const [figures, deliveries] = await Promise.all([
       ledgerOf(c.env, project_id).usage({ from, to, step, app_name: q.app_name, now }),

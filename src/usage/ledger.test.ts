@@ -36,7 +36,8 @@ function record(at: number, overrides: Partial<RunRecord> = {}): RunRecord {
   };
 }
 
-const nearestRank = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.ceil((p / 100) * values.length) - 1];
+const nearestRank = (values: number[], p: number) =>
+  [...values].sort((a, b) => a - b)[Math.ceil((p / 100) * values.length) - 1];
 
 describe("the usage ledger", () => {
   it("sums each interval from its minutes, with exact percentiles per interval from the records", async () => {
@@ -44,7 +45,14 @@ describe("the usage ledger", () => {
     const start = now - 3 * HOUR;
     // Three hours, runs on many minutes of each, durations that differ per hour.
     const records = [0, 1, 2].flatMap((h) =>
-      Array.from({ length: 20 }, (_, i) => record(start + h * HOUR + i * 2 * MINUTE + 1234, { duration_ms: (h + 1) * 100 + i, status_code: i % 10 === 0 ? 503 : i % 5 === 0 ? 404 : 200, timed_out: i === 7, bytes_out: 10 })),
+      Array.from({ length: 20 }, (_, i) =>
+        record(start + h * HOUR + i * 2 * MINUTE + 1234, {
+          duration_ms: (h + 1) * 100 + i,
+          status_code: i % 10 === 0 ? 503 : i % 5 === 0 ? 404 : 200,
+          timed_out: i === 7,
+          bytes_out: 10,
+        }),
+      ),
     );
     const ledger = newLedger();
     expect(await ledger.add(records)).toEqual({ added: 60 });
@@ -58,7 +66,11 @@ describe("the usage ledger", () => {
     ]);
     figures.series.forEach((point, h) => {
       const durations = Array.from({ length: 20 }, (_, i) => (h + 1) * 100 + i);
-      expect([point.p50_ms, point.p95_ms, point.p99_ms]).toEqual([nearestRank(durations, 50), nearestRank(durations, 95), nearestRank(durations, 99)]);
+      expect([point.p50_ms, point.p95_ms, point.p99_ms]).toEqual([
+        nearestRank(durations, 50),
+        nearestRank(durations, 95),
+        nearestRank(durations, 99),
+      ]);
     });
     const all = records.map((r) => r.duration_ms);
     expect(figures.totals).toMatchObject({ runs: 60, p50_ms: nearestRank(all, 50), p99_ms: nearestRank(all, 99) });
@@ -84,7 +96,11 @@ describe("the usage ledger", () => {
     const figures = await ledger.usage({ from: old - (old % HOUR), to: now, step: 24 * HOUR, now });
     expect(figures.percentiles).toBe("histogram");
     expect(figures.totals.runs).toBe(200);
-    for (const [p, value] of [[50, figures.totals.p50_ms], [95, figures.totals.p95_ms], [99, figures.totals.p99_ms]] as const) {
+    for (const [p, value] of [
+      [50, figures.totals.p50_ms],
+      [95, figures.totals.p95_ms],
+      [99, figures.totals.p99_ms],
+    ] as const) {
       const exact = nearestRank(durations, p)!;
       expect(value! / exact, `p${p}`).toBeGreaterThanOrEqual(0.999);
       expect(value! / exact, `p${p}`).toBeLessThanOrEqual(1.05);
@@ -97,7 +113,10 @@ describe("the usage ledger", () => {
     const figures = await runInDurableObject(newLedger(), async (_instance, state) => {
       const ledger = new Ledger(state.storage, 100);
       ledger.add(records);
-      return { usage: ledger.usage({ from: now - HOUR, to: now, step: HOUR, now }), kept: ledger.list({ limit: 1000 }) };
+      return {
+        usage: ledger.usage({ from: now - HOUR, to: now, step: HOUR, now }),
+        kept: ledger.list({ limit: 1000 }),
+      };
     });
     expect(figures.usage).toMatchObject({ sampled: true, percentiles: "histogram", totals: { runs: 400 } });
     expect(figures.kept.sampled).toBe(true);
@@ -119,7 +138,11 @@ describe("retention", () => {
     expect(await runDurableObjectAlarm(ledger)).toBe(true);
     const listed = await ledger.list({ limit: 10 });
     expect(listed.rows.map((r) => r.run_id)).toEqual([fresh.run_id]);
-    const span = { from: now - ROLLUPS_RETENTION_MS - 2 * HOUR - ((now - ROLLUPS_RETENTION_MS - 2 * HOUR) % HOUR), step: 24 * HOUR, now };
+    const span = {
+      from: now - ROLLUPS_RETENTION_MS - 2 * HOUR - ((now - ROLLUPS_RETENTION_MS - 2 * HOUR) % HOUR),
+      step: 24 * HOUR,
+      now,
+    };
     const usage = await ledger.usage({ ...span, to: span.from + 92 * 24 * HOUR });
     // The week-old run's rollup stays (90 days); the quarter-old one's went.
     expect(usage.totals.runs).toBe(2);

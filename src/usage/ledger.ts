@@ -68,7 +68,11 @@ const SCHEMA = [
 /** A status class as the API names it: every answer below 400 (a WebSocket's 101, an app's redirect) counts as 2xx. */
 export type StatusClass = "2xx" | "4xx" | "5xx";
 export const classOf = (status: number): StatusClass => (status >= 500 ? "5xx" : status >= 400 ? "4xx" : "2xx");
-const CLASS_SQL: Record<StatusClass, string> = { "2xx": "status_code < 400", "4xx": "status_code >= 400 AND status_code < 500", "5xx": "status_code >= 500" };
+const CLASS_SQL: Record<StatusClass, string> = {
+  "2xx": "status_code < 400",
+  "4xx": "status_code >= 400 AND status_code < 500",
+  "5xx": "status_code >= 500",
+};
 
 export interface RecordQuery {
   app_name?: string;
@@ -135,7 +139,8 @@ interface Roll {
 }
 
 /** Whether a record is kept while sampling: about one run id in SAMPLE_EVERY, by its last two random characters (stable across retries). */
-const sampleKeeps = (runId: string) => (runId.charCodeAt(runId.length - 1) * 32 + runId.charCodeAt(runId.length - 2)) % SAMPLE_EVERY === 0;
+const sampleKeeps = (runId: string) =>
+  (runId.charCodeAt(runId.length - 1) * 32 + runId.charCodeAt(runId.length - 2)) % SAMPLE_EVERY === 0;
 
 /** The ledger's logic, apart from the Durable Object class so that it reads as plain code. */
 export class Ledger {
@@ -155,7 +160,11 @@ export class Ledger {
   }
 
   #setMeta(key: string, value: number): void {
-    this.#sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", key, value);
+    this.#sql.exec(
+      "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      key,
+      value,
+    );
   }
 
   /**
@@ -172,8 +181,22 @@ export class Ledger {
         const cursor = this.#sql.exec(
           "INSERT INTO runs (run_id, app_name, mode, method, path, status_code, timed_out, hung_up, duration_ms, ttfb_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at) " +
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
-          r.run_id, r.app_name, r.mode, r.method, r.path, r.status_code, r.timed_out ? 1 : 0, r.hung_up ? 1 : 0, Math.max(0, Math.round(r.duration_ms)),
-          r.ttfb_ms === null ? null : Math.max(0, Math.round(r.ttfb_ms)), r.bytes_in, r.bytes_out, r.caller, r.webhook ? 1 : 0, r.request_id, r.created_at,
+          r.run_id,
+          r.app_name,
+          r.mode,
+          r.method,
+          r.path,
+          r.status_code,
+          r.timed_out ? 1 : 0,
+          r.hung_up ? 1 : 0,
+          Math.max(0, Math.round(r.duration_ms)),
+          r.ttfb_ms === null ? null : Math.max(0, Math.round(r.ttfb_ms)),
+          r.bytes_in,
+          r.bytes_out,
+          r.caller,
+          r.webhook ? 1 : 0,
+          r.request_id,
+          r.created_at,
         );
         if (cursor.rowsWritten === 0) continue;
         kept++;
@@ -187,7 +210,18 @@ export class Ledger {
       const key = `${minute} ${r.app_name}`;
       let roll = rolls.get(key);
       if (!roll) {
-        roll = { app_name: r.app_name, minute, runs: 0, status_2xx: 0, status_4xx: 0, status_5xx: 0, timeouts: 0, bytes_in: 0, bytes_out: 0, hist: {} };
+        roll = {
+          app_name: r.app_name,
+          minute,
+          runs: 0,
+          status_2xx: 0,
+          status_4xx: 0,
+          status_5xx: 0,
+          timeouts: 0,
+          bytes_in: 0,
+          bytes_out: 0,
+          hist: {},
+        };
         rolls.set(key, roll);
       }
       roll.runs++;
@@ -199,13 +233,29 @@ export class Ledger {
     }
     this.#setMeta("records", kept);
     for (const roll of rolls.values()) {
-      const old = this.#sql.exec<{ hist: string }>("SELECT hist FROM rollups WHERE app_name = ? AND minute = ?", roll.app_name, roll.minute).toArray()[0];
+      const old = this.#sql
+        .exec<{ hist: string }>(
+          "SELECT hist FROM rollups WHERE app_name = ? AND minute = ?",
+          roll.app_name,
+          roll.minute,
+        )
+        .toArray()[0];
       const hist = old ? mergeHistograms(JSON.parse(old.hist) as Histogram, roll.hist) : roll.hist;
       this.#sql.exec(
         "INSERT INTO rollups (app_name, minute, runs, status_2xx, status_4xx, status_5xx, timeouts, bytes_in, bytes_out, hist) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) " +
           "ON CONFLICT (app_name, minute) DO UPDATE SET runs = runs + excluded.runs, status_2xx = status_2xx + excluded.status_2xx, status_4xx = status_4xx + excluded.status_4xx, " +
           "status_5xx = status_5xx + excluded.status_5xx, timeouts = timeouts + excluded.timeouts, bytes_in = bytes_in + excluded.bytes_in, bytes_out = bytes_out + excluded.bytes_out, hist = ?",
-        roll.app_name, roll.minute, roll.runs, roll.status_2xx, roll.status_4xx, roll.status_5xx, roll.timeouts, roll.bytes_in, roll.bytes_out, JSON.stringify(roll.hist), JSON.stringify(hist),
+        roll.app_name,
+        roll.minute,
+        roll.runs,
+        roll.status_2xx,
+        roll.status_4xx,
+        roll.status_5xx,
+        roll.timeouts,
+        roll.bytes_in,
+        roll.bytes_out,
+        JSON.stringify(roll.hist),
+        JSON.stringify(hist),
       );
     }
     return { added };
@@ -252,7 +302,10 @@ export class Ledger {
 
   /** Whether nothing is left to purge (an idle project's ledger then needs no alarm). */
   isEmpty(): boolean {
-    return this.#sql.exec("SELECT 1 FROM rollups LIMIT 1").toArray().length === 0 && this.#sql.exec("SELECT 1 FROM runs LIMIT 1").toArray().length === 0;
+    return (
+      this.#sql.exec("SELECT 1 FROM rollups LIMIT 1").toArray().length === 0 &&
+      this.#sql.exec("SELECT 1 FROM runs LIMIT 1").toArray().length === 0
+    );
   }
 
   /** Whether records of [from, to) were sampled away. */
@@ -287,17 +340,50 @@ export class Ledger {
     const count = Math.max(0, Math.ceil((q.to - q.from) / q.step));
     const appClause = q.app_name === undefined ? "" : " AND app_name = ?";
     const appArgs = q.app_name === undefined ? [] : [q.app_name];
-    const empty = (start: number): UsagePoint => ({ start, runs: 0, status_2xx: 0, status_4xx: 0, status_5xx: 0, timeouts: 0, p50_ms: null, p95_ms: null, p99_ms: null, bytes_in: 0, bytes_out: 0 });
+    const empty = (start: number): UsagePoint => ({
+      start,
+      runs: 0,
+      status_2xx: 0,
+      status_4xx: 0,
+      status_5xx: 0,
+      timeouts: 0,
+      p50_ms: null,
+      p95_ms: null,
+      p99_ms: null,
+      bytes_in: 0,
+      bytes_out: 0,
+    });
     const series = Array.from({ length: count }, (_, i) => empty(q.from + i * q.step));
-    const sums = this.#sql.exec<{ i: number; runs: number; s2: number; s4: number; s5: number; t: number; bi: number; bo: number }>(
+    const sums = this.#sql.exec<{
+      i: number;
+      runs: number;
+      s2: number;
+      s4: number;
+      s5: number;
+      t: number;
+      bi: number;
+      bo: number;
+    }>(
       `SELECT CAST((minute - ?) / ? AS INTEGER) AS i, sum(runs) AS runs, sum(status_2xx) AS s2, sum(status_4xx) AS s4, sum(status_5xx) AS s5, sum(timeouts) AS t, sum(bytes_in) AS bi, sum(bytes_out) AS bo
        FROM rollups WHERE minute >= ? AND minute < ?${appClause} GROUP BY i`,
-      q.from, q.step, q.from, q.to, ...appArgs,
+      q.from,
+      q.step,
+      q.from,
+      q.to,
+      ...appArgs,
     );
     for (const s of sums) {
       const point = series[s.i];
       if (!point) continue;
-      Object.assign(point, { runs: s.runs, status_2xx: s.s2, status_4xx: s.s4, status_5xx: s.s5, timeouts: s.t, bytes_in: s.bi, bytes_out: s.bo });
+      Object.assign(point, {
+        runs: s.runs,
+        status_2xx: s.s2,
+        status_4xx: s.s4,
+        status_5xx: s.s5,
+        timeouts: s.t,
+        bytes_in: s.bi,
+        bytes_out: s.bo,
+      });
     }
     const totalRuns = series.reduce((n, p) => n + p.runs, 0);
     const sampled = this.#sampled(q.from, q.to);
@@ -306,7 +392,11 @@ export class Ledger {
     if (exact) {
       const rows = this.#sql.exec<{ i: number; d: number }>(
         `SELECT CAST((created_at - ?) / ? AS INTEGER) AS i, duration_ms AS d FROM runs WHERE created_at >= ? AND created_at < ?${appClause} ORDER BY d`,
-        q.from, q.step, q.from, q.to, ...appArgs,
+        q.from,
+        q.step,
+        q.from,
+        q.to,
+        ...appArgs,
       );
       const per: number[][] = series.map(() => []);
       for (const row of rows) {
@@ -316,7 +406,14 @@ export class Ledger {
       per.forEach((durations, i) => Object.assign(series[i]!, percentilesOfSorted(durations)));
     } else {
       const hists: Histogram[] = series.map(() => ({}));
-      const rows = this.#sql.exec<{ i: number; hist: string }>(`SELECT CAST((minute - ?) / ? AS INTEGER) AS i, hist FROM rollups WHERE minute >= ? AND minute < ?${appClause}`, q.from, q.step, q.from, q.to, ...appArgs);
+      const rows = this.#sql.exec<{ i: number; hist: string }>(
+        `SELECT CAST((minute - ?) / ? AS INTEGER) AS i, hist FROM rollups WHERE minute >= ? AND minute < ?${appClause}`,
+        q.from,
+        q.step,
+        q.from,
+        q.to,
+        ...appArgs,
+      );
       for (const row of rows) {
         const h = hists[row.i];
         if (h) mergeHistograms(h, JSON.parse(row.hist) as Histogram);
@@ -338,7 +435,11 @@ const percentilesOfSorted = (sorted: number[]): Percentiles => ({
   p99_ms: percentileOfSorted(sorted, 99),
 });
 
-const percentilesOfHistogram = (h: Histogram): Percentiles => ({ p50_ms: percentileOf(h, 50), p95_ms: percentileOf(h, 95), p99_ms: percentileOf(h, 99) });
+const percentilesOfHistogram = (h: Histogram): Percentiles => ({
+  p50_ms: percentileOf(h, 50),
+  p95_ms: percentileOf(h, 95),
+  p99_ms: percentileOf(h, 99),
+});
 
 function totalsOf(series: UsagePoint[], percentiles: Percentiles): Omit<UsagePoint, "start"> {
   const totals = { runs: 0, status_2xx: 0, status_4xx: 0, status_5xx: 0, timeouts: 0, bytes_in: 0, bytes_out: 0 };

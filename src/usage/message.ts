@@ -13,7 +13,10 @@ export interface UsageRecordsMessage {
 export const MESSAGE_MAX_BYTES = 100_000;
 
 export const isUsageRecordsMessage = (body: unknown): body is UsageRecordsMessage =>
-  typeof body === "object" && body !== null && (body as UsageRecordsMessage).v === 1 && Array.isArray((body as UsageRecordsMessage).records);
+  typeof body === "object" &&
+  body !== null &&
+  (body as UsageRecordsMessage).v === 1 &&
+  Array.isArray((body as UsageRecordsMessage).records);
 
 /** `records` as messages of at most MESSAGE_MAX_BYTES each (halved until they fit; one record always fits a run's fields). */
 export function messagesOf(records: RunRecord[]): UsageRecordsMessage[] {

@@ -44,7 +44,11 @@ export async function consumeUsageRecords(batch: MessageBatch<unknown>, scope: S
     try {
       await ledgerOf(scope.env, projectId).add(records);
     } catch (error) {
-      log("error", "usage records not added; their messages go back to the queue", { project_id: projectId, records: records.length, error });
+      log("error", "usage records not added; their messages go back to the queue", {
+        project_id: projectId,
+        records: records.length,
+        error,
+      });
       for (const msg of from) failed.add(msg);
     }
   }

@@ -33,7 +33,13 @@ export interface Recording {
    * body has ended (read to its end, broken off, or the caller hung up); `call` is null when the app
    * gave no answer.
    */
-  answered(runId: string, answered: Answer, call: { tally: BodyTally } | null, bytesIn: () => number, webhook: boolean): void;
+  answered(
+    runId: string,
+    answered: Answer,
+    call: { tally: BodyTally } | null,
+    bytesIn: () => number,
+    webhook: boolean,
+  ): void;
   /** A WebSocket run: on record at its handshake (101); its messages are the app's and the caller's. */
   upgraded(runId: string, response: Response): Response;
   /** An async run accepted (202): its record is its consumer's, when it finishes. */
@@ -77,7 +83,10 @@ export function openRecording(scope: Scope, request: Request, target: Target): R
     refused(error) {
       if (!isRun(error) || !take()) return;
       const status = error instanceof ApiError ? error.status : 500;
-      const runId = error instanceof ApiError && typeof error.extensions?.run_id === "string" ? error.extensions.run_id : newId("run", createdAt);
+      const runId =
+        error instanceof ApiError && typeof error.extensions?.run_id === "string"
+          ? error.extensions.run_id
+          : newId("run", createdAt);
       const declared = Number(request.headers.get("content-length") ?? "0");
       recordRun(scope, {
         ...base(runId, asksAsync(request.url) ? "async" : "sync"),
@@ -127,7 +136,17 @@ export function openRecording(scope: Scope, request: Request, target: Target): R
       });
     },
     upgraded(runId, response) {
-      if (take()) recordRun(scope, { ...base(runId), status_code: response.status, timed_out: false, duration_ms: Date.now() - started, ttfb_ms: null, bytes_in: 0, bytes_out: 0, webhook: false });
+      if (take())
+        recordRun(scope, {
+          ...base(runId),
+          status_code: response.status,
+          timed_out: false,
+          duration_ms: Date.now() - started,
+          ttfb_ms: null,
+          bytes_in: 0,
+          bytes_out: 0,
+          webhook: false,
+        });
       return response;
     },
     accepted(response) {

@@ -5,12 +5,16 @@ import { jsonContent, ListQuery, listOf, ProjectParams, SCOPED_PROBLEMS, Timesta
 /** The usage API: every run on record, the project's figures over time, and its webhook receivers' health. */
 
 const APP_NAME_FILTER = z.string().min(1).max(63).optional().openapi({ description: "Only this app's runs." });
-const RangeBound = (which: string) => z.iso.datetime({ offset: true }).optional().openapi({ description: which, example: "2026-11-21T12:00:00Z" });
+const RangeBound = (which: string) =>
+  z.iso.datetime({ offset: true }).optional().openapi({ description: which, example: "2026-11-21T12:00:00Z" });
 
 export const RunsQuery = ListQuery.extend({
   app_name: APP_NAME_FILTER,
   mode: z.enum(["sync", "async"]).optional().openapi({ description: "Only synchronous or only async runs." }),
-  status: z.enum(["2xx", "4xx", "5xx"]).optional().openapi({ description: "Only runs whose caller got a status of this class (`2xx` is every status below 400)." }),
+  status: z
+    .enum(["2xx", "4xx", "5xx"])
+    .optional()
+    .openapi({ description: "Only runs whose caller got a status of this class (`2xx` is every status below 400)." }),
   from: RangeBound("Only runs made at or after this time (RFC 3339)."),
   to: RangeBound("Only runs made before this time (RFC 3339)."),
 }).strict();
@@ -29,17 +33,39 @@ export const RunRecordSchema = z
     app_name: z.string(),
     mode: z.enum(["sync", "async"]),
     method: z.string().openapi({ example: "POST" }),
-    path: z.string().openapi({ description: "The app's path the run called (`run`, `v1/chat/completions`), without the query.", example: "run" }),
-    status_code: z.number().int().openapi({ description: "The status the caller got (an async run: the status of its stored result)." }),
-    timed_out: z.boolean().openapi({ description: "The run ended on the gateway's time limit (waiting for the app, or a stream gone silent)." }),
+    path: z.string().openapi({
+      description: "The app's path the run called (`run`, `v1/chat/completions`), without the query.",
+      example: "run",
+    }),
+    status_code: z
+      .number()
+      .int()
+      .openapi({ description: "The status the caller got (an async run: the status of its stored result)." }),
+    timed_out: z.boolean().openapi({
+      description: "The run ended on the gateway's time limit (waiting for the app, or a stream gone silent).",
+    }),
     hung_up: z.boolean().openapi({ description: "The caller hung up before the answer ended." }),
-    duration_ms: z.number().int().openapi({ description: "From admission to the end of the answer (an async run: from acceptance to its finish)." }),
-    ttfb_ms: z.number().int().nullable().openapi({ description: "Time to the first byte of a streamed (passed-through) answer; null otherwise." }),
+    duration_ms: z.number().int().openapi({
+      description: "From admission to the end of the answer (an async run: from acceptance to its finish).",
+    }),
+    ttfb_ms: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "Time to the first byte of a streamed (passed-through) answer; null otherwise." }),
     bytes_in: z.number().int().openapi({ description: "Bytes of the caller's body." }),
     bytes_out: z.number().int().openapi({ description: "Bytes of the answer that crossed (decoded)." }),
-    caller: z.string().openapi({ description: "Who made the run: `sa:<service account id>`, `jwt:<subject>`, `user:<person id>` or `admin`; never a credential." }),
-    webhook: WebhookOutcome.nullable().openapi({ description: "The webhook delivery of the run's answer, when one was asked for." }),
-    status_url: z.string().nullable().openapi({ description: "An async run's own state and stored result (`GET /v4/{project_id}/{app_name}/runs/{run_id}`); null for a synchronous run." }),
+    caller: z.string().openapi({
+      description:
+        "Who made the run: `sa:<service account id>`, `jwt:<subject>`, `user:<person id>` or `admin`; never a credential.",
+    }),
+    webhook: WebhookOutcome.nullable().openapi({
+      description: "The webhook delivery of the run's answer, when one was asked for.",
+    }),
+    status_url: z.string().nullable().openapi({
+      description:
+        "An async run's own state and stored result (`GET /v4/{project_id}/{app_name}/runs/{run_id}`); null for a synchronous run.",
+    }),
     request_id: z.string().openapi({ description: "The `X-Request-Id` of the request that made the run." }),
     created_at: Timestamp,
   })
@@ -47,7 +73,8 @@ export const RunRecordSchema = z
 
 export const RunRecordList = listOf(RunRecordSchema, "RunRecordList").extend({
   sampled: z.boolean().openapi({
-    description: "True when the project made more runs in the range than its records keep: the list then shows about one run in a hundred for that time (usage figures stay exact).",
+    description:
+      "True when the project made more runs in the range than its records keep: the list then shows about one run in a hundred for that time (usage figures stay exact).",
   }),
 });
 
@@ -72,7 +99,10 @@ export const UsageQuery = z
   .object({
     from: RangeBound("Start of the range (RFC 3339); rounded down to the interval. Default: `to` less 24 hours."),
     to: RangeBound("End of the range (RFC 3339), exclusive; rounded up to the interval. Default: now."),
-    interval: z.enum(INTERVALS).default("hour").openapi({ description: "The width of each point of the series (UTC-aligned)." }),
+    interval: z
+      .enum(INTERVALS)
+      .default("hour")
+      .openapi({ description: "The width of each point of the series (UTC-aligned)." }),
     app_name: APP_NAME_FILTER,
   })
   .strict();
@@ -88,7 +118,10 @@ const Figures = {
   p99_ms: z.number().int().nullable(),
   bytes_in: z.number().int(),
   bytes_out: z.number().int(),
-  deliveries_delivered: z.number().int().openapi({ description: "Webhook deliveries of the interval's runs that reached their receiver." }),
+  deliveries_delivered: z
+    .number()
+    .int()
+    .openapi({ description: "Webhook deliveries of the interval's runs that reached their receiver." }),
   deliveries_failed: z.number().int(),
 };
 
@@ -99,14 +132,18 @@ export const UsageSchema = z
     interval: z.enum(INTERVALS),
     from: Timestamp.openapi({ description: "The series' start, aligned to the interval." }),
     to: Timestamp.openapi({ description: "The series' end (exclusive), aligned to the interval." }),
-    series: z.array(UsagePointSchema).openapi({ description: "One point per interval, oldest first; intervals without runs are zeros." }),
+    series: z
+      .array(UsagePointSchema)
+      .openapi({ description: "One point per interval, oldest first; intervals without runs are zeros." }),
     totals: z.object(Figures).openapi("UsageTotals"),
     percentiles: z.enum(["exact", "histogram"]).openapi({
       description:
         "How p50/p95/p99 were computed: `exact` from every run's record (nearest rank), or `histogram` from the minute rollups' latency histograms (within 5 %), " +
         "when the range reaches past the records' 7 days, holds more than 100,000 runs, or its records were sampled.",
     }),
-    sampled: z.boolean().openapi({ description: "Whether the range's run records were sampled (counts, bytes and status classes stay exact)." }),
+    sampled: z.boolean().openapi({
+      description: "Whether the range's run records were sampled (counts, bytes and status classes stay exact).",
+    }),
   })
   .openapi("Usage");
 
@@ -137,8 +174,12 @@ export const ReceiverHealthSchema = z
     delivered: z.number().int(),
     failed: z.number().int(),
     pending: z.number().int(),
-    retried_share: z.number().openapi({ description: "Share (0 to 1) of settled deliveries that needed more than one attempt." }),
-    p95_run_to_received_ms: z.number().int().nullable().openapi({ description: "95th percentile, over delivered ones, of the time from the run to the receiver's 2xx." }),
+    retried_share: z
+      .number()
+      .openapi({ description: "Share (0 to 1) of settled deliveries that needed more than one attempt." }),
+    p95_run_to_received_ms: z.number().int().nullable().openapi({
+      description: "95th percentile, over delivered ones, of the time from the run to the receiver's 2xx.",
+    }),
     last_failure: z.object({ at: Timestamp, reason: z.string() }).nullable(),
   })
   .openapi("WebhookReceiverHealth");
@@ -150,7 +191,14 @@ export const listReceivers = createRoute({
   tags: ["Webhooks"],
   ...requires("deliveries:read"),
   summary: "Webhook receivers' health",
-  description: "Each receiver origin the project's deliveries went to in the range: delivered, failed, share retried, p95 time from run to received, last failure and its reason.",
+  description:
+    "Each receiver origin the project's deliveries went to in the range: delivered, failed, share retried, p95 time from run to received, last failure and its reason.",
   request: { params: ProjectParams, query: ReceiversQuery },
-  responses: { 200: jsonContent(z.object({ data: z.array(ReceiverHealthSchema) }).openapi("WebhookReceiverHealthList"), "One entry per receiver origin, busiest first."), ...SCOPED_PROBLEMS },
+  responses: {
+    200: jsonContent(
+      z.object({ data: z.array(ReceiverHealthSchema) }).openapi("WebhookReceiverHealthList"),
+      "One entry per receiver origin, busiest first.",
+    ),
+    ...SCOPED_PROBLEMS,
+  },
 });

@@ -15,7 +15,10 @@ const PATHS = ["runs", "usage", "webhook-receivers"] as const;
 
 async function tokenWith(projectId: string, scopes: readonly Permission[]) {
   const expires = new Date(api.clock.now().getTime() + 7 * 24 * 3600 * 1000).toISOString();
-  const created = await api.json<{ id: string; token: string }>(`/v2/projects/${projectId}/service-accounts`, { method: "POST", body: { name: `t-${scopes.length}-${Math.random()}`, expires_at: expires, scopes } });
+  const created = await api.json<{ id: string; token: string }>(`/v2/projects/${projectId}/service-accounts`, {
+    method: "POST",
+    body: { name: `t-${scopes.length}-${Math.random()}`, expires_at: expires, scopes },
+  });
   expect(created.status).toBe(201);
   return created.body;
 }
@@ -23,35 +26,50 @@ async function tokenWith(projectId: string, scopes: readonly Permission[]) {
 /** Every row the project's ledger holds, as text. */
 async function ledgerText(projectId: string): Promise<string> {
   return runInDurableObject(ledgerOf(env, projectId), async (_instance, state) => {
-    const tables = state.storage.sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'").toArray();
+    const tables = state.storage.sql
+      .exec<{ name: string }>(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
+      )
+      .toArray();
     return JSON.stringify(tables.map(({ name }) => state.storage.sql.exec(`SELECT * FROM "${name}"`).toArray()));
   });
 }
 
 describe("usage: another project's credential", () => {
-  it.each(PATHS)("gets 404 on /v2/projects/{id}/%s, and its own list holds none of the other project's runs", async (path) => {
-    const app = await seedRunnable(api);
-    const stranger = await seedRunnable(api);
-    await (await api.call(app.runPath, { token: app.token })).text();
-    const res = await api.json(`/v2/projects/${app.projectId}/${path}`, { token: stranger.token });
-    expect(res.status).toBe(404);
-    expect(res.body).toMatchObject({ code: "not_found" });
-    const own = await api.json<{ data: unknown[] }>(`/v2/projects/${stranger.projectId}/runs`, { token: stranger.token });
-    expect(own.body.data).toEqual([]);
-  });
+  it.each(PATHS)(
+    "gets 404 on /v2/projects/{id}/%s, and its own list holds none of the other project's runs",
+    async (path) => {
+      const app = await seedRunnable(api);
+      const stranger = await seedRunnable(api);
+      await (await api.call(app.runPath, { token: app.token })).text();
+      const res = await api.json(`/v2/projects/${app.projectId}/${path}`, { token: stranger.token });
+      expect(res.status).toBe(404);
+      expect(res.body).toMatchObject({ code: "not_found" });
+      const own = await api.json<{ data: unknown[] }>(`/v2/projects/${stranger.projectId}/runs`, {
+        token: stranger.token,
+      });
+      expect(own.body.data).toEqual([]);
+    },
+  );
 });
 
 describe("usage: scopes", () => {
   it("refuses the runs list and the figures without usage:read (403 naming it), the receivers' health without deliveries:read", async () => {
     const app = await seedRunnable(api);
-    const withoutUsage = await tokenWith(app.projectId, PERMISSIONS.filter((p) => p !== "usage:read"));
+    const withoutUsage = await tokenWith(
+      app.projectId,
+      PERMISSIONS.filter((p) => p !== "usage:read"),
+    );
     for (const path of ["runs", "usage"]) {
       const res = await api.call(`/v2/projects/${app.projectId}/${path}`, { token: withoutUsage.token });
       expect(res.status, path).toBe(403);
       expect(res.headers.get("www-authenticate")).toContain('scope="usage:read"');
     }
     const onlyUsage = await tokenWith(app.projectId, ["usage:read"]);
-    for (const path of ["runs", "usage"]) expect((await api.call(`/v2/projects/${app.projectId}/${path}`, { token: onlyUsage.token })).status, path).toBe(200);
+    for (const path of ["runs", "usage"])
+      expect((await api.call(`/v2/projects/${app.projectId}/${path}`, { token: onlyUsage.token })).status, path).toBe(
+        200,
+      );
     const receivers = await api.call(`/v2/projects/${app.projectId}/webhook-receivers`, { token: onlyUsage.token });
     expect(receivers.status).toBe(403);
     expect(receivers.headers.get("www-authenticate")).toContain('scope="deliveries:read"');
@@ -63,7 +81,9 @@ describe("usage: scopes", () => {
     await (await api.call(app.runPath, { token: app.token })).text();
     api.clock.advance(1);
     await (await api.call(app.runPath, { token: second.token })).text();
-    const mine = await api.json<{ data: { caller: string }[] }>(`/v2/projects/${app.projectId}/runs`, { token: second.token });
+    const mine = await api.json<{ data: { caller: string }[] }>(`/v2/projects/${app.projectId}/runs`, {
+      token: second.token,
+    });
     expect(mine.body.data.map((r) => r.caller)).toEqual([`sa:${second.id}`]);
     const all = await api.json<{ data: { caller: string }[] }>(`/v2/projects/${app.projectId}/runs`);
     expect(all.body.data.map((r) => r.caller)).toEqual([`sa:${second.id}`, `sa:${app.serviceAccountId}`]);
@@ -76,11 +96,16 @@ describe("usage: records hold no credential, secret or body", () => {
     const hook = await receiver();
     const secret = "whsec-never-in-a-record-0123456789";
     const marker = "body-marker-never-in-a-record";
-    const { response } = await runWithWebhook(api, app, `${hook.url}?private=query-marker`, { secret, body: { [marker]: marker }, query: "q=query-marker-2" });
+    const { response } = await runWithWebhook(api, app, `${hook.url}?private=query-marker`, {
+      secret,
+      body: { [marker]: marker },
+      query: "q=query-marker-2",
+    });
     expect(response.status).toBe(200);
     const stored = await ledgerText(app.projectId);
     expect(stored).toContain(response.headers.get("x-run-id")!);
-    for (const leak of [app.token, app.token.slice(0, 12), secret, marker, "query-marker", "Bearer"]) expect(stored).not.toContain(leak);
+    for (const leak of [app.token, app.token.slice(0, 12), secret, marker, "query-marker", "Bearer"])
+      expect(stored).not.toContain(leak);
     const listed = JSON.stringify((await api.json(`/v2/projects/${app.projectId}/runs`, { token: app.token })).body);
     for (const leak of [app.token, secret, marker, "query-marker"]) expect(listed).not.toContain(leak);
   });
@@ -106,7 +131,10 @@ describe("usage: bad input", () => {
     ["an unknown parameter", "?project_id=proj_x", "project_id"],
   ])("answers 400 validation_failed for %s", async (_what, query, field) => {
     const app = await seedRunnable(api);
-    const res = await api.json<{ code: string; errors?: { field: string }[] }>(`/v2/projects/${app.projectId}/usage${query}`, { token: app.token });
+    const res = await api.json<{ code: string; errors?: { field: string }[] }>(
+      `/v2/projects/${app.projectId}/usage${query}`,
+      { token: app.token },
+    );
     expect(res.status).toBe(400);
     expect(res.headers.get("content-type")).toContain("application/problem+json");
     expect(res.body.errors?.map((e) => e.field)).toContain(field);
@@ -116,10 +144,14 @@ describe("usage: bad input", () => {
     const app = await seedRunnable(api);
     await (await api.call(app.runPath, { token: app.token })).text();
     const base = `/v2/projects/${app.projectId}/runs`;
-    expect((await api.json(`${base}?from=2026-11-21T12:00:00Z&to=2026-11-21T12:00:00Z`, { token: app.token })).status).toBe(400);
+    expect(
+      (await api.json(`${base}?from=2026-11-21T12:00:00Z&to=2026-11-21T12:00:00Z`, { token: app.token })).status,
+    ).toBe(400);
     expect((await api.json(`${base}?cursor=bm90LWEtY3Vyc29y`, { token: app.token })).status).toBe(400);
     expect((await api.json(`${base}?status=3xx`, { token: app.token })).status).toBe(400);
-    const injected = await api.json<{ data: unknown[] }>(`${base}?app_name=${encodeURIComponent("x' OR 1=1 --")}`, { token: app.token });
+    const injected = await api.json<{ data: unknown[] }>(`${base}?app_name=${encodeURIComponent("x' OR 1=1 --")}`, {
+      token: app.token,
+    });
     expect(injected.status).toBe(200);
     expect(injected.body.data).toEqual([]);
   });

@@ -33,7 +33,12 @@ describe("GET /v2/projects/{project_id}/runs", () => {
     await failing.text();
     expect(failing.status).toBe(500);
     api.clock.advance(1);
-    const big = await api.call(app.runPath, { method: "POST", token: app.token, rawBody: "{}", headers: { "Content-Type": "application/json", "Content-Length": String(7 * 1024 * 1024) } });
+    const big = await api.call(app.runPath, {
+      method: "POST",
+      token: app.token,
+      rawBody: "{}",
+      headers: { "Content-Type": "application/json", "Content-Length": String(7 * 1024 * 1024) },
+    });
     expect(big.status).toBe(413);
 
     const { data, next_cursor } = await runsOf(app.projectId, app.token);
@@ -57,7 +62,12 @@ describe("GET /v2/projects/{project_id}/runs", () => {
     });
     expect(done.duration_ms).toBeGreaterThanOrEqual(0);
     expect(appError).toMatchObject({ run_id: failing.headers.get("x-run-id"), method: "GET", bytes_in: 0 });
-    expect(refused).toMatchObject({ mode: "sync", path: "run", bytes_out: 0, request_id: big.headers.get("x-request-id") });
+    expect(refused).toMatchObject({
+      mode: "sync",
+      path: "run",
+      bytes_out: 0,
+      request_id: big.headers.get("x-request-id"),
+    });
   });
 
   it("filters by status class, mode and app, and pages with a cursor", async () => {
@@ -88,7 +98,9 @@ describe("GET /v2/projects/{project_id}/runs", () => {
     const app = await seedRunnable(api, `${PEER}/upstream/echo?delay=1000`);
     const slow = await callWith(api, { RUN_TIMEOUT_MS: "100" }, app.runPath, { token: app.token });
     expect(slow.status).toBe(504);
-    expect((await runsOf(app.projectId, app.token)).data).toMatchObject([{ status_code: 504, timed_out: true, run_id: slow.headers.get("x-run-id") }]);
+    expect((await runsOf(app.projectId, app.token)).data).toMatchObject([
+      { status_code: 504, timed_out: true, run_id: slow.headers.get("x-run-id") },
+    ]);
   });
 
   it("records a run refused by the project's rate limit (429), on Miniflare's real limiter", async () => {
@@ -96,7 +108,14 @@ describe("GET /v2/projects/{project_id}/runs", () => {
     await spendBudget(env.RATE_LIMIT_RUNS, limited.projectId, RATE_LIMITS.runs.limit);
     const refused = await api.call(limited.runPath, { token: limited.token });
     expect(refused.status).toBe(429);
-    expect((await runsOf(limited.projectId, limited.token)).data).toMatchObject([{ status_code: 429, app_name: limited.appName, timed_out: false, request_id: refused.headers.get("x-request-id") }]);
+    expect((await runsOf(limited.projectId, limited.token)).data).toMatchObject([
+      {
+        status_code: 429,
+        app_name: limited.appName,
+        timed_out: false,
+        request_id: refused.headers.get("x-request-id"),
+      },
+    ]);
   }, 60_000);
 });
 
@@ -105,15 +124,25 @@ describe("GET /v2/projects/{project_id}/usage", () => {
     const app = await seedRunnable(api);
     // Off the interval's edges: a run's place in its bucket is a fraction of the interval.
     api.clock.advance(17 * 60_000 + 4_321);
-    for (const status of [200, 200, 500, 404]) await (await api.call(`${app.runPath}?status=${status}`, { token: app.token })).text();
-    const res = await api.json<{ series: Record<string, unknown>[]; totals: Record<string, number>; percentiles: string; interval: string }>(
-      `/v2/projects/${app.projectId}/usage?interval=hour`,
-      { token: app.token },
-    );
+    for (const status of [200, 200, 500, 404])
+      await (await api.call(`${app.runPath}?status=${status}`, { token: app.token })).text();
+    const res = await api.json<{
+      series: Record<string, unknown>[];
+      totals: Record<string, number>;
+      percentiles: string;
+      interval: string;
+    }>(`/v2/projects/${app.projectId}/usage?interval=hour`, { token: app.token });
     expect(res.status).toBe(200);
     expect(res.body.interval).toBe("hour");
     expect(res.body.series.length).toBeGreaterThanOrEqual(24);
-    expect(res.body.totals).toMatchObject({ runs: 4, status_2xx: 2, status_4xx: 1, status_5xx: 1, timeouts: 0, bytes_in: 0 });
+    expect(res.body.totals).toMatchObject({
+      runs: 4,
+      status_2xx: 2,
+      status_4xx: 1,
+      status_5xx: 1,
+      timeouts: 0,
+      bytes_in: 0,
+    });
     expect(res.body.totals.bytes_out).toBeGreaterThan(0);
     expect(res.body.percentiles).toBe("exact");
     const runs = (await runsOf(app.projectId, app.token)).data;
@@ -124,7 +153,10 @@ describe("GET /v2/projects/{project_id}/usage", () => {
     const busy = res.body.series.filter((p) => p.runs !== 0);
     expect(busy).toHaveLength(1);
     expect(busy[0]).toMatchObject({ runs: 4, p50_ms: sorted[1], p95_ms: sorted[3], p99_ms: sorted[3] });
-    const byMinute = await api.json<{ series: Record<string, unknown>[] }>(`/v2/projects/${app.projectId}/usage?interval=minute&from=${new Date(api.clock.now().getTime() - 3_600_000).toISOString()}`, { token: app.token });
+    const byMinute = await api.json<{ series: Record<string, unknown>[] }>(
+      `/v2/projects/${app.projectId}/usage?interval=minute&from=${new Date(api.clock.now().getTime() - 3_600_000).toISOString()}`,
+      { token: app.token },
+    );
     expect(byMinute.body.series.filter((p) => p.runs !== 0)).toMatchObject([{ runs: 4, p50_ms: sorted[1] }]);
   });
 });

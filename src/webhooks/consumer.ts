@@ -16,7 +16,11 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, { env }: S
   for (const msg of batch.messages) {
     const parsed = deliveryMessageSchema.safeParse(msg.body);
     if (!parsed.success) {
-      log("error", "unreadable webhook message dropped", { queue: batch.queue, message_id: msg.id, issues: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`) });
+      log("error", "unreadable webhook message dropped", {
+        queue: batch.queue,
+        message_id: msg.id,
+        issues: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`),
+      });
       msg.ack();
       continue;
     }
@@ -31,7 +35,14 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, { env }: S
         for (const { msg } of entries) msg.ack();
       } catch (error) {
         for (const { msg, message } of entries) {
-          log("error", "webhook delivery not accepted by its lane", { queue: batch.queue, delivery_id: message.id, project_id: message.projectId, message_id: msg.id, queue_attempts: msg.attempts, error });
+          log("error", "webhook delivery not accepted by its lane", {
+            queue: batch.queue,
+            delivery_id: message.id,
+            project_id: message.projectId,
+            message_id: msg.id,
+            queue_attempts: msg.attempts,
+            error,
+          });
           msg.retry({ delaySeconds: 1 });
         }
       }

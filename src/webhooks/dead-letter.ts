@@ -20,7 +20,16 @@ export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps
     try {
       const settled = await failPending(db, message.id, deps.now(), "dead_lettered");
       if (settled) {
-        logFailure({ id: message.id, runId: String(message.runId), projectId: String(message.projectId), endpoint: String(message.endpoint) }, settled.attempts, "dead-lettered: the queue gave up on it");
+        logFailure(
+          {
+            id: message.id,
+            runId: String(message.runId),
+            projectId: String(message.projectId),
+            endpoint: String(message.endpoint),
+          },
+          settled.attempts,
+          "dead-lettered: the queue gave up on it",
+        );
       }
       msg.ack();
     } catch (error) {

@@ -33,7 +33,12 @@ const SETTLED: DeliveryEnd = { kind: "settled" };
 const CLAIM_REFUSED_RETRY_MS = 1_000;
 
 /** One line per failed delivery, for alerting; never the secret or the body. */
-export function logFailure(fields: { id: string; runId: string; projectId: string; endpoint: string }, attempts: number, reason: string, last: { statusCode?: number | null; error?: string | null } = {}) {
+export function logFailure(
+  fields: { id: string; runId: string; projectId: string; endpoint: string },
+  attempts: number,
+  reason: string,
+  last: { statusCode?: number | null; error?: string | null } = {},
+) {
   let host = "";
   try {
     host = new URL(fields.endpoint).host;
@@ -57,7 +62,11 @@ export function logFailure(fields: { id: string; runId: string; projectId: strin
  * outcome within its timeout; a claim older than that plus a margin belongs to a lane that died (or
  * whose D1 write failed), and its outcome will never come. A younger one may still be writing.
  */
-async function settleExhausted(ctx: DeliveryContext, message: DeliveryMessage, claim: Extract<Prepared, { kind: "exhausted" }>): Promise<DeliveryEnd> {
+async function settleExhausted(
+  ctx: DeliveryContext,
+  message: DeliveryMessage,
+  claim: Extract<Prepared, { kind: "exhausted" }>,
+): Promise<DeliveryEnd> {
   const lostAfterMs = ctx.config.webhookTimeoutMs + 30_000;
   const age = ctx.deps.now().getTime() - claim.updatedAt.getTime();
   if (age < lostAfterMs) return { kind: "interrupted", ms: lostAfterMs - age };
@@ -68,7 +77,11 @@ async function settleExhausted(ctx: DeliveryContext, message: DeliveryMessage, c
 }
 
 /** One delivery, from its next attempt to its end: prepare → send → record → schedule, and the pauses between. */
-export async function deliver(ctx: DeliveryContext, message: DeliveryMessage, hooks: DeliveryHooks = {}): Promise<DeliveryEnd> {
+export async function deliver(
+  ctx: DeliveryContext,
+  message: DeliveryMessage,
+  hooks: DeliveryHooks = {},
+): Promise<DeliveryEnd> {
   const delivery = new DeliveryInProgress(message);
   try {
     for (;;) {
@@ -76,13 +89,20 @@ export async function deliver(ctx: DeliveryContext, message: DeliveryMessage, ho
       try {
         prepared = await prepare(ctx, delivery);
       } catch (error) {
-        log("error", "webhook delivery interrupted: claim refused", { delivery_id: message.id, project_id: message.projectId, error });
+        log("error", "webhook delivery interrupted: claim refused", {
+          delivery_id: message.id,
+          project_id: message.projectId,
+          error,
+        });
         return { kind: "interrupted", ms: CLAIM_REFUSED_RETRY_MS };
       }
       if (prepared.kind === "settled") return SETTLED;
       if (prepared.kind === "exhausted") return await settleExhausted(ctx, message, prepared);
       // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
-      const sent = prepared.kind === "ready" ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold()) : unsent(prepared);
+      const sent =
+        prepared.kind === "ready"
+          ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold())
+          : unsent(prepared);
       const next: Next = schedule(await record(ctx, message.id, sent), Date.now());
       if (next.kind === "settled") {
         if (next.outcome === "failed") logFailure(message, sent.attempt, sent.reason, sent);

@@ -41,7 +41,12 @@ describe("webhook delivery: what the receiver gets", () => {
     expect(got!.signatures).toEqual({ node: true, openssl: true, standard: true });
 
     const [delivery] = await deliveriesOf(api, app.projectId, JSON.parse(run.text).run_id);
-    expect(delivery).toMatchObject({ request_id: got!.headers["x-request-id"], status: "delivered", signed: true, last_status_code: 200 });
+    expect(delivery).toMatchObject({
+      request_id: got!.headers["x-request-id"],
+      status: "delivered",
+      signed: true,
+      last_status_code: 200,
+    });
     expect(delivery!.attempts).toEqual([expect.objectContaining({ attempt: 1, status_code: 200, error: null })]);
   });
 
@@ -122,19 +127,97 @@ describe("webhook delivery: what the receiver gets", () => {
 });
 
 describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5 s apart", () => {
-  const cases: { name: string; answers: { status: number; headers?: Record<string, string>; delayMs?: number; hangUp?: boolean }[]; attempts: number; status: string; last: Record<string, unknown> }[] = [
-    { name: "2xx: delivered", answers: [{ status: 202 }], attempts: 1, status: "delivered", last: { status_code: 202 } },
-    { name: "404: retried, then failed", answers: [{ status: 404 }], attempts: 3, status: "failed", last: { status_code: 404 } },
-    { name: "404 then 2xx: delivered on the retry", answers: [{ status: 404 }, { status: 404 }, { status: 200 }], attempts: 3, status: "delivered", last: { status_code: 200 } },
-    { name: "other 4xx (400): permanent", answers: [{ status: 400 }], attempts: 1, status: "failed", last: { status_code: 400 } },
-    { name: "other 4xx (410): permanent", answers: [{ status: 410 }], attempts: 1, status: "failed", last: { status_code: 410 } },
-    { name: "other 4xx (429): permanent", answers: [{ status: 429 }], attempts: 1, status: "failed", last: { status_code: 429 } },
-    { name: "5xx (500): not retried", answers: [{ status: 500 }], attempts: 1, status: "failed", last: { status_code: 500 } },
-    { name: "5xx (503): not retried", answers: [{ status: 503 }], attempts: 1, status: "failed", last: { status_code: 503 } },
-    { name: "redirect (302), not followed: retried", answers: [{ status: 302, headers: { Location: "https://example.com/" } }], attempts: 3, status: "failed", last: { status_code: 302 } },
-    { name: "other non-2xx (304): retried", answers: [{ status: 304 }], attempts: 3, status: "failed", last: { status_code: 304 } },
-    { name: "connection reset: retried", answers: [{ status: 200, hangUp: true }], attempts: 3, status: "failed", last: { error: "connection_failed" } },
-    { name: "timeout: retried", answers: [{ status: 200, delayMs: 600 }], attempts: 3, status: "failed", last: { error: "timeout" } },
+  const cases: {
+    name: string;
+    answers: { status: number; headers?: Record<string, string>; delayMs?: number; hangUp?: boolean }[];
+    attempts: number;
+    status: string;
+    last: Record<string, unknown>;
+  }[] = [
+    {
+      name: "2xx: delivered",
+      answers: [{ status: 202 }],
+      attempts: 1,
+      status: "delivered",
+      last: { status_code: 202 },
+    },
+    {
+      name: "404: retried, then failed",
+      answers: [{ status: 404 }],
+      attempts: 3,
+      status: "failed",
+      last: { status_code: 404 },
+    },
+    {
+      name: "404 then 2xx: delivered on the retry",
+      answers: [{ status: 404 }, { status: 404 }, { status: 200 }],
+      attempts: 3,
+      status: "delivered",
+      last: { status_code: 200 },
+    },
+    {
+      name: "other 4xx (400): permanent",
+      answers: [{ status: 400 }],
+      attempts: 1,
+      status: "failed",
+      last: { status_code: 400 },
+    },
+    {
+      name: "other 4xx (410): permanent",
+      answers: [{ status: 410 }],
+      attempts: 1,
+      status: "failed",
+      last: { status_code: 410 },
+    },
+    {
+      name: "other 4xx (429): permanent",
+      answers: [{ status: 429 }],
+      attempts: 1,
+      status: "failed",
+      last: { status_code: 429 },
+    },
+    {
+      name: "5xx (500): not retried",
+      answers: [{ status: 500 }],
+      attempts: 1,
+      status: "failed",
+      last: { status_code: 500 },
+    },
+    {
+      name: "5xx (503): not retried",
+      answers: [{ status: 503 }],
+      attempts: 1,
+      status: "failed",
+      last: { status_code: 503 },
+    },
+    {
+      name: "redirect (302), not followed: retried",
+      answers: [{ status: 302, headers: { Location: "https://example.com/" } }],
+      attempts: 3,
+      status: "failed",
+      last: { status_code: 302 },
+    },
+    {
+      name: "other non-2xx (304): retried",
+      answers: [{ status: 304 }],
+      attempts: 3,
+      status: "failed",
+      last: { status_code: 304 },
+    },
+    {
+      name: "connection reset: retried",
+      answers: [{ status: 200, hangUp: true }],
+      attempts: 3,
+      status: "failed",
+      last: { error: "connection_failed" },
+    },
+    {
+      name: "timeout: retried",
+      answers: [{ status: 200, delayMs: 600 }],
+      attempts: 3,
+      status: "failed",
+      last: { error: "timeout" },
+    },
   ];
 
   it.each(cases)("$name ($attempts attempt(s))", async ({ answers, attempts, status, last }) => {
@@ -164,7 +247,9 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const ctx = createExecutionContext();
     const started = Date.now();
     const response = await api.worker.fetch(
-      new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(`${DOWN}/hook`)}`, { headers: { Authorization: `Bearer ${app.token}` } }),
+      new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(`${DOWN}/hook`)}`, {
+        headers: { Authorization: `Bearer ${app.token}` },
+      }),
       { ...env, WEBHOOK_QUEUE: capture.queue },
       ctx,
     );
@@ -175,14 +260,25 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     expect(driven.attempts).toBe(MAX_ATTEMPTS);
     const [delivery] = await deliveriesOf(api, app.projectId, response.headers.get("x-run-id")!);
     expect(delivery).toMatchObject({ status: "failed", last_error: "connection_failed" });
-    const lines = errors.mock.calls.map((call) => call[0] as Record<string, unknown>).filter((line) => line.message === "webhook delivery failed");
+    const lines = errors.mock.calls
+      .map((call) => call[0] as Record<string, unknown>)
+      .filter((line) => line.message === "webhook delivery failed");
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: "error", reason: "attempts exhausted", attempts: 3, run_id: response.headers.get("x-run-id") });
+    expect(lines[0]).toMatchObject({
+      level: "error",
+      reason: "attempts exhausted",
+      attempts: 3,
+      run_id: response.headers.get("x-run-id"),
+    });
   });
 
   it("honours Retry-After up to the 4 s cap (the claim of the next attempt fits in the 5 s)", async () => {
     const app = await seedRunnable(api);
-    const hook = await receiver([{ status: 404, headers: { "Retry-After": "2" } }, { status: 404, headers: { "Retry-After": "120" } }, { status: 200 }]);
+    const hook = await receiver([
+      { status: 404, headers: { "Retry-After": "2" } },
+      { status: 404, headers: { "Retry-After": "120" } },
+      { status: 200 },
+    ]);
     const run = await runWithWebhook(api, app, hook.url);
     expect((await drive(api, run.messages[0])).delays).toEqual([2, 4]);
   });
@@ -191,7 +287,12 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     const errors = vi.spyOn(console, "error");
     const app = await seedRunnable(api);
     const broken = { send: async () => Promise.reject(new Error("queue unavailable")) };
-    const response = await callWith(api, { WEBHOOK_QUEUE: broken }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/x`)}`, { token: app.token });
+    const response = await callWith(
+      api,
+      { WEBHOOK_QUEUE: broken },
+      `${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/x`)}`,
+      { token: app.token },
+    );
     expect(response.status).toBe(200);
     const [delivery] = await deliveriesOf(api, app.projectId, response.headers.get("x-run-id")!);
     expect(delivery).toMatchObject({ status: "failed", last_error: "enqueue_failed", attempts: [] });
@@ -223,7 +324,10 @@ describe("webhook delivery through the real queue", () => {
   it("is consumed by the Worker's queue handler as configured in wrangler.toml", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }], SECRET);
-    const res = await api.call(`${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, { token: app.token, headers: { "X-Webhook-Secret": SECRET } });
+    const res = await api.call(`${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+      token: app.token,
+      headers: { "X-Webhook-Secret": SECRET },
+    });
     const text = await res.text();
     let got = await received(hook.key);
     for (let i = 0; i < 50 && got.length === 0; i++) {

@@ -7,7 +7,6 @@ import type { DeliveryMessage } from "./message";
 import { type SealedSecret, sealSecret } from "./secret-box";
 import { log, type LogFields } from "../platform/log";
 
-
 export interface DeliveryTarget {
   projectId: string;
   runId: string;
@@ -60,34 +59,52 @@ export async function recordPending(
   const sealed = target.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, target.secret);
   let recorded = true;
   try {
-    await db
-      .insert(webhookDeliveries)
-      .values({
-        id,
-        projectId: target.projectId,
-        runId: target.runId,
-        appName: target.appName ?? null,
-        endpoint: target.endpoint,
-        signed: sealed !== null,
-        bodyBytes: 0,
-        status: "pending",
-        createdAt,
-        updatedAt: createdAt,
-        sealedSecret: sealed === null ? null : JSON.stringify(sealed),
-        resentFrom: options.resentFrom?.id ?? null,
-        messageId,
-      });
+    await db.insert(webhookDeliveries).values({
+      id,
+      projectId: target.projectId,
+      runId: target.runId,
+      appName: target.appName ?? null,
+      endpoint: target.endpoint,
+      signed: sealed !== null,
+      bodyBytes: 0,
+      status: "pending",
+      createdAt,
+      updatedAt: createdAt,
+      sealedSecret: sealed === null ? null : JSON.stringify(sealed),
+      resentFrom: options.resentFrom?.id ?? null,
+      messageId,
+    });
   } catch (error) {
     // The consumer's first claim writes the row from the message; the run goes on.
     recorded = false;
-    logError("webhook delivery record not written before the run", { delivery_id: id, run_id: target.runId, project_id: target.projectId, error });
+    logError("webhook delivery record not written before the run", {
+      delivery_id: id,
+      run_id: target.runId,
+      project_id: target.projectId,
+      error,
+    });
   }
   return { ...target, id, messageId, createdAt, recorded, sealed };
 }
 
 /** The queue message of `pending` with `body`: inline when the serialised message stays small, else by R2 reference. */
-async function messageOf(env: Env, pending: PendingDelivery, body: string, bodyBytes: number): Promise<DeliveryMessage> {
-  const base = { v: 1 as const, id: pending.id, messageId: pending.messageId, projectId: pending.projectId, runId: pending.runId, endpoint: pending.endpoint, createdAt: pending.createdAt.getTime(), bodyBytes, secret: pending.sealed };
+async function messageOf(
+  env: Env,
+  pending: PendingDelivery,
+  body: string,
+  bodyBytes: number,
+): Promise<DeliveryMessage> {
+  const base = {
+    v: 1 as const,
+    id: pending.id,
+    messageId: pending.messageId,
+    projectId: pending.projectId,
+    runId: pending.runId,
+    endpoint: pending.endpoint,
+    createdAt: pending.createdAt.getTime(),
+    bodyBytes,
+    secret: pending.sealed,
+  };
   // The limit is on what the queue carries: JSON escaping (quotes, control characters, non-ASCII
   // as written by the upstream) can make the message far larger than the body.
   if (bodyBytes <= INLINE_MESSAGE_MAX_BYTES) {
@@ -121,7 +138,11 @@ export async function enqueuePending(scope: Scope, pending: PendingDelivery, bod
       if (attempt < SEND_TRIES) await wait(100 * 2 ** attempt);
     }
   }
-  logError("webhook delivery could not be enqueued", { ...facts, endpoint_host: new URL(pending.endpoint).host, error: lastError });
+  logError("webhook delivery could not be enqueued", {
+    ...facts,
+    endpoint_host: new URL(pending.endpoint).host,
+    error: lastError,
+  });
   if (stored) await env.WEBHOOK_BODIES.delete(bodyKey(id)).catch(() => undefined);
   await settleUnsent(scope, pending, "enqueue_failed");
   return id;
@@ -132,7 +153,10 @@ export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery
   const at = deps.now();
   try {
     if (pending.recorded) {
-      await db.update(webhookDeliveries).set({ status: "failed", lastError: reason, updatedAt: at, completedAt: at }).where(eq(webhookDeliveries.id, pending.id));
+      await db
+        .update(webhookDeliveries)
+        .set({ status: "failed", lastError: reason, updatedAt: at, completedAt: at })
+        .where(eq(webhookDeliveries.id, pending.id));
     } else {
       await db.insert(webhookDeliveries).values({
         id: pending.id,
@@ -151,7 +175,13 @@ export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery
     }
   } catch (error) {
     // The sweeper settles the row (if any) once it is old enough.
-    logError("webhook delivery failure not recorded", { delivery_id: pending.id, run_id: pending.runId, project_id: pending.projectId, reason, error });
+    logError("webhook delivery failure not recorded", {
+      delivery_id: pending.id,
+      run_id: pending.runId,
+      project_id: pending.projectId,
+      reason,
+      error,
+    });
   }
 }
 

@@ -3,7 +3,16 @@ import { env } from "cloudflare:workers";
 import { parse } from "smol-toml";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import wranglerToml from "../../wrangler.toml?raw";
-import { attemptRows, consume, deliveryMessages, deliveryRow, passToLanes, platformOutbound, type Sent, until } from "../../test/deliveries";
+import {
+  attemptRows,
+  consume,
+  deliveryMessages,
+  deliveryRow,
+  passToLanes,
+  platformOutbound,
+  type Sent,
+  until,
+} from "../../test/deliveries";
 import { client, testDeps } from "../../test/helpers";
 import { received, receiver, sha256Hex } from "../../test/peers";
 import { countingRoundTrips, seedRunnable } from "../../test/runs";
@@ -28,7 +37,9 @@ afterEach(() => {
 });
 
 const failureLines = (spy: { mock: { calls: unknown[][] } }) =>
-  spy.mock.calls.map((call) => call[0] as Record<string, unknown>).filter((line) => line.message === "webhook delivery failed");
+  spy.mock.calls
+    .map((call) => call[0] as Record<string, unknown>)
+    .filter((line) => line.message === "webhook delivery failed");
 
 describe("inside a lane, each delivery's timing is its own (spec section 8: 3 attempts, at most 5 s apart)", () => {
   it("in one batch of timeouts, 404s, a 302 and a 2xx, every gap stays within 5 s and every count is right, on at most 6 connections", async () => {
@@ -46,9 +57,14 @@ describe("inside a lane, each delivery's timing is its own (spec section 8: 3 at
       { name: "200 B", answers: [{ status: 204 }], attempts: 1 },
     ];
     const hooks = await Promise.all(kinds.map((k) => receiver(k.answers)));
-    const messages = (await Promise.all(hooks.map((h) => deliveryMessages(api, app.projectId, h.url, ['{"n":1}'])))).flat();
+    const messages = (
+      await Promise.all(hooks.map((h) => deliveryMessages(api, app.projectId, h.url, ['{"n":1}'])))
+    ).flat();
     const outbound = platformOutbound(6);
-    const { result } = await consume(api, messages, { deps: { outbound }, env: { WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS) } });
+    const { result } = await consume(api, messages, {
+      deps: { outbound },
+      env: { WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS) },
+    });
 
     expect(result.explicitAcks).toHaveLength(kinds.length);
     expect(outbound.maxOpen()).toBeLessThanOrEqual(LANE_CONCURRENCY);
@@ -152,15 +168,36 @@ describe("inside a lane, each delivery's timing is its own (spec section 8: 3 at
     const errors = vi.spyOn(console, "error");
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
-    const [good, other, broken] = await deliveryMessages(api, app.projectId, hook.url, ['{"g":1}', '{"g":2}', '{"g":3}']);
+    const [good, other, broken] = await deliveryMessages(api, app.projectId, hook.url, [
+      '{"g":1}',
+      '{"g":2}',
+      '{"g":3}',
+    ]);
     // Without createdAt its claim would bind NaN into a NOT NULL column.
     const { createdAt: _, ...malformed } = broken!;
     const result = await passToLanes(api, [good, malformed, other]);
     expect(result.explicitAcks).toHaveLength(3);
     expect(result.retryMessages).toHaveLength(0);
-    expect(await until(() => received(hook.key), (r) => r.length >= 2, 5000)).toHaveLength(2);
-    for (const m of [good!, other!]) expect((await until(() => deliveryRow(m.id), (r) => r?.status === "delivered", 2000))?.status).toBe("delivered");
-    const dropped = errors.mock.calls.map((call) => JSON.stringify(call[0])).filter((line) => line.includes("unreadable webhook message dropped"));
+    expect(
+      await until(
+        () => received(hook.key),
+        (r) => r.length >= 2,
+        5000,
+      ),
+    ).toHaveLength(2);
+    for (const m of [good!, other!])
+      expect(
+        (
+          await until(
+            () => deliveryRow(m.id),
+            (r) => r?.status === "delivered",
+            2000,
+          )
+        )?.status,
+      ).toBe("delivered");
+    const dropped = errors.mock.calls
+      .map((call) => JSON.stringify(call[0]))
+      .filter((line) => line.includes("unreadable webhook message dropped"));
     expect(dropped).toHaveLength(1);
     expect(dropped[0]).toContain("createdAt");
   });
@@ -177,7 +214,9 @@ describe("exactly one record and at most 3 attempts, whatever the queue does", (
     expect((await attemptRows(message!.id)).map((a) => a.attempt)).toEqual([1, 2, 3]);
     // One copy settled it; the other either saw it settled or is asked back to look again later.
     expect(result.explicitAcks.length + result.retryMessages.length).toBe(2);
-    const { count } = (await env.DB.prepare("SELECT count(*) AS count FROM webhook_deliveries WHERE run_id = ?").bind(message!.runId).first<{ count: number }>())!;
+    const { count } = (await env.DB.prepare("SELECT count(*) AS count FROM webhook_deliveries WHERE run_id = ?")
+      .bind(message!.runId)
+      .first<{ count: number }>())!;
     expect(count).toBe(1);
   });
 
@@ -233,7 +272,11 @@ describe("exactly one record and at most 3 attempts, whatever the queue does", (
     const again = await consume(api, [message]);
     expect(again.result.explicitAcks).toHaveLength(1);
     expect(await received(hook.key)).toHaveLength(3);
-    expect(await deliveryRow(message!.id)).toMatchObject({ status: "failed", attempt_count: 3, last_error: "outcome_not_recorded" });
+    expect(await deliveryRow(message!.id)).toMatchObject({
+      status: "failed",
+      attempt_count: 3,
+      last_error: "outcome_not_recorded",
+    });
     expect(failureLines(errors).filter((l) => l.delivery_id === message!.id)).toHaveLength(1);
   });
 
@@ -243,8 +286,12 @@ describe("exactly one record and at most 3 attempts, whatever the queue does", (
     const hook = await receiver();
     const [message] = await deliveryMessages(api, app.projectId, hook.url, ['{"dlq":1}']);
     const config = parse(wranglerToml) as { queues: { consumers: { queue: string; dead_letter_queue?: string }[] } };
-    expect(config.queues.consumers.find((c) => c.queue === QUEUES.webhookDeliveries)?.dead_letter_queue).toBe(QUEUES.webhookDeadLetters);
-    const batch = createMessageBatch(QUEUES.webhookDeadLetters, [{ id: "dl-1", timestamp: new Date(), attempts: 1, body: message }]);
+    expect(config.queues.consumers.find((c) => c.queue === QUEUES.webhookDeliveries)?.dead_letter_queue).toBe(
+      QUEUES.webhookDeadLetters,
+    );
+    const batch = createMessageBatch(QUEUES.webhookDeadLetters, [
+      { id: "dl-1", timestamp: new Date(), attempts: 1, body: message },
+    ]);
     const ctx = createExecutionContext();
     await createWorker(testDeps({ now: api.clock.now })).queue(batch, env, ctx);
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["dl-1"]);
@@ -257,7 +304,10 @@ describe("exactly one record and at most 3 attempts, whatever the queue does", (
     const errors = vi.spyOn(console, "error");
     const app = await seedRunnable(api);
     const hook = await receiver();
-    const [stuck, settled] = await deliveryMessages(api, app.projectId, hook.url, ['{"stuck":1}', `{"big":"${"y".repeat(100 * 1024)}"}`]);
+    const [stuck, settled] = await deliveryMessages(api, app.projectId, hook.url, [
+      '{"stuck":1}',
+      `{"big":"${"y".repeat(100 * 1024)}"}`,
+    ]);
     // `settled` is delivered (its body kept in R2 for resending); `stuck` never reaches the consumer.
     await consume(api, [settled]);
     expect(await deliveryRow(settled!.id)).toMatchObject({ status: "delivered", body_key: expect.any(String) });
@@ -265,14 +315,27 @@ describe("exactly one record and at most 3 attempts, whatever the queue does", (
     expect(await env.WEBHOOK_BODIES.head(key)).not.toBeNull();
 
     const clock = testDeps({ now: () => new Date(api.clock.now().getTime() + STALE_AFTER_MS + 1000) });
-    await createWorker(clock).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    await createWorker(clock).scheduled(
+      createScheduledController({ cron: "*/30 * * * *" }),
+      env,
+      createExecutionContext(),
+    );
     expect(await deliveryRow(stuck!.id)).toMatchObject({ status: "failed", last_error: "never_attempted" });
     expect(failureLines(errors).filter((l) => l.delivery_id === stuck!.id)).toHaveLength(1);
     expect((await deliveryRow(settled!.id))?.body_purged_at).toBeNull();
 
     const later = testDeps({ now: () => new Date(api.clock.now().getTime() + RETENTION_MS + 1000) });
-    await createWorker(later).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
-    expect(await deliveryRow(settled!.id)).toMatchObject({ status: "delivered", body: null, sealed_secret: null, body_purged_at: expect.any(Number) });
+    await createWorker(later).scheduled(
+      createScheduledController({ cron: "*/30 * * * *" }),
+      env,
+      createExecutionContext(),
+    );
+    expect(await deliveryRow(settled!.id)).toMatchObject({
+      status: "delivered",
+      body: null,
+      sealed_secret: null,
+      body_purged_at: expect.any(Number),
+    });
     expect(await env.WEBHOOK_BODIES.head(key)).toBeNull();
   });
 });
@@ -287,13 +350,18 @@ describe("the sweeper runs whatever the rest of its cron does", () => {
     const refusing = { all: refuse, run: refuse, raw: refuse, first: refuse, bind: () => refusing };
     const db = new Proxy(env.DB, {
       get(target, prop) {
-        if (prop === "prepare") return (query: string) => (query.includes('"domains"') ? refusing : target.prepare(query));
+        if (prop === "prepare")
+          return (query: string) => (query.includes('"domains"') ? refusing : target.prepare(query));
         const value = Reflect.get(target, prop, target) as unknown;
         return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
     });
     const stale = testDeps({ now: () => new Date(api.clock.now().getTime() + STALE_AFTER_MS + 1000) });
-    const run = createWorker(stale).scheduled(createScheduledController({ cron: "*/30 * * * *" }), { ...env, DB: db }, createExecutionContext());
+    const run = createWorker(stale).scheduled(
+      createScheduledController({ cron: "*/30 * * * *" }),
+      { ...env, DB: db },
+      createExecutionContext(),
+    );
     await expect(run).rejects.toThrow(/Failed query: .*"domains"/);
     expect(await deliveryRow(stuck!.id)).toMatchObject({ status: "failed", last_error: "never_attempted" });
   });
@@ -305,17 +373,32 @@ describe("the sweeper's verdict is provisional for a delivery it saw no end of",
     const hook = await receiver([{ status: 200 }]);
     const [late, dead] = await deliveryMessages(api, app.projectId, hook.url, ['{"late":1}', '{"dead":1}']);
     const stale = testDeps({ now: () => new Date(api.clock.now().getTime() + STALE_AFTER_MS + 1000) });
-    await createWorker(stale).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    await createWorker(stale).scheduled(
+      createScheduledController({ cron: "*/30 * * * *" }),
+      env,
+      createExecutionContext(),
+    );
     expect(await deliveryRow(late!.id)).toMatchObject({ status: "failed", last_error: "never_attempted" });
     // `dead` was given up by the queue itself: its dead-letter consumer's verdict is final.
-    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'failed', last_error = 'dead_lettered' WHERE id = ?").bind(dead!.id).run();
+    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'failed', last_error = 'dead_lettered' WHERE id = ?")
+      .bind(dead!.id)
+      .run();
 
     api.clock.advance(STALE_AFTER_MS + 60_000);
     const { result } = await consume(api, [late, dead]);
     expect(result.explicitAcks).toHaveLength(2);
     expect(await received(hook.key)).toHaveLength(1);
-    expect(await deliveryRow(late!.id)).toMatchObject({ status: "delivered", attempt_count: 1, last_status_code: 200, last_error: null });
-    expect(await deliveryRow(dead!.id)).toMatchObject({ status: "failed", attempt_count: 0, last_error: "dead_lettered" });
+    expect(await deliveryRow(late!.id)).toMatchObject({
+      status: "delivered",
+      attempt_count: 1,
+      last_status_code: 200,
+      last_error: null,
+    });
+    expect(await deliveryRow(dead!.id)).toMatchObject({
+      status: "failed",
+      attempt_count: 0,
+      last_error: "dead_lettered",
+    });
   });
 });
 

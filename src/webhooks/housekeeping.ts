@@ -32,7 +32,12 @@ export async function sweepStalled({ db, deps }: Scope): Promise<number> {
   const stale = db
     .select({ id: webhookDeliveries.id })
     .from(webhookDeliveries)
-    .where(and(eq(webhookDeliveries.status, "pending"), lt(webhookDeliveries.updatedAt, new Date(now.getTime() - STALE_AFTER_MS))))
+    .where(
+      and(
+        eq(webhookDeliveries.status, "pending"),
+        lt(webhookDeliveries.updatedAt, new Date(now.getTime() - STALE_AFTER_MS)),
+      ),
+    )
     .limit(SWEEP_LIMIT);
   const settled = await db
     .update(webhookDeliveries)
@@ -45,7 +50,10 @@ export async function sweepStalled({ db, deps }: Scope): Promise<number> {
     .where(and(sql`${webhookDeliveries.id} IN ${stale}`, eq(webhookDeliveries.status, "pending")))
     .returning();
   for (const d of settled) {
-    logFailure(d, d.attemptCount, `still pending after ${STALE_AFTER_MS / 60_000} minutes`, { statusCode: d.lastStatusCode, error: d.lastError });
+    logFailure(d, d.attemptCount, `still pending after ${STALE_AFTER_MS / 60_000} minutes`, {
+      statusCode: d.lastStatusCode,
+      error: d.lastError,
+    });
   }
   return settled.length;
 }

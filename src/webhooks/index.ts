@@ -35,29 +35,44 @@ export const webhooksRouter = createRouter()
   .openapi(resendDelivery, async (c) => {
     const { project_id, delivery_id } = c.req.valid("param");
     const created = await resend(c.var.scope, project_id, delivery_id);
-    auditAs(c, { action: "delivery.resend", target: { type: "webhook_delivery", id: delivery_id }, details: { delivery_id: created.id } });
+    auditAs(c, {
+      action: "delivery.resend",
+      target: { type: "webhook_delivery", id: delivery_id },
+      details: { delivery_id: created.id },
+    });
     return c.json(deliveryJson(created, []), 201);
   })
   .openapi(listDeliveries, async (c) => {
-  const { project_id } = c.req.valid("param");
-  const { limit, cursor, run_id } = c.req.valid("query");
-  const db = c.var.scope.db;
-  const { items, nextCursor } = await listPage(db, webhookDeliveries, {
-    filter: and(eq(webhookDeliveries.projectId, project_id), run_id ? eq(webhookDeliveries.runId, run_id) : undefined),
-    key: webhookDeliveries.id,
-    keyOf: (d) => d.id,
-    order: "desc",
-    limit,
-    cursor,
+    const { project_id } = c.req.valid("param");
+    const { limit, cursor, run_id } = c.req.valid("query");
+    const db = c.var.scope.db;
+    const { items, nextCursor } = await listPage(db, webhookDeliveries, {
+      filter: and(
+        eq(webhookDeliveries.projectId, project_id),
+        run_id ? eq(webhookDeliveries.runId, run_id) : undefined,
+      ),
+      key: webhookDeliveries.id,
+      keyOf: (d) => d.id,
+      order: "desc",
+      limit,
+      cursor,
+    });
+    const attempts =
+      items.length === 0
+        ? []
+        : await db
+            .select()
+            .from(webhookAttempts)
+            .where(
+              inArray(
+                webhookAttempts.deliveryId,
+                items.map((d) => d.id),
+              ),
+            )
+            .orderBy(asc(webhookAttempts.attempt));
+    const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
+    return c.json(
+      { data: items.map((d) => deliveryJson(d, byDelivery.get(d.id) ?? [])), next_cursor: nextCursor },
+      200,
+    );
   });
-  const attempts =
-    items.length === 0
-      ? []
-      : await db
-          .select()
-          .from(webhookAttempts)
-          .where(inArray(webhookAttempts.deliveryId, items.map((d) => d.id)))
-          .orderBy(asc(webhookAttempts.attempt));
-  const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
-  return c.json({ data: items.map((d) => deliveryJson(d, byDelivery.get(d.id) ?? [])), next_cursor: nextCursor }, 200);
-});

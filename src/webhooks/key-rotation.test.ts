@@ -55,7 +55,10 @@ describe("sealed webhook secrets across a WEBHOOK_ENCRYPTION_KEY rotation", () =
       `/v2/projects/${app.projectId}/webhook-deliveries?run_id=${(run.messages[0] as DeliveryMessage).runId}`,
       { token: app.token },
     );
-    expect(listed.body.data.find((d) => d.request_id === id)).toMatchObject({ status: "failed", last_error: "secret_unreadable" });
+    expect(listed.body.data.find((d) => d.request_id === id)).toMatchObject({
+      status: "failed",
+      last_error: "secret_unreadable",
+    });
   });
 
   it("resends, signed afresh, a delivery whose secret was sealed before the rotation", async () => {
@@ -64,9 +67,15 @@ describe("sealed webhook secrets across a WEBHOOK_ENCRYPTION_KEY rotation", () =
     const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
     await drive(api, run.messages[0]);
     const sent: unknown[] = [];
-    const after = client({ now: api.clock.now }, { ...rotating, WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue });
+    const after = client(
+      { now: api.clock.now },
+      { ...rotating, WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue },
+    );
     const id = (run.messages[0] as DeliveryMessage).id;
-    const answer = await after.json(`/v2/projects/${app.projectId}/webhook-deliveries/${id}/resend`, { method: "POST", token: app.token });
+    const answer = await after.json(`/v2/projects/${app.projectId}/webhook-deliveries/${id}/resend`, {
+      method: "POST",
+      token: app.token,
+    });
     expect(answer.status).toBe(201);
     expect(answer.body).toMatchObject({ signed: true, resent_from: id });
     await drive(api, sent[0], { WEBHOOK_ENCRYPTION_KEY: NEW_KEY }); // sealed again under the new key: opens without the previous

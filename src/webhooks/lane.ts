@@ -66,7 +66,8 @@ const SCHEMA = `CREATE TABLE IF NOT EXISTS lane_deliveries (
  */
 function migrate(sql: SqlStorage): void {
   const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('lane_deliveries')").toArray();
-  if (columns.some((c) => c.name === "runs")) sql.exec("ALTER TABLE lane_deliveries RENAME COLUMN runs TO interruptions");
+  if (columns.some((c) => c.name === "runs"))
+    sql.exec("ALTER TABLE lane_deliveries RENAME COLUMN runs TO interruptions");
 }
 
 /** The lane's logic, apart from the Durable Object class so that it reads as plain code. */
@@ -94,7 +95,14 @@ export class Lane {
     const now = Date.now();
     const stored = messages.map(
       (message) =>
-        this.#sql.exec("INSERT INTO lane_deliveries (id, message, due_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING seq", message.id, JSON.stringify(message), now).toArray().length === 1,
+        this.#sql
+          .exec(
+            "INSERT INTO lane_deliveries (id, message, due_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING seq",
+            message.id,
+            JSON.stringify(message),
+            now,
+          )
+          .toArray().length === 1,
     );
     if (this.#pumping) this.#wake?.();
     else await this.#arm();
@@ -105,7 +113,9 @@ export class Lane {
   /** Deliveries the lane holds (settled ones leave it), for tests and operators. */
   pending(): { id: string; dueAt: number; interruptions: number }[] {
     return this.#sql
-      .exec<{ id: string; due_at: number; interruptions: number }>("SELECT id, due_at, interruptions FROM lane_deliveries ORDER BY seq")
+      .exec<{ id: string; due_at: number; interruptions: number }>(
+        "SELECT id, due_at, interruptions FROM lane_deliveries ORDER BY seq",
+      )
       .toArray()
       .map((r) => ({ id: r.id, dueAt: r.due_at, interruptions: r.interruptions }));
   }
@@ -137,7 +147,11 @@ export class Lane {
         const open = started < DELIVERIES_PER_LANE_INVOCATION && now - began < LANE_INVOCATION_WALL_MS;
         if (open && this.#inFlight.size < LANE_CONCURRENCY) {
           const due = this.#sql
-            .exec<Row>("SELECT seq, id, message, due_at, paused, interruptions FROM lane_deliveries WHERE due_at <= ? ORDER BY seq LIMIT ?", now, LANE_CONCURRENCY + this.#inFlight.size)
+            .exec<Row>(
+              "SELECT seq, id, message, due_at, paused, interruptions FROM lane_deliveries WHERE due_at <= ? ORDER BY seq LIMIT ?",
+              now,
+              LANE_CONCURRENCY + this.#inFlight.size,
+            )
             .toArray()
             .filter((row) => !this.#inFlight.has(row.id))
             .slice(0, LANE_CONCURRENCY - this.#inFlight.size);
@@ -145,7 +159,8 @@ export class Lane {
             // An alarm the platform delayed (Cloudflare documents up to a minute during failover): the
             // attempts' times in D1 show the gap as it happened; this line says why.
             const lateMs = now - row.due_at;
-            if (row.paused === 1 && lateMs > LATE_MS) log("warn", "webhook attempt started late", { delivery_id: row.id, late_ms: lateMs });
+            if (row.paused === 1 && lateMs > LATE_MS)
+              log("warn", "webhook attempt started late", { delivery_id: row.id, late_ms: lateMs });
             started++;
             this.#inFlight.add(row.id);
             void this.#deliver(ctx, row).finally(() => {
@@ -154,10 +169,16 @@ export class Lane {
             });
           }
         }
-        const next = this.#sql.exec<{ at: number | null }>("SELECT min(due_at) AS at FROM lane_deliveries WHERE id NOT IN (SELECT value FROM json_each(?))", JSON.stringify([...this.#inFlight])).one().at;
+        const next = this.#sql
+          .exec<{ at: number | null }>(
+            "SELECT min(due_at) AS at FROM lane_deliveries WHERE id NOT IN (SELECT value FROM json_each(?))",
+            JSON.stringify([...this.#inFlight]),
+          )
+          .one().at;
         if (this.#inFlight.size === 0 && (next === null || !open || next - now > HOLD_MS)) break;
         // Wait for a delivery to end, an `accept`, or the next due row, whichever comes first.
-        const waitMs = next === null || !open || this.#inFlight.size >= LANE_CONCURRENCY ? HOLD_MS : Math.max(0, next - now);
+        const waitMs =
+          next === null || !open || this.#inFlight.size >= LANE_CONCURRENCY ? HOLD_MS : Math.max(0, next - now);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, waitMs);
           this.#wake = () => {
@@ -169,7 +190,12 @@ export class Lane {
       }
     } finally {
       // What one alarm did, for operators: its deliveries and the D1 round trips they took (group commit).
-      log("info", "webhook lane alarm", { deliveries: started, d1_trips: ctx.writes.trips, d1_statements: ctx.writes.statements, duration_ms: Date.now() - began });
+      log("info", "webhook lane alarm", {
+        deliveries: started,
+        d1_trips: ctx.writes.trips,
+        d1_statements: ctx.writes.statements,
+        duration_ms: Date.now() - began,
+      });
       // Same turn as the last look at the table: an `accept` from here on sees no pump and arms the alarm.
       this.#pumping = false;
       this.#wake = undefined;
@@ -182,7 +208,8 @@ export class Lane {
     const message = JSON.parse(row.message) as DeliveryMessage;
     const end = await deliver(ctx, message, {
       // Where a crash resumes: the next attempt's time, stored before the pause.
-      pausing: (dueAt) => void this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 1 WHERE id = ?", dueAt, message.id),
+      pausing: (dueAt) =>
+        void this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 1 WHERE id = ?", dueAt, message.id),
     });
     if (end.kind === "settled") {
       this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
@@ -196,7 +223,12 @@ export class Lane {
       return;
     }
     const delayMs = Math.max(end.ms, INTERRUPTION_BACKOFF_MS[interruptions - 1] ?? 0);
-    this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 0, interruptions = ? WHERE id = ?", Date.now() + delayMs, interruptions, message.id);
+    this.#sql.exec(
+      "UPDATE lane_deliveries SET due_at = ?, paused = 0, interruptions = ? WHERE id = ?",
+      Date.now() + delayMs,
+      interruptions,
+      message.id,
+    );
   }
 }
 

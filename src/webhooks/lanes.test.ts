@@ -40,9 +40,16 @@ async function enqueue(messages: DeliveryMessage[]): Promise<number> {
 }
 
 /** `count` deliveries, each to a receiver of its own answering `answers`, at `origin`. */
-async function deliveriesTo(projectId: string, count: number, answers: Parameters<typeof receiver>[0], origin?: string) {
+async function deliveriesTo(
+  projectId: string,
+  count: number,
+  answers: Parameters<typeof receiver>[0],
+  origin?: string,
+) {
   const hooks = await Promise.all(Array.from({ length: count }, () => receiver(answers, undefined, origin)));
-  const messages = (await Promise.all(hooks.map((h, i) => deliveryMessages(api, projectId, h.url, [`{"n":${i}}`])))).flat();
+  const messages = (
+    await Promise.all(hooks.map((h, i) => deliveryMessages(api, projectId, h.url, [`{"n":${i}}`])))
+  ).flat();
   return { hooks, messages };
 }
 
@@ -50,7 +57,11 @@ const slowAnswer = [{ status: 200, delayMs: 10_000 }];
 
 /** Every request `hooks` have received, once there are at least `n` of them or `withinMs` have passed. */
 const requestsTo = (hooks: { key: string }[], n: number, withinMs: number) =>
-  until(async () => (await Promise.all(hooks.map((h) => received(h.key)))).flat(), (all) => all.length >= n, withinMs);
+  until(
+    async () => (await Promise.all(hooks.map((h) => received(h.key)))).flat(),
+    (all) => all.length >= n,
+    withinMs,
+  );
 
 describe("a slow receiver holds only its own lane (real queue broker, real Durable Objects)", () => {
   it("10 fast receivers enqueued after 30 that time out all receive within 2 s, and the slow lane opens at most 6 connections", async () => {
@@ -62,9 +73,13 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
     const arrivals = await requestsTo(fast.hooks, 10, 2_500);
     expect(arrivals).toHaveLength(10);
     for (const a of arrivals) expect(a.at - started).toBeLessThan(2_000);
-    console.log(`10 fast deliveries behind 30 slow ones on the real queue: the last arrived after ${Math.max(...arrivals.map((a) => a.at)) - started} ms`);
+    console.log(
+      `10 fast deliveries behind 30 slow ones on the real queue: the last arrived after ${Math.max(...arrivals.map((a) => a.at)) - started} ms`,
+    );
     // Politeness: before the first timeout (2 s) ends, the slow lane has at most LANE_CONCURRENCY requests out.
-    const slowSoFar = (await Promise.all(slow.hooks.map((h) => received(h.key)))).flat().filter((r) => r.at - started < 1_900);
+    const slowSoFar = (await Promise.all(slow.hooks.map((h) => received(h.key))))
+      .flat()
+      .filter((r) => r.at - started < 1_900);
     expect(slowSoFar.length).toBeGreaterThan(0);
     expect(slowSoFar.length).toBeLessThanOrEqual(LANE_CONCURRENCY);
     // In order of arrival: the first six enqueued are the six in flight.
@@ -79,7 +94,11 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
     const started = await enqueue([...slow.messages, ...missing.messages]);
     const id = missing.messages[0]!.id;
 
-    const row = await until(() => deliveryRow(id), (r) => r?.status === "failed", 10_000);
+    const row = await until(
+      () => deliveryRow(id),
+      (r) => r?.status === "failed",
+      10_000,
+    );
     expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
     const requests = await received(missing.hooks[0]!.key);
     expect(requests).toHaveLength(MAX_ATTEMPTS);
@@ -89,7 +108,10 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
     const times = await attemptTimes(id);
     for (let n = 1; n < times.length; n++) {
       // From the end of one attempt (its start + its duration) to the start of the next.
-      expect(times[n]!.at - (times[n - 1]!.at + times[n - 1]!.durationMs), `gap before attempt ${n + 1}`).toBeLessThanOrEqual(MAX_GAP_MS);
+      expect(
+        times[n]!.at - (times[n - 1]!.at + times[n - 1]!.durationMs),
+        `gap before attempt ${n + 1}`,
+      ).toBeLessThanOrEqual(MAX_GAP_MS);
     }
   }, 20_000);
 
@@ -116,11 +138,23 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
     const laterArrivals = await requestsTo(later.hooks, 5, 2_500);
     expect(laterArrivals).toHaveLength(5);
     for (const a of laterArrivals) expect(a.at - started).toBeLessThan(2_000);
-    const requests = await until(() => received(missing.hooks[0]!.key), (r) => r.length >= MAX_ATTEMPTS, 12_000);
-    expect(requests.map((r) => r.at - started), "the 404's attempts, ms after it was enqueued").toHaveLength(MAX_ATTEMPTS);
+    const requests = await until(
+      () => received(missing.hooks[0]!.key),
+      (r) => r.length >= MAX_ATTEMPTS,
+      12_000,
+    );
+    expect(
+      requests.map((r) => r.at - started),
+      "the 404's attempts, ms after it was enqueued",
+    ).toHaveLength(MAX_ATTEMPTS);
     expect(requests[0]!.at - started).toBeLessThan(2_000);
-    for (let n = 1; n < requests.length; n++) expect(requests[n]!.at - requests[n - 1]!.at, `gap before attempt ${n + 1}`).toBeLessThanOrEqual(MAX_GAP_MS);
-    const row = await until(() => deliveryRow(missing.messages[0]!.id), (r) => r?.status === "failed", 3_000);
+    for (let n = 1; n < requests.length; n++)
+      expect(requests[n]!.at - requests[n - 1]!.at, `gap before attempt ${n + 1}`).toBeLessThanOrEqual(MAX_GAP_MS);
+    const row = await until(
+      () => deliveryRow(missing.messages[0]!.id),
+      (r) => r?.status === "failed",
+      3_000,
+    );
     expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
   }, 40_000);
 
@@ -131,7 +165,12 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
       { name: "404", answers: [{ status: 404 }], status: "failed", attempts: 3 },
       { name: "410", answers: [{ status: 410 }], status: "failed", attempts: 1 },
       { name: "500", answers: [{ status: 500 }], status: "failed", attempts: 1 },
-      { name: "302", answers: [{ status: 302, headers: { Location: "https://example.com/" } }], status: "failed", attempts: 3 },
+      {
+        name: "302",
+        answers: [{ status: 302, headers: { Location: "https://example.com/" } }],
+        status: "failed",
+        attempts: 3,
+      },
       { name: "404 then 204", answers: [{ status: 404 }, { status: 204 }], status: "delivered", attempts: 2 },
       { name: "503 then 200", answers: [{ status: 503 }, { status: 200 }], status: "failed", attempts: 1 },
     ];
@@ -142,7 +181,11 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
     await enqueue(order);
     for (const [i, kind] of kinds.entries()) {
       const id = table[i]!.messages[0]!.id;
-      const row = await until(() => deliveryRow(id), (r) => r?.status !== "pending", 10_000);
+      const row = await until(
+        () => deliveryRow(id),
+        (r) => r?.status !== "pending",
+        10_000,
+      );
       expect(row, kind.name).toMatchObject({ status: kind.status, attempt_count: kind.attempts });
       expect(await received(table[i]!.hooks[0]!.key), kind.name).toHaveLength(kind.attempts);
     }
@@ -160,10 +203,18 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
     expect(await lane.accept([message])).toEqual({ stored: [true] });
     expect(await lane.accept([message, message])).toEqual({ stored: [false, false] });
     await enqueue([message, message]);
-    const row = await until(() => deliveryRow(message.id), (r) => r?.status === "failed", 10_000);
+    const row = await until(
+      () => deliveryRow(message.id),
+      (r) => r?.status === "failed",
+      10_000,
+    );
     expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS });
     // Copies arriving after the end find the record settled: still 3 requests in all.
-    await until(() => lane.pending(), (p) => p.length === 0, 3_000);
+    await until(
+      () => lane.pending(),
+      (p) => p.length === 0,
+      3_000,
+    );
     expect(await received(hooks[0]!.key)).toHaveLength(MAX_ATTEMPTS);
     expect((await attemptRows(message.id)).map((a) => a.attempt)).toEqual([1, 2, 3]);
   }, 20_000);
@@ -177,7 +228,11 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
     await claimAttempt(db, message, new Date());
     await claimAttempt(db, message, new Date());
     expect(await laneOf(message).accept([message])).toEqual({ stored: [true] });
-    const row = await until(() => deliveryRow(message.id), (r) => r?.status === "failed", 5_000);
+    const row = await until(
+      () => deliveryRow(message.id),
+      (r) => r?.status === "failed",
+      5_000,
+    );
     expect(row).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
     expect(await received(hooks[0]!.key)).toHaveLength(1);
     expect((await attemptRows(message.id)).map((a) => a.attempt)).toEqual([3]);
@@ -190,7 +245,9 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
       idFromName: (name: string) => env.WEBHOOK_LANES.idFromName(name),
       get: () => ({ accept: () => Promise.reject(new Error("Durable Object overloaded")) }),
     };
-    const batch = createMessageBatch(QUEUES.webhookDeliveries, [{ id: "h-1", timestamp: new Date(), attempts: 1, body: messages[0] }]);
+    const batch = createMessageBatch(QUEUES.webhookDeliveries, [
+      { id: "h-1", timestamp: new Date(), attempts: 1, body: messages[0] },
+    ]);
     const ctx = createExecutionContext();
     await createWorker(testDeps()).queue(batch, { ...env, WEBHOOK_LANES: unavailable } as unknown as Env, ctx);
     const result = await getQueueResult(batch, ctx);
@@ -201,7 +258,11 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
 });
 
 async function attemptTimes(id: string) {
-  const { results } = await env.DB.prepare("SELECT at, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt").bind(id).all<{ at: number; duration_ms: number }>();
+  const { results } = await env.DB.prepare(
+    "SELECT at, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt",
+  )
+    .bind(id)
+    .all<{ at: number; duration_ms: number }>();
   return results.map((r) => ({ at: r.at, durationMs: r.duration_ms }));
 }
 
@@ -213,7 +274,9 @@ describe("a lane's storage from before its columns were renamed", () => {
       state.storage.sql.exec(
         "CREATE TABLE lane_deliveries (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, message TEXT NOT NULL, due_at INTEGER NOT NULL, paused INTEGER NOT NULL DEFAULT 0, runs INTEGER NOT NULL DEFAULT 0)",
       );
-      state.storage.sql.exec("INSERT INTO lane_deliveries (id, message, due_at, runs) VALUES ('whd_old', '{}', 9999999999999, 2)");
+      state.storage.sql.exec(
+        "INSERT INTO lane_deliveries (id, message, due_at, runs) VALUES ('whd_old', '{}', 9999999999999, 2)",
+      );
       const lane = new Lane(state, env, testDeps());
       expect(lane.pending()).toEqual([{ id: "whd_old", dueAt: 9999999999999, interruptions: 2 }]);
       state.storage.sql.exec("DELETE FROM lane_deliveries");

@@ -46,7 +46,9 @@ export function classifyStatus(status: number): StatusClass {
 export function retryDelaySeconds(attempt: number, retryAfter: string | null, now: Date): number {
   const fallback = RETRY_DELAYS_SECONDS[Math.min(attempt - 1, RETRY_DELAYS_SECONDS.length - 1)]!;
   if (!retryAfter) return fallback;
-  let seconds = /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter.trim()) : (Date.parse(retryAfter) - now.getTime()) / 1000;
+  let seconds = /^\d+$/.test(retryAfter.trim())
+    ? Number(retryAfter.trim())
+    : (Date.parse(retryAfter) - now.getTime()) / 1000;
   if (!Number.isFinite(seconds)) return fallback;
   seconds = Math.ceil(seconds);
   return Math.max(0, Math.min(seconds, MAX_RETRY_DELAY_SECONDS));

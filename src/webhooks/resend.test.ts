@@ -24,8 +24,14 @@ const resendPath = (projectId: string, id: string) => `/v2/projects/${projectId}
 /** Resends through the API, capturing the new delivery's queue message. */
 async function resendNow(projectId: string, id: string, token: string) {
   const sent: unknown[] = [];
-  const local = client({ now: api.clock.now }, { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue });
-  const answer = await local.json<DeliveryJson & { type?: string; code?: string }>(resendPath(projectId, id), { method: "POST", token });
+  const local = client(
+    { now: api.clock.now },
+    { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue },
+  );
+  const answer = await local.json<DeliveryJson & { type?: string; code?: string }>(resendPath(projectId, id), {
+    method: "POST",
+    token,
+  });
   return { ...answer, messages: sent };
 }
 
@@ -78,29 +84,42 @@ describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
     await drive(api, run.messages[0]);
     const id = (run.messages[0] as DeliveryMessage).id;
     const later = testDeps({ now: () => new Date(api.clock.now().getTime() + RETENTION_MS + 60_000) });
-    await createWorker(later).scheduled(createScheduledController({ cron: "*/30 * * * *" }), env, createExecutionContext());
+    await createWorker(later).scheduled(
+      createScheduledController({ cron: "*/30 * * * *" }),
+      env,
+      createExecutionContext(),
+    );
     const answer = await resendNow(app.projectId, id, app.token);
     expect(answer.status).toBe(410);
     expect(answer.headers.get("content-type")).toContain("application/problem+json");
     expect(answer.body).toMatchObject({ code: "gone" });
     // The signed delivery's sealed secret went with its body.
-    const row = await env.DB.prepare("SELECT body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?").bind(id).first();
+    const row = await env.DB.prepare(
+      "SELECT body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?",
+    )
+      .bind(id)
+      .first();
     expect(row).toMatchObject({ body: null, sealed_secret: null, body_purged_at: expect.any(Number) });
   });
 
-  it.each(["run_interrupted", "enqueue_failed", "never_attempted"])("answers 409, not 410, for a delivery that ended %s before its body was ever stored", async (reason) => {
-    const app = await seedRunnable(api);
-    const hook = await receiver([{ status: 200 }]);
-    const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
-    const id = (run.messages[0] as DeliveryMessage).id;
-    // As the run path leaves it when the run is cut short or the queue stays unavailable: no body kept.
-    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'failed', last_error = ? WHERE id = ?").bind(reason, id).run();
-    const answer = await resendNow(app.projectId, id, app.token);
-    expect(answer.status).toBe(409);
-    expect(answer.body).toMatchObject({ code: "conflict" });
-    expect(String((answer.body as { detail?: string }).detail)).toContain(reason);
-    expect(answer.messages).toHaveLength(0);
-  });
+  it.each(["run_interrupted", "enqueue_failed", "never_attempted"])(
+    "answers 409, not 410, for a delivery that ended %s before its body was ever stored",
+    async (reason) => {
+      const app = await seedRunnable(api);
+      const hook = await receiver([{ status: 200 }]);
+      const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
+      const id = (run.messages[0] as DeliveryMessage).id;
+      // As the run path leaves it when the run is cut short or the queue stays unavailable: no body kept.
+      await env.DB.prepare("UPDATE webhook_deliveries SET status = 'failed', last_error = ? WHERE id = ?")
+        .bind(reason, id)
+        .run();
+      const answer = await resendNow(app.projectId, id, app.token);
+      expect(answer.status).toBe(409);
+      expect(answer.body).toMatchObject({ code: "conflict" });
+      expect(String((answer.body as { detail?: string }).detail)).toContain(reason);
+      expect(answer.messages).toHaveLength(0);
+    },
+  );
 
   it("answers 404 for another project's delivery, an unknown one and a malformed id, and sends nothing", async () => {
     const app = await seedRunnable(api);
@@ -116,8 +135,12 @@ describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
   });
 
   it("is in the OpenAPI document with its scope", async () => {
-    const { body } = await api.json<{ paths: Record<string, Record<string, { security: unknown; responses: Record<string, unknown> }>> }>("/v2/openapi.json");
-    const op = body.paths["/v2/projects/{project_id}/webhook-deliveries/{delivery_id}/resend"]?.post ?? body.paths["/projects/{project_id}/webhook-deliveries/{delivery_id}/resend"]?.post;
+    const { body } = await api.json<{
+      paths: Record<string, Record<string, { security: unknown; responses: Record<string, unknown> }>>;
+    }>("/v2/openapi.json");
+    const op =
+      body.paths["/v2/projects/{project_id}/webhook-deliveries/{delivery_id}/resend"]?.post ??
+      body.paths["/projects/{project_id}/webhook-deliveries/{delivery_id}/resend"]?.post;
     expect(op?.security).toEqual([{ bearerAuth: ["deliveries:write"] }]);
     expect(Object.keys(op!.responses)).toEqual(expect.arrayContaining(["201", "404", "410"]));
   });

@@ -24,14 +24,21 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
     .from(webhookDeliveries)
     .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.projectId, projectId)));
   if (!original) throw new ApiError("not_found", `No webhook delivery '${deliveryId}' in project '${projectId}'.`);
-  const purged = new ApiError("gone", `The body of delivery '${deliveryId}' is no longer kept: bodies and secrets are kept ${RETENTION_DAYS} days for resending.`);
+  const purged = new ApiError(
+    "gone",
+    `The body of delivery '${deliveryId}' is no longer kept: bodies and secrets are kept ${RETENTION_DAYS} days for resending.`,
+  );
   if (original.bodyPurgedAt) throw purged;
   if (original.body === null && original.bodyKey === null) {
     // Pending and not yet handed to the consumer (which stores the body), ended before it ever was, or
     // from before bodies were kept.
-    if (original.status === "pending") throw new ApiError("conflict", `Delivery '${deliveryId}' has not been attempted yet; resend it once it has.`);
+    if (original.status === "pending")
+      throw new ApiError("conflict", `Delivery '${deliveryId}' has not been attempted yet; resend it once it has.`);
     if (original.lastError !== null && NEVER_QUEUED.has(original.lastError)) {
-      throw new ApiError("conflict", `Delivery '${deliveryId}' ended before its body reached the queue (${original.lastError}): there is no body to resend.`);
+      throw new ApiError(
+        "conflict",
+        `Delivery '${deliveryId}' ended before its body reached the queue (${original.lastError}): there is no body to resend.`,
+      );
     }
     throw purged;
   }
@@ -42,10 +49,18 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
   if (original.signed) {
     if (!original.sealedSecret) throw purged;
     try {
-      secret = await openSecret(config.webhookEncryptionKey, original.id, JSON.parse(original.sealedSecret) as SealedSecret, config.previous.webhookEncryptionKey);
+      secret = await openSecret(
+        config.webhookEncryptionKey,
+        original.id,
+        JSON.parse(original.sealedSecret) as SealedSecret,
+        config.previous.webhookEncryptionKey,
+      );
     } catch {
       // Never resend a signed delivery unsigned.
-      throw new ApiError("conflict", "The delivery's signing secret can no longer be read (WEBHOOK_ENCRYPTION_KEY changed?).");
+      throw new ApiError(
+        "conflict",
+        "The delivery's signing secret can no longer be read (WEBHOOK_ENCRYPTION_KEY changed?).",
+      );
     }
   }
   let body = original.body;
@@ -55,7 +70,11 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
     body = await object.text();
   }
 
-  const pending = await recordPending(scope, { projectId, appName: original.appName ?? undefined, runId: original.runId, endpoint: original.endpoint, secret }, { resentFrom: { id: original.id, messageId: original.messageId ?? original.id } });
+  const pending = await recordPending(
+    scope,
+    { projectId, appName: original.appName ?? undefined, runId: original.runId, endpoint: original.endpoint, secret },
+    { resentFrom: { id: original.id, messageId: original.messageId ?? original.id } },
+  );
   if (!pending.recorded) throw new ApiError("service_unavailable", "The delivery could not be recorded; try again.");
   await enqueuePending(scope, pending, body);
   const [created] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, pending.id));

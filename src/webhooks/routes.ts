@@ -1,24 +1,36 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
 import { DELIVERY_STATUSES } from "../db/schema";
-import { idParam, jsonContent, ListQuery, listOf, problems, ProjectParams, SCOPED_PROBLEMS, Timestamp } from "../platform/openapi";
+import {
+  idParam,
+  jsonContent,
+  ListQuery,
+  listOf,
+  problems,
+  ProjectParams,
+  SCOPED_PROBLEMS,
+  Timestamp,
+} from "../platform/openapi";
 
 export const AttemptSchema = z
   .object({
     attempt: z.number().int().openapi({ description: "1, 2 or 3." }),
     at: Timestamp,
     status_code: z.number().int().nullable().openapi({ description: "The receiver's HTTP status, when it answered." }),
-    error: z
-      .string()
-      .nullable()
-      .openapi({ description: "Why there is no status: `timeout`, `connection_failed`, `body_missing`, `body_unavailable`, `secret_unreadable`." }),
+    error: z.string().nullable().openapi({
+      description:
+        "Why there is no status: `timeout`, `connection_failed`, `body_missing`, `body_unavailable`, `secret_unreadable`.",
+    }),
     duration_ms: z.number().int(),
   })
   .openapi("WebhookAttempt");
 
 export const DeliverySchema = z
   .object({
-    delivery_id: z.string().openapi({ example: "whd_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c", description: "This delivery's own id (the `{delivery_id}` of resend, and what `resent_from` names)." }),
+    delivery_id: z.string().openapi({
+      example: "whd_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c",
+      description: "This delivery's own id (the `{delivery_id}` of resend, and what `resent_from` names).",
+    }),
     request_id: z.string().openapi({
       example: "whd_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c",
       description:
@@ -29,7 +41,9 @@ export const DeliverySchema = z
     endpoint: z.string().openapi({ description: "The receiver's URL (`webhookEndpoint`)." }),
     signed: z.boolean().openapi({ description: "Whether `X-Webhook-Secret` was sent, so attempts are signed." }),
     body_bytes: z.number().int(),
-    status: z.enum(DELIVERY_STATUSES).openapi({ description: "`pending` until delivered (2xx) or failed (permanent answer, or 3 attempts)." }),
+    status: z
+      .enum(DELIVERY_STATUSES)
+      .openapi({ description: "`pending` until delivered (2xx) or failed (permanent answer, or 3 attempts)." }),
     attempts: z.array(AttemptSchema),
     last_status_code: z.number().int().nullable(),
     last_error: z.string().nullable().openapi({

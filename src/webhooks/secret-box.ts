@@ -16,7 +16,11 @@ const aesKey = (material: string) => aesKeyFromSecret(material, "edge-gateway", 
 
 export async function sealSecret(material: string, deliveryId: string, secret: string): Promise<SealedSecret> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
-  const ct = await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: encoder.encode(deliveryId) }, await aesKey(material), encoder.encode(secret));
+  const ct = await crypto.subtle.encrypt(
+    { name: "AES-GCM", iv, additionalData: encoder.encode(deliveryId) },
+    await aesKey(material),
+    encoder.encode(secret),
+  );
   return { iv: toBase64(iv), ct: toBase64(new Uint8Array(ct)) };
 }
 
@@ -26,9 +30,18 @@ export async function sealSecret(material: string, deliveryId: string, secret: s
  * async runs and, for resends, D1 for up to the 7 days of retention. Throws (`OperationError`) when
  * neither key opens it or the ciphertext was tampered with.
  */
-export async function openSecret(material: string, deliveryId: string, sealed: SealedSecret, previous?: string): Promise<string> {
+export async function openSecret(
+  material: string,
+  deliveryId: string,
+  sealed: SealedSecret,
+  previous?: string,
+): Promise<string> {
   const open = async (key: string) =>
-    crypto.subtle.decrypt({ name: "AES-GCM", iv: fromBase64(sealed.iv), additionalData: encoder.encode(deliveryId) }, await aesKey(key), fromBase64(sealed.ct));
+    crypto.subtle.decrypt(
+      { name: "AES-GCM", iv: fromBase64(sealed.iv), additionalData: encoder.encode(deliveryId) },
+      await aesKey(key),
+      fromBase64(sealed.ct),
+    );
   let clear: ArrayBuffer;
   try {
     clear = await open(material);

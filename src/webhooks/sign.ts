@@ -45,21 +45,37 @@ export function signedContent(id: string, timestamp: number | string, body: RawB
 }
 
 async function hmac(key: Uint8Array, content: Uint8Array): Promise<Uint8Array> {
-  const cryptoKey = await crypto.subtle.importKey("raw", key as Uint8Array<ArrayBuffer>, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const cryptoKey = await crypto.subtle.importKey(
+    "raw",
+    key as Uint8Array<ArrayBuffer>,
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
   return new Uint8Array(await crypto.subtle.sign("HMAC", cryptoKey, content as Uint8Array<ArrayBuffer>));
 }
 
 /** HMAC-SHA256 over `id.timestamp.body`, with the raw body bytes untouched. */
-export async function signatureBytes(key: Uint8Array, id: string, timestamp: number | string, body: RawBody): Promise<Uint8Array> {
+export async function signatureBytes(
+  key: Uint8Array,
+  id: string,
+  timestamp: number | string,
+  body: RawBody,
+): Promise<Uint8Array> {
   return hmac(key, signedContent(id, timestamp, body));
 }
-
 
 /**
  * The signature headers of one attempt. `content`, when given, is `id.timestamp.body` already laid
  * out (the consumer keeps room for the prefix before a large body, so signing copies nothing).
  */
-export async function signatureHeaders(secret: string, id: string, timestamp: number, body: RawBody, content?: Uint8Array): Promise<Record<string, string>> {
+export async function signatureHeaders(
+  secret: string,
+  id: string,
+  timestamp: number,
+  body: RawBody,
+  content?: Uint8Array,
+): Promise<Record<string, string>> {
   const signed = content ?? signedContent(id, timestamp, body);
   const service = await hmac(encoder.encode(secret), signed);
   const standard = secret.startsWith("whsec_") ? await hmac(keyBytes(secret), signed) : service;

@@ -79,7 +79,8 @@ const claimStatement = prepared<{ [K in keyof typeof claimColumns]: unknown }>((
     SWEPT_REASONS.map((reason) => sql`${reason}`),
     sql`, `,
   )})`;
-  const unlessSwept = (column: Column, value: SQL) => sql`${name(column)} = CASE WHEN ${sweptFailed} THEN ${value} ELSE ${column} END`;
+  const unlessSwept = (column: Column, value: SQL) =>
+    sql`${name(column)} = CASE WHEN ${sweptFailed} THEN ${value} ELSE ${column} END`;
   return sql`INSERT INTO ${d} ${insertIfExists(claimColumns, sql`SELECT 1 FROM ${projects} WHERE ${projects.id} = ${sql.placeholder("projectId")}`)}
     ON CONFLICT (${name(d.id)}) DO UPDATE SET
       ${name(d.attemptCount)} = ${d.attemptCount} + 1, ${name(d.updatedAt)} = excluded.${name(d.updatedAt)},
@@ -93,7 +94,12 @@ const claimStatement = prepared<{ [K in keyof typeof claimColumns]: unknown }>((
  * Claims the next attempt (`claimStatement`), through `group` when given: the claims of one queue
  * batch's deliveries then travel to D1 as one round trip.
  */
-export async function claimAttempt(db: Database, message: DeliveryMessage, at: Date, group?: StatementGroup): Promise<Claim> {
+export async function claimAttempt(
+  db: Database,
+  message: DeliveryMessage,
+  at: Date,
+  group?: StatementGroup,
+): Promise<Claim> {
   const statement = claimStatement(db, {
     id: message.id,
     projectId: message.projectId,
@@ -110,7 +116,9 @@ export async function claimAttempt(db: Database, message: DeliveryMessage, at: D
     sealedSecret: message.secret ? JSON.stringify(message.secret) : null,
     messageId: message.messageId ?? message.id,
   });
-  const { results } = await (group ? group.run<{ attempt_count: number }>(statement) : statement.all<{ attempt_count: number }>());
+  const { results } = await (group
+    ? group.run<{ attempt_count: number }>(statement)
+    : statement.all<{ attempt_count: number }>());
   if (results.length === 1) return { kind: "attempt", attempt: results[0]!.attempt_count };
   // Refused (or no project, so no row): the rare path, one read to say why.
   const [row] = await db
@@ -134,7 +142,15 @@ export interface AttemptRow {
 }
 
 const a = webhookAttempts;
-const attemptColumns = { deliveryId: a.deliveryId, attempt: a.attempt, at: a.at, statusCode: a.statusCode, error: a.error, durationMs: a.durationMs, outcome: a.outcome };
+const attemptColumns = {
+  deliveryId: a.deliveryId,
+  attempt: a.attempt,
+  at: a.at,
+  statusCode: a.statusCode,
+  error: a.error,
+  durationMs: a.durationMs,
+  outcome: a.outcome,
+};
 
 /**
  * One INSERT: the attempt, and (by the trigger `webhook_attempt_settles`) the delivery's last outcome
@@ -142,7 +158,8 @@ const attemptColumns = { deliveryId: a.deliveryId, attempt: a.attempt, at: a.at,
  * attempt is on record already, so it never fails on its own and may share a batch.
  */
 const attemptStatement = prepared<{ [K in keyof typeof attemptColumns]: unknown }>(
-  () => sql`INSERT INTO ${a} ${insertIfExists(attemptColumns, sql`SELECT 1 FROM ${d} WHERE ${d.id} = ${sql.placeholder("deliveryId")}`)} ON CONFLICT DO NOTHING`,
+  () =>
+    sql`INSERT INTO ${a} ${insertIfExists(attemptColumns, sql`SELECT 1 FROM ${d} WHERE ${d.id} = ${sql.placeholder("deliveryId")}`)} ON CONFLICT DO NOTHING`,
 );
 
 /** Records an attempt (`attemptStatement`), through `group` when given. */
@@ -152,7 +169,12 @@ export async function recordAttempt(db: Database, row: AttemptRow, group?: State
 }
 
 /** Settles a delivery still `pending` as failed with `reason` (dead-letter queue, a lost outcome, a cut-short run); null if it was not pending. */
-export async function failPending(db: Database, deliveryId: string, at: Date, reason: string): Promise<{ attempts: number } | null> {
+export async function failPending(
+  db: Database,
+  deliveryId: string,
+  at: Date,
+  reason: string,
+): Promise<{ attempts: number } | null> {
   const [row] = await db
     .update(webhookDeliveries)
     .set({ status: "failed", lastError: reason, updatedAt: at, completedAt: at })

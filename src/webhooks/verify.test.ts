@@ -33,7 +33,9 @@ describe("verifyWebhook (exported for receivers)", () => {
     const { headers, body, now } = await realDelivery();
     const expected = { id: headers["x-request-id"], timestamp: Number(headers["x-service-webhook-timestamp"]) };
     expect(await verifyWebhook(SECRET, headers, body, { now })).toEqual(expected);
-    expect(await verifyWebhook(SECRET, new Headers(headers), new TextEncoder().encode(body), { now, toleranceSeconds: 300 })).toEqual(expected);
+    expect(
+      await verifyWebhook(SECRET, new Headers(headers), new TextEncoder().encode(body), { now, toleranceSeconds: 300 }),
+    ).toEqual(expected);
   });
 
   it("explains a re-serialised body", async () => {
@@ -51,12 +53,20 @@ describe("verifyWebhook (exported for receivers)", () => {
     const stale = await failure(verifyWebhook(SECRET, headers, body, { now: late }));
     expect(stale.code).toBe("stale_timestamp");
     expect(stale.message).toMatch(/301 s/);
-    expect((await failure(verifyWebhook(SECRET, headers, body, { now: new Date(now.getTime() - 400_000) }))).code).toBe("stale_timestamp");
+    expect((await failure(verifyWebhook(SECRET, headers, body, { now: new Date(now.getTime() - 400_000) }))).code).toBe(
+      "stale_timestamp",
+    );
     expect(await verifyWebhook(SECRET, headers, body, { now: late, toleranceSeconds: 600 })).toBeTruthy();
     const { ["x-service-webhook-signature"]: _, ...unsigned } = headers;
     expect((await failure(verifyWebhook(SECRET, unsigned, body, { now }))).code).toBe("missing_header");
-    const tampered = { ...headers, "x-service-webhook-timestamp": String(Number(headers["x-service-webhook-timestamp"]) + 1) };
+    const tampered = {
+      ...headers,
+      "x-service-webhook-timestamp": String(Number(headers["x-service-webhook-timestamp"]) + 1),
+    };
     expect((await failure(verifyWebhook(SECRET, tampered, body, { now }))).code).toBe("signature_mismatch");
-    expect((await failure(verifyWebhook(SECRET, { ...headers, "x-service-webhook-signature": "v2,abc" }, body, { now }))).code).toBe("malformed_header");
+    expect(
+      (await failure(verifyWebhook(SECRET, { ...headers, "x-service-webhook-signature": "v2,abc" }, body, { now })))
+        .code,
+    ).toBe("malformed_header");
   });
 });

@@ -8,7 +8,12 @@ import { received, receiver } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
 import type { DeliveryMessage } from "./message";
-import { DELIVERIES_PER_LANE_INVOCATION, LANE_SUBREQUESTS_PER_INVOCATION, SUBREQUESTS_PER_DELIVERY, SUBREQUESTS_PER_ACCEPT } from "./lane-capacity";
+import {
+  DELIVERIES_PER_LANE_INVOCATION,
+  LANE_SUBREQUESTS_PER_INVOCATION,
+  SUBREQUESTS_PER_DELIVERY,
+  SUBREQUESTS_PER_ACCEPT,
+} from "./lane-capacity";
 import { MAX_GAP_MS, MAX_RETRY_DELAY_SECONDS, RETRY_DELAYS_SECONDS } from "./policy";
 
 const api = client();
@@ -27,7 +32,10 @@ describe("webhook deliveries list (GET /v2/projects/{project_id}/webhook-deliver
       runIds.push(JSON.parse(run.text).run_id);
       api.clock.advance(1);
     }
-    const page1 = await api.json<{ data: { run_id: string }[]; next_cursor: string }>(`/v2/projects/${app.projectId}/webhook-deliveries?limit=2`, { token: app.token });
+    const page1 = await api.json<{ data: { run_id: string }[]; next_cursor: string }>(
+      `/v2/projects/${app.projectId}/webhook-deliveries?limit=2`,
+      { token: app.token },
+    );
     expect(page1.status).toBe(200);
     expect(page1.body.data.map((d) => d.run_id)).toEqual([runIds[2], runIds[1]]);
     const page2 = await api.json<{ data: { run_id: string }[]; next_cursor: null }>(
@@ -45,11 +53,18 @@ describe("webhook deliveries list (GET /v2/projects/{project_id}/webhook-deliver
     const run = await runWithWebhook(api, a, (await receiver()).url);
     const runId = JSON.parse(run.text).run_id;
     expect((await api.json(`/v2/projects/${a.projectId}/webhook-deliveries`, { token: b.token })).status).toBe(404);
-    const filtered = await api.json<{ data: unknown[] }>(`/v2/projects/${b.projectId}/webhook-deliveries?run_id=${runId}`, { token: b.token });
+    const filtered = await api.json<{ data: unknown[] }>(
+      `/v2/projects/${b.projectId}/webhook-deliveries?run_id=${runId}`,
+      { token: b.token },
+    );
     expect(filtered.body.data).toEqual([]);
     expect((await api.json(`/v2/projects/${a.projectId}/webhook-deliveries`, { token: null })).status).toBe(401);
-    expect((await api.json(`/v2/projects/${a.projectId}/webhook-deliveries?cursor=bogus`, { token: a.token })).status).toBe(400);
-    expect((await api.json(`/v2/projects/${a.projectId}/webhook-deliveries?limit=1000`, { token: a.token })).status).toBe(400);
+    expect(
+      (await api.json(`/v2/projects/${a.projectId}/webhook-deliveries?cursor=bogus`, { token: a.token })).status,
+    ).toBe(400);
+    expect(
+      (await api.json(`/v2/projects/${a.projectId}/webhook-deliveries?limit=1000`, { token: a.token })).status,
+    ).toBe(400);
   });
 });
 
@@ -87,11 +102,17 @@ describe("resends receivers can recognise", () => {
   /** Resends through the API as `token`, capturing the new delivery's queue message. */
   async function resend(projectId: string, deliveryId: string, token: string) {
     const sent: unknown[] = [];
-    const local = client({ now: api.clock.now }, { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue });
-    const answer = await local.json<{ delivery_id: string; request_id: string; resent_from: string; code?: string }>(`/v2/projects/${projectId}/webhook-deliveries/${deliveryId}/resend`, {
-      method: "POST",
-      token,
-    });
+    const local = client(
+      { now: api.clock.now },
+      { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue },
+    );
+    const answer = await local.json<{ delivery_id: string; request_id: string; resent_from: string; code?: string }>(
+      `/v2/projects/${projectId}/webhook-deliveries/${deliveryId}/resend`,
+      {
+        method: "POST",
+        token,
+      },
+    );
     return { ...answer, message: sent[0] };
   }
 
@@ -134,7 +155,10 @@ describe("resends receivers can recognise", () => {
     const run = await runWithWebhook(api, app, hook.url);
     await drive(api, run.messages[0]);
     const expires_at = new Date(api.clock.now().getTime() + 86_400_000).toISOString();
-    const byDefault = await api.json<{ token: string; scopes: string[] }>(`/v2/projects/${app.projectId}/service-accounts`, { method: "POST", body: { name: "defaults", expires_at } });
+    const byDefault = await api.json<{ token: string; scopes: string[] }>(
+      `/v2/projects/${app.projectId}/service-accounts`,
+      { method: "POST", body: { name: "defaults", expires_at } },
+    );
     expect(byDefault.body.scopes).toContain("deliveries:read");
     expect(byDefault.body.scopes).not.toContain("deliveries:write");
     const refused = await resend(app.projectId, (run.messages[0] as DeliveryMessage).id, byDefault.body.token);
@@ -162,20 +186,25 @@ describe("wrangler.toml agrees with the delivery policy", () => {
   const config = parse(wranglerToml) as Section;
   const environments: [string, Section][] = [["top level", config], ...Object.entries(config.env ?? {})];
 
-  it.each(environments)("%s: the webhook consumer's batches fit the limits its attempts are planned for, and give up into the dead-letter queue", (_, section) => {
-    const consumers = (section.queues?.consumers ?? []).filter((c) => c.queue === QUEUES.webhookDeliveries);
-    expect(consumers).toHaveLength(1);
-    const consumer = consumers[0]!;
-    // Attempts are spaced inside the lane's invocation (≤ 4 s pause + one claim), not by queue retries.
-    expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) * 1000).toBeLessThan(MAX_GAP_MS);
-    // The consumer only passes deliveries to their lanes (one Durable Object call per lane a batch touches): within Workers Free's 50 subrequests.
-    expect(consumer.max_batch_size * SUBREQUESTS_PER_ACCEPT).toBeLessThanOrEqual(50);
-    // A lane's alarm starts no more deliveries than its subrequests allow at worst.
-    expect(DELIVERIES_PER_LANE_INVOCATION * SUBREQUESTS_PER_DELIVERY).toBeLessThanOrEqual(LANE_SUBREQUESTS_PER_INVOCATION);
-    // The lanes are declared, with SQLite storage, in every environment.
-    expect(section.durable_objects?.bindings).toContainEqual({ name: "WEBHOOK_LANES", class_name: "WebhookLane" });
-    expect(section.migrations?.flatMap((m) => m.new_sqlite_classes ?? [])).toContain("WebhookLane");
-    expect(consumer.dead_letter_queue).toBe(QUEUES.webhookDeadLetters);
-    expect(consumer.max_retries).toBeGreaterThanOrEqual(1);
-  });
+  it.each(environments)(
+    "%s: the webhook consumer's batches fit the limits its attempts are planned for, and give up into the dead-letter queue",
+    (_, section) => {
+      const consumers = (section.queues?.consumers ?? []).filter((c) => c.queue === QUEUES.webhookDeliveries);
+      expect(consumers).toHaveLength(1);
+      const consumer = consumers[0]!;
+      // Attempts are spaced inside the lane's invocation (≤ 4 s pause + one claim), not by queue retries.
+      expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) * 1000).toBeLessThan(MAX_GAP_MS);
+      // The consumer only passes deliveries to their lanes (one Durable Object call per lane a batch touches): within Workers Free's 50 subrequests.
+      expect(consumer.max_batch_size * SUBREQUESTS_PER_ACCEPT).toBeLessThanOrEqual(50);
+      // A lane's alarm starts no more deliveries than its subrequests allow at worst.
+      expect(DELIVERIES_PER_LANE_INVOCATION * SUBREQUESTS_PER_DELIVERY).toBeLessThanOrEqual(
+        LANE_SUBREQUESTS_PER_INVOCATION,
+      );
+      // The lanes are declared, with SQLite storage, in every environment.
+      expect(section.durable_objects?.bindings).toContainEqual({ name: "WEBHOOK_LANES", class_name: "WebhookLane" });
+      expect(section.migrations?.flatMap((m) => m.new_sqlite_classes ?? [])).toContain("WebhookLane");
+      expect(consumer.dead_letter_queue).toBe(QUEUES.webhookDeadLetters);
+      expect(consumer.max_retries).toBeGreaterThanOrEqual(1);
+    },
+  );
 });

@@ -10,7 +10,29 @@ const DEFAULT_URL = "http://127.0.0.1:8053/dns-query";
 
 // good.example.test CNAME, id 0, RD: a name the harness always serves.
 const PROBE = Uint8Array.from([
-  0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 4, ...Buffer.from("good"), 7, ...Buffer.from("example"), 4, ...Buffer.from("test"), 0, 0, 5, 0, 1,
+  0,
+  0,
+  1,
+  0,
+  0,
+  1,
+  0,
+  0,
+  0,
+  0,
+  0,
+  0,
+  4,
+  ...Buffer.from("good"),
+  7,
+  ...Buffer.from("example"),
+  4,
+  ...Buffer.from("test"),
+  0,
+  0,
+  5,
+  0,
+  1,
 ]);
 
 async function answers(url) {
@@ -40,7 +62,8 @@ export async function ensureDnsHarness(url = process.env.TEST_DOH_URL || DEFAULT
       error ? reject(new Error(`${HARNESS} failed: ${error.message}\n${stderr.slice(-2000)}`)) : resolve(stdout.trim()),
     ),
   );
-  if (printed !== url) throw new Error(`The harness serves ${printed}, but the tests expect ${url} (set TEST_DOH_URL).`);
+  if (printed !== url)
+    throw new Error(`The harness serves ${printed}, but the tests expect ${url} (set TEST_DOH_URL).`);
   if (!(await answers(url))) throw new Error(`The harness started but ${url} does not answer.`);
   return url;
 }

@@ -23,7 +23,9 @@ const TYPES = new Set(["A", "AAAA", "CNAME", "TXT", "CAA"]);
 const run = (file, args, env) =>
   new Promise((resolve, reject) =>
     execFile(file, args, { env: { ...process.env, ...env }, timeout: 120_000 }, (error, stdout, stderr) =>
-      error ? reject(new Error(`${file} ${args.join(" ")}: ${error.message}\n${stderr.slice(-2000)}`)) : resolve(stdout.trim()),
+      error
+        ? reject(new Error(`${file} ${args.join(" ")}: ${error.message}\n${stderr.slice(-2000)}`))
+        : resolve(stdout.trim()),
     ),
   );
 
@@ -98,8 +100,11 @@ export async function startZones() {
           return reply(200, { ok: true });
         }
         const records = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-        const bad = !Array.isArray(records) || records.some((r) => !TYPES.has(r?.type) || typeof r.data !== "string" || /[\n\r]/.test(r.data));
-        if (req.method !== "PUT" || bad) return reply(400, { error: "PUT a list of {type, data}; types A, AAAA, CNAME, TXT, CAA" });
+        const bad =
+          !Array.isArray(records) ||
+          records.some((r) => !TYPES.has(r?.type) || typeof r.data !== "string" || /[\n\r]/.test(r.data));
+        if (req.method !== "PUT" || bad)
+          return reply(400, { error: "PUT a list of {type, data}; types A, AAAA, CNAME, TXT, CAA" });
         await change(() => names.set(name, records));
         reply(200, { ok: true });
       } catch (error) {

@@ -31,7 +31,15 @@ function customHostname(id) {
       method: "http",
       status,
       ...(status === "pending_validation"
-        ? { validation_records: [{ status: "pending", http_url: `http://${h.hostname}/.well-known/acme-challenge/${token}`, http_body: `${token}.body` }] }
+        ? {
+            validation_records: [
+              {
+                status: "pending",
+                http_url: `http://${h.hostname}/.well-known/acme-challenge/${token}`,
+                http_body: `${token}.body`,
+              },
+            ],
+          }
         : {}),
     },
     created_at: h.createdAt,
@@ -43,9 +51,16 @@ function cloudflare(req, res, url, body) {
     res.writeHead(status, { "content-type": "application/json" });
     res.end(JSON.stringify(payload));
   };
-  if (req.headers.authorization !== `Bearer ${CF_TOKEN}`) return send(403, envelope(null, [{ code: 10000, message: "Authentication error" }]));
+  if (req.headers.authorization !== `Bearer ${CF_TOKEN}`)
+    return send(403, envelope(null, [{ code: 10000, message: "Authentication error" }]));
   const match = /^\/client\/v4\/zones\/([^/]+)\/custom_hostnames(?:\/([^/]+))?$/.exec(url.pathname);
-  if (!match || match[1] !== CF_ZONE) return send(404, envelope(null, [{ code: 7003, message: "Could not route to /zones, perhaps your object identifier is invalid?" }]));
+  if (!match || match[1] !== CF_ZONE)
+    return send(
+      404,
+      envelope(null, [
+        { code: 7003, message: "Could not route to /zones, perhaps your object identifier is invalid?" },
+      ]),
+    );
   const id = match[2];
   log.push(`${req.method} ${url.pathname}${url.search}`);
   if (!id && req.method === "POST") {
@@ -53,7 +68,8 @@ function cloudflare(req, res, url, body) {
     if (typeof hostname !== "string" || body?.ssl?.method !== "http" || body?.ssl?.type !== "dv") {
       return send(400, envelope(null, [{ code: 1400, message: "Invalid request body" }]));
     }
-    if (hostname.startsWith("cf-refused.")) return send(400, envelope(null, [{ code: 1409, message: "The hostname is on a blocklist." }]));
+    if (hostname.startsWith("cf-refused."))
+      return send(400, envelope(null, [{ code: 1409, message: "The hostname is on a blocklist." }]));
     if (hostname.startsWith("cf-down.")) {
       res.writeHead(502, { "content-type": "text/html" });
       return res.end("<html><body>502 Bad Gateway</body></html>");
@@ -67,10 +83,16 @@ function cloudflare(req, res, url, body) {
   }
   if (!id && req.method === "GET") {
     const wanted = url.searchParams.get("hostname");
-    const found = [...hostnames.values()].filter((h) => !wanted || h.hostname === wanted).map((h) => customHostname(h.id));
-    return send(200, { ...envelope(found), result_info: { page: 1, per_page: 20, count: found.length, total_count: found.length } });
+    const found = [...hostnames.values()]
+      .filter((h) => !wanted || h.hostname === wanted)
+      .map((h) => customHostname(h.id));
+    return send(200, {
+      ...envelope(found),
+      result_info: { page: 1, per_page: 20, count: found.length, total_count: found.length },
+    });
   }
-  if (id && !hostnames.has(id)) return send(404, envelope(null, [{ code: 1436, message: "The custom hostname was not found." }]));
+  if (id && !hostnames.has(id))
+    return send(404, envelope(null, [{ code: 1436, message: "The custom hostname was not found." }]));
   if (id && req.method === "GET") {
     hostnames.get(id).step++;
     return send(200, envelope(customHostname(id)));
@@ -90,7 +112,8 @@ function doh(req, res, mode, query) {
   if (mode === "slow") return void setTimeout(() => reply(200, "application/dns-message", query), 10_000).unref();
   if (mode === "http500") return reply(500, "text/plain", "internal error");
   if (mode === "html") return reply(200, "text/html", "<html>captive portal</html>");
-  if (mode === "garbage") return reply(200, "application/dns-message", Buffer.concat([query.subarray(0, 4), randomBytes(7)]));
+  if (mode === "garbage")
+    return reply(200, "application/dns-message", Buffer.concat([query.subarray(0, 4), randomBytes(7)]));
   const answer = Buffer.from(query);
   answer[2] |= 0x80; // QR: a response
   if (mode === "servfail") answer[3] = (answer[3] & 0xf0) | 2;

@@ -5,7 +5,11 @@ import { startOidcProvider } from "../../scripts/oidc-provider.mjs";
 import { TEST_OIDC } from "../secrets.ts";
 
 export default async function setup(project) {
-  const gateway = { client_id: TEST_OIDC.clientId, client_secret: TEST_OIDC.clientSecret, redirect_uris: [TEST_OIDC.redirectUri] };
+  const gateway = {
+    client_id: TEST_OIDC.clientId,
+    client_secret: TEST_OIDC.clientSecret,
+    redirect_uris: [TEST_OIDC.redirectUri],
+  };
   const main = await startOidcProvider({ clients: [gateway] });
   const other = await startOidcProvider({ clients: [gateway] });
   project.provide("oidcIssuer", main.issuer);

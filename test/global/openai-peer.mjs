@@ -40,10 +40,21 @@ const openAiError = (res, status, message, type = "invalid_request_error", param
 function tokensOf(messages) {
   const last = [...messages].reverse().find((m) => m?.role === "user");
   const text = typeof last?.content === "string" ? last.content : "";
-  return ["You", " said:", ...text.split(/\s+/).filter(Boolean).map((word) => ` ${word}`)];
+  return [
+    "You",
+    " said:",
+    ...text
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((word) => ` ${word}`),
+  ];
 }
 
-const usage = (prompt, completion) => ({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });
+const usage = (prompt, completion) => ({
+  prompt_tokens: prompt,
+  completion_tokens: completion,
+  total_tokens: prompt + completion,
+});
 
 function completion(id, tokens) {
   return {
@@ -51,7 +62,14 @@ function completion(id, tokens) {
     object: "chat.completion",
     created: CREATED,
     model: MODEL,
-    choices: [{ index: 0, message: { role: "assistant", content: tokens.join(""), refusal: null }, logprobs: null, finish_reason: "stop" }],
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content: tokens.join(""), refusal: null },
+        logprobs: null,
+        finish_reason: "stop",
+      },
+    ],
     usage: usage(4, tokens.length),
   };
 }
@@ -106,8 +124,10 @@ async function chatCompletions(req, res) {
   } catch {
     return openAiError(res, 400, "We could not parse the JSON body of your request.");
   }
-  if (request?.model !== MODEL) return openAiError(res, 404, `The model '${request?.model}' does not exist.`, "invalid_request_error", "model");
-  if (!Array.isArray(request.messages) || request.messages.length === 0) return openAiError(res, 400, "'messages' must be a non-empty array.", "invalid_request_error", "messages");
+  if (request?.model !== MODEL)
+    return openAiError(res, 404, `The model '${request?.model}' does not exist.`, "invalid_request_error", "model");
+  if (!Array.isArray(request.messages) || request.messages.length === 0)
+    return openAiError(res, 400, "'messages' must be a non-empty array.", "invalid_request_error", "messages");
   const id = `chatcmpl-${Math.random().toString(36).slice(2, 14)}`;
   const tokens = tokensOf(request.messages);
   if (request.stream === true) return stream(req, res, id, tokens);
@@ -133,7 +153,10 @@ export async function startOpenAiPeer() {
     try {
       if (url.pathname.startsWith("/control/")) return await control(req, res, url);
       if (url.pathname === "/v1/models" && req.method === "GET") {
-        return send(res, 200, { object: "list", data: [{ id: MODEL, object: "model", created: CREATED, owned_by: "edge-gateway-tests" }] });
+        return send(res, 200, {
+          object: "list",
+          data: [{ id: MODEL, object: "model", created: CREATED, owned_by: "edge-gateway-tests" }],
+        });
       }
       if (url.pathname === "/v1/chat/completions" && req.method === "POST") return await chatCompletions(req, res);
       openAiError(res, 404, `Unknown request URL: ${req.method} ${url.pathname}.`);

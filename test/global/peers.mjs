@@ -22,7 +22,13 @@ function watch(key) {
   if (!entry) {
     let release;
     let closed;
-    entry = { finished: false, closed: false, chunks: 0, released: new Promise((resolve) => (release = resolve)), whenClosed: new Promise((resolve) => (closed = resolve)) };
+    entry = {
+      finished: false,
+      closed: false,
+      chunks: 0,
+      released: new Promise((resolve) => (release = resolve)),
+      whenClosed: new Promise((resolve) => (closed = resolve)),
+    };
     entry.release = release;
     entry.markClosed = () => {
       entry.closed = true;
@@ -53,8 +59,20 @@ async function eventStream(req, res, url, entry) {
   const hold = url.searchParams.get("hold");
   const first = Number(url.searchParams.get("firstAfter") ?? "0");
   // With `declared`, the stream's whole length is sent as Content-Length (a body of a declared length that stalls with `hold`).
-  const length = url.searchParams.has("declared") ? { "content-length": Array.from({ length: events }, (_, i) => `data: {"i":${i}}\n\n`.length).reduce((a, b) => a + b, 0) } : {};
-  res.writeHead(Number(url.searchParams.get("status") ?? "200"), { "content-type": "text/event-stream", "cache-control": "no-cache", "x-app-header": "kept", ...length });
+  const length = url.searchParams.has("declared")
+    ? {
+        "content-length": Array.from({ length: events }, (_, i) => `data: {"i":${i}}\n\n`.length).reduce(
+          (a, b) => a + b,
+          0,
+        ),
+      }
+    : {};
+  res.writeHead(Number(url.searchParams.get("status") ?? "200"), {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "x-app-header": "kept",
+    ...length,
+  });
   res.flushHeaders();
   if (first) await sleep(first);
   for (let i = 0; i < events; i++) {
@@ -88,7 +106,9 @@ function checkSignatures(secret, headers, body) {
   const expected = createHmac("sha256", secret).update(content).digest("hex");
   const got = sig.replace(/^v1,/, "");
   const node = got.length === expected.length && timingSafeEqual(Buffer.from(got), Buffer.from(expected));
-  const opensslOut = execFileSync("openssl", ["dgst", "-sha256", "-hmac", secret, "-hex"], { input: content }).toString();
+  const opensslOut = execFileSync("openssl", ["dgst", "-sha256", "-hmac", secret, "-hex"], {
+    input: content,
+  }).toString();
   const openssl = opensslOut.trim().split(" ").pop() === got;
   // Standard Webhooks: key = base64-decoded part after whsec_, else the secret's bytes; signature base64.
   const key = secret.startsWith("whsec_") ? Buffer.from(secret.slice(6), "base64") : Buffer.from(secret);
@@ -153,7 +173,11 @@ async function upstream(req, res, url) {
   }
   if (url.searchParams.has("png")) {
     const bytes = pngBytes(Number(url.searchParams.get("png")));
-    res.writeHead(200, { "content-type": "image/png", "content-length": bytes.length, "x-image-sha256": createHash("sha256").update(bytes).digest("hex") });
+    res.writeHead(200, {
+      "content-type": "image/png",
+      "content-length": bytes.length,
+      "x-image-sha256": createHash("sha256").update(bytes).digest("hex"),
+    });
     res.end(bytes);
     return;
   }
@@ -170,7 +194,9 @@ async function upstream(req, res, url) {
   }
   if (url.searchParams.has("h")) {
     // An HTML answer with the headers the test names (`h=Name: value`, repeated): what an app may try.
-    const headers = url.searchParams.getAll("h").map((line) => [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 1).trim()]);
+    const headers = url.searchParams
+      .getAll("h")
+      .map((line) => [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 1).trim()]);
     res.writeHead(200, [["content-type", "text/html"], ...headers].flat());
     res.end("<script>document.title = 'from the app'</script>");
     return;
@@ -218,7 +244,9 @@ function upgrade(req, socket) {
     socket.on("error", () => undefined);
     return;
   }
-  const accept = createHash("sha1").update(`${req.headers["sec-websocket-key"]}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
+  const accept = createHash("sha1")
+    .update(`${req.headers["sec-websocket-key"]}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
+    .digest("base64");
   socket.write(
     `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\nX-Seen-Run-Id: ${req.headers["x-run-id"] ?? ""}\r\n\r\n`,
   );

@@ -21,7 +21,9 @@ const SCREENSHOTS = join(process.cwd(), "artifacts", "screenshots");
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
 if (!available && !required) {
-  console.warn(`dashboard browser tests skipped: ${CHROMIUM} is missing (install it with scripts/ci-browser.sh, or set REQUIRE_BROWSER=1 to fail instead)`);
+  console.warn(
+    `dashboard browser tests skipped: ${CHROMIUM} is missing (install it with scripts/ci-browser.sh, or set REQUIRE_BROWSER=1 to fail instead)`,
+  );
 }
 
 describe.runIf(required && !available)("dashboard in a browser", () => {
@@ -50,7 +52,11 @@ describe.runIf(available)("dashboard in a browser", () => {
     // Evaluated through the DevTools protocol, which the page's CSP does not govern; the page itself stays strict.
     await page.evaluate(AXE_SOURCE);
     const violations = await page.evaluate(async () => {
-      const result = await (window as unknown as { axe: { run(options: object): Promise<{ violations: { id: string; nodes: { target: unknown }[] }[] }> } }).axe.run({
+      const result = await (
+        window as unknown as {
+          axe: { run(options: object): Promise<{ violations: { id: string; nodes: { target: unknown }[] }[] }> };
+        }
+      ).axe.run({
         runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] },
       });
       return result.violations.map((v) => `${v.id}: ${JSON.stringify(v.nodes.map((n) => n.target))}`);
@@ -77,7 +83,15 @@ describe.runIf(available)("dashboard in a browser", () => {
     await ensureDnsHarness();
     // People sign in at the tests' OpenID provider (test/global/oidc.mjs); the client is registered once
     // wrangler dev's port, hence the redirect URI, is known.
-    server = await startWranglerDev({ dir, secrets: { ...TEST_SECRETS, OIDC_ISSUER: ISSUER, OIDC_CLIENT_ID: BROWSER_CLIENT.client_id, OIDC_CLIENT_SECRET: BROWSER_CLIENT.client_secret } });
+    server = await startWranglerDev({
+      dir,
+      secrets: {
+        ...TEST_SECRETS,
+        OIDC_ISSUER: ISSUER,
+        OIDC_CLIENT_ID: BROWSER_CLIENT.client_id,
+        OIDC_CLIENT_SECRET: BROWSER_CLIENT.client_secret,
+      },
+    });
     await fixture("clients", { ...BROWSER_CLIENT, redirect_uris: [`${server.url}/dashboard/oidc/callback`] });
     context = await launch("profile");
     page = context.pages()[0] ?? (await context.newPage());
@@ -94,7 +108,14 @@ describe.runIf(available)("dashboard in a browser", () => {
     chromium.launchPersistentContext(join(dir, profile), {
       executablePath: CHROMIUM,
       headless: true,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+      ],
       viewport: { width: 1280, height: 800 },
       permissions: ["clipboard-read", "clipboard-write"],
       ...options,
@@ -151,7 +172,10 @@ describe.runIf(available)("dashboard in a browser", () => {
     await shot("04-api-key-created");
 
     // The copied token works against the API: create an app and start a build with it.
-    const app = await api(`/projects/${projectId}/apps`, token, { method: "POST", body: { name: "hello", region: "us-east-1", runtime: "cortex" } });
+    const app = await api(`/projects/${projectId}/apps`, token, {
+      method: "POST",
+      body: { name: "hello", region: "us-east-1", runtime: "cortex" },
+    });
     expect(app.status).toBe(201);
     const appId = ((await app.json()) as { app_id: string }).app_id;
     // An empty JSON object: over real HTTP a bodiless POST still has a (empty) body stream, which the API's
@@ -189,9 +213,14 @@ describe.runIf(available)("dashboard in a browser", () => {
   /** A project with one service account, made through the API with the admin token. */
   async function seedProject(name: string) {
     const admin = TEST_SECRETS.ADMIN_TOKEN;
-    const project = (await (await api("/projects", admin, { method: "POST", body: { name } })).json()) as { project_id: string };
+    const project = (await (await api("/projects", admin, { method: "POST", body: { name } })).json()) as {
+      project_id: string;
+    };
     const expires_at = new Date(Date.now() + 30 * 24 * 3600 * 1000).toISOString();
-    await api(`/projects/${project.project_id}/service-accounts`, admin, { method: "POST", body: { name: "keyboard-ci", expires_at } });
+    await api(`/projects/${project.project_id}/service-accounts`, admin, {
+      method: "POST",
+      body: { name: "keyboard-ci", expires_at },
+    });
     return project.project_id;
   }
 
@@ -222,7 +251,10 @@ describe.runIf(available)("dashboard in a browser", () => {
     await revoke.click();
     await dialog.getByRole("button", { name: "Revoke" }).click();
     await page.getByText("was revoked").waitFor();
-    await page.getByRole("row", { name: /keyboard-ci/ }).getByText("Revoked").waitFor();
+    await page
+      .getByRole("row", { name: /keyboard-ci/ })
+      .getByText("Revoked")
+      .waitFor();
     await shot("08-api-key-revoked");
   });
 
@@ -275,7 +307,9 @@ describe.runIf(available)("dashboard in a browser", () => {
     await page.reload();
     await page.getByRole("row", { name: /reload-me/ }).waitFor();
     expect(await page.locator("#new-token").count()).toBe(0);
-    const accounts = (await (await api(`/projects/${projectId}/service-accounts`, TEST_SECRETS.ADMIN_TOKEN)).json()) as { data: { name: string }[] };
+    const accounts = (await (
+      await api(`/projects/${projectId}/service-accounts`, TEST_SECRETS.ADMIN_TOKEN)
+    ).json()) as { data: { name: string }[] };
     expect(accounts.data.filter((a) => a.name === "reload-me")).toHaveLength(1);
 
     // Phone width: the API Keys table becomes cards; each Revoke is on screen and opens its dialog.
@@ -288,7 +322,10 @@ describe.runIf(available)("dashboard in a browser", () => {
       expect(box.x).toBeGreaterThanOrEqual(0);
       expect(box.x + box.width).toBeLessThanOrEqual(375);
     }
-    await page.getByRole("row", { name: /reload-me/ }).getByRole("link", { name: "Revoke" }).click();
+    await page
+      .getByRole("row", { name: /reload-me/ })
+      .getByRole("link", { name: "Revoke" })
+      .click();
     await page.getByRole("dialog", { name: /Revoke/ }).waitFor();
     await shot("24-phone-api-keys-cards");
     await page.keyboard.press("Escape");
@@ -306,13 +343,19 @@ describe.runIf(available)("dashboard in a browser", () => {
           hooks.push({ id: String(req.headers["x-request-id"] ?? ""), body: Buffer.concat(chunks).toString("utf8") });
           res.writeHead(204).end();
         } else {
-          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ greeting: "Hello from the browser test" }));
+          res
+            .writeHead(200, { "content-type": "application/json" })
+            .end(JSON.stringify({ greeting: "Hello from the browser test" }));
         }
       });
     });
     const port = await freePort();
     await new Promise<void>((resolve) => peer.listen(port, "127.0.0.1", resolve));
-    return { url: `http://127.0.0.1:${port}`, hooks, close: () => new Promise<void>((resolve) => peer.close(() => resolve())) };
+    return {
+      url: `http://127.0.0.1:${port}`,
+      hooks,
+      close: () => new Promise<void>((resolve) => peer.close(() => resolve())),
+    };
   }
 
   it("adds domains, validates one against the DNS harness, shows a failed one's error in the dialog, and shows a webhook delivery", async () => {
@@ -355,7 +398,9 @@ describe.runIf(available)("dashboard in a browser", () => {
     await tab("Domains").click();
     const goodRow = page.getByRole("row", { name: /good\.example\.test/ });
     await goodRow.getByRole("cell", { name: "Validated", exact: true }).waitFor();
-    const opener = page.getByRole("row", { name: /wrong\.example\.test/ }).getByRole("link", { name: /Validation status/ });
+    const opener = page
+      .getByRole("row", { name: /wrong\.example\.test/ })
+      .getByRole("link", { name: /Validation status/ });
     await opener.focus();
     await page.keyboard.press("Enter");
     const dialog = page.getByRole("dialog", { name: "Validation status of wrong.example.test" });
@@ -372,7 +417,10 @@ describe.runIf(available)("dashboard in a browser", () => {
     expect(await opener.evaluate((el) => el === document.activeElement)).toBe(true);
 
     // Remove, through the confirmation dialog.
-    await page.getByRole("row", { name: /wrong\.example\.test/ }).getByRole("link", { name: "Remove" }).click();
+    await page
+      .getByRole("row", { name: /wrong\.example\.test/ })
+      .getByRole("link", { name: "Remove" })
+      .click();
     const confirm = page.getByRole("dialog", { name: "Remove wrong.example.test?" });
     await confirm.getByRole("button", { name: "Remove domain" }).click();
     await page.getByText("wrong.example.test was removed").waitFor();
@@ -382,18 +430,33 @@ describe.runIf(available)("dashboard in a browser", () => {
     // caller gets the envelope and the receiver the same bytes (a custom app's delivery is the run's document).
     const peer = await startPeer();
     try {
-      const app = await api(`/projects/${projectId}/apps`, admin, { method: "POST", body: { name: "hooked", region: "us-east-1", runtime: "cortex" } });
+      const app = await api(`/projects/${projectId}/apps`, admin, {
+        method: "POST",
+        body: { name: "hooked", region: "us-east-1", runtime: "cortex" },
+      });
       const appId = ((await app.json()) as { app_id: string }).app_id;
-      const build = (await (await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })).json()) as { build_id: string };
+      const build = (await (
+        await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })
+      ).json()) as { build_id: string };
       const buildPath = `/projects/${projectId}/apps/${appId}/builds/${build.build_id}`;
       expect((await api(buildPath, admin, { method: "PATCH", body: { status: "building" } })).status).toBe(200);
-      expect((await api(buildPath, admin, { method: "PATCH", body: { status: "succeeded", origin_url: `${peer.url}/run` } })).status).toBe(200);
-      const run = await fetch(`${server.url}/v4/${projectId}/hooked/run?webhookEndpoint=${encodeURIComponent(`${peer.url}/webhook`)}`, {
-        method: "POST",
-        // With a secret the delivery is signed, and carries its id (X-Request-Id) for the test to find its row.
-        headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json", "X-Webhook-Secret": "browser-test-webhook-secret" },
-        body: JSON.stringify({ inputs: { name: "browser" } }),
-      });
+      expect(
+        (await api(buildPath, admin, { method: "PATCH", body: { status: "succeeded", origin_url: `${peer.url}/run` } }))
+          .status,
+      ).toBe(200);
+      const run = await fetch(
+        `${server.url}/v4/${projectId}/hooked/run?webhookEndpoint=${encodeURIComponent(`${peer.url}/webhook`)}`,
+        {
+          method: "POST",
+          // With a secret the delivery is signed, and carries its id (X-Request-Id) for the test to find its row.
+          headers: {
+            Authorization: `Bearer ${admin}`,
+            "Content-Type": "application/json",
+            "X-Webhook-Secret": "browser-test-webhook-secret",
+          },
+          body: JSON.stringify({ inputs: { name: "browser" } }),
+        },
+      );
       const answer = await run.text();
       expect(run.status, answer).toBe(200);
       const runId = (JSON.parse(answer) as { run_id: string }).run_id;
@@ -404,10 +467,13 @@ describe.runIf(available)("dashboard in a browser", () => {
       await tab("Webhook deliveries").click();
       const row = page.locator(`#delivery-${peer.hooks[0]!.id}`);
       await expect
-        .poll(async () => {
-          await page.reload();
-          return (await row.count()) > 0 ? ((await row.textContent()) ?? "") : "";
-        }, { timeout: 20_000 })
+        .poll(
+          async () => {
+            await page.reload();
+            return (await row.count()) > 0 ? ((await row.textContent()) ?? "") : "";
+          },
+          { timeout: 20_000 },
+        )
         .toContain("Delivered");
       expect(await row.textContent()).toMatch(/#1.*HTTP 204, \d+ ms/);
       await shot("18-webhook-deliveries");
@@ -433,8 +499,13 @@ describe.runIf(available)("dashboard in a browser", () => {
     const projectId = await seedProject("No-script project");
     const admin = TEST_SECRETS.ADMIN_TOKEN;
     const appId = `${projectId}-plain`;
-    await api(`/projects/${projectId}/apps`, admin, { method: "POST", body: { name: "plain", region: "us-east-1", runtime: "custom" } });
-    const build = (await (await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })).json()) as { build_id: string };
+    await api(`/projects/${projectId}/apps`, admin, {
+      method: "POST",
+      body: { name: "plain", region: "us-east-1", runtime: "custom" },
+    });
+    const build = (await (
+      await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })
+    ).json()) as { build_id: string };
     const plain = await launch("profile-no-script", { javaScriptEnabled: false });
     try {
       const p = plain.pages()[0] ?? (await plain.newPage());
@@ -459,9 +530,15 @@ describe.runIf(available)("dashboard in a browser", () => {
       expect(await p.getByRole("button", { name: "Copy token" }).isVisible()).toBe(false);
       // The validation status dialog is a page of its own, with the same Validate Domain button.
       const domain = "no-script.wild.example.test";
-      expect((await api(`/projects/${projectId}/domains`, admin, { method: "POST", body: { domain, region: "us-east-1" } })).status).toBe(201);
+      expect(
+        (await api(`/projects/${projectId}/domains`, admin, { method: "POST", body: { domain, region: "us-east-1" } }))
+          .status,
+      ).toBe(201);
       await p.goto(`${server.url}/dashboard/projects/${projectId}/domains`);
-      await p.getByRole("row", { name: new RegExp(domain) }).getByRole("link", { name: /Validation status/ }).click();
+      await p
+        .getByRole("row", { name: new RegExp(domain) })
+        .getByRole("link", { name: /Validation status/ })
+        .click();
       await p.getByRole("heading", { name: `Validation status of ${domain}` }).waitFor();
       expect(new URL(p.url()).pathname).toMatch(/\/status$/);
       await p.screenshot({ path: join(SCREENSHOTS, "23-no-script-domain-status.png"), fullPage: true });
@@ -476,11 +553,28 @@ describe.runIf(available)("dashboard in a browser", () => {
     const admin = TEST_SECRETS.ADMIN_TOKEN;
     const projectId = await seedProject("People project");
     const stamp = Date.now().toString(36);
-    const owner = { sub: `owner-${stamp}`, email: `owner-${stamp}@example.test`, email_verified: true, name: "Olive Owner" };
-    const viewer = { sub: `viewer-${stamp}`, email: `viewer-${stamp}@example.test`, email_verified: true, name: "Victor Viewer" };
+    const owner = {
+      sub: `owner-${stamp}`,
+      email: `owner-${stamp}@example.test`,
+      email_verified: true,
+      name: "Olive Owner",
+    };
+    const viewer = {
+      sub: `viewer-${stamp}`,
+      email: `viewer-${stamp}@example.test`,
+      email_verified: true,
+      name: "Victor Viewer",
+    };
     await fixture("accounts", owner);
     await fixture("accounts", viewer);
-    expect((await api(`/projects/${projectId}/invites`, admin, { method: "POST", body: { email: owner.email, role: "owner" } })).status).toBe(201);
+    expect(
+      (
+        await api(`/projects/${projectId}/invites`, admin, {
+          method: "POST",
+          body: { email: owner.email, role: "owner" },
+        })
+      ).status,
+    ).toBe(201);
 
     const signIn = async (context: BrowserContext, login: string) => {
       const p = context.pages()[0] ?? (await context.newPage());
@@ -516,7 +610,12 @@ describe.runIf(available)("dashboard in a browser", () => {
       await viewerPage.getByRole("navigation", { name: "Project" }).getByRole("link", { name: "Members" }).click();
       await viewerPage.getByText("Your role in this project is viewer").waitFor();
       expect(await viewerPage.getByRole("button", { name: "Invite", exact: true }).count()).toBe(0);
-      expect(await viewerPage.getByRole("row", { name: /Victor Viewer/ }).getByRole("link", { name: "Leave" }).count()).toBe(1);
+      expect(
+        await viewerPage
+          .getByRole("row", { name: /Victor Viewer/ })
+          .getByRole("link", { name: "Leave" })
+          .count(),
+      ).toBe(1);
       page = viewerPage;
       await shot("32-members-viewer");
 
@@ -546,14 +645,21 @@ describe.runIf(available)("dashboard in a browser", () => {
       });
       const port = await freePort();
       await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-      return { url: `http://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+      return {
+        url: `http://127.0.0.1:${port}`,
+        close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+      };
     };
     let n = 0;
     const apps = await listen((url, res) => {
-      if (url.startsWith("/fail")) return void res.writeHead(500, { "content-type": "application/json" }).end('{"error":"model crashed"}');
+      if (url.startsWith("/fail"))
+        return void res.writeHead(500, { "content-type": "application/json" }).end('{"error":"model crashed"}');
       if (url === "/webhook") return void res.writeHead(204).end();
       // Latency that varies from run to run, so the percentiles differ.
-      setTimeout(() => res.writeHead(200, { "content-type": "application/json" }).end('{"greeting":"Hello"}'), 20 + ((n++ * 37) % 160));
+      setTimeout(
+        () => res.writeHead(200, { "content-type": "application/json" }).end('{"greeting":"Hello"}'),
+        20 + ((n++ * 37) % 160),
+      );
     });
     const receivers = await listen((url, res) => {
       if (url.startsWith("/flaky/") && !seen.has(url)) {
@@ -573,11 +679,22 @@ describe.runIf(available)("dashboard in a browser", () => {
     const peers = await startUsagePeers();
     try {
       const deployApp = async (name: string, origin: string) => {
-        const appId = ((await (await api(`/projects/${projectId}/apps`, admin, { method: "POST", body: { name, region: "us-east-1", runtime: "cortex" } })).json()) as { app_id: string }).app_id;
-        const build = (await (await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })).json()) as { build_id: string };
+        const appId = (
+          (await (
+            await api(`/projects/${projectId}/apps`, admin, {
+              method: "POST",
+              body: { name, region: "us-east-1", runtime: "cortex" },
+            })
+          ).json()) as { app_id: string }
+        ).app_id;
+        const build = (await (
+          await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })
+        ).json()) as { build_id: string };
         const buildPath = `/projects/${projectId}/apps/${appId}/builds/${build.build_id}`;
         expect((await api(buildPath, admin, { method: "PATCH", body: { status: "building" } })).status).toBe(200);
-        expect((await api(buildPath, admin, { method: "PATCH", body: { status: "succeeded", origin_url: origin } })).status).toBe(200);
+        expect(
+          (await api(buildPath, admin, { method: "PATCH", body: { status: "succeeded", origin_url: origin } })).status,
+        ).toBe(200);
         return appId;
       };
       const helloId = await deployApp("hello-world", `${peers.apps}/run`);
@@ -585,14 +702,24 @@ describe.runIf(available)("dashboard in a browser", () => {
       const run = (app: string, query = "") =>
         fetch(`${server.url}/v4/${projectId}/${app}/run${query}`, {
           method: "POST",
-          headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json", "X-Webhook-Secret": "usage-test-webhook-secret" },
+          headers: {
+            Authorization: `Bearer ${admin}`,
+            "Content-Type": "application/json",
+            "X-Webhook-Secret": "usage-test-webhook-secret",
+          },
           body: JSON.stringify({ inputs: { prompt: "a lighthouse at dusk" } }),
         }).then(async (r) => ({ status: r.status, body: await r.text() }));
       const hook = (url: string) => `?webhookEndpoint=${encodeURIComponent(url)}`;
       const statuses: number[] = [];
       for (let i = 0; i < 12; i++) statuses.push((await run("hello-world")).status);
       for (let i = 0; i < 3; i++) statuses.push((await run("image-model")).status);
-      for (const url of [`${peers.apps}/webhook`, `${peers.apps}/webhook`, `${peers.receivers}/flaky/1`, `${peers.receivers}/gone`]) statuses.push((await run("hello-world", hook(url))).status);
+      for (const url of [
+        `${peers.apps}/webhook`,
+        `${peers.apps}/webhook`,
+        `${peers.receivers}/flaky/1`,
+        `${peers.receivers}/gone`,
+      ])
+        statuses.push((await run("hello-world", hook(url))).status);
       const accepted = await run("hello-world", "?async=true");
       expect(accepted.status, accepted.body).toBe(202);
       expect(statuses.filter((s) => s === 200)).toHaveLength(16);
@@ -601,13 +728,25 @@ describe.runIf(available)("dashboard in a browser", () => {
       // The project's usage: 20 runs once the async one has finished, as totals and charts.
       const usage = `${server.url}/dashboard/projects/${projectId}/usage?range=1h`;
       await expect
-        .poll(async () => {
-          await page.goto(usage);
-          return (await page.locator("dl.stats").textContent().catch(() => "")) ?? "";
-        }, { timeout: 30_000 })
+        .poll(
+          async () => {
+            await page.goto(usage);
+            return (
+              (await page
+                .locator("dl.stats")
+                .textContent()
+                .catch(() => "")) ?? ""
+            );
+          },
+          { timeout: 30_000 },
+        )
         .toMatch(/Runs\s*20(?!\d)/);
       await tab("Usage").waitFor();
-      expect(await page.getByRole("img", { name: /^Runs by status 20 runs in the last 1 hour: 17 2xx, 0 4xx, 3 5xx\.$/ }).count()).toBe(1);
+      expect(
+        await page
+          .getByRole("img", { name: /^Runs by status 20 runs in the last 1 hour: 17 2xx, 0 4xx, 3 5xx\.$/ })
+          .count(),
+      ).toBe(1);
       expect(await page.getByRole("img", { name: /^Latency Over the last 1 hour: p50 \d+ ms/ }).count()).toBe(1);
       // A chart's figures as a table, behind its disclosure.
       await page.locator("#project-runs").getByText("Figures as a table").click();
@@ -617,12 +756,16 @@ describe.runIf(available)("dashboard in a browser", () => {
 
       // One app's page: its own figures above its builds.
       await tab("Apps and builds").click();
-      await page.getByRole("img", { name: /^Runs per hour over the last 24 hours: 17 runs, 0 errors, p95 \d+ ms$/ }).waitFor();
+      await page
+        .getByRole("img", { name: /^Runs per hour over the last 24 hours: 17 runs, 0 errors, p95 \d+ ms$/ })
+        .waitFor();
       await page.getByRole("img", { name: /^Runs per hour over the last 24 hours: 3 runs, 3 errors/ }).waitFor();
       await shot("47-apps-last-day");
       await page.getByRole("link", { name: "hello-world" }).click();
       await page.getByRole("link", { name: "1 hour" }).click();
-      await page.getByRole("img", { name: /^Runs by status 17 runs in the last 1 hour: 17 2xx, 0 4xx, 0 5xx\.$/ }).waitFor();
+      await page
+        .getByRole("img", { name: /^Runs by status 17 runs in the last 1 hour: 17 2xx, 0 4xx, 0 5xx\.$/ })
+        .waitFor();
       expect(new URL(page.url()).pathname).toBe(`/dashboard/projects/${projectId}/apps/${helloId}`);
       await shot("41-usage-app");
 
@@ -636,7 +779,7 @@ describe.runIf(available)("dashboard in a browser", () => {
       await page.getByRole("button", { name: "Filter" }).click();
       await expect.poll(() => new URL(page.url()).searchParams.get("status")).toBe("5xx");
       await page.getByRole("link", { name: "Show all" }).waitFor();
-      expect(await page.locator("tbody tr").count(), await page.locator("main").textContent() ?? "").toBe(3);
+      expect(await page.locator("tbody tr").count(), (await page.locator("main").textContent()) ?? "").toBe(3);
       expect(await page.getByRole("row").filter({ hasText: "image-model" }).count()).toBe(3);
       await shot("43-runs-filtered");
 
@@ -645,12 +788,18 @@ describe.runIf(available)("dashboard in a browser", () => {
       await page.getByRole("link", { name: "1 hour" }).click();
       const other = page.getByRole("row", { name: new RegExp(peers.receivers.replace(/[.:/]/g, "\\$&")) });
       await expect
-        .poll(async () => {
-          await page.reload();
-          return (await other.count()) > 0 ? ((await other.textContent()) ?? "") : "";
-        }, { timeout: 20_000 })
+        .poll(
+          async () => {
+            await page.reload();
+            return (await other.count()) > 0 ? ((await other.textContent()) ?? "") : "";
+          },
+          { timeout: 20_000 },
+        )
         .toContain("the receiver answered 410");
-      await page.getByRole("row", { name: new RegExp(peers.apps.replace(/[.:/]/g, "\\$&")) }).getByText("Healthy").waitFor();
+      await page
+        .getByRole("row", { name: new RegExp(peers.apps.replace(/[.:/]/g, "\\$&")) })
+        .getByText("Healthy")
+        .waitFor();
       await shot("44-receivers");
 
       // A dark system gets the dark palette, charts included, as readable (the audit checks contrast).
@@ -664,7 +813,9 @@ describe.runIf(available)("dashboard in a browser", () => {
           ["54-dark-api-keys", `/dashboard/projects/${projectId}/api-keys`],
         ] as const) {
           await page.goto(`${server.url}${path}`);
-          expect(await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), name).toBe("rgb(17, 24, 39)");
+          expect(await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), name).toBe(
+            "rgb(17, 24, 39)",
+          );
           await shot(name);
         }
       } finally {

@@ -7,7 +7,13 @@ import { describe, expect, it } from "vitest";
  * resolves (the file, and the heading when a link names one), and the README stays short and speaks of
  * the product, not of how it was built.
  */
-const PAGES = ["README.md", "SECURITY.md", ...readdirSync("docs").filter((f) => f.endsWith(".md")).map((f) => join("docs", f))];
+const PAGES = [
+  "README.md",
+  "SECURITY.md",
+  ...readdirSync("docs")
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => join("docs", f)),
+];
 const README_MAX_BYTES = 16 * 1024;
 
 /** Markdown without its fenced code blocks and inline code, where brackets are not links. */
@@ -54,7 +60,12 @@ describe("the documentation's links", () => {
           broken.push(`${link} (no ${relative(".", target)})`);
           continue;
         }
-        if (anchor !== undefined && statSync(target).isFile() && target.endsWith(".md") && !anchorsOf(readFileSync(target, "utf8")).has(anchor)) {
+        if (
+          anchor !== undefined &&
+          statSync(target).isFile() &&
+          target.endsWith(".md") &&
+          !anchorsOf(readFileSync(target, "utf8")).has(anchor)
+        ) {
           broken.push(`${link} (no heading #${anchor} in ${relative(".", target)})`);
         }
       }
@@ -66,13 +77,17 @@ describe("the documentation's links", () => {
   // when the code is restructured); globs and placeholders (`src/**/*.test.ts`, `{name}`) are not files.
   for (const page of PAGES) {
     it(`${page}: every file of the repository it names in code exists`, () => {
-      const named = [...readFileSync(page, "utf8").matchAll(/`((?:src|scripts|test|examples|packages|migrations)\/[\w./-]*)`/g)].map((m) => m[1]!);
+      const named = [
+        ...readFileSync(page, "utf8").matchAll(/`((?:src|scripts|test|examples|packages|migrations)\/[\w./-]*)`/g),
+      ].map((m) => m[1]!);
       expect(named.filter((path) => !existsSync(path))).toEqual([]);
     });
   }
 
   it("computes anchors as GitHub does", () => {
-    const anchors = anchorsOf("# Cost in `npm run bench`\n## Soak: nothing lost\n## Soak: nothing lost\n```\n# not a heading\n```\n");
+    const anchors = anchorsOf(
+      "# Cost in `npm run bench`\n## Soak: nothing lost\n## Soak: nothing lost\n```\n# not a heading\n```\n",
+    );
     expect([...anchors]).toEqual(["cost-in-npm-run-bench", "soak-nothing-lost", "soak-nothing-lost-1"]);
   });
 });

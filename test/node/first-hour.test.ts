@@ -30,7 +30,10 @@ afterAll(async () => {
 /** `bash examples/quickstart.sh` with its exit code and output, never throwing. */
 async function quickstart(adminToken: string) {
   try {
-    const { stdout, stderr } = await run("bash", ["examples/quickstart.sh"], { env: { ...process.env, API: `${server.url}/v2`, ADMIN_TOKEN: adminToken }, timeout: 60_000 });
+    const { stdout, stderr } = await run("bash", ["examples/quickstart.sh"], {
+      env: { ...process.env, API: `${server.url}/v2`, ADMIN_TOKEN: adminToken },
+      timeout: 60_000,
+    });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code: number; stdout: string; stderr: string };
@@ -71,8 +74,12 @@ describe("npm run dev", () => {
     const port = (taken.address() as AddressInfo).port;
     try {
       const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-        execFile(process.execPath, ["scripts/dev.mjs"], { env: { ...process.env, PORT: String(port) }, timeout: 30_000 }, (error, stdout, stderr) =>
-          resolve({ code: error ? (typeof error.code === "number" ? error.code : -1) : 0, stdout, stderr }),
+        execFile(
+          process.execPath,
+          ["scripts/dev.mjs"],
+          { env: { ...process.env, PORT: String(port) }, timeout: 30_000 },
+          (error, stdout, stderr) =>
+            resolve({ code: error ? (typeof error.code === "number" ? error.code : -1) : 0, stdout, stderr }),
         ),
       );
       expect(result.code).toBe(1);
@@ -96,10 +103,19 @@ describe("npm run dev", () => {
     expect(first.stdout).toMatch(/^Seeded project proj_/);
     // What it prints leads on to where the runs show: the records, the figures and the dashboard.
     const project = /^Seeded project (proj_\w+)/.exec(first.stdout)![1];
-    for (const path of [`/v2/projects/${project}/runs'`, `/v2/projects/${project}/usage'`, `/dashboard/projects/${project}/usage`]) expect(first.stdout).toContain(`${server.url}${path}`);
+    for (const path of [
+      `/v2/projects/${project}/runs'`,
+      `/v2/projects/${project}/usage'`,
+      `/dashboard/projects/${project}/usage`,
+    ])
+      expect(first.stdout).toContain(`${server.url}${path}`);
     const second = await seed();
     expect(second.stdout).toMatch(/^The demo project proj_\w+ is already seeded/);
-    const projects = (await (await fetch(`${server.url}/v2/projects?limit=100`, { headers: { Authorization: `Bearer ${TEST_SECRETS.ADMIN_TOKEN}` } })).json()) as {
+    const projects = (await (
+      await fetch(`${server.url}/v2/projects?limit=100`, {
+        headers: { Authorization: `Bearer ${TEST_SECRETS.ADMIN_TOKEN}` },
+      })
+    ).json()) as {
       data: { name: string }[];
     };
     expect(projects.data.filter((p) => p.name === "demo")).toHaveLength(1);
@@ -145,23 +161,33 @@ describe("@edge-gateway/verify from its packed tarball", () => {
     mkdirSync(packs);
     const app = join(dir, "receiver");
     mkdirSync(app);
-    const { stdout } = await run("npm", ["pack", "./packages/verify", "--pack-destination", packs, "--json"], { timeout: 60_000 });
+    const { stdout } = await run("npm", ["pack", "./packages/verify", "--pack-destination", packs, "--json"], {
+      timeout: 60_000,
+    });
     const [packed] = JSON.parse(stdout) as { filename: string; files: { path: string }[] }[];
     expect(packed!.files.map((f) => f.path).sort()).toEqual(["README.md", "index.d.ts", "index.js", "package.json"]);
 
     writeFileSync(join(app, "package.json"), JSON.stringify({ name: "receiver", private: true, type: "module" }));
     writeFileSync(join(app, "receiver.mjs"), RECEIVER);
-    await run("npm", ["install", "--offline", "--no-audit", "--no-fund", join(packs, packed!.filename)], { cwd: app, timeout: 60_000 });
+    await run("npm", ["install", "--offline", "--no-audit", "--no-fund", join(packs, packed!.filename)], {
+      cwd: app,
+      timeout: 60_000,
+    });
     expect(readdirSync(join(app, "node_modules")).filter((name) => !name.startsWith("."))).toEqual(["@edge-gateway"]);
 
     const secret = "first-hour-webhook-secret";
-    const child = spawn(process.execPath, ["receiver.mjs"], { cwd: app, env: { ...process.env, WEBHOOK_SECRET: secret }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["receiver.mjs"], {
+      cwd: app,
+      env: { ...process.env, WEBHOOK_SECRET: secret },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     receiver = child;
     const lines: Record<string, unknown>[] = [];
     let errors = "";
     child.stderr!.on("data", (chunk: Buffer) => (errors += chunk.toString()));
     child.stdout!.on("data", (chunk: Buffer) => {
-      for (const line of chunk.toString().split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString().split("\n").filter(Boolean))
+        lines.push(JSON.parse(line) as Record<string, unknown>);
     });
     await expect.poll(() => lines.length, { timeout: 10_000 }).toBeGreaterThan(0);
     const peer = `http://127.0.0.1:${String(lines[0]!.port)}`;
@@ -182,12 +208,18 @@ describe("@edge-gateway/verify from its packed tarball", () => {
     const created = await api("POST", `${p}/apps`, { name: "signed", region: "us-east-1", runtime: "custom" });
     const build = await api("POST", `${p}/apps/${created.app_id}/builds`);
     await api("PATCH", `${p}/apps/${created.app_id}/builds/${build.build_id}`, { status: "building" });
-    await api("PATCH", `${p}/apps/${created.app_id}/builds/${build.build_id}`, { status: "succeeded", origin_url: `${peer}/run` });
-    const ran = await fetch(`${server.url}/v4/${project.project_id}/signed/run?webhookEndpoint=${encodeURIComponent(`${peer}/webhook`)}`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json", "X-Webhook-Secret": secret },
-      body: JSON.stringify({ inputs: { name: "receiver" } }),
+    await api("PATCH", `${p}/apps/${created.app_id}/builds/${build.build_id}`, {
+      status: "succeeded",
+      origin_url: `${peer}/run`,
     });
+    const ran = await fetch(
+      `${server.url}/v4/${project.project_id}/signed/run?webhookEndpoint=${encodeURIComponent(`${peer}/webhook`)}`,
+      {
+        method: "POST",
+        headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json", "X-Webhook-Secret": secret },
+        body: JSON.stringify({ inputs: { name: "receiver" } }),
+      },
+    );
     expect(ran.status, await ran.clone().text()).toBe(200);
 
     await expect.poll(() => lines.length, { timeout: 30_000 }).toBeGreaterThan(1);

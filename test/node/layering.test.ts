@@ -17,7 +17,12 @@ async function violationsIn(files: Record<string, string>) {
     await mkdir(join(dir, path, ".."), { recursive: true });
     await writeFile(join(dir, path), text);
   }
-  const result = await cruise(["src"], { baseDir: dir, ruleSet: { forbidden: rules.forbidden } as never, tsPreCompilationDeps: true, validate: true });
+  const result = await cruise(["src"], {
+    baseDir: dir,
+    ruleSet: { forbidden: rules.forbidden } as never,
+    tsPreCompilationDeps: true,
+    validate: true,
+  });
   return (result.output as ICruiseResult).summary.violations.map((v) => `${v.rule.name}: ${v.from} → ${v.to}`);
 }
 

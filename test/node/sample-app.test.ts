@@ -12,7 +12,10 @@ let app: ChildProcess;
 let base: string;
 
 beforeAll(async () => {
-  app = spawn(process.execPath, ["examples/sample-app/server.mjs"], { env: { ...process.env, PORT: "0", TOKEN_MS: "30" }, stdio: ["ignore", "pipe", "inherit"] });
+  app = spawn(process.execPath, ["examples/sample-app/server.mjs"], {
+    env: { ...process.env, PORT: "0", TOKEN_MS: "30" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const [line] = (await once(app.stdout!, "data")) as [Buffer];
   base = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(line.toString())![1]!;
   app.stdout!.resume();
@@ -37,7 +40,11 @@ describe("the sample app", () => {
     const streamed = await fetch(`${base}/stream`, { method: "POST", headers: { Accept: "text/event-stream" }, body });
     expect(streamed.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
     const parts = await chunks(streamed);
-    const events = parts.map((p) => p.text).join("").split("\n\n").filter(Boolean);
+    const events = parts
+      .map((p) => p.text)
+      .join("")
+      .split("\n\n")
+      .filter(Boolean);
     expect(events[0]).toBe('data: {"token":"Hello,"}');
     expect(events.at(-1)).toBe("event: done\ndata: {}");
     // One write per word, TOKEN_MS apart: the first arrived long before the last.
@@ -54,7 +61,7 @@ describe("the sample app", () => {
     expect(png.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
     const found: string[] = [];
     let idat = Buffer.alloc(0);
-    for (let at = 8; at < png.length; ) {
+    for (let at = 8; at < png.length;) {
       const length = png.readUInt32BE(at);
       const type = png.toString("ascii", at + 4, at + 8);
       expect(png.readUInt32BE(at + 8 + length), `CRC of ${type}`).toBe(crc32(png.subarray(at + 4, at + 8 + length)));

@@ -10,14 +10,19 @@ const CITATION = /`([\w./-]+\.test\.tsx?)`((?:\s*›\s*|\s*,\s*|\s+and\s+)"[^"]+
 const oneLine = (text: string) => text.replace(/\s+/g, " ");
 
 function citations(markdown: string): { file: string; titles: string[] }[] {
-  return [...markdown.matchAll(CITATION)].map((m) => ({ file: m[1]!, titles: (m[0].match(/"[^"]+"/g) ?? []).map((t) => oneLine(t.slice(1, -1))) }));
+  return [...markdown.matchAll(CITATION)].map((m) => ({
+    file: m[1]!,
+    titles: (m[0].match(/"[^"]+"/g) ?? []).map((t) => oneLine(t.slice(1, -1))),
+  }));
 }
 
 /** Whether `source` has a test titled `title` (or starting with it), as a string literal may spell it. */
 function hasTitle(source: string, title: string): boolean {
   const wanted = title.replace(/…$/, "");
   const text = oneLine(source);
-  return [wanted, wanted.replace(/\\/g, "\\\\"), wanted.replace(/"/g, '\\"')].some((spelling) => text.includes(spelling));
+  return [wanted, wanted.replace(/\\/g, "\\\\"), wanted.replace(/"/g, '\\"')].some((spelling) =>
+    text.includes(spelling),
+  );
 }
 
 describe("SECURITY.md", () => {

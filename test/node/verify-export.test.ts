@@ -17,11 +17,16 @@ const vector = {
 
 describe("edge-gateway/verify in Node", () => {
   it("verifies a signature made by openssl", async () => {
-    await expect(verifyWebhook(vector.secret, vector.headers, vector.body, { now: vector.now })).resolves.toEqual({ id: "whd_test", timestamp: 1763726400 });
+    await expect(verifyWebhook(vector.secret, vector.headers, vector.body, { now: vector.now })).resolves.toEqual({
+      id: "whd_test",
+      timestamp: 1763726400,
+    });
   });
 
   it("refuses the same body re-serialised", async () => {
     const spaced = JSON.stringify(JSON.parse(vector.body), null, 1);
-    await expect(verifyWebhook(vector.secret, vector.headers, spaced, { now: vector.now })).rejects.toMatchObject({ code: "signature_mismatch" });
+    await expect(verifyWebhook(vector.secret, vector.headers, spaced, { now: vector.now })).rejects.toMatchObject({
+      code: "signature_mismatch",
+    });
   });
 });

@@ -27,9 +27,23 @@ class PortTaken extends Error {}
 export async function startWranglerDev(options: { dir: string; secrets: Record<string, string> }): Promise<DevServer> {
   const persist = join(options.dir, "state");
   const envFile = join(options.dir, "dev.vars");
-  writeFileSync(envFile, Object.entries(options.secrets).map(([k, v]) => `${k}=${v}`).join("\n") + "\n");
-  const env = { CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env, WRANGLER_SEND_METRICS: "false", CI: "1", NO_COLOR: "1" };
-  await run(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], { env, timeout: 60_000 });
+  writeFileSync(
+    envFile,
+    Object.entries(options.secrets)
+      .map(([k, v]) => `${k}=${v}`)
+      .join("\n") + "\n",
+  );
+  const env = {
+    CLOUDFLARE_CF_FETCH_ENABLED: "false",
+    ...process.env,
+    WRANGLER_SEND_METRICS: "false",
+    CI: "1",
+    NO_COLOR: "1",
+  };
+  await run(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], {
+    env,
+    timeout: 60_000,
+  });
   // The suite's other files start servers in parallel, so a port free a moment ago may be taken.
   for (let tries = 1; ; tries++) {
     try {
@@ -40,18 +54,30 @@ export async function startWranglerDev(options: { dir: string; secrets: Record<s
   }
 }
 
-async function spawnDev(options: { env: NodeJS.ProcessEnv; persist: string; envFile: string; port: number; inspectorPort: number }): Promise<DevServer> {
+async function spawnDev(options: {
+  env: NodeJS.ProcessEnv;
+  persist: string;
+  envFile: string;
+  port: number;
+  inspectorPort: number;
+}): Promise<DevServer> {
   const { env, persist, envFile } = options;
   let output = "";
   const child: ChildProcess = spawn(
     process.execPath,
     [
-      WRANGLER, "dev",
-      "--ip", "127.0.0.1",
-      "--port", String(options.port),
-      "--inspector-port", String(options.inspectorPort),
-      "--persist-to", persist,
-      "--env-file", envFile,
+      WRANGLER,
+      "dev",
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(options.port),
+      "--inspector-port",
+      String(options.inspectorPort),
+      "--persist-to",
+      persist,
+      "--env-file",
+      envFile,
       "--show-interactive-dev-session=false",
     ],
     { env, stdio: ["ignore", "pipe", "pipe"], detached: false },

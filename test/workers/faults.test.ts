@@ -44,7 +44,9 @@ describe("D1 errors (injected)", () => {
     const body = JSON.stringify({ name: "faulty-app", region: "us-east-1", runtime: "cortex" });
     const init = { method: "POST", token: seed.token, headers: { "Content-Type": "application/json" }, body };
     await expectStorageProblem(await callWith(api, { DB: broken }, `/v2/projects/${seed.projectId}/apps`, init));
-    const list = await api.json<{ data: { name: string }[] }>(`/v2/projects/${seed.projectId}/apps`, { token: seed.token });
+    const list = await api.json<{ data: { name: string }[] }>(`/v2/projects/${seed.projectId}/apps`, {
+      token: seed.token,
+    });
     expect(list.body.data.map((a) => a.name)).not.toContain("faulty-app");
     const retried = await callWith(api, {}, `/v2/projects/${seed.projectId}/apps`, init);
     expect(retried.status).toBe(201);
@@ -55,14 +57,21 @@ describe("D1 errors (injected)", () => {
   it("a read that fails answers 503 too, on every kind of statement", async () => {
     const seed = await seedRunnable(api);
     const broken = faultyD1(env.DB, () => true);
-    for (const path of [`/v2/projects/${seed.projectId}`, `/v2/projects/${seed.projectId}/apps`, `/v2/projects/${seed.projectId}/webhook-deliveries`]) {
+    for (const path of [
+      `/v2/projects/${seed.projectId}`,
+      `/v2/projects/${seed.projectId}/apps`,
+      `/v2/projects/${seed.projectId}/webhook-deliveries`,
+    ]) {
       await expectStorageProblem(await callWith(api, { DB: broken }, path, { token: seed.token }));
     }
   });
 
   it("a cancel whose update fails leaves the build as it was; the retry cancels it", async () => {
     const seed = await seedRunnable(api);
-    const build = await api.json<{ build_id: string }>(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds`, { method: "POST", token: seed.token });
+    const build = await api.json<{ build_id: string }>(`/v2/projects/${seed.projectId}/apps/${seed.appId}/builds`, {
+      method: "POST",
+      token: seed.token,
+    });
     const path = `/v2/projects/${seed.projectId}/apps/${seed.appId}/builds/${build.body.build_id}`;
     const broken = faultyD1(env.DB, (sql) => /^update "builds"/i.test(sql));
     await expectStorageProblem(await callWith(api, { DB: broken }, path, { method: "DELETE", token: seed.token }));
@@ -75,7 +84,14 @@ describe("D1 errors (injected)", () => {
     const counted = client({ outbound: { fetch: (r) => (upstreamCalls++, fetch(r)) } });
     const app = await seedRunnable(counted);
     const broken = faultyD1(env.DB, (sql) => /from "service_accounts"/i.test(sql));
-    await expectStorageProblem(await callWith(counted, { DB: broken }, app.runPath, { method: "POST", token: app.token, headers: { "Content-Type": "application/json" }, body: "{}" }));
+    await expectStorageProblem(
+      await callWith(counted, { DB: broken }, app.runPath, {
+        method: "POST",
+        token: app.token,
+        headers: { "Content-Type": "application/json" },
+        body: "{}",
+      }),
+    );
     expect(upstreamCalls).toBe(0);
   });
 
@@ -84,12 +100,17 @@ describe("D1 errors (injected)", () => {
     const hook = await receiver([{ status: 200 }]);
     const capture = capturingQueue();
     const broken = faultyD1(env.DB, (sql) => /^insert into "webhook_deliveries"/i.test(sql));
-    const response = await callWith(api, { DB: broken, WEBHOOK_QUEUE: capture.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
-      method: "POST",
-      token: app.token,
-      headers: { "Content-Type": "application/json" },
-      body: "{}",
-    });
+    const response = await callWith(
+      api,
+      { DB: broken, WEBHOOK_QUEUE: capture.queue },
+      `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      {
+        method: "POST",
+        token: app.token,
+        headers: { "Content-Type": "application/json" },
+        body: "{}",
+      },
+    );
     // The caller's answer does not depend on the bookkeeping.
     expect(response.status).toBe(200);
     const runId = response.headers.get("x-run-id")!;
@@ -104,7 +125,12 @@ describe("D1 errors (injected)", () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
     const capture = capturingQueue();
-    await callWith(api, { WEBHOOK_QUEUE: capture.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, { method: "POST", token: app.token, headers: { "Content-Type": "application/json" }, body: "{}" });
+    await callWith(
+      api,
+      { WEBHOOK_QUEUE: capture.queue },
+      `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      { method: "POST", token: app.token, headers: { "Content-Type": "application/json" }, body: "{}" },
+    );
     const message = capture.sent[0] as DeliveryMessage;
 
     // One failed write of the outcome: tried again within the same attempt, delivered once.
@@ -121,7 +147,12 @@ describe("D1 errors (injected)", () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
     const capture = capturingQueue();
-    await callWith(api, { WEBHOOK_QUEUE: capture.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, { method: "POST", token: app.token, headers: { "Content-Type": "application/json" }, body: "{}" });
+    await callWith(
+      api,
+      { WEBHOOK_QUEUE: capture.queue },
+      `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      { method: "POST", token: app.token, headers: { "Content-Type": "application/json" }, body: "{}" },
+    );
     const message = capture.sent[0] as DeliveryMessage;
 
     let failures = 2; // both writes of attempt 1's outcome
@@ -140,7 +171,7 @@ describe("D1 errors (injected)", () => {
   });
 });
 
-describe("queue send throwing \"Queue is overloaded\"", () => {
+describe('queue send throwing "Queue is overloaded"', () => {
   it("is retried within the run's waitUntil: the delivery is queued once and delivered, the caller unaffected", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
@@ -152,12 +183,17 @@ describe("queue send throwing \"Queue is overloaded\"", () => {
         return capture.queue.send(body, options);
       },
     };
-    const response = await callWith(api, { WEBHOOK_QUEUE: queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
-      method: "POST",
-      token: app.token,
-      headers: { "Content-Type": "application/json" },
-      body: "{}",
-    });
+    const response = await callWith(
+      api,
+      { WEBHOOK_QUEUE: queue },
+      `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      {
+        method: "POST",
+        token: app.token,
+        headers: { "Content-Type": "application/json" },
+        body: "{}",
+      },
+    );
     expect(response.status).toBe(200);
     expect(capture.sent).toHaveLength(1);
     const runId = response.headers.get("x-run-id")!;

@@ -1,4 +1,10 @@
-import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  createMessageBatch,
+  createScheduledController,
+  getQueueResult,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { describeError, redact } from "../../src/platform/log";
@@ -59,7 +65,14 @@ describe("request lines", () => {
     const api = client();
     const missing = await api.call("/v2/projects/proj_0000000000000000000000000000/nothing-here");
     expect(missing.status).toBe(404);
-    expect(requestLines()).toEqual([expect.objectContaining({ level: "info", status: 404, method: "GET", request_id: missing.headers.get("x-request-id") })]);
+    expect(requestLines()).toEqual([
+      expect.objectContaining({
+        level: "info",
+        status: 404,
+        method: "GET",
+        request_id: missing.headers.get("x-request-id"),
+      }),
+    ]);
 
     const app = await seedRunnable(api);
     lines = [];
@@ -67,10 +80,17 @@ describe("request lines", () => {
     const failed = await callWith(api, { DB: down }, `/v2/projects/${app.projectId}/apps`, { token: app.token });
     expect(failed.status).toBe(503);
     expect(requestLines()).toEqual([
-      expect.objectContaining({ level: "error", status: 503, route: "/v2/projects/:project_id/apps", request_id: failed.headers.get("x-request-id") }),
+      expect.objectContaining({
+        level: "error",
+        status: 503,
+        route: "/v2/projects/:project_id/apps",
+        request_id: failed.headers.get("x-request-id"),
+      }),
     ]);
     // The failure's own line says what failed, under the same request id.
-    expect(lines.find((line) => line.message === "storage unavailable")).toMatchObject({ request_id: failed.headers.get("x-request-id") });
+    expect(lines.find((line) => line.message === "storage unavailable")).toMatchObject({
+      request_id: failed.headers.get("x-request-id"),
+    });
   });
 
   it("writes one line for a run through the run entry, with the run's id, and none per chunk of its answer", async () => {
@@ -107,7 +127,13 @@ describe("request lines", () => {
     expect(page.status).toBe(200);
     const requests = requestLines();
     const outer = requests.filter((line) => line.via === undefined);
-    expect(outer).toEqual([expect.objectContaining({ route: "/dashboard/projects/:project_id/apps", status: 200, project_id: app.projectId })]);
+    expect(outer).toEqual([
+      expect.objectContaining({
+        route: "/dashboard/projects/:project_id/apps",
+        status: 200,
+        project_id: app.projectId,
+      }),
+    ]);
     const inner = requests.filter((line) => line.via === "in-process");
     expect(inner.length).toBeGreaterThan(0);
     for (const line of inner) expect(line.request_id).toBe(outer[0]!.request_id);
@@ -126,28 +152,59 @@ describe("queue batch and cron lines", () => {
     await getQueueResult(batch, ctx);
     const batchLines = lines.filter((line) => line.message === "queue batch");
     expect(batchLines).toEqual([
-      { level: "info", message: "queue batch", request_id: expect.stringMatching(/^req_/), queue: QUEUES.domainValidations, messages: 2, outcome: "ok", duration_ms: expect.any(Number) },
+      {
+        level: "info",
+        message: "queue batch",
+        request_id: expect.stringMatching(/^req_/),
+        queue: QUEUES.domainValidations,
+        messages: 2,
+        outcome: "ok",
+        duration_ms: expect.any(Number),
+      },
     ]);
     // The handler's own lines carry the batch's request id and queue.
     const dropped = lines.filter((line) => line.message === "malformed domain validation message dropped");
     expect(dropped).toHaveLength(2);
-    for (const line of dropped) expect(line).toMatchObject({ request_id: batchLines[0]!.request_id, queue: QUEUES.domainValidations });
+    for (const line of dropped)
+      expect(line).toMatchObject({ request_id: batchLines[0]!.request_id, queue: QUEUES.domainValidations });
   });
 
   it("writes one line per cron invocation, and an error line (then the error) when it fails", async () => {
     const api = client();
     const ctx = createExecutionContext();
-    await api.worker.scheduled(createScheduledController({ cron: CRONS.asyncRuns, scheduledTime: Date.now() }), env, ctx);
+    await api.worker.scheduled(
+      createScheduledController({ cron: CRONS.asyncRuns, scheduledTime: Date.now() }),
+      env,
+      ctx,
+    );
     await waitOnExecutionContext(ctx);
     expect(lines.filter((line) => line.message === "cron")).toEqual([
-      { level: "info", message: "cron", request_id: expect.stringMatching(/^req_/), cron: CRONS.asyncRuns, outcome: "ok", duration_ms: expect.any(Number) },
+      {
+        level: "info",
+        message: "cron",
+        request_id: expect.stringMatching(/^req_/),
+        cron: CRONS.asyncRuns,
+        outcome: "ok",
+        duration_ms: expect.any(Number),
+      },
     ]);
 
     lines = [];
     const broken = { ...env, DB: unavailableD1() } as unknown as Env;
-    await expect(api.worker.scheduled(createScheduledController({ cron: CRONS.asyncRuns, scheduledTime: Date.now() }), broken, createExecutionContext())).rejects.toThrow();
+    await expect(
+      api.worker.scheduled(
+        createScheduledController({ cron: CRONS.asyncRuns, scheduledTime: Date.now() }),
+        broken,
+        createExecutionContext(),
+      ),
+    ).rejects.toThrow();
     expect(lines.filter((line) => line.message === "cron")).toEqual([
-      expect.objectContaining({ level: "error", cron: CRONS.asyncRuns, outcome: "error", error: expect.objectContaining({ name: "Error" }) }),
+      expect.objectContaining({
+        level: "error",
+        cron: CRONS.asyncRuns,
+        outcome: "error",
+        error: expect.objectContaining({ name: "Error" }),
+      }),
     ]);
   });
 });
@@ -155,16 +212,21 @@ describe("queue batch and cron lines", () => {
 describe("errors as logs show them", () => {
   it("keeps a failed statement's SQL and drops its parameters, its cause's too", () => {
     const cause = new Error("D1_ERROR: UNIQUE constraint failed: async_runs.id: SQLITE_CONSTRAINT");
-    const error = new Error('Failed query: insert into "async_runs" ("id", "request_headers") values (?, ?)\nparams: run_1,[["x-api-key","sk_live_abcdef0123456789abcdef"]]', { cause });
+    const error = new Error(
+      'Failed query: insert into "async_runs" ("id", "request_headers") values (?, ?)\nparams: run_1,[["x-api-key","sk_live_abcdef0123456789abcdef"]]',
+      { cause },
+    );
     const described = describeError(error, { withStack: true });
-    expect(described.message).toContain('insert into');
+    expect(described.message).toContain("insert into");
     expect(described.message).toContain("UNIQUE constraint failed");
     expect(JSON.stringify(described)).not.toContain("sk_live");
     expect(described.stack ?? "").not.toContain("sk_live");
   });
 
   it("keeps a URL's origin only, and no bearer token or long secret", () => {
-    const text = redact("fetch https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX?x=1 failed; Bearer eyJhbGciOi.abc.def; key 0123456789abcdef0123456789abcdef");
+    const text = redact(
+      "fetch https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX?x=1 failed; Bearer eyJhbGciOi.abc.def; key 0123456789abcdef0123456789abcdef",
+    );
     expect(text).toContain("https://hooks.slack.com/[redacted]");
     expect(text).not.toMatch(/services|XXXXsecret|eyJhbGciOi|0123456789abcdef0123/);
   });

@@ -17,11 +17,21 @@ describe("property: outside input never causes a 500", () => {
   it("Authorization headers of any shape get 200 or 401, never more", async () => {
     const { projectId } = await seedProject(api);
     await fc.assert(
-      fc.asyncProperty(fc.oneof(fc.string(), fc.string().map((s) => `Bearer ${s}`), fc.constant(generateToken())), async (header) => {
-        const response = await api.call(`/v2/projects/${projectId}`, { token: null, headers: { Authorization: header.replace(/[\r\n\0]/g, "") } });
-        await expectHandled(response);
-        expect(response.status).toBe(401);
-      }),
+      fc.asyncProperty(
+        fc.oneof(
+          fc.string(),
+          fc.string().map((s) => `Bearer ${s}`),
+          fc.constant(generateToken()),
+        ),
+        async (header) => {
+          const response = await api.call(`/v2/projects/${projectId}`, {
+            token: null,
+            headers: { Authorization: header.replace(/[\r\n\0]/g, "") },
+          });
+          await expectHandled(response);
+          expect(response.status).toBe(401);
+        },
+      ),
       RUNS,
     );
   });
@@ -48,7 +58,11 @@ describe("property: outside input never causes a 500", () => {
   it("raw bytes as a JSON body are refused with 400, never a 500", async () => {
     await fc.assert(
       fc.asyncProperty(fc.string(), async (raw) => {
-        const response = await api.call("/v2/projects", { method: "POST", rawBody: raw, headers: { "Content-Type": "application/json" } });
+        const response = await api.call("/v2/projects", {
+          method: "POST",
+          rawBody: raw,
+          headers: { "Content-Type": "application/json" },
+        });
         await expectHandled(response);
       }),
       RUNS,

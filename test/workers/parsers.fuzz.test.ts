@@ -21,14 +21,34 @@ const RUNS = { numRuns: 300 };
 
 /** CIDRs no webhook may reach (RFC 6890 special-purpose registry, multicast, reserved, broadcast). */
 const BLOCKED_V4: [number, number][] = [
-  [0x00000000, 8], [0x0a000000, 8], [0x64400000, 10], [0x7f000000, 8], [0xa9fe0000, 16], [0xac100000, 12],
-  [0xc0000000, 24], [0xc0000200, 24], [0xc0586300, 24], [0xc0a80000, 16], [0xc6120000, 15], [0xc6336400, 24],
-  [0xcb007100, 24], [0xe0000000, 4], [0xf0000000, 4],
+  [0x00000000, 8],
+  [0x0a000000, 8],
+  [0x64400000, 10],
+  [0x7f000000, 8],
+  [0xa9fe0000, 16],
+  [0xac100000, 12],
+  [0xc0000000, 24],
+  [0xc0000200, 24],
+  [0xc0586300, 24],
+  [0xc0a80000, 16],
+  [0xc6120000, 15],
+  [0xc6336400, 24],
+  [0xcb007100, 24],
+  [0xe0000000, 4],
+  [0xf0000000, 4],
 ];
 /** Ranges that are ordinary public unicast. */
-const PUBLIC_V4: [number, number][] = [[0x01010100, 24], [0x08000000, 8], [0x5db8d800, 24], [0x68100000, 12], [0x97650000, 16], [0xd8000000, 8]];
+const PUBLIC_V4: [number, number][] = [
+  [0x01010100, 24],
+  [0x08000000, 8],
+  [0x5db8d800, 24],
+  [0x68100000, 12],
+  [0x97650000, 16],
+  [0xd8000000, 8],
+];
 
-const inCidr = (base: number, bits: number) => fc.integer({ min: 0, max: 2 ** (32 - bits) - 1 }).map((offset) => (base + offset) >>> 0);
+const inCidr = (base: number, bits: number) =>
+  fc.integer({ min: 0, max: 2 ** (32 - bits) - 1 }).map((offset) => (base + offset) >>> 0);
 const fromCidrs = (cidrs: [number, number][]) => fc.oneof(...cidrs.map(([base, bits]) => inCidr(base, bits)));
 
 /** A number in decimal, in hex (`0x`, any case, leading zeros) or in octal (leading `0`). */
@@ -48,7 +68,9 @@ const v4Spelling = (value: number) =>
     const bytes = [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255];
     const lead = bytes.slice(0, parts - 1);
     const last = bytes.slice(parts - 1).reduce((acc, b) => acc * 256 + b, 0);
-    return fc.tuple(...[...lead, last].map(numberSpelling)).map((spelled) => spelled.join(".") + (trailingDot ? "." : ""));
+    return fc
+      .tuple(...[...lead, last].map(numberSpelling))
+      .map((spelled) => spelled.join(".") + (trailingDot ? "." : ""));
   });
 
 // ---- IPv6: groups, compression, case, leading zeros, an embedded dotted IPv4 tail ----------------------
@@ -56,7 +78,8 @@ const v4Spelling = (value: number) =>
 const v6Spelling = (groups: number[]) =>
   fc.tuple(fc.boolean(), fc.boolean(), fc.boolean(), fc.boolean()).map(([compress, upper, pad, dottedTail]) => {
     let parts = groups.map((g) => (pad ? g.toString(16).padStart(4, "0") : g.toString(16)));
-    if (dottedTail) parts = [...parts.slice(0, 6), `${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.${groups[7]! & 255}`];
+    if (dottedTail)
+      parts = [...parts.slice(0, 6), `${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.${groups[7]! & 255}`];
     let text = parts.join(":");
     if (compress) {
       // Replace the longest run of zero groups (among the first six when a dotted tail is used) by `::`.
@@ -73,7 +96,8 @@ const v6Spelling = (groups: number[]) =>
   });
 
 const group = fc.integer({ min: 0, max: 0xffff });
-const groups = (prefix: number[], rest = 8 - prefix.length) => fc.array(group, { minLength: rest, maxLength: rest }).map((tail) => [...prefix, ...tail]);
+const groups = (prefix: number[], rest = 8 - prefix.length) =>
+  fc.array(group, { minLength: rest, maxLength: rest }).map((tail) => [...prefix, ...tail]);
 const withV4 = (prefix: number[], v4: fc.Arbitrary<number>) => v4.map((v) => [...prefix, v >>> 16, v & 0xffff]);
 const anyV4 = fc.integer({ min: 0, max: 0xffffffff });
 
@@ -106,11 +130,17 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
 
   it("accepts every spelling of a public IPv4 address, and all spellings land on the same address", () => {
     fc.assert(
-      fc.property(fromCidrs(PUBLIC_V4).chain((v) => fc.tuple(fc.constant(v), v4Spelling(v))), ([value, host]) => {
-        const check = checkTarget(`https://${host}/hook`, strict);
-        expect(check.ok, host).toBe(true);
-        if (check.ok) expect(check.url.hostname).toBe([value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255].join("."));
-      }),
+      fc.property(
+        fromCidrs(PUBLIC_V4).chain((v) => fc.tuple(fc.constant(v), v4Spelling(v))),
+        ([value, host]) => {
+          const check = checkTarget(`https://${host}/hook`, strict);
+          expect(check.ok, host).toBe(true);
+          if (check.ok)
+            expect(check.url.hostname).toBe(
+              [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255].join("."),
+            );
+        },
+      ),
       { numRuns: 1000 },
     );
   });
@@ -126,9 +156,15 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
 
   it("accepts global unicast IPv6 outside the special blocks (2400::/6 here)", () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0x2400, max: 0x27ff }).chain((g0) => groups([g0])).chain(v6Spelling), (host) => {
-        expect(checkTarget(`https://[${host}]/hook`, strict).ok, host).toBe(true);
-      }),
+      fc.property(
+        fc
+          .integer({ min: 0x2400, max: 0x27ff })
+          .chain((g0) => groups([g0]))
+          .chain(v6Spelling),
+        (host) => {
+          expect(checkTarget(`https://[${host}]/hook`, strict).ok, host).toBe(true);
+        },
+      ),
       RUNS,
     );
   });
@@ -158,7 +194,10 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
     fc.assert(
       fc.property(fromCidrs(BLOCKED_V4).chain(v4Spelling), dots, (host, extra) => {
         expect(checkTarget(`https://${host.replace(/\.$/, "")}${extra}/hook`, strict).ok, host + extra).toBe(false);
-        expect(checkTarget(`http://${host.replace(/\.$/, "")}${extra}/hook`, { allowInsecure: true }).ok, host + extra).toBe(false);
+        expect(
+          checkTarget(`http://${host.replace(/\.$/, "")}${extra}/hook`, { allowInsecure: true }).ok,
+          host + extra,
+        ).toBe(false);
       }),
       RUNS,
     );
@@ -173,14 +212,32 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
       }),
       RUNS,
     );
-    expect(checkTarget("https://10.0.0.1../", strict)).toEqual({ ok: false, reason: "must not have an empty label in its host name" });
+    expect(checkTarget("https://10.0.0.1../", strict)).toEqual({
+      ok: false,
+      reason: "must not have an empty label in its host name",
+    });
   });
 
   it("never throws, and whatever it accepts is https, has no user info and names a public host", () => {
     const anything = fc.oneof(
       fc.string(),
       fc.webUrl({ withFragments: true, withQueryParameters: true }),
-      fc.tuple(fc.constantFrom("https://", "http://", "HTTPS://", "https:", "https:/", "//", "https://user@", "https://a:b@"), fc.string(), fc.constantFrom("", "/", ":443/", ".", "./x")).map((p) => p.join("")),
+      fc
+        .tuple(
+          fc.constantFrom(
+            "https://",
+            "http://",
+            "HTTPS://",
+            "https:",
+            "https:/",
+            "//",
+            "https://user@",
+            "https://a:b@",
+          ),
+          fc.string(),
+          fc.constantFrom("", "/", ":443/", ".", "./x"),
+        )
+        .map((p) => p.join("")),
     );
     fc.assert(
       fc.property(anything, (raw) => {
@@ -207,7 +264,9 @@ const label = fc.stringMatching(/^[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?$/);
 const domainLike = fc.oneof(
   fc.domain(),
   fc.array(label, { minLength: 1, maxLength: 5 }).map((labels) => labels.join(".")),
-  fc.tuple(fc.domain(), fc.constantFrom(".", "..", " ", "*.", ".service.test", "-", "_", "%2e", "\u3002", "\u00e9")).map(([d, extra]) => `${extra}${d}${extra}`),
+  fc
+    .tuple(fc.domain(), fc.constantFrom(".", "..", " ", "*.", ".service.test", "-", "_", "%2e", "\u3002", "\u00e9"))
+    .map(([d, extra]) => `${extra}${d}${extra}`),
   fc.string(),
   fc.string({ unit: "grapheme" }),
 );
@@ -254,10 +313,14 @@ describe("property: custom domain names", () => {
 
   it("refuses wildcards and the service's own names in any case, with or without a trailing dot", () => {
     fc.assert(
-      fc.property(fc.domain(), fc.constantFrom("service.test", "SERVICE.test", "api.service.test.", "Service.Test."), (d, own) => {
-        expect(checkHostname(`*.${d}`, rules).ok).toBe(false);
-        expect(checkHostname(`${d.split(".")[0]}.${own}`, rules).ok).toBe(false);
-      }),
+      fc.property(
+        fc.domain(),
+        fc.constantFrom("service.test", "SERVICE.test", "api.service.test.", "Service.Test."),
+        (d, own) => {
+          expect(checkHostname(`*.${d}`, rules).ok).toBe(false);
+          expect(checkHostname(`${d.split(".")[0]}.${own}`, rules).ok).toBe(false);
+        },
+      ),
       RUNS,
     );
   });
@@ -267,7 +330,11 @@ describe("property: custom domain names", () => {
     const seed = await seedRunnable(api);
     await fc.assert(
       fc.asyncProperty(domainLike, async (input) => {
-        const res = await api.call(`/v2/projects/${seed.projectId}/domains`, { method: "POST", token: seed.token, body: { domain: input, region: "us-east-1" } });
+        const res = await api.call(`/v2/projects/${seed.projectId}/domains`, {
+          method: "POST",
+          token: seed.token,
+          body: { domain: input, region: "us-east-1" },
+        });
         expect(res.status, await res.clone().text()).toBeLessThan(500);
         const check = checkHostname(input, rules);
         if (res.status === 201) expect(check.ok, input).toBe(true);
@@ -295,7 +362,11 @@ describe("property: run JWTs are accepted only when HS256, signed with JWT_SECRE
       alg: fc.constantFrom("HS256", "HS256", "HS384", "HS512", "none", "None", "RS256", "ES256", "hs256"),
       key: fc.constantFrom(TEST_SECRETS.JWT_SECRET, OTHER_KEY),
       project: fc.constantFrom("own", "other", "missing", "number"),
-      exp: fc.oneof(fc.integer({ min: -100_000, max: 100_000 }).map((d) => now + d), fc.constant(undefined), fc.constant("soon")),
+      exp: fc.oneof(
+        fc.integer({ min: -100_000, max: 100_000 }).map((d) => now + d),
+        fc.constant(undefined),
+        fc.constant("soon"),
+      ),
       tamper: fc.constantFrom("none", "none", "payload", "signature", "strip-signature"),
     });
     await fc.assert(
@@ -307,13 +378,20 @@ describe("property: run JWTs are accepted only when HS256, signed with JWT_SECRE
         if (v.exp !== undefined) payload.exp = v.exp;
         let token: string;
         if (["HS256", "HS384", "HS512"].includes(v.alg)) token = await sign(payload, v.key, v.alg as "HS256");
-        else token = `${b64url(JSON.stringify({ alg: v.alg, typ: "JWT" }))}.${b64url(JSON.stringify(payload))}.${v.alg.startsWith("n") || v.alg.startsWith("N") ? "" : "c2lnbmF0dXJl"}`;
+        else
+          token = `${b64url(JSON.stringify({ alg: v.alg, typ: "JWT" }))}.${b64url(JSON.stringify(payload))}.${v.alg.startsWith("n") || v.alg.startsWith("N") ? "" : "c2lnbmF0dXJl"}`;
         const [h, p, s] = token.split(".") as [string, string, string];
-        if (v.tamper === "payload") token = `${h}.${b64url(JSON.stringify({ ...payload, project_id: app.projectId, exp: now + 600, admin: true }))}.${s}`;
+        if (v.tamper === "payload")
+          token = `${h}.${b64url(JSON.stringify({ ...payload, project_id: app.projectId, exp: now + 600, admin: true }))}.${s}`;
         if (v.tamper === "signature") token = `${h}.${p}.${s.slice(0, -2)}${s.endsWith("AA") ? "AB" : "AA"}`;
         if (v.tamper === "strip-signature") token = `${h}.${p}.`;
 
-        const valid = v.alg === "HS256" && v.key === TEST_SECRETS.JWT_SECRET && v.tamper === "none" && typeof v.exp === "number" && v.exp > now;
+        const valid =
+          v.alg === "HS256" &&
+          v.key === TEST_SECRETS.JWT_SECRET &&
+          v.tamper === "none" &&
+          typeof v.exp === "number" &&
+          v.exp > now;
         const before = upstreamCalls;
         const res = await api.call(app.runPath, { method: "POST", token, body: { inputs: {} } });
         await res.body?.cancel();
@@ -358,17 +436,31 @@ describe("property: verifyWebhook accepts only the exact signature of the exact 
     const secret = "whsec_fuzz-secret";
     const body = '{"run_id":"run_1","result":{"ok":true}}';
     const good = await signatureHeaders(secret, "whd_1", ts, body);
-    const header = fc.oneof(fc.string(), fc.constant(undefined), fc.stringMatching(/^v1,[0-9a-f]{0,70}$/), fc.constant(good["X-Service-Webhook-Signature"]!));
+    const header = fc.oneof(
+      fc.string(),
+      fc.constant(undefined),
+      fc.stringMatching(/^v1,[0-9a-f]{0,70}$/),
+      fc.constant(good["X-Service-Webhook-Signature"]!),
+    );
     await fc.assert(
       fc.asyncProperty(
         fc.record({
           "X-Request-Id": fc.oneof(fc.constant("whd_1"), fc.string()),
-          "X-Service-Webhook-Timestamp": fc.oneof(fc.constant(String(ts)), fc.integer({ min: ts - 1000, max: ts + 1000 }).map(String), fc.string(), fc.constant("1e9"), fc.constant(" 1")),
+          "X-Service-Webhook-Timestamp": fc.oneof(
+            fc.constant(String(ts)),
+            fc.integer({ min: ts - 1000, max: ts + 1000 }).map(String),
+            fc.string(),
+            fc.constant("1e9"),
+            fc.constant(" 1"),
+          ),
           "X-Service-Webhook-Signature": header,
         }),
         fc.oneof(fc.constant(body), fc.string()),
         async (headers, raw) => {
-          const source = Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined)) as Record<string, string>;
+          const source = Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined)) as Record<
+            string,
+            string
+          >;
           try {
             await verifyWebhook(secret, source, raw, { now });
           } catch (error) {
@@ -376,7 +468,12 @@ describe("property: verifyWebhook accepts only the exact signature of the exact 
             return;
           }
           // Accepted: it must be the signature we would have made for exactly these inputs.
-          const expected = await signatureHeaders(secret, source["X-Request-Id"]!, Number(source["X-Service-Webhook-Timestamp"]), raw);
+          const expected = await signatureHeaders(
+            secret,
+            source["X-Request-Id"]!,
+            Number(source["X-Service-Webhook-Timestamp"]),
+            raw,
+          );
           expect(source["X-Service-Webhook-Signature"]!.split(" ")).toContain(expected["X-Service-Webhook-Signature"]);
           expect(Math.abs(Number(source["X-Service-Webhook-Timestamp"]) - ts)).toBeLessThanOrEqual(300);
         },
@@ -389,23 +486,35 @@ describe("property: verifyWebhook accepts only the exact signature of the exact 
     const now = new Date("2026-11-21T12:00:00Z");
     const ts = Math.floor(now.getTime() / 1000);
     await fc.assert(
-      fc.asyncProperty(fc.string({ minLength: 1 }), fc.json(), fc.nat(), fc.constantFrom("body", "id", "timestamp", "signature"), async (secret, body, at, part) => {
-        const headers = await signatureHeaders(secret, "whd_fuzz", ts, body);
-        await expect(verifyWebhook(secret, headers, body, { now })).resolves.toEqual({ id: "whd_fuzz", timestamp: ts });
-        const flip = (text: string) => {
-          const i = at % text.length;
-          const c = text[i] === "0" ? "1" : "0";
-          return text.slice(0, i) + c + text.slice(i + 1);
-        };
-        const changed = { ...headers };
-        let changedBody = body;
-        if (part === "body") changedBody = flip(body);
-        if (part === "id") changed["X-Request-Id"] = flip("whd_fuzz");
-        if (part === "timestamp") changed["X-Service-Webhook-Timestamp"] = String(ts - 1 - (at % 200));
-        if (part === "signature") changed["X-Service-Webhook-Signature"] = `v1,${flip(headers["X-Service-Webhook-Signature"]!.slice(3))}`;
-        if (changedBody === body && part === "body") return;
-        await expect(verifyWebhook(secret, changed, changedBody, { now })).rejects.toBeInstanceOf(WebhookVerificationError);
-      }),
+      fc.asyncProperty(
+        fc.string({ minLength: 1 }),
+        fc.json(),
+        fc.nat(),
+        fc.constantFrom("body", "id", "timestamp", "signature"),
+        async (secret, body, at, part) => {
+          const headers = await signatureHeaders(secret, "whd_fuzz", ts, body);
+          await expect(verifyWebhook(secret, headers, body, { now })).resolves.toEqual({
+            id: "whd_fuzz",
+            timestamp: ts,
+          });
+          const flip = (text: string) => {
+            const i = at % text.length;
+            const c = text[i] === "0" ? "1" : "0";
+            return text.slice(0, i) + c + text.slice(i + 1);
+          };
+          const changed = { ...headers };
+          let changedBody = body;
+          if (part === "body") changedBody = flip(body);
+          if (part === "id") changed["X-Request-Id"] = flip("whd_fuzz");
+          if (part === "timestamp") changed["X-Service-Webhook-Timestamp"] = String(ts - 1 - (at % 200));
+          if (part === "signature")
+            changed["X-Service-Webhook-Signature"] = `v1,${flip(headers["X-Service-Webhook-Signature"]!.slice(3))}`;
+          if (changedBody === body && part === "body") return;
+          await expect(verifyWebhook(secret, changed, changedBody, { now })).rejects.toBeInstanceOf(
+            WebhookVerificationError,
+          );
+        },
+      ),
       { numRuns: 500 },
     );
   });
@@ -420,11 +529,20 @@ describe("property: run bodies", () => {
     const body = fc.oneof(
       fc.dictionary(fc.string(), fc.jsonValue()).map((o) => ({ raw: JSON.stringify(o), object: true })),
       fc.record({ inputs: fc.jsonValue() }).map((o) => ({ raw: JSON.stringify(o), object: true })),
-      fc.jsonValue().filter((v) => typeof v !== "object" || v === null || Array.isArray(v)).map((v) => ({ raw: JSON.stringify(v), object: false })),
+      fc
+        .jsonValue()
+        .filter((v) => typeof v !== "object" || v === null || Array.isArray(v))
+        .map((v) => ({ raw: JSON.stringify(v), object: false })),
       fc.string().map((raw) => ({ raw, object: false })),
       fc.string().map((s) => ({ raw: `{"a":${s}`, object: false })),
     );
-    const contentType = fc.constantFrom("application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded", "");
+    const contentType = fc.constantFrom(
+      "application/json",
+      "application/json; charset=utf-8",
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "",
+    );
     await fc.assert(
       fc.asyncProperty(body, contentType, async ({ raw, object }, type) => {
         const headers: Record<string, string> = type ? { "Content-Type": type } : {};
@@ -464,11 +582,20 @@ describe("property: run bodies", () => {
     const app = await seedRunnable(api);
     for (const depth of [1_000, 100_000, 1_000_000]) {
       const raw = `{"a":${"[".repeat(depth)}${"]".repeat(depth)}}`;
-      const res = await api.call(app.runPath, { method: "POST", token: app.token, rawBody: raw, headers: { "Content-Type": "application/json" } });
+      const res = await api.call(app.runPath, {
+        method: "POST",
+        token: app.token,
+        rawBody: raw,
+        headers: { "Content-Type": "application/json" },
+      });
       await res.body?.cancel();
       expect([200, 400, 413], String(depth)).toContain(res.status);
     }
-    const managed = await api.call("/v2/projects", { method: "POST", rawBody: `{"name":${"[".repeat(30_000)}${"]".repeat(30_000)}}`, headers: { "Content-Type": "application/json" } });
+    const managed = await api.call("/v2/projects", {
+      method: "POST",
+      rawBody: `{"name":${"[".repeat(30_000)}${"]".repeat(30_000)}}`,
+      headers: { "Content-Type": "application/json" },
+    });
     expect(managed.status).toBe(400);
   });
 });

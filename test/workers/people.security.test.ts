@@ -14,7 +14,15 @@ interface OpenApi {
 
 const METHODS = ["get", "post", "patch", "put", "delete"];
 const BODIES: Record<string, unknown> = {
-  post: { name: "x", region: "us-east-1", runtime: "cortex", domain: "x.example.org", expires_at: "2027-01-01T00:00:00Z", email: "x@example.test", role: "owner" },
+  post: {
+    name: "x",
+    region: "us-east-1",
+    runtime: "cortex",
+    domain: "x.example.org",
+    expires_at: "2027-01-01T00:00:00Z",
+    email: "x@example.test",
+    role: "owner",
+  },
   patch: { status: "building", role: "owner" },
 };
 
@@ -23,10 +31,24 @@ async function fullProject(ownerEmail: string) {
   const seed = await seedRunnable(api);
   const buildId = await seedBuild(api, seed);
   const domain = `people-${Date.now().toString(36)}.example.org`;
-  expect((await api.json(`/v2/projects/${seed.projectId}/domains`, { method: "POST", token: seed.token, body: { domain, region: "us-east-1" } })).status).toBe(201);
-  const invite = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email: ownerEmail, role: "owner" } });
+  expect(
+    (
+      await api.json(`/v2/projects/${seed.projectId}/domains`, {
+        method: "POST",
+        token: seed.token,
+        body: { domain, region: "us-east-1" },
+      })
+    ).status,
+  ).toBe(201);
+  const invite = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, {
+    method: "POST",
+    body: { email: ownerEmail, role: "owner" },
+  });
   const owner = await person(api, { email: ownerEmail });
-  const open = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, { method: "POST", body: { email: `open-${invite.body.invite_id}@example.test`, role: "viewer" } });
+  const open = await api.json<{ invite_id: string }>(`/v2/projects/${seed.projectId}/invites`, {
+    method: "POST",
+    body: { email: `open-${invite.body.invite_id}@example.test`, role: "viewer" },
+  });
   const members = await api.json<{ data: { member_id: string }[] }>(`/v2/projects/${seed.projectId}/members`);
   // A settled webhook delivery, its body kept, so resending it is a write to try.
   const deliveryId = newId("whd");
@@ -58,7 +80,9 @@ async function operations(values: Record<string, string>) {
     if (!template.includes("{project_id}")) continue;
     // The run proxy's operations (their own server, /v4) take run keys and tokens, never a person's
     // session; the cross-project sweep of isolation.security.test.ts covers them.
-    const methods = Object.keys(ops).filter((m) => METHODS.includes(m) && (ops[m]!.servers?.[0]?.url ?? "/v2") === "/v2");
+    const methods = Object.keys(ops).filter(
+      (m) => METHODS.includes(m) && (ops[m]!.servers?.[0]?.url ?? "/v2") === "/v2",
+    );
     if (methods.length === 0) continue;
     const path = `/v2${template.replace(/\{(\w+)\}/g, (_, name: string) => {
       expect(values[name], `a value for {${name}} in ${template}`).toBeDefined();
@@ -83,7 +107,8 @@ describe("people see and change only their own projects", () => {
       tried.push(template);
       expect(response.status, `${method} ${template}: ${JSON.stringify(response.body)}`).toBe(404);
       for (const [name, value] of Object.entries(b.values)) {
-        if (!path.includes(encodeURIComponent(value))) expect(JSON.stringify(response.body).includes(value), `${name} leaked by ${method} ${template}`).toBe(false);
+        if (!path.includes(encodeURIComponent(value)))
+          expect(JSON.stringify(response.body).includes(value), `${name} leaked by ${method} ${template}`).toBe(false);
       }
     }
     expect(tried.length).toBeGreaterThanOrEqual(20);
@@ -91,7 +116,9 @@ describe("people see and change only their own projects", () => {
     expect(listed.body.data.map((p) => p.project_id)).toEqual([a.values.project_id]);
 
     // B is untouched.
-    const build = await api.json(`/v2/projects/${b.values.project_id}/apps/${b.values.app_id}/builds/${b.values.build_id}`);
+    const build = await api.json(
+      `/v2/projects/${b.values.project_id}/apps/${b.values.app_id}/builds/${b.values.build_id}`,
+    );
     expect(build.body.status).toBe("queued");
     const members = await api.json<{ data: { role: string }[] }>(`/v2/projects/${b.values.project_id}/members`);
     expect(members.body.data.map((m) => m.role)).toEqual(["owner"]);
@@ -104,16 +131,28 @@ describe("a viewer reads and writes nothing", () => {
     const { owner, values } = await fullProject(`v-owner-${Date.now()}@example.test`);
     const viewer = await person(api);
     const projectId = values.project_id!;
-    expect((await asPerson(api, owner)(`/v2/projects/${projectId}/members`, { method: "POST", body: { email: viewer.email, role: "viewer" } })).status).toBe(201);
+    expect(
+      (
+        await asPerson(api, owner)(`/v2/projects/${projectId}/members`, {
+          method: "POST",
+          body: { email: viewer.email, role: "viewer" },
+        })
+      ).status,
+    ).toBe(201);
     const asViewer = asPerson(api, viewer);
-    const before = await Promise.all(["apps", "service-accounts", "domains", "members", "invites"].map((list) => api.json(`/v2/projects/${projectId}/${list}`)));
+    const before = await Promise.all(
+      ["apps", "service-accounts", "domains", "members", "invites"].map((list) =>
+        api.json(`/v2/projects/${projectId}/${list}`),
+      ),
+    );
 
     const writes = (await operations(values)).filter((op) => op.method !== "GET");
     const spec = (await api.json<OpenApi>("/v2/openapi.json")).body;
     // Writes outside a project (creating one) too.
     for (const [template, ops] of Object.entries(spec.paths)) {
       if (template.includes("{project_id}")) continue;
-      for (const method of Object.keys(ops).filter((m) => METHODS.includes(m) && m !== "get")) writes.push({ method: method.toUpperCase(), template, path: `/v2${template}`, scopes: [] });
+      for (const method of Object.keys(ops).filter((m) => METHODS.includes(m) && m !== "get"))
+        writes.push({ method: method.toUpperCase(), template, path: `/v2${template}`, scopes: [] });
     }
     for (const { method, template, path } of writes) {
       const response = await asViewer(path, { method, body: BODIES[method.toLowerCase()] });
@@ -131,7 +170,11 @@ describe("a viewer reads and writes nothing", () => {
     }
     expect(readable).toBeGreaterThanOrEqual(6);
 
-    const after = await Promise.all(["apps", "service-accounts", "domains", "members", "invites"].map((list) => api.json(`/v2/projects/${projectId}/${list}`)));
+    const after = await Promise.all(
+      ["apps", "service-accounts", "domains", "members", "invites"].map((list) =>
+        api.json(`/v2/projects/${projectId}/${list}`),
+      ),
+    );
     expect(after.map((r) => r.body)).toEqual(before.map((r) => r.body));
     const build = await api.json(`/v2/projects/${projectId}/apps/${values.app_id}/builds/${values.build_id}`);
     expect(build.body.status).toBe("queued");
@@ -144,7 +187,14 @@ describe("the dashboard by role", () => {
     const projectId = await projectOwnedBy(api, ownerEmail);
     const owner = await person(api, { email: ownerEmail });
     const viewer = await person(api);
-    expect((await asPerson(api, owner)(`/v2/projects/${projectId}/members`, { method: "POST", body: { email: viewer.email, role: "viewer" } })).status).toBe(201);
+    expect(
+      (
+        await asPerson(api, owner)(`/v2/projects/${projectId}/members`, {
+          method: "POST",
+          body: { email: viewer.email, role: "viewer" },
+        })
+      ).status,
+    ).toBe(201);
     const v = visitor(api);
     await signInAs(v, api, viewer);
     const o = visitor(api);

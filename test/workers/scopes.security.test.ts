@@ -4,7 +4,14 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_PERMISSIONS, PERMISSIONS, type Permission } from "../../src/auth/permissions";
 import { startAsync } from "../async-runs";
 import { client } from "../helpers";
-import { documentOperations, inDays as inDaysOf, pathOf, projectWithEverything, unique, writeBody } from "../operations";
+import {
+  documentOperations,
+  inDays as inDaysOf,
+  pathOf,
+  projectWithEverything,
+  unique,
+  writeBody,
+} from "../operations";
 import { seedRunnable } from "../runs";
 import { TEST_SECRETS } from "../secrets";
 
@@ -13,10 +20,13 @@ const inDays = (days: number) => inDaysOf(api, days);
 
 /** A token of the project with exactly `scopes`, made by the operator. */
 async function tokenWith(projectId: string, scopes: readonly Permission[], expiresAt = inDays(30)) {
-  const created = await api.json<{ id: string; token: string; scopes: string[] }>(`/v2/projects/${projectId}/service-accounts`, {
-    method: "POST",
-    body: { name: unique("scoped"), expires_at: expiresAt, scopes },
-  });
+  const created = await api.json<{ id: string; token: string; scopes: string[] }>(
+    `/v2/projects/${projectId}/service-accounts`,
+    {
+      method: "POST",
+      body: { name: unique("scoped"), expires_at: expiresAt, scopes },
+    },
+  );
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   return created.body;
 }
@@ -32,7 +42,13 @@ describe("scopes in the OpenAPI document", () => {
     expect(people.length).toBe(7);
     for (const op of people) {
       expect(op.scopes, `${op.method} ${op.template}`).toEqual([]);
-      expect(op.role, `${op.method} ${op.template}`).toBe(op.method === "get" && op.template.endsWith("/members") ? "member" : op.method === "delete" && op.template.endsWith("{member_id}") ? "member" : "owner");
+      expect(op.role, `${op.method} ${op.template}`).toBe(
+        op.method === "get" && op.template.endsWith("/members")
+          ? "member"
+          : op.method === "delete" && op.template.endsWith("{member_id}")
+            ? "member"
+            : "owner",
+      );
     }
     expect(ops.filter((o) => o.role).length).toBe(people.length);
     for (const op of ops.filter((o) => o.scopes.length > 0)) {
@@ -51,18 +67,33 @@ describe("scopes in the OpenAPI document", () => {
       const path = pathOf(op, values);
       const label = `${method.toUpperCase()} ${template}`;
 
-      const without = await tokenWith(seed.projectId, PERMISSIONS.filter((p) => p !== scope));
-      const refused = await api.call(path, { method: method.toUpperCase(), token: without.token, body: writeBody(api, op, [scope]) });
+      const without = await tokenWith(
+        seed.projectId,
+        PERMISSIONS.filter((p) => p !== scope),
+      );
+      const refused = await api.call(path, {
+        method: method.toUpperCase(),
+        token: without.token,
+        body: writeBody(api, op, [scope]),
+      });
       const problem = (await refused.json()) as { code: string; detail: string };
       expect(refused.status, label).toBe(403);
       expect(problem.code, label).toBe("insufficient_scope");
-      expect(refused.headers.get("www-authenticate"), label).toMatch(new RegExp(`^Bearer realm="edge-gateway", error="insufficient_scope", .*scope="${scope}"$`));
+      expect(refused.headers.get("www-authenticate"), label).toMatch(
+        new RegExp(`^Bearer realm="edge-gateway", error="insufficient_scope", .*scope="${scope}"$`),
+      );
 
       const withOnly = await tokenWith(seed.projectId, [scope]);
       // An async run is its caller's (another caller of the project gets 404): the token reads and
       // cancels a run of its own.
-      const ownRun = template.includes("{run_id}") ? (await startAsync(api, seed, { token: withOnly.token })).body.run_id : undefined;
-      const allowed = await api.call(ownRun ? pathOf(op, { ...values, run_id: ownRun }) : path, { method: method.toUpperCase(), token: withOnly.token, body: writeBody(api, op, [scope]) });
+      const ownRun = template.includes("{run_id}")
+        ? (await startAsync(api, seed, { token: withOnly.token })).body.run_id
+        : undefined;
+      const allowed = await api.call(ownRun ? pathOf(op, { ...values, run_id: ownRun }) : path, {
+        method: method.toUpperCase(),
+        token: withOnly.token,
+        body: writeBody(api, op, [scope]),
+      });
       expect(allowed.status, `${label}: ${await allowed.text()}`).toBeGreaterThanOrEqual(200);
       expect(allowed.status, label).toBeLessThan(300);
       tried.push(label);
@@ -72,7 +103,10 @@ describe("scopes in the OpenAPI document", () => {
 
   it("lets a token without runs:invoke not run its project's apps, and one with only runs:invoke run them", async () => {
     const seed = await seedRunnable(api);
-    const without = await tokenWith(seed.projectId, PERMISSIONS.filter((p) => p !== "runs:invoke"));
+    const without = await tokenWith(
+      seed.projectId,
+      PERMISSIONS.filter((p) => p !== "runs:invoke"),
+    );
     const refused = await api.call(seed.runPath, { method: "POST", token: without.token, body: {} });
     expect(refused.status).toBe(403);
     expect(refused.headers.get("www-authenticate")).toMatch(/error="insufficient_scope", .*scope="runs:invoke"$/);
@@ -80,7 +114,10 @@ describe("scopes in the OpenAPI document", () => {
     expect((await api.call(seed.runPath, { method: "POST", token: only.token, body: {} })).status).toBe(200);
     // A key of another project still learns nothing: 404 before any scope is looked at.
     const other = await seedRunnable(api);
-    const stranger = await tokenWith(other.projectId, PERMISSIONS.filter((p) => p !== "runs:invoke"));
+    const stranger = await tokenWith(
+      other.projectId,
+      PERMISSIONS.filter((p) => p !== "runs:invoke"),
+    );
     expect((await api.call(seed.runPath, { method: "POST", token: stranger.token, body: {} })).status).toBe(404);
   });
 });
@@ -88,22 +125,32 @@ describe("scopes in the OpenAPI document", () => {
 describe("tokens minted by tokens", () => {
   it("gives a new account the default scopes when none are named, and shows scopes in lists", async () => {
     const seed = await seedRunnable(api);
-    const created = await api.json<{ id: string; scopes: string[] }>(`/v2/projects/${seed.projectId}/service-accounts`, {
-      method: "POST",
-      body: { name: "defaults", expires_at: inDays(10) },
-    });
+    const created = await api.json<{ id: string; scopes: string[] }>(
+      `/v2/projects/${seed.projectId}/service-accounts`,
+      {
+        method: "POST",
+        body: { name: "defaults", expires_at: inDays(10) },
+      },
+    );
     expect(created.body.scopes).toEqual([...DEFAULT_PERMISSIONS]);
     expect(created.body.scopes).not.toContain("service_accounts:write");
     // Resending deliveries is asked for by name, never a default.
     expect(created.body.scopes).not.toContain("deliveries:write");
-    const list = await api.json<{ data: { id: string; scopes: string[] }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
+    const list = await api.json<{ data: { id: string; scopes: string[] }[] }>(
+      `/v2/projects/${seed.projectId}/service-accounts`,
+    );
     expect(list.body.data.find((a) => a.id === created.body.id)!.scopes).toEqual([...DEFAULT_PERMISSIONS]);
   });
 
   it("refuses scope escalation: a token gives only scopes it has", async () => {
     const seed = await seedRunnable(api);
     const minter = await tokenWith(seed.projectId, ["service_accounts:write", "builds:read"]);
-    const post = (body: unknown) => api.json<{ code: string; scopes: string[] }>(`/v2/projects/${seed.projectId}/service-accounts`, { method: "POST", token: minter.token, body });
+    const post = (body: unknown) =>
+      api.json<{ code: string; scopes: string[] }>(`/v2/projects/${seed.projectId}/service-accounts`, {
+        method: "POST",
+        token: minter.token,
+        body,
+      });
 
     const escalate = await api.call(`/v2/projects/${seed.projectId}/service-accounts`, {
       method: "POST",
@@ -112,14 +159,22 @@ describe("tokens minted by tokens", () => {
     });
     expect(escalate.status).toBe(403);
     expect(((await escalate.json()) as { code: string }).code).toBe("insufficient_scope");
-    expect(escalate.headers.get("www-authenticate")).toMatch(/scope="runs:invoke builds:write"|scope="builds:write runs:invoke"/);
+    expect(escalate.headers.get("www-authenticate")).toMatch(
+      /scope="runs:invoke builds:write"|scope="builds:write runs:invoke"/,
+    );
     // Naming no scopes asks for the defaults, which this token does not hold either.
     expect((await post({ name: "defaults", expires_at: inDays(5) })).status).toBe(403);
     // A subset is fine, and so is its own full set (service_accounts:write included).
-    expect((await post({ name: "narrower", expires_at: inDays(5), scopes: ["builds:read"] })).body.scopes).toEqual(["builds:read"]);
-    expect((await post({ name: "same", expires_at: inDays(5), scopes: ["builds:read", "service_accounts:write"] })).status).toBe(201);
+    expect((await post({ name: "narrower", expires_at: inDays(5), scopes: ["builds:read"] })).body.scopes).toEqual([
+      "builds:read",
+    ]);
+    expect(
+      (await post({ name: "same", expires_at: inDays(5), scopes: ["builds:read", "service_accounts:write"] })).status,
+    ).toBe(201);
 
-    const rows = await env.DB.prepare("SELECT name FROM service_accounts WHERE project_id = ?").bind(seed.projectId).all<{ name: string }>();
+    const rows = await env.DB.prepare("SELECT name FROM service_accounts WHERE project_id = ?")
+      .bind(seed.projectId)
+      .all<{ name: string }>();
     expect(rows.results.map((r) => r.name)).not.toContain("wider");
   });
 
@@ -127,11 +182,14 @@ describe("tokens minted by tokens", () => {
     const seed = await seedRunnable(api);
     const ownExpiry = inDays(3);
     const minter = await tokenWith(seed.projectId, ["service_accounts:write", "builds:read"], ownExpiry);
-    const later = await api.json<{ code: string; errors: { field: string }[] }>(`/v2/projects/${seed.projectId}/service-accounts`, {
-      method: "POST",
-      token: minter.token,
-      body: { name: "outlives", expires_at: inDays(4), scopes: ["builds:read"] },
-    });
+    const later = await api.json<{ code: string; errors: { field: string }[] }>(
+      `/v2/projects/${seed.projectId}/service-accounts`,
+      {
+        method: "POST",
+        token: minter.token,
+        body: { name: "outlives", expires_at: inDays(4), scopes: ["builds:read"] },
+      },
+    );
     expect(later.status).toBe(400);
     expect(later.body.errors[0]!.field).toBe("expires_at");
     const same = await api.json(`/v2/projects/${seed.projectId}/service-accounts`, {
@@ -141,16 +199,26 @@ describe("tokens minted by tokens", () => {
     });
     expect(same.status).toBe(201);
     // The operator is bounded only by the 2-year limit.
-    expect((await api.json(`/v2/projects/${seed.projectId}/service-accounts`, { method: "POST", body: { name: "op", expires_at: inDays(700) } })).status).toBe(201);
+    expect(
+      (
+        await api.json(`/v2/projects/${seed.projectId}/service-accounts`, {
+          method: "POST",
+          body: { name: "op", expires_at: inDays(700) },
+        })
+      ).status,
+    ).toBe(201);
   });
 
   it("refuses unknown, empty and malformed scope lists with 400", async () => {
     const seed = await seedRunnable(api);
     for (const scopes of [["admin"], [], "builds:read", ["builds:read", 7]]) {
-      const response = await api.json<{ errors: { field: string }[] }>(`/v2/projects/${seed.projectId}/service-accounts`, {
-        method: "POST",
-        body: { name: "bad", expires_at: inDays(5), scopes },
-      });
+      const response = await api.json<{ errors: { field: string }[] }>(
+        `/v2/projects/${seed.projectId}/service-accounts`,
+        {
+          method: "POST",
+          body: { name: "bad", expires_at: inDays(5), scopes },
+        },
+      );
       expect(response.status, JSON.stringify(scopes)).toBe(400);
       expect(response.body.errors[0]!.field.startsWith("scopes")).toBe(true);
     }
@@ -182,18 +250,27 @@ describe("tokens from before scopes", () => {
     const backfill = migration.queries.find((q) => /UPDATE\s+`?service_accounts`?\s+SET\s+`?scopes`?/i.test(q))!;
     await env.DB.prepare(backfill).run();
 
-    const list = await api.json<{ data: { id: string; scopes: string[] }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
+    const list = await api.json<{ data: { id: string; scopes: string[] }[] }>(
+      `/v2/projects/${seed.projectId}/service-accounts`,
+    );
     // The default of that time: every scope but service_accounts:write (deliveries:write left the
     // default later; tokens that had it keep it). usage:read came later still (its own backfill, 0009).
-    expect(list.body.data.find((a) => a.id === old.id)!.scopes).toEqual(PERMISSIONS.filter((p) => p !== "service_accounts:write" && p !== "usage:read"));
+    expect(list.body.data.find((a) => a.id === old.id)!.scopes).toEqual(
+      PERMISSIONS.filter((p) => p !== "service_accounts:write" && p !== "usage:read"),
+    );
     expect((await api.json(`/v2/projects/${seed.projectId}/apps`, { token: old.token })).status).toBe(200);
     expect((await api.call(seed.runPath, { method: "POST", token: old.token, body: {} })).status).toBe(200);
     expect((await api.json(`/v2/projects/${seed.projectId}/service-accounts`, { token: old.token })).status).toBe(403);
     // A token that could run (and so list the project's runs) keeps listing them after 0009's backfill.
     const usageMigration = env.TEST_MIGRATIONS.find((m) => m.name.endsWith("_usage.sql"))!;
     await env.DB.prepare(usageMigration.queries.find((q) => /UPDATE\s+`?service_accounts`?/i.test(q))!).run();
-    const after = await api.json<{ data: { id: string; scopes: string[] }[] }>(`/v2/projects/${seed.projectId}/service-accounts`);
-    expect(after.body.data.find((a) => a.id === old.id)!.scopes).toEqual([...PERMISSIONS.filter((p) => p !== "service_accounts:write" && p !== "usage:read"), "usage:read"]);
+    const after = await api.json<{ data: { id: string; scopes: string[] }[] }>(
+      `/v2/projects/${seed.projectId}/service-accounts`,
+    );
+    expect(after.body.data.find((a) => a.id === old.id)!.scopes).toEqual([
+      ...PERMISSIONS.filter((p) => p !== "service_accounts:write" && p !== "usage:read"),
+      "usage:read",
+    ]);
     expect((await api.json(`/v2/projects/${seed.projectId}/runs`, { token: old.token })).status).toBe(200);
     // Rows that already had scopes were left alone.
     const seedRow = list.body.data.find((a) => a.id === seed.serviceAccountId)!;

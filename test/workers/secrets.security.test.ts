@@ -21,7 +21,7 @@ beforeEach(() => {
   logged = [];
   for (const level of ["log", "info", "warn", "error", "debug"] as const) {
     vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
-      logged.push(args.map((a) => (typeof a === "string" ? a : JSON.stringify(a) ?? String(a))).join(" "));
+      logged.push(args.map((a) => (typeof a === "string" ? a : (JSON.stringify(a) ?? String(a)))).join(" "));
     });
   }
 });
@@ -39,30 +39,51 @@ describe("secrets never appear in logs or responses", () => {
       return response;
     };
     const webhookSecret = "whsec_c2VjcmV0LW5ldmVyLWxvZ2dlZA==";
-    const jwt = await sign({ project_id: app.projectId, exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
+    const jwt = await sign(
+      { project_id: app.projectId, exp: Math.floor(api.clock.now().getTime() / 1000) + 600 },
+      TEST_SECRETS.JWT_SECRET,
+      "HS256",
+    );
     const guessedAdmin = `${ADMIN.slice(0, -4)}XXXX`;
 
     // Runs with each kind of key, and with a signed webhook that fails every attempt (error lines).
     for (const token of [app.token, jwt, ADMIN]) {
-      await keep(await callWith(api, {}, app.runPath, { method: "POST", token, headers: { "Content-Type": "application/json" }, body: "{}" }));
+      await keep(
+        await callWith(api, {}, app.runPath, {
+          method: "POST",
+          token,
+          headers: { "Content-Type": "application/json" },
+          body: "{}",
+        }),
+      );
     }
     const capture = capturingQueue();
     await keep(
-      await callWith(api, { WEBHOOK_QUEUE: capture.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(`${DOWN}/hook`)}`, {
-        method: "POST",
-        token: app.token,
-        headers: { "Content-Type": "application/json", "X-Webhook-Secret": webhookSecret },
-        body: "{}",
-      }),
+      await callWith(
+        api,
+        { WEBHOOK_QUEUE: capture.queue },
+        `${app.runPath}?webhookEndpoint=${encodeURIComponent(`${DOWN}/hook`)}`,
+        {
+          method: "POST",
+          token: app.token,
+          headers: { "Content-Type": "application/json", "X-Webhook-Secret": webhookSecret },
+          body: "{}",
+        },
+      ),
     );
     await drive(api, capture.sent[0] as DeliveryMessage);
     const hook = await receiver([{ status: 500 }], webhookSecret);
     const again = capturingQueue();
-    await callWith(api, { WEBHOOK_QUEUE: again.queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
-      method: "POST",
-      token: app.token,
-      headers: { "X-Webhook-Secret": webhookSecret },
-    });
+    await callWith(
+      api,
+      { WEBHOOK_QUEUE: again.queue },
+      `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      {
+        method: "POST",
+        token: app.token,
+        headers: { "X-Webhook-Secret": webhookSecret },
+      },
+    );
     await drive(api, again.sent[0] as DeliveryMessage);
     expect(JSON.stringify([...capture.sent, ...again.sent])).not.toContain(webhookSecret);
 
@@ -72,7 +93,12 @@ describe("secrets never appear in logs or responses", () => {
       await keep(await callWith(api, {}, app.runPath, { token }));
       await keep(await callWith(api, {}, `/v2/projects/${app.projectId}`, { token }));
     }
-    await keep(await callWith(api, {}, `/v2/projects/${app.projectId}/service-accounts/${app.serviceAccountId}`, { method: "DELETE", token: ADMIN }));
+    await keep(
+      await callWith(api, {}, `/v2/projects/${app.projectId}/service-accounts/${app.serviceAccountId}`, {
+        method: "DELETE",
+        token: ADMIN,
+      }),
+    );
     await keep(await callWith(api, {}, app.runPath, { token: app.token }));
 
     // Reads that list what holds secrets.
@@ -88,7 +114,8 @@ describe("secrets never appear in logs or responses", () => {
     const secrets = { ...TEST_SECRETS, serviceAccountToken: app.token, jwt, webhookSecret, guessedAdmin, tampered };
     expect(logged.length).toBeGreaterThan(0);
     for (const [name, secret] of Object.entries(secrets)) {
-      for (const line of logged) expect(line.includes(secret), `${name} in a log line: ${line.slice(0, 200)}`).toBe(false);
+      for (const line of logged)
+        expect(line.includes(secret), `${name} in a log line: ${line.slice(0, 200)}`).toBe(false);
       for (const response of responses) expect(response.includes(secret), `${name} in a response`).toBe(false);
     }
     // Only the token's visible prefix is ever shown again.
@@ -114,10 +141,16 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
   /** Checks the logs after `refused` statements failed: the failure was logged, without what it carried. */
   function expectNoneLogged(refused: Refused[], planted: string[]) {
     expect(refused.length, "the write path failed as planned").toBeGreaterThan(0);
-    expect(logged.some((line) => /unavailable|not written|not recorded|crashed|error/i.test(line)), "the failure has its log line").toBe(true);
-    const bound = refused.flatMap((r) => r.values).filter((v): v is string => typeof v === "string" && v.length >= 12 && !OUR_ID.test(v) && !/^\d+$/.test(v));
+    expect(
+      logged.some((line) => /unavailable|not written|not recorded|crashed|error/i.test(line)),
+      "the failure has its log line",
+    ).toBe(true);
+    const bound = refused
+      .flatMap((r) => r.values)
+      .filter((v): v is string => typeof v === "string" && v.length >= 12 && !OUR_ID.test(v) && !/^\d+$/.test(v));
     for (const secret of [...planted, ...bound]) {
-      for (const line of logged) expect(line.includes(secret), `${secret.slice(0, 60)} in a log line: ${line.slice(0, 300)}`).toBe(false);
+      for (const line of logged)
+        expect(line.includes(secret), `${secret.slice(0, 60)} in a log line: ${line.slice(0, 300)}`).toBe(false);
     }
     for (const line of logged) expect(line, "a statement's parameter list").not.toMatch(/params: (?!\[redacted\])/);
   }
@@ -140,10 +173,17 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
   it("async run whose result (the app's answer, echoing the request) cannot be written", async () => {
     const api = client();
     const app = await seedRunnable(api);
-    const started = await startAsync(api, app, { query: `token=${QUERY_SECRET}`, headers: { "X-Api-Key": APP_KEY }, body: { secret: BODY_SECRET } });
+    const started = await startAsync(api, app, {
+      query: `token=${QUERY_SECRET}`,
+      headers: { "X-Api-Key": APP_KEY },
+      body: { secret: BODY_SECRET },
+    });
     const refused: Refused[] = [];
     const broken = faultyD1(env.DB, (sql) => /^update "async_runs" set .*"result"/i.test(sql), refused);
-    expect(await consume(api, started.message, { bindings: { DB: broken } })).toMatchObject({ acked: false, retried: true });
+    expect(await consume(api, started.message, { bindings: { DB: broken } })).toMatchObject({
+      acked: false,
+      retried: true,
+    });
     expectNoneLogged(refused, [APP_KEY, QUERY_SECRET, BODY_SECRET]);
   });
 
@@ -153,12 +193,17 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
     const refused: Refused[] = [];
     const broken = faultyD1(env.DB, (sql) => /^insert into "webhook_deliveries"/i.test(sql), refused);
     const endpoint = `${PEER}/services/${SLACK_PATH}?token=${QUERY_SECRET}`;
-    const response = await callWith(api, { DB: broken, WEBHOOK_QUEUE: capturingQueue().queue }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
-      method: "POST",
-      token: app.token,
-      headers: { "Content-Type": "application/json", "X-Webhook-Secret": WEBHOOK_SECRET },
-      body: "{}",
-    });
+    const response = await callWith(
+      api,
+      { DB: broken, WEBHOOK_QUEUE: capturingQueue().queue },
+      `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`,
+      {
+        method: "POST",
+        token: app.token,
+        headers: { "Content-Type": "application/json", "X-Webhook-Secret": WEBHOOK_SECRET },
+        body: "{}",
+      },
+    );
     expect(response.status).toBe(200);
     expectNoneLogged(refused, [SLACK_PATH, QUERY_SECRET, WEBHOOK_SECRET]);
   });
@@ -208,12 +253,17 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
     const buildId = await seedBuild(api, app);
     const refused: Refused[] = [];
     const broken = faultyD1(env.DB, (sql) => /^update "builds"/i.test(sql), refused);
-    const response = await callWith(api, { DB: broken }, `/v2/projects/${app.projectId}/apps/${app.appId}/builds/${buildId}`, {
-      method: "PATCH",
-      token: app.token,
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ status: "succeeded", origin_url: `${PEER}/upstream/echo?sig=${ORIGIN_SECRET}` }),
-    });
+    const response = await callWith(
+      api,
+      { DB: broken },
+      `/v2/projects/${app.projectId}/apps/${app.appId}/builds/${buildId}`,
+      {
+        method: "PATCH",
+        token: app.token,
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ status: "succeeded", origin_url: `${PEER}/upstream/echo?sig=${ORIGIN_SECRET}` }),
+      },
+    );
     expect(response.status).toBe(503);
     expectNoneLogged(refused, [ORIGIN_SECRET]);
   });
@@ -235,7 +285,9 @@ describe("log lines carry ids, never a path, a client address or an audit row", 
   }
   const expectInNoLine = (planted: string[]) => {
     expect(logged.length, "something was logged").toBeGreaterThan(0);
-    for (const secret of planted) for (const line of logged) expect(line.includes(secret), `${secret} in a log line: ${line.slice(0, 300)}`).toBe(false);
+    for (const secret of planted)
+      for (const line of logged)
+        expect(line.includes(secret), `${secret} in a log line: ${line.slice(0, 300)}`).toBe(false);
   };
 
   it("a path with D1 down: a run's (the run entry), a management route's (the router) and a dashboard page's", async () => {
@@ -246,14 +298,23 @@ describe("log lines carry ids, never a path, a client address or an audit row", 
     await browser.signIn();
     down.now = true;
     logged = [];
-    const run = await api.call(`${app.appPath}/users/${PATH_EMAIL}/reset/${PATH_SECRET}`, { method: "POST", token: app.token, body: {} });
+    const run = await api.call(`${app.appPath}/users/${PATH_EMAIL}/reset/${PATH_SECRET}`, {
+      method: "POST",
+      token: app.token,
+      body: {},
+    });
     expect(run.status).toBe(503);
     const managed = await api.call(`/v2/projects/${app.projectId}/domains/${PATH_SECRET}.example.com`);
     expect(managed.status).toBe(503);
     const page = await browser.get(`/dashboard/projects/${app.projectId}/domains/${PATH_SECRET}.example.com`);
     expect(page.status).toBe(500);
-    expect(logged.filter((line) => /storage unavailable/.test(line)).length, "both API failures have their line").toBe(2);
-    expect(logged.some((line) => /dashboard error/.test(line)), "the page's failure has its line").toBe(true);
+    expect(logged.filter((line) => /storage unavailable/.test(line)).length, "both API failures have their line").toBe(
+      2,
+    );
+    expect(
+      logged.some((line) => /dashboard error/.test(line)),
+      "the page's failure has its line",
+    ).toBe(true);
     expectInNoLine([PATH_SECRET, PATH_EMAIL]);
   });
 
@@ -264,7 +325,9 @@ describe("log lines carry ids, never a path, a client address or an audit row", 
     let last = 0;
     for (let i = 0; i < 7; i++) last = (await browser.signIn(`${ADMIN.slice(0, -4)}XXXX`)).status;
     expect(last).toBe(429);
-    expect(logged.some((line) => /sign-in refused/.test(line)) && logged.some((line) => /sign-in throttled/.test(line))).toBe(true);
+    expect(
+      logged.some((line) => /sign-in refused/.test(line)) && logged.some((line) => /sign-in throttled/.test(line)),
+    ).toBe(true);
     expectInNoLine([ADDRESS]);
   });
 
@@ -272,7 +335,10 @@ describe("log lines carry ids, never a path, a client address or an audit row", 
     const api = client();
     const app = await seedRunnable(api);
     const user = await person(api, { email: ACTOR_EMAIL });
-    await api.json(`/v2/projects/${app.projectId}/members`, { method: "POST", body: { email: ACTOR_EMAIL, role: "owner" } });
+    await api.json(`/v2/projects/${app.projectId}/members`, {
+      method: "POST",
+      body: { email: ACTOR_EMAIL, role: "owner" },
+    });
     const broken = faultyD1(env.DB, (sql) => /^insert into "audit_log"/i.test(sql));
     const request = new Request(`http://localhost/v2/projects/${app.projectId}/invites`, {
       method: "POST",
@@ -298,7 +364,13 @@ describe("run path: revoked and tampered credentials", () => {
     let upstreamCalls = 0;
     const api = client({ outbound: { fetch: (r) => (upstreamCalls++, fetch(r)) } });
     const app = await seedRunnable(api);
-    const run = (token: string) => callWith(api, {}, app.runPath, { method: "POST", token, headers: { "Content-Type": "application/json" }, body: "{}" });
+    const run = (token: string) =>
+      callWith(api, {}, app.runPath, {
+        method: "POST",
+        token,
+        headers: { "Content-Type": "application/json" },
+        body: "{}",
+      });
     expect((await run(app.token)).status).toBe(200);
     const last = app.token.at(-1)!;
     const tampered = `${app.token.slice(0, -1)}${last === "a" ? "b" : "a"}`;
@@ -321,14 +393,19 @@ declare global {
 }
 
 /** The source of every module under src/, to check how secrets are compared. */
-const sources: Record<string, string> = import.meta.glob<string>(["../../src/**/*.ts", "../../src/**/*.tsx", "!../../src/**/*.test.ts", "!../../src/**/*.test.tsx"], {
-  query: "?raw",
-  import: "default",
-  eager: true,
-});
+const sources: Record<string, string> = import.meta.glob<string>(
+  ["../../src/**/*.ts", "../../src/**/*.tsx", "!../../src/**/*.test.ts", "!../../src/**/*.test.tsx"],
+  {
+    query: "?raw",
+    import: "default",
+    eager: true,
+  },
+);
 
 /** The receivers' verification package, which src/webhooks/verify.ts re-exports. */
-const verifyPackage = Object.values(import.meta.glob<string>(["../../packages/verify/index.js"], { query: "?raw", import: "default", eager: true }))[0];
+const verifyPackage = Object.values(
+  import.meta.glob<string>(["../../packages/verify/index.js"], { query: "?raw", import: "default", eager: true }),
+)[0];
 
 describe("secrets are compared in constant time", () => {
   it("reads the sources (the check below is not vacuous)", () => {
@@ -342,7 +419,11 @@ describe("secrets are compared in constant time", () => {
       text.split("\n").forEach((line: string, i: number) => {
         const code = line.replace(/\/\/.*$/, "");
         // An equality test with a secret on either side, other than a presence or type check.
-        if (/[!=]==?/.test(code) && secretish.test(code) && !/(===|!==)\s*(undefined|null|""|"string"|0)\b|typeof |\.length\s*[!=]==|\bstatus\b|header/.test(code)) {
+        if (
+          /[!=]==?/.test(code) &&
+          secretish.test(code) &&
+          !/(===|!==)\s*(undefined|null|""|"string"|0)\b|typeof |\.length\s*[!=]==|\bstatus\b|header/.test(code)
+        ) {
           offenders.push(`${file}:${i + 1}: ${line.trim()}`);
         }
       });

@@ -1,7 +1,18 @@
 import { DEFAULT_PERMISSIONS, type Permission, PERMISSIONS } from "../../auth/permissions";
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
-import { Badge, ConfirmAction, ConfirmForm, CopyValue, Csrf, DataTable, Field, Pager, ProblemMessage, when } from "../components";
+import {
+  Badge,
+  ConfirmAction,
+  ConfirmForm,
+  CopyValue,
+  Csrf,
+  DataTable,
+  Field,
+  Pager,
+  ProblemMessage,
+  when,
+} from "../components";
 import { can, NotAllowed } from "../access";
 import { takeFlash, setFlash } from "../flash";
 import { renderPage } from "../layout";
@@ -56,7 +67,8 @@ function ScopeChoice({ selected, error }: { selected: readonly string[]; error: 
       <p class="hint">What the token may do in this project. You can give only scopes you have yourself.</p>
       {PERMISSIONS.map((p) => (
         <label class="check">
-          <input type="checkbox" name="scopes" value={p} checked={selected.includes(p)} /> <code>{p}</code>: {SCOPE_TEXT[p]}
+          <input type="checkbox" name="scopes" value={p} checked={selected.includes(p)} /> <code>{p}</code>:{" "}
+          {SCOPE_TEXT[p]}
         </label>
       ))}
       {error && (
@@ -70,7 +82,9 @@ function ScopeChoice({ selected, error }: { selected: readonly string[]; error: 
 
 /** The first problem of the `scopes` field or one of its items (`scopes.0`). */
 const scopesError = (problem: Problem | undefined) =>
-  problem && (Object.entries(problem.fields).find(([field]) => field === "scopes" || field.startsWith("scopes."))?.[1] ?? (problem.code === "insufficient_scope" ? problem.detail : undefined));
+  problem &&
+  (Object.entries(problem.fields).find(([field]) => field === "scopes" || field.startsWith("scopes."))?.[1] ??
+    (problem.code === "insufficient_scope" ? problem.detail : undefined));
 
 interface Form {
   name: string;
@@ -103,19 +117,23 @@ function NewToken({ account }: { account: ServiceAccount & { token: string } }) 
 
 async function apiKeysPage(c: DashContext, project: Project, form: Form) {
   const pid = project.project_id;
-  const accounts: ApiResult<Page<ServiceAccount>> = await c.get("api")("GET", `/projects/${seg(pid)}/service-accounts?${listQuery(c, 100)}`);
+  const accounts: ApiResult<Page<ServiceAccount>> = await c.get("api")(
+    "GET",
+    `/projects/${seg(pid)}/service-accounts?${listQuery(c, 100)}`,
+  );
   const now = c.var.scope.deps.now().getTime();
   const csrf = c.get("csrf");
-  const revoked = form.revokedId && accounts.ok ? accounts.data.data.find((a) => a.id === form.revokedId && a.revoked_at) : undefined;
+  const revoked =
+    form.revokedId && accounts.ok ? accounts.data.data.find((a) => a.id === form.revokedId && a.revoked_at) : undefined;
   return renderPage(
     c,
     { title: "API Keys", projectId: pid, tab: "api-keys", status: form.problem ? 400 : 200 },
     <>
       <ProjectHeading project={project} title="API Keys" />
       <p class="muted">
-        Service accounts and their tokens, for running the project's apps (<code>/v4</code>) and for the management API (
-        <code>/v2</code>), sent as <code>Authorization: Bearer &lt;token&gt;</code>; a token's scopes say which. Use one per environment,
-        and rotate them.
+        Service accounts and their tokens, for running the project's apps (<code>/v4</code>) and for the management API
+        (<code>/v2</code>), sent as <code>Authorization: Bearer &lt;token&gt;</code>; a token's scopes say which. Use
+        one per environment, and rotate them.
       </p>
       {revoked && (
         <div class="alert success" role="status">
@@ -129,7 +147,21 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
         <p>No service accounts yet.</p>
       ) : (
         // Cards at phone width: every column stays readable and Revoke stays on screen.
-        <DataTable caption="Service accounts" columns={["Name", "Token", "Scopes", "Expires", { label: "Last used", optional: true }, { label: "Created by", optional: true }, "Status"]} actions class="cards" footer={<Pager path={projectPath(pid, "/api-keys")} next={accounts.data.next_cursor} />}>
+        <DataTable
+          caption="Service accounts"
+          columns={[
+            "Name",
+            "Token",
+            "Scopes",
+            "Expires",
+            { label: "Last used", optional: true },
+            { label: "Created by", optional: true },
+            "Status",
+          ]}
+          actions
+          class="cards"
+          footer={<Pager path={projectPath(pid, "/api-keys")} next={accounts.data.next_cursor} />}
+        >
           {accounts.data.data.map((a) => (
             <tr>
               <td data-label="Name">{a.name}</td>
@@ -146,8 +178,12 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
                 </ul>
               </td>
               <td data-label="Expires">{when(a.expires_at)}</td>
-              <td class="optional" data-label="Last used">{when(a.last_used_at)}</td>
-              <td class="optional" data-label="Created by">{createdBy(a, accounts.data.data, c.get("user")?.id)}</td>
+              <td class="optional" data-label="Last used">
+                {when(a.last_used_at)}
+              </td>
+              <td class="optional" data-label="Created by">
+                {createdBy(a, accounts.data.data, c.get("user")?.id)}
+              </td>
               <td data-label="Status">
                 <Status account={a} now={now} />
               </td>
@@ -160,7 +196,12 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
                     action={projectPath(pid, `/api-keys/${a.id}/revoke`)}
                     csrf={csrf}
                     title={`Revoke “${a.name}”?`}
-                    question={<>Its token ({a.token_prefix}…) stops working at once, and so do the keys it created. This cannot be undone.</>}
+                    question={
+                      <>
+                        Its token ({a.token_prefix}…) stops working at once, and so do the keys it created. This cannot
+                        be undone.
+                      </>
+                    }
                     confirmLabel="Revoke"
                   />
                 )}
@@ -172,29 +213,37 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
       {!can(c, "service_accounts:write") ? (
         <NotAllowed c={c} doing="seeing, creating or revoking service accounts" />
       ) : (
-      <section class="card" aria-labelledby="create-key">
-        <h2 id="create-key">Create a service account</h2>
-        {form.problem && <ProblemMessage problem={form.problem} action="The service account was not created" />}
-        <form method="post" action={projectPath(pid, "/api-keys")} class="stack">
-          <Csrf token={csrf} />
-          <Field label="Name" name="name" value={form.name} required maxlength={100} error={form.problem?.fields.name} hint="What uses it, for example “ci-production”." />
-          <Field
-            label="Expiry date"
-            name="expires_on"
-            type="date"
-            value={form.expiresOn}
-            required
-            min={isoDate(now + DAY_MS)}
-            max={isoDate(now + MAX_DAYS_AHEAD * DAY_MS)}
-            error={form.problem?.fields.expires_at}
-            hint="The token stops working at the end of this day (UTC). At most 2 years ahead."
-          />
-          <ScopeChoice selected={form.scopes} error={scopesError(form.problem)} />
-          <div>
-            <button type="submit">Create service account</button>
-          </div>
-        </form>
-      </section>
+        <section class="card" aria-labelledby="create-key">
+          <h2 id="create-key">Create a service account</h2>
+          {form.problem && <ProblemMessage problem={form.problem} action="The service account was not created" />}
+          <form method="post" action={projectPath(pid, "/api-keys")} class="stack">
+            <Csrf token={csrf} />
+            <Field
+              label="Name"
+              name="name"
+              value={form.name}
+              required
+              maxlength={100}
+              error={form.problem?.fields.name}
+              hint="What uses it, for example “ci-production”."
+            />
+            <Field
+              label="Expiry date"
+              name="expires_on"
+              type="date"
+              value={form.expiresOn}
+              required
+              min={isoDate(now + DAY_MS)}
+              max={isoDate(now + MAX_DAYS_AHEAD * DAY_MS)}
+              error={form.problem?.fields.expires_at}
+              hint="The token stops working at the end of this day (UTC). At most 2 years ahead."
+            />
+            <ScopeChoice selected={form.scopes} error={scopesError(form.problem)} />
+            <div>
+              <button type="submit">Create service account</button>
+            </div>
+          </form>
+        </section>
       )}
     </>,
   );
@@ -207,7 +256,13 @@ export function registerApiKeys(dash: DashRouter) {
   dash.get("/projects/:project_id/api-keys", (c) =>
     withProject(c, async (project) => {
       const created = await takeFlash<ServiceAccount & { token: string }>(c, NEW_TOKEN_FLASH(project.project_id));
-      return apiKeysPage(c, project, { name: "", expiresOn: "", scopes: DEFAULT_PERMISSIONS, revokedId: c.req.query("revoked"), created });
+      return apiKeysPage(c, project, {
+        name: "",
+        expiresOn: "",
+        scopes: DEFAULT_PERMISSIONS,
+        revokedId: c.req.query("revoked"),
+        created,
+      });
     }),
   );
 
@@ -218,12 +273,18 @@ export function registerApiKeys(dash: DashRouter) {
       const expiresOn = formText(form, "expires_on");
       const checked = form.scopes;
       // Unchecking every box asks for no scopes (the API refuses that), not for the defaults.
-      const scopes = (Array.isArray(checked) ? checked : checked === undefined ? [] : [checked]).filter((v): v is string => typeof v === "string");
-      const created = await c.get("api")<ServiceAccount & { token: string }>("POST", `/projects/${seg(project.project_id)}/service-accounts`, {
-        name,
-        expires_at: expiryOfDate(expiresOn),
-        scopes,
-      });
+      const scopes = (Array.isArray(checked) ? checked : checked === undefined ? [] : [checked]).filter(
+        (v): v is string => typeof v === "string",
+      );
+      const created = await c.get("api")<ServiceAccount & { token: string }>(
+        "POST",
+        `/projects/${seg(project.project_id)}/service-accounts`,
+        {
+          name,
+          expires_at: expiryOfDate(expiresOn),
+          scopes,
+        },
+      );
       if (!created.ok) return apiKeysPage(c, project, { name, expiresOn, scopes, problem: created.problem });
       // POST/redirect/GET: a reload shows the list instead of posting again (a second key). The token
       // crosses the redirect sealed in a one-time cookie, never in the URL or a history entry.

@@ -1,6 +1,15 @@
 import { listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Badge, type BadgeTone, ConfirmAction, ConfirmForm, DataTable, Pager, ProblemMessage, when } from "../components";
+import {
+  Badge,
+  type BadgeTone,
+  ConfirmAction,
+  ConfirmForm,
+  DataTable,
+  Pager,
+  ProblemMessage,
+  when,
+} from "../components";
 import { can } from "../access";
 import { renderPage } from "../layout";
 import { Sparkline } from "../charts";
@@ -73,7 +82,11 @@ function LastDay({ usage }: { usage: Usage | undefined }) {
   const words = `${count(t.runs)} runs, ${count(errors)} errors, p95 ${duration(t.p95_ms)}`;
   return (
     <div class="last-day">
-      <Sparkline ok={usage.series.map((p) => p.status_2xx)} failed={usage.series.map((p) => p.status_4xx + p.status_5xx)} label={`Runs per hour over the last 24 hours: ${words}`} />
+      <Sparkline
+        ok={usage.series.map((p) => p.status_2xx)}
+        failed={usage.series.map((p) => p.status_4xx + p.status_5xx)}
+        label={`Runs per hour over the last 24 hours: ${words}`}
+      />
       <span aria-hidden="true">
         {count(t.runs)} runs, {count(errors)} errors
         <br />
@@ -100,7 +113,17 @@ async function appsPage(c: DashContext, project: Project) {
           <a href={projectPath(pid, "/api-keys")}>API Keys</a>.
         </p>
       ) : (
-        <DataTable caption="Apps" columns={["App", { label: "Region", optional: true }, { label: "Runtime", optional: true }, "Current deployment", "Last 24 hours"]} footer={<Pager path={projectPath(pid, "/apps")} next={apps.data.next_cursor} />}>
+        <DataTable
+          caption="Apps"
+          columns={[
+            "App",
+            { label: "Region", optional: true },
+            { label: "Runtime", optional: true },
+            "Current deployment",
+            "Last 24 hours",
+          ]}
+          footer={<Pager path={projectPath(pid, "/apps")} next={apps.data.next_cursor} />}
+        >
           {apps.data.data.map((a) => (
             <tr>
               <td>
@@ -132,7 +155,11 @@ async function appsPage(c: DashContext, project: Project) {
   );
 }
 
-async function buildsPage(c: DashContext, project: Project, options: { problem?: Problem; cancelledId?: string | undefined } = {}) {
+async function buildsPage(
+  c: DashContext,
+  project: Project,
+  options: { problem?: Problem; cancelledId?: string | undefined } = {},
+) {
   const pid = project.project_id;
   const appId = c.req.param("app_id") ?? "";
   const api = c.get("api");
@@ -157,10 +184,18 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
   const window = windowOf(range, c.var.scope.deps.now());
   const usage = await api<Usage>("GET", usageQuery(pid, window, app.data.name));
   const csrf = c.get("csrf");
-  const cancelled = options.cancelledId && builds.ok ? builds.data.data.find((b) => b.build_id === options.cancelledId && b.status === "cancelled") : undefined;
+  const cancelled =
+    options.cancelledId && builds.ok
+      ? builds.data.data.find((b) => b.build_id === options.cancelledId && b.status === "cancelled")
+      : undefined;
   return renderPage(
     c,
-    { title: `${app.data.name} builds`, projectId: pid, tab: "apps", status: options.problem ? (options.problem.status === 404 ? 404 : 409) : 200 },
+    {
+      title: `${app.data.name} builds`,
+      projectId: pid,
+      tab: "apps",
+      status: options.problem ? (options.problem.status === 404 ? 404 : 409) : 200,
+    },
     <>
       <p>
         <a href={projectPath(pid, "/apps")}>← Apps</a>
@@ -190,7 +225,12 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
       ) : builds.data.data.length === 0 ? (
         <p>No builds yet.</p>
       ) : (
-        <DataTable caption={<>Builds of {app.data.name}</>} columns={["Build", "Status", { label: "Created", optional: true }, { label: "Finished", optional: true }]} actions footer={<Pager path={projectPath(pid, `/apps/${seg(appId)}`)} next={builds.data.next_cursor} />}>
+        <DataTable
+          caption={<>Builds of {app.data.name}</>}
+          columns={["Build", "Status", { label: "Created", optional: true }, { label: "Finished", optional: true }]}
+          actions
+          footer={<Pager path={projectPath(pid, `/apps/${seg(appId)}`)} next={builds.data.next_cursor} />}
+        >
           {builds.data.data.map((b) => (
             <tr id={`build-${b.build_id}`}>
               <td>
@@ -213,8 +253,8 @@ async function buildsPage(c: DashContext, project: Project, options: { problem?:
                     title="Cancel this build?"
                     question={
                       <>
-                        Build <code>{b.build_id}</code> stops; the builder is told to stop at its next report. The current deployment
-                        stays as it is.
+                        Build <code>{b.build_id}</code> stops; the builder is told to stop at its next report. The
+                        current deployment stays as it is.
                       </>
                     }
                     confirmLabel="Cancel build"
@@ -266,7 +306,10 @@ export function registerApps(dash: DashRouter) {
       const pid = project.project_id;
       const appId = c.req.param("app_id");
       const buildId = c.req.param("build_id");
-      const result = await c.get("api")<Build>("DELETE", `/projects/${seg(pid)}/apps/${seg(appId)}/builds/${seg(buildId)}`);
+      const result = await c.get("api")<Build>(
+        "DELETE",
+        `/projects/${seg(pid)}/apps/${seg(appId)}/builds/${seg(buildId)}`,
+      );
       if (!result.ok) return buildsPage(c, project, { problem: result.problem });
       return c.redirect(projectPath(pid, `/apps/${seg(appId)}?cancelled=${seg(buildId)}`), 303);
     }),

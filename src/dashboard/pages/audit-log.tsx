@@ -37,13 +37,35 @@ async function auditLogPage(c: DashContext, project: Project) {
   const problem = list.ok ? undefined : list.problem;
   return renderPage(
     c,
-    { title: "Audit log", projectId: pid, tab: "audit-log", status: list.ok ? 200 : list.problem.status === 404 ? 404 : list.problem.status === 403 ? 403 : 400 },
+    {
+      title: "Audit log",
+      projectId: pid,
+      tab: "audit-log",
+      status: list.ok ? 200 : list.problem.status === 404 ? 404 : list.problem.status === 403 ? 403 : 400,
+    },
     <>
       <ProjectHeading project={project} title="Audit log" />
-      <p class="muted">Every change made to this project through the API or this dashboard: who, what, when and from where. Newest first; entries are never changed.</p>
+      <p class="muted">
+        Every change made to this project through the API or this dashboard: who, what, when and from where. Newest
+        first; entries are never changed.
+      </p>
       <form method="get" action={path} class="filter" role="search" aria-label="Filter the audit log">
-        <Field label="Actor" name="actor" value={filters.actor ?? ""} maxlength={64} error={problem?.fields.actor} hint="A service account id (sa_…), a person's id, or “operator”." />
-        <Field label="Action" name="action" value={filters.action ?? ""} maxlength={64} error={problem?.fields.action} hint="For example build.cancel or domain.create." />
+        <Field
+          label="Actor"
+          name="actor"
+          value={filters.actor ?? ""}
+          maxlength={64}
+          error={problem?.fields.actor}
+          hint="A service account id (sa_…), a person's id, or “operator”."
+        />
+        <Field
+          label="Action"
+          name="action"
+          value={filters.action ?? ""}
+          maxlength={64}
+          error={problem?.fields.action}
+          hint="For example build.cancel or domain.create."
+        />
         <FilterActions path={path} filtered={filtered} />
       </form>
       {!list.ok ? (
@@ -51,7 +73,12 @@ async function auditLogPage(c: DashContext, project: Project) {
       ) : list.data.data.length === 0 ? (
         <p>{filtered ? "No entries match." : "No entries yet."}</p>
       ) : (
-        <DataTable caption="Audit log" columns={["When", "Actor", "Action", "Target", { label: "From", optional: true }]} class="cards" footer={<Pager path={path} next={list.data.next_cursor} query={filtered ? filters : undefined} />}>
+        <DataTable
+          caption="Audit log"
+          columns={["When", "Actor", "Action", "Target", { label: "From", optional: true }]}
+          class="cards"
+          footer={<Pager path={path} next={list.data.next_cursor} query={filtered ? filters : undefined} />}
+        >
           {list.data.data.map((e) => (
             <tr id={`entry-${e.id}`}>
               <td data-label="When">{when(e.at)}</td>

@@ -1,6 +1,16 @@
 import { type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
-import { Badge, type BadgeTone, Csrf, DataTable, Field, FilterActions, Pager, ProblemMessage, when } from "../components";
+import {
+  Badge,
+  type BadgeTone,
+  Csrf,
+  DataTable,
+  Field,
+  FilterActions,
+  Pager,
+  ProblemMessage,
+  when,
+} from "../components";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -29,7 +39,11 @@ export interface Delivery {
 }
 
 const STATUS_TONE: Record<Delivery["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
-const STATUS_LABEL: Record<Delivery["status"], string> = { pending: "Pending", delivered: "Delivered", failed: "Failed" };
+const STATUS_LABEL: Record<Delivery["status"], string> = {
+  pending: "Pending",
+  delivered: "Delivered",
+  failed: "Failed",
+};
 
 /** The API's error codes (src/webhooks/routes.ts), in words; an unknown one is shown as it is. */
 export const ERROR_TEXT: Record<string, string> = {
@@ -93,11 +107,17 @@ async function deliveriesPage(c: DashContext, project: Project, state: ResendSta
   const runError = !list.ok ? list.problem.fields.run_id : undefined;
   return renderPage(
     c,
-    { title: "Webhook deliveries", projectId: pid, tab: "webhook-deliveries", status: list.ok ? 200 : list.problem.status === 404 ? 404 : 400 },
+    {
+      title: "Webhook deliveries",
+      projectId: pid,
+      tab: "webhook-deliveries",
+      status: list.ok ? 200 : list.problem.status === 404 ? 404 : 400,
+    },
     <>
       <ProjectHeading project={project} title="Webhook deliveries" />
       <p class="muted">
-        Runs called with <code>?webhookEndpoint=</code> send their answer there. Newest first; each delivery is tried up to 3 times.
+        Runs called with <code>?webhookEndpoint=</code> send their answer there. Newest first; each delivery is tried up
+        to 3 times.
       </p>
       {state.resent && (
         <div class="alert success" role="status">
@@ -106,7 +126,14 @@ async function deliveriesPage(c: DashContext, project: Project, state: ResendSta
       )}
       {state.problem && <ProblemMessage problem={state.problem} action="Resending" />}
       <form method="get" action={path} class="filter" role="search" aria-label="Filter deliveries">
-        <Field label="Run id" name="run_id" value={runId} maxlength={64} error={runError} hint="Only the deliveries of this run (the X-Run-Id of its answer)." />
+        <Field
+          label="Run id"
+          name="run_id"
+          value={runId}
+          maxlength={64}
+          error={runError}
+          hint="Only the deliveries of this run (the X-Run-Id of its answer)."
+        />
         <FilterActions path={path} filtered={Boolean(runId)} />
       </form>
       {!list.ok ? (
@@ -114,7 +141,12 @@ async function deliveriesPage(c: DashContext, project: Project, state: ResendSta
       ) : list.data.data.length === 0 ? (
         <p>{runId ? "No deliveries for this run." : "No webhook deliveries yet."}</p>
       ) : (
-        <DataTable caption={<>Webhook deliveries{runId ? ` of run ${runId}` : ""}</>} columns={["Delivery", "Status", "Attempts", "Last outcome"]} class="cards" footer={<Pager path={path} next={list.data.next_cursor} query={runId ? { run_id: runId } : undefined} />}>
+        <DataTable
+          caption={<>Webhook deliveries{runId ? ` of run ${runId}` : ""}</>}
+          columns={["Delivery", "Status", "Attempts", "Last outcome"]}
+          class="cards"
+          footer={<Pager path={path} next={list.data.next_cursor} query={runId ? { run_id: runId } : undefined} />}
+        >
           {list.data.data.map((d) => (
             <tr id={`delivery-${d.delivery_id}`}>
               <td data-label="Delivery">
@@ -123,7 +155,8 @@ async function deliveriesPage(c: DashContext, project: Project, state: ResendSta
                 <span class="muted">
                   run <a href={`${path}?run_id=${seg(d.run_id)}`}>{d.run_id}</a>
                   <br />
-                  id <code>{d.delivery_id}</code>, {d.body_bytes} bytes, {d.signed ? "signed" : "unsigned"}, {when(d.created_at)}
+                  id <code>{d.delivery_id}</code>, {d.body_bytes} bytes, {d.signed ? "signed" : "unsigned"},{" "}
+                  {when(d.created_at)}
                   {d.resent_from && (
                     <>
                       <br />
@@ -174,9 +207,15 @@ export function registerDeliveries(dash: DashRouter) {
   dash.post("/projects/:project_id/webhook-deliveries/:delivery_id/resend", (c) =>
     withProject(c, async (project) => {
       const pid = project.project_id;
-      const resent = await c.get("api")<Delivery>("POST", `/projects/${seg(pid)}/webhook-deliveries/${seg(c.req.param("delivery_id"))}/resend`);
+      const resent = await c.get("api")<Delivery>(
+        "POST",
+        `/projects/${seg(pid)}/webhook-deliveries/${seg(c.req.param("delivery_id"))}/resend`,
+      );
       if (!resent.ok) return deliveriesPage(c, project, { problem: resent.problem });
-      return c.redirect(projectPath(pid, `/webhook-deliveries?resent=${encodeURIComponent(resent.data.delivery_id)}`), 303);
+      return c.redirect(
+        projectPath(pid, `/webhook-deliveries?resent=${encodeURIComponent(resent.data.delivery_id)}`),
+        303,
+      );
     }),
   );
 }

@@ -20,7 +20,11 @@ export interface Domain {
 }
 
 const STATUS_TONE: Record<Domain["status"], BadgeTone> = { pending: "info", validated: "ok", failed: "bad" };
-export const STATUS_LABEL: Record<Domain["status"], string> = { pending: "Pending", validated: "Validated", failed: "Failed" };
+export const STATUS_LABEL: Record<Domain["status"], string> = {
+  pending: "Pending",
+  validated: "Validated",
+  failed: "Failed",
+};
 const CERTIFICATE_LABEL: Record<Domain["certificate_status"], string> = {
   none: "Not requested yet (after validation)",
   pending: "Being issued",
@@ -35,8 +39,9 @@ const NO_NEXT_CHECK: Record<Domain["status"], string> = {
   pending: "none: automatic attempts have ended",
 };
 
-
-export const StatusBadge = ({ domain }: { domain: Domain }) => <Badge tone={STATUS_TONE[domain.status]}>{STATUS_LABEL[domain.status]}</Badge>;
+export const StatusBadge = ({ domain }: { domain: Domain }) => (
+  <Badge tone={STATUS_TONE[domain.status]}>{STATUS_LABEL[domain.status]}</Badge>
+);
 
 export const domainPath = (pid: string, name: string, rest = "") => projectPath(pid, `/domains/${seg(name)}${rest}`);
 
@@ -47,7 +52,15 @@ export function DnsRecord({ domain, idPrefix }: { domain: Domain; idPrefix: stri
   const proof = domain.ownership_required && domain.status !== "validated";
   return (
     <>
-      <DataTable caption={<>DNS {proof ? "records" : "record"} to create for {domain.domain}</>} columns={["Type", "Name", "Value (target)"]} class="record cards">
+      <DataTable
+        caption={
+          <>
+            DNS {proof ? "records" : "record"} to create for {domain.domain}
+          </>
+        }
+        columns={["Type", "Name", "Value (target)"]}
+        class="record cards"
+      >
         <tr>
           <td data-label="Type">
             <code>{r.type}</code>
@@ -75,21 +88,22 @@ export function DnsRecord({ domain, idPrefix }: { domain: Domain; idPrefix: stri
       </DataTable>
       {proof && (
         <p class="hint" id={`${idPrefix}-ownership`}>
-          <strong>Ownership record required.</strong> Another project also claims {domain.domain}, or held it in the last 30 days, so the{" "}
-          {r.type} alone does not prove it is yours: create the <code>TXT</code> record as well (it is unique to this domain), then Validate
-          Domain. Once validated here, every other claim on {domain.domain} ends.
+          <strong>Ownership record required.</strong> Another project also claims {domain.domain}, or held it in the
+          last 30 days, so the {r.type} alone does not prove it is yours: create the <code>TXT</code> record as well (it
+          is unique to this domain), then Validate Domain. Once validated here, every other claim on {domain.domain}{" "}
+          ends.
         </p>
       )}
       {r.type === "ALIAS" ? (
         <p class="hint">
-          <strong>{domain.domain} is an apex</strong> (the zone's own name), which cannot hold a CNAME. Create an <code>ALIAS</code>{" "}
-          record, called <code>ANAME</code> or “CNAME flattening” by some providers, pointing at the value above. If your provider has
-          none, use a subdomain such as <code>www.{domain.domain}</code> instead.
+          <strong>{domain.domain} is an apex</strong> (the zone's own name), which cannot hold a CNAME. Create an{" "}
+          <code>ALIAS</code> record, called <code>ANAME</code> or “CNAME flattening” by some providers, pointing at the
+          value above. If your provider has none, use a subdomain such as <code>www.{domain.domain}</code> instead.
         </p>
       ) : (
         <p class="hint">
-          Create a <code>CNAME</code> record and remove any other record (A, AAAA, another CNAME) at that name. Some providers want only
-          the part before your zone in the Name field.
+          Create a <code>CNAME</code> record and remove any other record (A, AAAA, another CNAME) at that name. Some
+          providers want only the part before your zone in the Name field.
         </p>
       )}
     </>
@@ -175,4 +189,3 @@ export function CheckResult({ domain }: { domain: Domain }) {
     </div>
   );
 }
-

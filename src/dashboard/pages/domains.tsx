@@ -1,9 +1,29 @@
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
-import { CloseDialog, ConfirmAction, ConfirmForm, Csrf, DataTable, Dialog, DialogLink, Field, Pager, ProblemMessage, when } from "../components";
+import {
+  CloseDialog,
+  ConfirmAction,
+  ConfirmForm,
+  Csrf,
+  DataTable,
+  Dialog,
+  DialogLink,
+  Field,
+  Pager,
+  ProblemMessage,
+  when,
+} from "../components";
 import { can, NotAllowed } from "../access";
 import { renderPage } from "../layout";
-import { CheckResult, DnsRecord, type Domain, domainPath, StatusBadge, StatusFacts, ValidateForm } from "./domain-parts";
+import {
+  CheckResult,
+  DnsRecord,
+  type Domain,
+  domainPath,
+  StatusBadge,
+  StatusFacts,
+  ValidateForm,
+} from "./domain-parts";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 /** Only a name that could be a hostname is echoed back from the URL ("… was removed"). */
@@ -36,13 +56,23 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
   const regions = c.var.scope.config.regions;
   const now = c.var.scope.deps.now().getTime();
   const csrf = c.get("csrf");
-  const removed = form.removed && HOSTNAME.test(form.removed) && list.ok && !list.data.data.some((d) => d.domain === form.removed) ? form.removed : undefined;
+  const removed =
+    form.removed && HOSTNAME.test(form.removed) && list.ok && !list.data.data.some((d) => d.domain === form.removed)
+      ? form.removed
+      : undefined;
   return renderPage(
     c,
-    { title: "Domains", projectId: pid, tab: "domains", status: form.problem ? (form.problem.status === 409 ? 409 : 400) : 200 },
+    {
+      title: "Domains",
+      projectId: pid,
+      tab: "domains",
+      status: form.problem ? (form.problem.status === 409 ? 409 : 400) : 200,
+    },
     <>
       <ProjectHeading project={project} title="Domains" />
-      <p class="muted">Custom domains serve the project's runs. Each needs one DNS record at your provider, then validation.</p>
+      <p class="muted">
+        Custom domains serve the project's runs. Each needs one DNS record at your provider, then validation.
+      </p>
       {removed && (
         <div class="alert success" role="status">
           <p>{removed} was removed; it is no longer served.</p>
@@ -53,7 +83,13 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
       ) : list.data.data.length === 0 ? (
         <p>No custom domains yet.</p>
       ) : (
-        <DataTable caption="Custom domains" columns={["Domain", "Status", { label: "Region", optional: true }, { label: "Last attempt", optional: true }]} actions class="cards" footer={<Pager path={projectPath(pid, "/domains")} next={list.data.next_cursor} />}>
+        <DataTable
+          caption="Custom domains"
+          columns={["Domain", "Status", { label: "Region", optional: true }, { label: "Last attempt", optional: true }]}
+          actions
+          class="cards"
+          footer={<Pager path={projectPath(pid, "/domains")} next={list.data.next_cursor} />}
+        >
           {list.data.data.map((d, i) => (
             <tr id={`domain-${i}`}>
               <td data-label="Domain">
@@ -62,8 +98,12 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
               <td data-label="Status">
                 <StatusBadge domain={d} />
               </td>
-              <td class="optional" data-label="Region">{d.region}</td>
-              <td class="optional" data-label="Last attempt">{when(d.last_checked_at)}</td>
+              <td class="optional" data-label="Region">
+                {d.region}
+              </td>
+              <td class="optional" data-label="Last attempt">
+                {when(d.last_checked_at)}
+              </td>
               <td>
                 <div class="row-actions">
                   <DialogLink
@@ -75,13 +115,17 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
                       </>
                     }
                   />
-                  {can(c, "domains:write") && <RemoveDomain id={`remove-${i}`} pid={pid} domain={d.domain} csrf={csrf} />}
+                  {can(c, "domains:write") && (
+                    <RemoveDomain id={`remove-${i}`} pid={pid} domain={d.domain} csrf={csrf} />
+                  )}
                 </div>
                 <Dialog id={`status-${i}`}>
                   <h2 id={`status-${i}-title`}>Validation status of {d.domain}</h2>
                   <StatusFacts domain={d} now={now} />
                   <div class="actions">
-                    {can(c, "domains:write") && (d.status !== "validated" || d.certificate_status !== "active") ? <ValidateForm pid={pid} domain={d} csrf={csrf} /> : null}
+                    {can(c, "domains:write") && (d.status !== "validated" || d.certificate_status !== "active") ? (
+                      <ValidateForm pid={pid} domain={d} csrf={csrf} />
+                    ) : null}
                     <a class="button secondary" href={domainPath(pid, d.domain)}>
                       DNS record
                     </a>
@@ -110,12 +154,19 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
               error={form.problem?.fields.domain}
               hint="Prefer a subdomain (app.example.com): any DNS provider can point it at us with a CNAME. An apex (example.com) cannot hold a CNAME and needs your provider's ALIAS, ANAME or CNAME flattening."
             />
-            <Field label="Region" name="region" error={form.problem?.fields.region} hint="The domain always resolves to this region.">
+            <Field
+              label="Region"
+              name="region"
+              error={form.problem?.fields.region}
+              hint="The domain always resolves to this region."
+            >
               <select
                 id="field-region"
                 name="region"
                 required
-                aria-describedby={form.problem?.fields.region ? "field-region-hint field-region-error" : "field-region-hint"}
+                aria-describedby={
+                  form.problem?.fields.region ? "field-region-hint field-region-error" : "field-region-hint"
+                }
                 aria-invalid={form.problem?.fields.region ? "true" : undefined}
               >
                 {regions.map((r) => (
@@ -136,7 +187,11 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
 }
 
 /** A domain's page: the DNS record to create, its validation status, and its actions. */
-async function domainPage(c: DashContext, project: Project, options: { added?: boolean; checked?: boolean; problem?: Problem } = {}) {
+async function domainPage(
+  c: DashContext,
+  project: Project,
+  options: { added?: boolean; checked?: boolean; problem?: Problem } = {},
+) {
   const pid = project.project_id;
   const name = c.req.param("domain") ?? "";
   const read = await c.get("api")<Domain>("GET", `/projects/${seg(pid)}/domains/${seg(name)}`);
@@ -154,15 +209,18 @@ async function domainPage(c: DashContext, project: Project, options: { added?: b
       {options.added && d.status === "pending" && (
         <div class="alert success" role="status">
           <p>
-            <strong>{d.domain} was added.</strong> Create the DNS record below at your DNS provider, then press Validate Domain. We also
-            check every 30 minutes until {when(d.auto_validation_ends_at)}.
+            <strong>{d.domain} was added.</strong> Create the DNS record below at your DNS provider, then press Validate
+            Domain. We also check every 30 minutes until {when(d.auto_validation_ends_at)}.
           </p>
         </div>
       )}
       {options.checked && <CheckResult domain={d} />}
       {options.problem && <ProblemMessage problem={options.problem} action="The domain was not validated" />}
       <p>
-        <StatusBadge domain={d} /> <span class="muted">region {d.region}, added {when(d.created_at)}</span>
+        <StatusBadge domain={d} />{" "}
+        <span class="muted">
+          region {d.region}, added {when(d.created_at)}
+        </span>
       </p>
       <section aria-labelledby="record-title">
         <h2 id="record-title">DNS record to create</h2>
@@ -204,14 +262,19 @@ export function registerDomains(dash: DashRouter) {
       const form = await c.req.parseBody();
       const domain = formText(form, "domain").trim();
       const region = formText(form, "region");
-      const created = await c.get("api")<Domain>("POST", `/projects/${seg(project.project_id)}/domains`, { domain, region });
+      const created = await c.get("api")<Domain>("POST", `/projects/${seg(project.project_id)}/domains`, {
+        domain,
+        region,
+      });
       if (!created.ok) return domainsPage(c, project, { domain, region, problem: created.problem });
       return c.redirect(domainPath(project.project_id, created.data.domain, "?added=1"), 303);
     }),
   );
 
   dash.get("/projects/:project_id/domains/:domain", (c) =>
-    withProject(c, (project) => domainPage(c, project, { added: c.req.query("added") === "1", checked: c.req.query("checked") === "1" })),
+    withProject(c, (project) =>
+      domainPage(c, project, { added: c.req.query("added") === "1", checked: c.req.query("checked") === "1" }),
+    ),
   );
 
   // The validation status dialog as a page, for browsers without script.
@@ -247,7 +310,9 @@ export function registerDomains(dash: DashRouter) {
       const name = c.req.param("domain");
       const checked = await c.get("api")<Domain>("POST", `/projects/${seg(pid)}/domains/${seg(name)}/validate`);
       if (!checked.ok) {
-        return checked.problem.status === 404 ? domainNotFound(c, pid, checked.problem) : domainPage(c, project, { problem: checked.problem });
+        return checked.problem.status === 404
+          ? domainNotFound(c, pid, checked.problem)
+          : domainPage(c, project, { problem: checked.problem });
       }
       // Back to the domain's page (a reload does not validate again), which reads the result from the domain.
       return c.redirect(domainPath(pid, checked.data.domain, "?checked=1"), 303);
@@ -282,7 +347,10 @@ export function registerDomains(dash: DashRouter) {
   dash.post("/projects/:project_id/domains/:domain/remove", (c) =>
     withProject(c, async (project) => {
       const pid = project.project_id;
-      const removed = await c.get("api")<Domain>("DELETE", `/projects/${seg(pid)}/domains/${seg(c.req.param("domain"))}`);
+      const removed = await c.get("api")<Domain>(
+        "DELETE",
+        `/projects/${seg(pid)}/domains/${seg(c.req.param("domain"))}`,
+      );
       if (!removed.ok) {
         return renderPage(
           c,

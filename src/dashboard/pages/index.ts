@@ -14,4 +14,15 @@ import { registerUsage } from "./usage";
  * The signed-in pages. A new page is one file here exporting `register(dash)` (routes under
  * `/projects/:project_id/<slug>`), plus its tab in `../nav.ts`.
  */
-export const PAGES: ((dash: DashRouter) => void)[] = [registerProjects, registerApiKeys, registerApps, registerDomains, registerUsage, registerRuns, registerDeliveries, registerReceivers, registerAuditLog, registerMembers];
+export const PAGES: ((dash: DashRouter) => void)[] = [
+  registerProjects,
+  registerApiKeys,
+  registerApps,
+  registerDomains,
+  registerUsage,
+  registerRuns,
+  registerDeliveries,
+  registerReceivers,
+  registerAuditLog,
+  registerMembers,
+];

@@ -32,8 +32,15 @@ const endsTokens = (role: Role) => !ROLE_PERMISSIONS[role].includes("service_acc
  * The working tokens that end if `userId` leaves the project or becomes a viewer: those they created
  * and those created by them (the API's `creator` filter). Null when the caller may not list tokens.
  */
-async function tokensEndingWith(c: DashContext, pid: string, userId: string): Promise<{ tokens: ServiceAccount[]; more: boolean } | null> {
-  const listed: ApiResult<Page<ServiceAccount>> = await c.get("api")("GET", `/projects/${seg(pid)}/service-accounts?limit=100&creator=${seg(userId)}`);
+async function tokensEndingWith(
+  c: DashContext,
+  pid: string,
+  userId: string,
+): Promise<{ tokens: ServiceAccount[]; more: boolean } | null> {
+  const listed: ApiResult<Page<ServiceAccount>> = await c.get("api")(
+    "GET",
+    `/projects/${seg(pid)}/service-accounts?limit=100&creator=${seg(userId)}`,
+  );
   if (!listed.ok) return null;
   const now = c.var.scope.deps.now().getTime();
   const tokens = listed.data.data.filter((a) => a.revoked_at === null && new Date(a.expires_at).getTime() > now);
@@ -43,12 +50,14 @@ async function tokensEndingWith(c: DashContext, pid: string, userId: string): Pr
 /** Says, before it is confirmed, which tokens a removal or a move to viewer ends. */
 function EndingTokens({ ending, who }: { ending: Awaited<ReturnType<typeof tokensEndingWith>>; who: string }) {
   if (ending === null) return <p>Any API keys {who} created, and the keys those created, stop working too.</p>;
-  if (ending.tokens.length === 0 && !ending.more) return <p>{who} created no API key that is still working: none ends.</p>;
+  if (ending.tokens.length === 0 && !ending.more)
+    return <p>{who} created no API key that is still working: none ends.</p>;
   return (
     <>
       <p>
         {ending.more ? "More than " : ""}
-        {ending.tokens.length} API key{ending.tokens.length === 1 && !ending.more ? "" : "s"} created by {who} (or by their keys) stop working at once:
+        {ending.tokens.length} API key{ending.tokens.length === 1 && !ending.more ? "" : "s"} created by {who} (or by
+        their keys) stop working at once:
       </p>
       <ul class="ending-tokens">
         {ending.tokens.map((a) => (
@@ -62,13 +71,18 @@ function EndingTokens({ ending, who }: { ending: Awaited<ReturnType<typeof token
 }
 
 const endedText = (ended: ChangedMember["ended_service_accounts"]) =>
-  ended.length === 0 ? "" : ` ${ended.length} API key${ended.length === 1 ? "" : "s"} they created stopped working: ${ended.map((a) => `“${a.name}”`).join(", ")}.`;
+  ended.length === 0
+    ? ""
+    : ` ${ended.length} API key${ended.length === 1 ? "" : "s"} they created stopped working: ${ended.map((a) => `“${a.name}”`).join(", ")}.`;
 
 async function findMember(c: DashContext, pid: string, memberId: string): Promise<Member | undefined> {
   let cursor: string | null = null;
   // Bounded: ten pages of 100 members.
   for (let i = 0; i < 10; i++) {
-    const listed: ApiResult<Page<Member>> = await c.get("api")("GET", `/projects/${seg(pid)}/members?limit=100${cursor ? `&cursor=${seg(cursor)}` : ""}`);
+    const listed: ApiResult<Page<Member>> = await c.get("api")(
+      "GET",
+      `/projects/${seg(pid)}/members?limit=100${cursor ? `&cursor=${seg(cursor)}` : ""}`,
+    );
     if (!listed.ok) return undefined;
     const found = listed.data.data.find((m) => m.member_id === memberId);
     if (found || listed.data.next_cursor === null) return found;
@@ -105,16 +119,26 @@ async function membersPage(c: DashContext, project: Project, notice: Notice = {}
   const pid = project.project_id;
   const manage = canManageMembers(c);
   const members: ApiResult<Page<Member>> = await c.get("api")("GET", `/projects/${seg(pid)}/members?limit=100`);
-  const invites: ApiResult<Page<Invite>> | null = manage ? await c.get("api")("GET", `/projects/${seg(pid)}/invites?limit=100`) : null;
+  const invites: ApiResult<Page<Invite>> | null = manage
+    ? await c.get("api")("GET", `/projects/${seg(pid)}/invites?limit=100`)
+    : null;
   const me = c.get("user")?.id;
   const csrf = c.get("csrf");
-  const status = notice.problem ? (notice.problem.status === 409 ? 409 : notice.problem.status === 403 ? 403 : 400) : 200;
+  const status = notice.problem
+    ? notice.problem.status === 409
+      ? 409
+      : notice.problem.status === 403
+        ? 403
+        : 400
+    : 200;
   return renderPage(
     c,
     { title: "Members", projectId: pid, tab: "members", status },
     <>
       <ProjectHeading project={project} title="Members" />
-      <p class="muted">People who work on this project, and their role: {ROLES.map((r) => `${r} (${ROLE_HINT[r]})`).join("; ")}.</p>
+      <p class="muted">
+        People who work on this project, and their role: {ROLES.map((r) => `${r} (${ROLE_HINT[r]})`).join("; ")}.
+      </p>
       {notice.problem && <ProblemMessage problem={notice.problem} action={notice.action} />}
       {notice.done && (
         <div class="alert success" role="status">
@@ -126,7 +150,11 @@ async function membersPage(c: DashContext, project: Project, notice: Notice = {}
       ) : members.data.data.length === 0 ? (
         <p>No members yet: invite the first owner below.</p>
       ) : (
-        <DataTable caption="Members" columns={["Name", "Email", "Role", { label: "Member since", optional: true }]} actions>
+        <DataTable
+          caption="Members"
+          columns={["Name", "Email", "Role", { label: "Member since", optional: true }]}
+          actions
+        >
           {members.data.data.map((m, _, all) => {
             const self = m.user_id === me;
             // The API refuses to remove the last owner (409 last_owner); the page does not offer it.
@@ -156,12 +184,14 @@ async function membersPage(c: DashContext, project: Project, notice: Notice = {}
                 <td>
                   {lastOwner ? (
                     <span class="muted">Last owner</span>
-                  ) : (manage || self) && (
-                    // A page of its own, not a dialog: it lists the API keys that end with the member.
-                    <a class="button danger" href={projectPath(pid, `/members/${m.member_id}/remove`)}>
-                      {self ? "Leave" : "Remove"}
-                      {!self && <span class="skip"> {who}</span>}
-                    </a>
+                  ) : (
+                    (manage || self) && (
+                      // A page of its own, not a dialog: it lists the API keys that end with the member.
+                      <a class="button danger" href={projectPath(pid, `/members/${m.member_id}/remove`)}>
+                        {self ? "Leave" : "Remove"}
+                        {!self && <span class="skip"> {who}</span>}
+                      </a>
+                    )
                   )}
                 </td>
               </tr>
@@ -208,7 +238,15 @@ async function membersPage(c: DashContext, project: Project, notice: Notice = {}
   );
 }
 
-function InviteList({ pid, invites, csrf }: { pid: string; invites: ApiResult<Page<Invite>> | null; csrf: string }): Child {
+function InviteList({
+  pid,
+  invites,
+  csrf,
+}: {
+  pid: string;
+  invites: ApiResult<Page<Invite>> | null;
+  csrf: string;
+}): Child {
   if (!invites) return null;
   if (!invites.ok) return <ProblemMessage problem={invites.problem} action="Loading invites" />;
   if (invites.data.data.length === 0) return <p class="muted">No open invites.</p>;
@@ -246,8 +284,11 @@ export function registerMembers(dash: DashRouter) {
       const form = await c.req.parseBody();
       const invite = { email: formText(form, "email"), role: formText(form, "role") };
       const sent = await c.get("api")<Invite>("POST", `/projects/${seg(project.project_id)}/invites`, invite);
-      if (!sent.ok) return membersPage(c, project, { problem: sent.problem, action: "The invite was not sent", invite });
-      return membersPage(c, project, { done: `${sent.data.email} is invited as ${sent.data.role}: the invite is theirs when they sign in with that address.` });
+      if (!sent.ok)
+        return membersPage(c, project, { problem: sent.problem, action: "The invite was not sent", invite });
+      return membersPage(c, project, {
+        done: `${sent.data.email} is invited as ${sent.data.role}: the invite is theirs when they sign in with that address.`,
+      });
     }),
   );
 
@@ -255,7 +296,8 @@ export function registerMembers(dash: DashRouter) {
     withProject(c, async (project) => {
       const id = c.req.param("invite_id");
       const withdrawn = await c.get("api")<Invite>("DELETE", `/projects/${seg(project.project_id)}/invites/${seg(id)}`);
-      if (!withdrawn.ok) return membersPage(c, project, { problem: withdrawn.problem, action: "The invite was not withdrawn" });
+      if (!withdrawn.ok)
+        return membersPage(c, project, { problem: withdrawn.problem, action: "The invite was not withdrawn" });
       return membersPage(c, project, { done: `The invite of ${withdrawn.data.email} was withdrawn.` });
     }),
   );
@@ -267,7 +309,12 @@ export function registerMembers(dash: DashRouter) {
       const form = await c.req.parseBody();
       const role = formText(form, "role");
       // Moving someone to a role that may not create tokens ends theirs: say which, and ask first.
-      if ((ROLES as readonly string[]).includes(role) && endsTokens(role as Role) && formText(form, "confirmed") !== "yes" && ID.test(memberId)) {
+      if (
+        (ROLES as readonly string[]).includes(role) &&
+        endsTokens(role as Role) &&
+        formText(form, "confirmed") !== "yes" &&
+        ID.test(memberId)
+      ) {
         const member = await findMember(c, pid, memberId);
         const ending = member && member.role !== role ? await tokensEndingWith(c, pid, member.user_id) : undefined;
         if (member && ending !== undefined && (ending === null || ending.tokens.length > 0 || ending.more)) {
@@ -280,7 +327,9 @@ export function registerMembers(dash: DashRouter) {
                 <Csrf token={c.get("csrf")} />
                 <input type="hidden" name="role" value={role} />
                 <input type="hidden" name="confirmed" value="yes" />
-                <h2 id="role-title">Make {who} a {role}?</h2>
+                <h2 id="role-title">
+                  Make {who} a {role}?
+                </h2>
                 <p>A {role} may not create API keys, so the ones they created end.</p>
                 <EndingTokens ending={ending} who={who} />
                 <div class="actions">
@@ -296,9 +345,13 @@ export function registerMembers(dash: DashRouter) {
           );
         }
       }
-      const changed = await c.get("api")<ChangedMember>("PATCH", `/projects/${seg(pid)}/members/${seg(memberId)}`, { role });
+      const changed = await c.get("api")<ChangedMember>("PATCH", `/projects/${seg(pid)}/members/${seg(memberId)}`, {
+        role,
+      });
       if (!changed.ok) return membersPage(c, project, { problem: changed.problem, action: "The role was not changed" });
-      return membersPage(c, project, { done: `${changed.data.name ?? changed.data.email ?? "The member"} is now ${changed.data.role}.${endedText(changed.data.ended_service_accounts)}` });
+      return membersPage(c, project, {
+        done: `${changed.data.name ?? changed.data.email ?? "The member"} is now ${changed.data.role}.${endedText(changed.data.ended_service_accounts)}`,
+      });
     }),
   );
 
@@ -341,11 +394,17 @@ export function registerMembers(dash: DashRouter) {
 
   dash.post("/projects/:project_id/members/:member_id/remove", (c) =>
     withProject(c, async (project) => {
-      const removed = await c.get("api")<ChangedMember>("DELETE", `/projects/${seg(project.project_id)}/members/${seg(c.req.param("member_id"))}`);
-      if (!removed.ok) return membersPage(c, project, { problem: removed.problem, action: "The member was not removed" });
+      const removed = await c.get("api")<ChangedMember>(
+        "DELETE",
+        `/projects/${seg(project.project_id)}/members/${seg(c.req.param("member_id"))}`,
+      );
+      if (!removed.ok)
+        return membersPage(c, project, { problem: removed.problem, action: "The member was not removed" });
       // Whoever left no longer sees the project.
       if (removed.data.user_id === c.get("user")?.id) return c.redirect(dashPath("/projects"), 303);
-      return membersPage(c, project, { done: `${removed.data.name ?? removed.data.email ?? "The member"} was removed.${endedText(removed.data.ended_service_accounts)}` });
+      return membersPage(c, project, {
+        done: `${removed.data.name ?? removed.data.email ?? "The member"} was removed.${endedText(removed.data.ended_service_accounts)}`,
+      });
     }),
   );
 }

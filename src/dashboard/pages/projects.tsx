@@ -21,12 +21,19 @@ async function projectsPage(c: DashContext, form: { name: string; problem?: Prob
         <ProblemMessage problem={projects.problem} action="Loading projects" />
       ) : projects.data.data.length === 0 ? (
         c.get("user") ? (
-          <p class="muted">You are not a member of any project yet. A project's owner invites you by your email address; the invite is yours at your next sign-in.</p>
+          <p class="muted">
+            You are not a member of any project yet. A project's owner invites you by your email address; the invite is
+            yours at your next sign-in.
+          </p>
         ) : (
           <p class="muted">No projects yet. Create the first one below.</p>
         )
       ) : (
-        <DataTable caption="Projects" columns={["Name", "Project id", { label: "Created", optional: true }]} footer={<Pager path={dashPath("/projects")} next={projects.data.next_cursor} />}>
+        <DataTable
+          caption="Projects"
+          columns={["Name", "Project id", { label: "Created", optional: true }]}
+          footer={<Pager path={dashPath("/projects")} next={projects.data.next_cursor} />}
+        >
           {projects.data.data.map((p) => (
             <tr>
               <td>
@@ -46,7 +53,15 @@ async function projectsPage(c: DashContext, form: { name: string; problem?: Prob
           {form.problem && <ProblemMessage problem={form.problem} action="The project was not created" />}
           <form method="post" action={dashPath("/projects")} class="stack">
             <Csrf token={c.get("csrf")} />
-            <Field label="Name" name="name" value={form.name} required maxlength={100} error={form.problem?.fields.name} hint="For people: for example “Acme production”." />
+            <Field
+              label="Name"
+              name="name"
+              value={form.name}
+              required
+              maxlength={100}
+              error={form.problem?.fields.name}
+              hint="For people: for example “Acme production”."
+            />
             <div>
               <button type="submit">Create project</button>
             </div>

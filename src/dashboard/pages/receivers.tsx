@@ -55,12 +55,18 @@ export function registerReceivers(dash: DashRouter) {
       const deliveries = projectPath(pid, "/webhook-deliveries");
       return renderPage(
         c,
-        { title: "Receivers", projectId: pid, tab: "webhook-receivers", status: list.ok ? 200 : list.problem.status === 404 ? 404 : 400 },
+        {
+          title: "Receivers",
+          projectId: pid,
+          tab: "webhook-receivers",
+          status: list.ok ? 200 : list.problem.status === 404 ? 404 : 400,
+        },
         <>
           <ProjectHeading project={project} title="Receivers" />
           <p class="muted">
-            Each origin your runs' webhooks go to (<code>?webhookEndpoint=</code>), and how its deliveries of the last {RANGES[range].label} fared. Every
-            delivery and its attempts are under <a href={deliveries}>Webhook deliveries</a>.
+            Each origin your runs' webhooks go to (<code>?webhookEndpoint=</code>), and how its deliveries of the last{" "}
+            {RANGES[range].label} fared. Every delivery and its attempts are under{" "}
+            <a href={deliveries}>Webhook deliveries</a>.
           </p>
           <RangePicker c={c} current={range} />
           {!list.ok ? (
@@ -68,12 +74,17 @@ export function registerReceivers(dash: DashRouter) {
           ) : list.data.data.length === 0 ? (
             <div class="card">
               <p>
-                <strong>No webhook deliveries in this range.</strong> Add <code>webhookEndpoint</code> to a run and its result is delivered, signed, to your receiver:
+                <strong>No webhook deliveries in this range.</strong> Add <code>webhookEndpoint</code> to a run and its
+                result is delivered, signed, to your receiver:
               </p>
               <RunCommand c={c} projectId={pid} appName={undefined} webhook />
             </div>
           ) : (
-            <DataTable caption="Receivers' health" columns={["Receiver", "Health", "Delivered", "Failed", "Retried", "Run → received (p95)", "Last failure"]} class="cards">
+            <DataTable
+              caption="Receivers' health"
+              columns={["Receiver", "Health", "Delivered", "Failed", "Retried", "Run → received (p95)", "Last failure"]}
+              class="cards"
+            >
               {list.data.data.map((r) => {
                 const health = healthOf(r);
                 return (

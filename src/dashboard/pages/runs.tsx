@@ -15,8 +15,16 @@ const UNDER_WAY_SHOWN = 10;
 const MODES = { sync: "Synchronous", async: "Async" } as const satisfies Record<RunRecord["mode"], string>;
 const STATUS_CLASSES = { "2xx": "2xx success", "4xx": "4xx refused", "5xx": "5xx failed" } as const;
 
-const WEBHOOK_TONE: Record<NonNullable<RunRecord["webhook"]>["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
-const WEBHOOK_LABEL: Record<NonNullable<RunRecord["webhook"]>["status"], string> = { pending: "Pending", delivered: "Delivered", failed: "Failed" };
+const WEBHOOK_TONE: Record<NonNullable<RunRecord["webhook"]>["status"], BadgeTone> = {
+  pending: "info",
+  delivered: "ok",
+  failed: "bad",
+};
+const WEBHOOK_LABEL: Record<NonNullable<RunRecord["webhook"]>["status"], string> = {
+  pending: "Pending",
+  delivered: "Delivered",
+  failed: "Failed",
+};
 
 const pick = <K extends string>(options: Record<K, unknown>, value: string | undefined): K | undefined =>
   value !== undefined && Object.hasOwn(options, value) ? (value as K) : undefined;
@@ -34,7 +42,8 @@ function filtersOf(c: DashContext) {
 type Filters = ReturnType<typeof filtersOf>;
 
 /** The filters as query fields (for the API, the pager and the form). */
-const present = (filters: Filters) => Object.fromEntries(Object.entries(filters).filter((e): e is [string, string] => e[1] !== undefined));
+const present = (filters: Filters) =>
+  Object.fromEntries(Object.entries(filters).filter((e): e is [string, string] => e[1] !== undefined));
 
 function statusTone(code: number): BadgeTone {
   if (code >= 500) return "bad";
@@ -42,7 +51,13 @@ function statusTone(code: number): BadgeTone {
   return code >= 200 && code < 300 ? "ok" : "neutral";
 }
 
-function Select<K extends string>(props: { name: string; label: string; options: Record<K, string>; value: K | undefined; any: string }) {
+function Select<K extends string>(props: {
+  name: string;
+  label: string;
+  options: Record<K, string>;
+  value: K | undefined;
+  any: string;
+}) {
   return (
     <div>
       <label for={`filter-${props.name}`}>{props.label}</label>
@@ -118,7 +133,9 @@ async function underWay(c: DashContext, pid: string): Promise<AsyncRun[]> {
   if (!can(c, "runs:invoke")) return [];
   const api = c.get("api");
   const lists = await Promise.all(
-    (["running", "queued"] as const).map((status) => api<Page<AsyncRun>>("GET", `/projects/${seg(pid)}/async-runs?status=${status}&limit=${UNDER_WAY_SHOWN}`)),
+    (["running", "queued"] as const).map((status) =>
+      api<Page<AsyncRun>>("GET", `/projects/${seg(pid)}/async-runs?status=${status}&limit=${UNDER_WAY_SHOWN}`),
+    ),
   );
   return lists.flatMap((l) => (l.ok ? l.data.data : []));
 }
@@ -131,7 +148,10 @@ function UnderWay({ runs }: { runs: AsyncRun[] }) {
       <ul class="plain">
         {runs.map((r) => (
           <li>
-            <Badge tone={r.status === "running" ? "info" : "neutral"}>{r.status === "running" ? "Running" : "Queued"}</Badge> <code>{r.run_id}</code>{" "}
+            <Badge tone={r.status === "running" ? "info" : "neutral"}>
+              {r.status === "running" ? "Running" : "Queued"}
+            </Badge>{" "}
+            <code>{r.run_id}</code>{" "}
             <span class="muted">
               app {r.app_name}, accepted {when(r.created_at)}
             </span>
@@ -149,7 +169,8 @@ async function runsPage(c: DashContext, project: Project) {
   if (filters.app_name) query.set("app_name", filters.app_name);
   if (filters.mode) query.set("mode", filters.mode);
   if (filters.status) query.set("status", filters.status);
-  if (filters.range) query.set("from", new Date(c.var.scope.deps.now().getTime() - RANGES[filters.range].span).toISOString());
+  if (filters.range)
+    query.set("from", new Date(c.var.scope.deps.now().getTime() - RANGES[filters.range].span).toISOString());
   const cursor = c.req.query("cursor");
   if (cursor) query.set("cursor", cursor);
   const api = c.get("api");
@@ -163,15 +184,18 @@ async function runsPage(c: DashContext, project: Project) {
   const filtered = Object.keys(kept).length > 0;
   const appNames = Object.fromEntries((apps.ok ? apps.data.data : []).map((a) => [a.name, a.name]));
   if (filters.app_name && !appNames[filters.app_name]) appNames[filters.app_name] = filters.app_name;
-  const rangeLabels = Object.fromEntries(Object.entries(RANGES).map(([k, v]) => [k, `Last ${v.label}`])) as Record<Range, string>;
+  const rangeLabels = Object.fromEntries(Object.entries(RANGES).map(([k, v]) => [k, `Last ${v.label}`])) as Record<
+    Range,
+    string
+  >;
   return renderPage(
     c,
     { title: "Runs", projectId: pid, tab: "runs", status: list.ok ? 200 : list.problem.status === 404 ? 404 : 400 },
     <>
       <ProjectHeading project={project} title="Runs" />
       <p class="muted">
-        Every run of the project, synchronous and async, newest first, once it has ended (no bodies are kept). An async run's full state and result stay at
-        its <code>status_url</code>. Runs are kept 7 days.
+        Every run of the project, synchronous and async, newest first, once it has ended (no bodies are kept). An async
+        run's full state and result stay at its <code>status_url</code>. Runs are kept 7 days.
       </p>
       <UnderWay runs={pending} />
       <form method="get" action={path} class="filter runs" aria-label="Filter runs">
@@ -189,7 +213,8 @@ async function runsPage(c: DashContext, project: Project) {
         ) : (
           <div class="card">
             <p>
-              <strong>No runs yet.</strong> Make one with a token from <a href={projectPath(pid, "/api-keys")}>API Keys</a>:
+              <strong>No runs yet.</strong> Make one with a token from{" "}
+              <a href={projectPath(pid, "/api-keys")}>API Keys</a>:
             </p>
             <RunCommand c={c} projectId={pid} appName={Object.keys(appNames)[0]} />
           </div>
@@ -198,13 +223,21 @@ async function runsPage(c: DashContext, project: Project) {
         <>
           {list.data.sampled && (
             <p class="alert warning" role="note">
-              The project made more runs in this range than its records keep: the list shows a sample of that time's runs. The counts on the{" "}
-              <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
+              The project made more runs in this range than its records keep: the list shows a sample of that time's
+              runs. The counts on the <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
             </p>
           )}
           <DataTable
             caption="Runs"
-            columns={["Run", "App and request", "Status", "Duration", { label: "In / out", optional: true }, { label: "Caller", optional: true }, "Webhook"]}
+            columns={[
+              "Run",
+              "App and request",
+              "Status",
+              "Duration",
+              { label: "In / out", optional: true },
+              { label: "Caller", optional: true },
+              "Webhook",
+            ]}
             class="cards"
             footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
           >

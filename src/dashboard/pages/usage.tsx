@@ -14,12 +14,18 @@ export function registerUsage(dash: DashRouter) {
       const usage = await c.get("api")<Usage>("GET", usageQuery(pid, window));
       return renderPage(
         c,
-        { title: "Usage", projectId: pid, tab: "usage", status: usage.ok ? 200 : usage.problem.status === 404 ? 404 : 400 },
+        {
+          title: "Usage",
+          projectId: pid,
+          tab: "usage",
+          status: usage.ok ? 200 : usage.problem.status === 404 ? 404 : 400,
+        },
         <>
           <ProjectHeading project={project} title="Usage" />
           <p class="muted">
-            Every run of the project's apps, synchronous and async, on the API hostname and custom domains. Each app's own figures are on its page under{" "}
-            <a href={projectPath(pid, "/apps")}>Apps</a>; every run is listed under <a href={projectPath(pid, "/runs")}>Runs</a>.
+            Every run of the project's apps, synchronous and async, on the API hostname and custom domains. Each app's
+            own figures are on its page under <a href={projectPath(pid, "/apps")}>Apps</a>; every run is listed under{" "}
+            <a href={projectPath(pid, "/runs")}>Runs</a>.
           </p>
           <RangePicker c={c} current={range} />
           <UsageSection c={c} usage={usage} window={window} projectId={pid} idPrefix="project" />

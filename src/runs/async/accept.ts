@@ -17,9 +17,6 @@ const KEY = /^[\x21-\x7e]{1,255}$/;
 /** Queue sends tried before the caller is told to try again (nothing is left behind then). */
 const SEND_TRIES = 2;
 
-
-
-
 async function sha256Hex(text: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
@@ -37,11 +34,23 @@ function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
 export const statusUrl = (requestUrl: string, projectId: string, appName: string, runId: string) =>
   new URL(`/v4/${projectId}/${appName}/runs/${runId}`, requestUrl).href;
 
-function accepted(request: Request, run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">, replayed: boolean): Response {
+function accepted(
+  request: Request,
+  run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">,
+  replayed: boolean,
+): Response {
   const url = statusUrl(request.url, run.projectId, run.appName, run.id);
-  const headers: Record<string, string> = { "Content-Type": "application/json", Location: url, "X-Run-Id": run.id, "Cache-Control": "no-store" };
+  const headers: Record<string, string> = {
+    "Content-Type": "application/json",
+    Location: url,
+    "X-Run-Id": run.id,
+    "Cache-Control": "no-store",
+  };
   if (replayed) headers["Idempotent-Replayed"] = "true";
-  return new Response(JSON.stringify({ run_id: run.id, status: run.status, status_url: url }), { status: 202, headers });
+  return new Response(JSON.stringify({ run_id: run.id, status: run.status, status_url: url }), {
+    status: 202,
+    headers,
+  });
 }
 
 /**
@@ -53,11 +62,13 @@ function accepted(request: Request, run: Pick<AsyncRun, "id" | "status" | "proje
 export async function acceptAsync(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
   const { deps, config, db, env } = scope;
   const key = request.headers.get("idempotency-key");
-  if (key !== null && !KEY.test(key)) throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
+  if (key !== null && !KEY.test(key))
+    throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
   // Stored as text with the run (D1 or R2): UTF-8 as it is, any other bytes (a custom app's binary
   // upload) as base64. Admission read it whole within RUN_REQUEST_MAX_BYTES of real bytes.
   const body = req.body.kind === "bytes" ? storedBody(req.body.bytes) : null;
-  if (body?.encoding === "base64" && req.runtime === "cortex") throw invalidField("body", "(root)", "must be UTF-8 JSON");
+  if (body?.encoding === "base64" && req.runtime === "cortex")
+    throw invalidField("body", "(root)", "must be UTF-8 JSON");
   const now = deps.now();
   const runId = newId("run", now.getTime());
   const query = forwardedQuery(req.query);
@@ -70,10 +81,22 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
   // A UTF-8 body hashes as its text, as it always has (a key given before this change still matches);
   // a base64 one as an object, which no text body can equal, so different bytes never share a hash.
   const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
-  const requestHash = await sha256Hex(JSON.stringify([request.method, req.appName, req.appPath, query?.toString() ?? "", req.webhook?.endpoint ?? null, hashedBody]));
+  const requestHash = await sha256Hex(
+    JSON.stringify([
+      request.method,
+      req.appName,
+      req.appPath,
+      query?.toString() ?? "",
+      req.webhook?.endpoint ?? null,
+      hashedBody,
+    ]),
+  );
 
   // The stored text counts against the row's budget: base64 is 4/3 of the bytes (`storedBody`).
-  const placed = body === null ? { inline: null, inR2: false } : await placePayload(env, requestKey(runId), body.text, body.storedBytes);
+  const placed =
+    body === null
+      ? { inline: null, inR2: false }
+      : await placePayload(env, requestKey(runId), body.text, body.storedBytes);
   const secret = req.webhook?.secret;
   const run = {
     id: runId,
@@ -91,7 +114,8 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
     idempotencyKey: key,
     requestHash,
     webhookEndpoint: req.webhook?.endpoint ?? null,
-    webhookSecret: secret === undefined ? null : JSON.stringify(await sealSecret(config.webhookEncryptionKey, runId, secret)),
+    webhookSecret:
+      secret === undefined ? null : JSON.stringify(await sealSecret(config.webhookEncryptionKey, runId, secret)),
     createdAt: now,
   };
   const dropBody = () => (placed.inR2 ? dropPayloads(env, [requestKey(runId)]) : Promise.resolve());
@@ -115,7 +139,11 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
       existing = await runByKey(db, req.projectId, req.caller.id, key ?? "");
     }
     await dropBody();
-    if (!existing) throw new ApiError("conflict", "A run with this Idempotency-Key was being changed at the same moment; retry the request.");
+    if (!existing)
+      throw new ApiError(
+        "conflict",
+        "A run with this Idempotency-Key was being changed at the same moment; retry the request.",
+      );
     if (existing.requestHash !== requestHash) {
       throw new ApiError(
         "idempotency_key_reused",
@@ -128,7 +156,12 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
   return send(scope, request, run, dropBody);
 }
 
-async function send(scope: Scope, request: Request, run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">, dropBody: () => Promise<void>): Promise<Response> {
+async function send(
+  scope: Scope,
+  request: Request,
+  run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">,
+  dropBody: () => Promise<void>,
+): Promise<Response> {
   const message: AsyncRunMessage = { v: 1, run_id: run.id, project_id: run.projectId };
   let lastError: unknown;
   for (let tries = 1; tries <= SEND_TRIES; tries++) {
@@ -144,5 +177,7 @@ async function send(scope: Scope, request: Request, run: Pick<AsyncRun, "id" | "
   log("error", "async run not queued", { run_id: run.id, project_id: run.projectId, error: lastError });
   await deleteRun(scope.db, run.id);
   await dropBody();
-  throw new ApiError("service_unavailable", "The run could not be queued; nothing was run. Retry the request.", { headers: { "Retry-After": "1" } });
+  throw new ApiError("service_unavailable", "The run could not be queued; nothing was run. Retry the request.", {
+    headers: { "Retry-After": "1" },
+  });
 }

@@ -18,7 +18,15 @@ const api = client();
 
 /** A run JWT of `projectId`, for subject `sub` (none: a JWT without `sub`). */
 const jwtOf = (projectId: string, sub?: string) =>
-  sign({ project_id: projectId, ...(sub === undefined ? {} : { sub }), exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
+  sign(
+    {
+      project_id: projectId,
+      ...(sub === undefined ? {} : { sub }),
+      exp: Math.floor(api.clock.now().getTime() / 1000) + 600,
+    },
+    TEST_SECRETS.JWT_SECRET,
+    "HS256",
+  );
 
 describe("async runs: who may read and cancel them", () => {
   it("answers another project's key, another app's path and an unknown id with the same 404, on GET and DELETE", async () => {
@@ -59,7 +67,11 @@ describe("async runs: who may read and cancel them", () => {
     expect((await api.json(path, { token: jwt })).status).toBe(200);
     expect((await api.json(path, { token: await jwtOf(app.projectId, "reader") })).status).toBe(200);
     expect((await api.json(path)).status).toBe(200);
-    const stranger = await sign({ project_id: "proj_0000000000aaaaaaaaaaaaaaaaaaaa", exp: Math.floor(api.clock.now().getTime() / 1000) + 600 }, TEST_SECRETS.JWT_SECRET, "HS256");
+    const stranger = await sign(
+      { project_id: "proj_0000000000aaaaaaaaaaaaaaaaaaaa", exp: Math.floor(api.clock.now().getTime() / 1000) + 600 },
+      TEST_SECRETS.JWT_SECRET,
+      "HS256",
+    );
     expect((await api.json(path, { token: stranger })).status).toBe(404);
   });
 
@@ -67,7 +79,9 @@ describe("async runs: who may read and cancel them", () => {
     const app = await seedRunnable(api);
     const other = await seedRunnable(api);
     await startAsync(api, app);
-    const own = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/async-runs`, { token: app.token });
+    const own = await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/async-runs`, {
+      token: app.token,
+    });
     expect(own.status).toBe(200);
     expect(own.body.data).toHaveLength(1);
     expect((await api.json(`/v2/projects/${app.projectId}/async-runs`, { token: other.token })).status).toBe(404);
@@ -76,7 +90,10 @@ describe("async runs: who may read and cancel them", () => {
   it("never stores or forwards the webhook secret or the caller's Authorization in clear", async () => {
     const app = await seedRunnable(api);
     const secret = "a-secret-that-must-not-leak";
-    const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent("http://127.0.0.1:9/hook")}`, headers: { "X-Webhook-Secret": secret } });
+    const started = await startAsync(api, app, {
+      query: `webhookEndpoint=${encodeURIComponent("http://127.0.0.1:9/hook")}`,
+      headers: { "X-Webhook-Secret": secret },
+    });
     const row = await env.DB.prepare("SELECT * FROM async_runs WHERE id = ?").bind(started.body.run_id).first();
     expect(JSON.stringify(row)).not.toContain(secret);
     expect(JSON.stringify(row)).not.toContain(app.token);
@@ -97,7 +114,11 @@ describe("async runs are bound to the caller that made them, not to the project"
     const started = await startAsync(api, app, { token: alice });
     expect(started.response.status).toBe(202);
     const path = new URL(started.body.status_url).pathname;
-    const others = { "another subject": await jwtOf(app.projectId, "bob"), "a JWT without sub": await jwtOf(app.projectId), "a service account of the project": app.token };
+    const others = {
+      "another subject": await jwtOf(app.projectId, "bob"),
+      "a JWT without sub": await jwtOf(app.projectId),
+      "a service account of the project": app.token,
+    };
     for (const method of ["GET", "DELETE"]) {
       for (const [name, token] of Object.entries(others)) {
         const res = await api.json(path, { method, token });
@@ -126,7 +147,11 @@ describe("async runs are bound to the caller that made them, not to the project"
     expect(second.response.headers.get("idempotent-replayed")).toBeNull();
     expect(second.message).toBeDefined();
     // And with the same body: still bob's own run, not a replay of alice's.
-    const sameBody = await startAsync(api, app, { token: await jwtOf(app.projectId, "carol"), headers: key, body: { amount: 1 } });
+    const sameBody = await startAsync(api, app, {
+      token: await jwtOf(app.projectId, "carol"),
+      headers: key,
+      body: { amount: 1 },
+    });
     expect(sameBody.response.status).toBe(202);
     expect(sameBody.text).not.toContain(first.body.run_id);
 
@@ -178,10 +203,20 @@ describe("async runs are bound to the caller that made them, not to the project"
 
 describe("an async run's forwarded request does not outlive it", () => {
   const db = createDb(env.DB);
-  const sweep = (c: Client) => createWorker(testDeps({ now: c.clock.now })).scheduled(createScheduledController({ cron: CRONS.asyncRuns }), env, createExecutionContext());
+  const sweep = (c: Client) =>
+    createWorker(testDeps({ now: c.clock.now })).scheduled(
+      createScheduledController({ cron: CRONS.asyncRuns }),
+      env,
+      createExecutionContext(),
+    );
   const APP_KEY = "app-key-4f1d2c9b7e0a";
   const QUERY_SECRET = "query-secret-8c2e61";
-  const stored = async (runId: string) => (await env.DB.prepare("SELECT status, error_code, request_headers, target, request_body FROM async_runs WHERE id = ?").bind(runId).first())!;
+  const stored = async (runId: string) =>
+    (await env.DB.prepare(
+      "SELECT status, error_code, request_headers, target, request_body FROM async_runs WHERE id = ?",
+    )
+      .bind(runId)
+      .first())!;
 
   beforeEach(() => {
     vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -195,15 +230,26 @@ describe("an async run's forwarded request does not outlive it", () => {
     const local = client();
     const app = await seedRunnable(local);
     const start = () => startAsync(local, app, { query: `token=${QUERY_SECRET}`, headers: { "X-Api-Key": APP_KEY } });
-    const runs = { succeeded: await start(), failed: await start(), cancelled: await start(), interrupted: await start(), expired: await start() };
+    const runs = {
+      succeeded: await start(),
+      failed: await start(),
+      cancelled: await start(),
+      interrupted: await start(),
+      expired: await start(),
+    };
     // While it waits, the run keeps what its app is to receive.
     const waiting = JSON.stringify(await stored(runs.succeeded.body.run_id));
     expect(waiting).toContain(APP_KEY);
     expect(waiting).toContain(QUERY_SECRET);
 
     await consume(local, runs.succeeded.message);
-    await consume(local, runs.failed.message, { deps: { outbound: { fetch: async () => new Response("no", { status: 500 }) } } });
-    expect((await local.json(new URL(runs.cancelled.body.status_url).pathname, { method: "DELETE", token: app.token })).status).toBe(200);
+    await consume(local, runs.failed.message, {
+      deps: { outbound: { fetch: async () => new Response("no", { status: 500 }) } },
+    });
+    expect(
+      (await local.json(new URL(runs.cancelled.body.status_url).pathname, { method: "DELETE", token: app.token }))
+        .status,
+    ).toBe(200);
     await claimRun(db, runs.interrupted.body.run_id, "msg-lost", local.clock.now());
     local.clock.advance(RUNNING_MAX_MS + 1_000);
     await sweep(local);
@@ -214,7 +260,13 @@ describe("an async run's forwarded request does not outlive it", () => {
     for (const [ending, run] of Object.entries(runs)) {
       const row = await stored(run.body.run_id);
       expect(`${String(row.status)}/${String(row.error_code)}`, ending).toMatch(
-        { succeeded: /^succeeded/, failed: /^failed\//, cancelled: /^cancelled/, interrupted: /^failed\/interrupted/, expired: /^failed\/expired/ }[ending]!,
+        {
+          succeeded: /^succeeded/,
+          failed: /^failed\//,
+          cancelled: /^cancelled/,
+          interrupted: /^failed\/interrupted/,
+          expired: /^failed\/expired/,
+        }[ending]!,
       );
       expect(row.request_headers, ending).toBe("[]");
       expect(String(row.target), ending).not.toContain("?");

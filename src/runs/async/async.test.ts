@@ -36,28 +36,51 @@ describe("?async=true: accepted at once", () => {
     expect(Object.keys(started.body)).toEqual(["run_id", "status", "status_url"]);
     expect(started.body.run_id).toMatch(/^run_/);
     expect(started.body.status).toBe("queued");
-    expect(started.body.status_url).toBe(`http://localhost/v4/${app.projectId}/${app.appName}/runs/${started.body.run_id}`);
+    expect(started.body.status_url).toBe(
+      `http://localhost/v4/${app.projectId}/${app.appName}/runs/${started.body.run_id}`,
+    );
     expect(started.response.headers.get("location")).toBe(started.body.status_url);
     expect(started.response.headers.get("x-run-id")).toBe(started.body.run_id);
     expect(started.response.headers.get("x-request-id")).toMatch(/^req_/);
     expect(started.sent).toEqual([{ v: 1, run_id: started.body.run_id, project_id: app.projectId }]);
     const view = await poll(api, started.body.status_url, app.token);
     expect(view.status).toBe(200);
-    expect(view.body).toMatchObject({ run_id: started.body.run_id, status: "queued", started_at: null, finished_at: null, result: null, error: null });
+    expect(view.body).toMatchObject({
+      run_id: started.body.run_id,
+      status: "queued",
+      started_at: null,
+      finished_at: null,
+      result: null,
+      error: null,
+    });
   });
 
   it("makes every check of a synchronous run first: nothing is queued or stored when one fails", async () => {
     const app = await seedRunnable(api);
     const other = await seedRunnable(api);
-    const undeployed = await api.json(`/v2/projects/${app.projectId}/apps`, { method: "POST", token: app.token, body: { name: "nodeploy", region: "us-east-1", runtime: "custom" } });
+    const undeployed = await api.json(`/v2/projects/${app.projectId}/apps`, {
+      method: "POST",
+      token: app.token,
+      body: { name: "nodeploy", region: "us-east-1", runtime: "custom" },
+    });
     expect(undeployed.status).toBe(201);
     const cases: [string, Parameters<typeof startAsync>[2] & { path?: string }, number, string][] = [
       ["no key", { token: "nope" }, 401, "invalid_token"],
       ["another project's key", { token: other.token }, 404, "not_found"],
-      ["a bad webhookEndpoint", { query: `webhookEndpoint=${encodeURIComponent("https://10.0.0.1/hook")}` }, 400, "validation_failed"],
+      [
+        "a bad webhookEndpoint",
+        { query: `webhookEndpoint=${encodeURIComponent("https://10.0.0.1/hook")}` },
+        400,
+        "validation_failed",
+      ],
       ["a body that is not an object", { rawBody: "[1]" }, 400, "validation_failed"],
       ["malformed JSON", { rawBody: "{" }, 400, "malformed_json"],
-      ["a cortex body that is not UTF-8", { rawBody: Uint8Array.of(...new TextEncoder().encode('{"a":"'), 0xff, 0x22, 0x7d) }, 400, "malformed_json"],
+      [
+        "a cortex body that is not UTF-8",
+        { rawBody: Uint8Array.of(...new TextEncoder().encode('{"a":"'), 0xff, 0x22, 0x7d) },
+        400,
+        "malformed_json",
+      ],
       ["async neither true nor false", { query: "async=yes" }, 400, "validation_failed"],
       ["a malformed Idempotency-Key", { headers: { "Idempotency-Key": "with space" } }, 400, "validation_failed"],
     ];
@@ -70,7 +93,9 @@ describe("?async=true: accepted at once", () => {
     const none = await startAsync(api, { runPath: `/v4/${app.projectId}/nodeploy/run`, token: app.token });
     expect(none.response.status).toBe(409);
     expect(none.sent).toEqual([]);
-    const rows = await env.DB.prepare("SELECT count(*) AS n FROM async_runs WHERE project_id = ?").bind(app.projectId).first<{ n: number }>();
+    const rows = await env.DB.prepare("SELECT count(*) AS n FROM async_runs WHERE project_id = ?")
+      .bind(app.projectId)
+      .first<{ n: number }>();
     expect(rows!.n).toBe(0);
   });
 
@@ -84,7 +109,9 @@ describe("?async=true: accepted at once", () => {
     );
     expect(response.status).toBe(503);
     expect(response.headers.get("retry-after")).toBe("1");
-    const rows = await env.DB.prepare("SELECT count(*) AS n FROM async_runs WHERE project_id = ?").bind(app.projectId).first<{ n: number }>();
+    const rows = await env.DB.prepare("SELECT count(*) AS n FROM async_runs WHERE project_id = ?")
+      .bind(app.projectId)
+      .first<{ n: number }>();
     expect(rows!.n).toBe(0);
   });
 });
@@ -93,7 +120,11 @@ describe("an async run's life: queued → running → succeeded | failed | cance
   it("polling sees queued, then running while the app works, then succeeded with the synchronous run's exact answer", async () => {
     const app = await seedRunnable(api);
     const raw = '{"inputs":{"prompt":"hi","n":1.50}}';
-    const started = await startAsync(api, app, { rawBody: raw, query: "temperature=0.2", headers: { "X-Custom": "kept" } });
+    const started = await startAsync(api, app, {
+      rawBody: raw,
+      query: "temperature=0.2",
+      headers: { "X-Custom": "kept" },
+    });
     expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("queued");
 
     const upstream = gatedOutbound();
@@ -108,7 +139,12 @@ describe("an async run's life: queued → running → succeeded | failed | cance
     expect(await consumed).toMatchObject({ acked: true, retried: false });
 
     const done = await poll(api, started.body.status_url, app.token);
-    expect(done.body).toMatchObject({ status: "succeeded", status_code: 200, error: null, finished_at: api.clock.now().toISOString() });
+    expect(done.body).toMatchObject({
+      status: "succeeded",
+      status_code: 200,
+      error: null,
+      finished_at: api.clock.now().toISOString(),
+    });
     // The synchronous run's envelope: its run_id, the app's JSON untouched, the body and query as sent, ours removed.
     const envelope = done.body.result as { run_id: string; result: Echo; run_time_ms: number; timestamp: string };
     expect(Object.keys(envelope)).toEqual(["run_id", "result", "run_time_ms", "timestamp"]);
@@ -139,7 +175,11 @@ describe("an async run's life: queued → running → succeeded | failed | cance
     const started = await startAsync(api, app);
     await consume(api, started.message);
     const done = await poll(api, started.body.status_url, app.token);
-    expect(done.body).toMatchObject({ status: "failed", status_code: 422, error: { code: "upstream_status", message: "The app answered 422." } });
+    expect(done.body).toMatchObject({
+      status: "failed",
+      status_code: 422,
+      error: { code: "upstream_status", message: "The app answered 422." },
+    });
     expect((done.body.result as { result: Echo }).result.method).toBe("POST");
   });
 
@@ -149,7 +189,11 @@ describe("an async run's life: queued → running → succeeded | failed | cance
     await consume(api, started.message);
     const done = await poll(api, started.body.status_url, app.token);
     expect(done.body).toMatchObject({ status: "failed", status_code: 502, error: { code: "bad_gateway" } });
-    expect(done.body.result).toMatchObject({ code: "bad_gateway", run_id: started.body.run_id, request_id: started.response.headers.get("x-request-id") });
+    expect(done.body.result).toMatchObject({
+      code: "bad_gateway",
+      run_id: started.body.run_id,
+      request_id: started.response.headers.get("x-request-id"),
+    });
   });
 
   it("ends failed with a reason when the app outlives ASYNC_RUN_TIMEOUT_MS", async () => {
@@ -159,7 +203,11 @@ describe("an async run's life: queued → running → succeeded | failed | cance
     await consume(api, started.message, { bindings: { ASYNC_RUN_TIMEOUT_MS: "200" } });
     expect(Date.now() - before).toBeLessThan(1_200);
     const done = await poll(api, started.body.status_url, app.token);
-    expect(done.body).toMatchObject({ status: "failed", status_code: 504, error: { code: "gateway_timeout", message: "The app did not answer within 200 ms." } });
+    expect(done.body).toMatchObject({
+      status: "failed",
+      status_code: 504,
+      error: { code: "gateway_timeout", message: "The app did not answer within 200 ms." },
+    });
     expect(done.body.result).toMatchObject({ code: "gateway_timeout", run_id: started.body.run_id });
   });
 
@@ -172,7 +220,9 @@ describe("an async run's life: queued → running → succeeded | failed | cance
       { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext,
     );
     expect(response.status).toBe(500);
-    expect(((await response.json()) as { detail: string }).detail).toMatch(/ASYNC_RUN_TIMEOUT_MS must be at most 840000/);
+    expect(((await response.json()) as { detail: string }).detail).toMatch(
+      /ASYNC_RUN_TIMEOUT_MS must be at most 840000/,
+    );
     expect(started.response.status).toBe(202);
   });
 
@@ -194,7 +244,10 @@ describe("webhooks of async runs", () => {
   it("delivers the stored result byte for byte, signed", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }], SECRET);
-    const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}`, headers: { "X-Webhook-Secret": SECRET } });
+    const started = await startAsync(api, app, {
+      query: `webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      headers: { "X-Webhook-Secret": SECRET },
+    });
     const stored = await runById(db, started.body.run_id);
     expect(stored!.webhookSecret).not.toContain(SECRET);
     const { deliveries } = await consume(api, started.message);
@@ -204,13 +257,19 @@ describe("webhooks of async runs", () => {
     const done = await poll(api, started.body.status_url, app.token);
     expect(got!.body).toBe(done.rawResult);
     expect(got!.signatures).toEqual({ node: true, openssl: true, standard: true });
-    expect(await runById(db, started.body.run_id)).toMatchObject({ webhookSecret: null, deliveryId: got!.headers["x-request-id"] });
+    expect(await runById(db, started.body.run_id)).toMatchObject({
+      webhookSecret: null,
+      deliveryId: got!.headers["x-request-id"],
+    });
   });
 
   it("stores a 5 MB result in R2 and both delivers and answers it intact", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream/echo?bytes=${5 * 1024 * 1024}`);
     const hook = await receiver([{ status: 200 }], SECRET);
-    const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}`, headers: { "X-Webhook-Secret": SECRET } });
+    const started = await startAsync(api, app, {
+      query: `webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      headers: { "X-Webhook-Secret": SECRET },
+    });
     const { deliveries } = await consume(api, started.message);
     const row = await runById(db, started.body.run_id);
     expect(row).toMatchObject({ status: "succeeded", resultInR2: true, result: null });
@@ -227,8 +286,12 @@ describe("webhooks of async runs", () => {
 
   it("sends no webhook for a cancelled run", async () => {
     const app = await seedRunnable(api);
-    const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/none`)}` });
-    expect((await api.call(new URL(started.body.status_url).pathname, { method: "DELETE", token: app.token })).status).toBe(200);
+    const started = await startAsync(api, app, {
+      query: `webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/none`)}`,
+    });
+    expect(
+      (await api.call(new URL(started.body.status_url).pathname, { method: "DELETE", token: app.token })).status,
+    ).toBe(200);
     const upstream = gatedOutbound();
     const { acked, deliveries } = await consume(api, started.message, { deps: { outbound: upstream.outbound } });
     expect(acked).toBe(true);

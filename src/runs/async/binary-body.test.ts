@@ -19,14 +19,18 @@ function randomBytes(size: number): Uint8Array {
 }
 
 const sha256Hex = async (bytes: Uint8Array) =>
-  Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)), (b) => b.toString(16).padStart(2, "0")).join("");
+  Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)), (b) => b.toString(16).padStart(2, "0")).join(
+    "",
+  );
 
 const stored = async (runId: string) =>
-  (await env.DB.prepare("SELECT request_body_encoding, request_in_r2, request_body FROM async_runs WHERE id = ?").bind(runId).first<{
-    request_body_encoding: string;
-    request_in_r2: number;
-    request_body: string | null;
-  }>())!;
+  (await env.DB.prepare("SELECT request_body_encoding, request_in_r2, request_body FROM async_runs WHERE id = ?")
+    .bind(runId)
+    .first<{
+      request_body_encoding: string;
+      request_in_r2: number;
+      request_body: string | null;
+    }>())!;
 
 /**
  * An async run of a custom app whose origin is one of the peer's receivers, which records the bytes
@@ -35,7 +39,11 @@ const stored = async (runId: string) =>
 async function runBinary(body: Uint8Array, type = "application/octet-stream") {
   const hook = await receiver();
   const origin = await seedRunnable(api, hook.url, "custom");
-  const started = await startAsync(api, { runPath: `${origin.appPath}/v1/upload`, token: origin.token }, { rawBody: body, headers: { "Content-Type": type } });
+  const started = await startAsync(
+    api,
+    { runPath: `${origin.appPath}/v1/upload`, token: origin.token },
+    { rawBody: body, headers: { "Content-Type": type } },
+  );
   expect(started.response.status).toBe(202);
   const row = await stored(started.body.run_id);
   const consumed = await consume(api, started.message);
@@ -80,10 +88,17 @@ describe("async runs of custom apps with binary bodies", () => {
     const body = new TextEncoder().encode("\ufeffhé, plain text");
     const capture = capturingQueue();
     // Bytes with no Content-Type: the caller sent none.
-    const response = await callWith(api, { ASYNC_RUN_QUEUE: capture.queue }, `${app.appPath}/notes?async=true`, { method: "POST", token: app.token, body });
+    const response = await callWith(api, { ASYNC_RUN_QUEUE: capture.queue }, `${app.appPath}/notes?async=true`, {
+      method: "POST",
+      token: app.token,
+      body,
+    });
     expect(response.status).toBe(202);
     const accepted = (await response.json()) as { run_id: string; status_url: string };
-    expect(await stored(accepted.run_id)).toMatchObject({ request_body_encoding: "utf8", request_body: "\ufeffhé, plain text" });
+    expect(await stored(accepted.run_id)).toMatchObject({
+      request_body_encoding: "utf8",
+      request_body: "\ufeffhé, plain text",
+    });
     await consume(api, capture.sent[0]);
     expect((await poll(api, accepted.status_url, app.token)).body.status).toBe("succeeded");
     const [got] = await received(hook.key);
@@ -95,7 +110,10 @@ describe("async runs of custom apps with binary bodies", () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const target = { runPath: `${app.appPath}/upload`, token: app.token };
     const send = (rawBody: string | Uint8Array) =>
-      startAsync(api, target, { rawBody, headers: { "Content-Type": "application/octet-stream", "Idempotency-Key": "upload-1" } });
+      startAsync(api, target, {
+        rawBody,
+        headers: { "Content-Type": "application/octet-stream", "Idempotency-Key": "upload-1" },
+      });
     const first = await send(everyByte());
     expect(first.response.status).toBe(202);
     const again = await send(everyByte());

@@ -26,21 +26,22 @@ import { isAsyncRunMessage } from "./message";
  * died, and ends the run `failed` (`interrupted`). Any other copy finds the run not `queued` and stops.
  */
 
-
 /** D1 writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
 const END_TRIES = 3;
 
 const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
 /** The run's app as deployed now: its runtime decides its answer's form; an app deleted since answers as a `custom` one (passed through). */
-async function deploymentOf(scope: Scope, run: AsyncRun): Promise<{ runtime: "cortex" | "custom"; originUrl: string | null }> {
+async function deploymentOf(
+  scope: Scope,
+  run: AsyncRun,
+): Promise<{ runtime: "cortex" | "custom"; originUrl: string | null }> {
   try {
     return await upstreamOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime());
   } catch {
     return { runtime: "custom", originUrl: null };
   }
 }
-
 
 async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<void> {
   const { env, config, deps, db } = scope;
@@ -78,7 +79,14 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
       await new Promise((resolve) => setTimeout(resolve, 50 * tries));
     }
   }
-  recordFinished(scope, run, { path: appPathOf(run.target, originUrl), status: answer.status, timedOut: answer.failure?.code === "gateway_timeout", bytesIn: body?.byteLength ?? 0, bytesOut: ending.resultBytes, finishedAt: ending.finishedAt });
+  recordFinished(scope, run, {
+    path: appPathOf(run.target, originUrl),
+    status: answer.status,
+    timedOut: answer.failure?.code === "gateway_timeout",
+    bytesIn: body?.byteLength ?? 0,
+    bytesOut: ending.resultBytes,
+    finishedAt: ending.finishedAt,
+  });
   await deliver(scope, run, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }
@@ -96,7 +104,8 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
     if (!claimed) {
       const run = await runById(db, runId);
       // Claimed by this very message before: the invocation that had it died mid-run.
-      if (run?.status === "running" && run.claimedBy === msg.id) await endUnanswered(scope, run, "running", msg.id, "interrupted");
+      if (run?.status === "running" && run.claimedBy === msg.id)
+        await endUnanswered(scope, run, "running", msg.id, "interrupted");
       return msg.ack();
     }
   } catch (error) {

@@ -9,7 +9,11 @@ const api = client();
 describe("async runs of passed-through answers", () => {
   it("store the document of a custom app's event stream as their result", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
-    const started = await startAsync(api, { runPath: `${app.appPath}/v1/chat/completions`, token: app.token }, { query: "events=3", headers: { Accept: "text/event-stream" } });
+    const started = await startAsync(
+      api,
+      { runPath: `${app.appPath}/v1/chat/completions`, token: app.token },
+      { query: "events=3", headers: { Accept: "text/event-stream" } },
+    );
     expect(started.response.status).toBe(202);
     await consume(api, started.message);
     const done = await poll(api, started.body.status_url, app.token);

@@ -38,8 +38,8 @@ const jsonResponse = (text: string) =>
  * sees every run; a run made before callers were recorded (`''`) stays any key's of its project, as it
  * was when it was made, until its retention ends.
  */
-const mayRead = (runCaller: string, caller: RunCaller) => caller.id === "admin" || runCaller === "" || runCaller === caller.id;
-
+const mayRead = (runCaller: string, caller: RunCaller) =>
+  caller.id === "admin" || runCaller === "" || runCaller === caller.id;
 
 /**
  * The run `runId` of `{project_id}/{app_name}` made by this caller, for a run key of that project; a 404
@@ -47,7 +47,13 @@ const mayRead = (runCaller: string, caller: RunCaller) => caller.id === "admin" 
  * read or cancel counted in the project's run budget (`RATE_LIMIT_RUNS`), since polling a run is traffic
  * like running one.
  */
-async function ownRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<AsyncRun> {
+async function ownRun(
+  scope: Scope,
+  request: Request,
+  projectId: string,
+  appName: string,
+  runId: string,
+): Promise<AsyncRun> {
   const caller = await admitCaller(scope, request);
   const missing = new ApiError("not_found", `No run with id '${runId}' of app '${appName}' in project '${projectId}'.`);
   // A key of another project learns nothing about this one's runs, not even whether the id exists.
@@ -61,21 +67,39 @@ async function ownRun(scope: Scope, request: Request, projectId: string, appName
 }
 
 /** `GET …/runs/{run_id}`: the run's state and, once finished, its stored answer. */
-export async function readRun(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<Response> {
+export async function readRun(
+  scope: Scope,
+  request: Request,
+  projectId: string,
+  appName: string,
+  runId: string,
+): Promise<Response> {
   // Hono answers HEAD with the GET route: a run's state is read with GET, and HEAD is refused as on every run path.
-  if (request.method === "HEAD") throw new ApiError("method_not_allowed", "HEAD is not allowed on an async run; use GET or DELETE.", { headers: { Allow: "DELETE, GET" } });
+  if (request.method === "HEAD")
+    throw new ApiError("method_not_allowed", "HEAD is not allowed on an async run; use GET or DELETE.", {
+      headers: { Allow: "DELETE, GET" },
+    });
   const run = await ownRun(scope, request, projectId, appName, runId);
   const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
   if (result === null && run.resultInR2) {
-    throw new ApiError("service_unavailable", "The run's result could not be read this time; retry the request.", { headers: { "Retry-After": "1" } });
+    throw new ApiError("service_unavailable", "The run's result could not be read this time; retry the request.", {
+      headers: { "Retry-After": "1" },
+    });
   }
   return jsonResponse(runJson(run, result));
 }
 
 /** `DELETE …/runs/{run_id}`: a queued run is cancelled (again: the same 200); a running or finished one is a 409. */
-export async function cancel(scope: Scope, request: Request, projectId: string, appName: string, runId: string): Promise<Response> {
+export async function cancel(
+  scope: Scope,
+  request: Request,
+  projectId: string,
+  appName: string,
+  runId: string,
+): Promise<Response> {
   const run = await ownRun(scope, request, projectId, appName, runId);
-  const cancelled = run.status === "queued" ? await cancelRun(scope.db, projectId, appName, runId, scope.deps.now()) : undefined;
+  const cancelled =
+    run.status === "queued" ? await cancelRun(scope.db, projectId, appName, runId, scope.deps.now()) : undefined;
   if (cancelled) {
     if (cancelled.requestInR2) await dropPayloads(scope.env, [requestKey(runId)]);
     return jsonResponse(runJson(cancelled, null));
@@ -83,7 +107,9 @@ export async function cancel(scope: Scope, request: Request, projectId: string, 
   // Not queued now: it may have been claimed or cancelled since it was read.
   const now = cancelled ?? (await runById(scope.db, runId)) ?? run;
   if (now.status === "cancelled") return jsonResponse(runJson(now, null));
-  throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, { extensions: { run_id: runId, run_status: now.status } });
+  throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, {
+    extensions: { run_id: runId, run_status: now.status },
+  });
 }
 
 /** `GET /v2/projects/{project_id}/async-runs`: recent async runs in every state. */
@@ -93,7 +119,13 @@ export const asyncRunsRouter = createRouter().openapi(listAsyncRuns, async (c) =
   const after = decodeCursor(cursor);
   const callers = listedCallers(c.get("principal"));
   // Every column but the payloads: a page of runs must not read their results.
-  const { result: _result, requestBody: _body, requestHeaders: _headers, webhookSecret: _secret, ...columns } = getTableColumns(asyncRuns);
+  const {
+    result: _result,
+    requestBody: _body,
+    requestHeaders: _headers,
+    webhookSecret: _secret,
+    ...columns
+  } = getTableColumns(asyncRuns);
   const rows = await c.var.scope.db
     .select(columns)
     .from(asyncRuns)

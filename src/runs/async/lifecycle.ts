@@ -34,7 +34,8 @@ export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: 
 }
 
 const UNANSWERED_DETAIL: Record<Unanswered, string> = {
-  interrupted: "The run was interrupted: the worker running it stopped before the app's answer was stored. It is not run again.",
+  interrupted:
+    "The run was interrupted: the worker running it stopped before the app's answer was stored. It is not run again.",
   expired: "The run waited in the queue too long and was never started. It is not run again.",
 };
 
@@ -55,15 +56,31 @@ export async function deliver(scope: Scope, run: AsyncRun, text: string): Promis
   let secret: string | undefined;
   if (run.webhookSecret) {
     try {
-      secret = await openSecret(scope.config.webhookEncryptionKey, run.id, JSON.parse(run.webhookSecret) as SealedSecret, scope.config.previous.webhookEncryptionKey);
+      secret = await openSecret(
+        scope.config.webhookEncryptionKey,
+        run.id,
+        JSON.parse(run.webhookSecret) as SealedSecret,
+        scope.config.previous.webhookEncryptionKey,
+      );
     } catch (error) {
       // Only a changed WEBHOOK_ENCRYPTION_KEY gets here: an unsigned delivery would be refused by a receiver that checks.
-      logError("async run webhook not delivered: secret unreadable", { run_id: run.id, project_id: run.projectId, error });
+      logError("async run webhook not delivered: secret unreadable", {
+        run_id: run.id,
+        project_id: run.projectId,
+        error,
+      });
       await handedOver(scope.db, run.id, "none");
       return;
     }
   }
-  const deliveryId = await enqueueDelivery(scope, { projectId: run.projectId, appName: run.appName, runId: run.id, endpoint: run.webhookEndpoint, secret, body: text });
+  const deliveryId = await enqueueDelivery(scope, {
+    projectId: run.projectId,
+    appName: run.appName,
+    runId: run.id,
+    endpoint: run.webhookEndpoint,
+    secret,
+    body: text,
+  });
   await handedOver(scope.db, run.id, deliveryId);
 }
 
@@ -94,9 +111,21 @@ export async function endUnanswered(
   if (!ended) return false;
   if (why === "interrupted") {
     const finishedAt = scope.deps.now();
-    recordFinished(scope, run, { path: appPathOf(run.target, null), status: 502, timedOut: false, bytesIn: 0, bytesOut: byteLength(text), finishedAt });
+    recordFinished(scope, run, {
+      path: appPathOf(run.target, null),
+      status: 502,
+      timedOut: false,
+      bytesIn: 0,
+      bytesOut: byteLength(text),
+      finishedAt,
+    });
   }
-  logError(`async run ${why}`, { run_id: run.id, project_id: run.projectId, from, started_at: run.startedAt?.toISOString() ?? null });
+  logError(`async run ${why}`, {
+    run_id: run.id,
+    project_id: run.projectId,
+    from,
+    started_at: run.startedAt?.toISOString() ?? null,
+  });
   await deliver(scope, run, text);
   return true;
 }

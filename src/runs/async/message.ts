@@ -10,4 +10,7 @@ export interface AsyncRunMessage {
 }
 
 export const isAsyncRunMessage = (body: unknown): body is AsyncRunMessage =>
-  typeof body === "object" && body !== null && (body as AsyncRunMessage).v === 1 && typeof (body as AsyncRunMessage).run_id === "string";
+  typeof body === "object" &&
+  body !== null &&
+  (body as AsyncRunMessage).v === 1 &&
+  typeof (body as AsyncRunMessage).run_id === "string";

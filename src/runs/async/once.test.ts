@@ -26,13 +26,19 @@ afterEach(() => {
 
 const cancel = (statusUrl: string, token: string) => api.json(new URL(statusUrl).pathname, { method: "DELETE", token });
 /** One run of the async-runs cron at `c`'s clock. */
-const sweep = (c: Client) => createWorker(testDeps({ now: c.clock.now })).scheduled(createScheduledController({ cron: CRONS.asyncRuns }), env, createExecutionContext());
+const sweep = (c: Client) =>
+  createWorker(testDeps({ now: c.clock.now })).scheduled(
+    createScheduledController({ cron: CRONS.asyncRuns }),
+    env,
+    createExecutionContext(),
+  );
 
 /** A D1 binding whose statements matching `pattern` fail, as D1 does when it is unavailable. */
 function failingD1(pattern: RegExp) {
   return new Proxy(env.DB, {
     get(target, prop) {
-      if (prop === "prepare") return (query: string) => target.prepare(pattern.test(query) ? "SELECT d1_unavailable()" : query);
+      if (prop === "prepare")
+        return (query: string) => target.prepare(pattern.test(query) ? "SELECT d1_unavailable()" : query);
       const value = Reflect.get(target, prop, target) as unknown;
       return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },
@@ -45,13 +51,20 @@ describe("cancel: DELETE …/runs/{run_id}", () => {
     const started = await startAsync(api, app);
     const first = await cancel(started.body.status_url, app.token);
     expect(first.status).toBe(200);
-    expect(first.body).toMatchObject({ run_id: started.body.run_id, status: "cancelled", result: null, finished_at: api.clock.now().toISOString() });
+    expect(first.body).toMatchObject({
+      run_id: started.body.run_id,
+      status: "cancelled",
+      result: null,
+      finished_at: api.clock.now().toISOString(),
+    });
     api.clock.advance(1_000);
     const again = await cancel(started.body.status_url, app.token);
     expect(again.status).toBe(200);
     expect(again.body).toEqual(first.body);
     const upstream = gatedOutbound();
-    expect(await consume(api, started.message, { deps: { outbound: upstream.outbound } })).toMatchObject({ acked: true });
+    expect(await consume(api, started.message, { deps: { outbound: upstream.outbound } })).toMatchObject({
+      acked: true,
+    });
     expect(upstream.calls).toBe(0);
     expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("cancelled");
   });
@@ -65,7 +78,12 @@ describe("cancel: DELETE …/runs/{run_id}", () => {
     await upstream.reached;
     const running = await cancel(started.body.status_url, app.token);
     expect(running.status).toBe(409);
-    expect(running.body).toMatchObject({ code: "run_not_cancellable", status: 409, run_status: "running", run_id: started.body.run_id });
+    expect(running.body).toMatchObject({
+      code: "run_not_cancellable",
+      status: 409,
+      run_status: "running",
+      run_id: started.body.run_id,
+    });
     upstream.release();
     await consumed;
     const finished = await cancel(started.body.status_url, app.token);
@@ -113,7 +131,11 @@ describe("at most once", () => {
     const upstream = gatedOutbound();
     const first = await consume(api, started.message, { id: "msg-once", deps: { outbound: upstream.outbound } });
     expect(first.deliveries).toHaveLength(1);
-    const again = await consume(api, started.message, { id: "msg-once", attempts: 2, deps: { outbound: upstream.outbound } });
+    const again = await consume(api, started.message, {
+      id: "msg-once",
+      attempts: 2,
+      deps: { outbound: upstream.outbound },
+    });
     const copy = await consume(api, started.message, { id: "msg-copy", deps: { outbound: upstream.outbound } });
     expect(again).toMatchObject({ acked: true, deliveries: [] });
     expect(copy).toMatchObject({ acked: true, deliveries: [] });
@@ -128,7 +150,10 @@ describe("at most once", () => {
     upstream.hold();
     const consumed = consume(api, started.message, { id: "msg-a", deps: { outbound: upstream.outbound } });
     await upstream.reached;
-    expect(await consume(api, started.message, { id: "msg-b", deps: { outbound: upstream.outbound } })).toMatchObject({ acked: true, deliveries: [] });
+    expect(await consume(api, started.message, { id: "msg-b", deps: { outbound: upstream.outbound } })).toMatchObject({
+      acked: true,
+      deliveries: [],
+    });
     upstream.release();
     await consumed;
     expect(upstream.calls).toBe(1);
@@ -142,7 +167,11 @@ describe("at most once", () => {
     // The first invocation claimed the run, called the app and died before writing anything else.
     expect(await claimRun(db, started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
     const upstream = gatedOutbound();
-    const redelivered = await consume(api, started.message, { id: "msg-died", attempts: 2, deps: { outbound: upstream.outbound } });
+    const redelivered = await consume(api, started.message, {
+      id: "msg-died",
+      attempts: 2,
+      deps: { outbound: upstream.outbound },
+    });
     expect(redelivered.acked).toBe(true);
     expect(upstream.calls).toBe(0);
     const done = await poll(api, started.body.status_url, app.token);
@@ -152,27 +181,44 @@ describe("at most once", () => {
     await drive(api, redelivered.deliveries[0]);
     expect((await received(hook.key))[0]!.body).toBe(done.rawResult);
     // Yet another copy changes nothing.
-    expect(await consume(api, started.message, { id: "msg-died", attempts: 3 })).toMatchObject({ acked: true, deliveries: [] });
+    expect(await consume(api, started.message, { id: "msg-died", attempts: 3 })).toMatchObject({
+      acked: true,
+      deliveries: [],
+    });
   });
 
   it("a consumer whose D1 write fails after the app answered hands the message back; the redelivery ends it interrupted, the app called once", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
     const upstream = gatedOutbound();
-    const crashed = await consume(api, started.message, { id: "msg-crash", deps: { outbound: upstream.outbound }, bindings: { DB: failingD1(/^update "async_runs" set .*"error_code" = \?/) } });
+    const crashed = await consume(api, started.message, {
+      id: "msg-crash",
+      deps: { outbound: upstream.outbound },
+      bindings: { DB: failingD1(/^update "async_runs" set .*"error_code" = \?/) },
+    });
     expect(crashed).toMatchObject({ acked: false, retried: true });
     expect((await runById(db, started.body.run_id))!.status).toBe("running");
-    const redelivered = await consume(api, started.message, { id: "msg-crash", attempts: 2, deps: { outbound: upstream.outbound } });
+    const redelivered = await consume(api, started.message, {
+      id: "msg-crash",
+      attempts: 2,
+      deps: { outbound: upstream.outbound },
+    });
     expect(redelivered.acked).toBe(true);
     expect(upstream.calls).toBe(1);
-    expect((await poll(api, started.body.status_url, app.token)).body).toMatchObject({ status: "failed", error: { code: "interrupted" } });
+    expect((await poll(api, started.body.status_url, app.token)).body).toMatchObject({
+      status: "failed",
+      error: { code: "interrupted" },
+    });
   });
 
   it("a claim that fails (D1 unavailable) hands the message back with nothing run; the retry runs it", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
     const upstream = gatedOutbound();
-    const failed = await consume(api, started.message, { deps: { outbound: upstream.outbound }, bindings: { DB: failingD1(/^update "async_runs" set .*"claimed_by" = \?/) } });
+    const failed = await consume(api, started.message, {
+      deps: { outbound: upstream.outbound },
+      bindings: { DB: failingD1(/^update "async_runs" set .*"claimed_by" = \?/) },
+    });
     expect(failed).toMatchObject({ acked: false, retried: true });
     expect(upstream.calls).toBe(0);
     await consume(api, started.message, { attempts: 2, deps: { outbound: upstream.outbound } });
@@ -193,13 +239,21 @@ describe("the cron sweep", () => {
     expect((await runById(db, running.body.run_id))!.status).toBe("running");
     local.clock.advance(2_000);
     await sweep(local);
-    expect((await poll(local, running.body.status_url, app.token)).body).toMatchObject({ status: "failed", error: { code: "interrupted" } });
+    expect((await poll(local, running.body.status_url, app.token)).body).toMatchObject({
+      status: "failed",
+      error: { code: "interrupted" },
+    });
     expect((await runById(db, queued.body.run_id))!.status).toBe("queued");
     local.clock.advance(QUEUED_MAX_MS);
     await sweep(local);
-    expect((await poll(local, queued.body.status_url, app.token)).body).toMatchObject({ status: "failed", error: { code: "expired" } });
+    expect((await poll(local, queued.body.status_url, app.token)).body).toMatchObject({
+      status: "failed",
+      error: { code: "expired" },
+    });
     const upstream = gatedOutbound();
-    expect(await consume(local, queued.message, { deps: { outbound: upstream.outbound } })).toMatchObject({ acked: true });
+    expect(await consume(local, queued.message, { deps: { outbound: upstream.outbound } })).toMatchObject({
+      acked: true,
+    });
     expect(upstream.calls).toBe(0);
   });
 
@@ -214,10 +268,16 @@ describe("the cron sweep", () => {
     // `lost`: the consumer died right after ending the run (no delivery recorded); `noted`: right after
     // the delivery was recorded, before the run noted it.
     await env.DB.prepare("DELETE FROM webhook_deliveries WHERE run_id = ?").bind(lost.body.run_id).run();
-    await env.DB.prepare("UPDATE async_runs SET delivery_id = NULL WHERE id IN (?, ?)").bind(lost.body.run_id, noted.body.run_id).run();
+    await env.DB.prepare("UPDATE async_runs SET delivery_id = NULL WHERE id IN (?, ?)")
+      .bind(lost.body.run_id, noted.body.run_id)
+      .run();
     const capture = capturingQueue();
     const sweepWith = () =>
-      createWorker(testDeps({ now: local.clock.now })).scheduled(createScheduledController({ cron: CRONS.asyncRuns }), { ...env, WEBHOOK_QUEUE: capture.queue }, createExecutionContext());
+      createWorker(testDeps({ now: local.clock.now })).scheduled(
+        createScheduledController({ cron: CRONS.asyncRuns }),
+        { ...env, WEBHOOK_QUEUE: capture.queue },
+        createExecutionContext(),
+      );
     await sweepWith();
     expect(capture.sent).toEqual([]);
     local.clock.advance(HANDOVER_MAX_MS + 1_000);
@@ -227,7 +287,10 @@ describe("the cron sweep", () => {
     const stored = await runById(db, lost.body.run_id);
     expect((capture.sent[0] as DeliveryMessage).body).toEqual({ inline: stored!.result });
     expect(stored!.deliveryId).toBe((capture.sent[0] as DeliveryMessage).id);
-    const count = (runId: string) => env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?").bind(runId).first<{ n: number }>();
+    const count = (runId: string) =>
+      env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?")
+        .bind(runId)
+        .first<{ n: number }>();
     expect((await count(lost.body.run_id))!.n).toBe(1);
     expect((await count(noted.body.run_id))!.n).toBe(1);
     expect((await runById(db, noted.body.run_id))!.deliveryId).toMatch(/^whd_/);
@@ -263,7 +326,10 @@ describe("Idempotency-Key", () => {
     expect(replay.response.headers.get("idempotent-replayed")).toBe("true");
     expect(replay.sent).toEqual([]);
     await consume(local, first.message);
-    expect((await startAsync(local, app, { headers, body: { n: 1 } })).body).toMatchObject({ run_id: first.body.run_id, status: "succeeded" });
+    expect((await startAsync(local, app, { headers, body: { n: 1 } })).body).toMatchObject({
+      run_id: first.body.run_id,
+      status: "succeeded",
+    });
 
     // Another project's same key is its own.
     const other = await seedRunnable(local);
@@ -281,7 +347,11 @@ describe("Idempotency-Key", () => {
     const app = await seedRunnable(api);
     const headers = { "Idempotency-Key": "key-422" };
     const first = await startAsync(api, app, { headers, body: { n: 1 } });
-    for (const changed of [{ body: { n: 2 } }, { body: { n: 1 }, query: "x=1" }, { body: { n: 1 }, query: `webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/k`)}` }]) {
+    for (const changed of [
+      { body: { n: 2 } },
+      { body: { n: 1 }, query: "x=1" },
+      { body: { n: 1 }, query: `webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/k`)}` },
+    ]) {
       const second = await startAsync(api, app, { headers, ...changed });
       expect(second.response.status).toBe(422);
       expect(second.response.headers.get("content-type")).toBe("application/problem+json");

@@ -24,7 +24,11 @@ export const byteLength = (text: string) => new TextEncoder().encode(text).byteL
 export function storedBody(bytes: Uint8Array): { text: string; encoding: RequestBodyEncoding; storedBytes: number } {
   try {
     // `fatal`: only well-formed UTF-8, which encodes back to exactly these bytes; `ignoreBOM` keeps a BOM.
-    return { text: new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes), encoding: "utf8", storedBytes: bytes.byteLength };
+    return {
+      text: new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes),
+      encoding: "utf8",
+      storedBytes: bytes.byteLength,
+    };
   } catch {
     const text = toBase64(bytes);
     // Base64 is ASCII: one byte a character.
@@ -37,7 +41,12 @@ export const bodyBytes = (text: string, encoding: RequestBodyEncoding): Uint8Arr
   encoding === "base64" ? fromBase64(text) : new TextEncoder().encode(text);
 
 /** Where a payload lives: inline text for the row, or `null` once it has been put in R2 under `key`. */
-export async function placePayload(env: Env, key: string, text: string, bytes = byteLength(text)): Promise<{ inline: string | null; inR2: boolean }> {
+export async function placePayload(
+  env: Env,
+  key: string,
+  text: string,
+  bytes = byteLength(text),
+): Promise<{ inline: string | null; inR2: boolean }> {
   if (bytes <= INLINE_PAYLOAD_MAX_BYTES) return { inline: text, inR2: false };
   await env.RUN_PAYLOADS.put(key, text, { httpMetadata: { contentType: "application/json" } });
   return { inline: null, inR2: true };

@@ -2,7 +2,18 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../../auth/access";
 import { ASYNC_RUN_STATUSES } from "../../db/schema";
 import { PROBLEM_CONTENT_TYPE } from "../../platform/errors";
-import { idParam, jsonContent, ListQuery, listOf, ProblemSchema, problemsWithHeaders, ProjectParams, REQUEST_ID_HEADER, SCOPED_PROBLEMS, Timestamp } from "../../platform/openapi";
+import {
+  idParam,
+  jsonContent,
+  ListQuery,
+  listOf,
+  ProblemSchema,
+  problemsWithHeaders,
+  ProjectParams,
+  REQUEST_ID_HEADER,
+  SCOPED_PROBLEMS,
+  Timestamp,
+} from "../../platform/openapi";
 import { ASYNC_RUN_ROUTE } from "../path";
 import { RunParams, runDelete, runGet, runHead, runPatch, runPost, runPut, RUNS_SECURITY as security } from "../routes";
 
@@ -29,7 +40,11 @@ export const AsyncRunSchema = z
     created_at: Timestamp,
     started_at: Timestamp.nullable(),
     finished_at: Timestamp.nullable(),
-    status_code: z.number().int().nullable().openapi({ description: "The HTTP status the synchronous run would have answered; null until finished." }),
+    status_code: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "The HTTP status the synchronous run would have answered; null until finished." }),
     error: RunError.nullable(),
     result: z.unknown().openapi({
       description:
@@ -42,10 +57,15 @@ export const AsyncRunSchema = z
 /** The problem of cancelling a run that is no longer queued: the run's state beside the HTTP status, never in place of it. */
 export const RunNotCancellable = ProblemSchema.extend({
   run_id: z.string().openapi({ example: RUN_ID_EXAMPLE }),
-  run_status: z.enum(ASYNC_RUN_STATUSES).openapi({ description: "The run's state: `running`, `succeeded` or `failed`." }),
+  run_status: z
+    .enum(ASYNC_RUN_STATUSES)
+    .openapi({ description: "The run's state: `running`, `succeeded` or `failed`." }),
 }).openapi("RunNotCancellableProblem");
 
-const ok = <T extends z.ZodType>(schema: T, description: string) => ({ ...jsonContent(schema, description), headers: REQUEST_ID_HEADER });
+const ok = <T extends z.ZodType>(schema: T, description: string) => ({
+  ...jsonContent(schema, description),
+  headers: REQUEST_ID_HEADER,
+});
 
 export const getAsyncRun = createRoute({
   operationId: "getAsyncRun",
@@ -54,7 +74,8 @@ export const getAsyncRun = createRoute({
   tags: ["Runs"],
   security,
   summary: "Read an async run",
-  description: "The state of a run started with `?async=true`, and its result once finished. Results are kept 7 days after the run finished.",
+  description:
+    "The state of a run started with `?async=true`, and its result once finished. Results are kept 7 days after the run finished.",
   request: { params: AsyncRunParams },
   responses: { 200: ok(AsyncRunSchema, "The run."), ...problemsWithHeaders(401, 403, 404, 429, 500, 503) },
 });
@@ -66,7 +87,8 @@ export const cancelAsyncRun = createRoute({
   tags: ["Runs"],
   security,
   summary: "Cancel an async run",
-  description: "Cancels a queued run: it will not run and no webhook is sent. Cancelling a cancelled run answers the same 200; a running or finished run: 409.",
+  description:
+    "Cancels a queued run: it will not run and no webhook is sent. Cancelling a cancelled run answers the same 200; a running or finished run: 409.",
   request: { params: AsyncRunParams },
   responses: {
     200: ok(AsyncRunSchema, "The cancelled run."),
@@ -93,7 +115,11 @@ export const headAsyncRun = createRoute({
 
 export const AsyncRunSummary = AsyncRunSchema.omit({ result: true })
   .extend({
-    duration_ms: z.number().int().nullable().openapi({ description: "From start to finish; null until both happened." }),
+    duration_ms: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "From start to finish; null until both happened." }),
     webhook_endpoint: z.string().nullable(),
   })
   .openapi("AsyncRunSummary");
@@ -110,10 +136,25 @@ export const listAsyncRuns = createRoute({
     "Every run of every mode, once finished, is in `GET /v2/projects/{project_id}/runs`.",
   request: {
     params: ProjectParams,
-    query: ListQuery.extend({ status: z.enum(ASYNC_RUN_STATUSES).optional().openapi({ description: "Only runs in this state." }) }),
+    query: ListQuery.extend({
+      status: z.enum(ASYNC_RUN_STATUSES).optional().openapi({ description: "Only runs in this state." }),
+    }),
   },
-  responses: { 200: jsonContent(listOf(AsyncRunSummary, "AsyncRunList"), "A page of runs, newest first."), ...SCOPED_PROBLEMS },
+  responses: {
+    200: jsonContent(listOf(AsyncRunSummary, "AsyncRunList"), "A page of runs, newest first."),
+    ...SCOPED_PROBLEMS,
+  },
 });
 
 /** The run proxy's operations, served under `/v4` and documented in the one OpenAPI document. */
-export const RUN_PROXY_ROUTES = [runPost, runGet, runPut, runPatch, runDelete, runHead, getAsyncRun, cancelAsyncRun, headAsyncRun];
+export const RUN_PROXY_ROUTES = [
+  runPost,
+  runGet,
+  runPut,
+  runPatch,
+  runDelete,
+  runHead,
+  getAsyncRun,
+  cancelAsyncRun,
+  headAsyncRun,
+];

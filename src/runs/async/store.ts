@@ -28,7 +28,12 @@ export async function insertRun(db: Database, run: NewAsyncRun): Promise<boolean
   return rows.length === 1;
 }
 
-export async function runByKey(db: Database, projectId: string, caller: string, key: string): Promise<AsyncRun | undefined> {
+export async function runByKey(
+  db: Database,
+  projectId: string,
+  caller: string,
+  key: string,
+): Promise<AsyncRun | undefined> {
   const [row] = await db
     .select()
     .from(asyncRuns)
@@ -53,7 +58,12 @@ export async function runById(db: Database, runId: string): Promise<AsyncRun | u
 export const deleteRun = (db: Database, runId: string) => db.delete(asyncRuns).where(eq(asyncRuns.id, runId));
 
 /** `queued → running` for the queue message `messageId`; the claimed row, or `undefined` when the run was not queued. */
-export async function claimRun(db: Database, runId: string, messageId: string, now: Date): Promise<AsyncRun | undefined> {
+export async function claimRun(
+  db: Database,
+  runId: string,
+  messageId: string,
+  now: Date,
+): Promise<AsyncRun | undefined> {
   const [row] = await db
     .update(asyncRuns)
     .set({ status: "running", startedAt: now, claimedBy: messageId })
@@ -63,11 +73,24 @@ export async function claimRun(db: Database, runId: string, messageId: string, n
 }
 
 /** `queued → cancelled`; the cancelled row, or `undefined` when the run was not queued (or is not this app's). */
-export async function cancelRun(db: Database, projectId: string, appName: string, runId: string, now: Date): Promise<AsyncRun | undefined> {
+export async function cancelRun(
+  db: Database,
+  projectId: string,
+  appName: string,
+  runId: string,
+  now: Date,
+): Promise<AsyncRun | undefined> {
   const [row] = await db
     .update(asyncRuns)
     .set({ status: "cancelled", finishedAt: now, ...FORGET_REQUEST, webhookSecret: null })
-    .where(and(eq(asyncRuns.id, runId), eq(asyncRuns.projectId, projectId), eq(asyncRuns.appName, appName), eq(asyncRuns.status, "queued")))
+    .where(
+      and(
+        eq(asyncRuns.id, runId),
+        eq(asyncRuns.projectId, projectId),
+        eq(asyncRuns.appName, appName),
+        eq(asyncRuns.status, "queued"),
+      ),
+    )
     .returning();
   return row;
 }
@@ -89,11 +112,23 @@ export interface Ending {
  * Ends a run that is in state `from` (and, when given, claimed by `claimedBy`). `true` when this write
  * ended it; `false` when someone else already had (the caller then must not deliver anything).
  */
-export async function endRun(db: Database, runId: string, from: "queued" | "running", claimedBy: string | null, ending: Ending): Promise<boolean> {
+export async function endRun(
+  db: Database,
+  runId: string,
+  from: "queued" | "running",
+  claimedBy: string | null,
+  ending: Ending,
+): Promise<boolean> {
   const rows = await db
     .update(asyncRuns)
     .set({ ...ending, ...FORGET_REQUEST })
-    .where(and(eq(asyncRuns.id, runId), eq(asyncRuns.status, from), claimedBy === null ? undefined : eq(asyncRuns.claimedBy, claimedBy)))
+    .where(
+      and(
+        eq(asyncRuns.id, runId),
+        eq(asyncRuns.status, from),
+        claimedBy === null ? undefined : eq(asyncRuns.claimedBy, claimedBy),
+      ),
+    )
     .returning({ id: asyncRuns.id });
   return rows.length === 1;
 }
@@ -131,7 +166,12 @@ export async function recordedDelivery(db: Database, projectId: string, runId: s
 }
 
 /** Runs in `status` since before `before` (by start for running, by creation for queued), oldest first. */
-export async function staleRuns(db: Database, status: "queued" | "running", before: Date, limit: number): Promise<AsyncRun[]> {
+export async function staleRuns(
+  db: Database,
+  status: "queued" | "running",
+  before: Date,
+  limit: number,
+): Promise<AsyncRun[]> {
   const at = status === "running" ? asyncRuns.startedAt : asyncRuns.createdAt;
   return db
     .select()
@@ -152,7 +192,8 @@ export async function expiredRuns(db: Database, finishedBefore: Date, limit: num
 
 export async function deleteRuns(db: Database, ids: string[]): Promise<void> {
   // D1 binds at most 100 parameters per statement.
-  for (let i = 0; i < ids.length; i += 100) await db.delete(asyncRuns).where(inArray(asyncRuns.id, ids.slice(i, i + 100)));
+  for (let i = 0; i < ids.length; i += 100)
+    await db.delete(asyncRuns).where(inArray(asyncRuns.id, ids.slice(i, i + 100)));
 }
 
 /** Frees every `Idempotency-Key` older than `before` (Stripe's rule: a key holds for 24 hours). */

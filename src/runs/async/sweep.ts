@@ -2,7 +2,15 @@ import type { Scope } from "../../platform/scope";
 import { IDEMPOTENCY_WINDOW_MS } from "./accept";
 import { deliver, endUnanswered } from "./lifecycle";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
-import { deleteRuns, expiredRuns, handedOver, recordedDelivery, releaseKeys, staleRuns, undeliveredRuns } from "./store";
+import {
+  deleteRuns,
+  expiredRuns,
+  handedOver,
+  recordedDelivery,
+  releaseKeys,
+  staleRuns,
+  undeliveredRuns,
+} from "./store";
 import { log } from "../../platform/log";
 
 /** Finished runs (their results and records) are kept this long, then purged. */
@@ -36,7 +44,11 @@ export async function sweepAsyncRuns(scope: Scope): Promise<void> {
   // One at a time: each delivery hand-off opens connections (R2, queue), and Workers allow 6 at once.
   for (const run of running) await endUnanswered(scope, run, "running", null, "interrupted");
   for (const run of queued) await endUnanswered(scope, run, "queued", null, "expired");
-  const undelivered = await undeliveredRuns(db, new Date(now - HANDOVER_MAX_MS), ENDS_PER_SWEEP - running.length - queued.length);
+  const undelivered = await undeliveredRuns(
+    db,
+    new Date(now - HANDOVER_MAX_MS),
+    ENDS_PER_SWEEP - running.length - queued.length,
+  );
   for (const run of undelivered) {
     // The consumer died after recording the delivery but before noting it: one record is enough.
     const recorded = await recordedDelivery(db, run.projectId, run.id);
@@ -49,12 +61,23 @@ export async function sweepAsyncRuns(scope: Scope): Promise<void> {
   }
 
   const expired = await expiredRuns(db, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
-  const keys = expired.flatMap((r) => [...(r.requestInR2 ? [requestKey(r.id)] : []), ...(r.resultInR2 ? [resultKey(r.id)] : [])]);
+  const keys = expired.flatMap((r) => [
+    ...(r.requestInR2 ? [requestKey(r.id)] : []),
+    ...(r.resultInR2 ? [resultKey(r.id)] : []),
+  ]);
   // Payloads first: a row deleted before its payload would leave the payload with nothing pointing at it.
   await dropPayloads(env, keys);
-  await deleteRuns(db, expired.map((r) => r.id));
+  await deleteRuns(
+    db,
+    expired.map((r) => r.id),
+  );
   await releaseKeys(db, new Date(now - IDEMPOTENCY_WINDOW_MS));
   if (running.length + queued.length + undelivered.length + expired.length > 0) {
-    log("info", "async runs swept", { interrupted: running.length, expired: queued.length, handed_over: undelivered.length, purged: expired.length });
+    log("info", "async runs swept", {
+      interrupted: running.length,
+      expired: queued.length,
+      handed_over: undelivered.length,
+      purged: expired.length,
+    });
   }
 }

@@ -26,7 +26,10 @@ export interface DeliveryContext {
   writes: StatementGroup;
 }
 
-export const newDeliveryContext = (scope: Scope, parts: Partial<Pick<DeliveryContext, "budget" | "writes">> = {}): DeliveryContext => ({
+export const newDeliveryContext = (
+  scope: Scope,
+  parts: Partial<Pick<DeliveryContext, "budget" | "writes">> = {},
+): DeliveryContext => ({
   env: scope.env,
   config: scope.config,
   deps: scope.deps,

@@ -11,7 +11,15 @@ export type UnsendableError = "body_missing" | "body_unavailable" | "secret_unre
 /** The first step of an attempt: its claim in D1, and its request laid out and signed. */
 export type Prepared =
   /** Attempt `attempt` is this lane's to send, once. */
-  | { kind: "ready"; attempt: number; final: boolean; at: Date; url: string; headers: Record<string, string>; body: Uint8Array }
+  | {
+      kind: "ready";
+      attempt: number;
+      final: boolean;
+      at: Date;
+      url: string;
+      headers: Record<string, string>;
+      body: Uint8Array;
+    }
   /** Attempt `attempt` is claimed but has nothing to send: it is recorded with `error`. */
   | { kind: "unsendable"; attempt: number; at: Date; error: UnsendableError; reason: string; final: boolean }
   /** Nothing to do: delivered or failed already (a duplicate, a redelivery), or gone with its project. */
@@ -67,17 +75,41 @@ export async function prepare(ctx: DeliveryContext, delivery: DeliveryInProgress
   try {
     await delivery.reserve(ctx.budget);
     delivery.body ??= await loadBody(env, message);
-    if (delivery.secret === undefined) delivery.secret = await openSecret(config.webhookEncryptionKey, message.id, message.secret!, config.previous.webhookEncryptionKey);
+    if (delivery.secret === undefined)
+      delivery.secret = await openSecret(
+        config.webhookEncryptionKey,
+        message.id,
+        message.secret!,
+        config.previous.webhookEncryptionKey,
+      );
   } catch (error) {
-    if (error instanceof BodyMissing) return { kind: "unsendable", attempt, at, error: "body_missing", reason: "stored body missing", final: true };
+    if (error instanceof BodyMissing)
+      return { kind: "unsendable", attempt, at, error: "body_missing", reason: "stored body missing", final: true };
     if (delivery.secret === undefined && error instanceof Error && error.name === "OperationError") {
-      return { kind: "unsendable", attempt, at, error: "secret_unreadable", reason: "secret could not be decrypted (WEBHOOK_ENCRYPTION_KEY changed?)", final: true };
+      return {
+        kind: "unsendable",
+        attempt,
+        at,
+        error: "secret_unreadable",
+        reason: "secret could not be decrypted (WEBHOOK_ENCRYPTION_KEY changed?)",
+        final: true,
+      };
     }
     // Storage hiccup: another attempt may read it; the last one must not leave the record pending.
-    return { kind: "unsendable", attempt, at, error: "body_unavailable", reason: `stored body unreadable: ${String(error)}`, final };
+    return {
+      kind: "unsendable",
+      attempt,
+      at,
+      error: "body_unavailable",
+      reason: `stored body unreadable: ${String(error)}`,
+      final,
+    };
   }
   const body = delivery.body;
-  const headers: Record<string, string> = { "Content-Type": "application/json", "User-Agent": "edge-gateway-webhooks/1" };
+  const headers: Record<string, string> = {
+    "Content-Type": "application/json",
+    "User-Agent": "edge-gateway-webhooks/1",
+  };
   if (delivery.secret !== null) {
     const timestamp = Math.floor(at.getTime() / 1000);
     // The message's id, not the record's: a resend carries its original's, with this attempt's timestamp.

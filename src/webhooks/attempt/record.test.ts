@@ -38,7 +38,9 @@ describe("record: one attempt in D1", () => {
     await claimAttempt(createDb(env.DB), message!, new Date());
     const ctx = newDeliveryContext(createScope(env, createExecutionContext(), testDeps()));
     expect(await record(ctx, message!.id, sent())).toMatchObject({ recorded: true });
-    expect(await attemptRows(message!.id)).toEqual([{ attempt: 1, status_code: 204, error: null, duration_ms: 12, outcome: "delivered" }]);
+    expect(await attemptRows(message!.id)).toEqual([
+      { attempt: 1, status_code: 204, error: null, duration_ms: 12, outcome: "delivered" },
+    ]);
     expect(await deliveryRow(message!.id)).toMatchObject({ status: "delivered", last_status_code: 204 });
   });
 
@@ -48,7 +50,9 @@ describe("record: one attempt in D1", () => {
     const refused: unknown[] = [];
     const failing = faultyD1(env.DB, (statement) => statement.includes("webhook_attempts"), refused as never);
     const ctx = newDeliveryContext(createScope({ ...env, DB: failing } as Env, createExecutionContext(), testDeps()));
-    expect(await record(ctx, message!.id, sent({ outcome: "retry", statusCode: 404 }))).toMatchObject({ recorded: false });
+    expect(await record(ctx, message!.id, sent({ outcome: "retry", statusCode: 404 }))).toMatchObject({
+      recorded: false,
+    });
     expect(await attemptRows(message!.id)).toEqual([]);
     expect(refused.length).toBeGreaterThanOrEqual(2);
   });

@@ -14,7 +14,15 @@ export interface RecordedAttempt {
 
 /** Records `sent` (one INSERT, its trigger settles the delivery), tried RECORD_TRIES times. */
 export async function record(ctx: DeliveryContext, deliveryId: string, sent: SentAttempt): Promise<RecordedAttempt> {
-  const row = { deliveryId, attempt: sent.attempt, at: sent.at, statusCode: sent.statusCode, error: sent.error, durationMs: sent.durationMs, outcome: sent.outcome };
+  const row = {
+    deliveryId,
+    attempt: sent.attempt,
+    at: sent.at,
+    statusCode: sent.statusCode,
+    error: sent.error,
+    durationMs: sent.durationMs,
+    outcome: sent.outcome,
+  };
   for (let tries = 1; ; tries++) {
     try {
       await recordAttempt(ctx.db, row, ctx.writes);

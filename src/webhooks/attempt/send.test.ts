@@ -19,7 +19,11 @@ const ready = (url: string, over: Partial<Ready> = {}): Ready => ({
 describe("send: one POST of a prepared attempt (a real local receiver)", () => {
   it("posts the prepared bytes and headers, and reads 2xx as delivered", async () => {
     const hook = await receiver([{ status: 204 }]);
-    const sent = await send(productionDeps, ready(hook.url, { headers: { "Content-Type": "application/json", "webhook-id": "msg_1" } }), 2_000);
+    const sent = await send(
+      productionDeps,
+      ready(hook.url, { headers: { "Content-Type": "application/json", "webhook-id": "msg_1" } }),
+      2_000,
+    );
     expect(sent).toMatchObject({ attempt: 1, statusCode: 204, error: null, outcome: "delivered" });
     const [request] = await received(hook.key);
     expect(request).toMatchObject({ method: "POST", body: '{"ok":true}' });
@@ -28,10 +32,21 @@ describe("send: one POST of a prepared attempt (a real local receiver)", () => {
 
   it("a 404 is retried before the last attempt and fails the last one; a 410 fails at once; Retry-After is kept", async () => {
     const missing = await receiver([{ status: 404, headers: { "Retry-After": "2" } }]);
-    expect(await send(productionDeps, ready(missing.url), 2_000)).toMatchObject({ statusCode: 404, outcome: "retry", retryAfter: "2" });
-    expect(await send(productionDeps, ready(missing.url, { attempt: 3, final: true }), 2_000)).toMatchObject({ outcome: "failed", reason: "attempts exhausted" });
+    expect(await send(productionDeps, ready(missing.url), 2_000)).toMatchObject({
+      statusCode: 404,
+      outcome: "retry",
+      retryAfter: "2",
+    });
+    expect(await send(productionDeps, ready(missing.url, { attempt: 3, final: true }), 2_000)).toMatchObject({
+      outcome: "failed",
+      reason: "attempts exhausted",
+    });
     const gone = await receiver([{ status: 410 }]);
-    expect(await send(productionDeps, ready(gone.url), 2_000)).toMatchObject({ statusCode: 410, outcome: "failed", reason: "permanent failure" });
+    expect(await send(productionDeps, ready(gone.url), 2_000)).toMatchObject({
+      statusCode: 410,
+      outcome: "failed",
+      reason: "permanent failure",
+    });
   });
 
   it("a receiver that holds the connection past the timeout is a timeout after the timeout, not before", async () => {
@@ -43,8 +58,15 @@ describe("send: one POST of a prepared attempt (a real local receiver)", () => {
 
   it("an attempt with nothing to send is recorded with its error, failed when it was the last or cannot recover", () => {
     const base = { kind: "unsendable" as const, attempt: 2, at: new Date(), reason: "r" };
-    expect(unsent({ ...base, error: "body_unavailable", final: false })).toMatchObject({ outcome: "retry", error: "body_unavailable", durationMs: 0 });
-    expect(unsent({ ...base, error: "body_missing", final: true })).toMatchObject({ outcome: "failed", error: "body_missing" });
+    expect(unsent({ ...base, error: "body_unavailable", final: false })).toMatchObject({
+      outcome: "retry",
+      error: "body_unavailable",
+      durationMs: 0,
+    });
+    expect(unsent({ ...base, error: "body_missing", final: true })).toMatchObject({
+      outcome: "failed",
+      error: "body_missing",
+    });
   });
 
   it("outcomeOf: the recorded outcome of each class of answer", () => {

@@ -39,18 +39,45 @@ export function outcomeOf(answer: StatusClass, final: boolean): { outcome: Attem
 export async function send(deps: Pick<Deps, "outbound">, ready: Ready, timeoutMs: number): Promise<SentAttempt> {
   const controller = new AbortController();
   const started = Date.now();
-  const timer = setTimeout(() => controller.abort(new DOMException(`No answer within ${timeoutMs} ms`, "TimeoutError")), timeoutMs);
+  const timer = setTimeout(
+    () => controller.abort(new DOMException(`No answer within ${timeoutMs} ms`, "TimeoutError")),
+    timeoutMs,
+  );
   const base = { attempt: ready.attempt, at: ready.at };
   try {
-    const response = await deps.outbound.fetch(new Request(ready.url, { method: "POST", headers: ready.headers, body: ready.body, redirect: "manual", signal: controller.signal }));
+    const response = await deps.outbound.fetch(
+      new Request(ready.url, {
+        method: "POST",
+        headers: ready.headers,
+        body: ready.body,
+        redirect: "manual",
+        signal: controller.signal,
+      }),
+    );
     // The receiver's body is not used; release the connection.
     await response.body?.cancel().catch(() => undefined);
     const endedAt = Date.now();
-    return { ...base, endedAt, durationMs: endedAt - started, statusCode: response.status, error: null, retryAfter: response.headers.get("Retry-After"), ...outcomeOf(classifyStatus(response.status), ready.final) };
+    return {
+      ...base,
+      endedAt,
+      durationMs: endedAt - started,
+      statusCode: response.status,
+      error: null,
+      retryAfter: response.headers.get("Retry-After"),
+      ...outcomeOf(classifyStatus(response.status), ready.final),
+    };
   } catch (error) {
     const endedAt = Date.now();
     const kind = controller.signal.aborted || isTimeout(error) ? "timeout" : "connection_failed";
-    return { ...base, endedAt, durationMs: endedAt - started, statusCode: null, error: kind, retryAfter: null, ...outcomeOf("retry", ready.final) };
+    return {
+      ...base,
+      endedAt,
+      durationMs: endedAt - started,
+      statusCode: null,
+      error: kind,
+      retryAfter: null,
+      ...outcomeOf("retry", ready.final),
+    };
   } finally {
     clearTimeout(timer);
   }
@@ -59,5 +86,15 @@ export async function send(deps: Pick<Deps, "outbound">, ready: Ready, timeoutMs
 /** The attempt of a claimed delivery that had nothing to send, as it is recorded. */
 export function unsent(unsendable: Unsendable): SentAttempt {
   const outcome: AttemptOutcome = unsendable.final ? "failed" : "retry";
-  return { attempt: unsendable.attempt, at: unsendable.at, endedAt: Date.now(), durationMs: 0, statusCode: null, error: unsendable.error, retryAfter: null, outcome, reason: unsendable.reason };
+  return {
+    attempt: unsendable.attempt,
+    at: unsendable.at,
+    endedAt: Date.now(),
+    durationMs: 0,
+    statusCode: null,
+    error: unsendable.error,
+    retryAfter: null,
+    outcome,
+    reason: unsendable.reason,
+  };
 }

@@ -37,7 +37,12 @@ describe("the subrequest budget of one invocation", () => {
   it("keeps a cron run and a queue batch within the Workers Free limit", async () => {
     const c = await import("../../../src/domains/cron");
     const cron =
-      1 + Math.ceil(c.MAX_CLAIMS_PER_CRON / c.SEND_BATCH_LIMIT) + c.INLINE_CHECKS_PER_CRON * c.SUBREQUESTS_PER_CHECK + 1 + c.CERTIFICATE_REFRESHES_PER_CRON * 3 + 1; // + the expiry batch
+      1 +
+      Math.ceil(c.MAX_CLAIMS_PER_CRON / c.SEND_BATCH_LIMIT) +
+      c.INLINE_CHECKS_PER_CRON * c.SUBREQUESTS_PER_CHECK +
+      1 +
+      c.CERTIFICATE_REFRESHES_PER_CRON * 3 +
+      1; // + the expiry batch
     const queue = c.CHECKS_PER_QUEUE_BATCH * (1 + c.SUBREQUESTS_PER_CHECK);
     expect(cron).toBeLessThanOrEqual(c.SUBREQUEST_LIMIT);
     expect(queue).toBeLessThanOrEqual(c.SUBREQUEST_LIMIT);

@@ -7,7 +7,10 @@ import { afterAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
 const wrangler = (args: string[]) =>
-  run("npx", ["wrangler", ...args], { env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" }, maxBuffer: 16 * 1024 * 1024 });
+  run("npx", ["wrangler", ...args], {
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
+    maxBuffer: 16 * 1024 * 1024,
+  });
 
 describe("migrations", () => {
   let dir: string;

@@ -34,11 +34,14 @@ describe("OpenAPI document", () => {
 describe("OpenAPI document: successes", () => {
   it("gives every operation a 2XX answer, but HEAD on a run path, which is always refused", async () => {
     const response = await createHttpRouter(productionDeps).request("/v2/openapi.json", {}, env);
-    const document = (await response.json()) as { paths: Record<string, Record<string, { operationId: string; responses: Record<string, unknown> }>> };
+    const document = (await response.json()) as {
+      paths: Record<string, Record<string, { operationId: string; responses: Record<string, unknown> }>>;
+    };
     const without: string[] = [];
     for (const item of Object.values(document.paths)) {
       for (const [method, operation] of Object.entries(item)) {
-        if (!Object.keys(operation.responses).some((status) => /^2(\d\d|XX)$/.test(status))) without.push(`${method} ${operation.operationId}`);
+        if (!Object.keys(operation.responses).some((status) => /^2(\d\d|XX)$/.test(status)))
+          without.push(`${method} ${operation.operationId}`);
       }
     }
     expect(without.sort()).toEqual(["head headAsyncRun", "head runAppHead"]);
@@ -57,9 +60,23 @@ describe("OpenAPI document, linted by Redocly", () => {
       const lint = await new Promise<{ code: number | null; output: string }>((resolve) =>
         execFile(
           process.execPath,
-          [join("node_modules", "@redocly", "cli", "bin", "cli.js"), "lint", "--extends=recommended", "--skip-rule=operation-2xx-response", "--format=stylish", file],
-          { env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true", NO_COLOR: "1" }, timeout: 60_000 },
-          (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, output: `${stdout}${stderr}` }),
+          [
+            join("node_modules", "@redocly", "cli", "bin", "cli.js"),
+            "lint",
+            "--extends=recommended",
+            "--skip-rule=operation-2xx-response",
+            "--format=stylish",
+            file,
+          ],
+          {
+            env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true", NO_COLOR: "1" },
+            timeout: 60_000,
+          },
+          (error, stdout, stderr) =>
+            resolve({
+              code: error ? (typeof error.code === "number" ? error.code : 1) : 0,
+              output: `${stdout}${stderr}`,
+            }),
         ),
       );
       expect(lint.output).toMatch(/Woohoo! Your API description is valid/);

@@ -39,7 +39,11 @@ const sum = (node: SampledNode): number => node.children.reduce((total, child) =
 /** Bytes allocated on the V8 heap while `work` runs (sampled every 4 KiB, collected objects included). */
 async function allocatedBy(work: () => Promise<unknown>): Promise<number> {
   await session.post("HeapProfiler.collectGarbage");
-  await session.post("HeapProfiler.startSampling", { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  await session.post("HeapProfiler.startSampling", {
+    samplingInterval: 4096,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
   await work().finally(() => undefined);
   const { profile } = await session.post("HeapProfiler.stopSampling");
   return sum(profile.head as SampledNode);
@@ -59,7 +63,11 @@ const BOUND = 1 * MiB;
 describe("memory: a body that is cheap to send and costly to parse", () => {
   it("a 6 MiB cortex request of two million empty objects ({a:[{},{},…]}) is admitted without building them", async () => {
     const body = manyObjects(RUN_REQUEST_MAX_BYTES, true);
-    const request = new Request("https://gateway.test/v4/p/a/run", { method: "POST", body, headers: { "Content-Type": "application/json" } });
+    const request = new Request("https://gateway.test/v4/p/a/run", {
+      method: "POST",
+      body,
+      headers: { "Content-Type": "application/json" },
+    });
     let admitted: Awaited<ReturnType<typeof bodyOf>> | undefined;
     const bytes = await allocatedBy(async () => (admitted = await bodyOf(request, "cortex", false)));
     expect(admitted).toMatchObject({ kind: "bytes" });
@@ -79,7 +87,14 @@ describe("memory: a body that is cheap to send and costly to parse", () => {
       tally: { bytes: 0, firstByteAt: null, ended: Promise.resolve("done") },
       text: () => Promise.resolve(text),
     };
-    const ctx: RunContext = { runId: "run_1", runtime: "cortex", accept: null, requestId: "req_1", now: () => new Date(), limits: { headersMs: 1000, idleMs: 1000 } };
+    const ctx: RunContext = {
+      runId: "run_1",
+      runtime: "cortex",
+      accept: null,
+      requestId: "req_1",
+      now: () => new Date(),
+      limits: { headersMs: 1000, idleMs: 1000 },
+    };
     let envelope = "";
     const bytes = await allocatedBy(async () => (envelope = (await envelopeAnswer(call, ctx)).text));
     expect(envelope.startsWith(`{"run_id":"run_1","result":${text},"run_time_ms":`)).toBe(true);
@@ -89,7 +104,14 @@ describe("memory: a body that is cheap to send and costly to parse", () => {
   it("a 4 MiB passed-through JSON answer of [{},{},…] is copied for its webhook without building its objects", async () => {
     const copy = new BodyCopy();
     copy.add(manyObjects(RUN_COPY_MAX_BYTES, false));
-    const meta = { runId: "run_1", status: 200, contentType: "application/json", runTimeMs: 1, at: new Date(), error: null };
+    const meta = {
+      runId: "run_1",
+      status: 200,
+      contentType: "application/json",
+      runTimeMs: 1,
+      at: new Date(),
+      error: null,
+    };
     let document = "";
     // The document holds the body as text (4 MiB, one byte a character): counted, and allowed for.
     const bytes = await allocatedBy(async () => (document = documentOf(copy, meta)));
