@@ -1,4 +1,4 @@
-import { upstreamOf } from "../apps/deployments";
+import { type Upstream, upstreamOf } from "../apps/deployments";
 import { insufficientScope } from "../auth/access";
 import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
@@ -11,11 +11,14 @@ import type { AppRequest } from "./call";
 import { upstreamHeaders } from "./headers";
 import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
 import type { RunCaller } from "./run-key";
+import { newId } from "../platform/ids";
+import { outcomePath, type RunMode, type RunStart } from "./outcome";
 
 /**
  * The admit stage: everything checked before the app is called. The caller's key, the project's run
  * budget, the target (the app's deployment and runtime), the method, the gateway's own parameters and
- * the body. Nothing here calls the app; a refused run leaves no trace but its answer.
+ * the body, in three steps: `identify` (the caller), `admitApp` (the budget and the app), `admitRequest`
+ * (the rest). Nothing here calls the app.
  */
 
 const MAX_SECRET_LENGTH = 1024;
@@ -34,6 +37,7 @@ export type RunBody =
   | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit };
 
 export interface AdmittedRun extends RunTarget {
+  runId: string;
   caller: RunCaller;
   runtime: "cortex" | "custom";
   originUrl: string;
@@ -137,17 +141,8 @@ function queryOf(url: string): URLSearchParams | null {
   return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
 }
 
-/**
- * Admits a run of `target`: a problem for anything that must not reach the app. `identified` hears of
- * the caller once its key is accepted for the project: from there on the run is on the project's
- * record (src/usage), refused or not.
- */
-export async function admit(
-  scope: Scope,
-  request: Request,
-  target: RunTarget,
-  identified?: (caller: RunCaller) => void,
-): Promise<AdmittedRun> {
+/** The caller's key, for `target`'s project: refused (401, 403, a 404 for another project's key) before the run is anyone's. */
+export async function identify(scope: Scope, request: Request, target: RunTarget): Promise<RunCaller> {
   const { projectId, appName } = target;
   const caller = await admitCaller(scope, request);
   if (caller.projectId !== undefined && caller.projectId !== projectId) {
@@ -155,9 +150,62 @@ export async function admit(
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
-  identified?.(caller);
-  await admitRun(scope, projectId);
-  const upstream = await upstreamOf(scope.db, projectId, appName, scope.deps.now().getTime());
+  return caller;
+}
+
+/**
+ * The project's run budget and the app's deployment. Refused here with `rate_limited` or `not_found`,
+ * a request never reached a known app: a refusal (`refusalOf`), counted but not a run. An app with no
+ * ready deployment (409) is known: that refusal is a run's.
+ */
+export async function admitApp(scope: Scope, target: RunTarget): Promise<Upstream> {
+  await admitRun(scope, target.projectId);
+  return upstreamOf(scope.db, target.projectId, target.appName, scope.deps.now().getTime());
+}
+
+/** The reason of a refusal before the app was known, for an error `admitApp` threw; `null` for a run's refusal. */
+export const refusalOf = (error: unknown): "rate_limited" | "not_found" | null =>
+  error instanceof ApiError && (error.code === "rate_limited" || error.code === "not_found") ? error.code : null;
+
+/** How the caller asked for the run, read leniently (a malformed `?async` is refused later, by `admitRequest`). */
+export const modeAsked = (query: URLSearchParams | null): RunMode =>
+  query?.get("async") === "true" ? "async" : "sync";
+
+/** What a run is from its start, once its caller is known: its id, who, which app and path, and how it was asked. */
+export function startOf(
+  scope: Scope,
+  request: Request,
+  target: RunTarget,
+  caller: RunCaller,
+  acceptedAt: number,
+): RunStart & { query: URLSearchParams | null } {
+  const query = queryOf(request.url);
+  return {
+    runId: newId("run", acceptedAt),
+    projectId: target.projectId,
+    appName: target.appName,
+    path: outcomePath(target.appPath),
+    method: request.method,
+    mode: modeAsked(query),
+    caller: caller.id,
+    requestId: scope.requestId,
+    acceptedAt,
+    query,
+  };
+}
+
+/**
+ * Admits the request to the app `upstream`: a problem for anything that must not reach it (the method,
+ * the gateway's own parameters, the body). Nothing here calls the app.
+ */
+export async function admitRequest(
+  scope: Scope,
+  request: Request,
+  target: RunTarget,
+  start: { runId: string; query: URLSearchParams | null },
+  caller: RunCaller,
+  upstream: Upstream,
+): Promise<AdmittedRun> {
   const allowed: readonly string[] = METHODS_OF[upstream.runtime];
   // HEAD included: Hono would answer it by running the app for a body nobody receives.
   if (!allowed.includes(request.method)) {
@@ -167,7 +215,7 @@ export async function admit(
     });
   }
   const webSocket = isWebSocket(request);
-  const query = queryOf(request.url);
+  const { query } = start;
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.
   const webhook = webSocket ? null : webhookOf(scope, request, query);
   const isAsync = asyncRequested(query);
@@ -175,6 +223,7 @@ export async function admit(
   const body = await bodyOf(request, upstream.runtime, isAsync);
   return {
     ...target,
+    runId: start.runId,
     caller,
     runtime: upstream.runtime,
     originUrl: upstream.originUrl,
@@ -190,7 +239,8 @@ export async function admit(
  * The request to the app: `{origin_url}/{path}` with the caller's query (but the gateway's own
  * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
  */
-export function appRequestOf(request: Request, run: AdmittedRun, runId: string): AppRequest {
+export function appRequestOf(request: Request, run: AdmittedRun): AppRequest {
+  const { runId } = run;
   const headers = upstreamHeaders(request, runId);
   const target = upstreamUrl(run.originUrl, run.appPath, run.query);
   const { body } = run;

@@ -1,11 +1,13 @@
 import { invalidField } from "../platform/errors";
 import { decodeCursor, encodeCursor } from "../platform/pagination";
 import { createRouter } from "../platform/router";
-import { recordCallers } from "./callers";
+import { recordCallers } from "../auth/callers";
 import { deliveryCounts, receiversHealth, webhookOutcomes } from "./deliveries";
 import { ledgerOf } from "./ledger-client";
 import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
 import { getUsage, type INTERVALS, listReceivers, listRuns } from "./routes";
+import { isTimeout } from "./run-record";
+import type { RunFailure } from "../runs/outcome";
 
 /** The usage API's handlers: the runs list and the figures from the project's ledger, deliveries from D1. */
 
@@ -20,6 +22,15 @@ const iso = (ms: number) => new Date(ms).toISOString();
 function checkedRange(from: number | undefined, to: number | undefined) {
   if (from !== undefined && to !== undefined && from >= to)
     throw invalidField("query", "from", "must be before `to`", "The range is empty: `from` must be before `to`.");
+}
+
+/** A record's `failure` (`gateway:<code>`, `app:<status>`) as the API answers it. */
+function failureOf(stored: string | null): RunFailure | null {
+  if (stored === null) return null;
+  const colon = stored.indexOf(":");
+  const by = stored.slice(0, colon);
+  const what = stored.slice(colon + 1);
+  return by === "app" ? { by: "app", status: Number(what) } : { by: "gateway", code: what };
 }
 
 const statusUrlOf = (requestUrl: string, projectId: string, run: StoredRun) =>
@@ -56,10 +67,16 @@ export const usageRouter = createRouter()
       method: run.method,
       path: run.path,
       status_code: run.status_code,
-      timed_out: run.timed_out === 1,
-      hung_up: run.hung_up === 1,
+      ending: run.ending,
+      failure: failureOf(run.failure),
+      timed_out: isTimeout(run.ending),
+      hung_up: run.ending === "hung_up",
+      handed_over: run.handed_over_ms !== null,
       duration_ms: run.duration_ms,
       ttfb_ms: run.ttfb_ms,
+      called_ms: run.called_ms,
+      answered_ms: run.answered_ms,
+      handed_over_ms: run.handed_over_ms,
       bytes_in: run.bytes_in,
       bytes_out: run.bytes_out,
       caller: run.caller,
@@ -68,7 +85,7 @@ export const usageRouter = createRouter()
         run.webhook === 1
           ? (outcomes.get(run.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 })
           : null,
-      status_url: run.mode === "async" ? statusUrlOf(c.req.url, project_id, run) : null,
+      status_url: run.mode === "async" || run.handed_over_ms !== null ? statusUrlOf(c.req.url, project_id, run) : null,
       request_id: run.request_id,
       created_at: iso(run.created_at),
     }));

@@ -1,7 +1,7 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { ledgerOf } from "./ledger-client";
-import { isUsageRecordsMessage } from "./message";
+import { recordsOf } from "./message";
 import type { RunRecord } from "./run-record";
 
 /**
@@ -16,19 +16,20 @@ export async function consumeUsageRecords(batch: MessageBatch<unknown>, scope: S
   const taken: { msg: Message<unknown>; records: RunRecord[] }[] = [];
   const projects = new Set<string>();
   for (const msg of batch.messages) {
-    if (!isUsageRecordsMessage(msg.body)) {
+    const records = recordsOf(msg.body);
+    if (records === null) {
       log("error", "unreadable usage records message dropped", { message_id: msg.id });
       msg.ack();
       continue;
     }
-    const mine = new Set(msg.body.records.map((r) => r.project_id));
+    const mine = new Set(records.map((r) => r.project_id));
     const added = [...mine].filter((p) => !projects.has(p)).length;
     if (projects.size + added > LEDGER_CALLS_MAX && taken.length > 0) {
       msg.retry();
       continue;
     }
     for (const p of mine) projects.add(p);
-    taken.push({ msg, records: msg.body.records });
+    taken.push({ msg, records });
   }
   const byProject = new Map<string, { records: RunRecord[]; from: Set<Message<unknown>> }>();
   for (const { msg, records } of taken) {

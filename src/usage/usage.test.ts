@@ -59,14 +59,31 @@ describe("GET /v2/projects/{project_id}/runs", () => {
       webhook: null,
       status_url: null,
       request_id: ok.headers.get("x-request-id"),
+      ending: "answered",
+      failure: null,
+      handed_over: false,
+      handed_over_ms: null,
     });
-    expect(done.duration_ms).toBeGreaterThanOrEqual(0);
-    expect(appError).toMatchObject({ run_id: failing.headers.get("x-run-id"), method: "GET", bytes_in: 0 });
+    // The moments of a run, in order after its acceptance.
+    expect(done.called_ms).toBeGreaterThanOrEqual(0);
+    expect(done.answered_ms).toBeGreaterThanOrEqual(done.called_ms!);
+    expect(done.duration_ms).toBeGreaterThanOrEqual(done.answered_ms!);
+    expect(appError).toMatchObject({
+      run_id: failing.headers.get("x-run-id"),
+      method: "GET",
+      bytes_in: 0,
+      ending: "answered",
+      failure: { by: "app", status: 500 },
+    });
     expect(refused).toMatchObject({
       mode: "sync",
       path: "run",
       bytes_out: 0,
       request_id: big.headers.get("x-request-id"),
+      ending: "refused",
+      failure: { by: "gateway", code: "payload_too_large" },
+      called_ms: null,
+      answered_ms: null,
     });
   });
 
@@ -99,23 +116,23 @@ describe("GET /v2/projects/{project_id}/runs", () => {
     const slow = await callWith(api, { RUN_TIMEOUT_MS: "100" }, app.runPath, { token: app.token });
     expect(slow.status).toBe(504);
     expect((await runsOf(app.projectId, app.token)).data).toMatchObject([
-      { status_code: 504, timed_out: true, run_id: slow.headers.get("x-run-id") },
+      {
+        status_code: 504,
+        timed_out: true,
+        ending: "timeout",
+        failure: { by: "gateway", code: "gateway_timeout" },
+        answered_ms: null,
+        run_id: slow.headers.get("x-run-id"),
+      },
     ]);
   });
 
-  it("records a run refused by the project's rate limit (429), on Miniflare's real limiter", async () => {
+  it("keeps no record of a request refused by the project's rate limit (429), on Miniflare's real limiter: it never reached an app", async () => {
     const limited = await seedRunnable(api);
     await spendBudget(env.RATE_LIMIT_RUNS, limited.projectId, RATE_LIMITS.runs.limit);
     const refused = await api.call(limited.runPath, { token: limited.token });
     expect(refused.status).toBe(429);
-    expect((await runsOf(limited.projectId, limited.token)).data).toMatchObject([
-      {
-        status_code: 429,
-        app_name: limited.appName,
-        timed_out: false,
-        request_id: refused.headers.get("x-request-id"),
-      },
-    ]);
+    expect((await runsOf(limited.projectId, limited.token)).data).toEqual([]);
   }, 60_000);
 });
 

@@ -11,7 +11,7 @@ import { insufficientScope } from "../../auth/access";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import { cancelRun, runById } from "./store";
 import { listAsyncRuns } from "./routes";
-import { listedCallers } from "../../usage/callers";
+import { listedCallers } from "../../auth/callers";
 
 const summary = (run: Omit<AsyncRun, "result" | "requestBody" | "requestHeaders" | "webhookSecret">) => ({
   run_id: run.id,

@@ -1,5 +1,4 @@
 import type { AsyncRun } from "../../db/schema";
-import { recordRun } from "../../usage/record";
 import type { Scope } from "../../platform/scope";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../../platform/errors";
 import { enqueueDelivery } from "../../webhooks/enqueue";
@@ -8,6 +7,7 @@ import type { RunAnswer } from "../answer";
 import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver } from "./store";
 import { log, type LogFields } from "../../platform/log";
+import { endingOfProblem, failureOf, type OutcomePort, outcomePath, type RunOutcome } from "../outcome";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
 export type Unanswered = "interrupted" | "expired";
@@ -95,6 +95,7 @@ export async function endUnanswered(
   from: "queued" | "running",
   claimedBy: string | null,
   why: Unanswered,
+  outcomes: OutcomePort,
 ): Promise<boolean> {
   const text = unansweredText(run, why);
   const ended = await endRun(scope.db, run.id, from, claimedBy, {
@@ -110,14 +111,17 @@ export async function endUnanswered(
   });
   if (!ended) return false;
   if (why === "interrupted") {
-    const finishedAt = scope.deps.now();
-    recordFinished(scope, run, {
-      path: appPathOf(run.target, null),
-      status: 502,
-      timedOut: false,
+    const endedAt = scope.deps.now().getTime();
+    outcomes.ended(scope, {
+      ...asyncOutcome(run, appPathOf(run.target, null), 502, "run_interrupted"),
+      ending: "interrupted",
+      times: {
+        ...asyncTimes(run, endedAt),
+        // The claim came just before the call: whether the app was called is not known, only that it may have been.
+        calledAt: run.startedAt?.getTime() ?? null,
+      },
       bytesIn: 0,
       bytesOut: byteLength(text),
-      finishedAt,
     });
   }
   logError(`async run ${why}`, {
@@ -138,40 +142,36 @@ export function appPathOf(target: string, originUrl: string | null): string {
   return (base !== null && path.startsWith(`${base}/`) ? path.slice(base.length + 1) : path.replace(/^\/+/, "")) || "/";
 }
 
-/** How an async run ended, for its usage record. */
-export interface Finish {
-  path: string;
-  status: number;
-  timedOut: boolean;
-  bytesIn: number;
-  bytesOut: number;
-  finishedAt: Date;
+/** The parts of an async run's outcome its row holds: who, which app and path, and its status and failure. */
+export function asyncOutcome(
+  run: AsyncRun,
+  path: string,
+  status: number,
+  problemCode: string | null,
+): Omit<RunOutcome, "times" | "bytesIn" | "bytesOut"> {
+  const failure = failureOf(status, problemCode === null ? null : { code: problemCode });
+  return {
+    runId: run.id,
+    projectId: run.projectId,
+    appName: run.appName,
+    path: outcomePath(path),
+    method: run.method,
+    mode: "async",
+    caller: run.caller,
+    requestId: run.requestId,
+    status,
+    ending: problemCode === null ? "answered" : endingOfProblem({ code: problemCode, status }),
+    failure,
+    webhook: run.webhookEndpoint !== null,
+  };
 }
 
-/**
- * The run's usage record (src/usage), taken once, when it has finished: by its consumer with the
- * app's answer, or here when it was interrupted (its consumer died mid-run). An expired run never ran
- * and a cancelled one never will: neither is a run on record.
- */
-export function recordFinished(scope: Scope, run: AsyncRun, finish: Finish): void {
-  const { path, finishedAt } = finish;
-  recordRun(scope, {
-    run_id: run.id,
-    project_id: run.projectId,
-    app_name: run.appName,
-    mode: "async",
-    method: run.method,
-    path,
-    status_code: finish.status,
-    timed_out: finish.timedOut,
-    hung_up: false,
-    duration_ms: finishedAt.getTime() - run.createdAt.getTime(),
-    ttfb_ms: null,
-    bytes_in: finish.bytesIn,
-    bytes_out: finish.bytesOut,
-    caller: run.caller,
-    webhook: run.webhookEndpoint !== null,
-    request_id: run.requestId,
-    created_at: run.createdAt.getTime(),
-  });
-}
+/** An async run's moments as its row has them: accepted, then ended at `endedAt`; the rest unknown. */
+export const asyncTimes = (run: AsyncRun, endedAt: number): RunOutcome["times"] => ({
+  acceptedAt: run.createdAt.getTime(),
+  calledAt: null,
+  answeredAt: null,
+  firstByteAt: null,
+  handedOverAt: null,
+  endedAt,
+});
