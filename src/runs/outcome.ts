@@ -118,13 +118,12 @@ export interface OutcomePort {
 }
 
 /**
- * An owner's clock: epoch ms on the service's clock (`deps.now()`) when the owner started, moved on by
- * the wall time since, so the moments of one owner are on one line and their gaps are real durations
- * whatever `deps.now` is (the tests' clock stands still unless moved). `at(wall)` places a
- * `Date.now()` reading taken during the run; `at()` is now.
+ * An owner's clock: `start` (epoch ms on the service's clock, `deps.now()`, when the owner started),
+ * moved on by the wall time since, so the moments of one owner are on one line and their gaps are real
+ * durations whatever `deps.now` is (the tests' clock stands still unless moved). `clock(wall)` places a
+ * `Date.now()` reading taken during the run; `clock()` is now.
  */
-export function runClock(now: () => Date): (wall?: number) => number {
-  const start = now().getTime();
+export function runClock(start: number): (wall?: number) => number {
   const wallStart = Date.now();
   return (wall = Date.now()) => start + (wall - wallStart);
 }

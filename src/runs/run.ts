@@ -1,14 +1,15 @@
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
 import { admitApp, admitRequest, type AdmittedRun, appRequestOf, identify, refusalOf, startOf } from "./admit";
-import { type Answered, callAndAnswer } from "./answer";
+import { callAndAnswer } from "./answer";
 import { acceptAsync } from "./async/accept";
 import type { RunContext } from "./context";
 import { webSocketRun } from "./handshake";
-import { type OutcomePort, problemOutcome, type RunOutcome, type RunStart, runClock } from "./outcome";
+import { answeredOutcome, bytesIn, endWhenAnswered, openEnd } from "./end";
+import { type OutcomePort, problemOutcome, runClock } from "./outcome";
 import type { RunTarget } from "./path";
 import { startWebhook } from "./webhook";
-import type { AppRequest, BodyEnd } from "./call";
+import type { AppRequest } from "./call";
 
 /**
  * A run of `{project_id}/{app_name}/{path}`, top to bottom, one stage a file, each returning a named
@@ -19,17 +20,28 @@ import type { AppRequest, BodyEnd } from "./call";
  * by its queue consumer (`async/consumer.ts`, the owner of its app call); a WebSocket is passed through
  * (`handshake.ts`).
  *
- * The run ends with one `RunOutcome`, handed to `outcomes` once: here when the caller's answer has
- * ended (or the run was refused once its app was known), by the consumer for an accepted async run. A
+ * The run ends with one `RunOutcome`, handed to `outcomes` once (`end.ts`): here when the caller's
+ * answer has ended, the caller hung up, or the run was refused once its app was known; by the consumer
+ * for an accepted async run. A
  * request refused before its app was known (the project's budget spent, no such app) is a refusal,
  * counted; one refused before its caller was (401, 403) is neither.
  */
 export async function run(scope: Scope, request: Request, target: RunTarget, outcomes: OutcomePort): Promise<Response> {
   const caller = await identify(scope, request, target);
-  // Accepted: the caller is known. The run's moments count from here.
-  const clock = runClock(scope.deps.now);
-  const start = startOf(scope, request, target, caller, clock());
+  // Accepted: the caller is known. The run's moments count from here, and its end is held from here.
+  const acceptedAt = scope.deps.now().getTime();
+  const clock = runClock(acceptedAt);
+  const start = startOf(scope, request, target, caller, acceptedAt);
   let admitted: AdmittedRun | null = null;
+  const end = openEnd(
+    scope,
+    outcomes,
+    request,
+    start,
+    clock,
+    () => (admitted ? bytesIn(admitted) : 0),
+    () => (admitted?.webhook ?? null) !== null,
+  );
   let appKnown = false;
   try {
     const upstream = await admitApp(scope, target);
@@ -37,13 +49,17 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     admitted = await admitRequest(scope, request, target, start, caller, upstream);
     // The key was used: its `last_used_at` (at most one write a minute, in `waitUntil`, beside the call).
     caller.afterRun();
-    // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
-    if (admitted.isAsync) return await acceptAsync(scope, request, admitted);
+    if (admitted.isAsync) {
+      // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
+      const response = await acceptAsync(scope, request, admitted);
+      end.handedOff();
+      return response;
+    }
     if (admitted.webSocket) {
       const response = await webSocketRun(scope, request, admitted);
-      const endedAt = clock();
-      outcomes.ended(scope, {
-        ...answeredOutcome(start, response.status, { calledAt: start.acceptedAt, answeredAt: endedAt, endedAt }),
+      const at = clock();
+      end.ended({
+        ...answeredOutcome(start, response.status, { calledAt: start.acceptedAt, answeredAt: at, endedAt: at }),
         bytesIn: 0,
         bytesOut: 0,
         webhook: false,
@@ -58,6 +74,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     const webhook = admitted.webhook
       ? await startWebhook(scope, request, admitted.webhook, admitted, start.runId)
       : null;
+    end.calling();
     const answering = callAndAnswer(
       scope.deps,
       appRequest,
@@ -67,21 +84,22 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     );
     // Handed on in `waitUntil` from the start, so the webhook gets its copy even if the caller goes.
     webhook?.carry(answering.then((answered) => answered.copy!));
-    const answered = await answering;
-    endOnceAnswered(scope, outcomes, request, start, admitted, answered, clock);
-    return answered.response;
+    // Ended from the answer itself, not from this function's continuation, which a hang-up cancels.
+    const ran = admitted;
+    void answering.then((answered) => endWhenAnswered(end, start, ran, answered, clock));
+    return (await answering).response;
   } catch (error) {
     const reason = appKnown ? null : refusalOf(error);
     if (reason !== null) {
+      end.handedOff();
       outcomes.refused(scope, { projectId: target.projectId, reason, at: clock() });
     } else {
       const problem = error instanceof ApiError ? error : new ApiError("internal_error", "The run failed.");
-      outcomes.ended(
-        scope,
+      end.ended(
         problemOutcome(
           { ...start, mode: admitted?.isAsync ? "async" : start.mode },
           problem,
-          { endedAt: clock(), hungUp: hungUp(request) },
+          { endedAt: clock(), hungUp: end.hungUp() },
           { bytesIn: admitted ? bytesIn(admitted) : 0, bytesOut: 0, webhook: (admitted?.webhook ?? null) !== null },
         ),
       );
@@ -101,100 +119,4 @@ function contextOf(scope: Scope, admitted: AdmittedRun, appRequest: AppRequest):
     now: deps.now,
     limits: { headersMs: config.runTimeoutMs, idleMs: config.runStreamIdleMs },
   };
-}
-
-/** The caller's body as it reached the app: read whole, or counted as it flowed. */
-function bytesIn({ body }: AdmittedRun): number {
-  if (body.kind === "bytes") return body.bytes.byteLength;
-  return body.kind === "stream" ? body.limit.size() : 0;
-}
-
-const hungUp = (request: Request) => (request.signal as AbortSignal | undefined)?.aborted === true;
-
-/** The parts of an outcome whose answer was the app's (`status`), before its bytes are counted. */
-function answeredOutcome(
-  start: RunStart,
-  status: number,
-  at: { calledAt: number; answeredAt: number; endedAt: number; firstByteAt?: number | null },
-): Omit<RunOutcome, "bytesIn" | "bytesOut" | "webhook"> {
-  const { acceptedAt, ...facts } = start;
-  return {
-    ...facts,
-    status,
-    ending: "answered",
-    failure: status >= 400 ? { by: "app", status } : null,
-    times: {
-      acceptedAt,
-      calledAt: at.calledAt,
-      answeredAt: at.answeredAt,
-      firstByteAt: at.firstByteAt ?? null,
-      handedOverAt: null,
-      endedAt: at.endedAt,
-    },
-  };
-}
-
-/** How a passed-through answer's body ended, as the run's ending and failure. */
-const BODY_ENDS: Record<BodyEnd, { ending: RunOutcome["ending"]; code: string | null }> = {
-  done: { ending: "answered", code: null },
-  cancelled: { ending: "hung_up", code: null },
-  idle: { ending: "timeout", code: "gateway_timeout" },
-  broken: { ending: "unreachable", code: "bad_gateway" },
-};
-
-/**
- * Hands the run's outcome on once its answer has ended: at once for a whole answer (the envelope, a
- * problem), when the body ended for a passed-through one (read to its end, broken off, or the caller
- * gone). Not held in `waitUntil`: the end of the caller's stream comes while the invocation is alive
- * for it, and an unread body would hold the invocation until the idle limit.
- */
-function endOnceAnswered(
-  scope: Scope,
-  outcomes: OutcomePort,
-  request: Request,
-  start: RunStart,
-  admitted: AdmittedRun,
-  answered: Answered,
-  clock: (wall?: number) => number,
-): void {
-  const webhook = admitted.webhook !== null;
-  const { call, response } = answered;
-  if (call === null) {
-    // The app gave no answer: the gateway's problem is the caller's.
-    outcomes.ended(
-      scope,
-      problemOutcome(
-        start,
-        answered.problem!,
-        {
-          calledAt: answered.calledAt === null ? null : clock(answered.calledAt),
-          endedAt: clock(),
-          hungUp: hungUp(request),
-        },
-        { bytesIn: bytesIn(admitted), bytesOut: answered.size ?? 0, webhook },
-      ),
-    );
-    return;
-  }
-  const at = { calledAt: clock(call.startedAt), answeredAt: clock(call.answeredAt) };
-  if (answered.size !== null) {
-    const outcome = answeredOutcome(start, response.status, { ...at, endedAt: clock() });
-    if (hungUp(request)) outcome.ending = "hung_up";
-    outcomes.ended(scope, { ...outcome, bytesIn: bytesIn(admitted), bytesOut: answered.size, webhook });
-    return;
-  }
-  const { tally } = call;
-  void tally.ended.then((how) => {
-    // A cancelled answer is the caller gone: the runtime may cancel the body before it aborts
-    // `request.signal` (so under `wrangler dev`), and nothing else of ours cancels it.
-    const end = BODY_ENDS[hungUp(request) && how !== "idle" ? "cancelled" : how];
-    const outcome = answeredOutcome(start, response.status, {
-      ...at,
-      endedAt: clock(),
-      firstByteAt: tally.firstByteAt === null ? null : clock(tally.firstByteAt),
-    });
-    outcome.ending = end.ending;
-    if (end.code !== null) outcome.failure = { by: "gateway", code: end.code };
-    outcomes.ended(scope, { ...outcome, bytesIn: bytesIn(admitted), bytesOut: tally.bytes, webhook });
-  });
 }

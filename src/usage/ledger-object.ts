@@ -4,7 +4,7 @@ import { DAY_MS, Ledger, RECORDS_MAX_DEFAULT, type RecordQuery, type UsageFigure
 
 /**
  * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
- * (src/index.ts). RPC: `add`, `list`, `usage`, `purge`. Its alarm purges the ledger once a day.
+ * (src/index.ts). RPC: `add`, `record`, `list`, `usage`, `purge`. Its alarm purges the ledger once a day.
  */
 export class UsageLedger extends DurableObject<Env> {
   readonly ledger: Ledger;
@@ -19,6 +19,10 @@ export class UsageLedger extends DurableObject<Env> {
     const result = this.ledger.add(records);
     await this.ledger.armPurge();
     return result;
+  }
+
+  record(runId: string, callers?: string[]) {
+    return this.ledger.record(runId, callers);
   }
 
   list(q: RecordQuery) {

@@ -92,6 +92,9 @@ const MIGRATIONS: readonly (readonly string[])[] = [
 const ENDING_SQL =
   "coalesce(ending, CASE WHEN hung_up = 1 THEN 'hung_up' WHEN timed_out = 1 THEN 'timeout' ELSE 'answered' END) AS ending";
 
+/** The columns of a record as the ledger answers it. */
+const SELECT_RUNS = `SELECT run_id, app_name, mode, method, path, status_code, ${ENDING_SQL}, failure, duration_ms, ttfb_ms, called_ms, answered_ms, handed_over_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at FROM runs`;
+
 /** A status class as the API names it: every answer below 400 (a WebSocket's 101, an app's redirect) counts as 2xx. */
 export type StatusClass = "2xx" | "4xx" | "5xx";
 export const classOf = (status: number): StatusClass => (status >= 500 ? "5xx" : status >= 400 ? "4xx" : "2xx");
@@ -357,6 +360,14 @@ export class Ledger {
     return since !== null && until !== null && since < to && until >= from;
   }
 
+  /** One record by its run id (of one of `callers`, when given); `null` when the ledger has none. */
+  record(runId: string, callers?: string[]): StoredRun | null {
+    const row = this.#sql
+      .exec<StoredRun & Record<string, SqlStorageValue>>(`${SELECT_RUNS} WHERE run_id = ?`, runId)
+      .toArray()[0];
+    return row && (callers === undefined || callers.includes(row.caller)) ? row : null;
+  }
+
   /** A page of runs, newest first (`limit + 1` rows: the extra one says there is a next page). */
   list(q: RecordQuery): { rows: StoredRun[]; sampled: boolean } {
     const where: string[] = [];
@@ -372,7 +383,7 @@ export class Ledger {
     if (q.to !== undefined) when("created_at < ?", q.to);
     if (q.after !== undefined) when("run_id < ?", q.after);
     if (q.callers !== undefined) when(`caller IN (${q.callers.map(() => "?").join(", ") || "NULL"})`, ...q.callers);
-    const sql = `SELECT run_id, app_name, mode, method, path, status_code, ${ENDING_SQL}, failure, duration_ms, ttfb_ms, called_ms, answered_ms, handed_over_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY run_id DESC LIMIT ?`;
+    const sql = `${SELECT_RUNS} ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY run_id DESC LIMIT ?`;
     const rows = this.#sql.exec<StoredRun & Record<string, SqlStorageValue>>(sql, ...args, q.limit + 1).toArray();
     return { rows, sampled: this.#sampled(q.from ?? 0, q.to ?? Number.MAX_SAFE_INTEGER) };
   }

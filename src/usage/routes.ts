@@ -1,7 +1,15 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
 import type { RunEnding, RunMode } from "../runs/outcome";
-import { jsonContent, ListQuery, listOf, ProjectParams, SCOPED_PROBLEMS, Timestamp } from "../platform/openapi";
+import {
+  idParam,
+  jsonContent,
+  ListQuery,
+  listOf,
+  ProjectParams,
+  SCOPED_PROBLEMS,
+  Timestamp,
+} from "../platform/openapi";
 
 /** The usage API: every run on record, the project's figures over time, and its webhook receivers' health. */
 
@@ -87,29 +95,31 @@ export const RunRecordSchema = z
         "A waited run whose caller stopped waiting (202, or a hang-up while waiting): its state is at `status_url`.",
     }),
     duration_ms: z.number().int().openapi({
-      description:
-        "From acceptance to the run's end (the answer's end, or an async run's finish). Every `*_ms` counts from acceptance (`created_at`).",
+      description: "From acceptance (`created_at`) to the run's end: the answer's end, or an async run's finish.",
     }),
-    ttfb_ms: z
-      .number()
-      .int()
-      .nullable()
-      .openapi({ description: "To the first byte of a streamed (passed-through) answer; null otherwise." }),
-    called_ms: z
-      .number()
-      .int()
-      .nullable()
-      .openapi({ description: "To the app's call; null when the app was never called." }),
-    answered_ms: z
-      .number()
-      .int()
-      .nullable()
-      .openapi({ description: "To the app's response headers; null when it gave none." }),
-    handed_over_ms: z
-      .number()
-      .int()
-      .nullable()
-      .openapi({ description: "To the hand-over; null when not handed over." }),
+    ttfb_ms: z.number().int().nullable().openapi({
+      description: "To the first byte of a streamed (passed-through) answer; null otherwise (`times.first_byte_ms`).",
+    }),
+    times: z
+      .object({
+        called_ms: z.number().int().nullable().openapi({ description: "The app's call was sent." }),
+        answered_ms: z.number().int().nullable().openapi({ description: "The app's response headers came." }),
+        first_byte_ms: z
+          .number()
+          .int()
+          .nullable()
+          .openapi({ description: "The first byte of a passed-through answer reached the caller." }),
+        handed_over_ms: z
+          .number()
+          .int()
+          .nullable()
+          .openapi({ description: "A waited run's caller stopped waiting (202, or a hang-up while waiting)." }),
+        ended_ms: z.number().int().openapi({ description: "The run ended (`duration_ms`)." }),
+      })
+      .openapi("RunTimes", {
+        description:
+          "The run's moments, each in ms after its acceptance (`created_at`); null for a moment the run never had. Records made before these were kept have only `first_byte_ms` and `ended_ms`.",
+      }),
     bytes_in: z.number().int().openapi({ description: "Bytes of the caller's body." }),
     bytes_out: z.number().int().openapi({ description: "Bytes of the answer that crossed (decoded)." }),
     caller: z.string().openapi({
@@ -148,6 +158,24 @@ export const listRuns = createRoute({
     "A service account sees the runs it made; people with the scope see the project's.",
   request: { params: ProjectParams, query: RunsQuery },
   responses: { 200: jsonContent(RunRecordList, "A page of runs, newest first."), ...SCOPED_PROBLEMS },
+});
+
+export const RunRecordParams = ProjectParams.extend({
+  run_id: idParam("run_id", "run", "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c"),
+});
+
+export const getRun = createRoute({
+  operationId: "getRunRecord",
+  method: "get",
+  path: "/projects/{project_id}/runs/{run_id}",
+  tags: ["Usage"],
+  ...requires("usage:read"),
+  summary: "Read a run's record",
+  description:
+    "One run's record, as the list shows it: how it ended, whose failure, its moments. 404 while the run is under way (its record is made when it ended), " +
+    "after its 7 days, or for another caller's run when read with a service account token. An async or handed-over run's stored result is at its `status_url`.",
+  request: { params: RunRecordParams },
+  responses: { 200: jsonContent(RunRecordSchema, "The run's record."), ...SCOPED_PROBLEMS },
 });
 
 export const INTERVALS = ["minute", "hour", "day"] as const;

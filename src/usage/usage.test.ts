@@ -62,12 +62,16 @@ describe("GET /v2/projects/{project_id}/runs", () => {
       ending: "answered",
       failure: null,
       handed_over: false,
-      handed_over_ms: null,
     });
     // The moments of a run, in order after its acceptance.
-    expect(done.called_ms).toBeGreaterThanOrEqual(0);
-    expect(done.answered_ms).toBeGreaterThanOrEqual(done.called_ms!);
-    expect(done.duration_ms).toBeGreaterThanOrEqual(done.answered_ms!);
+    const { times } = done;
+    expect(times).toMatchObject({ first_byte_ms: null, handed_over_ms: null, ended_ms: done.duration_ms });
+    expect(times.called_ms).toBeGreaterThanOrEqual(0);
+    expect(times.answered_ms).toBeGreaterThanOrEqual(times.called_ms!);
+    expect(times.ended_ms).toBeGreaterThanOrEqual(times.answered_ms!);
+    // One record read by its id: the same item.
+    const one = await api.json<RunItem>(`/v2/projects/${app.projectId}/runs/${done.run_id}`, { token: app.token });
+    expect(one).toMatchObject({ status: 200, body: done });
     expect(appError).toMatchObject({
       run_id: failing.headers.get("x-run-id"),
       method: "GET",
@@ -82,8 +86,7 @@ describe("GET /v2/projects/{project_id}/runs", () => {
       request_id: big.headers.get("x-request-id"),
       ending: "refused",
       failure: { by: "gateway", code: "payload_too_large" },
-      called_ms: null,
-      answered_ms: null,
+      times: { called_ms: null, answered_ms: null },
     });
   });
 
@@ -121,7 +124,7 @@ describe("GET /v2/projects/{project_id}/runs", () => {
         timed_out: true,
         ending: "timeout",
         failure: { by: "gateway", code: "gateway_timeout" },
-        answered_ms: null,
+        times: { answered_ms: null },
         run_id: slow.headers.get("x-run-id"),
       },
     ]);

@@ -23,6 +23,7 @@ function watch(key) {
     let release;
     let closed;
     entry = {
+      arrived: false,
       finished: false,
       closed: false,
       chunks: 0,
@@ -38,7 +39,12 @@ function watch(key) {
   }
   return entry;
 }
-const watchState = (entry) => ({ finished: entry.finished, closed: entry.closed, chunks: entry.chunks });
+const watchState = (entry) => ({
+  arrived: entry.arrived,
+  finished: entry.finished,
+  closed: entry.closed,
+  chunks: entry.chunks,
+});
 
 /** Deterministic bytes of a PNG image: the signature, then a counter pattern. */
 function pngBytes(size) {
@@ -148,6 +154,7 @@ async function upstream(req, res, url) {
   const key = url.searchParams.get("watch");
   const entry = key ? watch(key) : null;
   if (entry) {
+    entry.arrived = true;
     // "close" on the response before it finished: the gateway dropped the connection.
     res.on("close", () => {
       if (!entry.finished) entry.markClosed();

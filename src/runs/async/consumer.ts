@@ -46,7 +46,7 @@ async function deploymentOf(
 
 async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes: OutcomePort): Promise<void> {
   const { env, config, deps, db } = scope;
-  const clock = runClock(deps.now);
+  const clock = runClock(deps.now().getTime());
   const stored = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
   if (stored === null && run.requestInR2) {
     // The stored request is gone: nothing can be run. Ends like a run whose consumer died.
