@@ -139,7 +139,7 @@ try {
   const bundleBytes = readFileSync(bundle);
   const startup = section("bundle") ? startupCpu(join(workdir, "startup.cpuprofile")) : null;
 
-  const dohUrl = section("domains") || TARGETS.includes("d") ? dnsHarness() : null;
+  const dohUrl = section("domains") || (section("runpath") && TARGETS.includes("d")) ? dnsHarness() : null;
   const upstream = await startPeer();
   const receiver = await startPeer({ status: 204 });
   const slowReceiver = await startPeer({ delayMs: 200, status: 204 });
