@@ -117,13 +117,21 @@ function dnsHarness() {
   }
 }
 
-// The noise of each section, printed with it.
+// The noise of each section, printed with it. A section that fails is reported at the end (and the
+// command exits 1) without losing the figures of the others.
 const noise = {};
+const failures = [];
 async function measured(name, work) {
   const stop = noiseMeter();
-  const result = await work();
-  noise[name] = stop();
-  return result;
+  try {
+    return await work();
+  } catch (error) {
+    failures.push({ name, error });
+    log(`section ${name} failed: ${error.stack ?? error}`);
+    return null;
+  } finally {
+    noise[name] = stop();
+  }
 }
 const printNoise = (name) => noise[name] !== undefined && console.log(`\n${noiseLine(noise[name])}`);
 
@@ -175,7 +183,7 @@ try {
   const targets = [
     { id: "a", name: "upstream directly", url: `${upstream.url}${seed.runPath}` },
     { id: "b", name: "bare pass-through Worker", url: `${bare.url}${seed.runPath}` },
-    { id: "B", name: "(b') bare Worker + one RATE_LIMIT_RUNS call", url: `${bareLimited.url}${seed.runPath}` },
+    { id: "B", name: "bare Worker + one RATE_LIMIT_RUNS call", url: `${bareLimited.url}${seed.runPath}` },
     { id: "c", name: "gateway, default hostname", url: `${gateway.url}${seed.runPath}`, headers: auth },
     customHost && {
       id: "d",
@@ -308,9 +316,11 @@ try {
   const results = Object.fromEntries(
     targets.map((t) => [t.id, { rps: [], drainedRps: [], p50: [], p99: [], p99at16: [], cpu: [], bad: 0 }]),
   );
+  const runpathNoise = [];
   if (targets.length)
     await measured("runpath", async () => {
       for (let rep = 1; rep <= REPS; rep++) {
+        const stop = noiseMeter();
         for (const target of rep % 2 ? targets : [...targets].reverse()) {
           log(`rep ${rep}/${REPS}: ${target.id}) ${target.name}`);
           const cpuBefore = target.cpu?.();
@@ -337,6 +347,7 @@ try {
           r.p99.push(one.p99);
           r.bad += load.non2xx + one.non2xx;
         }
+        runpathNoise.push(stop());
       }
     });
 
@@ -463,6 +474,9 @@ try {
       );
     }
     printRows("", rows, { section: "1. run path" });
+    console.log(
+      `\nNoise per rep (other processes' CPU while the rep ran, share of one core): ${runpathNoise.map((n) => (n ? n.othersShare.toFixed(2) : "–")).join(", ")}.`,
+    );
     printNoise("runpath");
   }
 
@@ -555,7 +569,11 @@ try {
     );
   }
   if (asyncFigures) {
-    printAsync(asyncFigures);
+    try {
+      printAsync(asyncFigures);
+    } catch (error) {
+      failures.push({ name: "async", error });
+    }
     printNoise("async");
   }
   if (runCost) {
@@ -573,6 +591,8 @@ try {
     printNoise(s.id);
   }
   printSummary();
+  for (const { name, error } of failures) console.log(`\n**Section ${name} failed**: ${error.message ?? error}`);
+  if (failures.length) process.exitCode = 1;
   const loadAfter = loadavg();
   console.log(
     `\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${fmt(totalmem() / 2 ** 30, 0)} GiB; started ${startedAt.toISOString()}, ended ${new Date().toISOString()}; load average ${loadBefore.map((l) => fmt(l)).join(" ")} before, ${loadAfter.map((l) => fmt(l)).join(" ")} after; servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; options ${JSON.stringify({ seconds: SECONDS, reps: REPS, domains: DOMAINS, deliveries: DELIVERIES, async: ASYNC_RUNS, targets: TARGETS, streamMib: STREAM_MIB, streamSamples: STREAM_SAMPLES })}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`,
