@@ -243,7 +243,7 @@ const server = createServer(async (req, res) => {
     return sendJson(res, 404, { error: `no function at ${url.pathname}` });
   sendJson(res, 200, {
     greeting: `Hello, ${name}!`,
-    inputs,
+    inputs: args,
     query: Object.fromEntries(url.searchParams),
     run_id: req.headers["x-run-id"] ?? null,
   });
