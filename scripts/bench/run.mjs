@@ -528,7 +528,7 @@ try {
           `${DELIVERIES} deliveries to a fast receiver (runs made 32 at a time), deliveries/s`,
           each((r) => DELIVERIES / (r.fastMs / 1000)),
           {
-            unit: "req/s",
+            unit: "/s",
             digits: 0,
           },
         ),
