@@ -100,6 +100,47 @@ describe("async runs: who may read and cancel them", () => {
   });
 });
 
+describe("a run's status stream: the status read's authorization and isolation", () => {
+  const streamOf = (path: string, token: string | null) =>
+    api.json(path, { token, headers: { Accept: "text/event-stream" } });
+
+  it("answers another project's key, another caller of the project and an unknown id with the read's 404, before any follower joins", async () => {
+    const app = await seedRunnable(api);
+    const other = await seedRunnable(api);
+    const alice = await jwtOf(app.projectId, "alice");
+    const started = await startAsync(api, app, { token: alice });
+    const path = new URL(started.body.status_url).pathname;
+    for (const [name, target, token] of [
+      ["another project's key", path, other.token],
+      ["another subject of the project", path, await jwtOf(app.projectId, "bob")],
+      ["a service account of the project", path, app.token],
+      ["the run under another project's path", path.replace(app.projectId, other.projectId), other.token],
+      ["an unknown id", path.replace(started.body.run_id, `run_${"0".repeat(30)}`), alice],
+    ] as const) {
+      const res = await streamOf(target, token);
+      expect(res.status, name).toBe(404);
+      expect(res.headers.get("content-type"), name).toBe("application/problem+json");
+      expect(res.body.code, name).toBe("not_found");
+    }
+    // Refused before the stream marked the run followed: its owner tells nobody.
+    const row = await env.DB.prepare("SELECT followed FROM async_runs WHERE id = ?").bind(started.body.run_id).first();
+    expect(row?.followed).toBe(0);
+  });
+
+  it("asks for a run key: none or a bad one is a 401 with WWW-Authenticate; a bad Last-Event-ID is refused before the key is even looked up", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const path = new URL(started.body.status_url).pathname;
+    for (const token of [null, "egsa_not-a-real-token"]) {
+      const res = await streamOf(path, token);
+      expect(res.status).toBe(401);
+      expect(res.headers.get("www-authenticate")).toMatch(/^Bearer/);
+    }
+    const bad = await api.json(path, { token: null, headers: { Accept: "text/event-stream", "Last-Event-ID": "x" } });
+    expect(bad.status).toBe(400);
+  });
+});
+
 describe("async runs are bound to the caller that made them, not to the project", () => {
   beforeEach(() => {
     vi.spyOn(console, "error").mockImplementation(() => undefined);

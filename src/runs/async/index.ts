@@ -3,31 +3,17 @@ import { type AsyncRun, asyncRuns } from "../../db/schema";
 import { ApiError } from "../../platform/errors";
 import { createRouter } from "../../platform/router";
 import type { Scope } from "../../platform/scope";
-import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { decodeCursor, page } from "../../platform/pagination";
 import { admitCaller, admitRun } from "../rate-limits";
 import type { RunCaller } from "../run-key";
 import { insufficientScope } from "../../auth/access";
-import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
+import { dropPayloads, requestKey } from "./payloads";
+import { resourceText, runJson, summary } from "./resource";
+import { tellIfFollowed } from "./followers";
+import { followRun, lastPlaceOf } from "./stream";
 import { cancelRun, runById } from "./store";
 import { listAsyncRuns } from "./routes";
 import { listedCallers } from "../../usage/callers";
-
-const summary = (run: Omit<AsyncRun, "result" | "requestBody" | "requestHeaders" | "webhookSecret">) => ({
-  run_id: run.id,
-  status: run.status,
-  app_name: run.appName,
-  created_at: rfc3339(run.createdAt),
-  started_at: rfc3339OrNull(run.startedAt),
-  finished_at: rfc3339OrNull(run.finishedAt),
-  status_code: run.resultStatus,
-  error: run.errorCode ? { code: run.errorCode, message: run.errorMessage ?? "" } : null,
-});
-
-/** The run as JSON, its stored result spliced in as it is, so `result` keeps the exact bytes of the answer. */
-export function runJson(run: AsyncRun, result: string | null): string {
-  return `${JSON.stringify(summary(run)).slice(0, -1)},"result":${result ?? "null"}}`;
-}
 
 const jsonResponse = (text: string) =>
   new Response(text, { status: 200, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
@@ -80,13 +66,21 @@ export async function readRun(
       headers: { Allow: "DELETE, GET" },
     });
   const run = await ownRun(scope, request, projectId, appName, runId);
-  const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
-  if (result === null && run.resultInR2) {
-    throw new ApiError("service_unavailable", "The run's result could not be read this time; retry the request.", {
-      headers: { "Retry-After": "1" },
-    });
-  }
-  return jsonResponse(runJson(run, result));
+  return jsonResponse(await resourceText(scope.env, run));
+}
+
+/** `GET …/runs/{run_id}` with `Accept: text/event-stream`: the run's state as it changes (`stream.ts`). */
+export async function followRunStatus(
+  scope: Scope,
+  request: Request,
+  projectId: string,
+  appName: string,
+  runId: string,
+): Promise<Response> {
+  // A bad Last-Event-ID is refused before the run is read or the request counted.
+  lastPlaceOf(request);
+  const run = await ownRun(scope, request, projectId, appName, runId);
+  return followRun(scope, request, run);
 }
 
 /** `DELETE …/runs/{run_id}`: a queued run is cancelled (again: the same 200); a running or finished one is a 409. */
@@ -101,6 +95,7 @@ export async function cancel(
   const cancelled =
     run.status === "queued" ? await cancelRun(scope.db, projectId, appName, runId, scope.deps.now()) : undefined;
   if (cancelled) {
+    tellIfFollowed(scope, runId, "cancelled", cancelled.followed);
     if (cancelled.requestInR2) await dropPayloads(scope.env, [requestKey(runId)]);
     return jsonResponse(runJson(cancelled, null));
   }
