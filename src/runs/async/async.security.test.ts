@@ -242,6 +242,45 @@ describe("async runs are bound to the caller that made them, not to the project"
   });
 });
 
+describe("GET /v2/projects/{project_id}/async-runs/{run_id}: one run, for whoever lists it", () => {
+  it("reads a run with its result to the operator, the project's owners and the caller that made it; anyone else gets a 404", async () => {
+    const app = await seedRunnable(api);
+    const other = await seedRunnable(api);
+    const alice = await jwtOf(app.projectId, "alice");
+    const started = await startAsync(api, app, { token: alice });
+    await consume(api, started.message);
+    const path = `/v2/projects/${app.projectId}/async-runs/${started.body.run_id}`;
+    const read = await api.json(path);
+    expect(read.status).toBe(200);
+    // The status URL's resource, byte for byte.
+    expect(read.body).toEqual((await poll(api, started.body.status_url, alice)).body);
+    expect(read.body).toMatchObject({ status: "succeeded", mode: "async", handed_over_at: null });
+
+    const email = `owner-${Date.now()}@example.test`;
+    expect(
+      (await api.json(`/v2/projects/${app.projectId}/invites`, { method: "POST", body: { email, role: "owner" } }))
+        .status,
+    ).toBe(201);
+    const owner = await person(api, { email });
+    expect((await asPerson(api, owner)(path)).status).toBe(200);
+
+    for (const [name, target, token] of [
+      ["a service account of the project that did not make it", path, app.token],
+      ["another project's key", path, other.token],
+      [
+        "the run under another project",
+        `/v2/projects/${other.projectId}/async-runs/${started.body.run_id}`,
+        other.token,
+      ],
+      ["an unknown id", path.replace(started.body.run_id, `run_${"0".repeat(30)}`), undefined],
+    ] as const) {
+      const res = await api.json(target, { token });
+      expect(res.status, name).toBe(404);
+      expect(JSON.stringify(res.body), name).not.toContain('"result"');
+    }
+  });
+});
+
 describe("an async run's forwarded request does not outlive it", () => {
   const db = createDb(env.DB);
   const sweep = (c: Client) =>

@@ -12,7 +12,7 @@ import { resourceText, runJson, summary } from "./resource";
 import { tellIfFollowed } from "./followers";
 import { followRun, lastPlaceOf } from "./stream";
 import { cancelRun, runById } from "./store";
-import { listAsyncRuns } from "./routes";
+import { listAsyncRuns, readAsyncRun } from "./routes";
 import { listedCallers } from "../../usage/callers";
 
 const jsonResponse = (text: string) =>
@@ -107,38 +107,47 @@ export async function cancel(
   });
 }
 
-/** `GET /v2/projects/{project_id}/async-runs`: recent async runs in every state. */
-export const asyncRunsRouter = createRouter().openapi(listAsyncRuns, async (c) => {
-  const { project_id } = c.req.valid("param");
-  const { limit, cursor, status } = c.req.valid("query");
-  const after = decodeCursor(cursor);
-  const callers = listedCallers(c.get("principal"));
-  // Every column but the payloads: a page of runs must not read their results.
-  const {
-    result: _result,
-    requestBody: _body,
-    requestHeaders: _headers,
-    webhookSecret: _secret,
-    ...columns
-  } = getTableColumns(asyncRuns);
-  const rows = await c.var.scope.db
-    .select(columns)
-    .from(asyncRuns)
-    .where(
-      and(
-        eq(asyncRuns.projectId, project_id),
-        callers === undefined ? undefined : inArray(asyncRuns.caller, callers),
-        status ? eq(asyncRuns.status, status) : undefined,
-        after === undefined ? undefined : lt(asyncRuns.id, after),
-      ),
-    )
-    .orderBy(desc(asyncRuns.id))
-    .limit(limit + 1);
-  const { items, nextCursor } = page(rows, limit, (r) => r.id);
-  const data = items.map((run) => ({
-    ...summary(run),
-    duration_ms: run.startedAt && run.finishedAt ? run.finishedAt.getTime() - run.startedAt.getTime() : null,
-    webhook_endpoint: run.webhookEndpoint,
-  }));
-  return c.json({ data, next_cursor: nextCursor }, 200);
-});
+/** `GET /v2/projects/{project_id}/async-runs`: recent async runs in every state; `…/{run_id}`: one of them, its result too. */
+export const asyncRunsRouter = createRouter()
+  .openapi(readAsyncRun, async (c) => {
+    const { project_id, run_id } = c.req.valid("param");
+    const callers = listedCallers(c.get("principal"));
+    const run = await runById(c.var.scope.db, run_id);
+    if (!run || run.projectId !== project_id || (callers !== undefined && !callers.includes(run.caller)))
+      throw new ApiError("not_found", `No run with id '${run_id}' in project '${project_id}'.`);
+    return jsonResponse(await resourceText(c.var.scope.env, run)) as never;
+  })
+  .openapi(listAsyncRuns, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const { limit, cursor, status } = c.req.valid("query");
+    const after = decodeCursor(cursor);
+    const callers = listedCallers(c.get("principal"));
+    // Every column but the payloads: a page of runs must not read their results.
+    const {
+      result: _result,
+      requestBody: _body,
+      requestHeaders: _headers,
+      webhookSecret: _secret,
+      ...columns
+    } = getTableColumns(asyncRuns);
+    const rows = await c.var.scope.db
+      .select(columns)
+      .from(asyncRuns)
+      .where(
+        and(
+          eq(asyncRuns.projectId, project_id),
+          callers === undefined ? undefined : inArray(asyncRuns.caller, callers),
+          status ? eq(asyncRuns.status, status) : undefined,
+          after === undefined ? undefined : lt(asyncRuns.id, after),
+        ),
+      )
+      .orderBy(desc(asyncRuns.id))
+      .limit(limit + 1);
+    const { items, nextCursor } = page(rows, limit, (r) => r.id);
+    const data = items.map((run) => ({
+      ...summary(run),
+      duration_ms: run.startedAt && run.finishedAt ? run.finishedAt.getTime() - run.startedAt.getTime() : null,
+      webhook_endpoint: run.webhookEndpoint,
+    }));
+    return c.json({ data, next_cursor: nextCursor }, 200);
+  });

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../../auth/access";
-import { ASYNC_RUN_STATUSES } from "../../db/schema";
+import { ASYNC_RUN_STATUSES, STATUS_URL_MODES } from "../../db/schema";
 import { PROBLEM_CONTENT_TYPE } from "../../platform/errors";
 import {
   idParam,
@@ -38,9 +38,20 @@ export const AsyncRunSchema = z
     run_id: z.string().openapi({ example: RUN_ID_EXAMPLE }),
     status: z.enum(ASYNC_RUN_STATUSES),
     app_name: z.string(),
-    created_at: Timestamp,
-    started_at: Timestamp.nullable(),
-    finished_at: Timestamp.nullable(),
+    mode: z.enum(STATUS_URL_MODES).openapi({
+      description:
+        "How the run was asked for: `async` (`?async=true`), or `wait` (`Prefer: wait`, handed over when the app had not answered in time).",
+    }),
+    created_at: Timestamp.openapi({ description: "When the run was accepted." }),
+    started_at: Timestamp.nullable().openapi({ description: "When the app was called; null until then." }),
+    handed_over_at: Timestamp.nullable().openapi({
+      description:
+        "A waited run: when its caller stopped waiting (the 202, or a hang-up) and the gateway kept the run. Null otherwise.",
+    }),
+    deadline_at: Timestamp.nullable().openapi({
+      description: "The run's `Cancel-After` deadline, counted from its acceptance; null without one.",
+    }),
+    finished_at: Timestamp.nullable().openapi({ description: "When the run ended; null until then." }),
     status_code: z
       .number()
       .int()
@@ -189,6 +200,21 @@ export const listAsyncRuns = createRoute({
     200: jsonContent(listOf(AsyncRunSummary, "AsyncRunList"), "A page of runs, newest first."),
     ...SCOPED_PROBLEMS,
   },
+});
+
+export const readAsyncRun = createRoute({
+  operationId: "readAsyncRun",
+  method: "get",
+  path: "/projects/{project_id}/async-runs/{run_id}",
+  tags: ["Runs"],
+  ...requires("runs:invoke"),
+  summary: "Read an async run",
+  description:
+    "One run with a status URL (started with `?async=true`, or waited and handed over), with its result once ended: the same " +
+    "resource as `GET /v4/{project_id}/{app_name}/runs/{run_id}`, for whoever lists the project's runs (`GET …/async-runs`): " +
+    "its owners and the operator see every run, anyone else only the runs made as them. Any other run is a 404.",
+  request: { params: ProjectParams.extend({ run_id: idParam("run_id", "run", RUN_ID_EXAMPLE) }) },
+  responses: { 200: jsonContent(AsyncRunSchema, "The run."), ...SCOPED_PROBLEMS },
 });
 
 /** The run proxy's operations, served under `/v4` and documented in the one OpenAPI document. */
