@@ -154,18 +154,21 @@ export async function identify(scope: Scope, request: Request, target: RunTarget
 }
 
 /**
- * The project's run budget and the app's deployment. Refused here with `rate_limited` or `not_found`,
- * a request never reached a known app: a refusal (`refusalOf`), counted but not a run. An app with no
- * ready deployment (409) is known: that refusal is a run's.
+ * The project's run budget and the app's deployment. A request refused here never reached a known app
+ * (the budget spent, an app the project does not have, the store unavailable): a refusal (`refusalOf`),
+ * counted but never a run, since it names nothing the caller may not invent. An app with no ready
+ * deployment (409) is known: that refusal is a run's.
  */
 export async function admitApp(scope: Scope, target: RunTarget): Promise<Upstream> {
   await admitRun(scope, target.projectId);
   return upstreamOf(scope.db, target.projectId, target.appName, scope.deps.now().getTime());
 }
 
-/** The reason of a refusal before the app was known, for an error `admitApp` threw; `null` for a run's refusal. */
-export const refusalOf = (error: unknown): "rate_limited" | "not_found" | null =>
-  error instanceof ApiError && (error.code === "rate_limited" || error.code === "not_found") ? error.code : null;
+/** The reason (a problem code) of a refusal, for an error `admitApp` threw; `null` when the app was known (409). */
+export function refusalOf(error: unknown): string | null {
+  if (!(error instanceof ApiError)) return "internal_error";
+  return error.code === "no_deployment" ? null : error.code;
+}
 
 /** How the caller asked for the run, read leniently (a malformed `?async` is refused later, by `admitRequest`). */
 export const modeAsked = (query: URLSearchParams | null): RunMode =>

@@ -90,6 +90,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     return (await answering).response;
   } catch (error) {
     const reason = appKnown ? null : refusalOf(error);
+    // Refused before the app was known (its budget, no such app): counted, never a run.
     if (reason !== null) {
       end.handedOff();
       outcomes.refused(scope, { projectId: target.projectId, reason, at: clock() });

@@ -1,6 +1,6 @@
 import type { Scope } from "../platform/scope";
 import type { OutcomePort, RunOutcome, RunRefusal } from "../runs/outcome";
-import { holdRecord } from "./buffer";
+import { holdRecord, holdRefusal } from "./buffer";
 import type { RunRecord } from "./run-record";
 
 export type { RunRecord } from "./run-record";
@@ -49,9 +49,13 @@ export function recordRun(scope: Scope, outcome: RunOutcome): void {
   }
 }
 
-/** A request refused before its app was known: counted per project and reason, never a record. */
-export function countRefusal(_scope: Scope, _refusal: RunRefusal): void {
-  // Counted by the ledger (issue 33.1); until then a refusal leaves no trace in usage.
+/** A request refused before its app was known: counted per project, hour and reason, never a record (src/usage/refusals.ts). */
+export function countRefusal(scope: Scope, refusal: RunRefusal): void {
+  try {
+    holdRefusal(scope, refusal);
+  } catch {
+    // A count is worth less than the answer: nothing of counting may reach the caller.
+  }
 }
 
 /** Usage as the receiver of runs' outcomes: what the root hands every owner of a run. */

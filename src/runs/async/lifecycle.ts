@@ -8,6 +8,7 @@ import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver } from "./store";
 import { log, type LogFields } from "../../platform/log";
 import { endingOfProblem, failureOf, type OutcomePort, outcomePath, type RunOutcome } from "../outcome";
+import { tellIfFollowed } from "./followers";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
 export type Unanswered = "interrupted" | "expired";
@@ -110,6 +111,7 @@ export async function endUnanswered(
     finishedAt: scope.deps.now(),
   });
   if (!ended) return false;
+  tellIfFollowed(scope, run.id, "failed", ended.followed);
   if (why === "interrupted") {
     const endedAt = scope.deps.now().getTime();
     outcomes.ended(scope, {
@@ -156,7 +158,7 @@ export function asyncOutcome(
     appName: run.appName,
     path: outcomePath(path),
     method: run.method,
-    mode: "async",
+    mode: run.mode,
     caller: run.caller,
     requestId: run.requestId,
     status,
@@ -166,12 +168,12 @@ export function asyncOutcome(
   };
 }
 
-/** An async run's moments as its row has them: accepted, then ended at `endedAt`; the rest unknown. */
+/** A stored run's moments as its row has them: accepted, handed over (a waited run), ended at `endedAt`. */
 export const asyncTimes = (run: AsyncRun, endedAt: number): RunOutcome["times"] => ({
   acceptedAt: run.createdAt.getTime(),
   calledAt: null,
   answeredAt: null,
   firstByteAt: null,
-  handedOverAt: null,
+  handedOverAt: run.handedOverAt?.getTime() ?? null,
   endedAt,
 });
