@@ -174,9 +174,9 @@ describe("the ledger's own migrations", () => {
         "INSERT INTO runs VALUES ('run_0000000000old', 'app', 'sync', 'GET', 'run', 200, 0, 1, 40, 3, 0, 9, 'sa:x', 0, 'req_old', ?)",
         at - MINUTE,
       );
-      new Ledger(state.storage, 100);
+      new Ledger(state.storage, Number.MAX_SAFE_INTEGER);
       // Made again (a restarted object): nothing is applied twice.
-      const ledger = new Ledger(state.storage, 100);
+      const ledger = new Ledger(state.storage, Number.MAX_SAFE_INTEGER);
       ledger.add([record(at, { ending: "deadline", failure: "gateway:deadline", called_ms: 2, answered_ms: null })]);
       return {
         rows: ledger.list({ limit: 10 }).rows,

@@ -4,7 +4,7 @@ import { text, visitor } from "../dashboard-helpers";
 import { newId } from "../../src/platform/ids";
 import { client, seedBuild } from "../helpers";
 import { asPerson, person, projectOwnedBy, signInAs } from "../people";
-import { seedRunnable } from "../runs";
+import { recordedRun, seedRunnable } from "../runs";
 
 const api = client();
 
@@ -26,7 +26,7 @@ const BODIES: Record<string, unknown> = {
   patch: { status: "building", role: "owner" },
 };
 
-/** A project with one of everything: an app with a build, a domain, a service account, a member, an invite. */
+/** A project with one of everything: an app with a build and a run on record, a domain, a service account, a member, an invite. */
 async function fullProject(ownerEmail: string) {
   const seed = await seedRunnable(api);
   const buildId = await seedBuild(api, seed);
@@ -68,6 +68,7 @@ async function fullProject(ownerEmail: string) {
     app_name: seed.appName,
     member_id: members.body.data[0]!.member_id,
     invite_id: open.body.invite_id,
+    run_id: await recordedRun(api, seed),
   };
   return { seed, owner, values };
 }
