@@ -94,7 +94,8 @@ async function seed(gatewayUrl, appUrl) {
  * (`patch` rewrites the built bundle, making a function a no-op; when it does not match, the piece is
  * reported as not measured; `unbind` leaves the rate limiters unbound, which the run then skips) or,
  * with `putIn`, a piece the gateway as built does not pay put in (the router). A piece's cost is what
- * the copy with it costs more than the copy without it.
+ * the copy with it costs more than the copy without it. With `bodies: true` the copy also streams the
+ * large bodies, and the piece's cost per GiB and bytes/s are printed.
  */
 export const VARIANTS = [
   {
@@ -128,6 +129,12 @@ export const VARIANTS = [
       /function upstreamHeaders\((\w+), (\w+), keepUpgrade = false\) \{\n([\s\S]*?)\nfunction passedBackHeaders\((\w+), (\w+)\) \{\n/,
       'function upstreamHeaders($1, $2, keepUpgrade = false) {\n  return new Headers({ "x-run-id": $2 });\n$3\nfunction passedBackHeaders($4, $5) {\n  return new Headers({ "content-type": $4.get("content-type") ?? "application/octet-stream", "x-run-id": $5 });\n',
     ],
+  },
+  {
+    id: "silence-watch",
+    bodies: true,
+    buys: "a chunked answer's silence watch (RUN_STREAM_IDLE_MS ends a call whose app goes quiet) and its byte count; without it the app's body is handed to the caller as the runtime gives it",
+    patch: [/function watchSilence\((\w+)[^)]*\) \{\n/, "$&  return $1;\n"],
   },
   {
     id: "usage-record",
@@ -241,6 +248,8 @@ export async function benchRunPath({
       alone.push({ ...variant, target: await start(variant.id, script, variant.unbind === true) });
     }
     const streamed = [...floors, gateway];
+    // Variants that change how a body streams (`bodies: true`) stream the large bodies too.
+    const bodied = new Set(alone.filter((v) => v.target && v.bodies).map((v) => v.id));
     const targets = [...streamed, ...alone.filter((v) => v.target).map((v) => v.target)];
     for (const t of targets) {
       for (const path of [`${t.fn}/run`, `${t.srv}/png`, `${t.srv}/sse`]) {
@@ -262,7 +271,7 @@ export async function benchRunPath({
         const json = await load(t, `${t.fn}/run`, seconds, wrkCpu);
         const png = await load(t, `${t.srv}/png`, seconds, wrkCpu);
         figures[t.id] = { json, png };
-        if (t.id === "bare" || t === gateway) {
+        if (t.id === "bare" || t === gateway || bodied.has(t.id)) {
           figures[t.id].declared = await body(t, `${t.srv}/file?mib=${mib}`, mib * MIB);
           figures[t.id].chunked = await body(t, `${t.srv}/bytes?mib=${mib}`, mib * MIB);
         }
@@ -452,6 +461,24 @@ export function printRunPath(figures) {
     const pick = (kind, key) => [each((r) => withIt(r)[kind][key]), each((r) => without(r)[kind][key])];
     console.log(
       `| ${v.id} | ${v.buys} | ${cost(...pick("json", "cpu"))} | ${cost(...pick("png", "cpu"))} | ${ratio(each((r) => withIt(r).json.rps / without(r).json.rps))} | ${ratio(each((r) => withIt(r).png.rps / without(r).png.rps))} |`,
+    );
+  }
+  const bodied = figures.variants.filter((v) => v.built && v.bodies);
+  if (bodied.length === 0) return;
+  console.log(
+    `\n| piece | ${mib} MiB chunked: CPU per GiB it costs | bytes/s with it ÷ without | RSS growth with it; without |`,
+  );
+  console.log("|---|---:|---:|---|");
+  for (const v of bodied) {
+    const withIt = (r) => (v.putIn ? r[v.id] : g(r));
+    const without = (r) => (v.putIn ? g(r) : r[v.id]);
+    const mibs = (pick) => `${median(each(pick)).toFixed(1)} MiB`;
+    console.log(
+      `| ${v.id} | ${cost(
+        each((r) => withIt(r).chunked.cpuPerGiB),
+        each((r) => without(r).chunked.cpuPerGiB),
+        { unit: "ms", digits: 0 },
+      )} | ${ratio(each((r) => withIt(r).chunked.bytesPerSecond / without(r).chunked.bytesPerSecond))} | ${mibs((r) => withIt(r).chunked.rssGrowth / MIB)}; ${mibs((r) => without(r).chunked.rssGrowth / MIB)} |`,
     );
   }
 }

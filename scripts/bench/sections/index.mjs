@@ -3,4 +3,6 @@
 // scripts/bench/README.md (rows are made with `figure()` from ../report.mjs, one value per repetition).
 // run.mjs runs them after its own sections, each under the noise meter, and prints their rows with
 // the others; `--sections=<id>` runs one alone.
-export const sections = [];
+import wait from "./wait.mjs";
+
+export const sections = [wait];
