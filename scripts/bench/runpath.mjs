@@ -18,7 +18,7 @@ import { cpuReader } from "./cpu.mjs";
 import { buildBundle, managementApi, SECRETS, startGateway, startPassthrough } from "./gateway.mjs";
 import { noiseLine, noiseMeter } from "./noise.mjs";
 import { listenOnLoopback } from "./peers.mjs";
-import { cost, figure, median, printRows, printSummary } from "./report.mjs";
+import { cost, figure, keep, median, printRows, printSummary } from "./report.mjs";
 import { rssReader, timedGet, writeBytes } from "./streaming.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
@@ -315,6 +315,7 @@ export function printRunPath(figures) {
       each((r) => g(r).png.rps / r["bare'"].png.rps),
       {
         unit: "x",
+        key: "binary",
         target: [">=", 0.9],
         vs: "(b')",
       },
@@ -348,6 +349,7 @@ export function printRunPath(figures) {
       each((r) => g(r).chunked.bytesPerSecond / r.bare.chunked.bytesPerSecond),
       {
         unit: "x",
+        key: "chunked",
         target: [">=", 0.9],
         vs: "(b)",
       },
@@ -357,6 +359,7 @@ export function printRunPath(figures) {
       each((r) => g(r).chunked.cpuPerGiB / r.bare.chunked.cpuPerGiB),
       {
         unit: "x",
+        key: "chunked-cpu",
         target: ["<=", 1.2],
         vs: "(b)",
       },
@@ -377,6 +380,7 @@ export function printRunPath(figures) {
       {
         unit: "MiB",
         digits: 1,
+        key: "rss",
         target: ["<=", 32],
       },
     ),
@@ -390,6 +394,7 @@ export function printRunPath(figures) {
       each((r) => g(r).declared.bytesPerSecond / r.bare.declared.bytesPerSecond),
       {
         unit: "x",
+        key: "declared",
         target: [">=", 0.9],
         vs: "(b)",
       },
@@ -399,6 +404,7 @@ export function printRunPath(figures) {
       each((r) => g(r).declared.cpuPerGiB / r.bare.declared.cpuPerGiB),
       {
         unit: "x",
+        key: "declared-cpu",
         target: ["<=", 1.2],
         vs: "(b)",
       },
@@ -410,6 +416,7 @@ export function printRunPath(figures) {
         unit: "ms",
         digits: 3,
         signed: true,
+        key: "first-byte-bprime",
         target: ["<=", 1],
         vs: "(b')",
       },
@@ -421,6 +428,7 @@ export function printRunPath(figures) {
         unit: "ms",
         digits: 3,
         signed: true,
+        key: "first-byte-b",
         target: ["<=", 1],
         vs: "(b)",
       },
@@ -459,6 +467,14 @@ export function printRunPath(figures) {
     const withIt = (r) => (v.putIn ? r[v.id] : g(r));
     const without = (r) => (v.putIn ? g(r) : r[v.id]);
     const pick = (kind, key) => [each((r) => withIt(r)[kind][key]), each((r) => without(r)[kind][key])];
+    keep("piece", {
+      id: v.id,
+      buys: v.buys,
+      json: cost(...pick("json", "cpu")),
+      png: cost(...pick("png", "cpu")),
+      rps: ratio(each((r) => withIt(r).json.rps / without(r).json.rps)),
+      pngRps: ratio(each((r) => withIt(r).png.rps / without(r).png.rps)),
+    });
     console.log(
       `| ${v.id} | ${v.buys} | ${cost(...pick("json", "cpu"))} | ${cost(...pick("png", "cpu"))} | ${ratio(each((r) => withIt(r).json.rps / without(r).json.rps))} | ${ratio(each((r) => withIt(r).png.rps / without(r).png.rps))} |`,
     );
@@ -473,6 +489,15 @@ export function printRunPath(figures) {
     const withIt = (r) => (v.putIn ? r[v.id] : g(r));
     const without = (r) => (v.putIn ? g(r) : r[v.id]);
     const mibs = (pick) => `${median(each(pick)).toFixed(1)} MiB`;
+    keep("piece-bodies", {
+      id: v.id,
+      cpuPerGiB: cost(
+        each((r) => withIt(r).chunked.cpuPerGiB),
+        each((r) => without(r).chunked.cpuPerGiB),
+        { unit: "ms", digits: 0 },
+      ),
+      bytesPerSecond: ratio(each((r) => withIt(r).chunked.bytesPerSecond / without(r).chunked.bytesPerSecond)),
+    });
     console.log(
       `| ${v.id} | ${cost(
         each((r) => withIt(r).chunked.cpuPerGiB),
