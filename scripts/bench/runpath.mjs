@@ -428,9 +428,10 @@ export function printRunPath(figures) {
         unit: "ms",
         digits: 3,
         signed: true,
-        key: "first-byte-b",
-        target: ["<=", 1],
         vs: "(b)",
+        // The target is against (b'): against (b) the local limiter's stand-in (a Durable Object's SQLite
+        // write per call) is in the difference, which production does not pay in that form.
+        note: "(the local limiter's stand-in included)",
       },
     ),
   ];
