@@ -10,3 +10,6 @@ export type WebhookLane = InstanceType<typeof WebhookLane>;
 
 /** The usage ledgers (Durable Objects, wrangler.toml `USAGE_LEDGER`): one per project. */
 export { UsageLedger } from "./usage/ledger-object";
+
+/** The followers of a run's status stream (Durable Objects, wrangler.toml `RUN_FOLLOWERS`): one per followed run. */
+export { RunFollowers } from "./runs/async/followers-object";

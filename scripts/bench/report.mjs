@@ -35,7 +35,16 @@ export function verdict(values, target) {
   return "undecided";
 }
 
-const UNITS = { x: "×", ms: " ms", "ms/GiB": " ms/GiB", MiB: " MiB", "MiB/s": " MiB/s", "req/s": " req/s", "%": " %" };
+const UNITS = {
+  x: "×",
+  ms: " ms",
+  "ms/GiB": " ms/GiB",
+  MiB: " MiB",
+  "MiB/s": " MiB/s",
+  "req/s": " req/s",
+  "/s": "/s",
+  "%": " %",
+};
 
 /** `n` with its unit; differences (signed: true) carry their sign. */
 export function show(n, { unit = "", digits = 2, signed = false } = {}) {

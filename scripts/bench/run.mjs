@@ -99,7 +99,8 @@ function startupCpu(outfile) {
       stdio: ["ignore", "pipe", "ignore"],
       env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
     }).toString();
-    return /Active: ([\d.]+ ms)/.exec(out)?.[1] ?? null;
+    const ms = /Active: ([\d.]+) ms/.exec(out)?.[1];
+    return ms === undefined ? null : Number(ms);
   } catch {
     return null;
   }
@@ -145,7 +146,10 @@ try {
   // BENCH_BUNDLE: a bundle built (or changed) beforehand, to measure what one piece of it costs (A/B).
   const bundle = process.env.BENCH_BUNDLE ?? buildBundle(join(workdir, "dist"));
   const bundleBytes = readFileSync(bundle);
-  const startup = section("bundle") ? startupCpu(join(workdir, "startup.cpuprofile")) : null;
+  // Startup CPU, profiled as `wrangler check startup` does, up to three times.
+  const startup = section("bundle")
+    ? Array.from({ length: Math.min(3, REPS) }, () => startupCpu(join(workdir, "startup.cpuprofile")))
+    : [];
 
   const dohUrl = section("domains") || (section("runpath") && TARGETS.includes("d")) ? dnsHarness() : null;
   const upstream = await startPeer();
@@ -219,26 +223,27 @@ try {
   if (section("delivery")) {
     log("webhook delivery");
     deliveryFigures = await measured("delivery", async () => {
-      const single = [];
-      for (let i = 0; i < 3; i++) {
-        const before = slowReceiver.count;
-        const started = performance.now();
+      const perRep = [];
+      for (let rep = 1; rep <= REPS; rep++) {
+        log(`webhook delivery rep ${rep}/${REPS}`);
+        let before = slowReceiver.count;
+        let started = performance.now();
         await run(slowReceiver);
         await slowReceiver.waitFor(before + 1);
-        single.push(performance.now() - started);
+        const single = performance.now() - started;
+        before = slowReceiver.count;
+        started = performance.now();
+        await Promise.all(Array.from({ length: 100 }, () => run(slowReceiver)));
+        await slowReceiver.waitFor(before + 100);
+        const batchMs = performance.now() - started;
+        before = receiver.count;
+        started = performance.now();
+        await pool(DELIVERIES, 32, () => run(receiver));
+        await receiver.waitFor(before + DELIVERIES);
+        const fastMs = performance.now() - started;
+        perRep.push({ single, batchMs, fastMs });
       }
-      let before = slowReceiver.count;
-      let started = performance.now();
-      await Promise.all(Array.from({ length: 100 }, () => run(slowReceiver)));
-      await slowReceiver.waitFor(before + 100);
-      const batchMs = performance.now() - started;
-      before = receiver.count;
-      started = performance.now();
-      await pool(DELIVERIES, 32, () => run(receiver));
-      const producedMs = performance.now() - started;
-      await receiver.waitFor(before + DELIVERIES);
-      const fastMs = performance.now() - started;
-      return { single, batchMs, producedMs, fastMs };
+      return perRep;
     });
   }
 
@@ -257,58 +262,75 @@ try {
     log(
       "fairness: a lane full of receivers that hold each connection for the whole timeout, beside fast ones and a 404",
     );
-    fairness = await measured("fairness", () => benchFairness(bundle, upstream.url));
+    fairness = await measured("fairness", async () => {
+      const perRep = [];
+      for (let rep = 1; rep <= REPS; rep++) {
+        log(`fairness rep ${rep}/${REPS}`);
+        perRep.push(await benchFairness(bundle, upstream.url));
+      }
+      return perRep;
+    });
   }
 
   const units = section("units")
-    ? (log("unit costs of the local bindings"),
-      await measured("units", () => measureUnits({ receiverUrl: `${receiver.url}/hook`, cpuReader })))
+    ? await measured("units", async () => {
+        const perRep = [];
+        for (let rep = 1; rep <= REPS; rep++) {
+          log(`unit costs of the local bindings, rep ${rep}/${REPS}`);
+          perRep.push(await measureUnits({ receiverUrl: `${receiver.url}/hook`, cpuReader }));
+        }
+        return perRep.every(Boolean) ? perRep : null;
+      })
     : null;
 
-  // 3. Domain validation: DOMAINS pending domains, due now, checked by one cron run and its fan-out.
+  // 3. Domain validation: DOMAINS pending domains in all, DOMAINS ÷ REPS a repetition, due now, checked by
+  // one cron run and its fan-out.
   let domainFigures = null;
   if (doh && section("domains")) {
-    log(`domain validation: creating ${DOMAINS} domains`);
-    const tag = Date.now().toString(36);
-    await pool(DOMAINS, 16, (i) =>
-      api(seed.token, "POST", `/projects/${seed.projectId}/domains`, {
-        domain: `d${i}-${tag}.wild.example.test`,
-        region: "us-east-1",
-      }),
-    );
-    await gateway.db.prepare("UPDATE domains SET next_check_at = 0 WHERE status = 'pending'").run();
+    const perRepDomains = Math.ceil(DOMAINS / REPS);
+    // The design's own numbers, read from the source so the table cannot drift from it.
+    const source = ["cron", "rules", "caa"].map((file) => readFileSync(`src/domains/${file}.ts`, "utf8")).join("\n");
+    const constant = (name) => Number(new RegExp(`${name} = ([\\d_]+)`).exec(source)?.[1].replace(/_/g, ""));
+    const design = {
+      limit: constant("SUBREQUEST_LIMIT"),
+      // `SUBREQUESTS_PER_CHECK = MAX_QUERIES_PER_CHECK + 5`: a sum of constants and numbers.
+      perCheck: /SUBREQUESTS_PER_CHECK = ([^;]+);/
+        .exec(source)[1]
+        .split("+")
+        .reduce((sum, term) => sum + (/^\s*\d+\s*$/.test(term) ? Number(term) : constant(term.trim())), 0),
+      perBatch: constant("CHECKS_PER_QUEUE_BATCH"),
+      inline: constant("INLINE_CHECKS_PER_CRON"),
+    };
     domainFigures = await measured("domains", async () => {
-      const queriesBefore = doh.count;
-      const worker = await gateway.mf.getWorker();
-      const started = performance.now();
-      await worker.scheduled({ cron: "*/30 * * * *" });
-      let validated = 0;
-      const deadline = Date.now() + 300_000;
-      while (Date.now() < deadline) {
-        const row = await gateway.db
-          .prepare("SELECT count(*) AS n FROM domains WHERE status = 'validated' AND hostname LIKE ?")
-          .bind(`%-${tag}.wild.example.test`)
-          .first();
-        validated = row.n;
-        if (validated >= DOMAINS) break;
-        await sleep(200);
+      const perRep = [];
+      for (let rep = 1; rep <= REPS; rep++) {
+        log(`domain validation rep ${rep}/${REPS}: creating ${perRepDomains} domains`);
+        const tag = `${Date.now().toString(36)}r${rep}`;
+        await pool(perRepDomains, 16, (i) =>
+          api(seed.token, "POST", `/projects/${seed.projectId}/domains`, {
+            domain: `d${i}-${tag}.wild.example.test`,
+            region: "us-east-1",
+          }),
+        );
+        await gateway.db.prepare("UPDATE domains SET next_check_at = 0 WHERE status = 'pending'").run();
+        const queriesBefore = doh.count;
+        const worker = await gateway.mf.getWorker();
+        const started = performance.now();
+        await worker.scheduled({ cron: "*/30 * * * *" });
+        let validated = 0;
+        const deadline = Date.now() + 300_000;
+        while (Date.now() < deadline) {
+          const row = await gateway.db
+            .prepare("SELECT count(*) AS n FROM domains WHERE status = 'validated' AND hostname LIKE ?")
+            .bind(`%-${tag}.wild.example.test`)
+            .first();
+          validated = row.n;
+          if (validated >= perRepDomains) break;
+          await sleep(200);
+        }
+        perRep.push({ validated, ms: performance.now() - started, queries: doh.count - queriesBefore });
       }
-      // The design's own numbers, read from the source so the table cannot drift from it.
-      const source = ["cron", "rules", "caa"].map((file) => readFileSync(`src/domains/${file}.ts`, "utf8")).join("\n");
-      const constant = (name) => Number(new RegExp(`${name} = ([\\d_]+)`).exec(source)?.[1].replace(/_/g, ""));
-      return {
-        validated,
-        ms: performance.now() - started,
-        queries: doh.count - queriesBefore,
-        limit: constant("SUBREQUEST_LIMIT"),
-        // `SUBREQUESTS_PER_CHECK = MAX_QUERIES_PER_CHECK + 5`: a sum of constants and numbers.
-        perCheck: /SUBREQUESTS_PER_CHECK = ([^;]+);/
-          .exec(source)[1]
-          .split("+")
-          .reduce((sum, term) => sum + (/^\s*\d+\s*$/.test(term) ? Number(term) : constant(term.trim())), 0),
-        perBatch: constant("CHECKS_PER_QUEUE_BATCH"),
-        inline: constant("INLINE_CHECKS_PER_CRON"),
-      };
+      return { perRep, perRepDomains, design };
     });
   }
 
@@ -483,18 +505,35 @@ try {
   if (deliveryFigures || fairness)
     console.log("\n## 2. Webhook delivery (queue consumer in workerd, receivers on loopback)\n");
   if (deliveryFigures) {
-    const { single, batchMs, producedMs, fastMs } = deliveryFigures;
-    const one = median(single);
-    console.log("| figure | value |");
-    console.log("|---|---:|");
-    console.log(
-      `| one delivery to a 200 ms receiver, run → received (median of 3: ${single.map((v) => fmt(v, 0)).join(", ")}) | ${fmt(one, 0)} ms |`,
-    );
-    console.log(
-      `| 100 deliveries to the same receiver, first run → last received | ${fmt(batchMs, 0)} ms (**${fmt(batchMs / one)}×** one) |`,
-    );
-    console.log(
-      `| ${DELIVERIES} deliveries to a fast receiver (runs made 32 at a time) | ${fmt(DELIVERIES / (fastMs / 1000), 0)} deliveries/s (runs made in ${fmt(producedMs, 0)} ms, all received after ${fmt(fastMs, 0)} ms) |`,
+    const each = (pick) => deliveryFigures.map(pick);
+    printRows(
+      "",
+      [
+        figure(
+          "one delivery to a receiver answering after 200 ms, run → received",
+          each((r) => r.single),
+          { unit: "ms", digits: 0 },
+        ),
+        figure(
+          "100 deliveries to that receiver at once, first run → last received",
+          each((r) => r.batchMs),
+          { unit: "ms", digits: 0 },
+        ),
+        figure(
+          "the same, ÷ one delivery",
+          each((r) => r.batchMs / r.single),
+          { unit: "x" },
+        ),
+        figure(
+          `${DELIVERIES} deliveries to a fast receiver (runs made 32 at a time), deliveries/s`,
+          each((r) => DELIVERIES / (r.fastMs / 1000)),
+          {
+            unit: "/s",
+            digits: 0,
+          },
+        ),
+      ],
+      { section: "2. delivery" },
     );
     printNoise("delivery");
   }
@@ -503,52 +542,100 @@ try {
     printNoise("latency");
   }
   if (fairness) {
-    printFairness(fairness, fmt);
+    printFairness(fairness);
     printNoise("fairness");
   }
 
   if (units) {
-    const us = (v) => `${fmt(v, 0)} µs`;
-    const perDelivery = units.pending + (units.claims3 + units.outcomes3) / 3;
-    console.log(
-      "\n### Unit costs of the local bindings (workerd CPU per call, in a Worker's loop, on the real schema; one measurement each)\n",
+    const each = (pick) => units.map(pick);
+    const us = { unit: "µs", digits: 0 };
+    printRows(
+      `### Unit costs of the local bindings (workerd CPU per call, in a Worker's loop, on the real schema; ${units.length} reps)`,
+      [
+        figure(
+          "D1: a delivery's pending row (INSERT), its own round trip",
+          each((u) => u.pending),
+          us,
+        ),
+        figure(
+          "D1: one claim (upsert), its own round trip",
+          each((u) => u.claim),
+          us,
+        ),
+        figure(
+          "D1: three claims in one `batch` (group commit)",
+          each((u) => u.claims3),
+          us,
+        ),
+        figure(
+          "D1: three outcomes (INSERT + trigger) in one `batch`",
+          each((u) => u.outcomes3),
+          us,
+        ),
+        figure(
+          "D1 per first-attempt delivery, batches of 3: pending + (claims + outcomes) ÷ 3",
+          each((u) => u.pending + (u.claims3 + u.outcomes3) / 3),
+          us,
+        ),
+        figure(
+          "Queues: one `send`",
+          each((u) => u.send),
+          us,
+        ),
+        figure(
+          "fetch: one POST to a loopback receiver",
+          each((u) => u.post),
+          us,
+        ),
+        figure(
+          "Durable Object: a lane's `accept` of a batch of 10 (RPC + 10 SQLite inserts), per delivery",
+          each((u) => u.accept10),
+          us,
+        ),
+        figure(
+          "Durable Object: the lane's delete of a settled delivery (RPC per 10), per delivery",
+          each((u) => u.settle10),
+          us,
+        ),
+        figure(
+          "one log line (`console.log` of a request line)",
+          each((u) => u.log),
+          us,
+        ),
+      ],
+      { section: "2. units" },
     );
-    console.log("| call | CPU |");
-    console.log("|---|---:|");
-    console.log(`| D1: a delivery's pending row (INSERT), its own round trip | ${us(units.pending)} |`);
-    console.log(`| D1: one claim (upsert), its own round trip | ${us(units.claim)} |`);
-    console.log(
-      `| D1: three claims in one \`batch\` (group commit) | ${us(units.claims3)} (each further claim ${us((units.claims3 - units.claim) / 2)}) |`,
-    );
-    console.log(`| D1: three outcomes (INSERT + trigger) in one \`batch\` | ${us(units.outcomes3)} |`);
-    console.log(
-      `| D1 per first-attempt delivery, batches of 3: pending + (claims + outcomes) ÷ 3 | **${us(perDelivery)}** (≈ ${fmt(1e6 / perDelivery, 0)} deliveries/s if all of it were the database's time) |`,
-    );
-    console.log(`| Queues: one \`send\` | ${us(units.send)} |`);
-    console.log(`| fetch: one POST to a loopback receiver | ${us(units.post)} |`);
-    console.log(
-      `| Durable Object: a lane's \`accept\` of a batch of 10 (RPC + 10 SQLite inserts), per delivery | ${us(units.accept10)} |`,
-    );
-    console.log(
-      `| Durable Object: the lane's delete of a settled delivery (RPC per 10), per delivery | ${us(units.settle10)} |`,
-    );
-    console.log(`| one log line (\`console.log\` of a request line) | ${us(units.log)} |`);
     printNoise("units");
   }
 
   if (domainFigures) {
-    const d = domainFigures;
-    console.log(
-      `\n## 3. Domain validation (${DOMAINS} pending domains, real DNS: knot behind dnsdist, through a counting DoH proxy; one measurement)\n`,
+    const { perRep, perRepDomains, design: d } = domainFigures;
+    printRows(
+      `## 3. Domain validation (${perRepDomains} pending domains a rep, ${perRep.length} reps; real DNS: knot behind dnsdist, through a counting DoH proxy)`,
+      [
+        figure(
+          "validated by one cron run and its queue fan-out, domains/s",
+          perRep.map((r) => r.validated / (r.ms / 1000)),
+          {
+            unit: "/s",
+            digits: 1,
+          },
+        ),
+        figure(
+          "domains validated of those created",
+          perRep.map((r) => r.validated / perRepDomains),
+          { unit: "x" },
+        ),
+        figure(
+          "DoH queries per domain",
+          perRep.map((r) => r.queries / Math.max(1, r.validated)),
+          { digits: 2 },
+        ),
+      ],
+      { section: "3. domains" },
     );
-    console.log("| figure | value |");
-    console.log("|---|---:|");
     console.log(
-      `| validated by one cron run and its queue fan-out | ${d.validated} of ${DOMAINS} in ${fmt(d.ms / 1000, 1)} s = **${fmt(d.validated / (d.ms / 1000), 1)} domains/s** |`,
-    );
-    console.log(`| DoH queries | ${d.queries} (${fmt(d.queries / Math.max(1, d.validated), 2)} per domain) |`);
-    console.log(
-      `| subrequests per invocation, bound by design (src/domains/cron.ts) | ≤ ${d.perCheck} per check × ${d.perBatch} checks per queue batch (${d.inline} inline in the cron run); limit ${d.limit} |`,
+      `\nSubrequests per invocation, bound by design (src/domains/cron.ts): ≤ ${d.perCheck} per check × ${d.perBatch} checks per queue batch (${d.inline} inline in the cron run); limit ${d.limit}.`,
     );
     printNoise("domains");
   }
@@ -561,11 +648,12 @@ try {
     console.log(
       `| size (gzip) | ${fmt(gzipSync(bundleBytes, { level: 9 }).length / 1024, 1)} KiB (Workers limit 3 MiB Free, 10 MiB Paid) |`,
     );
+    const profiled = startup.filter((v) => v !== null);
     console.log(
-      `| startup (module evaluation) CPU, \`wrangler check startup\` profile | ${startup ?? "–"} (Workers limit: 1 s) |`,
+      `| startup (module evaluation) CPU, \`wrangler check startup\` profile, ${profiled.length} times | ${profiled.length ? `median ${fmt(median(profiled), 1)} ms (${fmt(Math.min(...profiled), 1)} … ${fmt(Math.max(...profiled), 1)})` : "–"} (Workers limit: 1 s) |`,
     );
     console.log(
-      `| Miniflare start, gateway ÷ bare Worker (workerd boot included) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`,
+      `| Miniflare start, gateway ÷ bare Worker (workerd boot included; one start each) | ${fmt(gateway.startupMs / bare.startupMs)} (${fmt(gateway.startupMs, 0)} ms vs ${fmt(bare.startupMs, 0)} ms) |`,
     );
   }
   if (asyncFigures) {
