@@ -57,10 +57,13 @@ describe("dashboard Runs page", () => {
     expect(second.html).not.toContain("Next page");
     const row = text(/<tr id="run-[^"]+">.*?<\/tr>/s.exec(first.html)![0]);
     expect(row).toMatch(new RegExp(`${p.ok.appName} async POST /run 200 [\\d.]+ m?s`));
-    // A service account's caller is clipped to keep the Webhook column on screen; it stays whole on hover.
-    const caller = /<code class="id clip" title="([^"]+)">([^<]+)<\/code>/.exec(first.html);
+    // The caller by name (the service account's), its id on hover and for screen readers.
+    const caller = /<span class="caller" title="([^"]+)">([^<]+)<span class="skip"> \(([^)]+)\)/.exec(first.html);
     expect(caller?.[1]).toMatch(/^sa:sa_\w+$/);
-    expect(caller?.[2]).toBe(caller?.[1]);
+    expect(caller?.[2]).toMatch(/^key “.+”$/);
+    expect(caller?.[3]).toBe(caller?.[1]);
+    // Every run id leads to its own page.
+    expect(first.html).toContain(`href="/dashboard/projects/${p.projectId}/runs/${started.body.run_id}"`);
 
     // Status class: the broken app's two runs, the filter kept in the form and across pages.
     const failed = await v.get(`${path}?status=5xx`);
@@ -78,5 +81,46 @@ describe("dashboard Runs page", () => {
     expect(rowIds((await v.get(`${path}?range=24h&status=5xx`)).html)).toHaveLength(2);
     // Anything else in the URL is no filter at all, never passed on to the API as it is.
     expect(rowIds((await v.get(`${path}?status=oops&mode=both&range=forever`)).html)).toHaveLength(25);
+  });
+});
+
+describe("dashboard run page", () => {
+  it("shows an async run's record, timeline and stored result, reached from the list", async () => {
+    const p = await projectWithRuns(client());
+    const v = visitor(p.api);
+    await v.signIn();
+    const started = await startAsync(p.api, p.ok);
+    const id = started.body.run_id;
+    const page = `/dashboard/projects/${p.projectId}/runs/${id}`;
+
+    // Queued: no record yet, its state and an empty result so far.
+    const queued = await v.get(page);
+    expect(queued.status).toBe(200);
+    const before = text(queued.html);
+    expect(before).toContain("Not on record yet");
+    expect(before).toMatch(/Timeline Accepted \+0 ms/);
+    expect(before).toContain("No result yet");
+
+    await consume(p.api, started.message);
+    const done = await v.get(page);
+    const shown = text(done.html);
+    expect(shown).toMatch(new RegExp(`Outcome 200 answered App and request ${p.ok.appName} POST /run Mode async`));
+    expect(shown).toMatch(/Timeline Accepted \+0 ms .* App called \+[\d.]+ m?s .* Ended \+[\d.]+ m?s/);
+    expect(shown).toContain("State succeeded answered 200");
+    expect(done.html).toContain(`&quot;run_id&quot;: &quot;${id}&quot;`);
+    expect(shown).toContain("No webhook was asked for this run.");
+  });
+
+  it("says whose failure a failed run was, and answers 404 for a run the project does not have", async () => {
+    const p = await projectWithRuns(client());
+    const v = visitor(p.api);
+    await v.signIn();
+    const [broken] = await p.run(p.broken, 1);
+    const page = await v.get(`/dashboard/projects/${p.projectId}/runs/${broken}`);
+    expect(page.status).toBe(200);
+    expect(text(page.html)).toMatch(/Outcome 500 /);
+    const missing = await v.get(`/dashboard/projects/${p.projectId}/runs/run_${"0".repeat(30)}`);
+    expect(missing.status).toBe(404);
+    expect(text(missing.html)).toContain("No run with this id in the project.");
   });
 });

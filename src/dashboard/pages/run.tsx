@@ -13,7 +13,7 @@ import { Attempts, type Delivery, Outcome, STATUS_LABEL, STATUS_TONE } from "./d
 import { type Project, ProjectHeading, withProject } from "./project";
 
 /** An async or handed-over run's own state and stored result (`GET /v2/projects/{project_id}/async-runs/{run_id}`). */
-type AsyncRun = z.infer<typeof AsyncRunSchema> & { mode?: "async" | "wait"; handed_over_at?: string | null };
+type AsyncRun = z.infer<typeof AsyncRunSchema>;
 
 /** The moments a record keeps, in ms after acceptance (null: the run never had that moment). */
 interface RecordTimes {
