@@ -74,10 +74,10 @@ function RunRow({ r, pid, names }: { r: RunRecord; pid: string; names: CallerNam
   return (
     <tr id={`run-${r.run_id}`}>
       <td data-label="Run">
-        <a href={page}>{when(r.created_at)}</a>
+        {when(r.created_at)}
         <br />
-        <a href={page} class="id-link">
-          <code class="muted id">{r.run_id}</code>
+        <a href={page}>
+          <code class="id">{r.run_id}</code>
         </a>
       </td>
       <td data-label="App and request" class="nowrap">
