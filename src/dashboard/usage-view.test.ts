@@ -34,7 +34,7 @@ function usage(interval: "minute" | "hour", from: number, buckets: number, runs:
     from: new Date(from).toISOString(),
     to: new Date(from + buckets * unit).toISOString(),
     series,
-    totals: { ...zero, runs: total, status_2xx: total },
+    totals: { ...zero, runs: total, status_2xx: total, refused: {} },
     percentiles: "exact",
     sampled: false,
   };
