@@ -747,7 +747,7 @@ describe.runIf(available)("dashboard in a browser", () => {
           .getByRole("img", { name: /^Runs by status 20 runs in the last 1 hour: 17 2xx, 0 4xx, 3 5xx\.$/ })
           .count(),
       ).toBe(1);
-      expect(await page.getByRole("img", { name: /^Latency Over the last 1 hour: p50 \d+ ms/ }).count()).toBe(1);
+      expect(await page.getByRole("img", { name: /^Latency In the last 1 hour: p50 \d+ ms/ }).count()).toBe(1);
       // A chart's figures as a table, behind its disclosure.
       await page.locator("#project-runs").getByText("Figures as a table").click();
       await page.getByRole("table", { name: "Runs by status" }).waitFor();
