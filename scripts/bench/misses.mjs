@@ -38,12 +38,6 @@ export const MISSES = {
     experiment:
       "the pieces of the run path measured alone (JSON run and binary answer columns); the event stream itself passes each chunk at once",
   },
-  "first-byte-b": {
-    costs:
-      "everything of the row against (b'), plus the local rate-limit stand-in's call ({piece:rate-limit}), which (b) does not make",
-    buys: "per-project back-pressure",
-    experiment: "the row against (b') above, and the rate-limit piece",
-  },
   chunked: {
     costs:
       "the silence watch on a body without a length: {bodies:silence-watch}. Any JavaScript between the app's body and the caller's takes the body off workerd's native pipe",

@@ -92,7 +92,7 @@ async function seed(gatewayUrl, appUrl) {
 /**
  * The pieces of the run path measured alone: each a copy of the gateway with that piece taken out
  * (`patch` rewrites the built bundle, making a function a no-op; when it does not match, the piece is
- * reported as not measured; `unbind` leaves the rate limiters unbound, which the run then skips) or,
+ * reported as not measured; `orPatch` is tried when `patch` does not match; `unbind` leaves the rate limiters unbound, which the run then skips) or,
  * with `putIn`, a piece the gateway as built does not pay put in (the router). A piece's cost is what
  * the copy with it costs more than the copy without it. With `bodies: true` the copy also streams the
  * large bodies, and the piece's cost per GiB and bytes/s are printed.
@@ -134,7 +134,13 @@ export const VARIANTS = [
     id: "silence-watch",
     bodies: true,
     buys: "a chunked answer's silence watch (RUN_STREAM_IDLE_MS ends a call whose app goes quiet) and its byte count; without it the app's body is handed to the caller as the runtime gives it",
-    patch: [/function watchSilence\((\w+)[^)]*\) \{\n/, "$&  return $1;\n"],
+    patch: [
+      // The relay (a reused buffer lent to an IdentityTransformStream): stream() hands on the app's body itself.
+      /(stream\(\) \{\n\s+if \(\w+\) return null;\n)(\s+const \{ readable, writable \} = new IdentityTransformStream\(\);[\s\S]*?relay\w*\((\w+)\.body)/,
+      "$1      return $3.body;\n$2",
+    ],
+    // The watch before the relay (byob reads in a ReadableStream of its own).
+    orPatch: [/function watchSilence\((\w+)[^)]*\) \{\n/, "$&  return $1;\n"],
   },
   {
     id: "usage-record",
@@ -236,7 +242,8 @@ export async function benchRunPath({
     for (const variant of variants) {
       let script = bundle;
       if (variant.patch) {
-        const [pattern, replacement] = variant.patch;
+        const [pattern, replacement] =
+          [variant.patch, variant.orPatch].find((p) => p?.[0].test(source)) ?? variant.patch;
         if (!pattern.test(source)) {
           alone.push({ ...variant, missing: true });
           continue;
@@ -428,9 +435,10 @@ export function printRunPath(figures) {
         unit: "ms",
         digits: 3,
         signed: true,
-        key: "first-byte-b",
-        target: ["<=", 1],
         vs: "(b)",
+        // The target is against (b'): against (b) the local limiter's stand-in (a Durable Object's SQLite
+        // write per call) is in the difference, which production does not pay in that form.
+        note: "(the local limiter's stand-in included)",
       },
     ),
   ];

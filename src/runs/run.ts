@@ -33,20 +33,15 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
   const clock = runClock(acceptedAt);
   const start = startOf(scope, request, target, caller, acceptedAt);
   let admitted: AdmittedRun | null = null;
-  const end = openEnd(
-    scope,
-    outcomes,
-    request,
-    start,
-    clock,
-    () => (admitted ? bytesIn(admitted) : 0),
-    () => (admitted?.webhook ?? null) !== null,
-  );
+  // The caller's body read whole, counted as it crossed: what a run refused for its body read of it.
+  let bodyRead = 0;
+  const bytesSoFar = () => (admitted ? bytesIn(admitted) : bodyRead);
+  const end = openEnd(scope, outcomes, request, start, clock, bytesSoFar, () => (admitted?.webhook ?? null) !== null);
   let appKnown = false;
   try {
     const upstream = await admitApp(scope, target);
     appKnown = true;
-    admitted = await admitRequest(scope, request, target, start, caller, upstream);
+    admitted = await admitRequest(scope, request, target, start, caller, upstream, (bytes) => (bodyRead += bytes));
     // The key was used: its `last_used_at` (at most one write a minute, in `waitUntil`, beside the call).
     caller.afterRun();
     if (admitted.isAsync) {
@@ -101,7 +96,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
           { ...start, mode: admitted?.isAsync ? "async" : start.mode },
           problem,
           { endedAt: clock(), hungUp: end.hungUp() },
-          { bytesIn: admitted ? bytesIn(admitted) : 0, bytesOut: 0, webhook: (admitted?.webhook ?? null) !== null },
+          { bytesIn: bytesSoFar(), bytesOut: 0, webhook: (admitted?.webhook ?? null) !== null },
         ),
       );
     }

@@ -9,6 +9,7 @@ import { type Ending, endRun, handedOver } from "./store";
 import { log, type LogFields } from "../../platform/log";
 import { endingOfProblem, failureOf, type OutcomePort, outcomePath, type RunOutcome } from "../outcome";
 import { tellIfFollowed } from "./followers";
+import { runJson } from "./resource";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
 export type Unanswered = "interrupted" | "expired";
@@ -99,7 +100,7 @@ export async function endUnanswered(
   outcomes: OutcomePort,
 ): Promise<boolean> {
   const text = unansweredText(run, why);
-  const ended = await endRun(scope.db, run.id, from, claimedBy, {
+  const ending: Ending = {
     status: "failed",
     resultStatus: 502,
     resultType: PROBLEM_CONTENT_TYPE,
@@ -109,9 +110,10 @@ export async function endUnanswered(
     errorCode: why,
     errorMessage: UNANSWERED_DETAIL[why],
     finishedAt: scope.deps.now(),
-  });
+  };
+  const ended = await endRun(scope.db, run.id, from, claimedBy, ending);
   if (!ended) return false;
-  tellIfFollowed(scope, run.id, "failed", ended.followed);
+  tellIfFollowed(scope, run.id, "failed", ended.followed, () => runJson({ ...run, ...ending }, text));
   if (why === "interrupted") {
     const endedAt = scope.deps.now().getTime();
     outcomes.ended(scope, {

@@ -84,6 +84,7 @@ describe("memory: a body that is cheap to send and costly to parse", () => {
       startedAt: Date.now(),
       answeredAt: Date.now(),
       stream: () => null,
+      relay: () => Promise.resolve(),
       piped: () => null,
       tally: { bytes: 0, firstByteAt: null, ended: Promise.resolve("done") },
       text: () => Promise.resolve(text),
