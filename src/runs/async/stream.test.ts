@@ -1,3 +1,4 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
@@ -190,6 +191,24 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect((await events.event())?.run.status).toBe("running");
     await consume(api, started.message, { id: "arm-dead", attempts: 2 });
     expect(await events.event()).toMatchObject({ id: "3", run: { status: "failed", error: { code: "interrupted" } } });
+  });
+
+  it("reads the run again when its hub is lost, joins a new one, and goes on", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const events = eventReader(await follow(api, started.body.status_url, app.token));
+    expect((await events.event())?.id).toBe("1");
+    // Claimed behind the stream's back, then the hub restarts (its sockets closed): no word ever came.
+    await claimRun(db, started.body.run_id, "arm-lost-hub", api.clock.now());
+    const hub = env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(started.body.run_id));
+    await runInDurableObject(hub, (_instance, state) => {
+      for (const socket of state.getWebSockets()) socket.close(1012, "restarting");
+    });
+    expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
+    await vi.waitFor(async () => expect(await followersOf(started.body.run_id)).toBe(1));
+    await consume(api, started.message, { id: "arm-lost-hub", attempts: 2 });
+    expect(await events.event()).toMatchObject({ id: "3", run: { status: "failed" } });
+    expect(await events.next()).toBeNull();
   });
 
   it("costs a run nobody follows nothing: its owner never reaches a hub", async () => {
