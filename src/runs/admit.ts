@@ -63,16 +63,16 @@ function webhookOf(scope: Scope, request: Request, query: URLSearchParams | null
 const tooLarge = () =>
   new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
 
-/** The caller's body, whole, within the limit. */
-async function wholeBody(request: Request): Promise<Uint8Array> {
-  const bytes = await readLimited(request.body, RUN_REQUEST_MAX_BYTES);
+/** The caller's body, whole, within the limit; `read` hears the bytes that crossed. */
+async function wholeBody(request: Request, read?: (bytes: number) => void): Promise<Uint8Array> {
+  const bytes = await readLimited(request.body, RUN_REQUEST_MAX_BYTES, read);
   if (bytes === null) throw tooLarge();
   return bytes;
 }
 
 /** A `cortex` run's body: a JSON object, exactly as sent. */
-async function functionArguments(request: Request): Promise<RunBody> {
-  const bytes = await wholeBody(request);
+async function functionArguments(request: Request, read?: (bytes: number) => void): Promise<RunBody> {
+  const bytes = await wholeBody(request, read);
   if (bytes.byteLength === 0) return { kind: "none" };
   const type = request.headers.get("content-type") ?? undefined;
   if (!isJsonType(type)) {
@@ -93,14 +93,22 @@ async function functionArguments(request: Request): Promise<RunBody> {
   return { kind: "bytes", bytes };
 }
 
-/** The body of a run: checked (`cortex`), read whole (async), or streamed as it comes (`custom`). */
-export async function bodyOf(request: Request, runtime: "cortex" | "custom", isAsync: boolean): Promise<RunBody> {
+/**
+ * The body of a run: checked (`cortex`), read whole (async), or streamed as it comes (`custom`). `read`
+ * hears the bytes of a body read whole, as they crossed (a refused body's too).
+ */
+export async function bodyOf(
+  request: Request,
+  runtime: "cortex" | "custom",
+  isAsync: boolean,
+  read?: (bytes: number) => void,
+): Promise<RunBody> {
   if (request.body === null || request.method === "GET") return { kind: "none" };
   const declared = declaredLength(request);
   if (declared !== null && declared > RUN_REQUEST_MAX_BYTES) throw tooLarge();
-  if (runtime === "cortex") return functionArguments(request);
+  if (runtime === "cortex") return functionArguments(request, read);
   if (isAsync) {
-    const bytes = await wholeBody(request);
+    const bytes = await wholeBody(request, read);
     return bytes.byteLength === 0 ? { kind: "none" } : { kind: "bytes", bytes };
   }
   // A declared length is the runtime's to hold the body to (checked against the limit above): the body
@@ -137,10 +145,14 @@ function queryOf(url: string): URLSearchParams | null {
   return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
 }
 
-/** What admission tells as it goes: the caller's key accepted for the project, then the app known to be the project's. */
+/**
+ * What admission tells as it goes: the caller's key accepted for the project, then the app known to be
+ * the project's, and the bytes of the caller's body read whole (so a refused run counts what crossed).
+ */
 export interface AdmitWatch {
   identified(caller: RunCaller): void;
   appKnown(): void;
+  read?(bytes: number): void;
 }
 
 /**
@@ -185,7 +197,7 @@ export async function admit(
   const webhook = webSocket ? null : webhookOf(scope, request, query);
   const isAsync = asyncRequested(query);
   if (isAsync && webSocket) throw invalidField("query", "async", "does not apply to a WebSocket");
-  const body = await bodyOf(request, upstream.runtime, isAsync);
+  const body = await bodyOf(request, upstream.runtime, isAsync, (bytes) => watch?.read?.(bytes));
   return {
     ...target,
     caller,

@@ -9,6 +9,7 @@ import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver } from "./store";
 import { log, type LogFields } from "../../platform/log";
 import { tellIfFollowed } from "./followers";
+import { runJson } from "./resource";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
 export type Unanswered = "interrupted" | "expired";
@@ -98,7 +99,7 @@ export async function endUnanswered(
   why: Unanswered,
 ): Promise<boolean> {
   const text = unansweredText(run, why);
-  const ended = await endRun(scope.db, run.id, from, claimedBy, {
+  const ending: Ending = {
     status: "failed",
     resultStatus: 502,
     resultType: PROBLEM_CONTENT_TYPE,
@@ -108,9 +109,10 @@ export async function endUnanswered(
     errorCode: why,
     errorMessage: UNANSWERED_DETAIL[why],
     finishedAt: scope.deps.now(),
-  });
+  };
+  const ended = await endRun(scope.db, run.id, from, claimedBy, ending);
   if (!ended) return false;
-  tellIfFollowed(scope, run.id, "failed", ended.followed);
+  tellIfFollowed(scope, run.id, "failed", ended.followed, () => runJson({ ...run, ...ending }, text));
   if (why === "interrupted") {
     const finishedAt = scope.deps.now();
     recordFinished(scope, run, {

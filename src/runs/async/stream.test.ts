@@ -3,10 +3,12 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
 import { eventReader, follow, heldSleeps } from "../../../test/event-streams";
 import { client } from "../../../test/helpers";
-import { seedRunnable } from "../../../test/runs";
 import { createDb } from "../../db/client";
 import { claimRun, runById } from "./store";
 import { RECHECK_EVERY } from "./stream";
+import { WORD_RESOURCE_MAX } from "./followers";
+import { faultyD1 } from "../../../test/faulty-d1";
+import { callWith, seedRunnable } from "../../../test/runs";
 
 // Keep-alives come when a test passes a sleep, never by the wall clock; each test has its own sleeps
 // (a stream of an earlier test may still hold one).
@@ -56,6 +58,48 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
     expect(await events.next()).toBeNull();
     expect(upstream.calls).toBe(1);
+  });
+
+  it("sends the run as its owner wrote it, without reading D1 again", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    let readsFail = false;
+    const refused: Parameters<typeof faultyD1>[2] = [];
+    const db = faultyD1(env.DB, (sql) => readsFail && /^\s*select/i.test(sql), refused);
+    const response = await callWith(api, { DB: db }, new URL(started.body.status_url).pathname, {
+      token: app.token,
+      headers: { Accept: "text/event-stream" },
+    });
+    const events = eventReader(response);
+    expect((await events.event())?.id).toBe("1");
+    // From here a read of D1 by the stream would fail (and close it early, without events).
+    readsFail = true;
+    const upstream = gatedOutbound();
+    upstream.hold();
+    const consuming = consume(api, started.message, { deps: { outbound: upstream.outbound } });
+    await upstream.reached;
+    expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
+    upstream.release();
+    await consuming;
+    const end = await events.event();
+    expect(end?.id).toBe("3");
+    expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
+    expect(await events.next()).toBeNull();
+    expect(refused).toEqual([]);
+  });
+
+  it("reads a run whose result is too large for its owner's word, and sends it whole", async () => {
+    const app = await seedRunnable(api);
+    const big = "x".repeat(WORD_RESOURCE_MAX + 1000);
+    const started = await startAsync(api, app, { body: { inputs: { big } } });
+    const events = eventReader(await follow(api, started.body.status_url, app.token));
+    expect((await events.event())?.id).toBe("1");
+    await consume(api, started.message);
+    let end = await events.event();
+    if (end?.id === "2") end = await events.event();
+    expect(end?.id).toBe("3");
+    expect(JSON.stringify(end!.run)).toContain(big);
+    expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
   });
 
   it("sends a comment every 15 s while nothing changes, and reads the run again every fourth one (a word its owner never gave)", async () => {
