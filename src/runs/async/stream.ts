@@ -23,10 +23,11 @@ import { followRunRow, runById } from "./store";
  *
  * Platform limits this stays within, for a stream held 15 minutes or more:
  * - D1 allows 50 queries per Worker invocation on Workers Free (1,000 on Paid; D1's "Queries per Worker
- *   invocation"). A stream makes ~3 before it starts (key, run, follow), one per change whose word came without the run (≤ 3), and one
- *   every `RECHECK_EVERY` keep-alives (60 s), the safety net for a word its hub never passed on (an owner
- *   that died between its write and its word). At `QUERIES_MAX` it closes; the client resumes with
- *   `Last-Event-ID` in a fresh invocation. That is ~35 minutes of an unchanged run per connection.
+ *   invocation"). A stream makes ~3 before it starts (key, run, follow), one per change whose word came
+ *   without the run (≤ 3), one after each lost hub, and one every `RECHECK_EVERY` keep-alives (60 s): the
+ *   safety net for a word its hub never passed on (an owner that died between its write and its word).
+ *   At `QUERIES_MAX` it closes; the client resumes with `Last-Event-ID` in a fresh invocation. That is
+ *   ~35 minutes of an unchanged run per connection.
  * - Subrequests and connections: one WebSocket to the hub, held; rejoined at most `REJOINS_MAX` times.
  * - Wall time: a Worker serving a connected client has no wall-clock limit; the hub's sockets hibernate,
  *   so the Durable Object is not held in memory (nor billed) while the stream waits.
@@ -138,12 +139,15 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
     let queries = 0;
     let keepAlives = 0;
     let rejoins = 0;
+    // A change between a lost hub's last word and the new hub's first was told to nobody: read once more.
+    let rejoined = false;
     let tick = scope.deps.sleep(KEEP_ALIVE_MS).then(() => "tick" as const);
     if (!now || (await send(now))) return;
     for (;;) {
       const woke = await Promise.race([tick, wakeup.next()]);
       if (clientGone) return;
-      let reread = hubLost;
+      let reread = hubLost || rejoined;
+      rejoined = false;
       if (woke === "tick") {
         await sse.write(": keep-alive\n\n");
         tick = scope.deps.sleep(KEEP_ALIVE_MS).then(() => "tick" as const);
@@ -166,7 +170,7 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
         hub = await join(scope.env, run.id);
         hubLost = false;
         listen(hub);
-        // A change between the loss and the join was told to nobody: read once more.
+        rejoined = true;
         wakeup.ring();
       }
     }
