@@ -11,20 +11,33 @@ export const RUN_RESPONSE_MAX_BYTES = 10 * 1024 * 1024;
 
 /**
  * Reads a body up to `max` bytes; `null` when it is larger (the rest is not read). `read` hears how
- * many bytes crossed, whatever the outcome (a caller's body is counted as it crosses, never by its header).
+ * many bytes crossed, whatever the outcome (a caller's body is counted as it crosses, never by its
+ * header). Once `signal` aborts, the read ends (the body is cancelled) and its reason is thrown.
  */
 export async function readLimited(
   body: ReadableStream<Uint8Array> | null,
   max: number,
   read?: (bytes: number) => void,
+  signal?: AbortSignal,
 ): Promise<Uint8Array | null> {
   if (!body) return new Uint8Array();
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
+  const aborted =
+    signal &&
+    new Promise<never>((_, reject) => {
+      const stop = () => {
+        reader.cancel(signal.reason).catch(() => undefined);
+        reject(signal.reason);
+      };
+      if (signal.aborted) stop();
+      else signal.addEventListener("abort", stop, { once: true });
+    });
+  aborted?.catch(() => undefined);
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await (aborted ? Promise.race([reader.read(), aborted]) : reader.read());
       if (done) break;
       size += value.byteLength;
       if (size > max) {

@@ -26,7 +26,7 @@ const BODIES: Record<string, unknown> = {
   patch: { status: "building", role: "owner" },
 };
 
-/** A project with one of everything: an app with a build and a run on record, a domain, a service account, a member, an invite. */
+/** A project with one of everything: an app with a build and a run on record (its id also names no async run: 404 or 403), a domain, a service account, a member, an invite. */
 async function fullProject(ownerEmail: string) {
   const seed = await seedRunnable(api);
   const buildId = await seedBuild(api, seed);
@@ -50,6 +50,7 @@ async function fullProject(ownerEmail: string) {
     body: { email: `open-${invite.body.invite_id}@example.test`, role: "viewer" },
   });
   const members = await api.json<{ data: { member_id: string }[] }>(`/v2/projects/${seed.projectId}/members`);
+  // An async run (queued: its message is kept, not sent).
   // A settled webhook delivery, its body kept, so resending it is a write to try.
   const deliveryId = newId("whd");
   const at = api.clock.now().getTime();

@@ -30,6 +30,24 @@ afterEach(() => {
 const followersOf = (runId: string) =>
   env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(runId)).changed("queued") as Promise<number>;
 
+/** Hands `message` to the consumer with the app's answer held: resolves once the app is called. */
+async function consumeHeld(message: unknown) {
+  const upstream = gatedOutbound();
+  upstream.hold();
+  const consuming = consume(api, message, { deps: { outbound: upstream.outbound } });
+  await upstream.reached;
+  return {
+    /** Lets the app answer; resolves once the consumer is done. */
+    release: async () => {
+      upstream.release();
+      await consuming;
+    },
+    get calls() {
+      return upstream.calls;
+    },
+  };
+}
+
 describe("a run's status as an event stream (Accept: text/event-stream)", () => {
   it("sends the run resource at each change of state (queued, running, its end), then closes", async () => {
     const app = await seedRunnable(api);
@@ -45,14 +63,10 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
       run: { run_id: started.body.run_id, status: "queued", started_at: null, result: null },
     });
 
-    const upstream = gatedOutbound();
-    upstream.hold();
-    const consuming = consume(api, started.message, { deps: { outbound: upstream.outbound } });
-    await upstream.reached;
+    const upstream = await consumeHeld(started.message);
     // Told by the consumer's claim while the app is still being called, not by any polling.
     expect(await events.event()).toMatchObject({ id: "2", run: { status: "running", result: null } });
-    upstream.release();
-    await consuming;
+    await upstream.release();
     const end = await events.event();
     expect(end).toMatchObject({ id: "3", run: { status: "succeeded", status_code: 200 } });
     // The very resource a poll answers, its result included.
@@ -75,13 +89,9 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect((await events.event())?.id).toBe("1");
     // From here a read of D1 by the stream would fail (and close it early, without events).
     readsFail = true;
-    const upstream = gatedOutbound();
-    upstream.hold();
-    const consuming = consume(api, started.message, { deps: { outbound: upstream.outbound } });
-    await upstream.reached;
+    const upstream = await consumeHeld(started.message);
     expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
-    upstream.release();
-    await consuming;
+    await upstream.release();
     const end = await events.event();
     expect(end?.id).toBe("3");
     expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
@@ -130,14 +140,10 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     await sleeps.waiting();
     sleeps.pass();
     expect(await events.next()).toEqual({ comment: "keep-alive" });
-    const upstream = gatedOutbound();
-    upstream.hold();
-    const consuming = consume(api, started.message, { deps: { outbound: upstream.outbound } });
-    await upstream.reached;
+    const upstream = await consumeHeld(started.message);
     // The reconnected stream gets what came after its last event, and no second "queued".
     expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
-    upstream.release();
-    await consuming;
+    await upstream.release();
     expect((await events.event())?.id).toBe("3");
     expect(await events.next()).toBeNull();
   });
