@@ -289,6 +289,8 @@ export type Domain = typeof domains.$inferSelect;
 
 export const ASYNC_RUN_STATUSES = ["queued", "running", "succeeded", "failed", "cancelled"] as const;
 export type AsyncRunStatus = (typeof ASYNC_RUN_STATUSES)[number];
+/** The modes of a run that has a status URL (`async_runs.mode`): a synchronous run has none. */
+export const STATUS_URL_MODES = ["async", "wait"] as const;
 /** How an async run's request body is stored as text (`request_body_encoding`). */
 export const REQUEST_BODY_ENCODINGS = ["utf8", "base64"] as const;
 export type RequestBodyEncoding = (typeof REQUEST_BODY_ENCODINGS)[number];
@@ -343,6 +345,16 @@ export const asyncRuns = sqliteTable(
     createdAt: timestamp("created_at").notNull(),
     startedAt: timestamp("started_at"),
     finishedAt: timestamp("finished_at"),
+    // How the run was asked for: `async` (`?async=true`), or `wait` (`Prefer: wait`, handed over to its
+    // keeper when the app had not answered in time; src/runs/keeper/): its row is written at hand-over.
+    mode: text("mode", { enum: STATUS_URL_MODES }).notNull().default("async"),
+    // When a waited run's caller stopped waiting (202, or hung up): the hand-over to its keeper.
+    handedOverAt: timestamp("handed_over_at"),
+    // The run's `Cancel-After`, counted from acceptance: past it the app is not called, or its call is ended.
+    deadlineAt: timestamp("deadline_at"),
+    // Set by the first stream that follows the run (src/runs/async/stream.ts), before it reads the state:
+    // an owner's conditional write returns it, and only then does the owner tell the run's followers.
+    followed: integer("followed", { mode: "boolean" }).notNull().default(false),
   },
   (t) => [
     index("async_runs_project").on(t.projectId, t.id),
