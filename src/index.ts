@@ -1,4 +1,5 @@
 import { productionDeps } from "./deps";
+import { runKeeperClass } from "./runs/keeper/keeper";
 import { webhookLaneClass } from "./webhooks/lane";
 import { createWorker } from "./worker";
 
@@ -10,3 +11,10 @@ export type WebhookLane = InstanceType<typeof WebhookLane>;
 
 /** The usage ledgers (Durable Objects, wrangler.toml `USAGE_LEDGER`): one per project. */
 export { UsageLedger } from "./usage/ledger-object";
+
+/**
+ * The run keepers (Durable Objects, wrangler.toml `RUN_KEEPER`): one per waited run, the owner of its app
+ * call. Its outcome goes to usage once seam A wires the port (until then a waited run is not recorded).
+ */
+export const RunKeeper = runKeeperClass(productionDeps, { ended: () => undefined });
+export type RunKeeper = InstanceType<typeof RunKeeper>;

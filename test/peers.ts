@@ -67,6 +67,8 @@ export interface WatchState {
   finished: boolean;
   closed: boolean;
   chunks: number;
+  /** The `X-Run-Id` the watched call carried (null until it came). */
+  runId: string | null;
 }
 export const releaseStream = async (key: string): Promise<WatchState> =>
   (await fetch(`${PEER}/release/${key}`, { method: "POST" })).json();

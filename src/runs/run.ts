@@ -10,6 +10,7 @@ import { webSocketRun } from "./handshake";
 import type { RunTarget } from "./path";
 import { startWebhook } from "./webhook";
 import { deadlineOf, withDeadline } from "./deadline";
+import { waitRun } from "./keeper/wait";
 
 /**
  * A run of `{project_id}/{app_name}/{path}`, top to bottom, one stage a file, each returning a named
@@ -34,6 +35,14 @@ export async function run(scope: Scope, request: Request, target: RunTarget): Pr
     const runId = newId("run", scope.deps.now().getTime());
     if (admitted.webSocket) return recording.upgraded(runId, await webSocketRun(scope, request, admitted, runId));
     const appRequest = appRequestOf(request, admitted, runId);
+    // A waited run's app call is its keeper's (keeper/wait.ts): it may outlive this invocation.
+    if (admitted.wait !== null)
+      return await waitRun(scope, request, admitted, appRequest, {
+        runId,
+        acceptedAt,
+        acceptedWall: acceptedAt,
+        path: admitted.appPath,
+      });
     const run = contextOf(scope, admitted, appRequest);
 
     // With a webhook the delivery is on record before the app is called, and a caller who hangs up

@@ -38,7 +38,12 @@ function watch(key) {
   }
   return entry;
 }
-const watchState = (entry) => ({ finished: entry.finished, closed: entry.closed, chunks: entry.chunks });
+const watchState = (entry) => ({
+  finished: entry.finished,
+  closed: entry.closed,
+  chunks: entry.chunks,
+  runId: entry.runId ?? null,
+});
 
 /** Upstream calls per `X-Run-Id`: how a test proves the app was called exactly once for a run. */
 const callsByRun = new Map();
@@ -152,6 +157,7 @@ async function upstream(req, res, url) {
   if (runId) callsByRun.set(runId, (callsByRun.get(runId) ?? 0) + 1);
   const key = url.searchParams.get("watch");
   const entry = key ? watch(key) : null;
+  if (entry) entry.runId = runId ?? null;
   if (entry) {
     // "close" on the response before it finished: the gateway dropped the connection.
     res.on("close", () => {
