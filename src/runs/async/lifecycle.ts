@@ -14,6 +14,9 @@ export type Unanswered = "interrupted" | "expired";
 
 const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
+/** A run's `error.code` for the problems whose name says "run" twice: the run's deadline, its interruption. */
+const RUN_ERROR_OF_PROBLEM: Record<string, string> = { run_deadline: "deadline", run_interrupted: "interrupted" };
+
 /** The ending of a run whose upstream was called: `succeeded` exactly when a synchronous run would have answered 2xx. */
 export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: Date): Promise<Ending> {
   const bytes = byteLength(answer.text);
@@ -27,7 +30,11 @@ export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: 
     resultBytes: bytes,
     result: placed.inline,
     resultInR2: placed.inR2,
-    errorCode: ok ? null : (answer.failure?.code ?? "upstream_status"),
+    errorCode: ok
+      ? null
+      : answer.failure
+        ? (RUN_ERROR_OF_PROBLEM[answer.failure.code] ?? answer.failure.code)
+        : "upstream_status",
     errorMessage: ok ? null : (answer.failure?.message ?? `The app answered ${answer.status}.`),
     finishedAt: now,
   };
