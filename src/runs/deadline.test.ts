@@ -1,4 +1,6 @@
+import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { consume, gatedOutbound, poll, startAsync } from "../../test/async-runs";
 import { client } from "../../test/helpers";
 import { appCalls, PEER, releaseStream, watchKey, whenClosed } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
@@ -110,5 +112,53 @@ describe("Cancel-After on a synchronous run", () => {
     expect(response.status).toBe(200);
     expect(response.body.result.headers["cancel-after"]).toBeUndefined();
     expect(response.body.result.headers.prefer).toBe("return=minimal");
+  });
+});
+
+describe("Cancel-After on an async run", () => {
+  it("is stored with the queued run, counted from acceptance", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app, { headers: { "Cancel-After": "2h30m" } });
+    expect(started.response.status).toBe(202);
+    const row = await env.DB.prepare("SELECT created_at, deadline_at FROM async_runs WHERE id = ?")
+      .bind(started.body.run_id)
+      .first<{ created_at: number; deadline_at: number }>();
+    expect(row!.deadline_at - row!.created_at).toBe(9_000_000);
+  });
+
+  it("never calls the app once the deadline passed while the run was queued: it ends failed, `deadline`", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app, { headers: { "Cancel-After": "5s" } });
+    api.clock.advance(5_000);
+    const upstream = gatedOutbound();
+    expect(await consume(api, started.message, { deps: { outbound: upstream.outbound } })).toMatchObject({
+      acked: true,
+    });
+    expect(upstream.calls).toBe(0);
+    const read = await poll(api, started.body.status_url, app.token);
+    expect(read.body).toMatchObject({ status: "failed", status_code: 504, error: { code: "deadline" } });
+    expect(read.body.result).toMatchObject({ code: "run_deadline", status: 504, run_id: started.body.run_id });
+  });
+
+  it("ends the app's call at the deadline once it started: failed, `deadline`, the call made once", async () => {
+    const api = client();
+    const clock = heldSleep();
+    const key = watchKey();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}&watch=${key}`);
+    const started = await startAsync(api, app, { headers: { "Cancel-After": "1m" } });
+    api.clock.advance(10_000);
+    const consuming = consume(api, started.message, { deps: { sleep: clock.sleep } });
+    await until(() => clock.waits.length > 0);
+    // What is left of the deadline at the moment of the call.
+    expect(clock.waits[0]!.ms).toBe(50_000);
+    clock.pass();
+    expect(await consuming).toMatchObject({ acked: true });
+    expect((await whenClosed(key)).closed).toBe(true);
+    const read = await poll(api, started.body.status_url, app.token);
+    expect(read.body).toMatchObject({ status: "failed", status_code: 504, error: { code: "deadline" } });
+    expect(read.body.result).toMatchObject({ code: "run_deadline" });
+    expect(await appCalls(started.body.run_id)).toBe(1);
   });
 });

@@ -2,7 +2,16 @@ import { createExecutionContext, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type Client, client } from "../../../test/helpers";
-import { appCalls, PEER, received, receiver, releaseStream, watchKey, watchState } from "../../../test/peers";
+import {
+  appCalls,
+  PEER,
+  received,
+  receiver,
+  releaseStream,
+  watchKey,
+  watchState,
+  whenClosed,
+} from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
 
 beforeEach(() => {
@@ -217,5 +226,51 @@ describe("Prefer: wait, a slow app", () => {
     }, "the delivery arrives");
     expect(deliveries).toHaveLength(1);
     expect(done).toContain(deliveries[0]!.body!);
+  });
+});
+
+describe("Cancel-After on a waited run", () => {
+  it("ends the app's call at the deadline: within the wait the caller gets the 504; handed over, the run ends failed, `deadline`", async () => {
+    // The keeper's deadline runs on the platform's clock: 5 s, the shortest a deadline may be.
+    const api = client();
+    const waitingKey = watchKey();
+    const handedKey = watchKey();
+    const waiting = await seedRunnable(api, `${PEER}/upstream/echo?hold=${waitingKey}&watch=${waitingKey}`);
+    const handed = await seedRunnable(api, `${PEER}/upstream/echo?hold=${handedKey}&watch=${handedKey}`);
+    const [answered, accepted] = await Promise.all([
+      api.call(waiting.runPath, { token: waiting.token, headers: { Prefer: "wait=30", "Cancel-After": "5s" } }),
+      api.call(handed.runPath, { token: handed.token, headers: { Prefer: "wait=1", "Cancel-After": "5" } }),
+    ]);
+    expect(answered.status).toBe(504);
+    expect(answered.headers.get("preference-applied")).toBe("wait=30");
+    expect(await answered.json()).toMatchObject({ code: "run_deadline", run_id: answered.headers.get("x-run-id") });
+    expect((await whenClosed(waitingKey)).closed).toBe(true);
+
+    expect(accepted.status).toBe(202);
+    const { run_id: runId } = (await accepted.json()) as { run_id: string };
+    const done = await eventually(async () => {
+      const read = await statusOf(api, handed, runId);
+      return read.body.status === "failed" ? read.body : null;
+    }, "the handed-over run ends");
+    expect(done.error).toMatchObject({ code: "deadline" });
+    expect(done.result).toMatchObject({ code: "run_deadline", status: 504 });
+    expect((await whenClosed(handedKey)).closed).toBe(true);
+    expect(await appCalls(runId)).toBe(1);
+    expect(await appCalls(answered.headers.get("x-run-id")!)).toBe(1);
+  }, 20_000);
+
+  it("refuses a deadline past what a keeper can hold, before any call", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const response = await api.json<{ errors: { field: string; message: string }[] }>(app.runPath, {
+      token: app.token,
+      headers: { Prefer: "wait=5", "Cancel-After": "16m" },
+    });
+    expect(response.status).toBe(400);
+    expect(response.body.errors[0]).toEqual({
+      location: "header",
+      field: "Cancel-After",
+      message: "must be at most 15m for a waited run (Prefer: wait)",
+    });
   });
 });
