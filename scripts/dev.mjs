@@ -1,18 +1,30 @@
 // `npm run dev`: local secrets on first run, local D1 migrations, the sample app (an upstream and a
-// webhook receiver on 127.0.0.1:8790), then `wrangler dev` with local D1, Queues and Cron
-// (`/__scheduled` fires the cron), and a seeded demo project whose app runs on the sample app.
+// webhook receiver on 127.0.0.1:8790), the gateway in workerd with local D1, Queues, R2, Durable Objects
+// and Cron (`/__scheduled` fires the cron) behind a small front on the port (scripts/dev/front.mjs: it
+// passes a caller's hang-up on to the Worker and prints one line per request), a seeded demo project,
+// then one closing banner with what to do next.
+//
+// The gateway runs through wrangler's own dev environment (the API `wrangler dev` is built on: the same
+// configuration, bundling, bindings, local state in .wrangler/ and reload on change), without its proxy:
+// that proxy would hide a caller's hang-up from the Worker (scripts/dev/front.mjs says why).
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
+import { startFront } from "./dev/front.mjs";
+import { formatLog } from "./dev/logs.mjs";
 
 // CLOUDFLARE_CF_FETCH_ENABLED=false: wrangler would fetch request.cf's sample data from
 // workers.cloudflare.com on every start (a stack trace each time without internet); the gateway reads
 // nothing from request.cf, so the built-in placeholder serves as well.
 const env = { CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env, WRANGLER_SEND_METRICS: "false" };
+Object.assign(process.env, env); // wrangler's dev environment runs in this process
 const port = process.env.PORT ?? "8787";
 const samplePort = process.env.SAMPLE_APP_PORT ?? "8790";
-const base = `http://127.0.0.1:${port}`;
+const base = `http://localhost:${port}`;
+const color = process.stdout.isTTY && !process.env.NO_COLOR;
+const say = (text) => process.stdout.write(`${text}\n`);
 
 /** Whether something already answers on 127.0.0.1:`port` (another `npm run dev`, most likely). */
 const busy = (port) =>
@@ -46,13 +58,31 @@ if (!existsSync(".dev.vars")) {
   console.log("dev: wrote .dev.vars with fresh secrets (it is git-ignored).");
 }
 const adminToken = /^ADMIN_TOKEN=(.*)$/m.exec(readFileSync(".dev.vars", "utf8"))?.[1];
-console.log(`dev: admin token (ADMIN_TOKEN in .dev.vars): ${adminToken}`);
 
+// Extra settings for the Worker: `npm run dev -- --var NAME:VALUE` (as `wrangler dev --var`).
+const extraVars = {};
+for (let i = 2; i < process.argv.length; i++) {
+  const arg = process.argv[i];
+  const given = arg === "--var" ? process.argv[++i] : arg.startsWith("--var=") ? arg.slice(6) : null;
+  const match = given === null || given === undefined ? null : /^([A-Za-z_][A-Za-z0-9_]*):(.*)$/s.exec(given);
+  if (!match) {
+    console.error(`dev: only --var NAME:VALUE is taken after \`--\` (got ${JSON.stringify(arg)}).`);
+    process.exit(2);
+  }
+  extraVars[match[1]] = match[2];
+}
+
+// The migrations, once: wrangler prints its whole table after each one applied; one line says the same.
 const migrate = spawnSync("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local"], {
-  stdio: "inherit",
-  env: { ...env, CI: "true" },
+  encoding: "utf8",
+  env: { ...env, CI: "true", NO_COLOR: "1" },
 });
-if (migrate.status !== 0) process.exit(migrate.status ?? 1);
+if (migrate.status !== 0) {
+  process.stderr.write(`${migrate.stdout}${migrate.stderr}`);
+  console.error("dev: the D1 migrations did not apply (above: wrangler's output).");
+  process.exit(migrate.status ?? 1);
+}
+say(`dev: ${migrationsSummary(migrate.stdout)}`);
 
 // People's sign-in: a local OpenID provider (scripts/oidc-provider.mjs) on a free loopback port, with a
 // development user who owns the demo project (invited below, claimed at their first sign-in).
@@ -68,76 +98,157 @@ const oidc = await startOidcProvider({
     },
   ],
 });
-const oidcVars = [
-  "--var",
-  `OIDC_ISSUER:${oidc.issuer}`,
-  "--var",
-  `OIDC_CLIENT_ID:${oidcClient.client_id}`,
-  "--var",
-  `OIDC_CLIENT_SECRET:${oidcClient.client_secret}`,
-];
-console.log(
-  `dev: people sign in at ${oidc.issuer} (local OpenID provider): "Sign in with single sign-on", login "${DEV_USER.login}" (${DEV_USER.email}).`,
-);
+const vars = {
+  OIDC_ISSUER: oidc.issuer,
+  OIDC_CLIENT_ID: oidcClient.client_id,
+  OIDC_CLIENT_SECRET: oidcClient.client_secret,
+};
 
 // Custom domains validate offline: the DNS harness (scripts/dns-harness, knot behind dnsdist) is
 // started when nothing answers yet (never restarted: other checkouts may use it), and the gateway is
 // pointed at it. Its zones hold good.example.test, a hostname that validates as it is.
-const dnsVars = [];
+let dnsNote;
 try {
   const { ensureDnsHarness } = await import("../test/global/dns-harness.mjs");
-  const doh = await ensureDnsHarness();
-  dnsVars.push("--var", `DNS_RESOLVER_URL:${doh}`);
-  console.log(`dev: DNS harness at ${doh}; add good.example.test (region us-east-1) to see a domain validate.`);
+  vars.DNS_RESOLVER_URL = await ensureDnsHarness();
+  dnsNote = `DNS harness at ${vars.DNS_RESOLVER_URL} (good.example.test validates as it is)`;
 } catch (error) {
-  console.warn(`dev: no DNS harness (${error.message.split("\n")[0]}); domain checks will say DNS_UNAVAILABLE.`);
+  dnsNote = `no DNS harness (${error.message.split("\n")[0]}): domain checks will say DNS_UNAVAILABLE`;
 }
+Object.assign(vars, extraVars);
 
-const children = [
-  spawn(process.execPath, ["examples/sample-app/server.mjs"], { stdio: "inherit", env: { ...env, PORT: samplePort } }),
-  spawn(
-    "npx",
-    ["wrangler", "dev", "--port", port, "--test-scheduled", ...dnsVars, ...oidcVars, ...process.argv.slice(2)],
-    { stdio: "inherit", env },
-  ),
-];
-const stop = (signal) => children.forEach((child) => child.kill(signal));
-for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => stop(signal));
-for (const child of children) {
-  child.on("exit", (code) => {
-    stop("SIGTERM");
-    process.exit(code ?? 0);
-  });
+const sampleApp = spawn(process.execPath, ["examples/sample-app/server.mjs"], {
+  stdio: ["ignore", "inherit", "inherit"],
+  env: { ...env, PORT: samplePort },
+});
+
+// The gateway: wrangler's dev environment (what `wrangler dev` runs), its Worker reached straight at
+// its own address, which moves when it reloads after a change.
+const { unstable_DevEnv: DevEnv } = await import("wrangler");
+const devEnv = new DevEnv();
+let origin = null;
+let originReady;
+let whenReady = new Promise((resolve) => (originReady = resolve));
+let reloads = 0;
+devEnv.on("reloadComplete", (event) => {
+  const { protocol, hostname, port: workerPort } = event.proxyData.userWorkerUrl;
+  origin = `${protocol}//${hostname}:${workerPort}`;
+  originReady(origin);
+  if (reloads++ > 0) say("dev: the gateway reloaded after a change");
+});
+devEnv.on("error", (event) => console.error(`dev: ${event.reason ?? event.message ?? event}`));
+const worker = await devEnv.startWorker({
+  config: "wrangler.toml",
+  bindings: Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, { type: "plain_text", value: v }])),
+  dev: {
+    // wrangler's own proxy listens on a port nobody is told of; people use the front's.
+    server: { hostname: "127.0.0.1", port: 0 },
+    inspector: false,
+    watch: true,
+    testScheduled: true,
+    logLevel: "warn",
+    structuredLogsHandler: (entry) => {
+      const text = formatLog(entry);
+      if (text !== null) (entry.level === "error" ? process.stderr : process.stdout).write(`${text}\n`);
+    },
+  },
+});
+// The requests of the set-up below (seeding the demo) are ours, not the person's: their lines are left out.
+let settingUp = true;
+const front = await startFront({
+  port,
+  color,
+  print: (text) => settingUp || say(text),
+  target: () => (origin ? Promise.resolve(origin) : whenReady),
+});
+
+let stopping = false;
+async function stop(code = 0) {
+  if (stopping) return;
+  stopping = true;
+  sampleApp.kill("SIGTERM");
+  await Promise.allSettled([front.close(), worker.dispose(), oidc.stop()]);
+  process.exit(code);
 }
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => void stop(0));
+// wrangler's dev environment may end the process on a signal before `stop` has run: the children go too.
+process.on("exit", () => sampleApp.kill("SIGTERM"));
+sampleApp.on("exit", (code) => {
+  if (!stopping) console.error(`dev: the sample app stopped (exit ${code}); stopping.`);
+  void stop(code ?? 1);
+});
 
+await whenReady;
+let demo = null;
 // Seed the demo once the gateway answers (skip with SEED_DEMO=0).
 if (process.env.SEED_DEMO !== "0") {
-  for (let i = 0; i < 120; i++) {
-    const ready = await fetch(`${base}/v2/openapi.json`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ready) {
-      spawnSync(process.execPath, ["scripts/seed-demo.mjs", base, adminToken, `http://127.0.0.1:${samplePort}`], {
-        stdio: "inherit",
-        env,
-      });
-      await inviteDevUser();
-      break;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500));
+  // Not spawnSync: the front serving the seed's requests runs in this process.
+  const seeding = spawn(
+    process.execPath,
+    ["scripts/seed-demo.mjs", `http://127.0.0.1:${port}`, adminToken, `http://127.0.0.1:${samplePort}`, "--quiet"],
+    { stdio: ["ignore", "ignore", "inherit"], env },
+  );
+  const [code] = await once(seeding, "exit");
+  if (code === 0) {
+    demo = JSON.parse(readFileSync(process.env.DEMO_STATE ?? ".wrangler/demo.json", "utf8"));
+    await inviteDevUser();
   }
 }
+settingUp = false;
+banner();
 
 /** The development user becomes owner of every project at their next sign-in (an open invite is kept once). */
 async function inviteDevUser() {
   const headers = { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" };
-  const projects = await fetch(`${base}/v2/projects?limit=100`, { headers }).then((r) => r.json());
+  const projects = await fetch(`http://127.0.0.1:${port}/v2/projects?limit=100`, { headers }).then((r) => r.json());
   for (const project of projects.data ?? []) {
-    await fetch(`${base}/v2/projects/${project.project_id}/invites`, {
+    await fetch(`http://127.0.0.1:${port}/v2/projects/${project.project_id}/invites`, {
       method: "POST",
       headers,
       body: JSON.stringify({ email: DEV_USER.email, role: "owner" }),
     });
   }
+}
+
+/** "applied 10 migrations (0000_init … 0009_usage)", or "up to date". */
+function migrationsSummary(output) {
+  const names = [...new Set(output.match(/\d{4}_[\w-]+\.sql/g) ?? [])];
+  if (/No migrations to apply/i.test(output)) return "D1 migrations: the local database is up to date";
+  if (names.length === 0) return "D1 migrations applied";
+  const span = names.length > 2 ? `${names[0]} … ${names.at(-1)}` : names.join(", ");
+  return `D1 migrations: applied ${names.length} to the local database (${span})`;
+}
+
+/** Everything a newcomer needs next, last on the screen: where to go, the token, a first run. */
+function banner() {
+  const rule = "─".repeat(78);
+  const lines = [
+    rule,
+    `The gateway is ready at ${base} (requests below, one line each; Ctrl-C stops everything).`,
+    "",
+    `Dashboard  ${base}/dashboard`,
+    `           sign in with the admin token (ADMIN_TOKEN in .dev.vars):`,
+    `           ${adminToken}`,
+    `           or "Sign in with single sign-on" as "${DEV_USER.login}" (local OpenID provider at ${oidc.issuer})`,
+    `API docs   ${base}/v2/docs`,
+    `Sample app http://127.0.0.1:${samplePort} (functions /run /slow /fail /stream /image, OpenAI /v1, receiver /webhook)`,
+    `Domains    ${dnsNote}`,
+  ];
+  if (demo) {
+    lines.push(
+      "",
+      `Demo project ${demo.project_id}: apps hello-world (cortex) and llm (custom), a service account token.`,
+      "In another terminal (the README's Quickstart goes on from here):",
+      "",
+      `  export BASE=${base} P=${demo.project_id} TOKEN=${demo.token}`,
+      `  curl -s -X POST "$BASE/v4/$P/hello-world/run" -H "Authorization: Bearer $TOKEN" \\`,
+      `    -H 'Content-Type: application/json' -d '{"inputs":{"name":"edge"}}'`,
+      "",
+      `Runs of the demo: ${base}/dashboard/projects/${demo.project_id}/runs`,
+    );
+  } else if (process.env.SEED_DEMO !== "0") {
+    lines.push("", "The demo project could not be seeded (above: why).");
+  }
+  lines.push(rule);
+  say(lines.join("\n"));
 }

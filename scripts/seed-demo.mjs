@@ -5,8 +5,10 @@
 // made is remembered in .wrangler/demo.json (beside the local D1 it lives in, so removing .wrangler
 // starts both afresh), and a later start that finds it still working only prints the commands again.
 //
-//   node scripts/seed-demo.mjs BASE_URL ADMIN_TOKEN [ORIGIN_URL]
+//   node scripts/seed-demo.mjs BASE_URL ADMIN_TOKEN [ORIGIN_URL] [--quiet]
 //   node scripts/seed-demo.mjs http://127.0.0.1:8787 "$ADMIN_TOKEN" http://127.0.0.1:8790
+//
+// --quiet prints only the first line (what was seeded); `npm run dev` prints its own closing banner.
 //
 // ORIGIN_URL is the deployment's base URL: a run of `/v4/{project_id}/{app_name}/{path}` calls `{ORIGIN_URL}/{path}`.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -15,7 +17,9 @@ import { dirname } from "node:path";
 const STATE = process.env.DEMO_STATE ?? ".wrangler/demo.json";
 // Each app's name and runtime; a demo seeded before these were (one custom `hello-world`) is seeded afresh.
 const APPS = { "hello-world": "cortex", llm: "custom" };
-const [base = "http://127.0.0.1:8787", admin, given = "http://127.0.0.1:8790"] = process.argv.slice(2);
+const args = process.argv.slice(2).filter((arg) => arg !== "--quiet");
+const quiet = args.length < process.argv.length - 2;
+const [base = "http://127.0.0.1:8787", admin, given = "http://127.0.0.1:8790"] = args;
 const origin = given.replace(/\/+$/, "");
 if (!admin) {
   console.error("usage: node scripts/seed-demo.mjs BASE_URL ADMIN_TOKEN [ORIGIN_URL]");
@@ -84,6 +88,7 @@ if (demo) {
   });
   console.log(`Seeded project ${demo.project_id}, apps ${Object.keys(APPS).join(" and ")} → ${origin}`);
 }
+if (quiet) process.exit(0);
 const v4 = `${baseUrl}/v4/${demo.project_id}`;
 const hook = encodeURIComponent(`${origin}/webhook`);
 console.log(`
@@ -91,6 +96,10 @@ export TOKEN=${demo.token}
 
 # Run it (the envelope around the function's JSON):
 curl -s -X POST '${v4}/hello-world/run' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"inputs":{"name":"edge"}}'
+
+# A run that fails (the app's own 503) and a slow one (8 s; curl gives up after 3, and the app's call is ended):
+curl -s -X POST '${v4}/hello-world/fail' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"inputs":{"status":503}}'
+curl -s --max-time 3 -X POST '${v4}/hello-world/slow' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"inputs":{"ms":8000}}'
 
 # A streamed run: the words arrive one by one as the function writes them (server-sent events):
 curl -N -X POST '${v4}/hello-world/stream' -H "Authorization: Bearer $TOKEN" -H 'Accept: text/event-stream' -H 'Content-Type: application/json' -d '{"inputs":{"name":"edge"}}'
@@ -102,7 +111,7 @@ curl -s -o hello.png '${v4}/hello-world/image?name=edge' -H "Authorization: Bear
 OPENAI_BASE_URL='${v4}/llm/v1' OPENAI_API_KEY=$TOKEN node examples/openai-client.mjs
 
 # Run it and have the response delivered, signed, to the sample app's /webhook (watch its log):
-curl -s -X POST '${v4}/hello-world/run?webhookEndpoint=${hook}' -H "Authorization: Bearer $TOKEN" -H 'X-Webhook-Secret: demo-webhook-secret' -H 'Content-Type: application/json' -d '{"name":"webhooks"}'
+curl -s -X POST '${v4}/hello-world/run?webhookEndpoint=${hook}' -H "Authorization: Bearer $TOKEN" -H 'X-Webhook-Secret: demo-webhook-secret' -H 'Content-Type: application/json' -d '{"inputs":{"name":"webhooks"}}'
 
 # The deliveries and their attempts:
 curl -s '${baseUrl}/v2/projects/${demo.project_id}/webhook-deliveries' -H "Authorization: Bearer $TOKEN"

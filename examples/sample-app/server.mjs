@@ -8,6 +8,11 @@
 //   PORT=9000 WEBHOOK_SECRET=… node examples/sample-app/server.mjs
 //
 // POST|GET /run                  → {"greeting": "Hello, <name>!", "inputs": …, "query": …} (name from inputs.name, name or ?name=)
+// POST|GET /slow                 → the same greeting after `ms` milliseconds (default 5000, at most 900000; from
+//                                   ?ms=, inputs.ms or ms); a caller who leaves first closes the connection, and
+//                                   the app says so in its log
+// POST|GET /fail                 → the status asked for (?status=, inputs.status or status; 400–599, default 500)
+//                                   with a JSON error; 429 and 503 carry Retry-After: 5
 // POST|GET /stream               → with Accept: text/event-stream, the greeting word by word as server-sent
 //                                   events (`data: {"token": …}`, one every TOKEN_MS, then `event: done`);
 //                                   otherwise the whole text as JSON
@@ -17,14 +22,20 @@
 //                                   sends it as OpenAI's chunks (`data: {…}`, ending `data: [DONE]`)
 // WebSocket /run                 → echoes text frames
 // POST /webhook                  → logs each delivery and whether its X-Service-Webhook-Signature verifies
+//
+// It logs the deliveries it receives and the calls that end early (the caller hung up); VERBOSE=1 logs every call.
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
+import { clearTimeout } from "node:timers";
 import { deflateSync } from "node:zlib";
 
 const port = Number(process.env.PORT ?? 8790);
 const secret = process.env.WEBHOOK_SECRET ?? "demo-webhook-secret";
 // The pace of streamed tokens: slow enough to watch them arrive one by one.
 const TOKEN_MS = Number(process.env.TOKEN_MS ?? 150);
+const VERBOSE = process.env.VERBOSE === "1";
+const SLOW_DEFAULT_MS = 5000;
+const SLOW_MAX_MS = 900_000;
 const MODEL = "sample-echo";
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -55,7 +66,10 @@ async function streamTokens(res, tokens, event, end) {
   let gone = false;
   res.on("close", () => (gone = !res.writableFinished));
   for (const token of tokens) {
-    if (gone) return console.log("  the client hung up: stream stopped");
+    if (gone)
+      return console.log(
+        `sample app: the caller left mid-stream; stream stopped (${res.req.headers["x-run-id"] ?? "no run id"})`,
+      );
     res.write(event(token));
     await sleep(TOKEN_MS);
   }
@@ -99,6 +113,39 @@ function png(seed) {
     pngChunk("IDAT", deflateSync(rows)),
     pngChunk("IEND", Buffer.alloc(0)),
   ]);
+}
+
+/** The status asked for, as an app's own error: what a failing function answers. */
+function fail(res, asked) {
+  const status = asked === undefined ? 500 : Number(asked);
+  if (!Number.isInteger(status) || status < 400 || status > 599)
+    return sendJson(res, 400, { error: { message: `status must be a whole number from 400 to 599, not ${asked}` } });
+  const headers = { "content-type": "application/json" };
+  if (status === 429 || status === 503) headers["retry-after"] = "5";
+  res
+    .writeHead(status, headers)
+    .end(JSON.stringify({ error: { message: `failed on purpose with ${status}`, status } }));
+}
+
+/** The greeting after `asked` ms, unless the caller leaves first (then the connection closes and it says so). */
+function slow(req, res, asked, name) {
+  const ms = asked === undefined ? SLOW_DEFAULT_MS : Number(asked);
+  if (!Number.isInteger(ms) || ms < 0 || ms > SLOW_MAX_MS)
+    return sendJson(res, 400, {
+      error: { message: `ms must be a whole number from 0 to ${SLOW_MAX_MS}, not ${asked}` },
+    });
+  const started = Date.now();
+  const timer = setTimeout(
+    () => sendJson(res, 200, { greeting: `Hello, ${name}!`, slept_ms: Date.now() - started }),
+    ms,
+  );
+  res.on("close", () => {
+    if (res.writableFinished) return;
+    clearTimeout(timer);
+    console.log(
+      `sample app: the caller left after ${Date.now() - started} ms of ${ms}; call ended (${req.headers["x-run-id"] ?? "no run id"})`,
+    );
+  });
 }
 
 /** OpenAI-compatible routes: what a `custom` app serving an LLM answers. */
@@ -161,13 +208,14 @@ const server = createServer(async (req, res) => {
   const body = await readBody(req);
   if (url.pathname === "/webhook" && req.method === "POST") {
     console.log(
-      `webhook ${req.headers["x-request-id"] ?? "(no id)"}: ${body.length} bytes, signature ${verify(req.headers, body)}`,
+      `sample app: webhook ${req.headers["x-request-id"] ?? "(no id)"}: ${body.length} bytes, signature ${verify(req.headers, body)}`,
     );
-    console.log(`  ${body.toString("utf8").slice(0, 300)}`);
+    if (VERBOSE) console.log(`  ${body.toString("utf8").slice(0, 300)}`);
     res.writeHead(204).end();
     return;
   }
-  console.log(`run ${req.headers["x-run-id"] ?? ""}: ${req.method} ${url.pathname}${url.search}`);
+  if (VERBOSE)
+    console.log(`sample app: run ${req.headers["x-run-id"] ?? ""}: ${req.method} ${url.pathname}${url.search}`);
   if (url.pathname.startsWith("/v1/")) return openAi(req, res, url, body);
   let inputs;
   try {
@@ -176,7 +224,11 @@ const server = createServer(async (req, res) => {
     return sendJson(res, 400, { error: "body is not JSON" });
   }
   const args = inputs.inputs ?? inputs;
-  const name = args.name ?? url.searchParams.get("name") ?? "world";
+  /** A named argument: the body's (`{"inputs": {…}}` or flat) first, else the query's. */
+  const arg = (key) => args[key] ?? url.searchParams.get(key) ?? undefined;
+  const name = arg("name") ?? "world";
+  if (url.pathname === "/fail") return fail(res, arg("status"));
+  if (url.pathname === "/slow") return slow(req, res, arg("ms"), name);
   if (url.pathname === "/image") {
     const image = png(name);
     res.writeHead(200, { "content-type": "image/png", "content-length": image.length }).end(image);
@@ -191,7 +243,7 @@ const server = createServer(async (req, res) => {
     return sendJson(res, 404, { error: `no function at ${url.pathname}` });
   sendJson(res, 200, {
     greeting: `Hello, ${name}!`,
-    inputs,
+    inputs: args,
     query: Object.fromEntries(url.searchParams),
     run_id: req.headers["x-run-id"] ?? null,
   });
@@ -219,6 +271,6 @@ server.on("upgrade", (req, socket) => {
 
 server.listen(port, "127.0.0.1", () =>
   console.log(
-    `sample app on http://127.0.0.1:${server.address().port} (functions /run, /stream, /image; OpenAI-compatible /v1; webhooks at /webhook)`,
+    `sample app on http://127.0.0.1:${server.address().port} (functions /run, /slow, /fail, /stream, /image; OpenAI-compatible /v1; webhooks at /webhook)`,
   ),
 );

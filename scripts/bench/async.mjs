@@ -1,5 +1,7 @@
-// Section 5 of `npm run bench`: async runs (`?async=true`) with webhooks, drained, beside synchronous runs
-// with webhooks; every async run checked to end in exactly one terminal state with exactly one delivery.
+// Section 6 of `npm run bench`: async runs (`?async=true`) with webhooks, drained, beside synchronous runs
+// with webhooks, in `reps` interleaved repetitions; every async run checked to end in exactly one
+// terminal state with exactly one delivery.
+import { figure, median, printRows } from "./report.mjs";
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -24,11 +26,12 @@ async function until(check, maxMs, what) {
 }
 
 /**
- * `count` runs made 32 at a time against `gateway`, each with a webhook to `receiver`, first
- * synchronous, then async; each batch timed from its first request until every delivery is received
- * (and, for async runs, every run has ended). `cpu()` reads the gateway's workerd CPU time (ms) or is null.
+ * Per repetition, `count` runs made 32 at a time against `gateway`, each with a webhook to `receiver`,
+ * synchronous and async (the order alternating between reps); each batch timed from its first request
+ * until every delivery is received (and, for async runs, every run has ended). `cpu()` reads the
+ * gateway's workerd CPU time (ms) or is null.
  */
-export async function benchAsync({ gateway, seed, receiver, count, cpu, maxMs = 600_000 }) {
+export async function benchAsync({ gateway, seed, receiver, count, reps = 1, cpu, log = () => {}, maxMs = 600_000 }) {
   const auth = { Authorization: `Bearer ${seed.token}`, "Content-Type": "application/json" };
   const hook = `webhookEndpoint=${encodeURIComponent(`${receiver.url}/hook`)}`;
   const body = JSON.stringify({ inputs: { prompt: "bench" } });
@@ -61,8 +64,19 @@ export async function benchAsync({ gateway, seed, receiver, count, cpu, maxMs = 
     return { ids, answeredMs, drainedMs, cpuMs, received: receiver.count - received };
   }
 
-  const sync = await measure("sync");
-  const async = await measure("async");
+  const perRep = [];
+  const ids = [];
+  let received = 0;
+  for (let rep = 1; rep <= reps; rep++) {
+    const figures = {};
+    for (const kind of rep % 2 ? ["sync", "async"] : ["async", "sync"]) {
+      log(`async rep ${rep}/${reps}: ${count} ${kind} runs with webhooks`);
+      figures[kind] = await measure(kind);
+    }
+    ids.push(...figures.async.ids);
+    received += figures.async.received;
+    perRep.push(figures);
+  }
 
   // Exactly one terminal state and exactly one delivery record (settled) per async run.
   const states = (
@@ -79,41 +93,54 @@ export async function benchAsync({ gateway, seed, receiver, count, cpu, maxMs = 
       .bind(seed.projectId)
       .first()
   ).n;
-  const distinct = new Set(async.ids).size;
-  return { count, sync, async, states, wrongDeliveries, distinct };
+  const distinct = new Set(ids).size;
+  return { count, reps, perRep, states, wrongDeliveries, distinct, received };
 }
 
 /** The section's Markdown. */
-export function printAsync(figures, fmt) {
-  const { count, sync, async, states, wrongDeliveries, distinct } = figures;
+export function printAsync(figures) {
+  const { count, reps, perRep, states, wrongDeliveries, distinct, received } = figures;
+  const total = count * reps;
   const terminal = states
     .filter((s) => ["succeeded", "failed", "cancelled"].includes(s.status))
     .reduce((sum, s) => sum + s.n, 0);
-  const cpuRatio = sync.cpuMs && async.cpuMs ? `${fmt(async.cpuMs / sync.cpuMs)}×` : "–";
-  console.log(
-    `\n## 5. Async runs (${count} runs with webhooks, made 32 at a time; queue consumer and deliveries in workerd)\n`,
+  const of = (kind, key) => perRep.map((r) => r[kind][key]);
+  const rate = (kind) => perRep.map((r) => count / (r[kind].drainedMs / 1000));
+  printRows(
+    `## 6. Async runs (${count} runs with webhooks per rep, made 32 at a time, ${reps} reps; queue consumer and deliveries in workerd)`,
+    [
+      figure(
+        "CPU per async run with a webhook ÷ per synchronous run with a webhook",
+        perRep.map((r) => r.async.cpuMs / r.sync.cpuMs),
+        {
+          unit: "x",
+          target: ["<=", 2],
+          vs: "sync + webhook",
+        },
+      ),
+      figure("workerd CPU per synchronous run + webhook, delivery included", of("sync", "cpuMs"), {
+        unit: "ms",
+        digits: 3,
+      }),
+      figure("workerd CPU per async run + webhook, delivery included", of("async", "cpuMs"), { unit: "ms", digits: 3 }),
+      figure("synchronous: drained (every delivery received), runs/s", rate("sync"), { unit: "req/s", digits: 0 }),
+      figure("async: drained (every run ended, every delivery received), runs/s", rate("async"), {
+        unit: "req/s",
+        digits: 0,
+      }),
+      figure(
+        "async drained runs/s ÷ synchronous",
+        perRep.map((r) => r.sync.drainedMs / r.async.drainedMs),
+        { unit: "x" },
+      ),
+    ],
+    { section: "6. async" },
   );
-  console.log("| figure | synchronous run + webhook | async run + webhook |");
-  console.log("|---|---:|---:|");
   console.log(
-    `| all ${count} answered (202 for async) | ${fmt(sync.answeredMs, 0)} ms | ${fmt(async.answeredMs, 0)} ms |`,
+    `\nAsync runs: ${distinct} distinct run ids of ${total}; states ${states.map((s) => `${s.status} ${s.n}`).join(", ")}; ${terminal} of ${total} terminal; ` +
+      `deliveries received ${received}; runs without exactly one delivered delivery record: **${wrongDeliveries}**; median time to answer all ${count}: ${median(of("sync", "answeredMs")).toFixed(0)} ms synchronous, ${median(of("async", "answeredMs")).toFixed(0)} ms async (202).`,
   );
-  console.log(
-    `| drained: every run ended and every delivery received | ${fmt(sync.drainedMs, 0)} ms (${fmt(count / (sync.drainedMs / 1000), 0)} runs/s) | ${fmt(async.drainedMs, 0)} ms (${fmt(count / (async.drainedMs / 1000), 0)} runs/s) |`,
-  );
-  console.log(
-    `| workerd CPU per run, delivery included | ${sync.cpuMs === null ? "–" : `${fmt(sync.cpuMs, 3)} ms`} | ${async.cpuMs === null ? "–" : `${fmt(async.cpuMs, 3)} ms`} (${cpuRatio}) |`,
-  );
-  console.log(`| deliveries received | ${sync.received} | ${async.received} |`);
-  if (sync.cpuMs && async.cpuMs)
-    console.log(
-      `\nCPU per async run with a webhook ÷ per synchronous run with a webhook: **${fmt(async.cpuMs / sync.cpuMs)}** (target ≤ 2.00: ${async.cpuMs / sync.cpuMs <= 2 ? "met" : "**missed**"}).`,
-    );
-  console.log(
-    `\nAsync runs: ${distinct} distinct run ids; states ${states.map((s) => `${s.status} ${s.n}`).join(", ")}; ${terminal} of ${count} terminal; ` +
-      `runs without exactly one delivered delivery record: **${wrongDeliveries}**.`,
-  );
-  if (terminal !== count || wrongDeliveries !== 0 || distinct !== count || async.received !== count) {
+  if (terminal !== total || wrongDeliveries !== 0 || distinct !== total || received !== total) {
     throw new Error("bench: async runs did not each end in exactly one terminal state with exactly one delivery");
   }
 }

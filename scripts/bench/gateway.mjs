@@ -26,7 +26,8 @@ export function buildBundle(outdir) {
   return join(outdir, "index.js");
 }
 
-const quiet = { logRequests: false, verbose: false, host: "127.0.0.1", port: 0 };
+// Every server's log lines are written (their cost is the Worker's) and dropped, not printed by the bench.
+const quiet = { logRequests: false, verbose: false, host: "127.0.0.1", port: 0, handleStructuredLogs: () => undefined };
 // Miniflare 5 takes a new options shape; the v4 shape (as its docs and wrangler's own use) converts.
 const create = (options) => new Miniflare(convertV4MiniflareOptions(options));
 
@@ -34,9 +35,25 @@ const create = (options) => new Miniflare(convertV4MiniflareOptions(options));
 export const startWorker = (worker) =>
   create({ ...quiet, workers: [{ modules: true, compatibilityDate: COMPATIBILITY_DATE, ...worker }] });
 
-export async function startPassthrough(upstreamUrl) {
+/**
+ * wrangler.toml's rate-limit bindings with a limit no benchmark reaches: each call is made and paid
+ * (Miniflare's local stand-in), never answered 429. The gateway, (b') and (f) all bind them.
+ */
+export const RATE_LIMITS = Object.fromEntries(
+  (config.ratelimits ?? []).map((r) => [
+    r.name,
+    { namespace_id: r.namespace_id, simple: { limit: 1_000_000_000, period: r.simple.period } },
+  ]),
+);
+
+/** (b), or with `limiter` (b'): the bare pass-through Worker (scripts/bench/passthrough.mjs). */
+export async function startPassthrough(upstreamUrl, { limiter = false } = {}) {
   const started = performance.now();
-  const mf = startWorker({ name: "bare", script: passthroughScript(upstreamUrl) });
+  const mf = startWorker({
+    name: limiter ? "bare-limited" : "bare",
+    script: passthroughScript(upstreamUrl, { limiter }),
+    ...(limiter ? { ratelimits: { RATE_LIMIT_RUNS: RATE_LIMITS.RATE_LIMIT_RUNS } } : {}),
+  });
   const url = await mf.ready;
   return { mf, url: url.origin, startupMs: performance.now() - started };
 }
@@ -61,6 +78,7 @@ export async function startFloor(upstreamUrl, receiverUrl) {
     d1Databases: { DB: "floor-db" },
     queueProducers: { QUEUE: { queueName: "floor" } },
     queueConsumers: { floor: { maxBatchSize: webhooks.max_batch_size, maxBatchTimeout: webhooks.max_batch_timeout } },
+    ratelimits: { RATE_LIMIT_RUNS: RATE_LIMITS.RATE_LIMIT_RUNS },
   });
   const url = await mf.ready;
   const db = await mf.getD1Database("DB");
@@ -73,9 +91,10 @@ export async function startFloor(upstreamUrl, receiverUrl) {
 }
 
 /**
- * The built gateway under Miniflare with the bindings of wrangler.toml, migrated. `extraBindings`
- * override settings; `sharedOptions` are Miniflare's own (an inspector port, a log handler);
- * `workerOptions` the worker's (a rate limiter binding).
+ * The built gateway under Miniflare with the bindings of wrangler.toml, migrated, its rate limiters
+ * bound as there with limits no benchmark reaches (RATE_LIMITS). `extraBindings` override settings;
+ * `sharedOptions` are Miniflare's own (an inspector port, a log handler); `workerOptions` the
+ * worker's (`{ ratelimits: {} }` leaves the limiters unbound: the run then skips them).
  */
 export async function startGateway(
   scriptPath,
@@ -109,6 +128,7 @@ export async function startGateway(
             },
           ]),
         ),
+        ratelimits: RATE_LIMITS,
         ...workerOptions,
         queueConsumers: Object.fromEntries(
           (config.queues?.consumers ?? []).map((c) => [

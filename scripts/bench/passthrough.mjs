@@ -1,10 +1,17 @@
-// The baseline Worker: forwards every request to the upstream and returns its answer untouched.
-// Whatever the gateway costs is measured against this, in the same runtime.
-export const passthroughScript = (upstream) => `
+// The baseline Worker (b): forwards every request to the upstream and returns its answer untouched.
+// Whatever the gateway costs is measured against this, in the same runtime. With `limiter`, the floor
+// (b'): the same plus one call of the run's rate-limit binding (RATE_LIMIT_RUNS, keyed by the path's
+// project segment as a run is), since the local runtime's stand-in for that binding costs more than
+// the rest of a run and is not what production pays; the gateway is compared with both.
+const LIMIT = `
+    const limited = await env.RATE_LIMIT_RUNS.limit({ key: url.pathname.split("/")[2] ?? "" });
+    if (!limited.success) return new Response("rate limited", { status: 429 });`;
+
+export const passthroughScript = (upstream, { limiter = false } = {}) => `
 const UPSTREAM = ${JSON.stringify(upstream)};
 export default {
-  async fetch(request) {
-    const url = new URL(request.url);
+  async fetch(request, env) {
+    const url = new URL(request.url);${limiter ? LIMIT : ""}
     return fetch(UPSTREAM + url.pathname + url.search, { method: request.method, headers: request.headers, body: request.body });
   },
 };
@@ -15,7 +22,8 @@ export default {
 // to the run) and one queue send after it, in waitUntil as the gateway does (the caller does not wait
 // for it). Its consumer, for each message: signs the body (HMAC-SHA256 over id.timestamp.body, as a
 // delivery is signed), POSTs it to the receiver, and records the outcome in one D1 write. No lanes, no
-// attempt count, no retries, no secret to open: what (e) does beyond this is its price for those.
+// attempt count, no retries, no secret to open: what (e) does beyond this is its price for those. Like
+// (b') it makes one call of the run's rate-limit binding, as (e) does.
 export const floorScript = (upstream, receiver) => `
 const UPSTREAM = ${JSON.stringify(upstream)};
 const RECEIVER = ${JSON.stringify(receiver)};
@@ -38,7 +46,7 @@ async function deliver(env, { id, body }) {
 export default {
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
-    const id = crypto.randomUUID();
+    const id = crypto.randomUUID();${LIMIT}
     await env.DB.prepare("INSERT INTO deliveries (id, at, status) VALUES (?, ?, 'pending')").bind(id, Date.now()).run();
     const response = await fetch(UPSTREAM + url.pathname + url.search, { method: request.method, headers: request.headers, body: request.body });
     const body = await response.text();

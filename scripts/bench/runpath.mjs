@@ -1,10 +1,13 @@
-// The run path against the runtime's own limit, every figure a ratio (or difference) to the bare
-// pass-through Worker measured in the same repetition, and what each remaining cost of the run path
-// is, measured alone: the same bundle with one piece taken out (a binding left unbound, or one
-// function of the built bundle made a no-op), side by side with the bundle as it is.
+// The run path's answers and bodies against the runtime's own limit, every figure a ratio (or
+// difference) to the bare pass-through Worker (b) and to (b') = (b) plus one call of the run's
+// rate-limit binding, measured in the same repetition: a binary answer, a large body with and without
+// a declared length (bytes/s, CPU per GiB, memory), an event stream's first byte. Then what each
+// remaining cost of the run path is, measured alone: the same bundle with one piece taken out (a
+// binding left unbound, or one function of the built bundle made a no-op) or put in, side by side
+// with the bundle as it is.
 //
 // `npm run bench` runs it as its section `runcost`; alone, for quick checks while developing:
-//   node scripts/bench/runpath.mjs --seconds=1 --reps=1 [--mib=100] [--samples=100] [--variants=none|<id>,<id>]
+//   node scripts/bench/runpath.mjs --seconds=1 --reps=1 [--mib=100] [--samples=30] [--variants=none|<id>,<id>]
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Agent, createServer } from "node:http";
@@ -13,18 +16,19 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { cpuReader } from "./cpu.mjs";
 import { buildBundle, managementApi, SECRETS, startGateway, startPassthrough } from "./gateway.mjs";
+import { noiseLine, noiseMeter } from "./noise.mjs";
 import { listenOnLoopback } from "./peers.mjs";
-import { timedGet, writeBytes } from "./streaming.mjs";
+import { cost, figure, median, printRows, printSummary } from "./report.mjs";
+import { rssReader, timedGet, writeBytes } from "./streaming.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
 const MIB = 1024 * 1024;
+const GIB = 1024 * MIB;
 const JSON_BODY = JSON.stringify({ message: "hello from the bench upstream", value: 42 });
 const PNG = Buffer.concat([
   Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
   Buffer.alloc(16 * 1024 - 8, 0x42),
 ]);
-// The rate limit as wrangler.toml binds it, with a limit no benchmark reaches: its call is measured, never its 429.
-const RUN_LIMITER = { RATE_LIMIT_RUNS: { namespace_id: "1003", simple: { limit: 1_000_000_000, period: 60 } } };
 
 /**
  * The app, by the path's last segment: `run` (a small JSON answer with its length), `png` (16 KiB of
@@ -88,14 +92,16 @@ async function seed(gatewayUrl, appUrl) {
 /**
  * The pieces of the run path measured alone: each a copy of the gateway with that piece taken out
  * (`patch` rewrites the built bundle, making a function a no-op; when it does not match, the piece is
- * reported as not measured) or, for the rate limiter, put in: the gateway as built runs with the
- * bindings the rest of the bench gives it, which leave `RATE_LIMIT_RUNS` unbound (the run then skips
- * the limiter); `limiter: true` binds Miniflare's local stand-in of it.
+ * reported as not measured; `unbind` leaves the rate limiters unbound, which the run then skips) or,
+ * with `putIn`, a piece the gateway as built does not pay put in (the router). A piece's cost is what
+ * the copy with it costs more than the copy without it. With `bodies: true` the copy also streams the
+ * large bodies, and the piece's cost per GiB and bytes/s are printed.
  */
 export const VARIANTS = [
   {
-    id: "router-skip",
-    buys: "runs skip Hono's router (its context, middleware chain, route match); the variant routes the same runs through Hono, so a saving shows as a negative cost",
+    id: "router",
+    putIn: true,
+    buys: "Hono's router for runs (its context, middleware chain, route match): the gateway skips it for runs; the variant routes the same runs through it, so its cost is what the skip saves",
     patch: [
       /(function createAsyncRunRouter\(\) \{\n {2}return createRouter\(\))([\s\S]*?)return (\w+) \? (\w+)\(scope, (\w+), checkedTarget\(target\)\) : (\w+)\.fetch\(\5, env, ctx\);/,
       '$1.all("/:project_id/:app_name/:path{.+}", (c) => $4(c.var.scope, c.req.raw, checkedTarget(pathTarget(new URL(c.req.url).pathname))))$2return $6.fetch($5, env, ctx);',
@@ -103,8 +109,8 @@ export const VARIANTS = [
   },
   {
     id: "rate-limit",
-    buys: "per-project back-pressure (429 with Retry-After): Miniflare's local stand-in of the binding",
-    limiter: true,
+    buys: "per-project back-pressure (429 with Retry-After): one call of RATE_LIMIT_RUNS, Miniflare's local stand-in of the binding; the same call is what (b') adds to (b)",
+    unbind: true,
   },
   {
     id: "log-line",
@@ -125,18 +131,17 @@ export const VARIANTS = [
     ],
   },
   {
+    id: "silence-watch",
+    bodies: true,
+    buys: "a chunked answer's silence watch (RUN_STREAM_IDLE_MS ends a call whose app goes quiet) and its byte count; without it the app's body is handed to the caller as the runtime gives it",
+    patch: [/function watchSilence\((\w+)[^)]*\) \{\n/, "$&  return $1;\n"],
+  },
+  {
     id: "usage-record",
     buys: "the run's usage record (taken at its end, sent in waitUntil)",
     patch: [/function recordRun\((\w+), (\w+)\) \{\n/, "function recordRun($1, $2) {\n  return;\n"],
   },
 ];
-
-const median = (values) => {
-  const sorted = [...values].filter((v) => v !== null && Number.isFinite(v)).sort((a, b) => a - b);
-  if (sorted.length === 0) return null;
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
 
 /** wrk at 16 connections on `url`: req/s, p99 and the serving workerd's CPU per request. */
 async function load(target, path, seconds, wrkCpu) {
@@ -152,11 +157,28 @@ async function load(target, path, seconds, wrkCpu) {
   return { rps: result.rps, p99: result.p99, cpu, bad: result.non2xx };
 }
 
+/** One body through `t`: bytes/s, the serving workerd's CPU per GiB, and its RSS growth (peak − before, sampled every 10 ms). */
+async function body(t, path, bytes) {
+  const cpuBefore = t.cpu?.();
+  const rssBefore = t.rss?.() ?? null;
+  let peak = rssBefore;
+  const sampler = rssBefore === null ? null : setInterval(() => (peak = Math.max(peak, t.rss())), 10);
+  const got = await timedGet(`${t.url}${path}`, t.headers, t.agent);
+  if (sampler) clearInterval(sampler);
+  if (got.bytes !== bytes) throw new Error(`${t.id} ${path}: ${got.bytes} of ${bytes} bytes`);
+  return {
+    bytesPerSecond: got.bytes / (got.total / 1000),
+    cpuPerGiB: t.cpu ? ((t.cpu() - cpuBefore) * GIB) / got.bytes : null,
+    rssGrowth: rssBefore === null ? null : peak - rssBefore,
+  };
+}
+
 /**
- * Builds nothing itself: `bundle` is the built gateway (`buildBundle`). Starts the app, the bare
- * Worker in front of it, the gateway as built and one gateway per variant; then per repetition, each
- * target in turn: the JSON run and the binary answer under wrk, a `mib` MiB body with and without a
- * declared length, and `samples` event streams' first bytes (paired with the bare Worker's).
+ * Builds nothing itself: `bundle` is the built gateway (`buildBundle`). Starts the app, (b) and (b')
+ * in front of it, the gateway as built (its limiters bound, as wrangler.toml binds them) and one
+ * gateway per variant; then per repetition, each target in turn (the order alternating): the JSON run
+ * and the binary answer under wrk; through (b), (b') and the gateway a `mib` MiB body with and without
+ * a declared length; and `samples` event streams' first bytes, taken back to back in triples.
  */
 export async function benchRunPath({
   bundle,
@@ -173,28 +195,43 @@ export async function benchRunPath({
   try {
     const app = await startApp();
     cleanup.push(app.close);
-    const bare = await startPassthrough(app.url);
-    cleanup.push(() => bare.mf.dispose());
     const source = readFileSync(bundle, "utf8");
-    const start = async (id, script, limiter) => {
+    const start = async (id, script, unbind) => {
       // Its log lines are written (their cost is the run's) and dropped here, not printed by the bench.
       const gw = await startGateway(script, {
-        workerOptions: limiter ? { ratelimits: RUN_LIMITER } : {},
+        workerOptions: unbind ? { ratelimits: {} } : {},
         sharedOptions: { handleStructuredLogs: () => undefined },
       });
       cleanup.push(() => gw.mf.dispose());
       const s = await seed(gw.url, app.url);
-      return { id, url: gw.url, headers: s.headers, fn: s.fn, srv: s.srv, cpu: cpuReader(gw.url) };
+      return {
+        id,
+        url: gw.url,
+        headers: s.headers,
+        fn: s.fn,
+        srv: s.srv,
+        cpu: cpuReader(gw.url),
+        rss: rssReader(gw.url),
+      };
     };
     const gateway = await start("as built", bundle, false);
-    const barePaths = {
-      url: bare.url,
-      headers: {},
-      fn: gateway.fn,
-      srv: gateway.srv,
-      cpu: cpuReader(bare.url),
-      id: "bare",
-    };
+    const floors = [];
+    for (const [id, limiter] of [
+      ["bare", false],
+      ["bare'", true],
+    ]) {
+      const b = await startPassthrough(app.url, { limiter });
+      cleanup.push(() => b.mf.dispose());
+      floors.push({
+        id,
+        url: b.url,
+        headers: {},
+        fn: gateway.fn,
+        srv: gateway.srv,
+        cpu: cpuReader(b.url),
+        rss: rssReader(b.url),
+      });
+    }
     const alone = [];
     for (const variant of variants) {
       let script = bundle;
@@ -208,9 +245,12 @@ export async function benchRunPath({
         // The bundle is one module (`wrangler deploy --dry-run` writes index.js alone).
         writeFileSync(script, source.replace(pattern, replacement));
       }
-      alone.push({ ...variant, target: await start(variant.id, script, variant.limiter === true) });
+      alone.push({ ...variant, target: await start(variant.id, script, variant.unbind === true) });
     }
-    const targets = [barePaths, gateway, ...alone.filter((v) => v.target).map((v) => v.target)];
+    const streamed = [...floors, gateway];
+    // Variants that change how a body streams (`bodies: true`) stream the large bodies too.
+    const bodied = new Set(alone.filter((v) => v.target && v.bodies).map((v) => v.id));
+    const targets = [...streamed, ...alone.filter((v) => v.target).map((v) => v.target)];
     for (const t of targets) {
       for (const path of [`${t.fn}/run`, `${t.srv}/png`, `${t.srv}/sse`]) {
         const check = await fetch(`${t.url}${path}`, { headers: t.headers });
@@ -224,30 +264,29 @@ export async function benchRunPath({
     const perRep = [];
     for (let rep = 1; rep <= reps; rep++) {
       const figures = {};
+      const stop = noiseMeter();
       // Alternate the order: a target measured first in one rep is measured last in the next.
       for (const t of rep % 2 ? targets : [...targets].reverse()) {
         log(`run path rep ${rep}/${reps}: ${t.id}`);
         const json = await load(t, `${t.fn}/run`, seconds, wrkCpu);
         const png = await load(t, `${t.srv}/png`, seconds, wrkCpu);
         figures[t.id] = { json, png };
-        if (t.id === "bare" || t.id === "as built") {
-          const declared = await timedGet(`${t.url}${t.srv}/file?mib=${mib}`, t.headers, t.agent);
-          const chunked = await timedGet(`${t.url}${t.srv}/bytes?mib=${mib}`, t.headers, t.agent);
-          for (const body of [declared, chunked])
-            if (body.bytes !== mib * MIB) throw new Error(`${t.id}: ${body.bytes} of ${mib * MIB} bytes`);
-          figures[t.id].declared = declared.bytes / (declared.total / 1000);
-          figures[t.id].chunked = chunked.bytes / (chunked.total / 1000);
+        if (t.id === "bare" || t === gateway || bodied.has(t.id)) {
+          figures[t.id].declared = await body(t, `${t.srv}/file?mib=${mib}`, mib * MIB);
+          figures[t.id].chunked = await body(t, `${t.srv}/bytes?mib=${mib}`, mib * MIB);
         }
       }
-      // First bytes in back-to-back pairs (order alternating), so each difference cancels the machine's drift.
-      const firsts = [];
+      // First bytes in back-to-back triples (order rotating), so each difference cancels the machine's drift.
+      const firsts = { bare: [], "bare'": [] };
       for (let i = 0; i < samples; i++) {
-        const pair = {};
-        for (const t of i % 2 ? [barePaths, gateway] : [gateway, barePaths])
-          pair[t.id] = (await timedGet(`${t.url}${t.srv}/sse`, t.headers, t.agent)).first;
-        firsts.push(pair["as built"] - pair.bare);
+        const triple = {};
+        const order = [...streamed.slice(i % 3), ...streamed.slice(0, i % 3)];
+        for (const t of order) triple[t.id] = (await timedGet(`${t.url}${t.srv}/sse`, t.headers, t.agent)).first;
+        for (const id of Object.keys(firsts)) firsts[id].push(triple["as built"] - triple[id]);
       }
-      figures.firstByte = median(firsts);
+      figures.firstByte = { bare: median(firsts.bare), "bare'": median(firsts["bare'"]) };
+      figures.noise = stop();
+      log(`   ${noiseLine(figures.noise)}`);
       perRep.push(figures);
     }
     for (const t of targets) t.agent.destroy();
@@ -265,94 +304,181 @@ export async function benchRunPath({
   }
 }
 
-/** The table of the run path's figures against their targets, and the itemized costs. */
-export function printRunPath(figures, fmt = (n, d = 2) => (n === null ? "–" : n.toFixed(d))) {
-  const { perRep } = figures;
-  const across = (pick) => median(perRep.map(pick));
+/** The rows of the run path's answers and bodies against their targets, and the itemized costs. */
+export function printRunPath(figures) {
+  const { perRep, mib } = figures;
+  const each = (pick) => perRep.map(pick);
+  const g = (r) => r["as built"];
+  const rows = [
+    figure(
+      "binary answer (16 KiB image/png, custom app), req/s",
+      each((r) => g(r).png.rps / r["bare'"].png.rps),
+      {
+        unit: "x",
+        target: [">=", 0.9],
+        vs: "(b')",
+      },
+    ),
+    figure(
+      "binary answer, req/s",
+      each((r) => g(r).png.rps / r.bare.png.rps),
+      { unit: "x", vs: "(b)" },
+    ),
+    figure(
+      "binary answer, workerd CPU per run",
+      each((r) => g(r).png.cpu - r["bare'"].png.cpu),
+      {
+        unit: "ms",
+        digits: 3,
+        signed: true,
+        vs: "(b')",
+      },
+    ),
+    figure(
+      "JSON run (cortex, envelope) in this section's app, req/s",
+      each((r) => g(r).json.rps / r["bare'"].json.rps),
+      {
+        unit: "x",
+        vs: "(b')",
+        note: "(the targets are section 1's)",
+      },
+    ),
+    figure(
+      `${mib} MiB chunked, no length (watched for silence), bytes/s`,
+      each((r) => g(r).chunked.bytesPerSecond / r.bare.chunked.bytesPerSecond),
+      {
+        unit: "x",
+        target: [">=", 0.9],
+        vs: "(b)",
+      },
+    ),
+    figure(
+      `${mib} MiB chunked, workerd CPU per GiB streamed: gateway ÷ bare`,
+      each((r) => g(r).chunked.cpuPerGiB / r.bare.chunked.cpuPerGiB),
+      {
+        unit: "x",
+        target: ["<=", 1.2],
+        vs: "(b)",
+      },
+    ),
+    figure(
+      `${mib} MiB chunked, gateway's CPU per GiB`,
+      each((r) => g(r).chunked.cpuPerGiB),
+      { unit: "ms/GiB", digits: 0 },
+    ),
+    figure(
+      `${mib} MiB chunked, bare Worker's CPU per GiB`,
+      each((r) => r.bare.chunked.cpuPerGiB),
+      { unit: "ms/GiB", digits: 0 },
+    ),
+    figure(
+      `workerd RSS growth while ${mib} MiB chunked streams through the gateway`,
+      each((r) => g(r).chunked.rssGrowth / MIB),
+      {
+        unit: "MiB",
+        digits: 1,
+        target: ["<=", 32],
+      },
+    ),
+    figure(
+      `workerd RSS growth, the same through the bare Worker`,
+      each((r) => r.bare.chunked.rssGrowth / MIB),
+      { unit: "MiB", digits: 1 },
+    ),
+    figure(
+      `${mib} MiB with its length, bytes/s (the runtime's pipe)`,
+      each((r) => g(r).declared.bytesPerSecond / r.bare.declared.bytesPerSecond),
+      {
+        unit: "x",
+        target: [">=", 0.9],
+        vs: "(b)",
+      },
+    ),
+    figure(
+      `${mib} MiB with its length, CPU per GiB: gateway ÷ bare`,
+      each((r) => g(r).declared.cpuPerGiB / r.bare.declared.cpuPerGiB),
+      {
+        unit: "x",
+        target: ["<=", 1.2],
+        vs: "(b)",
+      },
+    ),
+    figure(
+      `event stream, first byte (median of ${figures.samples} back-to-back triples per rep)`,
+      each((r) => r.firstByte["bare'"]),
+      {
+        unit: "ms",
+        digits: 3,
+        signed: true,
+        target: ["<=", 1],
+        vs: "(b')",
+      },
+    ),
+    figure(
+      "event stream, first byte",
+      each((r) => r.firstByte.bare),
+      {
+        unit: "ms",
+        digits: 3,
+        signed: true,
+        target: ["<=", 1],
+        vs: "(b)",
+      },
+    ),
+  ];
+  printRows(
+    `## 8. The run path's answers and bodies (wrk, 16 connections, ${figures.seconds} s each; ${figures.reps} reps, each ratio taken within its rep)`,
+    rows,
+    { section: "8. run path bodies" },
+  );
   const bad = perRep.reduce(
     (n, r) => n + Object.values(r).reduce((m, f) => m + (f?.json?.bad ?? 0) + (f?.png?.bad ?? 0), 0),
     0,
   );
-  console.log(
-    `\n## Run path against the bare Worker (wrk, 16 connections, ${figures.seconds} s each; medians of ${figures.reps} reps, each ratio taken within its rep)\n`,
-  );
-  console.log("| figure | gateway | bare Worker | gateway vs bare | target |");
-  console.log("|---|---:|---:|---:|---|");
-  const g = (r) => r["as built"];
-  const b = (r) => r.bare;
-  const mibs = (v) => (v === null ? "–" : `${fmt(v / MIB, 0)} MiB/s`);
-  console.log(
-    `| (c) run on the API hostname (cortex, envelope), req/s | ${fmt(
-      across((r) => g(r).json.rps),
-      0,
-    )} | ${fmt(
-      across((r) => b(r).json.rps),
-      0,
-    )} | **${fmt(across((r) => g(r).json.rps / b(r).json.rps))}×** | ≥ 0.85× |`,
-  );
-  console.log(
-    `| (c) workerd CPU per run | ${fmt(
-      across((r) => g(r).json.cpu),
-      3,
-    )} ms | ${fmt(
-      across((r) => b(r).json.cpu),
-      3,
-    )} ms | **+${fmt(
-      across((r) => g(r).json.cpu - b(r).json.cpu),
-      3,
-    )} ms** | ≤ +0.12 ms |`,
-  );
-  console.log(
-    `| (c) p99 latency at 16 connections | ${fmt(
-      across((r) => g(r).json.p99),
-      1,
-    )} ms | ${fmt(
-      across((r) => b(r).json.p99),
-      1,
-    )} ms | **${fmt(across((r) => g(r).json.p99 / b(r).json.p99))}×** | ≤ 1.5× |`,
-  );
-  console.log(
-    `| binary answer (16 KiB image/png, custom app), req/s | ${fmt(
-      across((r) => g(r).png.rps),
-      0,
-    )} | ${fmt(
-      across((r) => b(r).png.rps),
-      0,
-    )} | **${fmt(across((r) => g(r).png.rps / b(r).png.rps))}×** | ≥ 0.90× |`,
-  );
-  console.log(
-    `| ${figures.mib} MiB body with its length, bytes/s (the runtime's pipe) | ${mibs(across((r) => g(r).declared))} | ${mibs(across((r) => b(r).declared))} | **${fmt(across((r) => g(r).declared / b(r).declared))}×** | ≥ 0.90× |`,
-  );
-  console.log(
-    `| ${figures.mib} MiB body chunked, no length, bytes/s (watched for silence) | ${mibs(across((r) => g(r).chunked))} | ${mibs(across((r) => b(r).chunked))} | **${fmt(across((r) => g(r).chunked / b(r).chunked))}×** | (≥ 0.90×) |`,
-  );
-  console.log(
-    `| event stream, first byte (median of ${figures.samples} back-to-back pairs per rep) | | | **+${fmt(
-      across((r) => r.firstByte),
-      3,
-    )} ms** | ≤ +1 ms |`,
-  );
   if (bad) console.log(`\nnon-2xx answers under load: ${bad}`);
+  console.log(
+    `\nNoise per rep (other processes' CPU while the rep ran, share of one core): ${perRep.map((r) => (r.noise ? r.noise.othersShare.toFixed(2) : "–")).join(", ")}.`,
+  );
   if (figures.variants.length === 0) return;
   console.log(
-    "\n### What each remaining cost buys, measured alone (the same bundle with that piece taken out, or the limiter put in, in the same reps)\n",
+    `\n### What each remaining cost buys, measured alone (the same bundle with that piece taken out, or put in; in the same ${figures.reps} reps)\n`,
   );
   console.log(
-    "| piece | what it buys | CPU per run it costs (JSON run; binary answer) | req/s with it ÷ without | p99 at 16 with ÷ without | binary req/s with ÷ without |",
+    "| piece | what it buys | CPU per JSON run it costs | CPU per binary answer | req/s with it ÷ without (JSON) | binary req/s with ÷ without |",
   );
   console.log("|---|---|---:|---:|---:|---:|");
-  // A piece put in (the limiter) costs what it adds; a piece taken out, what its absence saves.
-  const with_ = (v, r) => (v.limiter ? r[v.id] : g(r));
-  const without = (v, r) => (v.limiter ? g(r) : r[v.id]);
+  const ratio = (vs, d = 2) => {
+    const m = median(vs);
+    return m === null ? "–" : `${m.toFixed(d)}× (${Math.min(...vs).toFixed(d)}…${Math.max(...vs).toFixed(d)})`;
+  };
   for (const v of figures.variants) {
     if (!v.built) {
-      console.log(`| ${v.id} | ${v.buys} | not measured: its code was not found in the bundle | | |`);
+      console.log(`| ${v.id} | ${v.buys} | not measured: its code was not found in the bundle | | | |`);
       continue;
     }
-    const cost = (kind) => across((r) => with_(v, r)[kind].cpu - without(v, r)[kind].cpu);
-    const ratio = (kind, key) => fmt(across((r) => with_(v, r)[kind][key] / without(v, r)[kind][key]));
+    const withIt = (r) => (v.putIn ? r[v.id] : g(r));
+    const without = (r) => (v.putIn ? g(r) : r[v.id]);
+    const pick = (kind, key) => [each((r) => withIt(r)[kind][key]), each((r) => without(r)[kind][key])];
     console.log(
-      `| ${v.id} | ${v.buys} | ${fmt(cost("json"), 3)} ms; ${fmt(cost("png"), 3)} ms | ${ratio("json", "rps")}× | ${ratio("json", "p99")}× | ${ratio("png", "rps")}× |`,
+      `| ${v.id} | ${v.buys} | ${cost(...pick("json", "cpu"))} | ${cost(...pick("png", "cpu"))} | ${ratio(each((r) => withIt(r).json.rps / without(r).json.rps))} | ${ratio(each((r) => withIt(r).png.rps / without(r).png.rps))} |`,
+    );
+  }
+  const bodied = figures.variants.filter((v) => v.built && v.bodies);
+  if (bodied.length === 0) return;
+  console.log(
+    `\n| piece | ${mib} MiB chunked: CPU per GiB it costs | bytes/s with it ÷ without | RSS growth with it; without |`,
+  );
+  console.log("|---|---:|---:|---|");
+  for (const v of bodied) {
+    const withIt = (r) => (v.putIn ? r[v.id] : g(r));
+    const without = (r) => (v.putIn ? g(r) : r[v.id]);
+    const mibs = (pick) => `${median(each(pick)).toFixed(1)} MiB`;
+    console.log(
+      `| ${v.id} | ${cost(
+        each((r) => withIt(r).chunked.cpuPerGiB),
+        each((r) => without(r).chunked.cpuPerGiB),
+        { unit: "ms", digits: 0 },
+      )} | ${ratio(each((r) => withIt(r).chunked.bytesPerSecond / without(r).chunked.bytesPerSecond))} | ${mibs((r) => withIt(r).chunked.rssGrowth / MIB)}; ${mibs((r) => without(r).chunked.rssGrowth / MIB)} |`,
     );
   }
 }
@@ -377,7 +503,7 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
       seconds: Number(options.seconds ?? 3),
       reps: Number(options.reps ?? 3),
       mib: Number(options.mib ?? 100),
-      samples: Number(options.samples ?? 100),
+      samples: Number(options.samples ?? 30),
       wrkCpu: hasTaskset ? 1 : undefined,
       variants:
         options.variants === "none"
@@ -388,6 +514,7 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
       log: (...args) => console.error("bench:", ...args),
     });
     printRunPath(figures);
+    printSummary();
     console.log(
       `\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${new Date().toISOString()}, servers on CPU 0 and wrk on CPU 1: ${hasTaskset}.`,
     );

@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
  */
 let app: ChildProcess;
 let base: string;
+/** What the app has printed so far. */
+let printed = "";
 
 beforeAll(async () => {
   app = spawn(process.execPath, ["examples/sample-app/server.mjs"], {
@@ -18,7 +20,7 @@ beforeAll(async () => {
   });
   const [line] = (await once(app.stdout!, "data")) as [Buffer];
   base = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(line.toString())![1]!;
-  app.stdout!.resume();
+  app.stdout!.on("data", (chunk: Buffer) => (printed += chunk.toString()));
 });
 
 afterAll(() => {
@@ -52,6 +54,45 @@ describe("the sample app", () => {
     expect(parts.at(-1)!.at - parts[0]!.at).toBeGreaterThan(5 * 30);
     const whole = await (await fetch(`${base}/stream`, { method: "POST", body })).json();
     expect(whole).toEqual({ text: "Hello, edge! These words come one by one, as a model writes them." });
+  });
+
+  it("fails with the status asked for, as an app's own error (Retry-After on 429 and 503), and refuses a status that is no error", async () => {
+    const flat = await fetch(`${base}/fail`, { method: "POST", body: JSON.stringify({ status: 503 }) });
+    expect(flat.status).toBe(503);
+    expect(flat.headers.get("retry-after")).toBe("5");
+    expect(await flat.json()).toEqual({ error: { message: "failed on purpose with 503", status: 503 } });
+    const nested = await fetch(`${base}/fail`, { method: "POST", body: JSON.stringify({ inputs: { status: 422 } }) });
+    expect(nested.status).toBe(422);
+    expect(nested.headers.get("retry-after")).toBeNull();
+    expect((await fetch(`${base}/fail?status=502`)).status).toBe(502);
+    expect((await fetch(`${base}/fail`)).status).toBe(500);
+    const refused = await fetch(`${base}/fail?status=200`);
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toEqual({
+      error: { message: "status must be a whole number from 400 to 599, not 200" },
+    });
+  });
+
+  it("answers slowly when asked, and says in its log when the caller left before the answer", async () => {
+    const started = performance.now();
+    const answer = await fetch(`${base}/slow?ms=300`, { method: "POST", body: JSON.stringify({ name: "slow" }) });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(290);
+    expect(await answer.json()).toMatchObject({ greeting: "Hello, slow!" });
+    expect((await fetch(`${base}/slow?ms=soon`)).status).toBe(400);
+
+    const leaving = new AbortController();
+    const pending = fetch(`${base}/slow`, {
+      method: "POST",
+      headers: { "X-Run-Id": "run_left" },
+      body: JSON.stringify({ inputs: { ms: 60_000 } }),
+      signal: leaving.signal,
+    }).catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    leaving.abort();
+    await pending;
+    await expect
+      .poll(() => printed, { timeout: 5000 })
+      .toMatch(/the caller left after \d+ ms of 60000; call ended \(run_left\)/);
   });
 
   it("draws a valid PNG whose colour follows the name", async () => {

@@ -1,0 +1,115 @@
+// The gateway's own log lines, as `npm run dev` shows them: one line each. The Worker writes one object
+// per line (src/platform/log.ts); the local runtime hands it over as text in the console's inspect form
+// (`{ level: 'info', message: 'request', … }`, over several lines when long). Request lines are left out
+// (the front prints each request once, with what the caller saw), and so are routine ones (a queue batch
+// or a cron that went well); everything else is one line: level, message and its fields.
+
+/** Lines that say nothing a person at the terminal needs: the front has the request, the rest went well. */
+function routine(fields) {
+  if (fields.message === "request") return true;
+  return (fields.message === "queue batch" || fields.message === "cron") && fields.outcome === "ok";
+}
+
+/** One log message of the Worker as one line, or null when it is routine. */
+export function formatLog({ level, message }) {
+  const fields = parseInspected(message.trim());
+  if (fields === null || typeof fields !== "object" || Array.isArray(fields))
+    return `worker ${level}: ${squash(message)}`;
+  if (routine(fields)) return null;
+  const { level: written, message: what, request_id: requestId, ...rest } = fields;
+  const detail = Object.entries(rest)
+    .map(([key, value]) => `${key}=${typeof value === "object" && value !== null ? flat(value) : value}`)
+    .join(" ");
+  return [`gateway ${written ?? level}:`, what, detail, requestId].filter(Boolean).join(" ");
+}
+
+const squash = (text) => text.replace(/\s*\n\s*/g, " ").trim();
+const flat = (value) =>
+  Object.entries(value)
+    .filter(([key]) => key !== "stack")
+    .map(([key, v]) => `${key}:${typeof v === "object" && v !== null ? flat(v) : v}`)
+    .join(",");
+
+/**
+ * Reads the console's inspect form of a plain value: objects, arrays, strings in ' " or ` quotes,
+ * numbers, booleans, null and undefined. Anything else (a class instance, a cycle) is null: shown as it is.
+ */
+export function parseInspected(text) {
+  let at = 0;
+  const space = () => {
+    while (at < text.length && /\s/.test(text[at])) at++;
+  };
+  const fail = () => {
+    throw new SyntaxError(`unexpected ${text[at] ?? "end"} at ${at}`);
+  };
+  const value = () => {
+    space();
+    const c = text[at];
+    if (c === "{") return object();
+    if (c === "[") return array();
+    if (c === "'" || c === '"' || c === "`") return string(c);
+    const word = /^(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?|true|false|null|undefined)/.exec(text.slice(at));
+    if (!word) fail();
+    at += word[0].length;
+    return word[0] === "undefined" ? undefined : JSON.parse(word[0]);
+  };
+  const string = (quote) => {
+    let out = "";
+    for (at++; at < text.length; at++) {
+      const c = text[at];
+      if (c === quote) {
+        at++;
+        return out;
+      }
+      if (c === "\\") {
+        const next = text[++at];
+        out += { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f", v: "\v", 0: "\0" }[next] ?? next;
+      } else out += c;
+    }
+    return fail();
+  };
+  const key = () => {
+    space();
+    if (text[at] === "'" || text[at] === '"') return string(text[at]);
+    const word = /^[\w$]+/.exec(text.slice(at));
+    if (!word) fail();
+    at += word[0].length;
+    return word[0];
+  };
+  const object = () => {
+    const out = {};
+    at++;
+    space();
+    if (text[at] === "}") return (at++, out);
+    for (;;) {
+      const k = key();
+      space();
+      if (text[at++] !== ":") fail();
+      out[k] = value();
+      space();
+      if (text[at] === ",") at++;
+      space();
+      if (text[at] === "}") return (at++, out);
+    }
+  };
+  const array = () => {
+    const out = [];
+    at++;
+    space();
+    if (text[at] === "]") return (at++, out);
+    for (;;) {
+      out.push(value());
+      space();
+      if (text[at] === ",") at++;
+      space();
+      if (text[at] === "]") return (at++, out);
+    }
+  };
+  try {
+    const parsed = value();
+    space();
+    return at === text.length ? parsed : null;
+  } catch {
+    return null;
+  }
+}
