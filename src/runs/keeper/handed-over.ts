@@ -101,7 +101,10 @@ export async function endInterrupted(
   message: string,
 ): Promise<boolean> {
   const ending = interruptedEnding(text, at.endedAt, message);
-  if (at.handedOverAt !== null) return endRun(scope.db, run.runId, "running", KEEPER_CLAIM, ending);
+  // A row written at hand-over (whatever the keeper's record had time to say) ends here; one already
+  // ended is left as it is.
+  if (await endRun(scope.db, run.runId, "running", KEEPER_CLAIM, ending)) return true;
+  if (at.handedOverAt !== null) return false;
   return insertRun(scope.db, {
     ...rowOf(run, target, pending),
     ...ending,

@@ -11,51 +11,68 @@ import { keepCall, type KeptCall } from "./kept-call";
 import type { KeeperAnswer, KeptRun } from "./message";
 
 /**
- * A waited run's keeper: one Durable Object per run id (`RUN_KEEPER`), the owner of that run's app
- * call from before it is made to its end, whoever waits for it. The Worker hands it the app request
- * (`run`); the keeper records "called" in its storage before the call goes out, makes it
- * (`kept-call.ts`), and answers the Worker with the app's answer or, past the wait, the hand-over.
+ * The keepers of waited runs: Durable Objects (`RUN_KEEPER`), one per project and shard of the run id
+ * (`keeperName`). A keeper owns the app call of each waited run it takes, from before the call is made
+ * to the run's end, whoever waits for it. The Worker hands it the app request (`run`); the keeper
+ * records "called" in its storage before the call goes out, makes it (`kept-call.ts`), and answers the
+ * Worker with the app's answer or, past the wait, the hand-over.
  *
- * Exactly one call, whatever fails. Platform facts this rests on:
- * - A Durable Object is kept in memory while it serves a request or runs its alarm handler; an
- *   outbound `fetch` alone does not keep it (it may be evicted once no request is in progress). So the
- *   keeper's alarm holds the run: armed before the call, it runs while the call does (15 minutes of
- *   wall time per alarm invocation; re-armed for a longer call).
- * - Storage writes are confirmed before any outgoing message leaves the object (the output gate): the
- *   "called" row is durable before the app's request is sent.
- * - An alarm runs at least once, and is retried when its handler throws. An alarm that finds "called"
- *   in storage but no call in memory belongs to an object that was reset mid-call (evicted, restarted,
- *   `ctx.abort()`): the run ends `interrupted` and the app is never called again for it.
- * - A Durable Object makes at most 6 outbound connections at once and has 128 MB: a keeper makes one
- *   call (D1, R2 and the webhook's send come after it), and holds no more of an answer than a
- *   synchronous run does (a copy of at most 4 MiB, an envelope of at most 10 MiB).
+ * Why a keeper holds many runs rather than one object per run: reaching a Durable Object that does not
+ * exist yet makes it (its storage too), which costs tens of milliseconds locally; a keeper that is
+ * already in memory is reached in well under one. A fast app's waited run must cost about what a
+ * synchronous run does (docs/benchmarks.md).
+ *
+ * Exactly one call per run, whatever fails. Platform facts this rests on:
+ * - A Durable Object stays in memory while it serves a request or runs its alarm handler; an outbound
+ *   `fetch` alone does not keep it (once no request is in progress it may be evicted). So the keeper's
+ *   alarm holds its runs: armed when a run starts, its handler waits while any run is in flight (15
+ *   minutes of wall time per alarm invocation: it holds 14, then re-arms).
+ * - Storage writes are confirmed before any outgoing message leaves the object (the output gate): a
+ *   run's "called" row is durable before its app's request is sent.
+ * - An alarm runs at least once, and is retried when its handler throws or the object is reset while
+ *   it runs. A row "called" with no call in this object's memory belongs to an object that was reset
+ *   mid-call (evicted, restarted, `ctx.abort()`): the alarm ends that run `interrupted`, and its app is
+ *   never called again.
+ * - A Durable Object has 128 MB of memory and makes 6 outbound connections at a time per request it
+ *   serves: each run holds one connection (its app call; D1, R2 and the webhook's send come after it)
+ *   and no more of its answer than a synchronous run does (a copy of at most 4 MiB, an envelope of at
+ *   most 10 MiB), and a keeper takes at most `KEEPER_RUNS_MAX` runs at once.
  */
 
-/** The alarm that holds the run fires this soon after the call starts (until then the Worker's request holds the object). */
+/** Shards of a project's keepers: a project's waited runs in flight spread over this many objects. */
+export const KEEPER_SHARDS = 8;
+/** Runs one keeper holds at once; past it the run is refused (503), never queued behind the others. */
+export const KEEPER_RUNS_MAX = 32;
+/** A run's keeper holds it from this soon after its call starts (until then the Worker's request holds the object). */
 const HOLD_FROM_MS = 5_000;
-/** One alarm holds the run this long (of its 15 minutes of wall time), then hands over to the next. */
+/** One alarm holds the keeper's runs this long (of its 15 minutes of wall time), then re-arms. */
 const ALARM_HOLD_MS = 14 * 60_000;
 
-/** The keeper's storage: its one run, from "called" to its end (then the row goes). */
-const SCHEMA = `CREATE TABLE IF NOT EXISTS kept_run (
-  run_id TEXT PRIMARY KEY,
-  phase TEXT NOT NULL CHECK (phase IN ('called', 'handed_over')),
-  run TEXT NOT NULL,
-  target TEXT NOT NULL,
-  delivery TEXT,
-  called_at INTEGER NOT NULL,
-  handed_over_at INTEGER
-)`;
-
-interface Row extends Record<string, SqlStorageValue> {
-  run_id: string;
-  phase: "called" | "handed_over";
-  run: string;
-  target: string;
-  delivery: string | null;
-  called_at: number;
-  handed_over_at: number | null;
+/** The keeper of `runId` of `projectId`: the name of its Durable Object, from the run id's random part. */
+export function keeperName(projectId: string, runId: string): string {
+  let hash = 0;
+  for (let i = runId.length - 8; i < runId.length; i++) hash = (hash * 31 + runId.charCodeAt(i)) >>> 0;
+  return `${projectId}:${hash % KEEPER_SHARDS}`;
 }
+
+/** What the keeper stores of a run it holds, from "called" to the run's end (then the record goes). */
+interface KeptRecord {
+  phase: "called" | "handed_over";
+  /** The run as the Worker handed it, but its webhook secret (sealed in `delivery`). */
+  run: KeptRun;
+  /** The app's URL it called. */
+  target: string;
+  /** The run's delivery, on record before the call (its secret sealed); null without a webhook. */
+  delivery: StoredDelivery | null;
+  calledAt: number;
+  handedOverAt: number | null;
+}
+
+type StoredDelivery = Omit<PendingDelivery, "secret" | "createdAt"> & { createdAt: number };
+
+/** A run's record's key: every key of the keeper's storage is one. */
+const RUN_KEY = "run:";
+const keyOf = (runId: string) => `${RUN_KEY}${runId}`;
 
 /** Where a run's one outcome goes: usage's recorder, passed in by the root. */
 export interface KeeperOutcomes {
@@ -64,8 +81,15 @@ export interface KeeperOutcomes {
 
 /** The keeper's logic, apart from the Durable Object class so that it reads as plain code. */
 export class Keeper {
-  readonly #sql: SqlStorage;
-  #live: { runId: string; call: KeptCall } | null = null;
+  readonly #storage: DurableObjectStorage;
+  /** The runs this object is calling now: their records are theirs; any other record is a lost run's. */
+  readonly #live = new Map<string, KeptCall>();
+  /** The alarm's time as this object set it (`null`: none set since it was made, or it has fired). */
+  #alarmAt: number | null = null;
+  /** Whether the alarm's handler is holding the runs now (it re-arms itself when it ends). */
+  #holding = false;
+  #idle: (() => void) | null = null;
+  #scope: Scope | undefined;
 
   constructor(
     private readonly state: DurableObjectState,
@@ -73,21 +97,29 @@ export class Keeper {
     private readonly deps: Deps,
     private readonly outcomes: KeeperOutcomes,
   ) {
-    this.#sql = state.storage.sql;
-    this.#sql.exec(SCHEMA);
+    this.#storage = state.storage;
   }
 
-  #row(): Row | null {
-    return this.#sql.exec<Row>("SELECT * FROM kept_run LIMIT 1").toArray()[0] ?? null;
+  /** The scope of a run's work here: the keeper's own (its config, its D1 client), with the run's request id. */
+  #scopeOf(requestId: string): Scope {
+    this.#scope ??= createScope(this.env, this.state, this.deps);
+    return { ...this.#scope, requestId };
   }
 
   /**
-   * Takes the run: records "called", calls the app, and answers once the caller's answer is ready or
-   * the run is handed over. A keeper takes one run, once: a second `run` is refused without a call.
+   * Takes a run: records "called", calls the app, and answers once the caller's answer is ready or the
+   * run is handed over. A run is taken once: a second `run` of the same id is refused without a call.
+   *
+   * Storage: each write is made without holding the object's other messages (`allowUnconfirmed`), so
+   * one run's write never delays another run's answer; the "called" record alone is waited for
+   * (`sync`) before this run's call is sent. Writes of runs side by side share their commits.
    */
   async run(appRequest: Request, run: KeptRun): Promise<KeeperAnswer> {
-    if (this.#live !== null || this.#row() !== null) throw new Error(`The keeper of ${run.runId} has its run already.`);
-    const scope = createScope(this.env, this.state, this.deps, run.requestId);
+    // The Worker hands each run over once (it never retries this call): the guard is for a run in flight.
+    if (this.#live.has(run.runId)) throw new Error(`The keeper has run ${run.runId} already.`);
+    if (this.#live.size >= KEEPER_RUNS_MAX) return { kind: "busy" };
+    const key = keyOf(run.runId);
+    const scope = this.#scopeOf(run.requestId);
     const received = Date.now();
     const clock = (wall = Date.now()) => run.acceptedAt + run.sentAfterMs + (wall - received);
     // The delivery is on record (its secret sealed) before the app is called, as for a synchronous run.
@@ -100,16 +132,18 @@ export class Keeper {
           secret: run.webhook.secret,
         })
       : null;
-    const stored = { ...run, webhook: null };
-    this.#sql.exec(
-      "INSERT INTO kept_run (run_id, phase, run, target, delivery, called_at) VALUES (?, 'called', ?, ?, ?, ?)",
-      run.runId,
-      JSON.stringify(stored),
-      appRequest.url,
-      pending === null ? null : JSON.stringify({ ...pending, secret: undefined }),
-      clock(),
-    );
-    await this.state.storage.setAlarm(Date.now() + HOLD_FROM_MS);
+    const record: KeptRecord = {
+      phase: "called",
+      run: { ...run, webhook: null },
+      target: appRequest.url,
+      delivery: pending === null ? null : storedDelivery(pending),
+      calledAt: clock(),
+      handedOverAt: null,
+    };
+    // "called", durable before the call is sent.
+    void this.#storage.put(key, record, { allowUnconfirmed: true });
+    this.#arm(Date.now() + HOLD_FROM_MS);
+    await this.#storage.sync();
     const call = keepCall({
       scope,
       run,
@@ -123,66 +157,78 @@ export class Keeper {
       pending,
       clock,
       handedOver: (at) => {
-        this.#sql.exec("UPDATE kept_run SET phase = 'handed_over', handed_over_at = ?", at);
-        // Nobody's request holds the object now: the alarm does, from now.
-        void this.state.storage.setAlarm(Date.now());
+        void this.#storage.put(key, { ...record, phase: "handed_over", handedOverAt: at }, { allowUnconfirmed: true });
+        // No request of the caller's holds the object now: the alarm does, from now.
+        this.#arm(Date.now());
       },
       ended: (outcome) => this.outcomes.ended(scope, outcome),
     });
-    this.#live = { runId: run.runId, call };
+    this.#live.set(run.runId, call);
     void call.ended.then(
-      () => this.#forget(),
-      async (error: unknown) => {
-        // Its end could not be stored (D1 or R2 failing): the next alarm finds it and ends it `interrupted`.
+      () => this.#forget(run.runId, true),
+      (error: unknown) => {
+        // Its end could not be stored (D1 or R2 failing): the next alarm finds its record and ends it `interrupted`.
         log("error", "waited run not ended by its keeper", { run_id: run.runId, error });
-        this.#live = null;
-        await this.state.storage.setAlarm(Date.now() + 1_000);
+        this.#forget(run.runId, false);
+        this.#arm(Date.now() + 1_000);
       },
     );
     return call.toCaller;
   }
 
-  /** The caller hung up: while it waited, that hands the run over at once. */
-  callerLeft(): void {
-    this.#live?.call.callerLeft();
+  /** The caller of `runId` hung up: while it waited, that hands the run over at once. */
+  callerLeft(runId: string): void {
+    this.#live.get(runId)?.callerLeft();
   }
 
-  /** The run is over: the keeper forgets it (its row and its alarm). */
-  async #forget(): Promise<void> {
-    this.#live = null;
-    this.#sql.exec("DELETE FROM kept_run");
-    await this.state.storage.deleteAlarm();
+  /** Sets the alarm for `at` unless one as early is set or the alarm is holding the runs already. */
+  #arm(at: number): void {
+    if (this.#holding || (this.#alarmAt !== null && this.#alarmAt <= at)) return;
+    this.#alarmAt = at;
+    void this.#storage.setAlarm(at, { allowUnconfirmed: true });
   }
 
   /**
-   * The alarm: holds the run while this object calls the app (up to ALARM_HOLD_MS, then the next
-   * alarm), or, when the row says "called" and no call is in memory, ends the run `interrupted`.
+   * A run is over (`ended`: its end is stored), or given up to the alarm: it leaves memory, and its
+   * record when it ended. The record goes with the next commit; an object reset before that commit
+   * leaves it, and the run is then taken for one its keeper lost (docs/runs.md says what that means).
+   */
+  #forget(runId: string, ended: boolean): void {
+    this.#live.delete(runId);
+    if (ended) void this.#storage.delete(keyOf(runId), { allowUnconfirmed: true });
+    if (this.#live.size === 0) this.#idle?.();
+  }
+
+  /**
+   * The alarm: ends the runs a reset object lost (records with no call in memory), then holds the runs
+   * in flight while there are any, up to ALARM_HOLD_MS, and re-arms if some remain.
    */
   async alarm(): Promise<void> {
-    const row = this.#row();
-    if (row === null) return;
-    if (this.#live !== null) {
+    this.#alarmAt = null;
+    this.#holding = true;
+    try {
+      const records = await this.#storage.list<KeptRecord>({ prefix: RUN_KEY });
+      for (const [key, record] of records) if (!this.#live.has(record.run.runId)) await this.#interrupted(key, record);
+      if (this.#live.size === 0) return;
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const over = await Promise.race([
-        this.#live.call.ended.then(
-          () => true,
-          () => true,
-        ),
-        new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ALARM_HOLD_MS))),
+      await Promise.race([
+        new Promise<void>((resolve) => (this.#idle = resolve)),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, ALARM_HOLD_MS))),
       ]);
       if (timer !== undefined) clearTimeout(timer);
-      if (!over) await this.state.storage.setAlarm(Date.now());
-      return;
+    } finally {
+      this.#idle = null;
+      this.#holding = false;
     }
-    await this.#interrupted(row);
+    if (this.#live.size > 0) this.#arm(Date.now());
   }
 
   /** Ends a run this object lost mid-call: stored (and delivered) as `interrupted`, never called again. */
-  async #interrupted(row: Row): Promise<void> {
-    const run = JSON.parse(row.run) as KeptRun;
-    const scope = createScope(this.env, this.state, this.deps, run.requestId);
-    const pending = row.delivery === null ? null : pendingOf(row.delivery);
-    const endedAt = Math.max(this.deps.now().getTime(), row.handed_over_at ?? row.called_at);
+  async #interrupted(key: string, record: KeptRecord): Promise<void> {
+    const { run } = record;
+    const scope = this.#scopeOf(run.requestId);
+    const pending = record.delivery === null ? null : pendingOf(record.delivery);
+    const endedAt = Math.max(this.deps.now().getTime(), record.handedOverAt ?? record.calledAt);
     const message =
       "The run was interrupted: its keeper stopped while the app was working (the platform restarted or evicted it). It is not run again.";
     const error = new ApiError("run_interrupted", message, runMeta(run.runId));
@@ -190,9 +236,9 @@ export class Keeper {
     const ended = await endInterrupted(
       scope,
       run,
-      row.target,
+      record.target,
       pending,
-      { calledAt: row.called_at, handedOverAt: row.handed_over_at, endedAt },
+      { calledAt: record.calledAt, handedOverAt: record.handedOverAt, endedAt },
       text,
       message,
     );
@@ -212,31 +258,38 @@ export class Keeper {
         failure: { by: "gateway", code: error.code },
         times: {
           acceptedAt: run.acceptedAt,
-          calledAt: row.called_at,
+          calledAt: record.calledAt,
           answeredAt: null,
           firstByteAt: null,
-          handedOverAt: row.handed_over_at ?? null,
+          handedOverAt: record.handedOverAt,
           endedAt,
         },
         bytesIn: run.bytesIn ?? 0,
         bytesOut: 0,
         webhook: pending !== null,
       });
-      log("error", "waited run interrupted", { run_id: run.runId, project_id: run.projectId, phase: row.phase });
+      log("error", "waited run interrupted", { run_id: run.runId, project_id: run.projectId, phase: record.phase });
     }
-    this.#sql.exec("DELETE FROM kept_run");
+    await this.#storage.delete(key);
   }
 }
 
-/** A stored pending delivery (its secret sealed; the clear one never stored). */
-function pendingOf(text: string): PendingDelivery {
-  const stored = JSON.parse(text) as Omit<PendingDelivery, "createdAt" | "secret"> & { createdAt: string };
-  return { ...stored, secret: undefined, createdAt: new Date(stored.createdAt) };
-}
+/** A pending delivery as the keeper stores it: without its secret in clear (it is sealed). */
+const storedDelivery = ({ secret: _secret, createdAt, ...rest }: PendingDelivery): StoredDelivery => ({
+  ...rest,
+  createdAt: createdAt.getTime(),
+});
+
+/** A stored pending delivery, as `enqueuePending` takes it. */
+const pendingOf = ({ createdAt, ...rest }: StoredDelivery): PendingDelivery => ({
+  ...rest,
+  secret: undefined,
+  createdAt: new Date(createdAt),
+});
 
 /**
  * The Durable Object class of the keepers, built from the Worker's `deps` and the root's outcome port
- * (src/index.ts). RPC: `run(appRequest, kept)`, `callerLeft()`.
+ * (src/index.ts). RPC: `run(appRequest, kept)`, `callerLeft(runId)`.
  */
 export function runKeeperClass(deps: Deps, outcomes: KeeperOutcomes) {
   return class RunKeeper extends DurableObject<Env> {
@@ -251,8 +304,8 @@ export function runKeeperClass(deps: Deps, outcomes: KeeperOutcomes) {
       return this.keeper.run(appRequest, kept);
     }
 
-    callerLeft(): void {
-      this.keeper.callerLeft();
+    callerLeft(runId: string): void {
+      this.keeper.callerLeft(runId);
     }
 
     override async alarm(): Promise<void> {

@@ -8,7 +8,6 @@ import {
   envelopes,
   failureAnswer,
   passThrough,
-  responseOf,
   type RunAnswer,
 } from "../answer";
 import { type AppCall, type AppRequest, callApp, runMeta } from "../call";
@@ -16,7 +15,7 @@ import type { RunContext } from "../context";
 import { deadlineOf, withDeadline } from "../deadline";
 import type { RunEnding, RunOutcome } from "../outcome";
 import { endHandedOver, insertHandedOver } from "./handed-over";
-import type { KeeperAnswer, KeptRun } from "./message";
+import type { KeeperAnswer, KeptRun, WholeAnswer } from "./message";
 
 /**
  * One waited run's app call, as its keeper makes it: the call starts at once; the caller gets the
@@ -188,10 +187,7 @@ export function keepCall(parts: KeepParts): KeptCall {
           { ...runMeta(run.runId), headers: { "Retry-After": "1", "X-Run-Id": run.runId } },
         );
         stop.abort(error);
-        answerCaller({
-          kind: "answered",
-          response: applied(responseOf(failureAnswer(error, run.requestId), run.runId)),
-        });
+        answerCaller({ kind: "whole", answer: wholeOf(failureAnswer(error, run.requestId)) });
         return false;
       });
     return handingOver;
@@ -201,7 +197,7 @@ export function keepCall(parts: KeepParts): KeptCall {
   async function answerWhole(answer: EnvelopeAnswer, answeredAt: number | null): Promise<void> {
     phase = "answered";
     clearTimeout(waitTimer);
-    answerCaller({ kind: "answered", response: applied(responseOf(answer, run.runId)) });
+    answerCaller({ kind: "whole", answer: wholeOf(answer) });
     if (pending) await enqueuePending(scope, pending, answer.text);
     const failure = answer.failure;
     parts.ended(
@@ -327,3 +323,11 @@ const BODY_PROBLEMS: Record<BodyEnd, string | null> = {
   idle: "gateway_timeout",
   broken: "bad_gateway",
 };
+
+/** A whole answer as plain values (its failure's headers among its own). */
+const wholeOf = (answer: EnvelopeAnswer): WholeAnswer => ({
+  status: answer.status,
+  text: answer.text,
+  contentType: answer.contentType,
+  headers: { ...answer.headers, ...answer.failure?.headers },
+});

@@ -1,8 +1,9 @@
 import type { CallLimits } from "../context";
 
 /**
- * The contract between the Worker and a waited run's keeper (`RunKeeper`, one Durable Object per run
- * id): an RPC, `run(appRequest, kept)`, whose answer is `KeeperAnswer`. The app request crosses as a
+ * The contract between the Worker and a waited run's keeper (`RunKeeper`, a Durable Object per project
+ * and shard of run ids): an RPC, `run(appRequest, kept)`, whose answer is `KeeperAnswer`, and
+ * `callerLeft(runId)`. The app request crosses as a
  * `Request` (its body streamed); everything else as the plain values below, versioned.
  */
 
@@ -39,7 +40,23 @@ export interface KeptRun {
 
 /** The keeper's answer to the Worker: the caller's answer, or the run handed over. */
 export type KeeperAnswer =
-  /** The app answered within the wait (or gave no answer): exactly what a synchronous run answers, plus `Preference-Applied`. */
+  /** The app's answer passed through, within the wait: exactly what a synchronous run answers, plus `Preference-Applied`. */
   | { kind: "answered"; response: Response }
+  /**
+   * A whole answer within the wait (the envelope, or the gateway's problem when the app gave none): its
+   * parts as plain values, so it crosses without a stream; the Worker makes the response of them.
+   */
+  | { kind: "whole"; answer: WholeAnswer }
   /** The wait ended first, or the caller left: the run's row is written, it goes on; the caller gets 202. */
-  | { kind: "handed_over"; status: "running" };
+  | { kind: "handed_over"; status: "running" }
+  /** The keeper holds as many runs as it may (`KEEPER_RUNS_MAX`): this one was not taken, nothing was called. */
+  | { kind: "busy" };
+
+/** A whole answer's parts: what `responseOf` makes the caller's response of. */
+export interface WholeAnswer {
+  status: number;
+  text: string;
+  contentType: string;
+  /** Headers beyond the content's own (`Retry-After`, a problem's). */
+  headers: Record<string, string>;
+}

@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type Client, client } from "../../../test/helpers";
 import { appCalls, PEER, received, receiver, releaseStream, watchKey, watchState } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
+import { keeperName } from "./keeper";
 import type { KeptRun } from "./message";
 
 // Exactly one app call per waited run, whatever happens to its keeper: an evicted or restarted object
@@ -17,11 +18,12 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-const keeperOf = (runId: string) => env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(runId));
+const keeperOf = (projectId: string, runId: string) =>
+  env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(keeperName(projectId, runId)));
 
 /** Resets the keeper as an eviction or a restart would: its memory (the call in flight) is gone, its storage stays. */
-async function evict(runId: string): Promise<void> {
-  await runInDurableObject(keeperOf(runId), (_instance, state) => {
+async function evict(projectId: string, runId: string): Promise<void> {
+  await runInDurableObject(keeperOf(projectId, runId), (_instance, state) => {
     state.abort("evicted by the test");
   }).catch(() => undefined);
 }
@@ -47,7 +49,7 @@ async function eventually<T>(check: () => Promise<T | null | undefined | false>,
 }
 
 /** Runs the keeper's alarm now, as the runtime does when it is due (and again when retried). */
-const alarmOf = (runId: string) => runDurableObjectAlarm(keeperOf(runId));
+const alarmOf = (projectId: string, runId: string) => runDurableObjectAlarm(keeperOf(projectId, runId));
 
 async function handedOverRun(api: Client, key: string, query = "") {
   const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}&watch=${key}`);
@@ -64,9 +66,9 @@ describe("a waited run's keeper reset mid-call", () => {
     const hook = await receiver();
     const { app, runId } = await handedOverRun(api, key, `?webhookEndpoint=${encodeURIComponent(hook.url)}`);
     expect(await rowOf(runId)).toMatchObject({ status: "running", mode: "wait" });
-    await evict(runId);
+    await evict(app.projectId, runId);
     // The alarm runs (the runtime retries the one the reset cut short; here it is run at once).
-    await alarmOf(runId);
+    await alarmOf(app.projectId, runId);
     const row = await eventually(async () => {
       const r = await rowOf(runId);
       return r?.status === "failed" ? r : null;
@@ -84,14 +86,13 @@ describe("a waited run's keeper reset mid-call", () => {
     expect(JSON.parse(deliveries[0]!.body!)).toMatchObject({ code: "run_interrupted" });
 
     // A retried alarm, and the app answering after all: nothing more happens.
-    await alarmOf(runId);
+    await alarmOf(app.projectId, runId);
     await releaseStream(key);
     expect(await appCalls(runId)).toBe(1);
     expect((await rowOf(runId))!.status).toBe("failed");
     expect(await received(hook.key)).toHaveLength(1);
-    await runInDurableObject(keeperOf(runId), async (_instance, state) => {
-      expect(state.storage.sql.exec("SELECT * FROM kept_run").toArray()).toEqual([]);
-      expect(await state.storage.getAlarm()).toBeNull();
+    await runInDurableObject(keeperOf(app.projectId, runId), async (_instance, state) => {
+      expect([...(await state.storage.list()).keys()]).toEqual([]);
     });
   });
 
@@ -101,14 +102,14 @@ describe("a waited run's keeper reset mid-call", () => {
     const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}&watch=${key}`);
     const answering = api.call(app.runPath, { token: app.token, headers: { Prefer: "wait=60" } });
     const runId = await eventually(async () => (await watchState(key)).runId, "the app is called");
-    await evict(runId);
+    await evict(app.projectId, runId);
     const response = await answering;
     expect(response.status).toBe(502);
     expect(await response.json()).toMatchObject({ code: "run_interrupted", run_id: runId });
     expect(response.headers.get("x-run-id")).toBe(runId);
     // The caller never had a status URL, but the run the app saw has a state.
     expect(await rowOf(runId)).toBeNull();
-    await alarmOf(runId);
+    await alarmOf(app.projectId, runId);
     expect(await rowOf(runId)).toMatchObject({
       status: "failed",
       mode: "wait",
@@ -126,7 +127,7 @@ describe("a keeper's alarm", () => {
     const key = watchKey();
     const { app, runId } = await handedOverRun(api, key);
     // The alarm, run while the call is in flight, holds it (it returns once the run is over).
-    const holding = alarmOf(runId);
+    const holding = alarmOf(app.projectId, runId);
     await releaseStream(key);
     await holding;
     const read = await api.json<{ status: string }>(`${app.appPath}/runs/${runId}`, { token: app.token });
@@ -139,7 +140,7 @@ describe("a keeper takes one run, once", () => {
   it("refuses a second hand-off of a run it has, without calling the app", async () => {
     const api = client();
     const key = watchKey();
-    const { runId } = await handedOverRun(api, key);
+    const { app, runId } = await handedOverRun(api, key);
     const kept: KeptRun = {
       v: 1,
       runId,
@@ -159,13 +160,13 @@ describe("a keeper takes one run, once", () => {
       webhook: null,
       bytesIn: 0,
     };
-    const second = await keeperOf(runId)
+    const second = await keeperOf(app.projectId, runId)
       .run(new Request(`${PEER}/upstream/echo?again=1`), kept)
       .then(
         () => "answered",
         (error: unknown) => String(error),
       );
-    expect(second).toMatch(/has its run already/);
+    expect(second).toMatch(/has run .* already/);
     await releaseStream(key);
     expect(await appCalls(runId)).toBe(1);
   });

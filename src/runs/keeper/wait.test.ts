@@ -13,6 +13,7 @@ import {
   whenClosed,
 } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
+import { keeperName } from "./keeper";
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -21,7 +22,8 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-const keeperOf = (runId: string) => env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(runId));
+const keeperOf = (projectId: string, runId: string) =>
+  env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(keeperName(projectId, runId)));
 
 interface Row {
   status: string;
@@ -48,11 +50,13 @@ async function eventually<T>(check: () => Promise<T | null | undefined | false>,
   throw new Error(`never: ${what}`);
 }
 
-/** The keeper's own state: its stored run and its alarm. */
-const keeperState = (runId: string) =>
-  runInDurableObject(keeperOf(runId), async (_instance, state) => ({
-    rows: state.storage.sql.exec("SELECT run_id, phase FROM kept_run").toArray(),
-    alarm: await state.storage.getAlarm(),
+/** The keeper's own state: the runs it holds (each test's project has keepers of its own). */
+const keeperState = (projectId: string, runId: string) =>
+  runInDurableObject(keeperOf(projectId, runId), async (_instance, state) => ({
+    rows: [...(await state.storage.list<{ phase: string; run: { runId: string } }>()).values()].map((r) => ({
+      run_id: r.run.runId,
+      phase: r.phase,
+    })),
   }));
 
 async function statusOf(api: Client, app: { appPath: string; token: string }, runId: string) {
@@ -83,8 +87,10 @@ describe("Prefer: wait, a fast app", () => {
     expect(body.result.headers["x-run-id"]).toBe(runId);
     expect(await appCalls(runId)).toBe(1);
     expect(await rowOf(runId)).toBeNull();
-    await eventually(async () => (await keeperState(runId)).rows.length === 0, "the keeper forgets its run");
-    expect((await keeperState(runId)).alarm).toBeNull();
+    await eventually(
+      async () => (await keeperState(app.projectId, runId)).rows.length === 0,
+      "the keeper forgets its run",
+    );
   });
 
   it("passes a stream through once its headers came within the wait, even when it goes on past it", async () => {
@@ -165,7 +171,7 @@ describe("Prefer: wait, a slow app", () => {
     expect(await rowOf(runId)).toMatchObject({ status: "running", mode: "wait", delivery_id: null });
     expect((await rowOf(runId))!.handed_over_at).not.toBeNull();
     expect((await statusOf(api, app, runId)).body.status).toBe("running");
-    expect((await keeperState(runId)).rows).toEqual([{ run_id: runId, phase: "handed_over" }]);
+    expect((await keeperState(app.projectId, runId)).rows).toEqual([{ run_id: runId, phase: "handed_over" }]);
 
     await releaseStream(key);
     const done = await eventually(async () => {
@@ -174,7 +180,10 @@ describe("Prefer: wait, a slow app", () => {
     }, "the run succeeds");
     expect(done.result).toMatchObject({ run_id: runId, result: { method: "GET" } });
     expect(await appCalls(runId)).toBe(1);
-    await eventually(async () => (await keeperState(runId)).rows.length === 0, "the keeper forgets its run");
+    await eventually(
+      async () => (await keeperState(app.projectId, runId)).rows.length === 0,
+      "the keeper forgets its run",
+    );
   });
 
   it("hands the run over the moment its caller hangs up, and goes on: the app is not cut off", async () => {

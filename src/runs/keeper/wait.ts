@@ -3,7 +3,9 @@ import type { Scope } from "../../platform/scope";
 import type { AdmittedRun } from "../admit";
 import { statusUrl } from "../async/accept";
 import { type AppRequest, runMeta } from "../call";
+import { keeperName } from "./keeper";
 import type { KeeperAnswer, KeptRun } from "./message";
+import { failureAnswer, responseOf } from "../answer";
 
 /**
  * A waited run (`Prefer: wait=N`), the Worker's side: the run is admitted as any run is, then its app
@@ -60,10 +62,10 @@ export async function waitRun(
     webhook: admitted.webhook,
     bytesIn: knownBytesIn(admitted),
   };
-  const keeper = scope.env.RUN_KEEPER.get(scope.env.RUN_KEEPER.idFromName(runId));
+  const keeper = scope.env.RUN_KEEPER.get(scope.env.RUN_KEEPER.idFromName(keeperName(admitted.projectId, runId)));
   const signal = request.signal as AbortSignal | undefined;
   // `waitUntil`: the caller is gone, and the Worker has 30 s more for this one call.
-  const left = () => scope.ctx.waitUntil(keeper.callerLeft().catch(() => undefined));
+  const left = () => scope.ctx.waitUntil(keeper.callerLeft(runId).catch(() => undefined));
   signal?.addEventListener("abort", left, { once: true });
   let answer: KeeperAnswer;
   try {
@@ -74,15 +76,28 @@ export async function waitRun(
   } catch (error) {
     signal?.removeEventListener("abort", left);
     // The keeper was reset before it answered (a restart, an eviction): its alarm ends the run
-    // `interrupted`, and the run's status URL says so; the app is never called again for it.
-    throw new ApiError(
+    // `interrupted` (and hands on its outcome), and the run's status URL says so; the app is never
+    // called again for it. Answered here, not thrown: the run's outcome is the keeper's.
+    const interrupted = new ApiError(
       "run_interrupted",
       "The run was interrupted: its keeper stopped before the app's answer was ready. It is not run again.",
       { ...runMeta(runId), cause: error },
     );
+    return responseOf(failureAnswer(interrupted, scope.requestId), runId);
   }
   if (answer.kind === "answered") return answer.response;
+  if (answer.kind === "whole") {
+    const response = responseOf({ ...answer.answer, failure: null }, runId);
+    response.headers.set("Preference-Applied", `wait=${wait}`);
+    return response;
+  }
   signal?.removeEventListener("abort", left);
+  if (answer.kind === "busy")
+    throw new ApiError(
+      "service_unavailable",
+      "Too many waited runs of this project are in flight; retry, or start the run with ?async=true.",
+      { ...runMeta(runId), headers: { "Retry-After": "1", "X-Run-Id": runId } },
+    );
   return handedOver(request, admitted, runId, wait);
 }
 
