@@ -114,6 +114,7 @@ export function printAsync(figures) {
         perRep.map((r) => r.async.cpuMs / r.sync.cpuMs),
         {
           unit: "x",
+          key: "async-cpu",
           target: ["<=", 2],
           vs: "sync + webhook",
         },

@@ -93,6 +93,7 @@ export function printFairness(perRep) {
         {
           unit: "ms",
           digits: 0,
+          key: "fairness-a-fast",
           target: ["<=", 2000],
         },
       ),
@@ -103,6 +104,7 @@ export function printFairness(perRep) {
           unit: "ms",
           digits: 0,
           signed: true,
+          key: "fairness-a-404",
           target: ["<=", 0],
         },
       ),
@@ -112,6 +114,7 @@ export function printFairness(perRep) {
         {
           unit: "ms",
           digits: 0,
+          key: "fairness-b-fast",
           target: ["<=", 2000],
         },
       ),
@@ -121,6 +124,7 @@ export function printFairness(perRep) {
         {
           unit: "ms",
           digits: 0,
+          key: "fairness-b-later",
           target: ["<=", 2000],
         },
       ),
@@ -131,6 +135,7 @@ export function printFairness(perRep) {
           unit: "ms",
           digits: 0,
           signed: true,
+          key: "fairness-b-404",
           target: ["<=", 0],
         },
       ),

@@ -94,11 +94,18 @@ export async function startFloor(upstreamUrl, receiverUrl) {
  * The built gateway under Miniflare with the bindings of wrangler.toml, migrated, its rate limiters
  * bound as there with limits no benchmark reaches (RATE_LIMITS). `extraBindings` override settings;
  * `sharedOptions` are Miniflare's own (an inspector port, a log handler); `workerOptions` the
- * worker's (`{ ratelimits: {} }` leaves the limiters unbound: the run then skips them).
+ * worker's (`{ ratelimits: {} }` leaves the limiters unbound: the run then skips them). `migrated`:
+ * the storage persisted from an earlier start already has the schema (the soak's restart).
  */
 export async function startGateway(
   scriptPath,
-  { dnsResolverUrl = config.vars.DNS_RESOLVER_URL, extraBindings = {}, sharedOptions = {}, workerOptions = {} } = {},
+  {
+    dnsResolverUrl = config.vars.DNS_RESOLVER_URL,
+    extraBindings = {},
+    sharedOptions = {},
+    workerOptions = {},
+    migrated = false,
+  } = {},
 ) {
   const started = performance.now();
   const mf = create({
@@ -147,7 +154,8 @@ export async function startGateway(
   const url = await mf.ready;
   const startupMs = performance.now() - started;
   const db = await mf.getD1Database("DB");
-  await migrate(db);
+  // A restart on storage kept from before (`sharedOptions.resourcePersistencePath`) is migrated already.
+  if (!migrated) await migrate(db);
   return { mf, db, url: url.origin, startupMs };
 }
 

@@ -5,6 +5,8 @@
 // `npm run bench` prints last, so all targets read side by side.
 
 const summary = [];
+// Every row printed and every extra table, for the JSON of a run (`--out`, then scripts/bench/doc.mjs).
+const recorded = { rows: [], extras: [] };
 
 const finite = (values) => values.filter((v) => v !== null && v !== undefined && Number.isFinite(v));
 
@@ -56,14 +58,15 @@ export function show(n, { unit = "", digits = 2, signed = false } = {}) {
 /**
  * One row: `label`, one value per repetition, and how to read it. `target`: [">=" | "<=", bound] in
  * the row's own unit; `signed` prints differences with their sign; `vs` names what the row is
- * measured against; `note` is printed after the verdict.
+ * measured against; `note` is printed after the verdict; `key` names a row with a target for
+ * scripts/bench/doc.mjs (what its miss costs and buys is written there under that key).
  */
 export function figure(
   label,
   values,
-  { unit = "", digits = 2, target = null, signed = false, vs = "", note = "" } = {},
+  { unit = "", digits = 2, target = null, signed = false, vs = "", note = "", key = null } = {},
 ) {
-  return { label, values: finite(values), unit, digits, target, signed, vs, note };
+  return { label, values: finite(values), unit, digits, target, signed, vs, note, key };
 }
 
 /** The spread of a row: "0.81–0.93×", or the single value with "(1 rep)". */
@@ -91,8 +94,28 @@ export function printRows(title, rows, { section = title } = {}) {
   for (const row of rows) {
     console.log(rowLine(row));
     if (row.target) summary.push({ section, row });
+    const vs = row.values;
+    recorded.rows.push({
+      section,
+      ...row,
+      median: median(vs),
+      min: vs.length ? Math.min(...vs) : null,
+      max: vs.length ? Math.max(...vs) : null,
+      verdict: verdict(vs, row.target),
+      text: { median: show(median(vs), row), spread: spread(row), target: row.target ? targetText(row) : "" },
+    });
   }
 }
+
+const targetText = (row) => `${opText[row.target[0]]} ${show(row.target[1], row)}`;
+
+/** Keeps `data` under `kind` for the run's JSON (a table printed by hand, such as the pieces measured alone). */
+export function keep(kind, data) {
+  recorded.extras.push({ kind, data });
+}
+
+/** Everything recorded so far: what `--out` writes as JSON. */
+export const recordedFigures = () => recorded;
 
 /**
  * A piece's cost: `withIt` and `without` one value per repetition (CPU per run, say), paired by

@@ -8,9 +8,10 @@
 // scripts/bench/sections/index.mjs. Servers (workerd, the Node peers) run pinned to CPU 0 and wrk to
 // CPU 1 when taskset exists. Loopback only; bounded by the options.
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { cpus, loadavg, tmpdir, totalmem } from "node:os";
-import { join } from "node:path";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, release, tmpdir, totalmem } from "node:os";
+import { dirname, join } from "node:path";
+import { format } from "node:util";
 import { gzipSync } from "node:zlib";
 import { benchAsync, printAsync } from "./async.mjs";
 import { cpuReader } from "./cpu.mjs";
@@ -27,7 +28,7 @@ import {
 import { benchLatency, printLatency } from "./latency.mjs";
 import { noiseLine, noiseMeter } from "./noise.mjs";
 import { startCountingProxy, startPeer } from "./peers.mjs";
-import { figure, median, printRows, printSummary } from "./report.mjs";
+import { figure, median, printRows, printSummary, recordedFigures } from "./report.mjs";
 import { benchRunPath, printRunPath } from "./runpath.mjs";
 import { sections as registered } from "./sections/index.mjs";
 import { timedGet } from "./streaming.mjs";
@@ -53,6 +54,10 @@ const STREAM_MIB = Number(options["stream-mib"] ?? 100);
 const STREAM_SAMPLES = Number(options["stream-samples"] ?? 30 * SECONDS);
 // Usage recording (section 7): `--usage=0` skips it.
 const USAGE = options.usage !== "0";
+
+// `--out=<path>`: the printed Markdown also goes to <path>.md and the figures to <path>.json, which
+// scripts/bench/doc.mjs turns into docs/benchmarks.md.
+const OUT = options.out ?? null;
 
 const hasTaskset = spawnSync("taskset", ["-c", "0", "true"]).status === 0;
 if (hasTaskset && !process.env.BENCH_PINNED) {
@@ -135,6 +140,15 @@ async function measured(name, work) {
   }
 }
 const printNoise = (name) => noise[name] !== undefined && console.log(`\n${noiseLine(noise[name])}`);
+
+const printed = [];
+if (OUT) {
+  const print = console.log;
+  console.log = (...args) => {
+    print(...args);
+    printed.push(format(...args));
+  };
+}
 
 ensureWrk();
 const workdir = mkdtempSync(join(tmpdir(), "edge-gateway-bench-"));
@@ -451,18 +465,25 @@ try {
     ]) {
       if (!results[id]) continue;
       rows.push(
-        figure(`${what} req/s`, ratio(id, "B", "rps"), { unit: "x", target: [">=", 0.9], vs: "(b')" }),
+        figure(`${what} req/s`, ratio(id, "B", "rps"), {
+          unit: "x",
+          target: [">=", 0.9],
+          vs: "(b')",
+          key: `${id}-rps`,
+        }),
         figure(`${what} workerd CPU per run`, diff(id, "B", "cpu"), {
           unit: "ms",
           digits: 3,
           signed: true,
           target: ["<=", 0.1],
           vs: "(b')",
+          key: `${id}-cpu`,
         }),
         figure(`${what} p99 at 16 connections`, ratio(id, "B", "p99at16"), {
           unit: "x",
           target: ["<=", 1.5],
           vs: "(b')",
+          key: `${id}-p99`,
         }),
         figure(`${what} req/s`, ratio(id, "b", "rps"), { unit: "x", vs: "(b)" }),
         figure(`${what} workerd CPU per run`, diff(id, "b", "cpu"), { unit: "ms", digits: 3, signed: true, vs: "(b)" }),
@@ -485,11 +506,12 @@ try {
           unit: "x",
           target: [">=", 0.9],
           vs: "(f)",
+          key: "e-drained",
         }),
         figure(
           "(e) by CPU per run, deliveries included: (f)'s CPU ÷ (e)'s",
           per("f", "e", "cpu", (f, e) => f / e),
-          { unit: "x", target: [">=", 0.9], vs: "(f)" },
+          { unit: "x", target: [">=", 0.9], vs: "(f)", key: "e-cpu" },
         ),
         figure("(e) − (f), CPU per run", diff("e", "f", "cpu"), { unit: "ms", digits: 3, signed: true, vs: "(f)" }),
         figure("(e) req/s during the load", ratio("e", "f", "rps"), { unit: "x", vs: "(f)" }),
@@ -528,7 +550,7 @@ try {
           `${DELIVERIES} deliveries to a fast receiver (runs made 32 at a time), deliveries/s`,
           each((r) => DELIVERIES / (r.fastMs / 1000)),
           {
-            unit: "req/s",
+            unit: "/s",
             digits: 0,
           },
         ),
@@ -555,7 +577,7 @@ try {
         figure(
           "D1: a delivery's pending row (INSERT), its own round trip",
           each((u) => u.pending),
-          us,
+          { ...us, key: "unit-d1-pending" },
         ),
         figure(
           "D1: one claim (upsert), its own round trip",
@@ -580,7 +602,7 @@ try {
         figure(
           "Queues: one `send`",
           each((u) => u.send),
-          us,
+          { ...us, key: "unit-send" },
         ),
         figure(
           "fetch: one POST to a loopback receiver",
@@ -590,12 +612,12 @@ try {
         figure(
           "Durable Object: a lane's `accept` of a batch of 10 (RPC + 10 SQLite inserts), per delivery",
           each((u) => u.accept10),
-          us,
+          { ...us, key: "unit-accept10" },
         ),
         figure(
           "Durable Object: the lane's delete of a settled delivery (RPC per 10), per delivery",
           each((u) => u.settle10),
-          us,
+          { ...us, key: "unit-settle10" },
         ),
         figure(
           "one log line (`console.log` of a request line)",
@@ -682,9 +704,58 @@ try {
   for (const { name, error } of failures) console.log(`\n**Section ${name} failed**: ${error.message ?? error}`);
   if (failures.length) process.exitCode = 1;
   const loadAfter = loadavg();
+  const machine = {
+    cpus: cpus().length,
+    model: cpus()[0]?.model ?? "?",
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    kernel: release(),
+    node: process.version,
+    workerd: (() => {
+      try {
+        return JSON.parse(readFileSync("node_modules/workerd/package.json", "utf8")).version;
+      } catch {
+        return null;
+      }
+    })(),
+    pinned: hasTaskset,
+  };
+  const settings = {
+    seconds: SECONDS,
+    reps: REPS,
+    domains: DOMAINS,
+    deliveries: DELIVERIES,
+    async: ASYNC_RUNS,
+    targets: TARGETS,
+    streamMib: STREAM_MIB,
+    streamSamples: STREAM_SAMPLES,
+    sections: [...SECTIONS],
+  };
   console.log(
     `\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${fmt(totalmem() / 2 ** 30, 0)} GiB; started ${startedAt.toISOString()}, ended ${new Date().toISOString()}; load average ${loadBefore.map((l) => fmt(l)).join(" ")} before, ${loadAfter.map((l) => fmt(l)).join(" ")} after; servers on CPU 0 and wrk on CPU 1: ${hasTaskset}; options ${JSON.stringify({ seconds: SECONDS, reps: REPS, domains: DOMAINS, deliveries: DELIVERIES, async: ASYNC_RUNS, targets: TARGETS, streamMib: STREAM_MIB, streamSamples: STREAM_SAMPLES })}; SECRETS are bench-only (${Object.keys(SECRETS).length}).`,
   );
+  if (OUT) {
+    mkdirSync(dirname(OUT), { recursive: true });
+    writeFileSync(`${OUT}.md`, `${printed.join("\n")}\n`);
+    writeFileSync(
+      `${OUT}.json`,
+      `${JSON.stringify(
+        {
+          command: `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim(),
+          startedAt: startedAt.toISOString(),
+          endedAt: new Date().toISOString(),
+          loadAverage: { before: loadBefore, after: loadAfter },
+          machine,
+          settings,
+          noise,
+          failures: failures.map(({ name, error }) => ({ name, error: String(error?.message ?? error) })),
+          ...recordedFigures(),
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    log(`wrote ${OUT}.md and ${OUT}.json`);
+  }
 } finally {
   for (const close of cleanup.reverse()) await close();
   rmSync(workdir, { recursive: true, force: true });

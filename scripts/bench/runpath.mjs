@@ -18,7 +18,7 @@ import { cpuReader } from "./cpu.mjs";
 import { buildBundle, managementApi, SECRETS, startGateway, startPassthrough } from "./gateway.mjs";
 import { noiseLine, noiseMeter } from "./noise.mjs";
 import { listenOnLoopback } from "./peers.mjs";
-import { cost, figure, median, printRows, printSummary } from "./report.mjs";
+import { cost, figure, keep, median, printRows, printSummary } from "./report.mjs";
 import { rssReader, timedGet, writeBytes } from "./streaming.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
 
@@ -92,7 +92,7 @@ async function seed(gatewayUrl, appUrl) {
 /**
  * The pieces of the run path measured alone: each a copy of the gateway with that piece taken out
  * (`patch` rewrites the built bundle, making a function a no-op; when it does not match, the piece is
- * reported as not measured; `unbind` leaves the rate limiters unbound, which the run then skips) or,
+ * reported as not measured; `orPatch` is tried when `patch` does not match; `unbind` leaves the rate limiters unbound, which the run then skips) or,
  * with `putIn`, a piece the gateway as built does not pay put in (the router). A piece's cost is what
  * the copy with it costs more than the copy without it. With `bodies: true` the copy also streams the
  * large bodies, and the piece's cost per GiB and bytes/s are printed.
@@ -134,7 +134,13 @@ export const VARIANTS = [
     id: "silence-watch",
     bodies: true,
     buys: "a chunked answer's silence watch (RUN_STREAM_IDLE_MS ends a call whose app goes quiet) and its byte count; without it the app's body is handed to the caller as the runtime gives it",
-    patch: [/function watchSilence\((\w+)[^)]*\) \{\n/, "$&  return $1;\n"],
+    patch: [
+      // The relay (a reused buffer lent to an IdentityTransformStream): stream() hands on the app's body itself.
+      /(stream\(\) \{\n\s+if \(\w+\) return null;\n)(\s+const \{ readable, writable \} = new IdentityTransformStream\(\);[\s\S]*?relay\w*\((\w+)\.body)/,
+      "$1      return $3.body;\n$2",
+    ],
+    // The watch before the relay (byob reads in a ReadableStream of its own).
+    orPatch: [/function watchSilence\((\w+)[^)]*\) \{\n/, "$&  return $1;\n"],
   },
   {
     id: "usage-record",
@@ -236,7 +242,8 @@ export async function benchRunPath({
     for (const variant of variants) {
       let script = bundle;
       if (variant.patch) {
-        const [pattern, replacement] = variant.patch;
+        const [pattern, replacement] =
+          [variant.patch, variant.orPatch].find((p) => p?.[0].test(source)) ?? variant.patch;
         if (!pattern.test(source)) {
           alone.push({ ...variant, missing: true });
           continue;
@@ -315,6 +322,7 @@ export function printRunPath(figures) {
       each((r) => g(r).png.rps / r["bare'"].png.rps),
       {
         unit: "x",
+        key: "binary",
         target: [">=", 0.9],
         vs: "(b')",
       },
@@ -348,6 +356,7 @@ export function printRunPath(figures) {
       each((r) => g(r).chunked.bytesPerSecond / r.bare.chunked.bytesPerSecond),
       {
         unit: "x",
+        key: "chunked",
         target: [">=", 0.9],
         vs: "(b)",
       },
@@ -357,6 +366,7 @@ export function printRunPath(figures) {
       each((r) => g(r).chunked.cpuPerGiB / r.bare.chunked.cpuPerGiB),
       {
         unit: "x",
+        key: "chunked-cpu",
         target: ["<=", 1.2],
         vs: "(b)",
       },
@@ -377,6 +387,7 @@ export function printRunPath(figures) {
       {
         unit: "MiB",
         digits: 1,
+        key: "rss",
         target: ["<=", 32],
       },
     ),
@@ -390,6 +401,7 @@ export function printRunPath(figures) {
       each((r) => g(r).declared.bytesPerSecond / r.bare.declared.bytesPerSecond),
       {
         unit: "x",
+        key: "declared",
         target: [">=", 0.9],
         vs: "(b)",
       },
@@ -399,6 +411,7 @@ export function printRunPath(figures) {
       each((r) => g(r).declared.cpuPerGiB / r.bare.declared.cpuPerGiB),
       {
         unit: "x",
+        key: "declared-cpu",
         target: ["<=", 1.2],
         vs: "(b)",
       },
@@ -410,6 +423,7 @@ export function printRunPath(figures) {
         unit: "ms",
         digits: 3,
         signed: true,
+        key: "first-byte-bprime",
         target: ["<=", 1],
         vs: "(b')",
       },
@@ -421,8 +435,10 @@ export function printRunPath(figures) {
         unit: "ms",
         digits: 3,
         signed: true,
-        target: ["<=", 1],
         vs: "(b)",
+        // The target is against (b'): against (b) the local limiter's stand-in (a Durable Object's SQLite
+        // write per call) is in the difference, which production does not pay in that form.
+        note: "(the local limiter's stand-in included)",
       },
     ),
   ];
@@ -459,6 +475,14 @@ export function printRunPath(figures) {
     const withIt = (r) => (v.putIn ? r[v.id] : g(r));
     const without = (r) => (v.putIn ? g(r) : r[v.id]);
     const pick = (kind, key) => [each((r) => withIt(r)[kind][key]), each((r) => without(r)[kind][key])];
+    keep("piece", {
+      id: v.id,
+      buys: v.buys,
+      json: cost(...pick("json", "cpu")),
+      png: cost(...pick("png", "cpu")),
+      rps: ratio(each((r) => withIt(r).json.rps / without(r).json.rps)),
+      pngRps: ratio(each((r) => withIt(r).png.rps / without(r).png.rps)),
+    });
     console.log(
       `| ${v.id} | ${v.buys} | ${cost(...pick("json", "cpu"))} | ${cost(...pick("png", "cpu"))} | ${ratio(each((r) => withIt(r).json.rps / without(r).json.rps))} | ${ratio(each((r) => withIt(r).png.rps / without(r).png.rps))} |`,
     );
@@ -473,6 +497,15 @@ export function printRunPath(figures) {
     const withIt = (r) => (v.putIn ? r[v.id] : g(r));
     const without = (r) => (v.putIn ? g(r) : r[v.id]);
     const mibs = (pick) => `${median(each(pick)).toFixed(1)} MiB`;
+    keep("piece-bodies", {
+      id: v.id,
+      cpuPerGiB: cost(
+        each((r) => withIt(r).chunked.cpuPerGiB),
+        each((r) => without(r).chunked.cpuPerGiB),
+        { unit: "ms", digits: 0 },
+      ),
+      bytesPerSecond: ratio(each((r) => withIt(r).chunked.bytesPerSecond / without(r).chunked.bytesPerSecond)),
+    });
     console.log(
       `| ${v.id} | ${cost(
         each((r) => withIt(r).chunked.cpuPerGiB),

@@ -269,7 +269,7 @@ export function printUsage(u, fmt) {
       figure(
         "the worst usage query of the five below, per round",
         q.weekHourly.map((_, i) => Math.max(...kinds.map((k) => q[k][i]))),
-        { unit: "ms", digits: 1, target: ["<=", 200] },
+        { unit: "ms", digits: 1, key: "usage-worst", target: ["<=", 200] },
       ),
       figure(
         `usage, one busy app's 7 days by the hour (${q.weekRuns} runs; percentiles: ${q.weekPercentiles})`,

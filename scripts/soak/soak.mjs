@@ -1,4 +1,7 @@
-// The soak: N runs with `webhookEndpoint` through the built Worker under Miniflare (local D1, Queues,
+// The soak (`npm run soak`) has two parts: the runs soak (scripts/soak/runs.mjs: every mode, hang-ups,
+// deadlines, a restart; the app called once per run, no result lost), and the deliveries soak below.
+//
+// The deliveries soak: N runs with `webhookEndpoint` through the built Worker under Miniflare (local D1, Queues,
 // R2), loopback only, against a receiver that flaps between 200, 404, 500, 302, timeouts and dropped
 // connections, and a share of runs whose receiver refuses connections. It stops by itself and checks
 // that nothing was lost: every run has exactly one delivery record, delivered or failed, with the
@@ -9,6 +12,7 @@ import { join } from "node:path";
 import { buildBundle, seedRunnableApp, startGateway } from "../bench/gateway.mjs";
 import { startPeer } from "../bench/peers.mjs";
 import { closedPort, expectedOutcome, startFlappingReceiver } from "./outcomes.mjs";
+import { soakRuns } from "./runs.mjs";
 
 export { buildBundle };
 
@@ -165,28 +169,68 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
   }
 }
 
-/** `npm run soak [-- --runs=10000 --concurrency=32]` */
+/**
+ * `npm run soak [-- --runs=1000 --deliveries=10000 --concurrency=32 --seed=1 --only=runs|deliveries]`:
+ * the runs soak (mixed modes, hang-ups, deadlines, a restart: scripts/soak/runs.mjs), then the
+ * deliveries soak (runs with webhooks to a flapping receiver, above).
+ */
 async function main() {
   const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
-  const runs = Number(options.runs ?? 10_000);
+  const only = options.only;
   const concurrency = Number(options.concurrency ?? 32);
   const log = (...args) => console.error("soak:", ...args);
   const workdir = mkdtempSync(join(tmpdir(), "edge-gateway-soak-"));
   log("building the Worker bundle");
-  const gateway = await startSoakGateway(buildBundle(join(workdir, "dist")));
+  const bundle = buildBundle(join(workdir, "dist"));
+  const failures = [];
   try {
-    const result = await soak({ gateway, runs, concurrency, settleTimeoutMs: Number(options.settle ?? 600_000), log });
-    console.log(JSON.stringify(result, null, 2));
-    if (result.violations.length) {
-      log(`FAILED: ${result.violations.join("; ")}`);
+    if (only === undefined || only === "runs") {
+      const runs = Number(options.runs ?? 1000);
+      log(`runs soak: ${runs} mixed runs (sync, Prefer: wait, async), hang-ups, deadlines, one restart`);
+      const result = await soakRuns({
+        bundle,
+        runs,
+        concurrency: Math.min(concurrency, 24),
+        seed: Number(options.seed ?? 1),
+        persistDir: join(workdir, "state"),
+        settleTimeoutMs: Number(options.settle ?? 600_000),
+        log,
+      });
+      console.log(JSON.stringify({ soak: "runs", ...result }, null, 2));
+      if (result.violations.length) failures.push(...result.violations);
+      else
+        log(
+          `OK: ${runs} runs, ${result.app.runIds} app calls, 0 called twice, 0 lost (lost = ${result.lostMeans}), ` +
+            `every run with a status URL final (${result.interruptedByRestart} ended interrupted by the restart)`,
+        );
+    }
+    if (only === undefined || only === "deliveries") {
+      const runs = Number(options.deliveries ?? 10_000);
+      log(`deliveries soak: ${runs} runs with webhooks`);
+      const gateway = await startSoakGateway(bundle);
+      try {
+        const result = await soak({
+          gateway,
+          runs,
+          concurrency,
+          settleTimeoutMs: Number(options.settle ?? 600_000),
+          log,
+        });
+        console.log(JSON.stringify({ soak: "deliveries", ...result }, null, 2));
+        if (result.violations.length) failures.push(...result.violations);
+        else
+          log(
+            `OK: ${result.records} deliveries for ${runs} runs, ${result.tally.delivered} delivered, ${result.tally.failed} failed, none lost`,
+          );
+      } finally {
+        await gateway.mf.dispose();
+      }
+    }
+    if (failures.length) {
+      log(`FAILED: ${failures.join("; ")}`);
       process.exitCode = 1;
-    } else {
-      log(
-        `OK: ${result.records} deliveries for ${runs} runs, ${result.tally.delivered} delivered, ${result.tally.failed} failed, none lost`,
-      );
     }
   } finally {
-    await gateway.mf.dispose();
     rmSync(workdir, { recursive: true, force: true });
   }
 }

@@ -25,8 +25,8 @@ interface OptionalSettings {
   USAGE_FLUSH_MS?: string;
   /** "off": the run path takes no records (the benchmark's comparison); anything else or unset: on. */
   USAGE_RECORDING?: string;
-  /** Records a project's ledger keeps before it samples (default 20 million). */
-  USAGE_RECORDS_MAX?: string;
+  /** The size in bytes past which a project's ledger samples its records (default 5 GiB; docs/usage.md). */
+  USAGE_LEDGER_BYTES_MAX?: string;
 }
 
 declare global {

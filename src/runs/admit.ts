@@ -142,16 +142,24 @@ function queryOf(url: string): URLSearchParams | null {
   return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
 }
 
+/** What admission tells as it goes: the caller's key accepted for the project, then the app known to be the project's. */
+export interface AdmitWatch {
+  identified(caller: RunCaller): void;
+  appKnown(): void;
+}
+
 /**
- * Admits a run of `target`: a problem for anything that must not reach the app. `identified` hears of
- * the caller once its key is accepted for the project: from there on the run is on the project's
- * record (src/usage), refused or not.
+ * Admits a run of `target`: a problem for anything that must not reach the app. `watch` hears of the
+ * caller once its key is accepted for the project, and of the app once it is known to be the project's
+ * (src/usage): a refusal in between (the project's run budget spent, an app the project does not have)
+ * names nothing the caller may not invent, so it is counted, never recorded; from the app on, the run
+ * is on the project's record, refused or not.
  */
 export async function admit(
   scope: Scope,
   request: Request,
   target: RunTarget,
-  identified?: (caller: RunCaller) => void,
+  watch?: AdmitWatch,
 ): Promise<AdmittedRun> {
   const { projectId, appName } = target;
   const caller = await admitCaller(scope, request);
@@ -160,9 +168,14 @@ export async function admit(
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
-  identified?.(caller);
+  watch?.identified(caller);
   await admitRun(scope, projectId);
-  const upstream = await upstreamOf(scope.db, projectId, appName, scope.deps.now().getTime());
+  const upstream = await upstreamOf(scope.db, projectId, appName, scope.deps.now().getTime()).catch((error) => {
+    // The app is the project's, without a deployment yet (409): known.
+    if (error instanceof ApiError && error.code === "no_deployment") watch?.appKnown();
+    throw error;
+  });
+  watch?.appKnown();
   const allowed: readonly string[] = METHODS_OF[upstream.runtime];
   // HEAD included: Hono would answer it by running the app for a body nobody receives.
   if (!allowed.includes(request.method)) {

@@ -20,6 +20,10 @@ function appCall(body: string, headers: Record<string, string>, status = 200): A
     response,
     startedAt: Date.now(),
     stream: () => response.body,
+    relay: async (sink) => {
+      if (!response.body) return;
+      for await (const chunk of response.body) await sink(chunk);
+    },
     piped: () => null,
     tally: { bytes: 0, firstByteAt: null, ended: Promise.resolve("done") },
     text: () => response.text(),

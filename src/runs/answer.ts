@@ -112,37 +112,31 @@ const asRunError = (error: unknown, runId: string): ApiError =>
     : new ApiError("bad_gateway", "The app's answer broke off.", { ...runMeta(runId), cause: error });
 
 /**
- * Reads `body` to its end, copying it (bounded) beside `caller` when there is one, and returns the
- * document of the whole answer.
+ * Reads the app's body to its end, copying it (bounded) beside `caller` when there is one, and returns
+ * the document of the whole answer.
  *
  * Back-pressure: while the caller is connected each chunk is written to it and the next one read only
- * once the caller has taken it, so the caller sets the pace as on a plain pass-through; the copy adds
- * no wait of its own and holds at most `RUN_COPY_MAX_BYTES`. Nothing is queued for a slow caller (a
- * `tee()` would buffer without bound for the slower branch). Once the caller has hung up, the rest is
- * read at the app's pace into the copy only, so the webhook still receives the whole answer; the run's
- * grace after a hang-up bounds that (`cutShortAfterHangUp`).
+ * once the caller has taken it (`AppCall.relay`), so the caller sets the pace as on a plain
+ * pass-through; the copy adds no wait of its own and holds at most `RUN_COPY_MAX_BYTES`. Nothing is
+ * queued for a slow caller (a `tee()` would buffer without bound for the slower branch). Once the
+ * caller has hung up, the rest is read at the app's pace into the copy only, so the webhook still
+ * receives the whole answer; the run's grace after a hang-up bounds that (`cutShortAfterHangUp`).
  */
 async function collect(
   call: AppCall,
-  body: ReadableStream<Uint8Array> | null,
-  caller: WritableStreamDefaultWriter<Uint8Array> | null,
+  caller: WritableStreamDefaultWriter<ArrayBuffer | ArrayBufferView> | null,
   run: RunContext,
 ): Promise<RunAnswer> {
   const copy = new BodyCopy();
   let error: ApiError | null = null;
   let callerGone = caller === null;
-  if (body !== null) {
-    const reader = body.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        copy.add(value);
-        if (!callerGone) await caller!.write(value).catch(() => (callerGone = true));
-      }
-    } catch (failure) {
-      error = asRunError(failure, run.runId);
-    }
+  try {
+    await call.relay(async (chunk) => {
+      copy.add(chunk);
+      if (!callerGone) await caller!.write(chunk).catch(() => (callerGone = true));
+    });
+  } catch (failure) {
+    error = asRunError(failure, run.runId);
   }
   if (!callerGone) await (error ? caller!.abort(error) : caller!.close()).catch(() => undefined);
   const text = documentOf(copy, {
@@ -172,18 +166,18 @@ export function passThrough(call: AppCall, run: RunContext, copy: boolean): Pick
     if (piped && piped.length !== null) headers.set("Content-Length", String(piped.length));
     return { response: new Response(piped ? piped.body : call.stream(), init), copy: null };
   }
-  const body = call.stream();
-  if (body === null) return { response: new Response(null, init), copy: collect(call, null, null, run) };
-  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
-  return { response: new Response(readable, init), copy: collect(call, body, writable.getWriter(), run) };
+  if (call.response.body === null || NULL_BODY.has(call.response.status))
+    return { response: new Response(null, init), copy: collect(call, null, run) };
+  // The caller's side is the runtime's own pipe: each write waits until the caller has taken it.
+  const { readable, writable } = new IdentityTransformStream();
+  return { response: new Response(readable, init), copy: collect(call, writable.getWriter(), run) };
 }
 
 const utf8 = new TextEncoder();
 const sizeOf = (text: string) => utf8.encode(text).byteLength;
 
 /** The document of an answer nobody streams (an async run): the body read to its end into the copy. */
-export const collectAnswer = (call: AppCall, run: RunContext): Promise<RunAnswer> =>
-  collect(call, call.stream(), null, run);
+export const collectAnswer = (call: AppCall, run: RunContext): Promise<RunAnswer> => collect(call, null, run);
 
 /** The answer stage's state: what the caller gets, and what the run hands on and records. */
 export interface Answered {

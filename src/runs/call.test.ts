@@ -77,6 +77,32 @@ describe("the call stage (callApp → AppCall)", () => {
     expect(call.tally.bytes).toBe(9);
   });
 
+  it("counts silence only while it waits for the app: a caller slower than the idle limit is not cut off", async () => {
+    const { deps } = app(
+      () => new Response("data: 1\n\ndata: 2\n\n", { headers: { "content-type": "text/event-stream" } }),
+    );
+    const call = await callApp(deps, request(), { headersMs: 1_000, idleMs: 20 });
+    const body = call.stream()!;
+    // The caller takes nothing for ten idle periods: the gateway waits on the caller, not on the app.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await new Response(body).text()).toBe("data: 1\n\ndata: 2\n\n");
+    expect(await call.tally.ended).toBe("done");
+  });
+
+  it("lends each chunk until the taker is done with it, then reads the next into the same buffer", async () => {
+    const { deps } = app(() => new Response("abc"));
+    const call = await callApp(deps, request(), limits);
+    const lent: Uint8Array[] = [];
+    await call.relay(async (chunk) => {
+      lent.push(chunk);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      // Still the app's bytes while lent: nothing reads into the buffer before the taker is done.
+      expect(new TextDecoder().decode(chunk)).toBe("abc");
+    });
+    expect(lent).toHaveLength(1);
+    expect(call.tally.bytes).toBe(3);
+  });
+
   it("answers 502 when the app cannot be reached, 504 when its headers do not come in time", async () => {
     const refused = app(() => Promise.reject(new TypeError("connection refused")));
     expect((await failure(callApp(refused.deps, request(), limits))).code).toBe("bad_gateway");

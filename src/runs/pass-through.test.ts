@@ -165,13 +165,19 @@ describe("a caller who hangs up", () => {
   it("ends the app's call at once when the run has no webhook: the app sees its connection close", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const key = watchKey();
+    const hangUp = new AbortController();
     const { response } = send(`${app.appPath}/v1/chat/completions?events=3&hold=${key}&watch=${key}`, {
       method: "POST",
       headers: bearer(app.token),
+      signal: hangUp.signal,
     });
     const res = await response;
     const reader = res.body!.getReader();
     await reader.read();
+    // The app stalls mid-stream; the caller hangs up as the platform tells a Worker: the request's
+    // signal, and its side of the answer cancelled. (The runtime's pipe the answer flows in learns of a
+    // cancelled reader only at the next write, and a silent app makes none.)
+    hangUp.abort();
     await reader.cancel();
     expect(await whenClosed(key)).toMatchObject({ closed: true, finished: false });
   });

@@ -85,6 +85,18 @@ const AsyncAccepted = z
     status_url: z
       .url()
       .openapi({ description: "Where to read the run (`GET`) or cancel it (`DELETE`); also the `Location` header." }),
+    urls: z
+      .object({
+        get: z.url().openapi({ description: "`GET`: the run, and its result once it has ended." }),
+        cancel: z.url().openapi({ description: "`DELETE`: cancels the run while it is queued." }),
+        stream: z.url().openapi({
+          description:
+            "`GET` with `Accept: text/event-stream`: the run at each change of state, as server-sent events.",
+        }),
+      })
+      .openapi({
+        description: "What can be done with the run, each at its own URL (today all three are `status_url`).",
+      }),
   })
   .openapi("AsyncRunAccepted");
 

@@ -27,7 +27,10 @@ export async function run(scope: Scope, request: Request, target: RunTarget): Pr
   const acceptedAt = Date.now();
   const recording = openRecording(scope, request, target);
   try {
-    const admitted = await admit(scope, request, target, (caller) => recording.identified(caller.id));
+    const admitted = await admit(scope, request, target, {
+      identified: (caller) => recording.identified(caller.id),
+      appKnown: () => recording.appKnown(),
+    });
     // The key was used: its `last_used_at` (at most one write a minute, in `waitUntil`, beside the call).
     admitted.caller.afterRun();
     if (admitted.isAsync) return recording.accepted(await acceptAsync(scope, request, admitted));

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { describe, expect, it } from "vitest";
 import { ADMIN, client, testDeps } from "../../test/helpers";
-import { PEER, receiver } from "../../test/peers";
+import { PEER, received, receiver } from "../../test/peers";
 import { callWith, seedRunnable } from "../../test/runs";
 import { TEST_SECRETS } from "../../test/secrets";
 import { callApp } from "./call";
@@ -186,72 +186,96 @@ describe("origin_url of a succeeded build follows the same policy", () => {
   });
 });
 
-/** What the chunks of a body hold: the bytes they carry, and the buffers they keep alive. */
-async function chunksOf(body: ReadableStream<Uint8Array>) {
-  const reader = body.getReader();
-  const held = { chunks: 0, bytes: 0, buffers: 0 };
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return held;
-    held.chunks++;
-    held.bytes += value.byteLength;
-    held.buffers += value.buffer.byteLength;
-  }
-}
-
 describe("memory: an answer of many small chunks", () => {
-  // Each chunk of an app's answer was a view of its own 256 KiB read buffer, handed on in a byte stream
-  // that workerd re-chunks into 4 KiB buffers of its own for a JavaScript reader: a cortex JSON answer
-  // sent in 120 small flushes (1,930 bytes) held up to 30 MiB while the envelope collected it, each
-  // chunk of a pass-through held its buffer while it waited for a slow caller or a copy, and ~500
-  // flushes exhausted an isolate. What reaches the caller, the copy and the envelope must hold only the
-  // bytes that arrived: the sum of the buffers behind the chunks is the body's length.
+  // Each chunk of an app's answer was once a view of its own 256 KiB read buffer, queued in a JavaScript
+  // stream: a cortex JSON answer sent in 120 small flushes (1,930 bytes) held up to 30 MiB while the
+  // envelope collected it, and ~500 flushes exhausted an isolate; later each read allocated a buffer of
+  // its own, garbage that V8 collects only after ~64 MiB of it. Now the app's body is read into one
+  // buffer per stream, reused read after read (`relay` in call.ts): a chunk is lent to whoever takes it
+  // (the runtime's pipe to the caller, the copy, the envelope's read), each of which copies what it
+  // keeps, and the next read waits until the chunk was taken.
   const get = (path: string, token: string, ctx = createExecutionContext()) =>
     api.worker.fetch(
       new Request(`http://localhost${path}`, { headers: { Authorization: `Bearer ${token}` } }),
       env,
       ctx,
     );
+  const limits = { headersMs: 5_000, idleMs: 5_000 };
+  const callPeer = (query: string) =>
+    callApp(
+      testDeps(),
+      { target: `${PEER}/upstream/s?${query}`, method: "GET", headers: new Headers(), body: null, runId: "run_memory" },
+      limits,
+    );
 
-  it("a 120-flush event stream reaches the caller in chunks that hold only its bytes", async () => {
+  it("a 120-flush event stream is read into one 16 KiB buffer, each chunk lent, and reaches the caller whole", async () => {
+    const call = await callPeer("events=120&gap=1");
+    const buffers = new Set<number>();
+    let bytes = 0;
+    let text = "";
+    await call.relay((chunk) => {
+      buffers.add(chunk.buffer.byteLength);
+      bytes += chunk.byteLength;
+      text += new TextDecoder().decode(chunk);
+    });
+    // A trickle never grows the read: one buffer of the first read's size from start to end.
+    expect([...buffers]).toEqual([16 * 1024]);
+    expect(bytes).toBe(1930);
+    expect(text.match(/data:/g)).toHaveLength(120);
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
-    const held = await chunksOf((await get(`${app.appPath}/s?events=120&gap=1`, app.token)).body!);
-    expect(held.bytes).toBe(1930);
-    expect(held.chunks).toBeGreaterThan(10);
-    expect(held.buffers).toBe(held.bytes);
+    expect(await (await get(`${app.appPath}/s?events=120&gap=1`, app.token)).text()).toBe(text);
   });
 
-  it("a 120-flush event stream with a webhook (the copy path) reaches the caller in chunks that hold only its bytes", async () => {
+  it("a caller who reads slowly makes the gateway read no further ahead than one read: nothing piles up", async () => {
+    // 4 MB written at once, as fast as the connection takes it.
+    const call = await callPeer("png=4000000");
+    const reader = call.stream()!.getReader();
+    const first = await reader.read();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // What the gateway has read of the app: what the caller took, plus at most one read not yet taken.
+    expect(call.tally.bytes).toBeLessThanOrEqual(first.value!.byteLength + 256 * 1024);
+    const whole = new Uint8Array(4_000_000);
+    whole.set(first.value!);
+    let rest = first.value!.byteLength;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      whole.set(value, rest);
+      rest += value.byteLength;
+    }
+    expect(await call.tally.ended).toBe("done");
+    expect(call.tally.bytes).toBe(rest);
+    expect(rest).toBe(4_000_000);
+    // Read after read into one buffer, and still every byte as the app sent it.
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", whole));
+    expect(Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("")).toBe(
+      call.response.headers.get("x-image-sha256"),
+    );
+  });
+
+  it("a 120-flush event stream with a webhook (the copy path) reaches the caller and the copy whole", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
     const hook = await receiver([{ status: 200 }]);
     const ctx = createExecutionContext();
-    const held = await chunksOf(
-      (await get(`${app.appPath}/s?events=120&gap=1&webhookEndpoint=${encodeURIComponent(hook.url)}`, app.token, ctx))
-        .body!,
+    const res = await get(
+      `${app.appPath}/s?events=120&gap=1&webhookEndpoint=${encodeURIComponent(hook.url)}`,
+      app.token,
+      ctx,
     );
+    const text = await res.text();
     await waitOnExecutionContext(ctx);
-    expect(held.bytes).toBe(1930);
-    expect(held.chunks).toBeGreaterThan(10);
-    expect(held.buffers).toBe(held.bytes);
+    expect(text.match(/data:/g)).toHaveLength(120);
+    for (let i = 0; i < 200 && (await received(hook.key)).length === 0; i++)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    const [delivery] = await received(hook.key);
+    expect((JSON.parse(delivery!.body!) as { text: string }).text).toBe(text);
   });
 
-  it("a 120-flush answer is handed to the envelope's read in chunks that hold only its bytes", async () => {
-    // The envelope collects the call's body (`AppCall.text`, when no length is declared) from this stream.
-    const limits = { headersMs: 5_000, idleMs: 5_000 };
-    const call = await callApp(
-      testDeps(),
-      {
-        target: `${PEER}/upstream/s?events=120&gap=1`,
-        method: "GET",
-        headers: new Headers(),
-        body: null,
-        runId: "run_memory",
-      },
-      limits,
-    );
-    const held = await chunksOf(call.stream()!);
-    expect(held.bytes).toBe(1930);
-    expect(held.buffers).toBe(held.bytes);
+  it("a 120-flush answer read whole for the envelope keeps exactly its bytes", async () => {
+    const call = await callPeer("events=120&gap=1");
+    const text = await call.text(1_000_000);
+    expect(text?.length).toBe(1930);
+    expect(text?.match(/data:/g)).toHaveLength(120);
   });
 });
 

@@ -3,6 +3,7 @@ import type { Scope } from "../platform/scope";
 import type { RunRecord } from "./run-record";
 import { ledgerOf } from "./ledger-client";
 import { messagesOf } from "./message";
+import { hourOf, reasonOf, type Refusal, type RefusalCount } from "./refusals";
 
 /**
  * The isolate's buffer of run records. A record costs the run one push into an array; the records
@@ -21,9 +22,13 @@ import { messagesOf } from "./message";
 export const BATCH_MAX = 200;
 /** Held records beyond this are dropped (and logged): the ledger is unreachable and memory is the isolate's. */
 const HELD_MAX = 10_000;
+/** Refusal counts held (one per project, hour and reason): past this many, further kinds wait for the next flush. */
+const COUNTS_MAX = 10_000;
 const FLUSH_MS_DEFAULT = 1_000;
 
 let held: RunRecord[] = [];
+/** Refusals held, one count per project, hour and reason: a flood of 429s is one entry, whatever its rate. */
+let refused = new Map<string, RefusalCount>();
 /** The pending flush timer: the invocation whose `waitUntil` holds it, and how to end its wait early. */
 let timer: { ctx: Scope["ctx"]; wake: () => void } | null = null;
 
@@ -42,8 +47,33 @@ export function holdRecord(scope: Scope, record: RunRecord): void {
     return;
   }
   held.push(record);
+  leaveSoon(scope, held.length >= BATCH_MAX);
+}
+
+/** Adds a refusal to its project's count for its hour and reason; the count leaves with the next batch. */
+export function holdRefusal(scope: Scope, refusal: Refusal): void {
+  if (scope.env.USAGE_RECORDING === "off") return;
+  const hour = hourOf(refusal.at);
+  const reason = reasonOf(refusal.reason);
+  const key = `${refusal.projectId} ${hour} ${reason}`;
+  const count = refused.get(key);
+  if (count) {
+    count.count++;
+    return;
+  }
+  if (refused.size >= COUNTS_MAX) {
+    log("error", "usage refusal not counted: counts full", { project_id: refusal.projectId, reason });
+    return;
+  }
+  refused.set(key, { project_id: refusal.projectId, hour, reason, count: 1 });
+  leaveSoon(scope, false);
+}
+
+/** Sends what is held at once (a full batch, or no flush delay), or after the flush delay. */
+function leaveSoon(scope: Scope, full: boolean): void {
+  const { env } = scope;
   const delay = flushDelay(env);
-  if (held.length >= BATCH_MAX || delay === 0) {
+  if (full || delay === 0) {
     scope.ctx.waitUntil(flush(env));
     return;
   }
@@ -75,7 +105,7 @@ export function holdRecord(scope: Scope, record: RunRecord): void {
  * resolved only from the context that made it).
  */
 export function sendHeldNow(env: Env, ctx: Scope["ctx"]): void {
-  if (held.length === 0) return;
+  if (held.length === 0 && refused.size === 0) return;
   if (timer?.ctx === ctx) timer.wake();
   else ctx.waitUntil(flush(env));
 }
@@ -89,22 +119,26 @@ export function sendHeldNow(env: Env, ctx: Scope["ctx"]): void {
  * holds, so a retry never counts a run twice.
  */
 export async function flush(env: Env): Promise<void> {
-  if (held.length === 0) return;
+  if (held.length === 0 && refused.size === 0) return;
   const batch = held;
+  const counts = [...refused.values()];
   held = [];
-  const projectId = batch[0]!.project_id;
-  if (batch.some((r) => r.project_id !== projectId) && (await toQueue(env, batch))) return;
-  const byProject = new Map<string, RunRecord[]>();
-  for (const record of batch) {
-    const list = byProject.get(record.project_id);
-    if (list) list.push(record);
-    else byProject.set(record.project_id, [record]);
-  }
-  for (const [project, records] of byProject) {
-    if (!(await twice(() => ledgerOf(env, project).add(records)))) {
+  refused = new Map();
+  const byProject = new Map<string, { records: RunRecord[]; refusals: RefusalCount[] }>();
+  const of = (project: string) => {
+    let entry = byProject.get(project);
+    if (!entry) byProject.set(project, (entry = { records: [], refusals: [] }));
+    return entry;
+  };
+  for (const record of batch) of(record.project_id).records.push(record);
+  for (const count of counts) of(count.project_id).refusals.push(count);
+  if (byProject.size > 1 && (await toQueue(env, batch, counts))) return;
+  for (const [project, { records, refusals }] of byProject) {
+    if (!(await twice(() => ledgerOf(env, project).add(records, refusals)))) {
       log("error", "usage records lost: the ledger refused them twice", {
         project_id: project,
         records: records.length,
+        refusals: refusals.length,
       });
     }
   }
@@ -122,8 +156,8 @@ async function twice(send: () => Promise<unknown>): Promise<boolean> {
   return false;
 }
 
-async function toQueue(env: Env, batch: RunRecord[]): Promise<boolean> {
-  for (const message of messagesOf(batch)) {
+async function toQueue(env: Env, batch: RunRecord[], refusals: RefusalCount[]): Promise<boolean> {
+  for (const message of messagesOf(batch, refusals)) {
     if (!(await twice(() => env.USAGE_QUEUE.send(message, { contentType: "json" })))) return false;
   }
   return true;

@@ -123,7 +123,12 @@ export const usageRouter = createRouter()
         from: iso(from),
         to: iso(to),
         series,
-        totals: { ...figures.totals, deliveries_delivered: delivered, deliveries_failed: failed },
+        totals: {
+          ...figures.totals,
+          deliveries_delivered: delivered,
+          deliveries_failed: failed,
+          refused: figures.refused,
+        },
         percentiles: figures.percentiles,
         sampled: figures.sampled,
       },

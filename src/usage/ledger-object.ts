@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { RunRecord } from "./run-record";
-import { DAY_MS, Ledger, RECORDS_MAX_DEFAULT, type RecordQuery, type UsageFigures, type UsageQuery } from "./ledger";
+import type { RefusalCount } from "./refusals";
+import { BYTES_MAX_DEFAULT, DAY_MS, Ledger, type RecordQuery, type UsageFigures, type UsageQuery } from "./ledger";
 
 /**
  * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
@@ -11,12 +12,12 @@ export class UsageLedger extends DurableObject<Env> {
 
   constructor(state: DurableObjectState, env: Env) {
     super(state, env);
-    const max = Number(env.USAGE_RECORDS_MAX ?? RECORDS_MAX_DEFAULT);
-    this.ledger = new Ledger(state.storage, Number.isInteger(max) && max > 0 ? max : RECORDS_MAX_DEFAULT);
+    const max = Number(env.USAGE_LEDGER_BYTES_MAX ?? BYTES_MAX_DEFAULT);
+    this.ledger = new Ledger(state.storage, Number.isInteger(max) && max > 0 ? max : BYTES_MAX_DEFAULT);
   }
 
-  async add(records: RunRecord[]): Promise<{ added: number }> {
-    const result = this.ledger.add(records);
+  async add(records: RunRecord[], refusals: RefusalCount[] = []): Promise<{ added: number }> {
+    const result = this.ledger.add(records, refusals);
     await this.ledger.armPurge();
     return result;
   }

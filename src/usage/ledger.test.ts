@@ -111,8 +111,10 @@ describe("the usage ledger", () => {
     const now = Date.UTC(2026, 10, 21, 12);
     const records = Array.from({ length: 400 }, (_, i) => record(now - HOUR + i * 1000));
     const figures = await runInDurableObject(newLedger(), async (_instance, state) => {
-      const ledger = new Ledger(state.storage, 100);
-      ledger.add(records);
+      // Bounded at its size once 100 records are in: the next batches are sampled.
+      new Ledger(state.storage, Number.MAX_SAFE_INTEGER).add(records.slice(0, 100));
+      const ledger = new Ledger(state.storage, state.storage.sql.databaseSize);
+      for (let i = 100; i < records.length; i += 50) ledger.add(records.slice(i, i + 50));
       return {
         usage: ledger.usage({ from: now - HOUR, to: now, step: HOUR, now }),
         kept: ledger.list({ limit: 1000 }),

@@ -1,5 +1,6 @@
 import type { RunRecord } from "./run-record";
 import { type Histogram, addToHistogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
+import { hourOf, REFUSAL_REASONS, reasonOf, type RefusalCount } from "./refusals";
 
 /**
  * A project's usage ledger: one Durable Object per project (SQLite storage), the store of its run
@@ -8,18 +9,42 @@ import { type Histogram, addToHistogram, mergeHistograms, percentileOf, percenti
  * in production, `npm run dev`, the tests and the benchmark. docs/usage.md has the capacity arithmetic.
  *
  * Rollups are exact whatever the volume: every record adds to its (app, minute) row, counts and bytes
- * and a latency histogram. The records themselves are bounded by `RECORDS_MAX` (the object's storage
- * is 10 GB): past it, one record in `SAMPLE_EVERY` is kept, and the answers that read records say so.
+ * and a latency histogram. The records themselves are bounded in bytes by `BYTES_MAX` (the object's
+ * storage is 10 GB): once the database is that large, one record in `SAMPLE_EVERY` is kept, and past
+ * `STOP_FACTOR` times that, none (the rollups still count every run); the answers that read records
+ * say so. Every string a record stores is cut to a fixed length (`FIELD_MAX`),
+ * so a record's bytes are bounded whatever the caller sent. Requests refused before their app was known
+ * are not records: they are counted per hour and reason (`refusals`, src/usage/refusals.ts).
  */
 
 export const RECORDS_RETENTION_MS = 7 * 24 * 3600 * 1000;
 export const ROLLUPS_RETENTION_MS = 90 * 24 * 3600 * 1000;
 const MINUTE_MS = 60_000;
 export const DAY_MS = 24 * 3600 * 1000;
-/** About 4.7 GB of the object's 10 GB at 236 bytes a record (measured, indexes included); rollups take the rest. */
-export const RECORDS_MAX_DEFAULT = 20_000_000;
-/** Past `RECORDS_MAX`, one record in this many is kept: at 1,000 runs/s the 7 days then stay within 10 GB (docs/usage.md). */
+/**
+ * The database size (`sql.databaseSize`: records, rollups, counts and indexes) past which records are
+ * sampled: half the object's 10 GB, the rest for the records kept one in `SAMPLE_EVERY` and the
+ * rollups (docs/usage.md, "Capacity arithmetic").
+ */
+export const BYTES_MAX_DEFAULT = 5 * 1024 ** 3;
+/** Past `BYTES_MAX`, one record in this many is kept: at 1,000 runs/s the 7 days then stay within 10 GB (docs/usage.md). */
 export const SAMPLE_EVERY = 100;
+/** Past `BYTES_MAX` times this (8 GiB by default), no record is kept: whatever the rate, the ledger stays within its object's 10 GB. */
+export const STOP_FACTOR = 1.6;
+/**
+ * The longest string each stored field keeps (characters; cut, never refused): the path as a run's
+ * outcome carries it (`OUTCOME_PATH_MAX`, src/runs/outcome.ts), an app name as apps are named (50),
+ * a method as long as any registered one, a caller as long as a JWT's subject is useful.
+ */
+export const FIELD_MAX = {
+  run_id: 64,
+  app_name: 50,
+  mode: 8,
+  method: 16,
+  path: 256,
+  caller: 128,
+  request_id: 64,
+} as const;
 /** Percentiles are computed from the records themselves up to this many in a range; past it, from the histograms. */
 export const EXACT_MAX = 100_000;
 /** Records deleted per statement when purging: a purge never holds the object long. */
@@ -63,6 +88,13 @@ const SCHEMA = [
   ) WITHOUT ROWID`,
   "CREATE INDEX IF NOT EXISTS rollups_minute ON rollups (minute)",
   "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+  // Requests refused before their app was known: one row per hour and reason, whatever their number.
+  `CREATE TABLE IF NOT EXISTS refusals (
+    hour INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (hour, reason)
+  ) WITHOUT ROWID`,
 ];
 
 /** A status class as the API names it: every answer below 400 (a WebSocket's 101, an app's redirect) counts as 2xx. */
@@ -123,6 +155,11 @@ export interface UsageFigures {
   percentiles: "exact" | "histogram";
   /** Whether records in the range were sampled (the runs list then shows one run in `SAMPLE_EVERY` for that time). */
   sampled: boolean;
+  /**
+   * Requests refused before their app was known, per reason, in the hours the range touches (counted by
+   * the hour); the known reasons with zeros. Empty for one app's figures: a refusal has no app.
+   */
+  refused: Record<string, number>;
 }
 
 interface Roll {
@@ -142,6 +179,16 @@ interface Roll {
 const sampleKeeps = (runId: string) =>
   (runId.charCodeAt(runId.length - 1) * 32 + runId.charCodeAt(runId.length - 2)) % SAMPLE_EVERY === 0;
 
+/** A record with each string cut to its `FIELD_MAX`. */
+const bounded = (r: RunRecord): RunRecord => {
+  const cut = { ...r };
+  for (const field of Object.keys(FIELD_MAX) as (keyof typeof FIELD_MAX)[]) {
+    const value = String(r[field]);
+    if (value.length > FIELD_MAX[field]) (cut as Record<string, unknown>)[field] = value.slice(0, FIELD_MAX[field]);
+  }
+  return cut;
+};
+
 /** The ledger's logic, apart from the Durable Object class so that it reads as plain code. */
 export class Ledger {
   readonly #sql: SqlStorage;
@@ -149,7 +196,7 @@ export class Ledger {
 
   constructor(
     private readonly storage: DurableObjectStorage,
-    private readonly recordsMax: number,
+    private readonly bytesMax: number,
   ) {
     this.#sql = storage.sql;
     for (const statement of SCHEMA) this.#sql.exec(statement);
@@ -168,15 +215,22 @@ export class Ledger {
   }
 
   /**
-   * Adds a batch: each record once (a batch sent again adds nothing), each to its minute's rollup.
-   * Synchronous from first write to last, so the batch is one transaction of the object's storage.
+   * Adds a batch: each record once (a batch sent again adds nothing), each to its minute's rollup, and
+   * the refusals' counts to their hours. Synchronous from first write to last, so the batch is one
+   * transaction of the object's storage. Whether the ledger is full is read once a batch: a batch
+   * (at most a queue batch's worth, ~10 MB) is what the bound may be passed by.
    */
-  add(records: RunRecord[]): { added: number } {
+  add(records: RunRecord[], refusals: RefusalCount[] = []): { added: number } {
+    this.#count(refusals);
     const rolls = new Map<string, Roll>();
     let kept = this.#meta("records") ?? 0;
     let added = 0;
-    for (const r of records) {
-      const keep = kept < this.recordsMax || sampleKeeps(r.run_id);
+    const size = records.length > 0 ? this.#sql.databaseSize : 0;
+    const full = size >= this.bytesMax;
+    const stopped = size >= this.bytesMax * STOP_FACTOR;
+    for (const record of records) {
+      const r = bounded(record);
+      const keep = !full || (!stopped && sampleKeeps(r.run_id));
       if (keep) {
         const cursor = this.#sql.exec(
           "INSERT INTO runs (run_id, app_name, mode, method, path, status_code, timed_out, hung_up, duration_ms, ttfb_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at) " +
@@ -261,6 +315,32 @@ export class Ledger {
     return { added };
   }
 
+  /** Adds refusal counts to their (hour, reason) rows; a reason that is no problem code counts as `other`. */
+  #count(refusals: RefusalCount[]): void {
+    for (const c of refusals) {
+      const count = Math.floor(Number(c.count));
+      if (!Number.isFinite(count) || count <= 0 || !Number.isFinite(c.hour)) continue;
+      this.#sql.exec(
+        "INSERT INTO refusals (hour, reason, count) VALUES (?, ?, ?) ON CONFLICT (hour, reason) DO UPDATE SET count = count + excluded.count",
+        hourOf(c.hour),
+        reasonOf(String(c.reason)),
+        count,
+      );
+    }
+  }
+
+  /** The refusals of the hours [from, to) touches, per reason (the known ones with zeros). */
+  #refused(from: number, to: number): Record<string, number> {
+    const refused: Record<string, number> = Object.fromEntries(REFUSAL_REASONS.map((r) => [r, 0]));
+    const rows = this.#sql.exec<{ reason: string; n: number }>(
+      "SELECT reason, sum(count) AS n FROM refusals WHERE hour >= ? AND hour < ? GROUP BY reason",
+      hourOf(from),
+      to,
+    );
+    for (const row of rows) refused[row.reason] = row.n;
+    return refused;
+  }
+
   /** The retention purge's alarm, set once a day while the object holds anything (an idle project is purged too). */
   async armPurge(): Promise<void> {
     if (this.#alarmChecked) return;
@@ -285,6 +365,7 @@ export class Ledger {
     }
     const rollups = this.#sql.exec("DELETE FROM rollups WHERE minute < ?", now - ROLLUPS_RETENTION_MS);
     const rollupsGone = rollups.rowsWritten > 0 ? this.#sql.exec<{ n: number }>("SELECT changes() AS n").one().n : 0;
+    this.#sql.exec("DELETE FROM refusals WHERE hour < ?", now - ROLLUPS_RETENTION_MS);
     this.#setMeta("records", Math.max(0, (this.#meta("records") ?? 0) - records));
     // Sampling that ended before the records' window is history: nothing sampled is left to report.
     const until = this.#meta("sampled_until");
@@ -294,17 +375,19 @@ export class Ledger {
     return { records, rollups: rollupsGone };
   }
 
-  /** What the ledger holds: records kept, rollup rows, and its database's size in bytes (the object's limit is 10 GB). */
-  stats(): { records: number; rollups: number; bytes: number } {
+  /** What the ledger holds: records kept, rollup rows, refusal rows, and its database's size in bytes (the object's limit is 10 GB). */
+  stats(): { records: number; rollups: number; refusals: number; bytes: number } {
     const rollups = this.#sql.exec<{ n: number }>("SELECT count(*) AS n FROM rollups").one().n;
-    return { records: this.#meta("records") ?? 0, rollups, bytes: this.#sql.databaseSize };
+    const refusals = this.#sql.exec<{ n: number }>("SELECT count(*) AS n FROM refusals").one().n;
+    return { records: this.#meta("records") ?? 0, rollups, refusals, bytes: this.#sql.databaseSize };
   }
 
   /** Whether nothing is left to purge (an idle project's ledger then needs no alarm). */
   isEmpty(): boolean {
     return (
       this.#sql.exec("SELECT 1 FROM rollups LIMIT 1").toArray().length === 0 &&
-      this.#sql.exec("SELECT 1 FROM runs LIMIT 1").toArray().length === 0
+      this.#sql.exec("SELECT 1 FROM runs LIMIT 1").toArray().length === 0 &&
+      this.#sql.exec("SELECT 1 FROM refusals LIMIT 1").toArray().length === 0
     );
   }
 
@@ -386,6 +469,7 @@ export class Ledger {
       });
     }
     const totalRuns = series.reduce((n, p) => n + p.runs, 0);
+    const refused = q.app_name === undefined ? this.#refused(q.from, q.to) : {};
     const sampled = this.#sampled(q.from, q.to);
     const exact = !sampled && q.from >= q.now - RECORDS_RETENTION_MS && totalRuns <= EXACT_MAX;
     const all: number[] = [];
@@ -420,10 +504,16 @@ export class Ledger {
       }
       hists.forEach((h, i) => Object.assign(series[i]!, percentilesOfHistogram(h)));
       const total = hists.reduce((acc, h) => mergeHistograms(acc, h), {} as Histogram);
-      return { series, totals: totalsOf(series, percentilesOfHistogram(total)), percentiles: "histogram", sampled };
+      return {
+        series,
+        totals: totalsOf(series, percentilesOfHistogram(total)),
+        percentiles: "histogram",
+        sampled,
+        refused,
+      };
     }
     all.sort((a, b) => a - b);
-    return { series, totals: totalsOf(series, percentilesOfSorted(all)), percentiles: "exact", sampled };
+    return { series, totals: totalsOf(series, percentilesOfSorted(all)), percentiles: "exact", sampled, refused };
   }
 }
 

@@ -2,6 +2,7 @@ import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { ledgerOf } from "./ledger-client";
 import { isUsageRecordsMessage } from "./message";
+import type { RefusalCount } from "./refusals";
 import type { RunRecord } from "./run-record";
 
 /**
@@ -13,7 +14,7 @@ import type { RunRecord } from "./run-record";
 export const LEDGER_CALLS_MAX = 900;
 
 export async function consumeUsageRecords(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
-  const taken: { msg: Message<unknown>; records: RunRecord[] }[] = [];
+  const taken: { msg: Message<unknown>; records: RunRecord[]; refusals: RefusalCount[] }[] = [];
   const projects = new Set<string>();
   for (const msg of batch.messages) {
     if (!isUsageRecordsMessage(msg.body)) {
@@ -21,28 +22,31 @@ export async function consumeUsageRecords(batch: MessageBatch<unknown>, scope: S
       msg.ack();
       continue;
     }
-    const mine = new Set(msg.body.records.map((r) => r.project_id));
+    const refusals = msg.body.refusals ?? [];
+    const mine = new Set([...msg.body.records, ...refusals].map((r) => r.project_id));
     const added = [...mine].filter((p) => !projects.has(p)).length;
     if (projects.size + added > LEDGER_CALLS_MAX && taken.length > 0) {
       msg.retry();
       continue;
     }
     for (const p of mine) projects.add(p);
-    taken.push({ msg, records: msg.body.records });
+    taken.push({ msg, records: msg.body.records, refusals });
   }
-  const byProject = new Map<string, { records: RunRecord[]; from: Set<Message<unknown>> }>();
-  for (const { msg, records } of taken) {
-    for (const record of records) {
-      let entry = byProject.get(record.project_id);
-      if (!entry) byProject.set(record.project_id, (entry = { records: [], from: new Set() }));
-      entry.records.push(record);
-      entry.from.add(msg);
-    }
+  const byProject = new Map<string, { records: RunRecord[]; refusals: RefusalCount[]; from: Set<Message<unknown>> }>();
+  const of = (projectId: string, msg: Message<unknown>) => {
+    let entry = byProject.get(projectId);
+    if (!entry) byProject.set(projectId, (entry = { records: [], refusals: [], from: new Set() }));
+    entry.from.add(msg);
+    return entry;
+  };
+  for (const { msg, records, refusals } of taken) {
+    for (const record of records) of(record.project_id, msg).records.push(record);
+    for (const count of refusals) of(count.project_id, msg).refusals.push(count);
   }
   const failed = new Set<Message<unknown>>();
-  for (const [projectId, { records, from }] of byProject) {
+  for (const [projectId, { records, refusals, from }] of byProject) {
     try {
-      await ledgerOf(scope.env, projectId).add(records);
+      await ledgerOf(scope.env, projectId).add(records, refusals);
     } catch (error) {
       log("error", "usage records not added; their messages go back to the queue", {
         project_id: projectId,

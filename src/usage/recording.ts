@@ -1,6 +1,7 @@
 import { ApiError } from "../platform/errors";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
+import { holdRefusal } from "./buffer";
 import { type BodyTally, recordRun } from "./record";
 
 /** What the run names (the run path's `RunTarget`). */
@@ -18,15 +19,19 @@ interface Answer {
 
 /**
  * A synchronous run's record as the run path takes it: opened at admission, closed once with the
- * answer the caller got. Which answers are runs: everything after the caller's key was accepted for
- * the project (`identified`), refusals included (429, 413, 415, 400, 405, 409), except a 404 for an
- * app the project does not have; a request refused before (401, 403, another project's key, an
- * unknown host) is not a run of anyone's.
+ * answer the caller got. Which answers are runs: everything once the caller's key was accepted for
+ * the project (`identified`) and the app is known to be the project's (`appKnown`), refusals included
+ * (413, 415, 400, 405, 409). A refusal in between (429 over the project's run budget, 404 for an app
+ * the project does not have) is a refusal: counted per project, hour and reason, never recorded
+ * (src/usage/refusals.ts). A request refused before (401, 403, another project's key, an unknown
+ * host) is not the project's at all.
  */
 export interface Recording {
-  /** The caller's key was accepted for the project: from here on, the run is on record whatever its answer. */
+  /** The caller's key was accepted for the project: from here on, a refusal is counted. */
   identified(caller: string): void;
-  /** A run refused or failed before it had an answer of the app's: on record once the caller was identified. */
+  /** The app is the project's: from here on, the run is on record whatever its answer. */
+  appKnown(): void;
+  /** A run refused or failed before it had an answer of the app's: counted, or on record once the app was known. */
   refused(error: unknown): void;
   /**
    * The run's answer: recorded now when it is whole (the envelope, a problem), or once a passed-through
@@ -46,9 +51,6 @@ export interface Recording {
   accepted(response: Response): Response;
 }
 
-/** Whether a refusal after identification is a run on record: an app the project lacks is not. */
-const isRun = (error: unknown) => !(error instanceof ApiError) || error.code !== "not_found";
-
 /** Whether the caller asked for an async run (read only for a refused run, whose admission did not say). */
 const asksAsync = (url: string) => /[?&]async=true(&|#|$)/.test(url);
 
@@ -56,6 +58,7 @@ export function openRecording(scope: Scope, request: Request, target: Target): R
   const started = Date.now();
   const createdAt = scope.deps.now().getTime();
   let caller: string | null = null;
+  let appKnown = false;
   // Exactly one record per run: whichever end comes first takes it.
   let done = false;
   const take = () => {
@@ -80,8 +83,20 @@ export function openRecording(scope: Scope, request: Request, target: Target): R
     identified(id) {
       caller = id;
     },
+    appKnown() {
+      appKnown = true;
+    },
     refused(error) {
-      if (!isRun(error) || !take()) return;
+      if (!take()) return;
+      if (!appKnown) {
+        const reason = error instanceof ApiError ? error.code : "internal_error";
+        try {
+          holdRefusal(scope, { projectId: target.projectId, reason, at: createdAt });
+        } catch {
+          // A count is worth less than the answer: nothing of counting may reach the caller.
+        }
+        return;
+      }
       const status = error instanceof ApiError ? error.status : 500;
       const runId =
         error instanceof ApiError && typeof error.extensions?.run_id === "string"

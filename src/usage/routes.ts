@@ -135,7 +135,17 @@ export const UsageSchema = z
     series: z
       .array(UsagePointSchema)
       .openapi({ description: "One point per interval, oldest first; intervals without runs are zeros." }),
-    totals: z.object(Figures).openapi("UsageTotals"),
+    totals: z
+      .object({
+        ...Figures,
+        refused: z.record(z.string(), z.number().int()).openapi({
+          description:
+            "Requests refused before their app was known, per reason (the problem code: `rate_limited` over the project's run budget, `not_found` for an app the project does not have). " +
+            "Not runs: counted by the hour (the hours the range touches), never listed; empty with `app_name` (a refusal has no app).",
+          example: { rate_limited: 120, not_found: 3 },
+        }),
+      })
+      .openapi("UsageTotals"),
     percentiles: z.enum(["exact", "histogram"]).openapi({
       description:
         "How p50/p95/p99 were computed: `exact` from every run's record (nearest rank), or `histogram` from the minute rollups' latency histograms (within 5 %), " +

@@ -103,19 +103,17 @@ describe("GET /v2/projects/{project_id}/runs", () => {
     ]);
   });
 
-  it("records a run refused by the project's rate limit (429), on Miniflare's real limiter", async () => {
+  it("counts a request refused by the project's run budget (429, on Miniflare's real limiter) as a refusal, not a run", async () => {
     const limited = await seedRunnable(api);
     await spendBudget(env.RATE_LIMIT_RUNS, limited.projectId, RATE_LIMITS.runs.limit);
     const refused = await api.call(limited.runPath, { token: limited.token });
     expect(refused.status).toBe(429);
-    expect((await runsOf(limited.projectId, limited.token)).data).toMatchObject([
-      {
-        status_code: 429,
-        app_name: limited.appName,
-        timed_out: false,
-        request_id: refused.headers.get("x-request-id"),
-      },
-    ]);
+    expect((await runsOf(limited.projectId, limited.token)).data).toEqual([]);
+    const usage = await api.json<{ totals: { runs: number; refused: Record<string, number> } }>(
+      `/v2/projects/${limited.projectId}/usage`,
+      { token: limited.token },
+    );
+    expect(usage.body.totals).toMatchObject({ runs: 0, refused: { rate_limited: 1, not_found: 0 } });
   }, 60_000);
 });
 

@@ -672,6 +672,42 @@ for (const method of ["get", "delete"] as const) {
     carries: ["retry-after"],
   });
 }
+// Its status as a stream of events.
+const EVENTS = { Accept: "text/event-stream" };
+add({
+  path: ASYNC,
+  method: "get",
+  status: 200,
+  why: "the stream of an ended run (its last event)",
+  send: async () => {
+    const started = await startAsync(world.api, world.cortex);
+    await consume(world.api, started.message);
+    return run("get", new URL(started.body.status_url).pathname, { token: world.cortex.token, headers: EVENTS });
+  },
+});
+add({
+  path: ASYNC,
+  method: "get",
+  status: 204,
+  why: "the stream of an ended run resumed after its last event",
+  send: async () => {
+    const started = await startAsync(world.api, world.cortex);
+    await consume(world.api, started.message);
+    return run("get", new URL(started.body.status_url).pathname, {
+      token: world.cortex.token,
+      headers: { ...EVENTS, "Last-Event-ID": "3" },
+    });
+  },
+});
+add({
+  path: ASYNC,
+  method: "get",
+  status: 400,
+  problem: true,
+  why: "a Last-Event-ID that is none of the stream's",
+  send: () =>
+    run("get", asyncPath(world.cortex), { token: world.cortex.token, headers: { ...EVENTS, "Last-Event-ID": "9" } }),
+});
 add({
   path: ASYNC,
   method: "delete",

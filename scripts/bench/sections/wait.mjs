@@ -147,6 +147,7 @@ export default {
               unit: "ms",
               digits: 3,
               signed: true,
+              key: "wait-p50",
               target: ["<=", 3],
               vs: "the same run without it",
             },
@@ -158,6 +159,7 @@ export default {
               unit: "ms",
               digits: 3,
               signed: true,
+              key: "wait-cpu",
               target: ["<=", 0.3],
               vs: "the same run without it",
             },
@@ -165,7 +167,7 @@ export default {
           figure(
             `slow app, Prefer: wait=${WAIT_S}: the 202's distance from ${WAIT_S} s, the worst of 3 per rep`,
             perRep.map((r) => Math.max(...r.lateness.map(Math.abs))),
-            { unit: "ms", digits: 0, target: ["<=", 250] },
+            { unit: "ms", digits: 0, key: "wait-202", target: ["<=", 250] },
           ),
           figure(
             `slow app: when the 202 came, after ${WAIT_S} s (median of 3 per rep)`,
@@ -210,6 +212,7 @@ export default {
           figure("status stream: the end event after the app's answer, the worst of 3 per rep", latest, {
             unit: "ms",
             digits: 0,
+            key: "status-event",
             target: ["<=", 100],
           }),
         );

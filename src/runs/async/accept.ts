@@ -34,12 +34,30 @@ function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
 export const statusUrl = (requestUrl: string, projectId: string, appName: string, runId: string) =>
   new URL(`/v4/${projectId}/${appName}/runs/${runId}`, requestUrl).href;
 
+/**
+ * The body of a 202 that hands the caller a run to follow (an async run, or a waited run handed over):
+ * its id, its state, and where to read, cancel and follow it. `Location` is `status_url`.
+ */
+export function acceptedBody(
+  requestUrl: string,
+  run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">,
+): {
+  run_id: string;
+  status: AsyncRun["status"];
+  status_url: string;
+  urls: { get: string; cancel: string; stream: string };
+} {
+  const url = statusUrl(requestUrl, run.projectId, run.appName, run.id);
+  return { run_id: run.id, status: run.status, status_url: url, urls: { get: url, cancel: url, stream: url } };
+}
+
 function accepted(
   request: Request,
   run: Pick<AsyncRun, "id" | "status" | "projectId" | "appName">,
   replayed: boolean,
 ): Response {
-  const url = statusUrl(request.url, run.projectId, run.appName, run.id);
+  const body = acceptedBody(request.url, run);
+  const url = body.status_url;
   const headers: Record<string, string> = {
     "Content-Type": "application/json",
     Location: url,
@@ -47,7 +65,7 @@ function accepted(
     "Cache-Control": "no-store",
   };
   if (replayed) headers["Idempotent-Replayed"] = "true";
-  return new Response(JSON.stringify({ run_id: run.id, status: run.status, status_url: url }), {
+  return new Response(JSON.stringify(body), {
     status: 202,
     headers,
   });

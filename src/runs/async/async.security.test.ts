@@ -100,6 +100,47 @@ describe("async runs: who may read and cancel them", () => {
   });
 });
 
+describe("a run's status stream: the status read's authorization and isolation", () => {
+  const streamOf = (path: string, token: string | null) =>
+    api.json(path, { token, headers: { Accept: "text/event-stream" } });
+
+  it("answers another project's key, another caller of the project and an unknown id with the read's 404, before any follower joins", async () => {
+    const app = await seedRunnable(api);
+    const other = await seedRunnable(api);
+    const alice = await jwtOf(app.projectId, "alice");
+    const started = await startAsync(api, app, { token: alice });
+    const path = new URL(started.body.status_url).pathname;
+    for (const [name, target, token] of [
+      ["another project's key", path, other.token],
+      ["another subject of the project", path, await jwtOf(app.projectId, "bob")],
+      ["a service account of the project", path, app.token],
+      ["the run under another project's path", path.replace(app.projectId, other.projectId), other.token],
+      ["an unknown id", path.replace(started.body.run_id, `run_${"0".repeat(30)}`), alice],
+    ] as const) {
+      const res = await streamOf(target, token);
+      expect(res.status, name).toBe(404);
+      expect(res.headers.get("content-type"), name).toBe("application/problem+json");
+      expect(res.body.code, name).toBe("not_found");
+    }
+    // Refused before the stream marked the run followed: its owner tells nobody.
+    const row = await env.DB.prepare("SELECT followed FROM async_runs WHERE id = ?").bind(started.body.run_id).first();
+    expect(row?.followed).toBe(0);
+  });
+
+  it("asks for a run key: none or a bad one is a 401 with WWW-Authenticate; a bad Last-Event-ID is refused before the key is even looked up", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const path = new URL(started.body.status_url).pathname;
+    for (const token of [null, "egsa_not-a-real-token"]) {
+      const res = await streamOf(path, token);
+      expect(res.status).toBe(401);
+      expect(res.headers.get("www-authenticate")).toMatch(/^Bearer/);
+    }
+    const bad = await api.json(path, { token: null, headers: { Accept: "text/event-stream", "Last-Event-ID": "x" } });
+    expect(bad.status).toBe(400);
+  });
+});
+
 describe("async runs are bound to the caller that made them, not to the project", () => {
   beforeEach(() => {
     vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -198,6 +239,45 @@ describe("async runs are bound to the caller that made them, not to the project"
     const shown = text((await page.get(`/dashboard/projects/${app.projectId}/runs`)).html);
     expect(shown).toContain(byAlice.body.run_id);
     expect(shown).toContain(byAccount.body.run_id);
+  });
+});
+
+describe("GET /v2/projects/{project_id}/async-runs/{run_id}: one run, for whoever lists it", () => {
+  it("reads a run with its result to the operator, the project's owners and the caller that made it; anyone else gets a 404", async () => {
+    const app = await seedRunnable(api);
+    const other = await seedRunnable(api);
+    const alice = await jwtOf(app.projectId, "alice");
+    const started = await startAsync(api, app, { token: alice });
+    await consume(api, started.message);
+    const path = `/v2/projects/${app.projectId}/async-runs/${started.body.run_id}`;
+    const read = await api.json(path);
+    expect(read.status).toBe(200);
+    // The status URL's resource, byte for byte.
+    expect(read.body).toEqual((await poll(api, started.body.status_url, alice)).body);
+    expect(read.body).toMatchObject({ status: "succeeded", mode: "async", handed_over_at: null });
+
+    const email = `owner-${Date.now()}@example.test`;
+    expect(
+      (await api.json(`/v2/projects/${app.projectId}/invites`, { method: "POST", body: { email, role: "owner" } }))
+        .status,
+    ).toBe(201);
+    const owner = await person(api, { email });
+    expect((await asPerson(api, owner)(path)).status).toBe(200);
+
+    for (const [name, target, token] of [
+      ["a service account of the project that did not make it", path, app.token],
+      ["another project's key", path, other.token],
+      [
+        "the run under another project",
+        `/v2/projects/${other.projectId}/async-runs/${started.body.run_id}`,
+        other.token,
+      ],
+      ["an unknown id", path.replace(started.body.run_id, `run_${"0".repeat(30)}`), undefined],
+    ] as const) {
+      const res = await api.json(target, { token });
+      expect(res.status, name).toBe(404);
+      expect(JSON.stringify(res.body), name).not.toContain('"result"');
+    }
   });
 });
 

@@ -33,13 +33,15 @@ describe("?async=true: accepted at once", () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
     expect(started.response.status).toBe(202);
-    expect(Object.keys(started.body)).toEqual(["run_id", "status", "status_url"]);
+    expect(Object.keys(started.body)).toEqual(["run_id", "status", "status_url", "urls"]);
     expect(started.body.run_id).toMatch(/^run_/);
     expect(started.body.status).toBe("queued");
     expect(started.body.status_url).toBe(
       `http://localhost/v4/${app.projectId}/${app.appName}/runs/${started.body.run_id}`,
     );
     expect(started.response.headers.get("location")).toBe(started.body.status_url);
+    const url = started.body.status_url;
+    expect(started.body.urls).toEqual({ get: url, cancel: url, stream: url });
     expect(started.response.headers.get("x-run-id")).toBe(started.body.run_id);
     expect(started.response.headers.get("x-request-id")).toMatch(/^req_/);
     expect(started.sent).toEqual([{ v: 1, run_id: started.body.run_id, project_id: app.projectId }]);

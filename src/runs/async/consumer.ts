@@ -9,6 +9,7 @@ import { claimRun, endRun, runById } from "./store";
 import { log, type LogFields } from "../../platform/log";
 import { isAsyncRunMessage } from "./message";
 import { deadlineOf, withDeadline } from "../deadline";
+import { tellIfFollowed } from "./followers";
 
 /**
  * The `async-runs` consumer. `max_batch_size = 1` (wrangler.toml): each run gets an invocation of its
@@ -77,10 +78,12 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
   const ending = await endingOf(env, run.id, answer, deps.now());
   for (let tries = 1; ; tries++) {
     try {
-      if (!(await endRun(db, run.id, "running", messageId, ending))) {
+      const ended = await endRun(db, run.id, "running", messageId, ending);
+      if (!ended) {
         logError("async run ended by someone else before its consumer", { run_id: run.id });
         return;
       }
+      tellIfFollowed(scope, run.id, ending.status, ended.followed);
       break;
     } catch (error) {
       if (tries >= END_TRIES) throw error;
@@ -109,6 +112,7 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
   let claimed: AsyncRun | undefined;
   try {
     claimed = await claimRun(db, runId, msg.id, deps.now());
+    tellIfFollowed(scope, runId, "running", claimed?.followed);
     if (!claimed) {
       const run = await runById(db, runId);
       // Claimed by this very message before: the invocation that had it died mid-run.

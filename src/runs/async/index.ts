@@ -3,31 +3,17 @@ import { type AsyncRun, asyncRuns } from "../../db/schema";
 import { ApiError } from "../../platform/errors";
 import { createRouter } from "../../platform/router";
 import type { Scope } from "../../platform/scope";
-import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { decodeCursor, page } from "../../platform/pagination";
 import { admitCaller, admitRun } from "../rate-limits";
 import type { RunCaller } from "../run-key";
 import { insufficientScope } from "../../auth/access";
-import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
+import { dropPayloads, requestKey } from "./payloads";
+import { resourceText, runJson, summary } from "./resource";
+import { tellIfFollowed } from "./followers";
+import { followRun, lastPlaceOf } from "./stream";
 import { cancelRun, runById } from "./store";
-import { listAsyncRuns } from "./routes";
+import { listAsyncRuns, readAsyncRun } from "./routes";
 import { listedCallers } from "../../usage/callers";
-
-const summary = (run: Omit<AsyncRun, "result" | "requestBody" | "requestHeaders" | "webhookSecret">) => ({
-  run_id: run.id,
-  status: run.status,
-  app_name: run.appName,
-  created_at: rfc3339(run.createdAt),
-  started_at: rfc3339OrNull(run.startedAt),
-  finished_at: rfc3339OrNull(run.finishedAt),
-  status_code: run.resultStatus,
-  error: run.errorCode ? { code: run.errorCode, message: run.errorMessage ?? "" } : null,
-});
-
-/** The run as JSON, its stored result spliced in as it is, so `result` keeps the exact bytes of the answer. */
-export function runJson(run: AsyncRun, result: string | null): string {
-  return `${JSON.stringify(summary(run)).slice(0, -1)},"result":${result ?? "null"}}`;
-}
 
 const jsonResponse = (text: string) =>
   new Response(text, { status: 200, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
@@ -80,13 +66,21 @@ export async function readRun(
       headers: { Allow: "DELETE, GET" },
     });
   const run = await ownRun(scope, request, projectId, appName, runId);
-  const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
-  if (result === null && run.resultInR2) {
-    throw new ApiError("service_unavailable", "The run's result could not be read this time; retry the request.", {
-      headers: { "Retry-After": "1" },
-    });
-  }
-  return jsonResponse(runJson(run, result));
+  return jsonResponse(await resourceText(scope.env, run));
+}
+
+/** `GET …/runs/{run_id}` with `Accept: text/event-stream`: the run's state as it changes (`stream.ts`). */
+export async function followRunStatus(
+  scope: Scope,
+  request: Request,
+  projectId: string,
+  appName: string,
+  runId: string,
+): Promise<Response> {
+  // A bad Last-Event-ID is refused before the run is read or the request counted.
+  lastPlaceOf(request);
+  const run = await ownRun(scope, request, projectId, appName, runId);
+  return followRun(scope, request, run);
 }
 
 /** `DELETE …/runs/{run_id}`: a queued run is cancelled (again: the same 200); a running or finished one is a 409. */
@@ -101,6 +95,7 @@ export async function cancel(
   const cancelled =
     run.status === "queued" ? await cancelRun(scope.db, projectId, appName, runId, scope.deps.now()) : undefined;
   if (cancelled) {
+    tellIfFollowed(scope, runId, "cancelled", cancelled.followed);
     if (cancelled.requestInR2) await dropPayloads(scope.env, [requestKey(runId)]);
     return jsonResponse(runJson(cancelled, null));
   }
@@ -112,38 +107,47 @@ export async function cancel(
   });
 }
 
-/** `GET /v2/projects/{project_id}/async-runs`: recent async runs in every state. */
-export const asyncRunsRouter = createRouter().openapi(listAsyncRuns, async (c) => {
-  const { project_id } = c.req.valid("param");
-  const { limit, cursor, status } = c.req.valid("query");
-  const after = decodeCursor(cursor);
-  const callers = listedCallers(c.get("principal"));
-  // Every column but the payloads: a page of runs must not read their results.
-  const {
-    result: _result,
-    requestBody: _body,
-    requestHeaders: _headers,
-    webhookSecret: _secret,
-    ...columns
-  } = getTableColumns(asyncRuns);
-  const rows = await c.var.scope.db
-    .select(columns)
-    .from(asyncRuns)
-    .where(
-      and(
-        eq(asyncRuns.projectId, project_id),
-        callers === undefined ? undefined : inArray(asyncRuns.caller, callers),
-        status ? eq(asyncRuns.status, status) : undefined,
-        after === undefined ? undefined : lt(asyncRuns.id, after),
-      ),
-    )
-    .orderBy(desc(asyncRuns.id))
-    .limit(limit + 1);
-  const { items, nextCursor } = page(rows, limit, (r) => r.id);
-  const data = items.map((run) => ({
-    ...summary(run),
-    duration_ms: run.startedAt && run.finishedAt ? run.finishedAt.getTime() - run.startedAt.getTime() : null,
-    webhook_endpoint: run.webhookEndpoint,
-  }));
-  return c.json({ data, next_cursor: nextCursor }, 200);
-});
+/** `GET /v2/projects/{project_id}/async-runs`: recent async runs in every state; `…/{run_id}`: one of them, its result too. */
+export const asyncRunsRouter = createRouter()
+  .openapi(readAsyncRun, async (c) => {
+    const { project_id, run_id } = c.req.valid("param");
+    const callers = listedCallers(c.get("principal"));
+    const run = await runById(c.var.scope.db, run_id);
+    if (!run || run.projectId !== project_id || (callers !== undefined && !callers.includes(run.caller)))
+      throw new ApiError("not_found", `No run with id '${run_id}' in project '${project_id}'.`);
+    return jsonResponse(await resourceText(c.var.scope.env, run)) as never;
+  })
+  .openapi(listAsyncRuns, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const { limit, cursor, status } = c.req.valid("query");
+    const after = decodeCursor(cursor);
+    const callers = listedCallers(c.get("principal"));
+    // Every column but the payloads: a page of runs must not read their results.
+    const {
+      result: _result,
+      requestBody: _body,
+      requestHeaders: _headers,
+      webhookSecret: _secret,
+      ...columns
+    } = getTableColumns(asyncRuns);
+    const rows = await c.var.scope.db
+      .select(columns)
+      .from(asyncRuns)
+      .where(
+        and(
+          eq(asyncRuns.projectId, project_id),
+          callers === undefined ? undefined : inArray(asyncRuns.caller, callers),
+          status ? eq(asyncRuns.status, status) : undefined,
+          after === undefined ? undefined : lt(asyncRuns.id, after),
+        ),
+      )
+      .orderBy(desc(asyncRuns.id))
+      .limit(limit + 1);
+    const { items, nextCursor } = page(rows, limit, (r) => r.id);
+    const data = items.map((run) => ({
+      ...summary(run),
+      duration_ms: run.startedAt && run.finishedAt ? run.finishedAt.getTime() - run.startedAt.getTime() : null,
+      webhook_endpoint: run.webhookEndpoint,
+    }));
+    return c.json({ data, next_cursor: nextCursor }, 200);
+  });

@@ -8,6 +8,7 @@ import type { RunAnswer } from "../answer";
 import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver } from "./store";
 import { log, type LogFields } from "../../platform/log";
+import { tellIfFollowed } from "./followers";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
 export type Unanswered = "interrupted" | "expired" | "deadline";
@@ -120,6 +121,7 @@ export async function endUnanswered(
     finishedAt: scope.deps.now(),
   });
   if (!ended) return false;
+  tellIfFollowed(scope, run.id, "failed", ended.followed);
   // A deadline is a run the caller made and its deadline ended: recorded, as a timeout.
   if (why === "interrupted" || why === "deadline") {
     const finishedAt = scope.deps.now();

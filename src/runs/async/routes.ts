@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../../auth/access";
-import { ASYNC_RUN_STATUSES } from "../../db/schema";
+import { ASYNC_RUN_STATUSES, STATUS_URL_MODES } from "../../db/schema";
 import { PROBLEM_CONTENT_TYPE } from "../../platform/errors";
 import {
   idParam,
@@ -12,6 +12,7 @@ import {
   ProjectParams,
   REQUEST_ID_HEADER,
   SCOPED_PROBLEMS,
+  stringHeader,
   Timestamp,
 } from "../../platform/openapi";
 import { ASYNC_RUN_ROUTE } from "../path";
@@ -37,9 +38,20 @@ export const AsyncRunSchema = z
     run_id: z.string().openapi({ example: RUN_ID_EXAMPLE }),
     status: z.enum(ASYNC_RUN_STATUSES),
     app_name: z.string(),
-    created_at: Timestamp,
-    started_at: Timestamp.nullable(),
-    finished_at: Timestamp.nullable(),
+    mode: z.enum(STATUS_URL_MODES).openapi({
+      description:
+        "How the run was asked for: `async` (`?async=true`), or `wait` (`Prefer: wait`, handed over when the app had not answered in time).",
+    }),
+    created_at: Timestamp.openapi({ description: "When the run was accepted." }),
+    started_at: Timestamp.nullable().openapi({ description: "When the app was called; null until then." }),
+    handed_over_at: Timestamp.nullable().openapi({
+      description:
+        "A waited run: when its caller stopped waiting (the 202, or a hang-up) and the gateway kept the run. Null otherwise.",
+    }),
+    deadline_at: Timestamp.nullable().openapi({
+      description: "The run's `Cancel-After` deadline, counted from its acceptance; null without one.",
+    }),
+    finished_at: Timestamp.nullable().openapi({ description: "When the run ended; null until then." }),
     status_code: z
       .number()
       .int()
@@ -62,6 +74,21 @@ export const RunNotCancellable = ProblemSchema.extend({
     .openapi({ description: "The run's state: `running`, `succeeded` or `failed`." }),
 }).openapi("RunNotCancellableProblem");
 
+/** What a follower of a run sends: the media type it wants, and the last event it has. */
+const FollowHeaders = z.object({
+  accept: z.string().optional().openapi({
+    description: "`text/event-stream` to follow the run as a stream of events; anything else reads it once as JSON.",
+    example: "text/event-stream",
+  }),
+  "last-event-id": z.string().optional().openapi({
+    description:
+      "With `Accept: text/event-stream`: the `id` of the last event received (1, 2 or 3); the stream resumes after it. Any other value is a 400.",
+    example: "2",
+  }),
+});
+
+const STREAM_RUN_ID = { "X-Run-Id": stringHeader("The run's id, on its stream of events.") };
+
 const ok = <T extends z.ZodType>(schema: T, description: string) => ({
   ...jsonContent(schema, description),
   headers: REQUEST_ID_HEADER,
@@ -73,11 +100,40 @@ export const getAsyncRun = createRoute({
   path: ASYNC_RUN_ROUTE,
   tags: ["Runs"],
   security,
-  summary: "Read an async run",
+  summary: "Read or follow an async run",
   description:
-    "The state of a run started with `?async=true`, and its result once finished. Results are kept 7 days after the run finished.",
-  request: { params: AsyncRunParams },
-  responses: { 200: ok(AsyncRunSchema, "The run."), ...problemsWithHeaders(401, 403, 404, 429, 500, 503) },
+    "The state of a run started with `?async=true`, and its result once finished. Results are kept 7 days after the run finished.\n\n" +
+    "**Following a run.** Asked with `Accept: text/event-stream` (what an `EventSource` sends), the answer is a stream of " +
+    "server-sent events: the run resource (the same JSON as this read) as one event each time the run's state changes " +
+    "(`queued`, `running`, then `succeeded`, `failed` or `cancelled`, with its result), a comment line `: keep-alive` every 15 s, " +
+    "and the stream closes after the end. An event's `id` is its state's place in that order (`1` queued, `2` running, `3` the end): " +
+    "reconnecting with `Last-Event-ID` sends only what came after it, and once the end was sent, 204 (an `EventSource` then stops). " +
+    "An event reaches the stream within milliseconds of the change. A stream may close before the end (after about half an hour " +
+    "of an unchanged run, or when the gateway restarts) with `retry: 1000`; reconnect with `Last-Event-ID`, as an `EventSource` does.",
+  request: { params: AsyncRunParams, headers: FollowHeaders },
+  responses: {
+    200: {
+      description: "The run (JSON), or its stream of events (`Accept: text/event-stream`).",
+      headers: { ...REQUEST_ID_HEADER, ...STREAM_RUN_ID },
+      content: {
+        "application/json": { schema: AsyncRunSchema },
+        "text/event-stream": {
+          schema: z.string().openapi({
+            description:
+              "Server-sent events. Each event: `data:` the run resource as JSON (as the JSON read answers it; lines of a " +
+              "multi-line result each as a `data:` line), `id:` 1, 2 or 3. Between events, `: keep-alive` comments.",
+            example:
+              'data: {"run_id":"run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c","status":"running","app_name":"hello","created_at":"2026-11-21T12:00:00.000Z","started_at":"2026-11-21T12:00:00.120Z","finished_at":null,"status_code":null,"error":null,"result":null}\nid: 2\n\n: keep-alive\n\n',
+          }),
+        },
+      },
+    },
+    204: {
+      description: "Asked for events with the `Last-Event-ID` of the run's last event: nothing more will come.",
+      headers: { ...REQUEST_ID_HEADER, ...STREAM_RUN_ID },
+    },
+    ...problemsWithHeaders(400, 401, 403, 404, 429, 500, 503),
+  },
 });
 
 export const cancelAsyncRun = createRoute({
@@ -144,6 +200,21 @@ export const listAsyncRuns = createRoute({
     200: jsonContent(listOf(AsyncRunSummary, "AsyncRunList"), "A page of runs, newest first."),
     ...SCOPED_PROBLEMS,
   },
+});
+
+export const readAsyncRun = createRoute({
+  operationId: "readAsyncRun",
+  method: "get",
+  path: "/projects/{project_id}/async-runs/{run_id}",
+  tags: ["Runs"],
+  ...requires("runs:invoke"),
+  summary: "Read an async run",
+  description:
+    "One run with a status URL (started with `?async=true`, or waited and handed over), with its result once ended: the same " +
+    "resource as `GET /v4/{project_id}/{app_name}/runs/{run_id}`, for whoever lists the project's runs (`GET …/async-runs`): " +
+    "its owners and the operator see every run, anyone else only the runs made as them. Any other run is a 404.",
+  request: { params: ProjectParams.extend({ run_id: idParam("run_id", "run", RUN_ID_EXAMPLE) }) },
+  responses: { 200: jsonContent(AsyncRunSchema, "The run."), ...SCOPED_PROBLEMS },
 });
 
 /** The run proxy's operations, served under `/v4` and documented in the one OpenAPI document. */

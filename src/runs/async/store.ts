@@ -7,6 +7,11 @@ import { type AsyncRun, type AsyncRunStatus, asyncRuns, webhookDeliveries } from
  * consumer's claim and a cancel, two copies of one queue message, the consumer and the sweeper) can
  * never both win: `queued → running` (claim), `queued → cancelled` (cancel), `running → succeeded |
  * failed` (finish, by the claimant only), `running → failed` (interrupted), `queued → failed` (expired).
+ *
+ * Each of these writes returns the run's `followed` flag: the writer tells the run's followers
+ * (`followers.ts`) only when a stream follows it, so a run nobody follows costs its owner nothing more.
+ * A stream sets the flag (`followRun`) in one write that also reads the state, so D1 orders the two: a
+ * change either comes before that write (and the stream reads it) or after it (and the owner tells).
  */
 
 export type NewAsyncRun = typeof asyncRuns.$inferInsert;
@@ -117,9 +122,14 @@ export interface Ending {
   finishedAt: Date;
 }
 
+/** What a write that ended a run answers: whether a stream follows it. */
+export interface Ended {
+  followed: boolean;
+}
+
 /**
- * Ends a run that is in state `from` (and, when given, claimed by `claimedBy`). `true` when this write
- * ended it; `false` when someone else already had (the caller then must not deliver anything).
+ * Ends a run that is in state `from` (and, when given, claimed by `claimedBy`). `Ended` when this write
+ * ended it; `undefined` when someone else already had (the caller then must not deliver anything).
  */
 export async function endRun(
   db: Database,
@@ -127,8 +137,8 @@ export async function endRun(
   from: "queued" | "running",
   claimedBy: string | null,
   ending: Ending,
-): Promise<boolean> {
-  const rows = await db
+): Promise<Ended | undefined> {
+  const [row] = await db
     .update(asyncRuns)
     .set({ ...ending, ...FORGET_REQUEST })
     .where(
@@ -138,8 +148,17 @@ export async function endRun(
         claimedBy === null ? undefined : eq(asyncRuns.claimedBy, claimedBy),
       ),
     )
-    .returning({ id: asyncRuns.id });
-  return rows.length === 1;
+    .returning({ followed: asyncRuns.followed });
+  return row;
+}
+
+/**
+ * Marks the run followed and reads it, in one write (see the top of this file for why one). The run as
+ * it is now, or `undefined` when it is gone (purged).
+ */
+export async function followRunRow(db: Database, runId: string): Promise<AsyncRun | undefined> {
+  const [row] = await db.update(asyncRuns).set({ followed: true }).where(eq(asyncRuns.id, runId)).returning();
+  return row;
 }
 
 /** The run's result was handed to the webhook pipeline as `deliveryId` (`none`: it will not be); the secret is forgotten. */

@@ -4,6 +4,7 @@ import type { PendingDelivery } from "../../webhooks/enqueue";
 import type { RunAnswer } from "../answer";
 import { endingOf } from "../async/lifecycle";
 import { byteLength } from "../async/payloads";
+import { tellIfFollowed } from "../async/followers";
 import { type Ending, endRun, insertRun } from "../async/store";
 import type { KeptRun } from "./message";
 
@@ -68,7 +69,9 @@ export async function endHandedOver(
   at: number,
 ): Promise<{ ended: boolean; ending: Ending }> {
   const ending = await endingOf(scope.env, runId, answer, new Date(at));
-  return { ended: await endRun(scope.db, runId, "running", KEEPER_CLAIM, ending), ending };
+  const ended = await endRun(scope.db, runId, "running", KEEPER_CLAIM, ending);
+  tellIfFollowed(scope, runId, ending.status, ended?.followed);
+  return { ended: ended !== undefined, ending };
 }
 
 /** The ending of a run its keeper lost mid-call: the problem text as its result, `interrupted` as its error. */
@@ -103,7 +106,9 @@ export async function endInterrupted(
   const ending = interruptedEnding(text, at.endedAt, message);
   // A row written at hand-over (whatever the keeper's record had time to say) ends here; one already
   // ended is left as it is.
-  if (await endRun(scope.db, run.runId, "running", KEEPER_CLAIM, ending)) return true;
+  const ended = await endRun(scope.db, run.runId, "running", KEEPER_CLAIM, ending);
+  tellIfFollowed(scope, run.runId, ending.status, ended?.followed);
+  if (ended) return true;
   if (at.handedOverAt !== null) return false;
   return insertRun(scope.db, {
     ...rowOf(run, target, pending),

@@ -1,7 +1,7 @@
 import { ApiError } from "../../platform/errors";
 import type { Scope } from "../../platform/scope";
 import type { AdmittedRun } from "../admit";
-import { statusUrl } from "../async/accept";
+import { acceptedBody } from "../async/accept";
 import { type AppRequest, runMeta } from "../call";
 import { keeperName } from "./keeper";
 import type { KeeperAnswer, KeptRun } from "./message";
@@ -101,15 +101,19 @@ export async function waitRun(
   return handedOver(request, admitted, runId, wait);
 }
 
-/** The 202 of a handed-over run: the run resource (the async 202's shape) and `Location`. */
+/** The 202 of a handed-over run: the run resource (the async 202's own shape) and `Location`. */
 function handedOver(request: Request, admitted: AdmittedRun, runId: string, wait: number): Response {
-  const url = statusUrl(request.url, admitted.projectId, admitted.appName, runId);
-  const body = { run_id: runId, status: "running", status_url: url, urls: { get: url, cancel: url, stream: url } };
+  const body = acceptedBody(request.url, {
+    id: runId,
+    status: "running",
+    projectId: admitted.projectId,
+    appName: admitted.appName,
+  });
   return new Response(JSON.stringify(body), {
     status: 202,
     headers: {
       "Content-Type": "application/json",
-      Location: url,
+      Location: body.status_url,
       "X-Run-Id": runId,
       "Preference-Applied": `wait=${wait}`,
       "Cache-Control": "no-store",

@@ -83,6 +83,7 @@ describe("memory: a body that is cheap to send and costly to parse", () => {
       response: new Response(null, { headers: { "Content-Type": "application/json" } }),
       startedAt: Date.now(),
       stream: () => null,
+      relay: () => Promise.resolve(),
       piped: () => null,
       tally: { bytes: 0, firstByteAt: null, ended: Promise.resolve("done") },
       text: () => Promise.resolve(text),

@@ -1,0 +1,131 @@
+// What a missed (or undecided) target costs and what it buys, by the row's `key` (scripts/bench/report.mjs
+// `figure(…, { key })`): the text scripts/bench/doc.mjs writes under each miss in docs/benchmarks.md.
+// `{piece:<id>}` is replaced by that piece's measured cost per JSON run and per binary answer (section
+// runcost, "each cost alone"), `{bodies:<id>}` by its cost per GiB streamed and bytes/s, `{row:<key>}` by
+// that row's median and spread. Read each text against the code on main before a doc is made from it:
+// a text that no longer describes the code is worse than none.
+
+const RUN_PATH = {
+  costs:
+    "the gateway's own work on every run beyond (b'): the key checked against the isolate's cache (its SHA-256), the deployment from the isolate's cache, the app request built with the header policy, the answer passed back (or enveloped), the run's outcome recorded in `waitUntil`, and the request's log line. Measured alone in the same repetitions: the rate-limit call {piece:rate-limit} (paid by (b') too, so not in this difference); the log line {piece:log-line}; the request id on every line {piece:log-context}; the header policy {piece:header-policy}; the usage record {piece:usage-record}; routing runs through Hono instead of skipping the router would add {piece:router}",
+  buys: "authentication of every run, per-project back-pressure, an app that never sees the caller's credentials and whose headers cannot act on the shared hostname, a run id, a usage record and a log line per run",
+  experiment:
+    'the table "What each remaining cost buys, measured alone" (each piece taken out of the same built bundle, in the same repetitions); what no piece accounts for is spread over many small costs in a CPU profile of the run (`node scripts/bench/profile-run.mjs`)',
+};
+
+const CUSTOM_DOMAIN = {
+  ...RUN_PATH,
+  costs:
+    "what a run on the API hostname costs (the rows of (c) and their pieces above), and on a custom domain also the hostname's project, looked up (and cached per isolate) before the run",
+  experiment: "(d) beside (c) in the run path's table: the difference is the hostname's lookup",
+};
+
+export const MISSES = {
+  "c-rps": RUN_PATH,
+  "c-cpu": RUN_PATH,
+  "c-p99": RUN_PATH,
+  "d-rps": CUSTOM_DOMAIN,
+  "d-cpu": CUSTOM_DOMAIN,
+  "d-p99": CUSTOM_DOMAIN,
+  binary: {
+    ...RUN_PATH,
+    costs: `${RUN_PATH.costs}. A binary answer passes through (no envelope): the header policy both ways is its largest piece of its own`,
+  },
+  "first-byte-bprime": {
+    costs:
+      "the run's admission before the app is called (key, deployment, limits, the app request) and the first chunk's way through the silence watch",
+    buys: "the same as the run path's: every stream is an authenticated, limited, recorded run",
+    experiment:
+      "the pieces of the run path measured alone (JSON run and binary answer columns); the event stream itself passes each chunk at once",
+  },
+  chunked: {
+    costs:
+      "the silence watch on a body without a length: {bodies:silence-watch}. Any JavaScript between the app's body and the caller's takes the body off workerd's native pipe",
+    buys: "`RUN_STREAM_IDLE_MS`: a call whose app goes silent mid-stream is ended instead of holding the caller and a connection; the body's bytes are counted (usage, limits) as they pass",
+    experiment:
+      "the piece `silence-watch` (the same bundle with the watch made a plain pipe), streamed in the same repetitions",
+  },
+  "chunked-cpu": {
+    costs: "the silence watch's reads and writes per chunk: {bodies:silence-watch}",
+    buys: "the idle limit and the byte count, as for the chunked body's bytes/s",
+    experiment: "the piece `silence-watch`, streamed in the same repetitions",
+  },
+  rss: {
+    costs: "buffers allocated per read by the silence watch and collected late by V8 (external memory)",
+    buys: "the idle limit and the byte count",
+    experiment: "the piece `silence-watch`: its RSS growth with and without the watch",
+  },
+  declared: {
+    costs:
+      "a body with its length is handed to the runtime's own pipe; what remains is the run's admission and the count of the body",
+    buys: "a run record with the body's size",
+    experiment: "not itemized in this run",
+  },
+  "declared-cpu": {
+    costs: "as for the body's bytes/s",
+    buys: "as for the body's bytes/s",
+    experiment: "not itemized in this run",
+  },
+  "async-cpu": {
+    costs:
+      "what an async run with a webhook does beyond a synchronous one with a webhook: its D1 row at acceptance, the claim `queued → running`, its end with the result and the delivery's hand-over, a second queue hop and the result read whole and stored. Local D1 costs the Worker's own core per round trip ({row:unit-d1-pending}), a queue send {row:unit-send}",
+    buys: "at-most-once execution, a status URL, a result kept for its retention, the delivery recorded or swept",
+    experiment: "the unit costs of the local bindings (section 2), one call of each in a Worker's loop",
+  },
+  "e-drained": {
+    costs:
+      "a delivery's way through its lane beyond the floor's single consumer: the lane's Durable Object call ({row:unit-accept10} per delivery), its SQLite insert and delete ({row:unit-settle10}), its alarm, the claims and outcomes grouped in D1",
+    buys: "a slow receiver delays only its own lane (the fairness rows), never more than 3 attempts ≤ 5 s apart, a record per delivery",
+    experiment: "the fairness rows and the unit costs (section 2)",
+  },
+  "e-cpu": {
+    costs: "as for (e)'s drained throughput: the lane's call, storage and alarm per delivery",
+    buys: "fairness between receivers and the outcome table's attempts",
+    experiment: "the fairness rows and the unit costs (section 2)",
+  },
+  "latency-p50-1": {
+    costs:
+      "a delivery that waits for the webhook queue's batch (`max_batch_timeout`, 1 s) before its lane makes the attempt",
+    buys: "a delivery that survives a restart of the runtime between the run and its first attempt (the queue holds it)",
+    experiment:
+      "the p50 and p95 at 1 run/s side by side: a delivery handed to its lane at once arrives in tens of milliseconds, one that waits for the batch in about a second",
+  },
+  "latency-p95-1": {
+    costs:
+      "a delivery that waits for the webhook queue's batch (`max_batch_timeout`, 1 s) before its lane makes the attempt",
+    buys: "a delivery that survives a restart of the runtime between the run and its first attempt (the queue holds it)",
+    experiment: "the p50 and p95 at 1 run/s side by side",
+  },
+  "latency-p95-100": {
+    costs: "at 100 runs/s the lanes' attempts and the local D1 share the Worker's core with the runs themselves",
+    buys: "as at 1 run/s",
+    experiment: "the p50 and p95 at 100 runs/s side by side, and the section's noise",
+  },
+  "usage-worst": {
+    costs:
+      "the ledger's query over the project's minute rollups (7 days) or its records (24 hours, exact percentiles) in its Durable Object",
+    buys: "usage a customer can see, with exact percentiles where the record count allows",
+    experiment: "each query's own row in section 7",
+  },
+  "wait-p50": {
+    costs:
+      "the waited run's owner is its keeper (a Durable Object): one call to it and its storage write before the app is called",
+    buys: "a run whose result is kept when its caller stops waiting",
+    experiment: "the same fast app with and without `Prefer: wait`, interleaved",
+  },
+  "wait-cpu": {
+    costs: "the keeper's call and storage write, in the same workerd process locally",
+    buys: "a run whose result is kept when its caller stops waiting",
+    experiment: "the same fast app with and without `Prefer: wait`, interleaved",
+  },
+  "wait-202": {
+    costs: "the keeper's alarm and the hand-over's D1 write before the 202",
+    buys: "a run resource that can be followed as soon as the 202 is read",
+    experiment: "the 202's time, three per repetition",
+  },
+  "status-event": {
+    costs: "the state change's D1 write, then one call to the run's followers' hub, which writes the event",
+    buys: "a followed run's change seen without polling; an unfollowed run pays nothing",
+    experiment: "the end event timed from the app's answer (an upper bound: the change itself comes after it)",
+  },
+};

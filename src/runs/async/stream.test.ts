@@ -1,0 +1,195 @@
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
+import { eventReader, follow, heldSleeps } from "../../../test/event-streams";
+import { client } from "../../../test/helpers";
+import { seedRunnable } from "../../../test/runs";
+import { createDb } from "../../db/client";
+import { claimRun, runById } from "./store";
+import { RECHECK_EVERY } from "./stream";
+
+// Keep-alives come when a test passes a sleep, never by the wall clock; each test has its own sleeps
+// (a stream of an earlier test may still hold one).
+let sleeps = heldSleeps();
+const api = client({ sleep: (ms) => sleeps.sleep(ms) });
+const db = createDb(env.DB);
+
+beforeEach(() => {
+  sleeps = heldSleeps();
+  // Interrupted runs log an error line by design.
+  vi.spyOn(console, "error").mockImplementation(() => undefined);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** The hub's own count of the streams that follow `runId` (telling them a word nobody acts on). */
+const followersOf = (runId: string) =>
+  env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(runId)).changed("queued") as Promise<number>;
+
+describe("a run's status as an event stream (Accept: text/event-stream)", () => {
+  it("sends the run resource at each change of state (queued, running, its end), then closes", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const response = await follow(api, started.body.status_url, app.token);
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("text/event-stream");
+    expect(response.headers.get("cache-control")).toBe("no-store");
+    expect(response.headers.get("x-run-id")).toBe(started.body.run_id);
+    const events = eventReader(response);
+    expect(await events.event()).toMatchObject({
+      id: "1",
+      run: { run_id: started.body.run_id, status: "queued", started_at: null, result: null },
+    });
+
+    const upstream = gatedOutbound();
+    upstream.hold();
+    const consuming = consume(api, started.message, { deps: { outbound: upstream.outbound } });
+    await upstream.reached;
+    // Told by the consumer's claim while the app is still being called, not by any polling.
+    expect(await events.event()).toMatchObject({ id: "2", run: { status: "running", result: null } });
+    upstream.release();
+    await consuming;
+    const end = await events.event();
+    expect(end).toMatchObject({ id: "3", run: { status: "succeeded", status_code: 200 } });
+    // The very resource a poll answers, its result included.
+    expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
+    expect(await events.next()).toBeNull();
+    expect(upstream.calls).toBe(1);
+  });
+
+  it("sends a comment every 15 s while nothing changes, and reads the run again every fourth one (a word its owner never gave)", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const events = eventReader(await follow(api, started.body.status_url, app.token));
+    expect((await events.event())?.id).toBe("1");
+    // Moved in D1 behind the stream's back: no owner told the hub.
+    await claimRun(db, started.body.run_id, "elsewhere", api.clock.now());
+    for (let i = 1; i < RECHECK_EVERY; i++) {
+      await sleeps.waiting();
+      sleeps.pass();
+      expect(await events.next()).toEqual({ comment: "keep-alive" });
+    }
+    await sleeps.waiting();
+    sleeps.pass();
+    expect(await events.next()).toEqual({ comment: "keep-alive" });
+    expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
+    await events.cancel();
+  });
+
+  it("resumes after Last-Event-ID: a state already sent is not sent again, a later one is", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const events = eventReader(await follow(api, started.body.status_url, app.token, "1"));
+    // Nothing to send yet: the first thing the stream says is its keep-alive.
+    await sleeps.waiting();
+    sleeps.pass();
+    expect(await events.next()).toEqual({ comment: "keep-alive" });
+    const upstream = gatedOutbound();
+    upstream.hold();
+    const consuming = consume(api, started.message, { deps: { outbound: upstream.outbound } });
+    await upstream.reached;
+    // The reconnected stream gets what came after its last event, and no second "queued".
+    expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
+    upstream.release();
+    await consuming;
+    expect((await events.event())?.id).toBe("3");
+    expect(await events.next()).toBeNull();
+  });
+
+  it("answers an ended run with its last event and closes; asked again with that event's id, 204 (an EventSource stops)", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    await consume(api, started.message);
+    const whole = eventReader(await follow(api, started.body.status_url, app.token));
+    expect(await whole.event()).toMatchObject({ id: "3", run: { status: "succeeded" } });
+    expect(await whole.next()).toBeNull();
+    const fromRunning = eventReader(await follow(api, started.body.status_url, app.token, "2"));
+    expect((await fromRunning.event())?.id).toBe("3");
+    const done = await follow(api, started.body.status_url, app.token, "3");
+    expect(done.status).toBe(204);
+    expect(await done.text()).toBe("");
+    // Nothing of an ended run is followed: no hub was ever joined.
+    expect((await runById(db, started.body.run_id))?.followed).toBe(false);
+  });
+
+  it("refuses a Last-Event-ID that is none of its ids with a 400 naming the header", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    for (const bad of ["0", "4", "x", "2x", "-1"]) {
+      const res = await api.json(new URL(started.body.status_url).pathname, {
+        token: app.token,
+        headers: { Accept: "text/event-stream", "Last-Event-ID": bad },
+      });
+      expect(res.status, bad).toBe(400);
+      expect(res.body.errors, bad).toEqual([expect.objectContaining({ location: "header", field: "Last-Event-ID" })]);
+    }
+  });
+
+  it("sends a cancelled run's end when it is cancelled while followed", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const events = eventReader(await follow(api, started.body.status_url, app.token));
+    expect((await events.event())?.id).toBe("1");
+    expect(
+      (await api.json(new URL(started.body.status_url).pathname, { method: "DELETE", token: app.token })).status,
+    ).toBe(200);
+    expect(await events.event()).toMatchObject({ id: "3", run: { status: "cancelled" } });
+    expect(await events.next()).toBeNull();
+  });
+
+  it("sends an interrupted run's end (a redelivered message finds its own claim)", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    await claimRun(db, started.body.run_id, "arm-dead", api.clock.now());
+    const events = eventReader(await follow(api, started.body.status_url, app.token));
+    expect((await events.event())?.run.status).toBe("running");
+    await consume(api, started.message, { id: "arm-dead", attempts: 2 });
+    expect(await events.event()).toMatchObject({ id: "3", run: { status: "failed", error: { code: "interrupted" } } });
+  });
+
+  it("costs a run nobody follows nothing: its owner never reaches a hub", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    let reached = 0;
+    const counting = {
+      idFromName: (name: string) => env.RUN_FOLLOWERS.idFromName(name),
+      get: () => {
+        reached++;
+        throw new Error("no hub for a run nobody follows");
+      },
+    };
+    await consume(api, started.message, { bindings: { RUN_FOLLOWERS: counting } });
+    expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
+    expect(reached).toBe(0);
+    expect((await runById(db, started.body.run_id))?.followed).toBe(false);
+  });
+
+  it("leaves the hub when its client hangs up", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const events = eventReader(await follow(api, started.body.status_url, app.token));
+    expect((await events.event())?.id).toBe("1");
+    expect(await followersOf(started.body.run_id)).toBe(1);
+    await events.cancel();
+    await vi.waitFor(async () => expect(await followersOf(started.body.run_id)).toBe(0));
+  });
+
+  it("reads the run once as JSON when the caller prefers JSON or refuses event streams", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    for (const accept of [
+      "application/json",
+      "text/event-stream;q=0, application/json",
+      "application/json, text/event-stream;q=0.5",
+      "*/*",
+    ]) {
+      const res = await api.call(new URL(started.body.status_url).pathname, {
+        token: app.token,
+        headers: { Accept: accept },
+      });
+      expect(res.headers.get("content-type"), accept).toBe("application/json");
+      expect((await res.json()) as object, accept).toMatchObject({ status: "queued" });
+    }
+  });
+});

@@ -1,0 +1,201 @@
+import { SSEStreamingApi } from "hono/streaming";
+import type { AsyncRun, AsyncRunStatus } from "../../db/schema";
+import { ApiError, invalidField } from "../../platform/errors";
+import { log } from "../../platform/log";
+import type { Scope } from "../../platform/scope";
+import { joinFollowers } from "./followers";
+import { resourceText } from "./resource";
+import { followRunRow, runById } from "./store";
+
+/**
+ * A run's status as a stream (`Accept: text/event-stream` on its status URL): the run resource as an
+ * event each time its state changes (queued, running, then its end), a comment every 15 s, and the
+ * stream closes after the end. An event's id is its state's place in that order, so `Last-Event-ID`
+ * resumes: only a state after it is sent. Asked again after the end was sent, the stream answers 204,
+ * which tells an EventSource to stop reconnecting.
+ *
+ * How a change reaches the stream within milliseconds without anyone polling D1: the stream joins the
+ * run's followers (`followers.ts`, a Durable Object per followed run), then marks the run followed and
+ * reads it in one D1 write; each owner's conditional write returns that flag and, when set, tells the
+ * hub, which tells the stream, which reads the run once more and sends it. A run nobody follows never
+ * has a hub.
+ *
+ * Platform limits this stays within, for a stream held 15 minutes or more:
+ * - D1 allows 50 queries per Worker invocation on Workers Free (1,000 on Paid; D1's "Queries per Worker
+ *   invocation"). A stream makes ~3 before it starts (key, run, follow), one per change (≤ 3), and one
+ *   every `RECHECK_EVERY` keep-alives (60 s), the safety net for a word its hub never passed on (an owner
+ *   that died between its write and its word). At `QUERIES_MAX` it closes; the client resumes with
+ *   `Last-Event-ID` in a fresh invocation. That is ~35 minutes of an unchanged run per connection.
+ * - Subrequests and connections: one WebSocket to the hub, held; rejoined at most `REJOINS_MAX` times.
+ * - Wall time: a Worker serving a connected client has no wall-clock limit; the hub's sockets hibernate,
+ *   so the Durable Object is not held in memory (nor billed) while the stream waits.
+ * - CPU: a few milliseconds per event; waiting costs none.
+ */
+
+/** A comment this often keeps proxies and clients from closing an idle stream (fal's 15 s). */
+export const KEEP_ALIVE_MS = 15_000;
+/** Every this many keep-alives the stream reads the run again, whether or not it was told of a change. */
+export const RECHECK_EVERY = 4;
+/** D1 queries the loop may make in one invocation before it closes and lets the client resume (see above). */
+export const QUERIES_MAX = 40;
+/** Times a stream joins its hub again after losing it (an evicted or restarted hub) before it closes instead. */
+export const REJOINS_MAX = 3;
+/** What an EventSource waits before it reconnects after the stream closed before the run's end. */
+export const RECONNECT_MS = 1_000;
+
+/** Each state's place in a run's life: the id of its event. */
+const PLACE: Record<AsyncRunStatus, number> = { queued: 1, running: 2, succeeded: 3, failed: 3, cancelled: 3 };
+const FINAL_PLACE = 3;
+const isFinal = (status: AsyncRunStatus) => PLACE[status] === FINAL_PLACE;
+
+/** `Last-Event-ID` as a place in the run's life (`null` without it); anything but one of our ids is a 400. */
+export function lastPlaceOf(request: Request): number | null {
+  const value = request.headers.get("last-event-id");
+  if (value === null || value === "") return null;
+  if (!/^[1-3]$/.test(value))
+    throw invalidField("header", "Last-Event-ID", "must be the id of an event of this run's stream: 1, 2 or 3");
+  return Number(value);
+}
+
+const HEADERS = { "Content-Type": "text/event-stream", "Cache-Control": "no-store" };
+
+/** Resolves the waiter when something happened: a word from the hub, the hub gone, the client gone. */
+class Wakeup {
+  #pending = false;
+  #resolve: (() => void) | undefined;
+  ring = () => {
+    this.#pending = true;
+    this.#resolve?.();
+  };
+  next(): Promise<"word"> {
+    if (this.#pending) {
+      this.#pending = false;
+      return Promise.resolve("word");
+    }
+    return new Promise((resolve) => {
+      this.#resolve = () => {
+        this.#pending = false;
+        this.#resolve = undefined;
+        resolve("word");
+      };
+    });
+  }
+}
+
+/**
+ * The event stream of `run` (already read and authorized by the caller), from `Last-Event-ID` on.
+ */
+export async function followRun(scope: Scope, request: Request, run: AsyncRun): Promise<Response> {
+  let sent = lastPlaceOf(request) ?? 0;
+  const headers = { ...HEADERS, "X-Run-Id": run.id };
+  if (isFinal(run.status)) {
+    // Ended: its last event (unless the client has it), and no stream to keep open.
+    if (sent >= FINAL_PLACE) return new Response(null, { status: 204, headers: { "X-Run-Id": run.id } });
+    const sse = eventStream();
+    const text = await resourceText(scope.env, run);
+    void sse.writeSSE({ id: String(FINAL_PLACE), data: text }).finally(() => sse.close());
+    return new Response(sse.responseReadable, { status: 200, headers });
+  }
+
+  let hub = await join(scope.env, run.id);
+  // Joined first, then marked: a change after this write is told to the hub, and one before it is read here.
+  const now = await followRunRow(scope.db, run.id);
+  const sse = eventStream();
+  const wakeup = new Wakeup();
+  let hubLost = false;
+  let clientGone = false;
+  const listen = (socket: WebSocket) => {
+    socket.addEventListener("message", wakeup.ring);
+    const lost = () => {
+      hubLost = true;
+      wakeup.ring();
+    };
+    socket.addEventListener("close", lost);
+    socket.addEventListener("error", lost);
+  };
+  listen(hub);
+  sse.onAbort(() => {
+    clientGone = true;
+    wakeup.ring();
+  });
+
+  /** Sends `row` when it is a state after the last one sent; whether it is the end. */
+  const send = async (row: AsyncRun): Promise<boolean> => {
+    const place = PLACE[row.status];
+    if (place > sent) {
+      await sse.writeSSE({ id: String(place), data: await resourceText(scope.env, row) });
+      sent = place;
+    }
+    return isFinal(row.status);
+  };
+
+  const loop = async () => {
+    let queries = 0;
+    let keepAlives = 0;
+    let rejoins = 0;
+    let tick = scope.deps.sleep(KEEP_ALIVE_MS).then(() => "tick" as const);
+    if (!now || (await send(now))) return;
+    for (;;) {
+      const woke = await Promise.race([tick, wakeup.next()]);
+      if (clientGone) return;
+      if (woke === "tick") {
+        await sse.write(": keep-alive\n\n");
+        tick = scope.deps.sleep(KEEP_ALIVE_MS).then(() => "tick" as const);
+        if (++keepAlives % RECHECK_EVERY !== 0) continue;
+      }
+      if (queries >= QUERIES_MAX) return resumeLater();
+      queries++;
+      const row = await runById(scope.db, run.id);
+      // Purged at the end of its retention while followed: nothing more will come.
+      if (!row || (await send(row))) return;
+      if (hubLost) {
+        if (rejoins++ >= REJOINS_MAX) return resumeLater();
+        hub = await join(scope.env, run.id);
+        hubLost = false;
+        listen(hub);
+        // A change between the loss and the join was told to nobody: read once more.
+        wakeup.ring();
+      }
+    }
+  };
+  /** Closes before the end; the client reconnects with `Last-Event-ID` and resumes in a new invocation. */
+  const resumeLater = () => sse.write(`retry: ${RECONNECT_MS}\n\n`);
+
+  void loop()
+    .catch(async (error: unknown) => {
+      // A read that failed (D1 or R2 unavailable): the client resumes where it was.
+      log("warn", "run stream closed early", { run_id: run.id, error });
+      await resumeLater();
+    })
+    .finally(async () => {
+      try {
+        hub.close();
+      } catch {
+        // Closed by the hub already.
+      }
+      await sse.close();
+    });
+  return new Response(sse.responseReadable, { status: 200, headers });
+}
+
+/** Hono's writer of server-sent events over a stream of our own (no router context needed). */
+function eventStream(): SSEStreamingApi {
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  return new SSEStreamingApi(writable, readable);
+}
+
+/** Joins the run's followers; a hub that cannot be reached now is a 503 to retry. */
+async function join(env: Env, runId: string): Promise<WebSocket> {
+  try {
+    return await joinFollowers(env, runId);
+  } catch (error) {
+    log("warn", "run followers unreachable", { run_id: runId, error });
+    throw new ApiError(
+      "service_unavailable",
+      "The run's status stream could not be opened this time; retry the request.",
+      {
+        headers: { "Retry-After": "1" },
+      },
+    );
+  }
+}
