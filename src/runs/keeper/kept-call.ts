@@ -120,7 +120,7 @@ export function keepCall(parts: KeepParts): KeptCall {
         acceptedAt: run.acceptedAt,
         calledAt: clock(calledAt),
         answeredAt: at.answeredAt === null ? null : clock(at.answeredAt),
-        firstByteAt: at.firstByteAt == null ? null : clock(at.firstByteAt),
+        firstByteAt: at.firstByteAt === undefined || at.firstByteAt === null ? null : clock(at.firstByteAt),
         handedOverAt,
         endedAt: clock(),
       },
