@@ -291,7 +291,7 @@ try {
         const perRep = [];
         for (let rep = 1; rep <= REPS; rep++) {
           log(`unit costs of the local bindings, rep ${rep}/${REPS}`);
-          perRep.push(await measureUnits({ receiverUrl: `${receiver.url}/hook`, cpuReader }));
+          perRep.push(await measureUnits({ receiverUrl: `${receiver.url}/hook`, cpuReader, calls: 300 }));
         }
         return perRep.every(Boolean) ? perRep : null;
       })

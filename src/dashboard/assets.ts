@@ -107,6 +107,13 @@ dl.facts dt { font-weight: 600; }
 dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 .row-actions { display: flex; gap: .5rem; flex-wrap: wrap; }
 form.inline { display: inline; margin: 0; }
+form.below { margin: .5rem 0 0; }
+ol.timeline { list-style: none; margin: .5rem 0; padding: 0 0 0 1rem; border-left: 3px solid var(--line); display: grid; gap: .6rem; }
+ol.timeline li { position: relative; }
+ol.timeline li::before { content: ""; position: absolute; left: -1.45rem; top: .45rem; width: .7rem; height: .7rem; border-radius: 50%; background: var(--accent); }
+.whose { font-size: .85rem; color: var(--muted); }
+.whose.gateway { color: var(--danger); }
+.caller { border-bottom: 1px dotted var(--muted); }
 form.filter { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: flex-end; margin: 1rem 0; }
 form.filter > div:first-child { flex: 0 1 32rem; min-width: 14rem; }
 form.filter .actions { margin-top: 0; }
@@ -135,10 +142,11 @@ figure.chart figcaption { font-weight: 600; }
 figure.chart svg { display: block; width: 100%; height: auto; }
 figure.chart text { font-size: 11px; fill: var(--muted); font-variant-numeric: tabular-nums; }
 figure.chart .grid line { stroke: var(--line); stroke-width: 1; }
-figure.chart .line path { fill: none; stroke: var(--c); stroke-width: 2; stroke-linejoin: round; }
-figure.chart .line circle { fill: var(--c); }
-figure.chart .tone-p95 path { stroke-dasharray: 6 3; }
-figure.chart .tone-p99 path { stroke-dasharray: 2 3; }
+figure.chart .line path { fill: none; stroke: var(--c); stroke-width: 1.5; stroke-linejoin: round; stroke-linecap: round; }
+figure.chart .line .mark { fill: var(--bg); stroke: var(--c); stroke-width: 2; }
+figure.chart .tone-p50 .mark { fill: var(--c); stroke: none; }
+figure.chart .tone-p95 path { stroke-width: 2.5; stroke-dasharray: 6 3; }
+figure.chart .tone-p99 path { stroke-width: 5; stroke-opacity: .45; }
 figure.chart .hit { fill: transparent; }
 figure.chart .bars g:hover .hit, figure.chart .hits .hit:hover { fill: var(--hover); }
 figure.chart details { margin-top: .5rem; font-size: .9rem; }
@@ -147,8 +155,9 @@ figure.chart table.figures th, figure.chart table.figures td { padding: .2rem .5
 ul.legend { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem 1rem; padding: 0; margin: .25rem 0; font-size: .875rem; }
 .swatch { display: inline-block; width: .8rem; height: .8rem; border-radius: 2px; margin-right: .35rem; vertical-align: -1px; background: var(--c); }
 .swatch.tone-p50, .swatch.tone-p95, .swatch.tone-p99 { height: 0; width: 1.2rem; border-radius: 0; background: none; border-top: 3px solid var(--c); vertical-align: middle; }
+.swatch.tone-p50 { border-top-width: 2px; }
 .swatch.tone-p95 { border-top-style: dashed; }
-.swatch.tone-p99 { border-top-style: dotted; }
+.swatch.tone-p99 { border-top-width: 6px; border-top-color: color-mix(in srgb, var(--c) 45%, transparent); }
 .tone-c2xx { --c: var(--c2xx); fill: var(--c); }
 .tone-c4xx { --c: var(--c4xx); fill: var(--c); }
 .tone-c5xx { --c: var(--c5xx); fill: var(--c); }

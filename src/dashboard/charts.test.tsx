@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Lines, niceTicks, StackedBars, timeTicks } from "./charts";
+import { Lines, MIN_SEGMENT, niceTicks, segmentHeights, Sparkline, StackedBars, timeTicks } from "./charts";
 import { bytes, count, duration, percent } from "./format";
 
 const render = async (node: unknown) => String(await (node as { toString(): string | Promise<string> }).toString());
@@ -90,25 +90,89 @@ describe("runs and errors as stacked bars", () => {
 });
 
 describe("latency percentiles as lines", () => {
-  it("breaks a line where a bucket had no runs, and marks a lone point", async () => {
+  it("breaks a line where a bucket had no runs, and marks a lone point among many", async () => {
+    // 40 hours with a value but the fourth from last alone: past low volume only lone points are marked.
+    const values: (number | null)[] = Array.from({ length: 44 }, (_, i) => (i < 40 ? 100 + i : null));
+    values[41] = 400;
     const svg = await render(
       <Lines
         id="latency"
         title="Latency"
-        starts={hours(5)}
+        starts={hours(44)}
         interval="hour"
-        layers={[{ label: "p95", tone: "p95", values: [100, 200, null, 400, null] }]}
+        layers={[{ label: "p95", tone: "p95", values }]}
         short={duration}
         full={duration}
         summary="p95 400 ms."
       />,
     );
     const d = /<g class="line tone-p95"><path d="([^"]+)"/.exec(svg)?.[1] ?? "";
-    // 100 → 200 is one segment; 400 stands alone (a move without a line draws nothing), so it gets a dot.
-    expect(d.match(/[ML]/g)).toEqual(["M", "L", "M"]);
-    expect(svg.match(/<circle /g)).toHaveLength(1);
-    expect(svg).toContain("<title>Nov 24, 02:00 UTC: p95 –</title>");
+    // 40 joined points are one line; 400 stands alone (a move without a line draws nothing), so it gets a mark.
+    expect(d.match(/M/g)).toHaveLength(2);
+    expect(svg.match(/class="mark"/g)).toHaveLength(1);
+    expect(svg).toContain("<title>Nov 25, 16:00 UTC: p95 –</title>");
     expect(svg).toContain(">400 ms<");
+  });
+
+  it("keeps equal percentiles visible: each its own mark, widest drawn first, at low volume every point", async () => {
+    const svg = await render(
+      <Lines
+        id="latency"
+        title="Latency"
+        starts={hours(3)}
+        interval="hour"
+        layers={[
+          { label: "p50", tone: "p50", values: [120, null, 80] },
+          { label: "p95", tone: "p95", values: [300, null, 80] },
+          { label: "p99", tone: "p99", values: [300, null, 80] },
+        ]}
+        short={duration}
+        full={duration}
+        summary=""
+      />,
+    );
+    // p99 first (a broad band and a ring), then p95 (a square), then p50 on top (a dot).
+    const groups = [...svg.matchAll(/<g class="line tone-(p\d\d)">(.*?)<\/g>/g)];
+    expect(groups.map((g) => g[1])).toEqual(["p99", "p95", "p50"]);
+    const marks = groups.map((g) => [...g[2]!.matchAll(/<(circle|rect) class="mark"([^>]*)>/g)]);
+    expect(marks.map((m) => m.length)).toEqual([2, 2, 2]);
+    expect(marks[0]![0]![2]).toContain('r="6.5"');
+    expect(marks[1]![0]![1]).toBe("rect");
+    expect(marks[2]![0]![2]).toContain('r="2.5"');
+    // p95 and p99 are one value at the first hour: their marks are at one place, one around the other.
+    const centre = (m: RegExpMatchArray) =>
+      /cy="([^"]+)"/.exec(m[2]!)?.[1] ?? String(Number(/y="([^"]+)"/.exec(m[2]!)![1]) + 4);
+    expect(centre(marks[0]![0]!)).toBe(centre(marks[1]![0]!));
+  });
+});
+
+describe("errors visible at any scale", () => {
+  it("draws a non-zero figure at least MIN_SEGMENT high, taking it from the tallest part", () => {
+    const [ok, bad] = segmentHeights([1000, 2], 1000, 166);
+    expect(bad).toBe(MIN_SEGMENT);
+    expect(ok! + bad!).toBeCloseTo((1002 / 1000) * 166);
+    expect(segmentHeights([0, 0], 10, 166)).toEqual([0, 0]);
+  });
+
+  it("shows two failed runs beside a thousand good ones, in the chart and in a sparkline", async () => {
+    const svg = await render(
+      <StackedBars
+        id="r"
+        title="Runs"
+        starts={hours(2)}
+        interval="hour"
+        layers={[
+          { label: "2xx", tone: "c2xx", values: [1000, 0] },
+          { label: "5xx", tone: "c5xx", values: [2, 1] },
+        ]}
+        short={String}
+        full={count}
+        summary=""
+      />,
+    );
+    expect(attrs(svg, "rect", "tone-c5xx").map((r) => Number(r.height))).toEqual([MIN_SEGMENT, MIN_SEGMENT]);
+    const spark = await render(<Sparkline ok={[500, 0]} failed={[1, 0]} label="500 runs, 1 error" />);
+    expect(Number(attrs(spark, "rect", "tone-c5xx")[0]!.height)).toBeGreaterThanOrEqual(2);
   });
 });
 

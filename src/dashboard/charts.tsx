@@ -184,6 +184,28 @@ function FiguresTable(props: ChartProps) {
 const tooltip = (props: ChartProps, i: number) =>
   `${bucketLabel(props.starts[i]!, props.interval)} UTC: ${props.layers.map((l) => `${l.label} ${l.values[i] === null || l.values[i] === undefined ? "–" : props.full(l.values[i]!)}`).join(", ")}`;
 
+/**
+ * The least height a non-zero figure is drawn with, in the drawing's units (a plot is 166 high): two
+ * failed runs beside a thousand good ones stay a visible sliver, not a hairline nobody sees.
+ */
+export const MIN_SEGMENT = 3;
+
+/**
+ * Each layer's segment height for one bucket, stacked in `room`: in proportion to `top`, but a non-zero
+ * value never thinner than `min`; what that adds is taken from the tallest segment, so the stack
+ * still ends where its total does.
+ */
+export function segmentHeights(values: number[], top: number, room: number, min = MIN_SEGMENT): number[] {
+  const heights = values.map((v) => (v > 0 ? Math.max((v / top) * room, min) : 0));
+  const total = values.reduce((sum, v) => sum + Math.max(v, 0), 0);
+  const over = heights.reduce((sum, h) => sum + h, 0) - (total / top) * room;
+  if (over > 0) {
+    const tallest = heights.indexOf(Math.max(...heights));
+    heights[tallest] = Math.max(heights[tallest]! - over, min);
+  }
+  return heights;
+}
+
 /** Stacked bars: one bar per bucket, the layers stacked bottom to top (runs by status class). */
 export function StackedBars(props: ChartProps) {
   const totals = props.starts.map((_, i) => props.layers.reduce((sum, l) => sum + (l.values[i] ?? 0), 0));
@@ -191,21 +213,24 @@ export function StackedBars(props: ChartProps) {
   const top = niceTicks(max, true).at(-1)!;
   const band = PLOT_W / Math.max(props.starts.length, 1);
   const width = fmt(Math.max(band * 0.78, Math.min(band, 1)));
-  const scale = (v: number) => (v / top) * PLOT_H;
   return (
     <Frame {...props} max={max} whole>
       <g class="bars">
         {props.starts.map((_, i) => {
           let base = M.top + PLOT_H;
           const x = fmt(M.left + i * band + (band - width) / 2);
+          const heights = segmentHeights(
+            props.layers.map((l) => l.values[i] ?? 0),
+            top,
+            PLOT_H,
+          );
           return (
             <g>
               <title>{tooltip(props, i)}</title>
               <rect class="hit" x={fmt(M.left + i * band)} y={M.top} width={fmt(band)} height={PLOT_H} />
-              {props.layers.map((l) => {
-                const v = l.values[i] ?? 0;
-                if (v <= 0) return null;
-                const h = scale(v);
+              {props.layers.map((l, k) => {
+                const h = heights[k]!;
+                if (h <= 0) return null;
                 base -= h;
                 return <rect class={`tone-${l.tone}`} x={x} y={fmt(base)} width={width} height={fmt(h)} />;
               })}
@@ -217,7 +242,22 @@ export function StackedBars(props: ChartProps) {
   );
 }
 
-/** Lines, one per layer (latency percentiles); a bucket without a value breaks its line. */
+/** Markers of each percentile, told apart by shape and size, so equal values stay visible one around another. */
+function Marker({ tone, cx, cy }: { tone: Tone; cx: number; cy: number }) {
+  if (tone === "p99") return <circle class="mark" cx={cx} cy={cy} r="6.5" />;
+  if (tone === "p95") return <rect class="mark" x={fmt(cx - 4)} y={fmt(cy - 4)} width="8" height="8" />;
+  return <circle class="mark" cx={cx} cy={cy} r="2.5" />;
+}
+
+/** Up to this many points with a value, every point gets its marker (low volume); beyond, only lone points. */
+const MARK_EVERY_POINT_UP_TO = 36;
+
+/**
+ * Lines, one per layer (latency percentiles); a bucket without a value breaks its line. Layers are drawn
+ * widest first (p99 a broad band, p95 dashed, p50 thin and solid on top) and their points marked with
+ * shapes of different sizes (a ring, a square, a dot), so where p95 equals p99, or all three are one
+ * value, each stays visible rather than one hiding the others.
+ */
 export function Lines(props: ChartProps) {
   const max = Math.max(0, ...props.layers.flatMap((l) => l.values.filter((v): v is number => v !== null)));
   const top = niceTicks(max).at(-1)!;
@@ -225,6 +265,10 @@ export function Lines(props: ChartProps) {
   const x = (i: number) => fmt(M.left + (i + 0.5) * band);
   const y = (v: number) => fmt(M.top + PLOT_H - (v / top) * PLOT_H);
   const empty = props.layers.every((l) => l.values.every((v) => v === null));
+  const points = Math.max(0, ...props.layers.map((l) => l.values.filter((v) => v !== null).length));
+  const markAll = points <= MARK_EVERY_POINT_UP_TO;
+  // Widest first: the later (narrower) layers are drawn over it.
+  const order = [...props.layers].reverse();
   return (
     <Frame {...props} max={max}>
       {empty && (
@@ -232,20 +276,21 @@ export function Lines(props: ChartProps) {
           No figures for this range
         </text>
       )}
-      {props.layers.map((l) => {
+      {order.map((l) => {
         let d = "";
-        const lone: number[] = [];
+        const marked: number[] = [];
         l.values.forEach((v, i) => {
           if (v === null) return;
           const starts = i === 0 || l.values[i - 1] === null;
           d += `${starts ? "M" : "L"}${x(i)} ${y(v)}`;
-          if (starts && (i === l.values.length - 1 || l.values[i + 1] === null)) lone.push(i);
+          const lone = starts && (i === l.values.length - 1 || l.values[i + 1] === null);
+          if (markAll || lone) marked.push(i);
         });
         return (
           <g class={`line tone-${l.tone}`}>
             {d && <path d={d} />}
-            {lone.map((i) => (
-              <circle cx={x(i)} cy={y(l.values[i]!)} r="3.5" />
+            {marked.map((i) => (
+              <Marker tone={l.tone} cx={x(i)} cy={y(l.values[i]!)} />
             ))}
           </g>
         );
@@ -263,22 +308,22 @@ export function Lines(props: ChartProps) {
 
 /**
  * A chart the size of a word, for a row of a list: one bar per bucket, failures (the second layer)
- * stacked in their colour on top. An image named by `label`; the figures stay beside it in words.
+ * stacked in their colour on top, each non-zero part at least two units high so one failed run shows.
+ * An image named by `label`; the figures stay beside it in words.
  */
 export function Sparkline({ ok, failed, label }: { ok: number[]; failed: number[]; label: string }) {
   const w = 96;
   const h = 24;
   const max = Math.max(1, ...ok.map((v, i) => v + (failed[i] ?? 0)));
   const band = w / Math.max(ok.length, 1);
-  const width = fmt(Math.max(band * 0.75, 1));
+  const width = fmt(Math.max(band * 0.75, 1.5));
   return (
     <svg class="spark" viewBox={`0 0 ${w} ${h}`} role="img" aria-label={label}>
       <title>{label}</title>
       <line class="base" x1="0" x2={w} y1={h - 0.5} y2={h - 0.5} />
       {ok.map((v, i) => {
         const x = fmt(i * band + (band - Number(width)) / 2);
-        const okH = (v / max) * h;
-        const badH = ((failed[i] ?? 0) / max) * h;
+        const [okH, badH] = segmentHeights([v, failed[i] ?? 0], max, h, 2) as [number, number];
         return (
           <>
             {okH > 0 && <rect class="tone-c2xx" x={x} y={fmt(h - okH)} width={width} height={fmt(okH)} />}

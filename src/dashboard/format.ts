@@ -39,3 +39,15 @@ export function percent(share: number): string {
   if (p === 0 || p === 100) return `${p} %`;
   return `${p < 10 ? p.toFixed(1) : p.toFixed(0)} %`;
 }
+
+/**
+ * How long ago `iso` was, as people say it ("just now", "4 min ago", "3 h ago", "2 days ago"); `within`
+ * is how fresh the figure can be at best: a time written at most once a minute says "in the last minute".
+ */
+export function ago(iso: string, now: number, within = 0): string {
+  const ms = Math.max(0, now - Date.parse(iso));
+  if (ms < Math.max(within, 60_000)) return within > 0 ? "in the last minute" : "just now";
+  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)} min ago`;
+  if (ms < 48 * 3_600_000) return `${Math.floor(ms / 3_600_000)} h ago`;
+  return `${Math.floor(ms / 86_400_000)} days ago`;
+}

@@ -57,10 +57,13 @@ describe("dashboard Runs page", () => {
     expect(second.html).not.toContain("Next page");
     const row = text(/<tr id="run-[^"]+">.*?<\/tr>/s.exec(first.html)![0]);
     expect(row).toMatch(new RegExp(`${p.ok.appName} async POST /run 200 [\\d.]+ m?s`));
-    // A service account's caller is clipped to keep the Webhook column on screen; it stays whole on hover.
-    const caller = /<code class="id clip" title="([^"]+)">([^<]+)<\/code>/.exec(first.html);
+    // The caller by name (the service account's), its id on hover and for screen readers.
+    const caller = /<span class="caller" title="([^"]+)">([^<]+)<span class="skip"> \(([^)]+)\)/.exec(first.html);
     expect(caller?.[1]).toMatch(/^sa:sa_\w+$/);
-    expect(caller?.[2]).toBe(caller?.[1]);
+    expect(caller?.[2]).toMatch(/^key “.+”$/);
+    expect(caller?.[3]).toBe(caller?.[1]);
+    // Every run id leads to its own page.
+    expect(first.html).toContain(`href="/dashboard/projects/${p.projectId}/runs/${started.body.run_id}"`);
 
     // Status class: the broken app's two runs, the filter kept in the form and across pages.
     const failed = await v.get(`${path}?status=5xx`);

@@ -18,10 +18,13 @@ describe("dashboard Usage pages", () => {
     const usage = `/dashboard/projects/${p.projectId}/usage`;
 
     const quiet = await v.get(`/dashboard/projects/${p.projectId}/apps`);
-    expect(text(quiet.html)).toContain("no runs");
+    expect(text(quiet.html)).toContain("no runs in 7 days");
+    // By default the page opens where the runs are: with none in 7 days it says so.
     const empty = await v.get(usage);
     expect(empty.status).toBe(200);
-    expect(text(empty.html)).toContain("No runs in this range.");
+    expect(text(empty.html)).toContain("No runs in the last 7 days.");
+    expect(empty.html).toMatch(/<a href="[^"]*range=fit" aria-current="page">Where the runs are<\/a>/);
+    expect(text((await v.get(`${usage}?range=24h`)).html)).toContain("No runs in this range.");
     expect(text(empty.html)).toContain(`curl -X POST &quot;http://localhost/v4/${p.projectId}/APP_NAME/run&quot;`);
     expect(empty.html).toMatch(/aria-current="page"[^>]*>Usage</);
 
@@ -50,14 +53,21 @@ describe("dashboard Usage pages", () => {
     expect(text(app.html)).toContain(`Every run of ${p.broken.appName}`);
     expect(text(app.html)).toContain("Builds");
 
-    // The list of apps: each app's last 24 hours as hourly bars and in words.
+    // By default: where the runs are, by the minute, at least 15 minutes wide (not one bar at a day's edge).
+    const fitted = await v.get(usage);
+    expect(fitted.html).toMatch(
+      /<desc id="project-runs-desc">5 runs since \d\d:\d\d UTC: 3 2xx, 0 4xx, 2 5xx\.<\/desc>/,
+    );
+    expect(fitted.html.match(/<rect class="hit"/g)?.length).toBe(2 * 15);
+
+    // The list of apps: each app's figures over the same window, as bars and in words.
     const list = await v.get(`/dashboard/projects/${p.projectId}/apps`);
     const rowOf = (name: string) =>
       text(new RegExp(`<tr>(?:(?!</tr>).)*?>${name}</a>.*?</tr>`, "s").exec(list.html)?.[0] ?? "");
     expect(rowOf(p.ok.appName)).toMatch(/3 runs, 0 errors, p95 \d+ ms/);
     expect(rowOf(p.broken.appName)).toMatch(/2 runs, 2 errors, p95 \d+ ms/);
     expect(list.html).toMatch(
-      /role="img" aria-label="Runs per hour over the last 24 hours: 2 runs, 2 errors, p95 \d+ ms"/,
+      /role="img" aria-label="Runs per minute since \d\d:\d\d UTC: 2 runs, 2 errors, p95 \d+ ms"/,
     );
     expect(list.html.match(/<svg class="spark"/g)).toHaveLength(2);
 

@@ -16,6 +16,7 @@ export const PROBLEMS = {
   not_found: { status: 404, title: "Not found" },
   unknown_host: { status: 404, title: "Unknown host" },
   method_not_allowed: { status: 405, title: "Method not allowed" },
+  request_timeout: { status: 408, title: "Request body timed out" },
   conflict: { status: 409, title: "Conflict" },
   last_owner: { status: 409, title: "A project needs an owner" },
   build_not_cancellable: { status: 409, title: "Build is not cancellable" },

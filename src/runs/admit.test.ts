@@ -32,6 +32,9 @@ describe("the admit stage (admit → AdmittedRun)", () => {
 
   it("hands a custom app's body on as a stream: as it is with a declared length, counted without one; past the limit a 413 before reading", async () => {
     const declared = await bodyOf(post("abc", { "content-length": "3" }), "custom", false);
+    // Counted once it has crossed, never by its header.
+    expect(declared.kind === "stream" && declared.limit.size()).toBe(0);
+    if (declared.kind === "stream") expect(await new Response(declared.stream).text()).toBe("abc");
     expect(declared.kind === "stream" && declared.limit.size()).toBe(3);
     const chunked = await bodyOf(post(new Response("abcd").body!), "custom", false);
     expect(chunked.kind).toBe("stream");

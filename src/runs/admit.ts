@@ -68,16 +68,36 @@ function webhookOf(scope: Scope, request: Request, query: URLSearchParams | null
 const tooLarge = () =>
   new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
 
-/** The caller's body, whole, within the limit. */
-async function wholeBody(request: Request): Promise<Uint8Array> {
-  const bytes = await readLimited(request.body, RUN_REQUEST_MAX_BYTES);
-  if (bytes === null) throw tooLarge();
-  return bytes;
+/** How a body read whole is watched: who hears the bytes that crossed, and how long it may take. */
+export interface BodyRead {
+  read?: (bytes: number) => void;
+  /** The run's deadline for the whole body (`RUN_TIMEOUT_MS`): a caller that stalls its upload gets a 408. */
+  timeoutMs?: number;
+}
+
+/**
+ * The caller's body, whole, within the limit and the run's deadline: a body held open (64 KiB, then
+ * nothing) would otherwise hold up to 6 MiB for as long as the caller likes.
+ */
+async function wholeBody(request: Request, { read, timeoutMs }: BodyRead): Promise<Uint8Array> {
+  const deadline = timeoutMs === undefined ? undefined : new AbortController();
+  const timer = deadline && setTimeout(() => deadline.abort(), timeoutMs);
+  try {
+    const bytes = await readLimited(request.body, RUN_REQUEST_MAX_BYTES, read, deadline?.signal);
+    if (bytes === null) throw tooLarge();
+    return bytes;
+  } catch (error) {
+    if (deadline?.signal.aborted)
+      throw new ApiError("request_timeout", `The request body did not arrive whole within ${timeoutMs} ms.`);
+    throw error;
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+  }
 }
 
 /** A `cortex` run's body: a JSON object, exactly as sent. */
-async function functionArguments(request: Request): Promise<RunBody> {
-  const bytes = await wholeBody(request);
+async function functionArguments(request: Request, watch: BodyRead): Promise<RunBody> {
+  const bytes = await wholeBody(request, watch);
   if (bytes.byteLength === 0) return { kind: "none" };
   const type = request.headers.get("content-type") ?? undefined;
   if (!isJsonType(type)) {
@@ -98,14 +118,23 @@ async function functionArguments(request: Request): Promise<RunBody> {
   return { kind: "bytes", bytes };
 }
 
-/** The body of a run: checked (`cortex`), read whole (async), or streamed as it comes (`custom`). */
-export async function bodyOf(request: Request, runtime: "cortex" | "custom", isAsync: boolean): Promise<RunBody> {
+/**
+ * The body of a run: checked (`cortex`), read whole (async), or streamed as it comes (`custom`). A body
+ * read whole is read within `watch.timeoutMs`, and `watch.read` hears its bytes as they crossed (a
+ * refused body's too).
+ */
+export async function bodyOf(
+  request: Request,
+  runtime: "cortex" | "custom",
+  isAsync: boolean,
+  watch: BodyRead = {},
+): Promise<RunBody> {
   if (request.body === null || request.method === "GET") return { kind: "none" };
   const declared = declaredLength(request);
   if (declared !== null && declared > RUN_REQUEST_MAX_BYTES) throw tooLarge();
-  if (runtime === "cortex") return functionArguments(request);
+  if (runtime === "cortex") return functionArguments(request, watch);
   if (isAsync) {
-    const bytes = await wholeBody(request);
+    const bytes = await wholeBody(request, watch);
     return bytes.byteLength === 0 ? { kind: "none" } : { kind: "bytes", bytes };
   }
   // A declared length is the runtime's to hold the body to (checked against the limit above): the body
@@ -142,10 +171,14 @@ function queryOf(url: string): URLSearchParams | null {
   return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
 }
 
-/** What admission tells as it goes: the caller's key accepted for the project, then the app known to be the project's. */
+/**
+ * What admission tells as it goes: the caller's key accepted for the project, then the app known to be
+ * the project's, and the bytes of the caller's body read whole (so a refused run counts what crossed).
+ */
 export interface AdmitWatch {
   identified(caller: RunCaller): void;
   appKnown(): void;
+  read?(bytes: number): void;
 }
 
 /**
@@ -196,7 +229,10 @@ export async function admit(
   const deadline = webSocket ? null : request.headers.get("cancel-after");
   const cancelAfterMs =
     deadline === null ? null : cancelAfter(deadline, isAsync ? "async" : wait !== null ? "wait" : "sync");
-  const body = await bodyOf(request, upstream.runtime, isAsync);
+  const body = await bodyOf(request, upstream.runtime, isAsync, {
+    read: (bytes) => watch?.read?.(bytes),
+    timeoutMs: scope.config.runTimeoutMs,
+  });
   return {
     ...target,
     caller,

@@ -9,21 +9,45 @@ export const RUN_REQUEST_MAX_BYTES = 6 * 1024 * 1024;
 /** Answers the gateway reads whole (a `cortex` JSON answer, to envelope it) up to this size, decoded; larger ones are a 502. */
 export const RUN_RESPONSE_MAX_BYTES = 10 * 1024 * 1024;
 
-/** Reads a body up to `max` bytes; `null` when it is larger (the rest is not read). */
-export async function readLimited(body: ReadableStream<Uint8Array> | null, max: number): Promise<Uint8Array | null> {
+/**
+ * Reads a body up to `max` bytes; `null` when it is larger (the rest is not read). `read` hears how
+ * many bytes crossed, whatever the outcome (a caller's body is counted as it crosses, never by its
+ * header). Once `signal` aborts, the read ends (the body is cancelled) and its reason is thrown.
+ */
+export async function readLimited(
+  body: ReadableStream<Uint8Array> | null,
+  max: number,
+  read?: (bytes: number) => void,
+  signal?: AbortSignal,
+): Promise<Uint8Array | null> {
   if (!body) return new Uint8Array();
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel().catch(() => undefined);
-      return null;
+  const aborted =
+    signal &&
+    new Promise<never>((_, reject) => {
+      const stop = () => {
+        reader.cancel(signal.reason).catch(() => undefined);
+        reject(signal.reason);
+      };
+      if (signal.aborted) stop();
+      else signal.addEventListener("abort", stop, { once: true });
+    });
+  aborted?.catch(() => undefined);
+  try {
+    for (;;) {
+      const { done, value } = await (aborted ? Promise.race([reader.read(), aborted]) : reader.read());
+      if (done) break;
+      size += value.byteLength;
+      if (size > max) {
+        await reader.cancel().catch(() => undefined);
+        return null;
+      }
+      chunks.push(value);
     }
-    chunks.push(value);
+  } finally {
+    read?.(size);
   }
   return concat(chunks, size);
 }
@@ -82,12 +106,28 @@ export function limitedStream(
 }
 
 /**
- * A body of a declared length within the limit: the runtime holds it to that length, so it is passed
- * as it is, through the runtime's own pipe, and counted as its length.
+ * A body of a declared length within the limit: the runtime holds it to that length, through its own
+ * pipe (a `FixedLengthStream`, piped natively, no JavaScript per chunk). It counts as its length once
+ * all of it has crossed into that pipe, and as nothing before: the header is the caller's claim, never
+ * a count (a body that breaks off short of it is not counted; what of it crossed is not counted by the
+ * chunk, which would cost JavaScript per chunk on the fast path).
  */
 export function declaredBody(
   body: ReadableStream<Uint8Array>,
   length: number,
 ): { stream: ReadableStream<Uint8Array>; limit: BodyLimit } {
-  return { stream: body, limit: { exceeded: () => false, size: () => length, onExceeded: () => undefined } };
+  const pipe = new FixedLengthStream(length);
+  let crossed = false;
+  // A caller's body ends cleanly only once its declared length has come (HTTP frames it so); a caller
+  // who breaks off errors it, and the pipe with it.
+  body.pipeTo(pipe.writable).then(
+    () => {
+      crossed = true;
+    },
+    () => undefined,
+  );
+  return {
+    stream: pipe.readable,
+    limit: { exceeded: () => false, size: () => (crossed ? length : 0), onExceeded: () => undefined },
+  };
 }

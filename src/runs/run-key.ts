@@ -55,6 +55,27 @@ async function verifyJwt(
   }
 }
 
+/** How far a signer's clock may run ahead of the service's, in seconds. */
+const CLOCK_SKEW_S = 60;
+/** The NumericDates a `Date` can hold (±8.64e15 ms): a claim past them is no date at all. */
+const NUMERIC_DATE_MAX_S = 8.64e12;
+
+/**
+ * A NumericDate claim (RFC 7519 §2: seconds since 1970), or `undefined` when absent. Anything else
+ * (a string, `-1e300`, `1e300`) is a 401 naming the claim: never a date the service would fail to
+ * print or compare.
+ */
+function numericDate(claims: Record<string, unknown>, name: "exp" | "nbf" | "iat"): number | undefined {
+  const value = claims[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== "number" || !Number.isFinite(value) || Math.abs(value) > NUMERIC_DATE_MAX_S) {
+    throw invalidToken(
+      `The JWT's \`${name}\` claim must be a NumericDate: seconds since 1970, within ±${NUMERIC_DATE_MAX_S}.`,
+    );
+  }
+  return value;
+}
+
 async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
   let claims: Record<string, unknown>;
   try {
@@ -65,9 +86,13 @@ async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
     throw invalidToken("The JWT is not valid: it must be HS256-signed with the service's JWT secret.");
   }
   const now = scope.deps.now().getTime() / 1000;
-  if (typeof claims.exp !== "number") throw invalidToken("The JWT has no numeric `exp` claim.");
-  if (claims.exp <= now) throw invalidToken(`The JWT expired at ${new Date(claims.exp * 1000).toISOString()}.`);
-  if (typeof claims.nbf === "number" && claims.nbf > now + 60) throw invalidToken("The JWT is not valid yet (`nbf`).");
+  const exp = numericDate(claims, "exp");
+  if (exp === undefined) throw invalidToken("The JWT has no numeric `exp` claim.");
+  if (exp <= now) throw invalidToken(`The JWT expired at ${new Date(exp * 1000).toISOString()}.`);
+  const nbf = numericDate(claims, "nbf");
+  if (nbf !== undefined && nbf > now + CLOCK_SKEW_S) throw invalidToken("The JWT is not valid yet (`nbf`).");
+  const iat = numericDate(claims, "iat");
+  if (iat !== undefined && iat > now + CLOCK_SKEW_S) throw invalidToken("The JWT was issued in the future (`iat`).");
   // One project, by its id: no wildcard, so a signer that copies a caller's value into the claim
   // cannot mint a key for every project.
   if (typeof claims.project_id !== "string" || !PROJECT_ID.test(claims.project_id)) {

@@ -30,12 +30,14 @@ export async function run(scope: Scope, request: Request, target: RunTarget): Pr
     const admitted = await admit(scope, request, target, {
       identified: (caller) => recording.identified(caller.id),
       appKnown: () => recording.appKnown(),
+      read: (bytes) => recording.read(bytes),
     });
     // The key was used: its `last_used_at` (at most one write a minute, in `waitUntil`, beside the call).
     admitted.caller.afterRun();
     if (admitted.isAsync) return recording.accepted(await acceptAsync(scope, request, admitted));
 
     const runId = newId("run", scope.deps.now().getTime());
+    recording.named(runId);
     if (admitted.webSocket) return recording.upgraded(runId, await webSocketRun(scope, request, admitted, runId));
     const appRequest = appRequestOf(request, admitted, runId);
     // A waited run's app call is its keeper's (keeper/wait.ts): it may outlive this invocation.

@@ -2,6 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
+import { consume, startAsync } from "../../test/async-runs";
 import { seedRunnable, spendBudget } from "../../test/runs";
 import { RATE_LIMITS } from "../platform/rate-limit";
 import { FIELD_MAX, Ledger, STOP_FACTOR } from "./ledger";
@@ -134,5 +135,92 @@ describe("attack: refused runs fill the ledger (33.1)", () => {
     expect(kept.sampled).toBeLessThan(100);
     expect(kept.stoppedKept).toBe(0);
     expect(kept.counted).toBe(6_000);
+  });
+});
+
+interface Listed {
+  run_id: string;
+  status_code: number;
+  bytes_in: number;
+}
+
+async function listed(app: { projectId: string; token: string }) {
+  const res = await api.json<{ data: Listed[] }>(`/v2/projects/${app.projectId}/runs`, { token: app.token });
+  expect(res.status).toBe(200);
+  return res.body.data;
+}
+
+describe("attack: an Idempotency-Key clash erases the real run's record (33.2)", () => {
+  it("a second request under the run's Idempotency-Key (422) is a record of its own: the run's own record, written when it ends, stands", async () => {
+    const app = await seedRunnable(api);
+    const key = { "Idempotency-Key": `clash-${Date.now()}` };
+    const first = await startAsync(api, app, { body: { inputs: { n: 1 } }, headers: key });
+    expect(first.response.status).toBe(202);
+    api.clock.advance(1);
+    const clash = await startAsync(api, app, { body: { inputs: { n: 2 } }, headers: key });
+    expect(clash.response.status).toBe(422);
+    expect(await consume(api, first.message)).toMatchObject({ acked: true });
+    const runs = await listed(app);
+    expect(runs.find((r) => r.run_id === first.body.run_id)).toMatchObject({ status_code: 200 });
+    expect(runs.filter((r) => r.status_code === 422)).toHaveLength(1);
+    expect(runs.find((r) => r.status_code === 422)!.run_id).not.toBe(first.body.run_id);
+    const usage = await api.json<{ totals: { status_2xx: number; status_4xx: number } }>(
+      `/v2/projects/${app.projectId}/usage`,
+      { token: app.token },
+    );
+    expect(usage.body.totals).toMatchObject({ status_2xx: 1, status_4xx: 1 });
+  });
+});
+
+describe("attack: bytes in taken from Content-Length (33.3)", () => {
+  it("Content-Length: 500000000 with a 1-byte body is a 413 on record with the bytes that crossed (none), not the header's claim", async () => {
+    const app = await seedRunnable(api);
+    const big = await api.call(app.runPath, {
+      method: "POST",
+      token: app.token,
+      rawBody: "{",
+      headers: { "Content-Type": "application/json", "Content-Length": "500000000" },
+    });
+    expect(big.status).toBe(413);
+    expect(await listed(app)).toMatchObject([{ status_code: 413, bytes_in: 0 }]);
+    const usage = await api.json<{ totals: { bytes_in: number } }>(`/v2/projects/${app.projectId}/usage`, {
+      token: app.token,
+    });
+    expect(usage.body.totals.bytes_in).toBe(0);
+  });
+
+  it("a custom app's body declared as 100,000 bytes that breaks off after 10 is not counted as 100,000", async () => {
+    const app = await seedRunnable(api, undefined, "custom");
+    // A caller who breaks off: its body errors (a connection lost), as the runtime's does.
+    const short = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent) return controller.error(new Error("connection lost"));
+        sent = true;
+        controller.enqueue(new TextEncoder().encode("0123456789"));
+      },
+    });
+    let sent = false;
+    const res = await api.call(`${app.appPath}/upload`, {
+      method: "POST",
+      token: app.token,
+      rawBody: short,
+      headers: { "Content-Type": "application/octet-stream", "Content-Length": "100000" },
+    });
+    await res.text();
+    const [run] = await listed(app);
+    expect(run!.bytes_in).toBeLessThanOrEqual(10);
+  });
+
+  it("a body refused after it was read (415) is on record with the bytes read, whatever Content-Length claimed", async () => {
+    const app = await seedRunnable(api);
+    const body = "x".repeat(1_000);
+    const refused = await api.call(app.runPath, {
+      method: "POST",
+      token: app.token,
+      rawBody: body,
+      headers: { "Content-Type": "text/plain" },
+    });
+    expect(refused.status).toBe(415);
+    expect(await listed(app)).toMatchObject([{ status_code: 415, bytes_in: 1_000 }]);
   });
 });

@@ -31,6 +31,14 @@ export interface Recording {
   identified(caller: string): void;
   /** The app is the project's: from here on, the run is on record whatever its answer. */
   appKnown(): void;
+  /** Bytes of the caller's body read whole so far, as they crossed (a refused run's `bytes_in`). */
+  read(bytes: number): void;
+  /**
+   * The run's own id, once it has one. A refusal before it (an async run's 422 for an `Idempotency-Key`
+   * used with another request) gets an id of its own: a refusal about a run never takes the run's id,
+   * so it can never stand in for the run's record.
+   */
+  named(runId: string): void;
   /** A run refused or failed before it had an answer of the app's: counted, or on record once the app was known. */
   refused(error: unknown): void;
   /**
@@ -59,6 +67,8 @@ export function openRecording(scope: Scope, request: Request, target: Target): R
   const createdAt = scope.deps.now().getTime();
   let caller: string | null = null;
   let appKnown = false;
+  let bytesRead = 0;
+  let ownId: string | null = null;
   // Exactly one record per run: whichever end comes first takes it.
   let done = false;
   const take = () => {
@@ -86,6 +96,12 @@ export function openRecording(scope: Scope, request: Request, target: Target): R
     appKnown() {
       appKnown = true;
     },
+    read(bytes) {
+      bytesRead = bytes;
+    },
+    named(runId) {
+      ownId = runId;
+    },
     refused(error) {
       if (!take()) return;
       if (!appKnown) {
@@ -98,18 +114,14 @@ export function openRecording(scope: Scope, request: Request, target: Target): R
         return;
       }
       const status = error instanceof ApiError ? error.status : 500;
-      const runId =
-        error instanceof ApiError && typeof error.extensions?.run_id === "string"
-          ? error.extensions.run_id
-          : newId("run", createdAt);
-      const declared = Number(request.headers.get("content-length") ?? "0");
+      const runId = ownId ?? newId("run", createdAt);
       recordRun(scope, {
         ...base(runId, asksAsync(request.url) ? "async" : "sync"),
         status_code: status,
         timed_out: status === 504,
         duration_ms: Date.now() - started,
         ttfb_ms: null,
-        bytes_in: Number.isFinite(declared) ? declared : 0,
+        bytes_in: bytesRead,
         bytes_out: 0,
         webhook: false,
       });

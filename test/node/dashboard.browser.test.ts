@@ -747,7 +747,7 @@ describe.runIf(available)("dashboard in a browser", () => {
           .getByRole("img", { name: /^Runs by status 20 runs in the last 1 hour: 17 2xx, 0 4xx, 3 5xx\.$/ })
           .count(),
       ).toBe(1);
-      expect(await page.getByRole("img", { name: /^Latency Over the last 1 hour: p50 \d+ ms/ }).count()).toBe(1);
+      expect(await page.getByRole("img", { name: /^Latency In the last 1 hour: p50 \d+ ms/ }).count()).toBe(1);
       // A chart's figures as a table, behind its disclosure.
       await page.locator("#project-runs").getByText("Figures as a table").click();
       await page.getByRole("table", { name: "Runs by status" }).waitFor();
@@ -757,9 +757,9 @@ describe.runIf(available)("dashboard in a browser", () => {
       // One app's page: its own figures above its builds.
       await tab("Apps and builds").click();
       await page
-        .getByRole("img", { name: /^Runs per hour over the last 24 hours: 17 runs, 0 errors, p95 \d+ ms$/ })
+        .getByRole("img", { name: /^Runs per minute since \d\d:\d\d UTC: 17 runs, 0 errors, p95 \d+ ms$/ })
         .waitFor();
-      await page.getByRole("img", { name: /^Runs per hour over the last 24 hours: 3 runs, 3 errors/ }).waitFor();
+      await page.getByRole("img", { name: /^Runs per minute since \d\d:\d\d UTC: 3 runs, 3 errors/ }).waitFor();
       await shot("47-apps-last-day");
       await page.getByRole("link", { name: "hello-world" }).click();
       await page.getByRole("link", { name: "1 hour" }).click();
@@ -846,6 +846,108 @@ describe.runIf(available)("dashboard in a browser", () => {
       }
     } finally {
       await peers.close();
+    }
+  });
+
+  it("a new project with a handful of runs: Usage opens where they are, equal percentiles and two errors stay visible, a run id leads to its page", async () => {
+    const admin = TEST_SECRETS.ADMIN_TOKEN;
+    const projectId = await seedProject("First runs");
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await signIn();
+    // An app that answers in a steady 40 ms (its p95 and p99 are one value) and one that fails.
+    const app = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        if (req.url?.startsWith("/fail")) return res.writeHead(503, { "content-type": "application/json" }).end("{}");
+        setTimeout(() => res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}'), 40);
+      });
+    });
+    const port = await freePort();
+    await new Promise<void>((resolve) => app.listen(port, "127.0.0.1", resolve));
+    try {
+      for (const [name, origin] of [
+        ["steady", `http://127.0.0.1:${port}/ok`],
+        ["flaky", `http://127.0.0.1:${port}/fail`],
+      ] as const) {
+        const created = (await (
+          await api(`/projects/${projectId}/apps`, admin, {
+            method: "POST",
+            body: { name, region: "us-east-1", runtime: "cortex" },
+          })
+        ).json()) as { app_id: string };
+        const build = (await (
+          await api(`/projects/${projectId}/apps/${created.app_id}/builds`, admin, { method: "POST", body: {} })
+        ).json()) as { build_id: string };
+        const path = `/projects/${projectId}/apps/${created.app_id}/builds/${build.build_id}`;
+        await api(path, admin, { method: "PATCH", body: { status: "building" } });
+        await api(path, admin, { method: "PATCH", body: { status: "succeeded", origin_url: origin } });
+      }
+      const run = (name: string, query = "") =>
+        fetch(`${server.url}/v4/${projectId}/${name}/run${query}`, {
+          method: "POST",
+          headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json" },
+          body: JSON.stringify({ inputs: { name: "first" } }),
+        }).then(async (r) => ({ status: r.status, runId: r.headers.get("x-run-id"), body: await r.text() }));
+      for (let i = 0; i < 5; i++) expect((await run("steady")).status).toBe(200);
+      for (let i = 0; i < 2; i++) expect((await run("flaky")).status).toBe(503);
+      const accepted = JSON.parse((await run("steady", "?async=true")).body) as { run_id: string };
+
+      // Without a range the page opens where the runs are: minutes, not one bar at the edge of a day.
+      const usage = `${server.url}/dashboard/projects/${projectId}/usage`;
+      await expect
+        .poll(
+          async () => {
+            await page.goto(usage);
+            return (
+              (await page
+                .locator("dl.stats")
+                .textContent()
+                .catch(() => "")) ?? ""
+            );
+          },
+          { timeout: 30_000 },
+        )
+        .toMatch(/Runs\s*8(?!\d)/);
+      expect(await page.getByRole("link", { name: "Where the runs are" }).getAttribute("aria-current")).toBe("page");
+      await page
+        .getByRole("img", { name: /^Runs by status 8 runs since \d\d:\d\d UTC: 6 2xx, 0 4xx, 2 5xx\.$/ })
+        .waitFor();
+      // The bars take the chart's width: 15 one-minute buckets at least, not 60 or 24.
+      const bars = await page.locator("#project-runs .bars > g").count();
+      expect(bars).toBeGreaterThanOrEqual(15);
+      expect(bars).toBeLessThanOrEqual(20);
+      // Two failed runs beside six good ones are drawn at least two pixels high, whatever the scale.
+      const failed = await page
+        .locator("#project-runs rect.tone-c5xx")
+        .evaluateAll((rects) => rects.map((r) => r.getBoundingClientRect().height));
+      expect(failed.length).toBeGreaterThan(0);
+      for (const height of failed) expect(height).toBeGreaterThanOrEqual(2);
+      // p95 and p99 are one value: a ring around a square around a dot, each visible.
+      const marks = await page.evaluate(() =>
+        ["p99", "p95", "p50"].map((tone) => {
+          const mark = document.querySelector(`#project-latency .tone-${tone} .mark`);
+          const box = mark?.getBoundingClientRect();
+          return box ? Math.round(box.width) : 0;
+        }),
+      );
+      expect(marks[0]).toBeGreaterThan(marks[1]!);
+      expect(marks[1]).toBeGreaterThan(marks[2]!);
+      expect(marks[2]).toBeGreaterThan(0);
+      await shot("60-first-runs-usage");
+
+      // The Runs list: who failed, and each run id leads to its page.
+      await tab("Runs").click();
+      await page.getByRole("heading", { name: /Runs/ }).waitFor();
+      await page.getByRole("row").filter({ hasText: "flaky" }).first().waitFor();
+      await shot("61-first-runs-list");
+      await page.getByRole("link", { name: accepted.run_id }).first().click();
+      await page.getByRole("heading", { name: "Timeline" }).waitFor();
+      expect(new URL(page.url()).pathname).toBe(`/dashboard/projects/${projectId}/runs/${accepted.run_id}`);
+      await page.getByRole("heading", { name: "Result" }).waitFor();
+      expect(await page.locator("main").textContent()).toContain("succeeded");
+      await shot("62-run-page");
+    } finally {
+      await new Promise<void>((resolve) => app.close(() => resolve()));
     }
   });
 });

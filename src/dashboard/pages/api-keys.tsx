@@ -13,7 +13,9 @@ import {
   ProblemMessage,
   when,
 } from "../components";
+import { LAST_USED_RESOLUTION_MS } from "../../auth/lookup";
 import { can, NotAllowed } from "../access";
+import { ago } from "../format";
 import { takeFlash, setFlash } from "../flash";
 import { renderPage } from "../layout";
 import { type Project, ProjectHeading, withProject } from "./project";
@@ -179,7 +181,15 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
               </td>
               <td data-label="Expires">{when(a.expires_at)}</td>
               <td class="optional" data-label="Last used">
-                {when(a.last_used_at)}
+                {a.last_used_at ? (
+                  <>
+                    {ago(a.last_used_at, now, LAST_USED_RESOLUTION_MS)}
+                    <br />
+                    <span class="muted">{when(a.last_used_at)}</span>
+                  </>
+                ) : (
+                  when(null)
+                )}
               </td>
               <td class="optional" data-label="Created by">
                 {createdBy(a, accounts.data.data, c.get("user")?.id)}
@@ -209,6 +219,12 @@ async function apiKeysPage(c: DashContext, project: Project, form: Form) {
             </tr>
           ))}
         </DataTable>
+      )}
+      {accounts.ok && accounts.data.data.length > 0 && (
+        <p class="muted">
+          “Last used” is written at most once a minute per key, so it may trail a key's latest use by up to a minute;
+          every run and who made it is under <a href={projectPath(pid, "/runs")}>Runs</a>.
+        </p>
       )}
       {!can(c, "service_accounts:write") ? (
         <NotAllowed c={c} doing="seeing, creating or revoking service accounts" />

@@ -16,7 +16,7 @@ import { Sparkline } from "../charts";
 import { count, duration } from "../format";
 import { eachLimited } from "../../platform/concurrency";
 import type { Usage } from "../usage-types";
-import { RangePicker, rangeOf, UsageSection, usageQuery, windowOf } from "../usage-view";
+import { RangePicker, rangeOf, UsageSection, usageFor, usageQuery, type UsageWindow } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 interface App {
@@ -54,7 +54,7 @@ const STATUS_LABEL: Record<Build["status"], string> = {
 /** The spec's cancel operation applies to ongoing builds only. */
 const isOngoing = (b: Build) => b.status === "queued" || b.status === "building";
 
-/** Apps per page of the list: each row asks the usage API for its last 24 hours. */
+/** Apps per page of the list: each row asks the usage API for its figures where the project's runs are. */
 const APPS_PER_PAGE = 25;
 /**
  * Usage calls in flight at once for the list: each reaches the project's usage store (a subrequest),
@@ -62,30 +62,38 @@ const APPS_PER_PAGE = 25;
  */
 const USAGE_CALLS_AT_ONCE = 4;
 
-/** The last 24 hours of each app, by name; an app whose figures could not be read is left out. */
-async function lastDayOf(c: DashContext, pid: string, apps: App[]): Promise<Map<string, Usage>> {
-  const window = windowOf("24h", c.var.scope.deps.now());
+/**
+ * Each app's figures, by name, over the window where the project's runs of the last 7 days are (so a new
+ * project's runs are bars across the sparkline, not one at its edge); none when the 7 days hold no run.
+ * An app whose figures could not be read is left out.
+ */
+async function recentOf(c: DashContext, pid: string, apps: App[]) {
   const found = new Map<string, Usage>();
+  const { window, usage } = await usageFor(c, pid, "fit");
+  if (usage === null || !usage.ok) return { window: null, found };
   await eachLimited(apps, USAGE_CALLS_AT_ONCE, async (a) => {
-    const usage = await c.get("api")<Usage>("GET", usageQuery(pid, window, a.name));
-    if (usage.ok) found.set(a.name, usage.data);
+    const one = await c.get("api")<Usage>("GET", usageQuery(pid, window, a.name));
+    if (one.ok) found.set(a.name, one.data);
   });
-  return found;
+  return { window, found };
 }
 
-/** An app's last 24 hours in a row of the list: hourly bars, then runs, errors and p95 in words. */
-function LastDay({ usage }: { usage: Usage | undefined }) {
+/** An app's recent runs in a row of the list: bars where the project's runs are, then runs, errors and p95 in words. */
+function Recent({ usage, window }: { usage: Usage | undefined; window: UsageWindow | null }) {
+  if (window === null) return <span class="muted">no runs in 7 days</span>;
   if (!usage) return <span class="muted">–</span>;
   const t = usage.totals;
   if (t.runs === 0) return <span class="muted">no runs</span>;
   const errors = t.status_4xx + t.status_5xx;
   const words = `${count(t.runs)} runs, ${count(errors)} errors, p95 ${duration(t.p95_ms)}`;
+  const points = new Map(usage.series.map((p) => [Date.parse(p.start), p]));
+  const at = (start: number) => points.get(start);
   return (
     <div class="last-day">
       <Sparkline
-        ok={usage.series.map((p) => p.status_2xx)}
-        failed={usage.series.map((p) => p.status_4xx + p.status_5xx)}
-        label={`Runs per hour over the last 24 hours: ${words}`}
+        ok={window.starts.map((s) => at(s)?.status_2xx ?? 0)}
+        failed={window.starts.map((s) => (at(s)?.status_4xx ?? 0) + (at(s)?.status_5xx ?? 0))}
+        label={`Runs per ${window.interval} ${window.during}: ${words}`}
       />
       <span aria-hidden="true">
         {count(t.runs)} runs, {count(errors)} errors
@@ -99,7 +107,7 @@ function LastDay({ usage }: { usage: Usage | undefined }) {
 async function appsPage(c: DashContext, project: Project) {
   const pid = project.project_id;
   const apps = await c.get("api")<Page<App>>("GET", `/projects/${seg(pid)}/apps?${listQuery(c, APPS_PER_PAGE)}`);
-  const lastDay = apps.ok ? await lastDayOf(c, pid, apps.data.data) : new Map<string, Usage>();
+  const recent = apps.ok ? await recentOf(c, pid, apps.data.data) : { window: null, found: new Map<string, Usage>() };
   return renderPage(
     c,
     { title: "Apps and builds", projectId: pid, tab: "apps" },
@@ -120,7 +128,7 @@ async function appsPage(c: DashContext, project: Project) {
             { label: "Region", optional: true },
             { label: "Runtime", optional: true },
             "Current deployment",
-            "Last 24 hours",
+            "Recent runs",
           ]}
           footer={<Pager path={projectPath(pid, "/apps")} next={apps.data.next_cursor} />}
         >
@@ -145,7 +153,7 @@ async function appsPage(c: DashContext, project: Project) {
                 )}
               </td>
               <td>
-                <LastDay usage={lastDay.get(a.name)} />
+                <Recent usage={recent.found.get(a.name)} window={recent.window} />
               </td>
             </tr>
           ))}
@@ -180,9 +188,8 @@ async function buildsPage(
       </>,
     );
   }
-  const range = rangeOf(c.req.query("range"));
-  const window = windowOf(range, c.var.scope.deps.now());
-  const usage = await api<Usage>("GET", usageQuery(pid, window, app.data.name));
+  const range = rangeOf(c.req.query("range"), "fit");
+  const { window, usage } = await usageFor(c, pid, range, app.data.name);
   const csrf = c.get("csrf");
   const cancelled =
     options.cancelledId && builds.ok
@@ -214,7 +221,7 @@ async function buildsPage(
       )}
       {options.problem && <ProblemMessage problem={options.problem} action="The build was not cancelled" />}
       <h2>Usage</h2>
-      <RangePicker c={c} current={range} />
+      <RangePicker c={c} current={range} fit />
       <UsageSection c={c} usage={usage} window={window} projectId={pid} appName={app.data.name} idPrefix="app" />
       <p>
         <a href={`${projectPath(pid, "/runs")}?app_name=${seg(app.data.name)}`}>Every run of {app.data.name}</a>

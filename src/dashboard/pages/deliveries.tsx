@@ -38,8 +38,8 @@ export interface Delivery {
   resent_from: string | null;
 }
 
-const STATUS_TONE: Record<Delivery["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
-const STATUS_LABEL: Record<Delivery["status"], string> = {
+export const STATUS_TONE: Record<Delivery["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
+export const STATUS_LABEL: Record<Delivery["status"], string> = {
   pending: "Pending",
   delivered: "Delivered",
   failed: "Failed",
@@ -63,7 +63,7 @@ export const ERROR_TEXT: Record<string, string> = {
 
 const PAGE_SIZE = 20;
 
-function Outcome({ code, error }: { code: number | null; error: string | null }) {
+export function Outcome({ code, error }: { code: number | null; error: string | null }) {
   if (code !== null) return <>HTTP {code}</>;
   if (error) {
     return (
@@ -76,7 +76,7 @@ function Outcome({ code, error }: { code: number | null; error: string | null })
   return <span class="muted">not yet</span>;
 }
 
-function Attempts({ attempts }: { attempts: Attempt[] }) {
+export function Attempts({ attempts }: { attempts: Attempt[] }) {
   if (attempts.length === 0) return <span class="muted">none yet</span>;
   return (
     <ol class="attempts">
@@ -165,7 +165,7 @@ async function deliveriesPage(c: DashContext, project: Project, state: ResendSta
                   )}
                 </span>
                 {d.status !== "pending" && (
-                  <form method="post" action={`${path}/${seg(d.delivery_id)}/resend`} class="inline">
+                  <form method="post" action={`${path}/${seg(d.delivery_id)}/resend`} class="below">
                     <Csrf token={c.get("csrf")} />
                     <button type="submit" class="secondary" aria-label={`Resend delivery ${d.delivery_id}`}>
                       Resend

@@ -7,6 +7,7 @@ import { registerDomains } from "./domains";
 import { registerMembers } from "./members";
 import { registerProjects } from "./projects";
 import { registerReceivers } from "./receivers";
+import { registerRun } from "./run";
 import { registerRuns } from "./runs";
 import { registerUsage } from "./usage";
 
@@ -21,6 +22,7 @@ export const PAGES: ((dash: DashRouter) => void)[] = [
   registerDomains,
   registerUsage,
   registerRuns,
+  registerRun,
   registerDeliveries,
   registerReceivers,
   registerAuditLog,

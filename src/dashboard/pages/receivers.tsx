@@ -48,7 +48,7 @@ export function registerReceivers(dash: DashRouter) {
     withProject(c, async (project) => {
       const pid = project.project_id;
       // Seven days by default: the deliveries' records are kept that long, so it is everything there is.
-      const range = rangeOf(c.req.query("range"), "7d");
+      const range = rangeOf(c.req.query("range"), "7d" as const);
       const window = windowOf(range, c.var.scope.deps.now());
       const query = new URLSearchParams({ from: window.from, to: window.to });
       const list = await c.get("api")<ReceiverList>("GET", `/projects/${seg(pid)}/webhook-receivers?${query}`);

@@ -4,6 +4,8 @@ import { type Page, seg } from "../api";
 import { can } from "../access";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, DataTable, FilterActions, Pager, ProblemMessage, when } from "../components";
+import { Caller, callerNames, type CallerNames } from "../callers";
+import { OutcomeBadge, runPath } from "../run-outcome";
 import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
 import type { RunRecord, RunRecordList } from "../usage-types";
@@ -45,12 +47,6 @@ type Filters = ReturnType<typeof filtersOf>;
 const present = (filters: Filters) =>
   Object.fromEntries(Object.entries(filters).filter((e): e is [string, string] => e[1] !== undefined));
 
-function statusTone(code: number): BadgeTone {
-  if (code >= 500) return "bad";
-  if (code >= 400) return "warn";
-  return code >= 200 && code < 300 ? "ok" : "neutral";
-}
-
 function Select<K extends string>(props: {
   name: string;
   label: string;
@@ -73,23 +69,24 @@ function Select<K extends string>(props: {
   );
 }
 
-function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
+function RunRow({ r, pid, names }: { r: RunRecord; pid: string; names: CallerNames }) {
+  const page = runPath(pid, r.run_id);
   return (
     <tr id={`run-${r.run_id}`}>
       <td data-label="Run">
         {when(r.created_at)}
         <br />
-        <code class="muted id">{r.run_id}</code>
+        <a href={page}>
+          <code class="id">{r.run_id}</code>
+        </a>
       </td>
       <td data-label="App and request" class="nowrap">
-        {r.app_name} <Badge tone={r.mode === "async" ? "info" : "neutral"}>{r.mode}</Badge>
+        {r.app_name} <Badge tone={r.mode === "sync" ? "neutral" : "info"}>{r.mode}</Badge>
         <br />
         <code>{`${r.method} /${r.path}`}</code>
       </td>
-      <td data-label="Status">
-        <Badge tone={statusTone(r.status_code)}>{r.status_code}</Badge>
-        {r.timed_out && <span class="muted"> timed out</span>}
-        {r.hung_up && <span class="muted"> caller hung up</span>}
+      <td data-label="Outcome">
+        <OutcomeBadge r={r} />
       </td>
       <td data-label="Duration" class="num">
         {duration(r.duration_ms)}
@@ -104,9 +101,7 @@ function RunRow({ r, pid }: { r: RunRecord; pid: string }) {
         {bytes(r.bytes_in)} / {bytes(r.bytes_out)}
       </td>
       <td data-label="Caller" class="optional">
-        <code class="id clip" title={r.caller}>
-          {r.caller}
-        </code>
+        <Caller caller={r.caller} names={names} />
       </td>
       <td data-label="Webhook">
         {r.webhook ? (
@@ -140,7 +135,7 @@ async function underWay(c: DashContext, pid: string): Promise<AsyncRun[]> {
   return lists.flatMap((l) => (l.ok ? l.data.data : []));
 }
 
-function UnderWay({ runs }: { runs: AsyncRun[] }) {
+function UnderWay({ runs, pid }: { runs: AsyncRun[]; pid: string }) {
   if (runs.length === 0) return null;
   return (
     <div class="card">
@@ -151,7 +146,9 @@ function UnderWay({ runs }: { runs: AsyncRun[] }) {
             <Badge tone={r.status === "running" ? "info" : "neutral"}>
               {r.status === "running" ? "Running" : "Queued"}
             </Badge>{" "}
-            <code>{r.run_id}</code>{" "}
+            <a href={runPath(pid, r.run_id)}>
+              <code>{r.run_id}</code>
+            </a>{" "}
             <span class="muted">
               app {r.app_name}, accepted {when(r.created_at)}
             </span>
@@ -174,10 +171,11 @@ async function runsPage(c: DashContext, project: Project) {
   const cursor = c.req.query("cursor");
   if (cursor) query.set("cursor", cursor);
   const api = c.get("api");
-  const [list, apps, pending] = await Promise.all([
+  const [list, apps, pending, names] = await Promise.all([
     api<RunRecordList>("GET", `/projects/${seg(pid)}/runs?${query}`),
     api<Page<{ name: string }>>("GET", `/projects/${seg(pid)}/apps?limit=100`),
     underWay(c, pid),
+    callerNames(c, pid),
   ]);
   const path = projectPath(pid, "/runs");
   const kept = present(filters);
@@ -197,7 +195,7 @@ async function runsPage(c: DashContext, project: Project) {
         Every run of the project, synchronous and async, newest first, once it has ended (no bodies are kept). An async
         run's full state and result stay at its <code>status_url</code>. Runs are kept 7 days.
       </p>
-      <UnderWay runs={pending} />
+      <UnderWay runs={pending} pid={pid} />
       <form method="get" action={path} class="filter runs" aria-label="Filter runs">
         <Select name="app_name" label="App" options={appNames} value={filters.app_name} any="All apps" />
         <Select name="mode" label="Mode" options={MODES} value={filters.mode} any="Every mode" />
@@ -232,7 +230,7 @@ async function runsPage(c: DashContext, project: Project) {
             columns={[
               "Run",
               "App and request",
-              "Status",
+              "Outcome",
               "Duration",
               { label: "In / out", optional: true },
               { label: "Caller", optional: true },
@@ -242,7 +240,7 @@ async function runsPage(c: DashContext, project: Project) {
             footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
           >
             {list.data.data.map((r) => (
-              <RunRow r={r} pid={pid} />
+              <RunRow r={r} pid={pid} names={names} />
             ))}
           </DataTable>
         </>

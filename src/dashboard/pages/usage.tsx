@@ -1,24 +1,23 @@
-import type { Usage } from "../usage-types";
 import { type DashRouter, projectPath } from "../context";
 import { renderPage } from "../layout";
-import { RangePicker, rangeOf, UsageSection, usageQuery, windowOf } from "../usage-view";
+import { RangePicker, rangeOf, UsageSection, usageFor } from "../usage-view";
 import { ProjectHeading, withProject } from "./project";
 
-/** The project's usage: every app's runs together, by status and latency, over 1 h, 24 h or 7 days. */
+/** The project's usage: every app's runs together, by status and latency, where the runs are or over 1 h, 24 h or 7 days. */
 export function registerUsage(dash: DashRouter) {
   dash.get("/projects/:project_id/usage", (c) =>
     withProject(c, async (project) => {
       const pid = project.project_id;
-      const range = rangeOf(c.req.query("range"));
-      const window = windowOf(range, c.var.scope.deps.now());
-      const usage = await c.get("api")<Usage>("GET", usageQuery(pid, window));
+      // By default the window opens where the project's runs are, not on a day whose runs are one bar at its edge.
+      const range = rangeOf(c.req.query("range"), "fit");
+      const { window, usage } = await usageFor(c, pid, range);
       return renderPage(
         c,
         {
           title: "Usage",
           projectId: pid,
           tab: "usage",
-          status: usage.ok ? 200 : usage.problem.status === 404 ? 404 : 400,
+          status: usage === null || usage.ok ? 200 : usage.problem.status === 404 ? 404 : 400,
         },
         <>
           <ProjectHeading project={project} title="Usage" />
@@ -27,7 +26,7 @@ export function registerUsage(dash: DashRouter) {
             own figures are on its page under <a href={projectPath(pid, "/apps")}>Apps</a>; every run is listed under{" "}
             <a href={projectPath(pid, "/runs")}>Runs</a>.
           </p>
-          <RangePicker c={c} current={range} />
+          <RangePicker c={c} current={range} fit />
           <UsageSection c={c} usage={usage} window={window} projectId={pid} idPrefix="project" />
         </>,
       );

@@ -10,6 +10,7 @@ import { log, type LogFields } from "../../platform/log";
 import { isAsyncRunMessage } from "./message";
 import { deadlineOf, withDeadline } from "../deadline";
 import { tellIfFollowed } from "./followers";
+import { runJson } from "./resource";
 
 /**
  * The `async-runs` consumer. `max_batch_size = 1` (wrangler.toml): each run gets an invocation of its
@@ -83,7 +84,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
         logError("async run ended by someone else before its consumer", { run_id: run.id });
         return;
       }
-      tellIfFollowed(scope, run.id, ending.status, ended.followed);
+      tellIfFollowed(scope, run.id, ending.status, ended.followed, () => runJson({ ...run, ...ending }, answer.text));
       break;
     } catch (error) {
       if (tries >= END_TRIES) throw error;
@@ -112,7 +113,7 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
   let claimed: AsyncRun | undefined;
   try {
     claimed = await claimRun(db, runId, msg.id, deps.now());
-    tellIfFollowed(scope, runId, "running", claimed?.followed);
+    tellIfFollowed(scope, runId, "running", claimed?.followed, () => runJson(claimed!, null));
     if (!claimed) {
       const run = await runById(db, runId);
       // Claimed by this very message before: the invocation that had it died mid-run.

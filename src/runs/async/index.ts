@@ -95,7 +95,7 @@ export async function cancel(
   const cancelled =
     run.status === "queued" ? await cancelRun(scope.db, projectId, appName, runId, scope.deps.now()) : undefined;
   if (cancelled) {
-    tellIfFollowed(scope, runId, "cancelled", cancelled.followed);
+    tellIfFollowed(scope, runId, "cancelled", cancelled.followed, () => runJson(cancelled, null));
     if (cancelled.requestInR2) await dropPayloads(scope.env, [requestKey(runId)]);
     return jsonResponse(runJson(cancelled, null));
   }

@@ -9,6 +9,7 @@ import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver } from "./store";
 import { log, type LogFields } from "../../platform/log";
 import { tellIfFollowed } from "./followers";
+import { runJson } from "./resource";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
 export type Unanswered = "interrupted" | "expired" | "deadline";
@@ -109,7 +110,7 @@ export async function endUnanswered(
   why: Unanswered,
 ): Promise<boolean> {
   const text = unansweredText(run, why);
-  const ended = await endRun(scope.db, run.id, from, claimedBy, {
+  const ending: Ending = {
     status: "failed",
     resultStatus: PROBLEMS[unansweredProblem(why)].status,
     resultType: PROBLEM_CONTENT_TYPE,
@@ -119,9 +120,10 @@ export async function endUnanswered(
     errorCode: why,
     errorMessage: UNANSWERED_DETAIL[why],
     finishedAt: scope.deps.now(),
-  });
+  };
+  const ended = await endRun(scope.db, run.id, from, claimedBy, ending);
   if (!ended) return false;
-  tellIfFollowed(scope, run.id, "failed", ended.followed);
+  tellIfFollowed(scope, run.id, "failed", ended.followed, () => runJson({ ...run, ...ending }, text));
   // A deadline is a run the caller made and its deadline ended: recorded, as a timeout.
   if (why === "interrupted" || why === "deadline") {
     const finishedAt = scope.deps.now();

@@ -1,12 +1,15 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
 import { eventReader, follow, heldSleeps } from "../../../test/event-streams";
 import { client } from "../../../test/helpers";
-import { seedRunnable } from "../../../test/runs";
 import { createDb } from "../../db/client";
 import { claimRun, runById } from "./store";
 import { RECHECK_EVERY } from "./stream";
+import { WORD_RESOURCE_MAX } from "./followers";
+import { faultyD1 } from "../../../test/faulty-d1";
+import { callWith, seedRunnable } from "../../../test/runs";
 
 // Keep-alives come when a test passes a sleep, never by the wall clock; each test has its own sleeps
 // (a stream of an earlier test may still hold one).
@@ -27,6 +30,24 @@ afterEach(() => {
 const followersOf = (runId: string) =>
   env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(runId)).changed("queued") as Promise<number>;
 
+/** Hands `message` to the consumer with the app's answer held: resolves once the app is called. */
+async function consumeHeld(message: unknown) {
+  const upstream = gatedOutbound();
+  upstream.hold();
+  const consuming = consume(api, message, { deps: { outbound: upstream.outbound } });
+  await upstream.reached;
+  return {
+    /** Lets the app answer; resolves once the consumer is done. */
+    release: async () => {
+      upstream.release();
+      await consuming;
+    },
+    get calls() {
+      return upstream.calls;
+    },
+  };
+}
+
 describe("a run's status as an event stream (Accept: text/event-stream)", () => {
   it("sends the run resource at each change of state (queued, running, its end), then closes", async () => {
     const app = await seedRunnable(api);
@@ -42,20 +63,54 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
       run: { run_id: started.body.run_id, status: "queued", started_at: null, result: null },
     });
 
-    const upstream = gatedOutbound();
-    upstream.hold();
-    const consuming = consume(api, started.message, { deps: { outbound: upstream.outbound } });
-    await upstream.reached;
+    const upstream = await consumeHeld(started.message);
     // Told by the consumer's claim while the app is still being called, not by any polling.
     expect(await events.event()).toMatchObject({ id: "2", run: { status: "running", result: null } });
-    upstream.release();
-    await consuming;
+    await upstream.release();
     const end = await events.event();
     expect(end).toMatchObject({ id: "3", run: { status: "succeeded", status_code: 200 } });
     // The very resource a poll answers, its result included.
     expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
     expect(await events.next()).toBeNull();
     expect(upstream.calls).toBe(1);
+  });
+
+  it("sends the run as its owner wrote it, without reading D1 again", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    let readsFail = false;
+    const refused: Parameters<typeof faultyD1>[2] = [];
+    const db = faultyD1(env.DB, (sql) => readsFail && /^\s*select/i.test(sql), refused);
+    const response = await callWith(api, { DB: db }, new URL(started.body.status_url).pathname, {
+      token: app.token,
+      headers: { Accept: "text/event-stream" },
+    });
+    const events = eventReader(response);
+    expect((await events.event())?.id).toBe("1");
+    // From here a read of D1 by the stream would fail (and close it early, without events).
+    readsFail = true;
+    const upstream = await consumeHeld(started.message);
+    expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
+    await upstream.release();
+    const end = await events.event();
+    expect(end?.id).toBe("3");
+    expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
+    expect(await events.next()).toBeNull();
+    expect(refused).toEqual([]);
+  });
+
+  it("reads a run whose result is too large for its owner's word, and sends it whole", async () => {
+    const app = await seedRunnable(api);
+    const big = "x".repeat(WORD_RESOURCE_MAX + 1000);
+    const started = await startAsync(api, app, { body: { inputs: { big } } });
+    const events = eventReader(await follow(api, started.body.status_url, app.token));
+    expect((await events.event())?.id).toBe("1");
+    await consume(api, started.message);
+    let end = await events.event();
+    if (end?.id === "2") end = await events.event();
+    expect(end?.id).toBe("3");
+    expect(JSON.stringify(end!.run)).toContain(big);
+    expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
   });
 
   it("sends a comment every 15 s while nothing changes, and reads the run again every fourth one (a word its owner never gave)", async () => {
@@ -85,14 +140,10 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     await sleeps.waiting();
     sleeps.pass();
     expect(await events.next()).toEqual({ comment: "keep-alive" });
-    const upstream = gatedOutbound();
-    upstream.hold();
-    const consuming = consume(api, started.message, { deps: { outbound: upstream.outbound } });
-    await upstream.reached;
+    const upstream = await consumeHeld(started.message);
     // The reconnected stream gets what came after its last event, and no second "queued".
     expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
-    upstream.release();
-    await consuming;
+    await upstream.release();
     expect((await events.event())?.id).toBe("3");
     expect(await events.next()).toBeNull();
   });
@@ -146,6 +197,24 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect((await events.event())?.run.status).toBe("running");
     await consume(api, started.message, { id: "arm-dead", attempts: 2 });
     expect(await events.event()).toMatchObject({ id: "3", run: { status: "failed", error: { code: "interrupted" } } });
+  });
+
+  it("reads the run again when its hub is lost, joins a new one, and goes on", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const events = eventReader(await follow(api, started.body.status_url, app.token));
+    expect((await events.event())?.id).toBe("1");
+    // Claimed behind the stream's back, then the hub restarts (its sockets closed): no word ever came.
+    await claimRun(db, started.body.run_id, "arm-lost-hub", api.clock.now());
+    const hub = env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(started.body.run_id));
+    await runInDurableObject(hub, (_instance, state) => {
+      for (const socket of state.getWebSockets()) socket.close(1012, "restarting");
+    });
+    expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
+    await vi.waitFor(async () => expect(await followersOf(started.body.run_id)).toBe(1));
+    await consume(api, started.message, { id: "arm-lost-hub", attempts: 2 });
+    expect(await events.event()).toMatchObject({ id: "3", run: { status: "failed" } });
+    expect(await events.next()).toBeNull();
   });
 
   it("costs a run nobody follows nothing: its owner never reaches a hub", async () => {

@@ -3,7 +3,7 @@ import type { AsyncRun, AsyncRunStatus } from "../../db/schema";
 import { ApiError, invalidField } from "../../platform/errors";
 import { log } from "../../platform/log";
 import type { Scope } from "../../platform/scope";
-import { joinFollowers } from "./followers";
+import { joinFollowers, readWord, type Word } from "./followers";
 import { resourceText } from "./resource";
 import { followRunRow, runById } from "./store";
 
@@ -17,15 +17,17 @@ import { followRunRow, runById } from "./store";
  * How a change reaches the stream within milliseconds without anyone polling D1: the stream joins the
  * run's followers (`followers.ts`, a Durable Object per followed run), then marks the run followed and
  * reads it in one D1 write; each owner's conditional write returns that flag and, when set, tells the
- * hub, which tells the stream, which reads the run once more and sends it. A run nobody follows never
- * has a hub.
+ * hub, which tells the stream. The owner's word carries the run as it just wrote it (unless its result
+ * is large), so the stream sends it without another D1 read; otherwise it reads the run and sends that.
+ * A run nobody follows never has a hub.
  *
  * Platform limits this stays within, for a stream held 15 minutes or more:
  * - D1 allows 50 queries per Worker invocation on Workers Free (1,000 on Paid; D1's "Queries per Worker
- *   invocation"). A stream makes ~3 before it starts (key, run, follow), one per change (≤ 3), and one
- *   every `RECHECK_EVERY` keep-alives (60 s), the safety net for a word its hub never passed on (an owner
- *   that died between its write and its word). At `QUERIES_MAX` it closes; the client resumes with
- *   `Last-Event-ID` in a fresh invocation. That is ~35 minutes of an unchanged run per connection.
+ *   invocation"). A stream makes ~3 before it starts (key, run, follow), one per change whose word came
+ *   without the run (≤ 3), one after each lost hub, and one every `RECHECK_EVERY` keep-alives (60 s): the
+ *   safety net for a word its hub never passed on (an owner that died between its write and its word).
+ *   At `QUERIES_MAX` it closes; the client resumes with `Last-Event-ID` in a fresh invocation. That is
+ *   ~35 minutes of an unchanged run per connection.
  * - Subrequests and connections: one WebSocket to the hub, held; rejoined at most `REJOINS_MAX` times.
  * - Wall time: a Worker serving a connected client has no wall-clock limit; the hub's sockets hibernate,
  *   so the Durable Object is not held in memory (nor billed) while the stream waits.
@@ -104,8 +106,12 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
   const wakeup = new Wakeup();
   let hubLost = false;
   let clientGone = false;
+  const words: Word[] = [];
   const listen = (socket: WebSocket) => {
-    socket.addEventListener("message", wakeup.ring);
+    socket.addEventListener("message", (event) => {
+      words.push(readWord(typeof event.data === "string" ? event.data : ""));
+      wakeup.ring();
+    });
     const lost = () => {
       hubLost = true;
       wakeup.ring();
@@ -119,30 +125,41 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
     wakeup.ring();
   });
 
-  /** Sends `row` when it is a state after the last one sent; whether it is the end. */
-  const send = async (row: AsyncRun): Promise<boolean> => {
-    const place = PLACE[row.status];
+  /** Sends the resource at `place` when it is a state after the last one sent; whether it is the end. */
+  const sendAt = async (place: number, resource: () => Promise<string> | string): Promise<boolean> => {
     if (place > sent) {
-      await sse.writeSSE({ id: String(place), data: await resourceText(scope.env, row) });
+      await sse.writeSSE({ id: String(place), data: await resource() });
       sent = place;
     }
-    return isFinal(row.status);
+    return place === FINAL_PLACE;
   };
+  const send = (row: AsyncRun) => sendAt(PLACE[row.status], () => resourceText(scope.env, row));
 
   const loop = async () => {
     let queries = 0;
     let keepAlives = 0;
     let rejoins = 0;
+    // A change between a lost hub's last word and the new hub's first was told to nobody: read once more.
+    let rejoined = false;
     let tick = scope.deps.sleep(KEEP_ALIVE_MS).then(() => "tick" as const);
     if (!now || (await send(now))) return;
     for (;;) {
       const woke = await Promise.race([tick, wakeup.next()]);
       if (clientGone) return;
+      let reread = hubLost || rejoined;
+      rejoined = false;
       if (woke === "tick") {
         await sse.write(": keep-alive\n\n");
         tick = scope.deps.sleep(KEEP_ALIVE_MS).then(() => "tick" as const);
-        if (++keepAlives % RECHECK_EVERY !== 0) continue;
+        if (++keepAlives % RECHECK_EVERY === 0) reread = true;
       }
+      // A word that carries the run is sent as it is; one that does not is read from D1.
+      for (const word of words.splice(0)) {
+        const place = PLACE[word.status as AsyncRunStatus] as number | undefined;
+        if (word.resource === null || place === undefined) reread = true;
+        else if (await sendAt(place, () => word.resource!)) return;
+      }
+      if (!reread) continue;
       if (queries >= QUERIES_MAX) return resumeLater();
       queries++;
       const row = await runById(scope.db, run.id);
@@ -153,7 +170,7 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
         hub = await join(scope.env, run.id);
         hubLost = false;
         listen(hub);
-        // A change between the loss and the join was told to nobody: read once more.
+        rejoined = true;
         wakeup.ring();
       }
     }

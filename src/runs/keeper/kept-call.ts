@@ -252,7 +252,14 @@ export function keepCall(parts: KeepParts): KeptCall {
       return;
     }
     const endedAt = clock();
-    const { ending } = await endHandedOver(scope, run.runId, answer, endedAt);
+    const { ending } = await endHandedOver(
+      scope,
+      run,
+      appRequest.target,
+      pending,
+      { calledAt: clock(calledAt), handedOverAt, endedAt },
+      answer,
+    );
     if (pending) await enqueuePending(scope, pending, answer.text);
     const failure = answer.failure;
     parts.ended(

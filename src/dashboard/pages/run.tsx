@@ -1,0 +1,282 @@
+import type { z } from "@hono/zod-openapi";
+import type { AsyncRunSchema } from "../../runs/async/routes";
+import { type ApiResult, type Page, seg } from "../api";
+import { can } from "../access";
+import { Caller, callerNames } from "../callers";
+import { Badge, DataTable, ProblemMessage, when } from "../components";
+import { type DashContext, type DashRouter, projectPath } from "../context";
+import { bytes, duration } from "../format";
+import { renderPage } from "../layout";
+import { endingText, failureText, outcomeOf, OutcomeBadge } from "../run-outcome";
+import type { RunRecord } from "../usage-types";
+import { Attempts, type Delivery, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
+import { type Project, ProjectHeading, withProject } from "./project";
+
+/** An async or handed-over run's own state and stored result (`GET /v2/projects/{project_id}/async-runs/{run_id}`). */
+type AsyncRun = z.infer<typeof AsyncRunSchema>;
+
+/** The moments a record keeps, in ms after acceptance (null: the run never had that moment). */
+interface RecordTimes {
+  called_ms: number | null;
+  answered_ms: number | null;
+  first_byte_ms: number | null;
+  handed_over_ms: number | null;
+  ended_ms: number | null;
+}
+
+/** The most of a stored result the page shows; the rest is a link away (the status URL). */
+const RESULT_SHOWN_CHARS = 20_000;
+
+export interface Moment {
+  what: string;
+  at: number;
+  note?: string;
+}
+
+/**
+ * A run's timeline: accepted, called, answered (headers), first byte, handed over, ended, as far as
+ * the record (its moments) and an async or handed-over run's state (its times) tell them; each once, in
+ * order. A record from before the moments were kept still gives its end (and a stream's first byte).
+ */
+export function timelineOf(record: RunRecord | null, run: AsyncRun | null): Moment[] {
+  const acceptedAt = Date.parse(record?.created_at ?? run?.created_at ?? "");
+  if (Number.isNaN(acceptedAt)) return [];
+  const times = (record as (RunRecord & { times?: RecordTimes }) | null)?.times;
+  const after = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : acceptedAt + ms);
+  const at = (iso: string | null | undefined) => (iso ? Date.parse(iso) : null);
+  const moments: [string, number | null, string?][] = [
+    ["Accepted", acceptedAt, "the gateway admitted the run"],
+    ["App called", after(times?.called_ms) ?? at(run?.started_at), "the request to the app was sent"],
+    ["App answered", after(times?.answered_ms), "the app's response headers came"],
+    ["First byte", after(times?.first_byte_ms ?? record?.ttfb_ms), "the first byte of the answer reached the caller"],
+    [
+      "Handed over",
+      after(times?.handed_over_ms) ?? at(run?.handed_over_at),
+      "the caller stopped waiting; the run went on",
+    ],
+    ["Ended", after(times?.ended_ms ?? record?.duration_ms) ?? at(run?.finished_at), undefined],
+  ];
+  return moments
+    .filter((m): m is [string, number, string?] => m[1] !== null)
+    .map(([what, when, note]) => ({ what, at: when, ...(note ? { note } : {}) }));
+}
+
+function Timeline({ moments }: { moments: Moment[] }) {
+  if (moments.length === 0) return <p class="muted">No moments are known for this run.</p>;
+  const start = moments[0]!.at;
+  return (
+    <ol class="timeline">
+      {moments.map((m) => (
+        <li>
+          <strong>{m.what}</strong> <span class="num">+{duration(m.at - start)}</span>
+          <br />
+          <span class="muted">
+            {when(new Date(m.at).toISOString())}
+            {m.note && ` · ${m.note}`}
+          </span>
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+function Facts({ r, names }: { r: RunRecord; names: Awaited<ReturnType<typeof callerNames>> }) {
+  const { ending, failure } = outcomeOf(r);
+  const whose = failureText(failure, r.status_code);
+  return (
+    <dl class="facts">
+      <dt>Outcome</dt>
+      <dd>
+        <OutcomeBadge r={r} />
+        <br />
+        <span class="muted">
+          {endingText(ending)}
+          {whose && ending !== "hung_up" && ` (${whose})`}
+        </span>
+      </dd>
+      <dt>App and request</dt>
+      <dd>
+        {r.app_name} <code>{`${r.method} /${r.path}`}</code>
+      </dd>
+      <dt>Mode</dt>
+      <dd>
+        {r.mode}
+        {(r as RunRecord & { handed_over?: boolean }).handed_over && " (handed over)"}
+      </dd>
+      <dt>Duration</dt>
+      <dd>
+        {duration(r.duration_ms)}
+        {r.ttfb_ms !== null && <span class="muted">, first byte after {duration(r.ttfb_ms)}</span>}
+      </dd>
+      <dt>Bytes in / out</dt>
+      <dd>
+        {bytes(r.bytes_in)} / {bytes(r.bytes_out)}
+      </dd>
+      <dt>Caller</dt>
+      <dd>
+        <Caller caller={r.caller} names={names} />
+      </dd>
+      <dt>Request id</dt>
+      <dd>
+        <code>{r.request_id}</code>
+      </dd>
+      {r.status_url && (
+        <>
+          <dt>Status URL</dt>
+          <dd>
+            <code>{r.status_url}</code>
+          </dd>
+        </>
+      )}
+    </dl>
+  );
+}
+
+function Result({ run }: { run: AsyncRun }) {
+  const text = run.result === null || run.result === undefined ? null : JSON.stringify(run.result, null, 2);
+  return (
+    <>
+      <dl class="facts">
+        <dt>State</dt>
+        <dd>
+          <Badge tone={run.status === "succeeded" ? "ok" : run.status === "failed" ? "bad" : "info"}>
+            {run.status}
+          </Badge>
+          {run.status_code !== null && <span class="muted"> answered {run.status_code}</span>}
+        </dd>
+        {run.error && (
+          <>
+            <dt>Error</dt>
+            <dd>
+              <code>{run.error.code}</code> <span class="muted">{run.error.message}</span>
+            </dd>
+          </>
+        )}
+      </dl>
+      {text === null ? (
+        <p class="muted">
+          {run.status === "queued" || run.status === "running"
+            ? "No result yet: it is stored here once the run ends."
+            : "No result is stored."}
+        </p>
+      ) : (
+        <>
+          <pre>
+            <code>{text.length > RESULT_SHOWN_CHARS ? `${text.slice(0, RESULT_SHOWN_CHARS)}\n…` : text}</code>
+          </pre>
+          {text.length > RESULT_SHOWN_CHARS && (
+            <p class="muted">
+              The first {RESULT_SHOWN_CHARS.toLocaleString("en-US")} characters; the whole result is at its status URL.
+            </p>
+          )}
+        </>
+      )}
+    </>
+  );
+}
+
+function Deliveries({ list, pid, runId }: { list: ApiResult<Page<Delivery>> | null; pid: string; runId: string }) {
+  if (list === null) return <p class="muted">Your role does not show webhook deliveries.</p>;
+  if (!list.ok) return <ProblemMessage problem={list.problem} action="Loading the run's deliveries" />;
+  if (list.data.data.length === 0) return <p class="muted">No webhook was asked for this run.</p>;
+  return (
+    <>
+      <DataTable caption="Webhook deliveries of the run" columns={["Endpoint", "Status", "Attempts", "Last outcome"]}>
+        {list.data.data.map((d) => (
+          <tr>
+            <td>
+              <code>{d.endpoint}</code>
+              <br />
+              <span class="muted">
+                id <code>{d.delivery_id}</code>
+              </span>
+            </td>
+            <td>
+              <Badge tone={STATUS_TONE[d.status]}>{STATUS_LABEL[d.status]}</Badge>
+            </td>
+            <td>
+              <Attempts attempts={d.attempts} />
+            </td>
+            <td>
+              <Outcome code={d.last_status_code} error={d.last_error} />
+            </td>
+          </tr>
+        ))}
+      </DataTable>
+      <p>
+        <a href={`${projectPath(pid, "/webhook-deliveries")}?run_id=${seg(runId)}`}>
+          These deliveries on the Webhook deliveries page (resend from there)
+        </a>
+      </p>
+    </>
+  );
+}
+
+async function runPage(c: DashContext, project: Project) {
+  const pid = project.project_id;
+  const runId = c.req.param("run_id") ?? "";
+  const api = c.get("api");
+  const [record, run, deliveries, names] = await Promise.all([
+    api<RunRecord>("GET", `/projects/${seg(pid)}/runs/${seg(runId)}`),
+    can(c, "runs:invoke") ? api<AsyncRun>("GET", `/projects/${seg(pid)}/async-runs/${seg(runId)}`) : null,
+    can(c, "deliveries:read")
+      ? api<Page<Delivery>>("GET", `/projects/${seg(pid)}/webhook-deliveries?run_id=${seg(runId)}&limit=20`)
+      : null,
+    callerNames(c, pid),
+  ]);
+  const r = record.ok ? record.data : null;
+  const a = run?.ok ? run.data : null;
+  const found = r !== null || a !== null;
+  // A problem other than "no such run" (a bad id, a refused read) is shown as it is.
+  const refused = !record.ok && record.problem.status !== 404 ? record.problem : null;
+  return renderPage(
+    c,
+    {
+      title: `Run ${runId}`,
+      projectId: pid,
+      tab: "runs",
+      status: found ? 200 : refused ? (refused.status === 403 ? 403 : 400) : 404,
+    },
+    <>
+      <p>
+        <a href={projectPath(pid, "/runs")}>← Runs</a>
+      </p>
+      <ProjectHeading project={project} title="Run" />
+      <p>
+        <code>{runId}</code>
+      </p>
+      {refused ? (
+        <ProblemMessage problem={refused} action="Loading the run" />
+      ) : !found ? (
+        <div class="card">
+          <p>
+            <strong>No run with this id in the project.</strong> A synchronous run is on record a few seconds after it
+            ends, and records are kept 7 days; an async run is found here from its acceptance.
+          </p>
+        </div>
+      ) : (
+        <>
+          {r ? (
+            <Facts r={r} names={names} />
+          ) : (
+            <p class="muted">Not on record yet: a run is recorded once it has ended. Its state so far is below.</p>
+          )}
+          <h2>Timeline</h2>
+          <Timeline moments={timelineOf(r, a)} />
+          {a && (
+            <>
+              <h2>Result</h2>
+              <Result run={a} />
+            </>
+          )}
+          <h2>Webhook deliveries</h2>
+          <Deliveries list={deliveries} pid={pid} runId={runId} />
+        </>
+      )}
+    </>,
+  );
+}
+
+export function registerRun(dash: DashRouter) {
+  dash.get("/projects/:project_id/runs/:run_id", (c) => withProject(c, (project) => runPage(c, project)));
+}

@@ -1,0 +1,84 @@
+import { seg } from "./api";
+import { Badge, type BadgeTone } from "./components";
+import { projectPath } from "./context";
+import type { RunRecord } from "./usage-types";
+
+/** A run's own page in the dashboard. */
+export const runPath = (projectId: string, runId: string) => projectPath(projectId, `/runs/${seg(runId)}`);
+
+/** Whose failure a run's error was: the gateway's (its problem code) or the app's (its own status). */
+export type Failure = { by: "gateway"; code: string } | { by: "app"; status: number };
+
+/** The words a run's record ends with (src/runs/outcome.ts, `RunEnding`). */
+export type Ending = "answered" | "hung_up" | "timeout" | "deadline" | "unreachable" | "refused" | "interrupted";
+
+/**
+ * What the caller got and why, read from a record: its `ending` and `failure` where the record carries
+ * them; a record written before them says only `hung_up` and `timed_out`, and whose failure a 5xx was
+ * is then unknown.
+ */
+export function outcomeOf(r: RunRecord): { ending: Ending; failure: Failure | null | undefined } {
+  const more = r as RunRecord & { ending?: Ending; failure?: Failure | null };
+  if (more.ending !== undefined) return { ending: more.ending, failure: more.failure ?? null };
+  const ending: Ending = r.hung_up ? "hung_up" : r.timed_out ? "timeout" : "answered";
+  return { ending, failure: r.status_code < 400 ? null : undefined };
+}
+
+export function statusTone(code: number): BadgeTone {
+  if (code >= 500) return "bad";
+  if (code >= 400) return "warn";
+  return code >= 200 && code < 300 ? "ok" : "neutral";
+}
+
+const ENDING_TEXT: Record<Ending, string> = {
+  answered: "answered",
+  hung_up: "the caller left before the answer ended; the app's call was ended",
+  timeout: "the gateway's time limit ended the app's call",
+  deadline: "its Cancel-After deadline passed",
+  unreachable: "the app could not be reached, or its answer broke off",
+  refused: "refused by the gateway before the app was called",
+  interrupted: "the platform stopped its owner mid-call; never called again",
+};
+
+/** The ending in a sentence, for the run's page. */
+export const endingText = (ending: Ending) => ENDING_TEXT[ending];
+
+/** Whose failure it was, in a few words: "the app's own 503", "gateway: bad_gateway". */
+export function failureText(failure: Failure | null | undefined, status: number): string | null {
+  if (failure === null) return null;
+  if (failure === undefined) return status >= 400 ? "whose failure: not recorded" : null;
+  return failure.by === "app" ? `the app's own ${failure.status}` : `gateway: ${failure.code}`;
+}
+
+/**
+ * The Runs list's outcome cell: the status the caller got, then who failed (the app or the gateway, by
+ * its problem code), or that the caller left. Colour is never the only sign: the words say it too.
+ */
+export function OutcomeBadge({ r }: { r: RunRecord }) {
+  const { ending, failure } = outcomeOf(r);
+  const whose = failureText(failure, r.status_code);
+  if (ending === "hung_up") {
+    return (
+      <>
+        <Badge tone="warn">Caller left</Badge>
+        <br />
+        <span class="muted">
+          {r.status_code ? `${r.status_code} not read to its end` : "before the answer"}; app call ended
+        </span>
+      </>
+    );
+  }
+  return (
+    <>
+      <Badge tone={statusTone(r.status_code)}>{r.status_code}</Badge>
+      {ending === "timeout" && <span class="muted"> timed out</span>}
+      {ending === "deadline" && <span class="muted"> deadline</span>}
+      {whose && (
+        <>
+          <br />
+          <span class={failure?.by === "gateway" ? "whose gateway" : "whose"}>{whose}</span>
+        </>
+      )}
+    </>
+  );
+}
