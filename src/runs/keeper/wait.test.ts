@@ -12,6 +12,7 @@ import {
   watchState,
   whenClosed,
 } from "../../../test/peers";
+import { eventReader, follow } from "../../../test/event-streams";
 import { seedRunnable } from "../../../test/runs";
 import { keeperName } from "./keeper";
 
@@ -235,6 +236,25 @@ describe("Prefer: wait, a slow app", () => {
     }, "the delivery arrives");
     expect(deliveries).toHaveLength(1);
     expect(done).toContain(deliveries[0]!.body!);
+  });
+});
+
+describe("a handed-over run followed as a stream", () => {
+  it("sends its state as it is when followed (running, waited, handed over), then its end from the keeper", async () => {
+    const api = client();
+    const key = watchKey();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}`);
+    const response = await api.call(app.runPath, { token: app.token, headers: { Prefer: "wait=1" } });
+    const { urls } = (await response.json()) as { urls: { stream: string } };
+    const events = eventReader(await follow(api, urls.stream, app.token));
+    const first = await events.event();
+    expect(first!.run).toMatchObject({ status: "running", mode: "wait" });
+    expect(first!.run.handed_over_at).not.toBeNull();
+    await releaseStream(key);
+    const last = await events.event();
+    expect(last!.run).toMatchObject({ status: "succeeded", mode: "wait", status_code: 200 });
+    expect(last!.run.result).toMatchObject({ result: { method: "GET" } });
+    expect(await events.event()).toBeNull();
   });
 });
 
