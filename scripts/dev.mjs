@@ -153,12 +153,13 @@ const worker = await devEnv.startWorker({
     },
   },
 });
-// The requests of the set-up below (seeding the demo) are ours, not the person's: their lines are left out.
-let settingUp = true;
+// The requests of the set-up below (seeding the demo) are ours, not the person's: their lines are left out,
+// by when they started (a line is printed when its answer has ended, which may be after the set-up).
+let setUpUntil = Infinity;
 const front = await startFront({
   port,
   color,
-  print: (text) => settingUp || say(text),
+  print: (text, line) => line.started >= setUpUntil && say(text),
   target: () => (origin ? Promise.resolve(origin) : whenReady),
 });
 
@@ -194,7 +195,7 @@ if (process.env.SEED_DEMO !== "0") {
     await inviteDevUser();
   }
 }
-settingUp = false;
+setUpUntil = Date.now();
 banner();
 
 /** The development user becomes owner of every project at their next sign-in (an open invite is kept once). */

@@ -40,20 +40,20 @@ export const MISSES = {
   },
   chunked: {
     costs:
-      "the silence watch on a body without a length: {bodies:silence-watch}. Any JavaScript between the app's body and the caller's takes the body off workerd's native pipe",
+      "the silence watch on a body without a length (`relay` in src/runs/call.ts): each chunk is read into JavaScript (one reused buffer) and written into the runtime's pipe, one turn per chunk, where (b) hands the body on natively: {bodies:silence-watch}",
     buys: "`RUN_STREAM_IDLE_MS`: a call whose app goes silent mid-stream is ended instead of holding the caller and a connection; the body's bytes are counted (usage, limits) as they pass",
     experiment:
-      "the piece `silence-watch` (the same bundle with the watch made a plain pipe), streamed in the same repetitions",
+      "the piece `silence-watch` (the same bundle with `stream()` handing on the app's body itself), streamed in the same repetitions",
   },
   "chunked-cpu": {
-    costs: "the silence watch's reads and writes per chunk: {bodies:silence-watch}",
+    costs: "the silence watch's read and write per chunk: {bodies:silence-watch}",
     buys: "the idle limit and the byte count, as for the chunked body's bytes/s",
     experiment: "the piece `silence-watch`, streamed in the same repetitions",
   },
   rss: {
-    costs: "buffers allocated per read by the silence watch and collected late by V8 (external memory)",
+    costs: "what the silence watch holds while the body streams",
     buys: "the idle limit and the byte count",
-    experiment: "the piece `silence-watch`: its RSS growth with and without the watch",
+    experiment: "the piece `silence-watch`: the RSS growth with and without the watch",
   },
   declared: {
     costs:

@@ -59,20 +59,29 @@ export function show(n, { unit = "", digits = 2, signed = false } = {}) {
  * One row: `label`, one value per repetition, and how to read it. `target`: [">=" | "<=", bound] in
  * the row's own unit; `signed` prints differences with their sign; `vs` names what the row is
  * measured against; `note` is printed after the verdict; `key` names a row with a target for
- * scripts/bench/doc.mjs (what its miss costs and buys is written there under that key).
+ * scripts/bench/doc.mjs (what its miss costs and buys is written there under that key); `cost` marks
+ * a difference that is a cost, printed "below noise" when any repetition measured it at or below zero.
  */
 export function figure(
   label,
   values,
-  { unit = "", digits = 2, target = null, signed = false, vs = "", note = "", key = null } = {},
+  { unit = "", digits = 2, target = null, signed = false, vs = "", note = "", key = null, cost = false } = {},
 ) {
-  return { label, values: finite(values), unit, digits, target, signed, vs, note, key };
+  return { label, values: finite(values), unit, digits, target, signed, vs, note, key, cost };
 }
 
-/** The spread of a row: "0.81–0.93×", or the single value with "(1 rep)". */
+/** A cost row (`cost: true`) that some repetition measured at or below zero is below the noise. */
+const belowNoise = (row) => row.cost && row.values.some((v) => v <= 0);
+
+/** The median of a row as printed: its value, or "below noise" for such a cost. */
+const middle = (row) => (belowNoise(row) ? "below noise" : show(median(row.values), row));
+
+/** The spread of a row: "0.81 … 0.93×", the single value with "(1 rep)", or a cost below noise's half-width. */
 export function spread(row) {
   const vs = row.values;
   if (vs.length === 0) return "–";
+  if (belowNoise(row))
+    return `differences within ±${show(Math.max(...vs.map(Math.abs)), { ...row, signed: false })}${vs.length === 1 ? " (1 rep)" : ""}`;
   const fmt = (v) => show(v, row);
   if (vs.length === 1) return `${fmt(vs[0])} (1 rep)`;
   return `${fmt(Math.min(...vs))} … ${fmt(Math.max(...vs))}`;
@@ -83,7 +92,7 @@ const verdictText = (v) => (v === "missed" ? "**missed**" : v === "undecided" ? 
 function rowLine(row) {
   const v = verdict(row.values, row.target);
   const target = row.target ? `${opText[row.target[0]]} ${show(row.target[1], { ...row, signed: row.signed })}` : "";
-  return `| ${row.label} | **${show(median(row.values), row)}** | ${spread(row)} | ${row.vs} | ${target} | ${verdictText(v)}${row.note ? ` ${row.note}` : ""} |`;
+  return `| ${row.label} | **${middle(row)}** | ${spread(row)} | ${row.vs} | ${target} | ${verdictText(v)}${row.note ? ` ${row.note}` : ""} |`;
 }
 
 /** Prints `rows` as one table under `title`; keeps the rows with a target for the summary. */
@@ -102,7 +111,7 @@ export function printRows(title, rows, { section = title } = {}) {
       min: vs.length ? Math.min(...vs) : null,
       max: vs.length ? Math.max(...vs) : null,
       verdict: verdict(vs, row.target),
-      text: { median: show(median(vs), row), spread: spread(row), target: row.target ? targetText(row) : "" },
+      text: { median: middle(row), spread: spread(row), target: row.target ? targetText(row) : "" },
     });
   }
 }
@@ -146,7 +155,7 @@ export function printSummary() {
     const v = verdict(row.values, row.target);
     if (v) counts[v]++;
     console.log(
-      `| ${section} | ${row.label}${row.vs ? ` (against ${row.vs})` : ""} | **${show(median(row.values), row)}** | ${spread(row)} | ${opText[row.target[0]]} ${show(row.target[1], row)} | ${verdictText(v)} |`,
+      `| ${section} | ${row.label}${row.vs ? ` (against ${row.vs})` : ""} | **${middle(row)}** | ${spread(row)} | ${opText[row.target[0]]} ${show(row.target[1], row)} | ${verdictText(v)} |`,
     );
   }
   console.log(`\n${counts.met} met, ${counts.missed} missed, ${counts.undecided} undecided.`);

@@ -475,6 +475,7 @@ try {
           unit: "ms",
           digits: 3,
           signed: true,
+          cost: true,
           target: ["<=", 0.1],
           vs: "(b')",
           key: `${id}-cpu`,
@@ -486,8 +487,20 @@ try {
           key: `${id}-p99`,
         }),
         figure(`${what} req/s`, ratio(id, "b", "rps"), { unit: "x", vs: "(b)" }),
-        figure(`${what} workerd CPU per run`, diff(id, "b", "cpu"), { unit: "ms", digits: 3, signed: true, vs: "(b)" }),
-        figure(`${what} p50 at 1 connection`, diff(id, "b", "p50"), { unit: "ms", digits: 3, signed: true, vs: "(b)" }),
+        figure(`${what} workerd CPU per run`, diff(id, "b", "cpu"), {
+          unit: "ms",
+          digits: 3,
+          signed: true,
+          cost: true,
+          vs: "(b)",
+        }),
+        figure(`${what} p50 at 1 connection`, diff(id, "b", "p50"), {
+          unit: "ms",
+          digits: 3,
+          signed: true,
+          cost: true,
+          vs: "(b)",
+        }),
       );
     }
     if (results.B && results.b)
@@ -496,6 +509,7 @@ try {
           unit: "ms",
           digits: 3,
           signed: true,
+          cost: true,
           vs: "(b)",
         }),
         figure("(b') req/s", ratio("B", "b", "rps"), { unit: "x", vs: "(b)" }),
@@ -513,7 +527,13 @@ try {
           per("f", "e", "cpu", (f, e) => f / e),
           { unit: "x", target: [">=", 0.9], vs: "(f)", key: "e-cpu" },
         ),
-        figure("(e) − (f), CPU per run", diff("e", "f", "cpu"), { unit: "ms", digits: 3, signed: true, vs: "(f)" }),
+        figure("(e) − (f), CPU per run", diff("e", "f", "cpu"), {
+          unit: "ms",
+          digits: 3,
+          signed: true,
+          cost: true,
+          vs: "(f)",
+        }),
         figure("(e) req/s during the load", ratio("e", "f", "rps"), { unit: "x", vs: "(f)" }),
       );
     }

@@ -339,6 +339,7 @@ export function printRunPath(figures) {
         unit: "ms",
         digits: 3,
         signed: true,
+        cost: true,
         vs: "(b')",
       },
     ),
@@ -423,6 +424,7 @@ export function printRunPath(figures) {
         unit: "ms",
         digits: 3,
         signed: true,
+        cost: true,
         key: "first-byte-bprime",
         target: ["<=", 1],
         vs: "(b')",
@@ -435,6 +437,7 @@ export function printRunPath(figures) {
         unit: "ms",
         digits: 3,
         signed: true,
+        cost: true,
         vs: "(b)",
         // The target is against (b'): against (b) the local limiter's stand-in (a Durable Object's SQLite
         // write per call) is in the difference, which production does not pay in that form.

@@ -17,7 +17,8 @@ const PROBLEM_PEEK_BYTES = 8192;
 
 /**
  * Starts the front on `port`, on both loopback addresses (IPv4 and, where there is one, IPv6), forwarding to
- * the origin `target()` answers (it may wait: the Worker reloads). `print` gets one line per request.
+ * the origin `target()` answers (it may wait: the Worker reloads). `print(text, line)` gets one line per
+ * request, when its answer has ended (or its caller left), with the request's facts (`line.started`…).
  */
 export async function startFront({ port, target, print, color = false }) {
   const servers = [];
@@ -46,12 +47,12 @@ async function forward(req, res, { target, print, color }) {
   const done = () => {
     if (finished) return;
     finished = true;
-    print(formatLine(line, Date.now(), color));
+    print(formatLine(line, Date.now(), color), line);
   };
   const upstream = httpRequest(origin, {
     method: req.method,
     path: req.url,
-    headers: req.rawHeaders,
+    headers: headersOf(req.rawHeaders),
     agent: false, // a connection of its own, so resetting it touches no other request
   });
   // The caller left before the answer ended: reset the Worker's connection, so the runtime aborts the
@@ -93,7 +94,25 @@ async function forward(req, res, { target, print, color }) {
     if (!res.headersSent) res.writeHead(502, { "content-type": "text/plain; charset=utf-8" });
     res.end(`${line.note}\n`, done);
   });
-  req.pipe(upstream);
+  // A request without a body (curl -X POST with no data) stays without one: piped, Node would send an
+  // empty chunked body, and the gateway would see a body with no Content-Type.
+  if (req.headers["content-length"] !== undefined || req.headers["transfer-encoding"] !== undefined) req.pipe(upstream);
+  else {
+    upstream.useChunkedEncodingByDefault = false;
+    upstream.end();
+  }
+}
+
+/**
+ * The caller's headers as they came (repeated ones repeated), as an object: with an array Node would fix
+ * the request's framing at once, before it knows whether a body follows.
+ */
+function headersOf(raw) {
+  const headers = {};
+  for (let i = 0; i < raw.length; i += 2) (headers[raw[i].toLowerCase()] ??= []).push(raw[i + 1]);
+  // One value is a string (Node insists on it for Host).
+  for (const [name, values] of Object.entries(headers)) if (values.length === 1) headers[name] = values[0];
+  return headers;
 }
 
 /** A WebSocket (or any upgrade) is passed through as bytes both ways; it is not logged line by line. */

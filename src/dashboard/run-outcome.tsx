@@ -24,6 +24,12 @@ export function outcomeOf(r: RunRecord): { ending: Ending; failure: Failure | nu
   return { ending, failure: r.status_code < 400 ? null : undefined };
 }
 
+/** A caller who left before any answer is recorded with 499 (nginx's "client closed request"), no status of the app's. */
+export const CLIENT_CLOSED = 499;
+
+/** Whether a caller who left had started to get the app's answer (its status and some of its body). */
+const answeredBeforeLeaving = (r: RunRecord) => r.status_code !== CLIENT_CLOSED && r.status_code > 0;
+
 export function statusTone(code: number): BadgeTone {
   if (code >= 500) return "bad";
   if (code >= 400) return "warn";
@@ -63,7 +69,7 @@ export function OutcomeBadge({ r }: { r: RunRecord }) {
         <Badge tone="warn">Caller left</Badge>
         <br />
         <span class="muted">
-          {r.status_code ? `${r.status_code} not read to its end` : "before the answer"}; app call ended
+          {answeredBeforeLeaving(r) ? `after the app's ${r.status_code} began` : "before the answer"}; app call ended
         </span>
       </>
     );

@@ -1,5 +1,5 @@
 import { createServer, request, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { convertV4MiniflareOptions, Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // @ts-expect-error: plain JavaScript modules of `npm run dev`, without declarations
@@ -15,6 +15,7 @@ import { formatLog, parseInspected } from "../../scripts/dev/logs.mjs";
 let mf: Miniflare;
 let witness: Server;
 let front: { port: number; close(): Promise<void> };
+let origin: string;
 const aborted: string[] = [];
 const lines: string[] = [];
 
@@ -24,6 +25,8 @@ const WORKER = `export default {
     const id = new URL(request.url).searchParams.get("id");
     request.signal.addEventListener("abort", () => ctx.waitUntil(fetch(env.WITNESS + "/" + id)));
     if (new URL(request.url).pathname === "/fast") return Response.json({ ok: true }, { headers: { "X-Run-Id": "run_1" } });
+    if (new URL(request.url).pathname === "/body")
+      return Response.json({ body: request.body === null ? null : await request.text(), length: request.headers.get("content-length") });
     await new Promise((resolve) => { const t = setTimeout(resolve, 20000); request.signal.addEventListener("abort", () => (clearTimeout(t), resolve())); });
     return new Response("late");
   },
@@ -51,7 +54,7 @@ beforeAll(async () => {
       ],
     }),
   );
-  const origin = (await mf.ready).origin;
+  origin = (await mf.ready).origin;
   front = await startFront({ port: 0, target: async () => origin, print: (line: string) => lines.push(line) });
 }, 60_000);
 
@@ -89,6 +92,23 @@ describe("the dev front", () => {
     await expect.poll(() => lines.join("\n")).toMatch(/ 200 GET \/fast\?id=served \d+ ms run_1$/m);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(aborted).not.toContain("served");
+  });
+
+  it("passes a request on as it came: no body stays no body, a body its bytes", async () => {
+    // What `curl -X POST` sends: no Content-Length, no Transfer-Encoding, no body. The Worker sees what it
+    // sees without the front in between.
+    const raw = (port: number) =>
+      new Promise<string>((resolve) => {
+        const socket = connect(port, "127.0.0.1", () =>
+          socket.write("POST /body HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+        );
+        let text = "";
+        socket.on("data", (chunk) => (text += chunk.toString()));
+        socket.on("end", () => resolve(text.slice(text.indexOf("\r\n\r\n") + 4)));
+      });
+    expect(await raw(front.port)).toBe(await raw(Number(new URL(origin).port)));
+    const some = await fetch(`http://127.0.0.1:${front.port}/body`, { method: "POST", body: '{"a":1}' });
+    expect(await some.json()).toEqual({ body: '{"a":1}', length: "7" });
   });
 });
 
