@@ -33,7 +33,8 @@ const until = async (check: () => boolean) => {
   while (!check()) await new Promise((resolve) => setTimeout(resolve, 5));
 };
 
-describe("Cancel-After on a synchronous run", () => {
+// Each test seeds a project and calls a real peer: on a busy machine that alone can take seconds.
+describe("Cancel-After on a synchronous run", { timeout: 20_000 }, () => {
   it("ends the app's call at the deadline: the caller gets a 504 run_deadline problem, the app sees its connection close", async () => {
     const clock = heldSleep();
     const api = client({ sleep: clock.sleep });
@@ -115,7 +116,7 @@ describe("Cancel-After on a synchronous run", () => {
   });
 });
 
-describe("Cancel-After on an async run", () => {
+describe("Cancel-After on an async run", { timeout: 20_000 }, () => {
   it("is stored with the queued run, counted from acceptance", async () => {
     const api = client();
     const app = await seedRunnable(api);

@@ -59,7 +59,7 @@ async function handedOverRun(api: Client, key: string, query = "") {
   return { app, runId };
 }
 
-describe("a waited run's keeper reset mid-call", () => {
+describe("a waited run's keeper reset mid-call", { timeout: 20_000 }, () => {
   it("after the hand-over: its alarm ends the run `interrupted`, delivers that, and never calls the app again", async () => {
     const api = client();
     const key = watchKey();
@@ -121,7 +121,7 @@ describe("a waited run's keeper reset mid-call", () => {
   });
 });
 
-describe("a keeper's alarm", () => {
+describe("a keeper's alarm", { timeout: 20_000 }, () => {
   it("holds a run its object is still calling: the alarm waits for the call, the run ends as it would", async () => {
     const api = client();
     const key = watchKey();
@@ -136,7 +136,7 @@ describe("a keeper's alarm", () => {
   });
 });
 
-describe("a keeper takes one run, once", () => {
+describe("a keeper takes one run, once", { timeout: 20_000 }, () => {
   it("refuses a second hand-off of a run it has, without calling the app", async () => {
     const api = client();
     const key = watchKey();

@@ -66,7 +66,7 @@ async function statusOf(api: Client, app: { appPath: string; token: string }, ru
   });
 }
 
-describe("Prefer: wait, a fast app", () => {
+describe("Prefer: wait, a fast app", { timeout: 20_000 }, () => {
   it("answers as a synchronous run does, with Preference-Applied, and writes no run row; the keeper forgets the run", async () => {
     const api = client();
     const app = await seedRunnable(api);
@@ -143,7 +143,7 @@ describe("Prefer: wait, a fast app", () => {
   });
 });
 
-describe("Prefer: wait, a slow app", () => {
+describe("Prefer: wait, a slow app", { timeout: 20_000 }, () => {
   it("answers 202 with the run resource past the wait; the run goes on, its result is stored and read as an async run's", async () => {
     const api = client();
     const key = watchKey();
@@ -239,7 +239,7 @@ describe("Prefer: wait, a slow app", () => {
   });
 });
 
-describe("a handed-over run followed as a stream", () => {
+describe("a handed-over run followed as a stream", { timeout: 20_000 }, () => {
   it("sends its state as it is when followed (running, waited, handed over), then its end from the keeper", async () => {
     const api = client();
     const key = watchKey();
@@ -258,7 +258,7 @@ describe("a handed-over run followed as a stream", () => {
   });
 });
 
-describe("Cancel-After on a waited run", () => {
+describe("Cancel-After on a waited run", { timeout: 20_000 }, () => {
   it("ends the app's call at the deadline: within the wait the caller gets the 504; handed over, the run ends failed, `deadline`", async () => {
     // The keeper's deadline runs on the platform's clock: 5 s, the shortest a deadline may be.
     const api = client();
