@@ -56,7 +56,8 @@ describe("sign-in throttling", () => {
   });
 
   it("reads the client address from CF-Connecting-IP", () => {
-    expect(clientIp(new Headers({ "CF-Connecting-IP": "2001:db8::1" }))).toBe("2001:db8::1");
+    expect(clientIp(new Headers({ "CF-Connecting-IP": "2001:db8::1" }))).toBe("2001:db8:0:0::/64");
+    expect(clientIp(new Headers({ "CF-Connecting-IP": "203.0.113.9" }))).toBe("203.0.113.9");
     expect(clientIp(new Headers())).toBe("unknown");
   });
 });

@@ -1,3 +1,4 @@
+import { addressKey } from "../platform/address";
 /**
  * Sign-in throttling per client IP, kept in D1 so every isolate and location shares the count (an
  * in-memory counter would reset with each isolate). A fixed window: at most MAX_ATTEMPTS sign-in
@@ -52,5 +53,11 @@ export async function clearAttempts(db: D1Database, ip: string): Promise<void> {
   await db.prepare("DELETE FROM sign_in_attempts WHERE ip = ?1").bind(ip).run();
 }
 
-/** The client's IP as Cloudflare reports it; one shared bucket when it is absent (local tools). */
-export const clientIp = (headers: Headers) => headers.get("cf-connecting-ip")?.trim().slice(0, 64) || "unknown";
+/**
+ * The key the client's address is throttled under, as Cloudflare reports the address (an IPv6 one by
+ * its /64: `addressKey`); one shared bucket when it is absent (local tools).
+ */
+export const clientIp = (headers: Headers) => {
+  const ip = headers.get("cf-connecting-ip")?.trim();
+  return ip ? addressKey(ip) : "unknown";
+};

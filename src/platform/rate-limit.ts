@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "./scope";
+import { addressKey } from "./address";
 import { ApiError } from "./errors";
 
 /**
@@ -43,7 +44,8 @@ async function enforce(c: Context<AppEnv>, name: Policy, key: string) {
 export const rateLimitByIp = createMiddleware<AppEnv>(async (c, next) => {
   // Only Cloudflare's edge sets this header; without it (local development) there is no address to count.
   const ip = c.req.header("cf-connecting-ip");
-  if (ip) await enforce(c, "ip", ip);
+  // An IPv6 address by its /64: one subscriber's addresses are one budget.
+  if (ip) await enforce(c, "ip", addressKey(ip));
   await next();
   c.res.headers.append("RateLimit-Policy", policyHeader("ip"));
 });

@@ -49,7 +49,7 @@ function inV4Range(value: number, [base, bits]: [string, number]): boolean {
 }
 
 /** The 8 groups of an IPv6 address as the URL parser prints it (compressed, no embedded IPv4). */
-function v6Groups(address: string): number[] | null {
+export function v6Groups(address: string): number[] | null {
   const [head = "", tail] = address.split("::");
   const parse = (part: string) => (part ? part.split(":").map((g) => parseInt(g, 16)) : []);
   const left = parse(head);

@@ -159,7 +159,6 @@ async function relay(
       // The read transferred the buffer: its bytes now live behind `chunk.buffer`.
       buffer = chunk.buffer as ArrayBuffer;
       if (chunk.byteLength === 0) continue;
-      counting?.count(chunk.byteLength);
       try {
         await sink(chunk);
       } catch (error) {
@@ -169,7 +168,8 @@ async function relay(
         await reader.cancel(error).catch(() => undefined);
         throw error;
       }
-      // Taken: the buffer is free again for the next read.
+      // Taken (counted as passed on only now): the buffer is free again for the next read.
+      counting?.count(chunk.byteLength);
       buffer = nextBuffer(buffer, chunk.byteLength, waitedMs);
     }
     ending = "done";

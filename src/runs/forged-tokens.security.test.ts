@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
 import { countingRoundTrips, seedRunnable, spendBudget } from "../../test/runs";
 import { generateToken } from "../auth/tokens";
+import { addressKey } from "../platform/address";
 import { RATE_LIMITS } from "../platform/rate-limit";
 
 /**
@@ -10,12 +11,12 @@ import { RATE_LIMITS } from "../platform/rate-limit";
  * to the negative cache. Each one used to cost a D1 read, even after the address had spent its budget.
  */
 
-/** An address no other test spends from (the limiter's counts outlive a test). */
+/** An address no other test spends from (the limiter's counts outlive a test), in a /64 of its own. */
 const freshAddress = () =>
-  `2001:db8::${crypto
-    .getRandomValues(new Uint16Array(3))
+  `2001:db8:${crypto
+    .getRandomValues(new Uint16Array(2))
     .reduce((text, n) => `${text}:${n.toString(16)}`, "")
-    .slice(1)}`;
+    .slice(1)}::1`;
 
 /** Miniflare's real address limiter, with its calls counted. */
 function countingLimiter() {
@@ -33,7 +34,7 @@ describe("forged tokens sprayed at the run path", () => {
     const api = client({}, { DB: d1.db });
     const app = await seedRunnable(api);
     const headers = { "CF-Connecting-IP": freshAddress() };
-    await spendBudget(env.RATE_LIMIT_IP, headers["CF-Connecting-IP"], RATE_LIMITS.ip.limit);
+    await spendBudget(env.RATE_LIMIT_IP, addressKey(headers["CF-Connecting-IP"]), RATE_LIMITS.ip.limit);
     const before = d1.trips();
     for (let i = 0; i < 5; i++) {
       const refused = await api.json(app.runPath, { token: generateToken(), headers });

@@ -1,3 +1,4 @@
+import { addressKey } from "../platform/address";
 import { ApiError } from "../platform/errors";
 import { RATE_LIMITS } from "../platform/rate-limit";
 import type { Scope } from "../platform/scope";
@@ -21,7 +22,8 @@ function limited(policy: "runs" | "ip", what: string): ApiError {
  * budget each new forgery is answered 429 without a D1 read; a token this isolate knows (the cached,
  * usual case) costs no call to the limiter at all. A known token from a spent address is refused too
  * when this isolate must read it (at most once per `TOKEN_CACHE_TTL_MS`): the address is guessing
- * keys, and its traffic is one budget. Only Cloudflare's edge sets `cf-connecting-ip`.
+ * keys, and its traffic is one budget. Only Cloudflare's edge sets `cf-connecting-ip`; an IPv6 address
+ * is counted by its /64 (`addressKey`).
  */
 export async function admitCaller(scope: Scope, request: Request): Promise<RunCaller> {
   const ip = request.headers.get("cf-connecting-ip");
@@ -30,7 +32,7 @@ export async function admitCaller(scope: Scope, request: Request): Promise<RunCa
   let counted = false;
   const count = async () => {
     counted = true;
-    if (!(await limiter.limit({ key: ip })).success)
+    if (!(await limiter.limit({ key: addressKey(ip) })).success)
       throw limited("ip", "unknown keys and failed authentications from this client address");
   };
   try {
