@@ -1,4 +1,5 @@
 import { productionDeps } from "./deps";
+import { runKeeperClass } from "./runs/keeper/keeper";
 import { webhookLaneClass } from "./webhooks/lane";
 import { createWorker } from "./worker";
 
@@ -10,6 +11,13 @@ export type WebhookLane = InstanceType<typeof WebhookLane>;
 
 /** The usage ledgers (Durable Objects, wrangler.toml `USAGE_LEDGER`): one per project. */
 export { UsageLedger } from "./usage/ledger-object";
+
+/**
+ * The run keepers (Durable Objects, wrangler.toml `RUN_KEEPER`): one per project and shard of run ids; each the owner of the app calls of the waited runs it takes, the owner of its app
+ * call. Its outcome goes to usage once seam A wires the port (until then a waited run is not recorded).
+ */
+export const RunKeeper = runKeeperClass(productionDeps, { ended: () => undefined });
+export type RunKeeper = InstanceType<typeof RunKeeper>;
 
 /** The followers of a run's status stream (Durable Objects, wrangler.toml `RUN_FOLLOWERS`): one per followed run. */
 export { RunFollowers } from "./runs/async/followers-object";

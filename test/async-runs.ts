@@ -87,7 +87,7 @@ export async function consume(
     { id: options.id ?? `arm-${ids++}`, timestamp: api.clock.now(), attempts: options.attempts ?? 1, body: message },
   ]);
   const ctx = createExecutionContext();
-  await consumer(batch, { ...env, WEBHOOK_QUEUE: deliveries.queue, ...options.bindings } as Env, ctx);
+  await consumer(batch, { ...env, ...deliveries.bindings, ...options.bindings } as Env, ctx);
   const result = await getQueueResult(batch, ctx);
   return {
     acked: result.explicitAcks.length === 1,

@@ -67,7 +67,7 @@ export async function deliveryMessages(
   secret?: string,
 ): Promise<DeliveryMessage[]> {
   const capture = capturingQueue();
-  const queueEnv = { ...env, WEBHOOK_QUEUE: capture.queue };
+  const queueEnv = { ...env, ...capture.bindings };
   const scope = createScope(queueEnv, createExecutionContext(), testDeps({ now: api.clock.now }));
   for (const [i, body] of bodies.entries()) {
     await enqueueDelivery(scope, { projectId, runId: `run_${endpoint.slice(-6)}_${i}`, endpoint, secret, body });

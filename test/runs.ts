@@ -63,9 +63,13 @@ export async function callWith(
   return response;
 }
 
-/** A queue producer that keeps what is sent, for driving the consumer by hand. */
-export function capturingQueue() {
-  const sent: unknown[] = [];
+/**
+ * What a run hands to the webhook pipeline, kept instead of delivered, for driving the attempts by
+ * hand: its lane (where a delivery goes first) and the queue (where it goes when the lane cannot take
+ * it) both keep what they get in `sent`. Pass `bindings` to the Worker's env; `queue` alone for a
+ * consumer that sends (the async runs' queue).
+ */
+export function capturingQueue(sent: unknown[] = []) {
   const queue = {
     send: async (body: unknown) => {
       sent.push(body);
@@ -74,8 +78,24 @@ export function capturingQueue() {
       for (const m of messages) sent.push(m.body);
     },
   } as unknown as Queue<unknown>;
-  return { queue, sent };
+  const lanes = lanesThat(async (messages) => {
+    sent.push(...messages);
+    return { stored: messages.map(() => true) };
+  });
+  return { queue, lanes, sent, bindings: { WEBHOOK_QUEUE: queue, WEBHOOK_LANES: lanes } };
 }
+
+/** A WEBHOOK_LANES binding whose every lane answers `accept` with `accept`. */
+export function lanesThat(accept: (messages: unknown[]) => Promise<{ stored: boolean[] }>): Env["WEBHOOK_LANES"] {
+  return {
+    idFromName: (name: string) => name,
+    get: () => ({ accept }),
+  } as unknown as Env["WEBHOOK_LANES"];
+}
+
+/** A WEBHOOK_LANES binding none of whose lanes can be reached: deliveries go through the queue. */
+export const unreachableLanes = () =>
+  lanesThat(() => Promise.reject(new Error("Durable Object is overloaded. Requests queued for too long.")));
 
 /** A D1 binding that counts its round trips: each statement run on its own, each batch, each exec. */
 export function countingRoundTrips(d1: D1Database) {

@@ -20,7 +20,7 @@ export async function runWithWebhook(
   if (options.secret !== undefined) headers["X-Webhook-Secret"] = options.secret;
   const response = await callWith(
     api,
-    { WEBHOOK_QUEUE: capture.queue },
+    { ...capture.bindings },
     `${app.runPath}?${options.query ?? ""}&webhookEndpoint=${encodeURIComponent(endpoint)}`,
     {
       method: "POST",

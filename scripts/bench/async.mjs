@@ -124,9 +124,9 @@ export function printAsync(figures) {
         digits: 3,
       }),
       figure("workerd CPU per async run + webhook, delivery included", of("async", "cpuMs"), { unit: "ms", digits: 3 }),
-      figure("synchronous: drained (every delivery received), runs/s", rate("sync"), { unit: "req/s", digits: 0 }),
+      figure("synchronous: drained (every delivery received), runs/s", rate("sync"), { unit: "/s", digits: 0 }),
       figure("async: drained (every run ended, every delivery received), runs/s", rate("async"), {
-        unit: "req/s",
+        unit: "/s",
         digits: 0,
       }),
       figure(

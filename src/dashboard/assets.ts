@@ -111,6 +111,11 @@ form.below { margin: .5rem 0 0; }
 ol.timeline { list-style: none; margin: .5rem 0; padding: 0 0 0 1rem; border-left: 3px solid var(--line); display: grid; gap: .6rem; }
 ol.timeline li { position: relative; }
 ol.timeline li::before { content: ""; position: absolute; left: -1.45rem; top: .45rem; width: .7rem; height: .7rem; border-radius: 50%; background: var(--accent); }
+svg.timeline-bar { display: block; width: 100%; max-width: 40rem; height: auto; margin: .25rem 0 .75rem; }
+svg.timeline-bar .stretch { stroke: var(--bg); stroke-width: 1; }
+svg.timeline-bar .s0 { fill: var(--p50); }
+svg.timeline-bar .s1 { fill: var(--p95); }
+svg.timeline-bar .s2 { fill: var(--p99); }
 .whose { font-size: .85rem; color: var(--muted); }
 .whose.gateway { color: var(--danger); }
 .caller { border-bottom: 1px dotted var(--muted); }

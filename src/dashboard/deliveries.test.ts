@@ -60,7 +60,7 @@ describe("dashboard webhook deliveries", () => {
 
   it("resends a settled delivery with its Resend button and says under which id", async () => {
     const sent: unknown[] = [];
-    const api = client({}, { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue });
+    const api = client({}, capturingQueue(sent).bindings);
     const app = await seedRunnable(api);
     const v = visitor(api);
     await v.signIn();
@@ -110,7 +110,7 @@ describe("dashboard webhook deliveries", () => {
     const api = client();
     const app = await seedRunnable(api);
     const capture = capturingQueue();
-    const testEnv = { ...env, WEBHOOK_QUEUE: capture.queue } as unknown as Env;
+    const testEnv = { ...env, ...capture.bindings } as unknown as Env;
     const scope = { ...createScope(testEnv, createExecutionContext(), testDeps({ now: api.clock.now })) };
     const ids: string[] = [];
     for (let i = 0; i < 21; i++) {

@@ -23,6 +23,8 @@ describe("dashboard usage, runs and receivers: a member of another project", () 
       `${a}/runs?status=5xx`,
       `${a}/webhook-receivers`,
       `${a}/apps/${p.broken.appId}?range=1h`,
+      `${a}/runs/${runIds[0]}`,
+      `${a}/runs/${runIds[2]}`,
     ]) {
       const page = await v.get(path);
       expect(page.status, path).toBe(404);
@@ -32,6 +34,10 @@ describe("dashboard usage, runs and receivers: a member of another project", () 
     // Their own project's pages, with the other project's app named in the filter, hold none of it either.
     const own = `/dashboard/projects/${theirs}`;
     expect(text((await v.get(`${own}/usage?range=1h`)).html)).toContain("No runs in this range.");
+    // Another project's run id under their own project is no run of theirs.
+    const borrowed = await v.get(`${own}/runs/${runIds[2]}`);
+    expect(borrowed.status).toBe(404);
+    expect(borrowed.html).not.toContain(p.broken.appName);
     const filtered = await v.get(`${own}/runs?app_name=${p.broken.appName}`);
     expect(filtered.status).toBe(200);
     expect(text(filtered.html)).toContain("No runs match these filters.");
@@ -52,5 +58,12 @@ describe("dashboard usage, runs and receivers: a member of another project", () 
     const seen = await viewer.get(`${a}/usage?range=1h`);
     expect(seen.status).toBe(200);
     expect(text(seen.html)).toContain("Runs 3 ");
+    // A viewer reads a run's page but not what needs more than reading usage: a service account's name
+    // (listing keys is service_accounts:write), its webhook deliveries (deliveries:read).
+    const list = await viewer.get(`${a}/runs`);
+    expect(list.html).toMatch(/<span class="caller" title="sa:sa_\w+">a service account</);
+    const page = await viewer.get(`${a}/runs/${runIds[2]}`);
+    expect([200, 404]).toContain(page.status);
+    expect(text(page.html)).not.toContain("No webhook was asked");
   });
 });

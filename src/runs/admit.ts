@@ -11,6 +11,7 @@ import type { AppRequest } from "./call";
 import { upstreamHeaders } from "./headers";
 import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
 import type { RunCaller } from "./run-key";
+import { cancelAfter, waitPreference } from "./preferences";
 
 /**
  * The admit stage: everything checked before the app is called. The caller's key, the project's run
@@ -41,6 +42,10 @@ export interface AdmittedRun extends RunTarget {
   query: URLSearchParams | null;
   webhook: Webhook | null;
   isAsync: boolean;
+  /** `Prefer: wait=N`: seconds the caller waits before the run is handed over; `null` for a run that does not wait. */
+  wait: number | null;
+  /** `Cancel-After`: the deadline in milliseconds after acceptance; `null` for none. */
+  cancelAfterMs: number | null;
   webSocket: boolean;
   body: RunBody;
 }
@@ -218,6 +223,12 @@ export async function admit(
   const webhook = webSocket ? null : webhookOf(scope, request, query);
   const isAsync = asyncRequested(query);
   if (isAsync && webSocket) throw invalidField("query", "async", "does not apply to a WebSocket");
+  // A WebSocket is a pass-through of its own: it neither waits nor takes a deadline. `?async=true` wins
+  // over `Prefer: wait` (a preference may be ignored; the parameter is a demand).
+  const wait = isAsync || webSocket ? null : waitPreference(request.headers.get("prefer"));
+  const deadline = webSocket ? null : request.headers.get("cancel-after");
+  const cancelAfterMs =
+    deadline === null ? null : cancelAfter(deadline, isAsync ? "async" : wait !== null ? "wait" : "sync");
   const body = await bodyOf(request, upstream.runtime, isAsync, {
     read: (bytes) => watch?.read?.(bytes),
     timeoutMs: scope.config.runTimeoutMs,
@@ -230,6 +241,8 @@ export async function admit(
     query,
     webhook,
     isAsync,
+    wait,
+    cancelAfterMs,
     webSocket,
     body,
   };

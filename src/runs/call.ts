@@ -159,7 +159,6 @@ async function relay(
       // The read transferred the buffer: its bytes now live behind `chunk.buffer`.
       buffer = chunk.buffer as ArrayBuffer;
       if (chunk.byteLength === 0) continue;
-      counting?.count(chunk.byteLength);
       try {
         await sink(chunk);
       } catch (error) {
@@ -169,7 +168,8 @@ async function relay(
         await reader.cancel(error).catch(() => undefined);
         throw error;
       }
-      // Taken: the buffer is free again for the next read.
+      // Taken (counted as passed on only now): the buffer is free again for the next read.
+      counting?.count(chunk.byteLength);
       buffer = nextBuffer(buffer, chunk.byteLength, waitedMs);
     }
     ending = "done";
@@ -225,6 +225,8 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
         "The request body is larger than the run's limit; the app's call was ended.",
         meta,
       );
+    // The run's own reason to end the call (its deadline, `deadline.ts`) is the caller's problem as it is.
+    if (signal.reason instanceof ApiError) throw signal.reason;
     if (isTimeout(error) || signal.aborted)
       throw new ApiError("gateway_timeout", `The app did not answer within ${limits.headersMs} ms.`, meta);
     throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });

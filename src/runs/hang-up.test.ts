@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type Client, client } from "../../test/helpers";
 import { PEER, received, receiver } from "../../test/peers";
-import { capturingQueue, seedRunnable } from "../../test/runs";
+import { capturingQueue, lanesThat, seedRunnable } from "../../test/runs";
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -49,7 +49,7 @@ async function hangingUpRun(api: Client, app: { runPath: string; token: string }
     capture,
     hangUp,
     ctx,
-    start: () => api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: capture.queue }, ctx),
+    start: () => api.worker.fetch(request, { ...env, ...capture.bindings }, ctx),
   };
 }
 
@@ -103,7 +103,7 @@ describe("HEAD on a run path", () => {
         method: "HEAD",
         headers: { Authorization: `Bearer ${app.token}` },
       }),
-      { ...env, WEBHOOK_QUEUE: capture.queue },
+      { ...env, ...capture.bindings },
       ctx,
     );
     await waitOnExecutionContext(ctx);
@@ -135,19 +135,18 @@ describe("another method on a run path", () => {
   );
 });
 
-describe("the caller's answer and the delivery's enqueue", () => {
-  it("answers the caller while the queue send is still under way (spec 6: the delivery does not block the response)", async () => {
+describe("the caller's answer and the delivery's hand-off", () => {
+  it("answers the caller while the hand-off to the delivery's lane is still under way (spec 6: the delivery does not block the response)", async () => {
     const api = client();
     const app = await seedRunnable(api);
     let release!: () => void;
     const sending = new Promise<void>((resolve) => (release = resolve));
     const sent: unknown[] = [];
-    const slowQueue = {
-      send: async (body: unknown) => {
-        await sending;
-        sent.push(body);
-      },
-    } as unknown as Queue;
+    const slowLane = lanesThat(async (messages) => {
+      await sending;
+      sent.push(...messages);
+      return { stored: messages.map(() => true) };
+    });
     const ctx = createExecutionContext();
     const request = new Request(
       `http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/slow-queue`)}`,
@@ -157,7 +156,7 @@ describe("the caller's answer and the delivery's enqueue", () => {
         body: "{}",
       },
     );
-    const response = await api.worker.fetch(request, { ...env, WEBHOOK_QUEUE: slowQueue }, ctx);
+    const response = await api.worker.fetch(request, { ...env, WEBHOOK_LANES: slowLane }, ctx);
     expect(response.status).toBe(200);
     expect(sent).toHaveLength(0);
     release();

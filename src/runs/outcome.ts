@@ -30,7 +30,9 @@ export type RunEnding =
   /** Refused once the app was known: size, media type, method, no deployment, a bad parameter or header. */
   | "refused"
   /** The platform stopped the run's owner mid-call; the app is never called again for this run. */
-  | "interrupted";
+  | "interrupted"
+  /** The gateway itself failed once the app was known (its storage unavailable, a fault of its own): a 5xx problem. */
+  | "error";
 
 /** Whose failure a run's error was: the gateway's (its problem code) or the app's (its own status). */
 export type RunFailure = { by: "gateway"; code: string } | { by: "app"; status: number };

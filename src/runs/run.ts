@@ -9,6 +9,8 @@ import type { RunContext } from "./context";
 import { webSocketRun } from "./handshake";
 import type { RunTarget } from "./path";
 import { startWebhook } from "./webhook";
+import { deadlineOf, withDeadline } from "./deadline";
+import { waitRun } from "./keeper/wait";
 
 /**
  * A run of `{project_id}/{app_name}/{path}`, top to bottom, one stage a file, each returning a named
@@ -22,6 +24,7 @@ import { startWebhook } from "./webhook";
  * run by its consumer when it finishes, every other run when the caller's answer has ended.
  */
 export async function run(scope: Scope, request: Request, target: RunTarget): Promise<Response> {
+  const acceptedAt = Date.now();
   const recording = openRecording(scope, request, target);
   try {
     const admitted = await admit(scope, request, target, {
@@ -37,15 +40,33 @@ export async function run(scope: Scope, request: Request, target: RunTarget): Pr
     recording.named(runId);
     if (admitted.webSocket) return recording.upgraded(runId, await webSocketRun(scope, request, admitted, runId));
     const appRequest = appRequestOf(request, admitted, runId);
+    // A waited run's app call is its keeper's (keeper/wait.ts): it may outlive this invocation.
+    if (admitted.wait !== null)
+      return await waitRun(scope, request, admitted, appRequest, {
+        runId,
+        acceptedAt,
+        acceptedWall: acceptedAt,
+        path: admitted.appPath,
+      });
     const run = contextOf(scope, admitted, appRequest);
 
     // With a webhook the delivery is on record before the app is called, and a caller who hangs up
     // leaves the run its grace; without one, the caller's hang-up (`request.signal`) ends the app's call at once.
     const webhook = admitted.webhook ? await startWebhook(scope, request, admitted.webhook, admitted, run.runId) : null;
-    const answering = callAndAnswer(scope.deps, appRequest, run, webhook !== null, webhook?.signal ?? request.signal);
+    const deadline =
+      admitted.cancelAfterMs === null
+        ? null
+        : deadlineOf(run.runId, admitted.cancelAfterMs, Date.now() - acceptedAt, scope.deps.sleep);
+    const cancel = withDeadline(webhook?.signal ?? request.signal, deadline);
+    const answering = callAndAnswer(scope.deps, appRequest, run, webhook !== null, cancel);
     // Handed on in `waitUntil` from the start, so the webhook gets its copy even if the caller goes.
     webhook?.carry(answering.then((answered) => answered.copy!));
     const answered = await answering;
+    if (deadline) {
+      // A whole answer (envelope, problem) has ended its call already; a passed-through one ends with its body.
+      if (answered.size === null && answered.call) void answered.call.tally.ended.finally(deadline.dispose);
+      else deadline.dispose();
+    }
     recording.answered(run.runId, answered, answered.call, () => bytesIn(admitted), webhook !== null);
     return answered.response;
   } catch (error) {

@@ -17,7 +17,7 @@ async function stage(request = new Request("https://gateway.test/v4/p/a/run")) {
   const left: Promise<unknown>[] = [];
   // The grace after a hang-up passes at once.
   const scope = createScope(
-    { ...env, WEBHOOK_QUEUE: queue.queue },
+    { ...env, ...queue.bindings },
     { waitUntil: (work) => void left.push(work) },
     testDeps({ sleep: async () => undefined }),
   );

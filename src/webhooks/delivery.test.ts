@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../test/peers";
 import { deliveryMessages } from "../../test/deliveries";
-import { callWith, capturingQueue, seedRunnable } from "../../test/runs";
+import { callWith, capturingQueue, seedRunnable, unreachableLanes } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
 import type { DeliveryMessage } from "./message";
 import { INLINE_MESSAGE_MAX_BYTES, MAX_ATTEMPTS } from "./policy";
@@ -250,7 +250,7 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
       new Request(`http://localhost${app.runPath}?webhookEndpoint=${encodeURIComponent(`${DOWN}/hook`)}`, {
         headers: { Authorization: `Bearer ${app.token}` },
       }),
-      { ...env, WEBHOOK_QUEUE: capture.queue },
+      { ...env, ...capture.bindings },
       ctx,
     );
     expect(response.status).toBe(200);
@@ -283,20 +283,24 @@ describe("webhook delivery: outcome rules (spec section 7), 3 attempts at most 5
     expect((await drive(api, run.messages[0])).delays).toEqual([2, 4]);
   });
 
-  it("records the delivery as failed when the queue refuses it, and the caller is unaffected", async () => {
+  it("records the delivery as failed when neither its lane nor the queue takes it, and the caller is unaffected", async () => {
     const errors = vi.spyOn(console, "error");
     const app = await seedRunnable(api);
     const broken = { send: async () => Promise.reject(new Error("queue unavailable")) };
     const response = await callWith(
       api,
-      { WEBHOOK_QUEUE: broken },
+      { WEBHOOK_QUEUE: broken, WEBHOOK_LANES: unreachableLanes() },
       `${app.runPath}?webhookEndpoint=${encodeURIComponent(`${PEER}/hooks/x`)}`,
       { token: app.token },
     );
     expect(response.status).toBe(200);
     const [delivery] = await deliveriesOf(api, app.projectId, response.headers.get("x-run-id")!);
     expect(delivery).toMatchObject({ status: "failed", last_error: "enqueue_failed", attempts: [] });
-    expect(errors.mock.calls.some((call) => JSON.stringify(call[0]).includes("could not be enqueued"))).toBe(true);
+    expect(
+      errors.mock.calls.some((call) =>
+        JSON.stringify(call[0]).includes("could not be handed to its lane or the queue"),
+      ),
+    ).toBe(true);
   });
 
   it("ends failed, not pending forever, when a stored body stays unreadable for every attempt", async () => {

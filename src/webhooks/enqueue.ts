@@ -4,6 +4,7 @@ import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
 import type { DeliveryMessage } from "./message";
+import { handOff } from "./hand-off";
 import { type SealedSecret, sealSecret } from "./secret-box";
 import { log, type LogFields } from "../platform/log";
 
@@ -116,9 +117,10 @@ async function messageOf(
 }
 
 /**
- * Sends a delivery whose row exists to the queue. Runs in `waitUntil` after the caller has its
- * answer, so it never throws: a failed send is retried, and if the queue stays unavailable the
- * record says `failed` with the reason, so nothing is lost silently.
+ * Hands a delivery whose row exists on: to its lane at once, or through the queue when the lane cannot
+ * take it (hand-off.ts). Runs in `waitUntil` after the caller has its answer, so it never throws: a
+ * failed hand-off is retried, and if neither the lane nor the queue takes it the record says `failed`
+ * with the reason, so nothing is lost silently.
  */
 export async function enqueuePending(scope: Scope, pending: PendingDelivery, body: string): Promise<string> {
   const { env } = scope;
@@ -131,14 +133,14 @@ export async function enqueuePending(scope: Scope, pending: PendingDelivery, bod
     try {
       const message = await messageOf(env, pending, body, bodyBytes);
       stored = "r2" in message.body;
-      await env.WEBHOOK_QUEUE.send(message, { contentType: "json" });
+      await handOff(env, message);
       return id;
     } catch (error) {
       lastError = error;
       if (attempt < SEND_TRIES) await wait(100 * 2 ** attempt);
     }
   }
-  logError("webhook delivery could not be enqueued", {
+  logError("webhook delivery could not be handed to its lane or the queue", {
     ...facts,
     endpoint_host: new URL(pending.endpoint).host,
     error: lastError,
@@ -185,7 +187,7 @@ export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery
   }
 }
 
-/** Records a delivery and sends it to the queue: `recordPending` then `enqueuePending`, for a body known already. */
+/** Records a delivery and hands it on: `recordPending` then `enqueuePending`, for a body known already. */
 export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): Promise<string> {
   const pending = await recordPending(scope, request);
   return enqueuePending(scope, pending, request.body);

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
 import { received, receiver } from "../../test/peers";
-import { seedRunnable } from "../../test/runs";
+import { capturingQueue, seedRunnable } from "../../test/runs";
 import { TEST_SECRETS } from "../../test/secrets";
 import { drive, runWithWebhook } from "../../test/webhooks";
 import type { DeliveryMessage } from "./message";
@@ -67,10 +67,7 @@ describe("sealed webhook secrets across a WEBHOOK_ENCRYPTION_KEY rotation", () =
     const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
     await drive(api, run.messages[0]);
     const sent: unknown[] = [];
-    const after = client(
-      { now: api.clock.now },
-      { ...rotating, WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue },
-    );
+    const after = client({ now: api.clock.now }, { ...rotating, ...capturingQueue(sent).bindings });
     const id = (run.messages[0] as DeliveryMessage).id;
     const answer = await after.json(`/v2/projects/${app.projectId}/webhook-deliveries/${id}/resend`, {
       method: "POST",

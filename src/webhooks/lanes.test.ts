@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { attemptRows, deliveryMessages, deliveryRow, until } from "../../test/deliveries";
 import { client, testDeps } from "../../test/helpers";
 import { PEER_MORE, PEER_OTHER, received, receiver } from "../../test/peers";
-import { seedRunnable } from "../../test/runs";
+import { callWith, capturingQueue, seedRunnable, unreachableLanes } from "../../test/runs";
 import { createDb } from "../db/client";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
@@ -255,6 +255,57 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
     expect(result.retryMessages).toMatchObject([{ msgId: "h-1" }]);
     expect(await deliveryRow(messages[0]!.id)).toMatchObject({ status: "pending", attempt_count: 0 });
   });
+});
+
+describe("a run hands its delivery straight to its lane (the queue is the fallback)", () => {
+  const laneOf = (message: Pick<DeliveryMessage, "projectId" | "endpoint">) =>
+    env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(message)));
+  const run = async (endpoint: string, overrides: Parameters<typeof callWith>[1] = {}) => {
+    const app = await seedRunnable(api);
+    const response = await callWith(api, overrides, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
+      method: "POST",
+      token: app.token,
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
+    expect(response.status).toBe(200);
+    return { app, runId: response.headers.get("x-run-id")!, text: await response.text() };
+  };
+
+  it("stores it in the lane before the run's work ends, and the lane delivers it without the queue", async () => {
+    const hook = await receiver([{ status: 200, delayMs: 1_000 }], undefined, PEER_OTHER);
+    const queue = capturingQueue();
+    const { app, runId, text } = await run(hook.url, { WEBHOOK_QUEUE: queue.queue });
+    // The run's waitUntil is over: the delivery is in the lane's storage (or already being attempted from it).
+    const [pending] = await laneOf({ projectId: app.projectId, endpoint: hook.url }).pending();
+    expect(pending?.id).toMatch(/^whd_/);
+    const requests = await until(
+      () => received(hook.key),
+      (r) => r.length > 0,
+      10_000,
+    );
+    expect(requests.map((r) => r.body)).toEqual([text]);
+    expect(queue.sent).toEqual([]);
+    const row = await until(
+      () => deliveryRow(pending!.id),
+      (r) => r?.status === "delivered",
+      5_000,
+    );
+    expect(row).toMatchObject({ status: "delivered", attempt_count: 1 });
+    expect(runId).toMatch(/^run_/);
+  }, 20_000);
+
+  it("goes through the real queue and its consumer when the lane cannot be reached from the run", async () => {
+    const hook = await receiver([{ status: 200 }], undefined, PEER_OTHER);
+    const { text } = await run(hook.url, { WEBHOOK_LANES: unreachableLanes() });
+    // The consumer (the real local broker, its own invocation with the real lanes) hands it to the lane.
+    const requests = await until(
+      () => received(hook.key),
+      (r) => r.length > 0,
+      10_000,
+    );
+    expect(requests.map((r) => r.body)).toEqual([text]);
+  }, 20_000);
 });
 
 async function attemptTimes(id: string) {

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client, seedProject, testDeps } from "../../test/helpers";
 import { PEER, received, receiver } from "../../test/peers";
-import { seedRunnable } from "../../test/runs";
+import { capturingQueue, seedRunnable } from "../../test/runs";
 import { type DeliveryJson, drive, runWithWebhook } from "../../test/webhooks";
 import { createWorker } from "../worker";
 import type { DeliveryMessage } from "./message";
@@ -24,10 +24,7 @@ const resendPath = (projectId: string, id: string) => `/v2/projects/${projectId}
 /** Resends through the API, capturing the new delivery's queue message. */
 async function resendNow(projectId: string, id: string, token: string) {
   const sent: unknown[] = [];
-  const local = client(
-    { now: api.clock.now },
-    { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue },
-  );
+  const local = client({ now: api.clock.now }, capturingQueue(sent).bindings);
   const answer = await local.json<DeliveryJson & { type?: string; code?: string }>(resendPath(projectId, id), {
     method: "POST",
     token,

@@ -48,7 +48,7 @@ export const DeliverySchema = z
     last_status_code: z.number().int().nullable(),
     last_error: z.string().nullable().openapi({
       description:
-        "The last attempt's error, or why the delivery ended without one: `enqueue_failed` (the queue was unavailable), `run_interrupted` (the run was cut short before its answer), `never_attempted` or `stalled` (settled by the sweeper), `dead_lettered` (the queue gave up on it), `outcome_not_recorded` (the last attempt's outcome could not be written).",
+        "The last attempt's error, or why the delivery ended without one: `enqueue_failed` (neither its lane nor the queue could take it), `run_interrupted` (the run was cut short before its answer), `never_attempted` or `stalled` (settled by the sweeper), `dead_lettered` (the queue gave up on it), `outcome_not_recorded` (the last attempt's outcome could not be written).",
     }),
     created_at: Timestamp,
     updated_at: Timestamp,

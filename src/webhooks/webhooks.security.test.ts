@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
 import { passToLanes } from "../../test/deliveries";
 import { received, receiver } from "../../test/peers";
-import { seedRunnable } from "../../test/runs";
+import { capturingQueue, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
 import type { DeliveryMessage } from "./message";
 import {
@@ -102,10 +102,7 @@ describe("resends receivers can recognise", () => {
   /** Resends through the API as `token`, capturing the new delivery's queue message. */
   async function resend(projectId: string, deliveryId: string, token: string) {
     const sent: unknown[] = [];
-    const local = client(
-      { now: api.clock.now },
-      { WEBHOOK_QUEUE: { send: async (m: unknown) => void sent.push(m) } as unknown as Queue },
-    );
+    const local = client({ now: api.clock.now }, capturingQueue(sent).bindings);
     const answer = await local.json<{ delivery_id: string; request_id: string; resent_from: string; code?: string }>(
       `/v2/projects/${projectId}/webhook-deliveries/${deliveryId}/resend`,
       {

@@ -233,6 +233,46 @@ describe.runIf(available)("dashboard in a browser", () => {
     await page.getByRole("heading", { name: "Projects" }).waitFor();
   }
 
+  /** An app of the project deployed at `origin` (a build reported succeeded), as the builder would. */
+  async function deployApp(projectId: string, name: string, origin: string) {
+    const admin = TEST_SECRETS.ADMIN_TOKEN;
+    const appId = (
+      (await (
+        await api(`/projects/${projectId}/apps`, admin, {
+          method: "POST",
+          body: { name, region: "us-east-1", runtime: "cortex" },
+        })
+      ).json()) as { app_id: string }
+    ).app_id;
+    const build = (await (
+      await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })
+    ).json()) as { build_id: string };
+    const buildPath = `/projects/${projectId}/apps/${appId}/builds/${build.build_id}`;
+    expect((await api(buildPath, admin, { method: "PATCH", body: { status: "building" } })).status).toBe(200);
+    expect(
+      (await api(buildPath, admin, { method: "PATCH", body: { status: "succeeded", origin_url: origin } })).status,
+    ).toBe(200);
+    return appId;
+  }
+
+  /** Opens `url` until its totals count `runs` (records reach the figures a few seconds after the runs end). */
+  async function untilRunsShown(url: string, runs: number) {
+    await expect
+      .poll(
+        async () => {
+          await page.goto(url);
+          return (
+            (await page
+              .locator("dl.stats")
+              .textContent()
+              .catch(() => "")) ?? ""
+          );
+        },
+        { timeout: 30_000 },
+      )
+      .toMatch(new RegExp(`Runs\\s*${runs}(?!\\d)`));
+  }
+
   it("opens and closes the revoke dialog from the keyboard, and revokes", async () => {
     const projectId = await seedProject("Keyboard project");
     await page.setViewportSize({ width: 1280, height: 800 });
@@ -678,27 +718,8 @@ describe.runIf(available)("dashboard in a browser", () => {
     await signIn();
     const peers = await startUsagePeers();
     try {
-      const deployApp = async (name: string, origin: string) => {
-        const appId = (
-          (await (
-            await api(`/projects/${projectId}/apps`, admin, {
-              method: "POST",
-              body: { name, region: "us-east-1", runtime: "cortex" },
-            })
-          ).json()) as { app_id: string }
-        ).app_id;
-        const build = (await (
-          await api(`/projects/${projectId}/apps/${appId}/builds`, admin, { method: "POST", body: {} })
-        ).json()) as { build_id: string };
-        const buildPath = `/projects/${projectId}/apps/${appId}/builds/${build.build_id}`;
-        expect((await api(buildPath, admin, { method: "PATCH", body: { status: "building" } })).status).toBe(200);
-        expect(
-          (await api(buildPath, admin, { method: "PATCH", body: { status: "succeeded", origin_url: origin } })).status,
-        ).toBe(200);
-        return appId;
-      };
-      const helloId = await deployApp("hello-world", `${peers.apps}/run`);
-      await deployApp("image-model", `${peers.apps}/fail`);
+      const helloId = await deployApp(projectId, "hello-world", `${peers.apps}/run`);
+      await deployApp(projectId, "image-model", `${peers.apps}/fail`);
       const run = (app: string, query = "") =>
         fetch(`${server.url}/v4/${projectId}/${app}/run${query}`, {
           method: "POST",
@@ -727,20 +748,7 @@ describe.runIf(available)("dashboard in a browser", () => {
 
       // The project's usage: 20 runs once the async one has finished, as totals and charts.
       const usage = `${server.url}/dashboard/projects/${projectId}/usage?range=1h`;
-      await expect
-        .poll(
-          async () => {
-            await page.goto(usage);
-            return (
-              (await page
-                .locator("dl.stats")
-                .textContent()
-                .catch(() => "")) ?? ""
-            );
-          },
-          { timeout: 30_000 },
-        )
-        .toMatch(/Runs\s*20(?!\d)/);
+      await untilRunsShown(usage, 20);
       await tab("Usage").waitFor();
       expect(
         await page
@@ -865,23 +873,8 @@ describe.runIf(available)("dashboard in a browser", () => {
     const port = await freePort();
     await new Promise<void>((resolve) => app.listen(port, "127.0.0.1", resolve));
     try {
-      for (const [name, origin] of [
-        ["steady", `http://127.0.0.1:${port}/ok`],
-        ["flaky", `http://127.0.0.1:${port}/fail`],
-      ] as const) {
-        const created = (await (
-          await api(`/projects/${projectId}/apps`, admin, {
-            method: "POST",
-            body: { name, region: "us-east-1", runtime: "cortex" },
-          })
-        ).json()) as { app_id: string };
-        const build = (await (
-          await api(`/projects/${projectId}/apps/${created.app_id}/builds`, admin, { method: "POST", body: {} })
-        ).json()) as { build_id: string };
-        const path = `/projects/${projectId}/apps/${created.app_id}/builds/${build.build_id}`;
-        await api(path, admin, { method: "PATCH", body: { status: "building" } });
-        await api(path, admin, { method: "PATCH", body: { status: "succeeded", origin_url: origin } });
-      }
+      await deployApp(projectId, "steady", `http://127.0.0.1:${port}/ok`);
+      await deployApp(projectId, "flaky", `http://127.0.0.1:${port}/fail`);
       const run = (name: string, query = "") =>
         fetch(`${server.url}/v4/${projectId}/${name}/run${query}`, {
           method: "POST",
@@ -894,20 +887,7 @@ describe.runIf(available)("dashboard in a browser", () => {
 
       // Without a range the page opens where the runs are: minutes, not one bar at the edge of a day.
       const usage = `${server.url}/dashboard/projects/${projectId}/usage`;
-      await expect
-        .poll(
-          async () => {
-            await page.goto(usage);
-            return (
-              (await page
-                .locator("dl.stats")
-                .textContent()
-                .catch(() => "")) ?? ""
-            );
-          },
-          { timeout: 30_000 },
-        )
-        .toMatch(/Runs\s*8(?!\d)/);
+      await untilRunsShown(usage, 8);
       expect(await page.getByRole("link", { name: "Where the runs are" }).getAttribute("aria-current")).toBe("page");
       await page
         .getByRole("img", { name: /^Runs by status 8 runs since \d\d:\d\d UTC: 6 2xx, 0 4xx, 2 5xx\.$/ })

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { DeliveryMessage } from "../../src/webhooks/message";
 import { client } from "../helpers";
 import { received, receiver } from "../peers";
-import { callWith, capturingQueue, seedRunnable } from "../runs";
+import { callWith, capturingQueue, seedRunnable, unreachableLanes } from "../runs";
 import { deliveriesOf, drive } from "../webhooks";
 import { faultyD1 } from "../faulty-d1";
 
@@ -102,7 +102,7 @@ describe("D1 errors (injected)", () => {
     const broken = faultyD1(env.DB, (sql) => /^insert into "webhook_deliveries"/i.test(sql));
     const response = await callWith(
       api,
-      { DB: broken, WEBHOOK_QUEUE: capture.queue },
+      { DB: broken, ...capture.bindings },
       `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
       {
         method: "POST",
@@ -125,12 +125,12 @@ describe("D1 errors (injected)", () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
     const capture = capturingQueue();
-    await callWith(
-      api,
-      { WEBHOOK_QUEUE: capture.queue },
-      `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
-      { method: "POST", token: app.token, headers: { "Content-Type": "application/json" }, body: "{}" },
-    );
+    await callWith(api, { ...capture.bindings }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+      method: "POST",
+      token: app.token,
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
     const message = capture.sent[0] as DeliveryMessage;
 
     // One failed write of the outcome: tried again within the same attempt, delivered once.
@@ -147,12 +147,12 @@ describe("D1 errors (injected)", () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
     const capture = capturingQueue();
-    await callWith(
-      api,
-      { WEBHOOK_QUEUE: capture.queue },
-      `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
-      { method: "POST", token: app.token, headers: { "Content-Type": "application/json" }, body: "{}" },
-    );
+    await callWith(api, { ...capture.bindings }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+      method: "POST",
+      token: app.token,
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
     const message = capture.sent[0] as DeliveryMessage;
 
     let failures = 2; // both writes of attempt 1's outcome
@@ -171,7 +171,7 @@ describe("D1 errors (injected)", () => {
   });
 });
 
-describe('queue send throwing "Queue is overloaded"', () => {
+describe('queue send throwing "Queue is overloaded" when the delivery\'s lane cannot be reached', () => {
   it("is retried within the run's waitUntil: the delivery is queued once and delivered, the caller unaffected", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
@@ -185,7 +185,7 @@ describe('queue send throwing "Queue is overloaded"', () => {
     };
     const response = await callWith(
       api,
-      { WEBHOOK_QUEUE: queue },
+      { WEBHOOK_QUEUE: queue, WEBHOOK_LANES: unreachableLanes() },
       `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
       {
         method: "POST",

@@ -61,7 +61,7 @@ describe("secrets never appear in logs or responses", () => {
     await keep(
       await callWith(
         api,
-        { WEBHOOK_QUEUE: capture.queue },
+        { ...capture.bindings },
         `${app.runPath}?webhookEndpoint=${encodeURIComponent(`${DOWN}/hook`)}`,
         {
           method: "POST",
@@ -74,16 +74,11 @@ describe("secrets never appear in logs or responses", () => {
     await drive(api, capture.sent[0] as DeliveryMessage);
     const hook = await receiver([{ status: 500 }], webhookSecret);
     const again = capturingQueue();
-    await callWith(
-      api,
-      { WEBHOOK_QUEUE: again.queue },
-      `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
-      {
-        method: "POST",
-        token: app.token,
-        headers: { "X-Webhook-Secret": webhookSecret },
-      },
-    );
+    await callWith(api, { ...again.bindings }, `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`, {
+      method: "POST",
+      token: app.token,
+      headers: { "X-Webhook-Secret": webhookSecret },
+    });
     await drive(api, again.sent[0] as DeliveryMessage);
     expect(JSON.stringify([...capture.sent, ...again.sent])).not.toContain(webhookSecret);
 
@@ -195,7 +190,7 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
     const endpoint = `${PEER}/services/${SLACK_PATH}?token=${QUERY_SECRET}`;
     const response = await callWith(
       api,
-      { DB: broken, WEBHOOK_QUEUE: capturingQueue().queue },
+      { DB: broken, ...capturingQueue().bindings },
       `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`,
       {
         method: "POST",

@@ -61,22 +61,57 @@ export function timelineOf(record: RunRecord | null, run: AsyncRun | null): Mome
     .map(([what, when, note]) => ({ what, at: when, ...(note ? { note } : {}) }));
 }
 
+/**
+ * The timeline as one bar, each stretch between two moments in proportion to its length (a run that
+ * waited 9 s for its app and streamed for 1 s looks it), named by the moment that ends it.
+ */
+function TimelineBar({ moments }: { moments: Moment[] }) {
+  const start = moments[0]!.at;
+  const total = moments.at(-1)!.at - start;
+  if (moments.length < 2 || total <= 0) return null;
+  const W = 480;
+  const x = (at: number) => Number((((at - start) / total) * W).toFixed(2));
+  return (
+    <svg
+      class="timeline-bar"
+      viewBox={`0 0 ${W} 14`}
+      role="img"
+      aria-label={`From acceptance to end: ${duration(total)}`}
+    >
+      {moments.slice(1).map((m, i) => (
+        <rect
+          class={`stretch s${i % 3}`}
+          x={x(moments[i]!.at)}
+          y="2"
+          width={Math.max(x(m.at) - x(moments[i]!.at), 1)}
+          height="10"
+        >
+          <title>{`${moments[i]!.what} → ${m.what}: ${duration(m.at - moments[i]!.at)}`}</title>
+        </rect>
+      ))}
+    </svg>
+  );
+}
+
 function Timeline({ moments }: { moments: Moment[] }) {
   if (moments.length === 0) return <p class="muted">No moments are known for this run.</p>;
   const start = moments[0]!.at;
   return (
-    <ol class="timeline">
-      {moments.map((m) => (
-        <li>
-          <strong>{m.what}</strong> <span class="num">+{duration(m.at - start)}</span>
-          <br />
-          <span class="muted">
-            {when(new Date(m.at).toISOString())}
-            {m.note && ` · ${m.note}`}
-          </span>
-        </li>
-      ))}
-    </ol>
+    <>
+      <TimelineBar moments={moments} />
+      <ol class="timeline">
+        {moments.map((m) => (
+          <li>
+            <strong>{m.what}</strong> <span class="num">+{duration(m.at - start)}</span>
+            <br />
+            <span class="muted">
+              {when(new Date(m.at).toISOString())}
+              {m.note && ` · ${m.note}`}
+            </span>
+          </li>
+        ))}
+      </ol>
+    </>
   );
 }
 

@@ -275,7 +275,7 @@ describe("the cron sweep", () => {
     const sweepWith = () =>
       createWorker(testDeps({ now: local.clock.now })).scheduled(
         createScheduledController({ cron: CRONS.asyncRuns }),
-        { ...env, WEBHOOK_QUEUE: capture.queue },
+        { ...env, ...capture.bindings },
         createExecutionContext(),
       );
     await sweepWith();
