@@ -1,5 +1,5 @@
 // `npm run bench [-- --seconds=3 --reps=5 --domains=1000 --deliveries=1000 [--async=<runs per rep>]
-// --targets=abBcdef --stream-mib=100 [--stream-samples=<per rep>] [--sections=runpath,delivery,latency,
+// --targets=abABcdef --stream-mib=100 [--stream-samples=<per rep>] [--sections=runpath,delivery,latency,
 // fairness,units,domains,async,usage,runcost,bundle,<registered>]]`: the gateway's cost against the
 // runtime's own limit, every figure a ratio to a baseline measured in the same run (these machines are
 // noisy), each printed with its spread over repetitions, judged met / missed / undecided against its
@@ -42,7 +42,8 @@ const REPS = Number(options.reps ?? 5);
 const DOMAINS = Number(options.domains ?? 1000);
 const DELIVERIES = Number(options.deliveries ?? 1000);
 // (B) is (b'): the bare Worker plus one call of the run's rate-limit binding.
-const TARGETS = options.targets ?? "abBcdef";
+// (A) is a second (b): two identical targets, so what a difference between them reads is the noise.
+const TARGETS = options.targets ?? "abABcdef";
 const BUILT_IN = "runpath,delivery,latency,fairness,units,domains,async,runcost,usage,bundle";
 // Which sections run (all by default): a short run of one section leaves the rest of the machine alone.
 const SECTIONS = new Set((options.sections ?? [BUILT_IN, ...registered.map((s) => s.id)].join(",")).split(","));
@@ -178,6 +179,8 @@ try {
   cleanup.push(() => bare.mf.dispose());
   const bareLimited = await startPassthrough(upstream.url, { limiter: true });
   cleanup.push(() => bareLimited.mf.dispose());
+  const bareTwin = await startPassthrough(upstream.url);
+  cleanup.push(() => bareTwin.mf.dispose());
   const floor = await startFloor(upstream.url, `${floorReceiver.url}/hook`);
   cleanup.push(() => floor.mf.dispose());
   // Section 3 puts DOMAINS domains in the one bench project: above the per-project cap's default.
@@ -201,6 +204,11 @@ try {
   const targets = [
     { id: "a", name: "upstream directly", url: `${upstream.url}${seed.runPath}` },
     { id: "b", name: "bare pass-through Worker", url: `${bare.url}${seed.runPath}` },
+    {
+      id: "A",
+      name: "a second bare Worker, the same as (b): the noise of a difference",
+      url: `${bareTwin.url}${seed.runPath}`,
+    },
     { id: "B", name: "bare Worker + one RATE_LIMIT_RUNS call", url: `${bareLimited.url}${seed.runPath}` },
     { id: "c", name: "gateway, default hostname", url: `${gateway.url}${seed.runPath}`, headers: auth },
     customHost && {
@@ -450,7 +458,7 @@ try {
     for (const target of targets) {
       const r = results[target.id];
       console.log(
-        `| (${target.id === "B" ? "b'" : target.id}) ${target.name} | ${fmt(median(r.rps), 0)} | ${fmt(median(r.p50), 3)} | ${fmt(median(r.p99at16), 1)} | ${fmt(median(r.cpu), 3)} | ${r.bad} |`,
+        `| (${{ A: "b₂", B: "b'" }[target.id] ?? target.id}) ${target.name} | ${fmt(median(r.rps), 0)} | ${fmt(median(r.p50), 3)} | ${fmt(median(r.p99at16), 1)} | ${fmt(median(r.cpu), 3)} | ${r.bad} |`,
       );
     }
     // Each ratio and difference is taken within a repetition (the targets of one rep ran seconds apart).
@@ -503,6 +511,18 @@ try {
         }),
       );
     }
+    if (results.A && results.b)
+      rows.push(
+        figure("A/A: a second (b), req/s", ratio("A", "b", "rps"), { unit: "x", vs: "(b)" }),
+        figure("A/A: a second (b), workerd CPU per run", diff("A", "b", "cpu"), {
+          unit: "ms",
+          digits: 3,
+          signed: true,
+          vs: "(b)",
+          note: "(no cost: what the noise alone makes of a difference)",
+        }),
+        figure("A/A: a second (b), p99 at 16 connections", ratio("A", "b", "p99at16"), { unit: "x", vs: "(b)" }),
+      );
     if (results.B && results.b)
       rows.push(
         figure("(b') the local limiter's stand-in: CPU per run", diff("B", "b", "cpu"), {

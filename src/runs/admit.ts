@@ -13,6 +13,7 @@ import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_M
 import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
 import { outcomePath, type RunMode, type RunStart } from "./outcome";
+import { cancelAfter, waitPreference } from "./preferences";
 
 /**
  * The admit stage: everything checked before the app is called. The caller's key, the project's run
@@ -45,6 +46,10 @@ export interface AdmittedRun extends RunTarget {
   query: URLSearchParams | null;
   webhook: Webhook | null;
   isAsync: boolean;
+  /** `Prefer: wait=N`: seconds the caller waits before the run is handed over; `null` for a run that does not wait. */
+  wait: number | null;
+  /** `Cancel-After`: the deadline in milliseconds after acceptance; `null` for none. */
+  cancelAfterMs: number | null;
   webSocket: boolean;
   body: RunBody;
 }
@@ -199,9 +204,12 @@ export function refusalOf(error: unknown): string | null {
   return error.code === "no_deployment" ? null : error.code;
 }
 
-/** How the caller asked for the run, read leniently (a malformed `?async` is refused later, by `admitRequest`). */
-export const modeAsked = (query: URLSearchParams | null): RunMode =>
-  query?.get("async") === "true" ? "async" : "sync";
+/**
+ * How the caller asked for the run, read leniently for its outcome (a malformed `?async` or `Prefer` is
+ * refused later, by `admitRequest`): `?async=true` wins over `Prefer: wait`, as admission has it.
+ */
+export const modeAsked = (query: URLSearchParams | null, prefer: string | null): RunMode =>
+  query?.get("async") === "true" ? "async" : prefer !== null && /(^|[,;\s])wait\b/i.test(prefer) ? "wait" : "sync";
 
 /** What a run is from its start, once its caller is known: its id, who, which app and path, and how it was asked. */
 export function startOf(
@@ -218,7 +226,7 @@ export function startOf(
     appName: target.appName,
     path: outcomePath(target.appPath),
     method: request.method,
-    mode: modeAsked(query),
+    mode: modeAsked(query, request.headers.get("prefer")),
     caller: caller.id,
     requestId: scope.requestId,
     acceptedAt,
@@ -254,6 +262,12 @@ export async function admitRequest(
   const webhook = webSocket ? null : webhookOf(scope, request, query);
   const isAsync = asyncRequested(query);
   if (isAsync && webSocket) throw invalidField("query", "async", "does not apply to a WebSocket");
+  // A WebSocket is a pass-through of its own: it neither waits nor takes a deadline. `?async=true` wins
+  // over `Prefer: wait` (a preference may be ignored; the parameter is a demand).
+  const wait = isAsync || webSocket ? null : waitPreference(request.headers.get("prefer"));
+  const deadline = webSocket ? null : request.headers.get("cancel-after");
+  const cancelAfterMs =
+    deadline === null ? null : cancelAfter(deadline, isAsync ? "async" : wait !== null ? "wait" : "sync");
   const body = await bodyOf(request, upstream.runtime, isAsync, { read, timeoutMs: scope.config.runTimeoutMs });
   return {
     ...target,
@@ -264,6 +278,8 @@ export async function admitRequest(
     query,
     webhook,
     isAsync,
+    wait,
+    cancelAfterMs,
     webSocket,
     body,
   };

@@ -236,6 +236,8 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
         "The request body is larger than the run's limit; the app's call was ended.",
         meta,
       );
+    // The run's own reason to end the call (its deadline, `deadline.ts`) is the caller's problem as it is.
+    if (signal.reason instanceof ApiError) throw signal.reason;
     if (isTimeout(error) || signal.aborted)
       throw new ApiError("gateway_timeout", `The app did not answer within ${limits.headersMs} ms.`, meta);
     throw new ApiError("bad_gateway", "The app could not be reached.", { ...meta, cause: error });

@@ -144,6 +144,7 @@ export function endWhenAnswered(
   admitted: AdmittedRun,
   answered: Answered,
   clock: (wall?: number) => number,
+  deadline?: AbortSignal,
 ): void {
   end.answered();
   const webhook = admitted.webhook !== null;
@@ -175,7 +176,11 @@ export function endWhenAnswered(
   void tally.ended.then((how) => {
     // A cancelled answer is the caller gone: the runtime may cancel the body before it aborts
     // `request.signal` (so under `wrangler dev`), and nothing else of ours cancels it.
-    const { ending, code } = BODY_ENDS[end.hungUp() && how !== "idle" ? "cancelled" : how];
+    // The run's deadline ends a body as a hang-up would (its call cancelled): it is the deadline's end.
+    const { ending, code } =
+      deadline?.aborted === true && how !== "done"
+        ? { ending: "deadline" as const, code: "run_deadline" }
+        : BODY_ENDS[end.hungUp() && how !== "idle" ? "cancelled" : how];
     const outcome = answeredOutcome(start, response.status, {
       ...at,
       endedAt: clock(),

@@ -133,6 +133,7 @@ const ENDING_OF_PROBLEM: Record<string, RunEnding> = {
   gateway_timeout: "timeout",
   bad_gateway: "unreachable",
   run_interrupted: "interrupted",
+  run_deadline: "deadline",
   internal_error: "error",
   service_unavailable: "error",
 };

@@ -10,6 +10,8 @@ import { type OutcomePort, problemOutcome, runClock } from "./outcome";
 import type { RunTarget } from "./path";
 import { startWebhook } from "./webhook";
 import type { AppRequest } from "./call";
+import { deadlineOf, withDeadline } from "./deadline";
+import { waitRun } from "./keeper/wait";
 
 /**
  * A run of `{project_id}/{app_name}/{path}`, top to bottom, one stage a file, each returning a named
@@ -17,19 +19,20 @@ import type { AppRequest } from "./call";
  * `callAndAnswer` → `Answered` (`callApp` → `AppCall`, then the envelope or the app's own answer passed
  * through as it streams), and the copy handed on to the webhook (`startWebhook` → `RunWebhook`). The
  * kinds of run that differ branch once, each into its own stage: an async run is accepted here and run
- * by its queue consumer (`async/consumer.ts`, the owner of its app call); a WebSocket is passed through
- * (`handshake.ts`).
+ * by its queue consumer (`async/consumer.ts`, the owner of its app call); a waited run's app call is
+ * its keeper's (`keeper/wait.ts`); a WebSocket is passed through (`handshake.ts`).
  *
  * The run ends with one `RunOutcome`, handed to `outcomes` once (`end.ts`): here when the caller's
- * answer has ended, the caller hung up, or the run was refused once its app was known; by the consumer
- * for an accepted async run. A
- * request refused before its app was known (the project's budget spent, no such app) is a refusal,
- * counted; one refused before its caller was (401, 403) is neither.
+ * answer has ended, the caller hung up, or the run was refused once its app was known; by its owner
+ * otherwise (the consumer, the keeper). A request refused before its app was known (the project's
+ * budget spent, no such app) is a refusal, counted; one refused before its caller was (401, 403) is
+ * neither.
  */
 export async function run(scope: Scope, request: Request, target: RunTarget, outcomes: OutcomePort): Promise<Response> {
   const caller = await identify(scope, request, target);
   // Accepted: the caller is known. The run's moments count from here, and its end is held from here.
   const acceptedAt = scope.deps.now().getTime();
+  const acceptedWall = Date.now();
   const clock = runClock(acceptedAt);
   const start = startOf(scope, request, target, caller, acceptedAt);
   let admitted: AdmittedRun | null = null;
@@ -62,6 +65,16 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
       return response;
     }
     const appRequest = appRequestOf(request, admitted);
+    if (admitted.wait !== null) {
+      // A waited run's app call, and so its outcome, is its keeper's: it may outlive this invocation.
+      end.handedOff();
+      return await waitRun(scope, request, admitted, appRequest, {
+        runId: start.runId,
+        acceptedAt,
+        acceptedWall,
+        path: start.path,
+      });
+    }
     const context = contextOf(scope, admitted, appRequest);
 
     // With a webhook the delivery is on record before the app is called, and a caller who hangs up
@@ -69,19 +82,30 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     const webhook = admitted.webhook
       ? await startWebhook(scope, request, admitted.webhook, admitted, start.runId)
       : null;
+    const deadline =
+      admitted.cancelAfterMs === null
+        ? null
+        : deadlineOf(start.runId, admitted.cancelAfterMs, Date.now() - acceptedWall, scope.deps.sleep);
     end.calling();
     const answering = callAndAnswer(
       scope.deps,
       appRequest,
       context,
       webhook !== null,
-      webhook?.signal ?? request.signal,
+      withDeadline(webhook?.signal ?? request.signal, deadline),
     );
     // Handed on in `waitUntil` from the start, so the webhook gets its copy even if the caller goes.
     webhook?.carry(answering.then((answered) => answered.copy!));
     // Ended from the answer itself, not from this function's continuation, which a hang-up cancels.
     const ran = admitted;
-    void answering.then((answered) => endWhenAnswered(end, start, ran, answered, clock));
+    void answering.then((answered) => {
+      if (deadline) {
+        // A whole answer (envelope, problem) has ended its call already; a passed-through one ends with its body.
+        if (answered.size === null && answered.call) void answered.call.tally.ended.finally(deadline.dispose);
+        else deadline.dispose();
+      }
+      endWhenAnswered(end, start, ran, answered, clock, deadline?.signal);
+    });
     return (await answering).response;
   } catch (error) {
     const reason = appKnown ? null : refusalOf(error);
@@ -93,7 +117,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
       const problem = error instanceof ApiError ? error : new ApiError("internal_error", "The run failed.");
       end.ended(
         problemOutcome(
-          { ...start, mode: admitted?.isAsync ? "async" : start.mode },
+          { ...start, mode: admitted === null ? start.mode : modeOf(admitted) },
           problem,
           { endedAt: clock(), hungUp: end.hungUp() },
           { bytesIn: bytesSoFar(), bytesOut: 0, webhook: (admitted?.webhook ?? null) !== null },
@@ -103,6 +127,9 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     throw error;
   }
 }
+
+/** How an admitted run was asked. */
+const modeOf = (admitted: AdmittedRun) => (admitted.isAsync ? "async" : admitted.wait !== null ? "wait" : "sync");
 
 /** The run's context, made once it is admitted and has its id. */
 function contextOf(scope: Scope, admitted: AdmittedRun, appRequest: AppRequest): RunContext {

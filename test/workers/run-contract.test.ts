@@ -32,6 +32,7 @@ const CONTRACT_HEADERS = [
   "location",
   "ratelimit",
   "ratelimit-policy",
+  "preference-applied",
 ];
 
 interface Case {
@@ -748,6 +749,52 @@ add({
 
 /** A D1 that is down: every statement fails as D1 does when it loses its connection. */
 const unavailableD1 = () => faultyD1(env.DB, () => true);
+
+// Waited runs (`Prefer: wait`) and deadlines (`Cancel-After`), last: each handed-over run takes its wait (1 s)
+// of wall time, and the run budget spent for the 429s above is for one window only.
+for (const method of ALL) {
+  const at = (w: World) => appFor(method, w);
+  add({
+    path: RUN,
+    method,
+    status: 200,
+    why: "a waited run answered within its wait (Prefer: wait=N)",
+    send: () =>
+      run(method, at(world).runPath, {
+        token: at(world).token,
+        headers: { Prefer: "wait=10", ...bodyFor(method).headers },
+        body: bodyFor(method).body,
+      }),
+    carries: ["x-run-id", "preference-applied"],
+  });
+  add({
+    path: RUN,
+    method,
+    status: 202,
+    why: "a waited run handed over past its wait",
+    send: () =>
+      run(method, at(world).runPath, {
+        token: at(world).token,
+        query: "delay=1500",
+        headers: { Prefer: "wait=1", ...bodyFor(method).headers },
+        body: bodyFor(method).body,
+      }),
+    carries: ["location", "x-run-id", "preference-applied"],
+  });
+  add({
+    path: RUN,
+    method,
+    status: 400,
+    problem: true,
+    why: "a Cancel-After that is not a duration",
+    send: () =>
+      run(method, at(world).runPath, {
+        token: at(world).token,
+        headers: { "Cancel-After": "soon", ...bodyFor(method).headers },
+        body: bodyFor(method).body,
+      }),
+  });
+}
 
 let down: { cortex: World["cortex"]; custom: World["cortex"] };
 let ws: World["cortex"];

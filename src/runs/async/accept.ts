@@ -134,6 +134,8 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
     webhookSecret:
       secret === undefined ? null : JSON.stringify(await sealSecret(config.webhookEncryptionKey, runId, secret)),
     createdAt: now,
+    // `Cancel-After`, counted from acceptance: the consumer never calls the app past it (consumer.ts).
+    deadlineAt: req.cancelAfterMs === null ? null : new Date(now.getTime() + req.cancelAfterMs),
   };
   const dropBody = () => (placed.inR2 ? dropPayloads(env, [requestKey(runId)]) : Promise.resolve());
 

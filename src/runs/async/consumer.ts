@@ -9,6 +9,7 @@ import { claimRun, endRun, runById } from "./store";
 import { log, type LogFields } from "../../platform/log";
 import { isAsyncRunMessage } from "./message";
 import { type OutcomePort, runClock } from "../outcome";
+import { deadlineOf, withDeadline } from "../deadline";
 import { tellIfFollowed } from "./followers";
 import { runJson } from "./resource";
 
@@ -68,8 +69,15 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
     limits: { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs },
   };
   // ASYNC_RUN_TIMEOUT_MS bounds the whole run here, a stream included: the invocation has 15 minutes.
+  // A deadline (`Cancel-After`, counted from acceptance) may end it sooner.
   const request = { target: run.target, method: run.method, headers, body, runId: run.id };
-  const answer = await answerRun(deps, request, context, AbortSignal.timeout(config.asyncRunTimeoutMs));
+  const created = run.createdAt.getTime();
+  const deadline =
+    run.deadlineAt === null
+      ? null
+      : deadlineOf(run.id, run.deadlineAt.getTime() - created, deps.now().getTime() - created, deps.sleep);
+  const cancel = withDeadline(AbortSignal.timeout(config.asyncRunTimeoutMs), deadline);
+  const answer = await answerRun(deps, request, context, cancel).finally(() => deadline?.dispose());
   const ending = await endingOf(env, run.id, answer, deps.now());
   for (let tries = 1; ; tries++) {
     try {
@@ -115,6 +123,8 @@ async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePor
       // Claimed by this very message before: the invocation that had it died mid-run.
       if (run?.status === "running" && run.claimedBy === msg.id)
         await endUnanswered(scope, run, "running", msg.id, "interrupted", outcomes);
+      // Still queued: its deadline passed before it could start. The app is never called for it.
+      else if (run?.status === "queued") await endUnanswered(scope, run, "queued", null, "deadline", outcomes);
       return msg.ack();
     }
   } catch (error) {

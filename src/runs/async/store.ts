@@ -1,4 +1,4 @@
-import { and, eq, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { type AsyncRun, type AsyncRunStatus, asyncRuns, webhookDeliveries } from "../../db/schema";
 
@@ -62,7 +62,10 @@ export async function runById(db: Database, runId: string): Promise<AsyncRun | u
 
 export const deleteRun = (db: Database, runId: string) => db.delete(asyncRuns).where(eq(asyncRuns.id, runId));
 
-/** `queued → running` for the queue message `messageId`; the claimed row, or `undefined` when the run was not queued. */
+/**
+ * `queued → running` for the queue message `messageId`; the claimed row, or `undefined` when the run was
+ * not queued, or its deadline (`Cancel-After`) has passed: such a run is never started.
+ */
 export async function claimRun(
   db: Database,
   runId: string,
@@ -72,7 +75,13 @@ export async function claimRun(
   const [row] = await db
     .update(asyncRuns)
     .set({ status: "running", startedAt: now, claimedBy: messageId })
-    .where(and(eq(asyncRuns.id, runId), eq(asyncRuns.status, "queued")))
+    .where(
+      and(
+        eq(asyncRuns.id, runId),
+        eq(asyncRuns.status, "queued"),
+        or(isNull(asyncRuns.deadlineAt), gt(asyncRuns.deadlineAt, now)),
+      ),
+    )
     .returning();
   return row;
 }
