@@ -26,7 +26,7 @@ export function statusTone(code: number): BadgeTone {
 
 const ENDING_TEXT: Record<Ending, string> = {
   error: "the gateway failed",
-  answered: "answered",
+  answered: "the app answered, and its answer reached its end",
   hung_up: "the caller left before the answer ended; the app's call was ended",
   timeout: "the gateway's time limit ended the app's call",
   deadline: "its Cancel-After deadline passed",

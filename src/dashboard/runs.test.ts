@@ -104,7 +104,11 @@ describe("dashboard run page", () => {
     await consume(p.api, started.message);
     const done = await v.get(page);
     const shown = text(done.html);
-    expect(shown).toMatch(new RegExp(`Outcome 200 answered App and request ${p.ok.appName} POST /run Mode async`));
+    expect(shown).toMatch(
+      new RegExp(
+        `Outcome 200 the app answered, and its answer reached its end App and request ${p.ok.appName} POST /run Mode async`,
+      ),
+    );
     expect(shown).toMatch(/Accepted \+0 ms .* App called \+[\d.]+ m?s .* Ended \+[\d.]+ m?s/);
     expect(shown).toContain("State succeeded answered 200");
     expect(done.html).toContain(`&quot;run_id&quot;: &quot;${id}&quot;`);
@@ -119,7 +123,9 @@ describe("dashboard run page", () => {
     const page = await v.get(`/dashboard/projects/${p.projectId}/runs/${broken}`);
     expect(page.status).toBe(200);
     const shown = text(page.html).replaceAll("&#39;", "'");
-    expect(shown).toMatch(/Outcome 500 the app's own 500 answered App and request/);
+    expect(shown).toMatch(
+      /Outcome 500 the app's own 500 the app answered, and its answer reached its end App and request/,
+    );
     expect(shown).toMatch(/Accepted \+0 ms .* App called \+\d+ ms .* App answered \+\d+ ms .* Ended \+\d+ ms/);
     const missing = await v.get(`/dashboard/projects/${p.projectId}/runs/run_${"0".repeat(30)}`);
     expect(missing.status).toBe(404);

@@ -934,7 +934,7 @@ describe.runIf(available)("dashboard in a browser", () => {
       // A failed run's page: whose failure, and its moments.
       await page.goto(`${server.url}/dashboard/projects/${projectId}/runs/${failedRun}`);
       await page.getByText("the app's own 503").first().waitFor();
-      await page.getByText("App answered").waitFor();
+      await page.getByText("App answered", { exact: true }).waitFor();
       await shot("63-run-page-failed");
     } finally {
       await new Promise<void>((resolve) => app.close(() => resolve()));
