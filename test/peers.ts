@@ -64,9 +64,13 @@ export async function sha256Hex(text: string): Promise<string> {
 
 /** An upstream call the peer watches (`?watch={key}`): release its held stream, read its state, or wait until its connection closed. */
 export interface WatchState {
+  /** The gateway's call reached the peer. */
+  arrived: boolean;
   finished: boolean;
   closed: boolean;
   chunks: number;
+  /** The `X-Run-Id` the watched call carried (null until it came). */
+  runId: string | null;
 }
 export const releaseStream = async (key: string): Promise<WatchState> =>
   (await fetch(`${PEER}/release/${key}`, { method: "POST" })).json();
@@ -74,3 +78,9 @@ export const watchState = async (key: string): Promise<WatchState> => (await fet
 /** Answers once the watched call's connection closed before the peer finished (or after 10 s, `closed: false`). */
 export const whenClosed = async (key: string): Promise<WatchState> => (await fetch(`${PEER}/closed/${key}`)).json();
 export const watchKey = () => `w${Date.now().toString(36)}${(counter++).toString(36)}`;
+
+/** How many times the app upstreams of the peer were called with `X-Run-Id: runId`. */
+export async function appCalls(runId: string): Promise<number> {
+  const res = await fetch(`${PEER}/calls/${runId}`);
+  return ((await res.json()) as { calls: number }).calls;
+}

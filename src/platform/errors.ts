@@ -35,6 +35,7 @@ export const PROBLEMS = {
   run_interrupted: { status: 502, title: "Run interrupted" },
   service_unavailable: { status: 503, title: "Service unavailable" },
   gateway_timeout: { status: 504, title: "Upstream timed out" },
+  run_deadline: { status: 504, title: "Run deadline passed" },
 } as const satisfies Record<string, { status: ContentfulStatusCode; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

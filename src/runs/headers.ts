@@ -22,6 +22,8 @@ const NOT_FORWARDED = new Set([
   "cookie",
   "host",
   "x-webhook-secret",
+  // The run's deadline is the gateway's to keep (runs/preferences.ts); `Prefer` reaches the app as sent.
+  "cancel-after",
   "connection",
   "keep-alive",
   "proxy-connection",

@@ -56,6 +56,29 @@ export const RunHeaders = z.object({
     description:
       "With `async=true`: the same key and request within 24 hours answer the same run; a different request with the key is a 422.",
   }),
+  prefer: z
+    .string()
+    .optional()
+    .openapi({
+      description:
+        "RFC 7240. `wait=N` (1 to 60 seconds; bare `wait` is 60, more is served as 60): the app's answer if it is ready within N s, " +
+        "exactly as without the header plus `Preference-Applied`; else 202 with the run, which goes on and is read at its status URL " +
+        "(its webhook is delivered). A caller who hangs up while waiting hands the run over. A stream whose headers came within N s is " +
+        "an answer. Ignored with `async=true`, on a WebSocket, and when N is not a positive whole number; other preferences are ignored " +
+        "(and reach the app, as the whole header does).",
+      example: "wait=10",
+    }),
+  "cancel-after": z
+    .string()
+    .optional()
+    .openapi({
+      description:
+        "The run's deadline, counted from its acceptance: `30s`, `5m`, `2h30m` or whole seconds (`45`); at least 5 s, at most 24 h " +
+        "(15 min with `Prefer: wait`). Past it the app's call is ended (or, for a queued async run, never made) and the run ends with " +
+        "the 504 problem `run_deadline` (an async or handed-over run: `failed`, `error.code` `deadline`). Anything else is a 400 naming " +
+        "the header, and the app is not called. Not passed to the app.",
+      example: "5m",
+    }),
 });
 
 export const RunEnvelope = z
@@ -72,6 +95,7 @@ const description =
   "`webhookEndpoint` and `async`) and headers (less `Authorization`), plus `X-Run-Id`. `{path}` names a `cortex` function (`run`) or " +
   "any route of a `custom` app's server (`v1/chat/completions`: the OpenAI SDK works with `baseURL` `…/v4/{project_id}/{app_name}/v1`); " +
   "`runs/{run_id}` is the gateway's own. Bearer run key: a service account token of the project or an HS256 JWT (`project_id`, `exp`). " +
+  "`Prefer: wait=N` answers within N s or hands the run over (202); `Cancel-After` sets its deadline; `async=true` answers 202 at once. " +
   "The HTTP status is the app's own. A `cortex` function's JSON answer comes in the run envelope (204/205/304 then become 200, " +
   "because the envelope is a body); every other answer passes through, streamed as the app writes it. A WebSocket upgrade is " +
   "passed through to the app.";
@@ -79,9 +103,10 @@ const description =
 const AsyncAccepted = z
   .object({
     run_id: z.string().openapi({ example: "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
-    status: z
-      .enum(["queued", "running", "succeeded", "failed", "cancelled"])
-      .openapi({ description: "`queued` for a new run; a replayed `Idempotency-Key` answers the run's status now." }),
+    status: z.enum(["queued", "running", "succeeded", "failed", "cancelled"]).openapi({
+      description:
+        "`queued` for a new async run (a replayed `Idempotency-Key` answers the run's status now); `running` for a waited run handed over.",
+    }),
     status_url: z
       .url()
       .openapi({ description: "Where to read the run (`GET`) or cancel it (`DELETE`); also the `Location` header." }),
@@ -133,6 +158,13 @@ const RUN_ID_HEADER = {
   "X-Run-Id": stringHeader("The run's id, also in the envelope, in the problem's `run_id` and in webhook deliveries."),
 };
 
+/** On every answer of a run asked with `Prefer: wait=N`: the wait it was given. */
+const PREFERENCE_APPLIED = {
+  "Preference-Applied": stringHeader(
+    "With `Prefer: wait=N`: `wait=N`, the wait the run was given (RFC 7240); absent when the preference was not applied.",
+  ),
+};
+
 /** What an app's answer may be: the envelope, or the app's own answer passed through. */
 const appAnswerContent = {
   "application/json": {
@@ -163,6 +195,7 @@ const runAnswer = {
   headers: {
     ...REQUEST_ID_HEADER,
     "X-Run-Id": stringHeader("The run's id, also in the envelope and in webhook deliveries.", true),
+    ...PREFERENCE_APPLIED,
   },
   content: appAnswerContent,
 };
@@ -188,7 +221,7 @@ export const RunProblemSchema = ProblemSchema.extend({
 function runProblem(status: ProblemStatus, required: boolean) {
   return {
     description: `${problemDescriptions[status]} Or the app's own answer with this status, enveloped or passed through as for 200.`,
-    headers: { ...REQUEST_ID_HEADER, ...RUN_ID_HEADER, ...problemHeaders(status, { required }) },
+    headers: { ...REQUEST_ID_HEADER, ...RUN_ID_HEADER, ...PREFERENCE_APPLIED, ...problemHeaders(status, { required }) },
     content: { [PROBLEM_CONTENT_TYPE]: { schema: RunProblemSchema }, ...appAnswerContent },
   };
 }
@@ -204,12 +237,15 @@ const GATEWAY_STATUSES = {
 const accepted = {
   ...jsonContent(
     AsyncAccepted,
-    "With `async=true`: the run is queued (or, with a replayed `Idempotency-Key`, the run it started).",
+    "With `async=true`: the run is queued (or, with a replayed `Idempotency-Key`, the run it started). With `Prefer: wait=N`: the " +
+      "app had not answered within N s (or the caller hung up while waiting): the run is `running`, handed over; it goes on, its " +
+      "result is read at `status_url` as an async run's and delivered to its webhook.",
   ),
   headers: {
     ...REQUEST_ID_HEADER,
     "X-Run-Id": stringHeader("The run's id.", true),
     Location: stringHeader("The run's `status_url`.", true),
+    ...PREFERENCE_APPLIED,
   },
 };
 

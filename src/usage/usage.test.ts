@@ -3,8 +3,7 @@ import type { z } from "@hono/zod-openapi";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
 import { PEER } from "../../test/peers";
-import { callWith, seedRunnable, spendBudget } from "../../test/runs";
-import { RATE_LIMITS } from "../platform/rate-limit";
+import { callWith, seedRunnable, spentBudget } from "../../test/runs";
 import { type RunRecordList, type RunRecordSchema } from "./routes";
 
 /** Every run on record, and the figures: black-box through the API (run, then list and usage). */
@@ -59,14 +58,34 @@ describe("GET /v2/projects/{project_id}/runs", () => {
       webhook: null,
       status_url: null,
       request_id: ok.headers.get("x-request-id"),
+      ending: "answered",
+      failure: null,
+      handed_over: false,
     });
-    expect(done.duration_ms).toBeGreaterThanOrEqual(0);
-    expect(appError).toMatchObject({ run_id: failing.headers.get("x-run-id"), method: "GET", bytes_in: 0 });
+    // The moments of a run, in order after its acceptance.
+    const { times } = done;
+    expect(times).toMatchObject({ first_byte_ms: null, handed_over_ms: null, ended_ms: done.duration_ms });
+    expect(times.called_ms).toBeGreaterThanOrEqual(0);
+    expect(times.answered_ms).toBeGreaterThanOrEqual(times.called_ms!);
+    expect(times.ended_ms).toBeGreaterThanOrEqual(times.answered_ms!);
+    // One record read by its id: the same item.
+    const one = await api.json<RunItem>(`/v2/projects/${app.projectId}/runs/${done.run_id}`, { token: app.token });
+    expect(one).toMatchObject({ status: 200, body: done });
+    expect(appError).toMatchObject({
+      run_id: failing.headers.get("x-run-id"),
+      method: "GET",
+      bytes_in: 0,
+      ending: "answered",
+      failure: { by: "app", status: 500 },
+    });
     expect(refused).toMatchObject({
       mode: "sync",
       path: "run",
       bytes_out: 0,
       request_id: big.headers.get("x-request-id"),
+      ending: "refused",
+      failure: { by: "gateway", code: "payload_too_large" },
+      times: { called_ms: null, answered_ms: null },
     });
   });
 
@@ -99,14 +118,21 @@ describe("GET /v2/projects/{project_id}/runs", () => {
     const slow = await callWith(api, { RUN_TIMEOUT_MS: "100" }, app.runPath, { token: app.token });
     expect(slow.status).toBe(504);
     expect((await runsOf(app.projectId, app.token)).data).toMatchObject([
-      { status_code: 504, timed_out: true, run_id: slow.headers.get("x-run-id") },
+      {
+        status_code: 504,
+        timed_out: true,
+        ending: "timeout",
+        failure: { by: "gateway", code: "gateway_timeout" },
+        times: { answered_ms: null },
+        run_id: slow.headers.get("x-run-id"),
+      },
     ]);
   });
 
-  it("counts a request refused by the project's run budget (429, on Miniflare's real limiter) as a refusal, not a run", async () => {
+  it("counts a request refused by the project's run budget (429) as a refusal, not a run", async () => {
     const limited = await seedRunnable(api);
-    await spendBudget(env.RATE_LIMIT_RUNS, limited.projectId, RATE_LIMITS.runs.limit);
-    const refused = await api.call(limited.runPath, { token: limited.token });
+    const spent = spentBudget(env.RATE_LIMIT_RUNS, limited.projectId);
+    const refused = await callWith(api, { RATE_LIMIT_RUNS: spent }, limited.runPath, { token: limited.token });
     expect(refused.status).toBe(429);
     expect((await runsOf(limited.projectId, limited.token)).data).toEqual([]);
     const usage = await api.json<{ totals: { runs: number; refused: Record<string, number> } }>(
@@ -114,7 +140,7 @@ describe("GET /v2/projects/{project_id}/runs", () => {
       { token: limited.token },
     );
     expect(usage.body.totals).toMatchObject({ runs: 0, refused: { rate_limited: 1, not_found: 0 } });
-  }, 60_000);
+  });
 });
 
 describe("GET /v2/projects/{project_id}/usage", () => {

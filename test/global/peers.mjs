@@ -23,6 +23,7 @@ function watch(key) {
     let release;
     let closed;
     entry = {
+      arrived: false,
       finished: false,
       closed: false,
       chunks: 0,
@@ -38,7 +39,16 @@ function watch(key) {
   }
   return entry;
 }
-const watchState = (entry) => ({ finished: entry.finished, closed: entry.closed, chunks: entry.chunks });
+const watchState = (entry) => ({
+  arrived: entry.arrived,
+  finished: entry.finished,
+  closed: entry.closed,
+  chunks: entry.chunks,
+  runId: entry.runId ?? null,
+});
+
+/** Upstream calls per `X-Run-Id`: how a test proves the app was called exactly once for a run. */
+const callsByRun = new Map();
 
 /** Deterministic bytes of a PNG image: the signature, then a counter pattern. */
 function pngBytes(size) {
@@ -145,9 +155,13 @@ async function receiver(req, res, key) {
 }
 
 async function upstream(req, res, url) {
+  const runId = req.headers["x-run-id"];
+  if (runId) callsByRun.set(runId, (callsByRun.get(runId) ?? 0) + 1);
   const key = url.searchParams.get("watch");
   const entry = key ? watch(key) : null;
+  if (entry) entry.runId = runId ?? null;
   if (entry) {
+    entry.arrived = true;
     // "close" on the response before it finished: the gateway dropped the connection.
     res.on("close", () => {
       if (!entry.finished) entry.markClosed();
@@ -158,6 +172,10 @@ async function upstream(req, res, url) {
   if (body === null) return;
   const delay = Number(url.searchParams.get("delay") ?? "0");
   if (delay) await sleep(delay);
+  // `hold=key`: the answer waits for `POST /release/{key}` (a slow app whose moment the test chooses).
+  const hold = url.searchParams.get("hold");
+  if (hold) await Promise.race([watch(hold).released, new Promise((resolve) => res.on("close", resolve))]);
+  if (res.destroyed) return;
   if (entry) entry.finished = true;
   const retryAfter = url.searchParams.get("retryAfter");
   const extra = retryAfter ? { "retry-after": retryAfter } : {};
@@ -292,6 +310,7 @@ export default async function setup(project) {
         return json(res, 200, watchState(watch(key)));
       }
       if (area === "watch") return json(res, 200, watchState(watch(key)));
+      if (area === "calls") return json(res, 200, { calls: callsByRun.get(key) ?? 0 });
       if (area === "closed") {
         const entry = watch(key);
         await Promise.race([entry.whenClosed, sleep(10_000)]);

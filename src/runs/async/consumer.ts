@@ -4,11 +4,13 @@ import { upstreamOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
 import type { RunContext } from "../context";
 import { enqueuePending } from "../../webhooks/enqueue";
-import { appPathOf, endingOf, endUnanswered, handOverOf, recordFinished } from "./lifecycle";
+import { appPathOf, asyncOutcome, asyncTimes, endingOf, endUnanswered, handOverOf } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { log, type LogFields } from "../../platform/log";
 import { isAsyncRunMessage } from "./message";
+import { type OutcomePort, runClock } from "../outcome";
+import { deadlineOf, withDeadline } from "../deadline";
 import { tellIfFollowed } from "./followers";
 import { runJson } from "./resource";
 
@@ -47,12 +49,13 @@ async function deploymentOf(
   }
 }
 
-async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<void> {
+async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes: OutcomePort): Promise<void> {
   const { env, config, deps, db } = scope;
+  const clock = runClock(deps.now().getTime());
   const stored = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
   if (stored === null && run.requestInR2) {
     // The stored request is gone: nothing can be run. Ends like a run whose consumer died.
-    await endUnanswered(scope, run, "running", messageId, "interrupted");
+    await endUnanswered(scope, run, "running", messageId, "interrupted", outcomes);
     return;
   }
   // The caller's exact bytes, whether stored as UTF-8 text or as base64.
@@ -68,8 +71,15 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
     limits: { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs },
   };
   // ASYNC_RUN_TIMEOUT_MS bounds the whole run here, a stream included: the invocation has 15 minutes.
+  // A deadline (`Cancel-After`, counted from acceptance) may end it sooner.
   const request = { target: run.target, method: run.method, headers, body, runId: run.id };
-  const answer = await answerRun(deps, request, context, AbortSignal.timeout(config.asyncRunTimeoutMs));
+  const created = run.createdAt.getTime();
+  const deadline =
+    run.deadlineAt === null
+      ? null
+      : deadlineOf(run.id, run.deadlineAt.getTime() - created, deps.now().getTime() - created, deps.sleep);
+  const cancel = withDeadline(AbortSignal.timeout(config.asyncRunTimeoutMs), deadline);
+  const answer = await answerRun(deps, request, context, cancel).finally(() => deadline?.dispose());
   const ending = await endingOf(env, run.id, answer, deps.now());
   // The webhook's delivery is written with the run's end (one D1 batch), and handed on after it.
   const handOver = await handOverOf(scope, run);
@@ -87,19 +97,21 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
       await new Promise((resolve) => setTimeout(resolve, 50 * tries));
     }
   }
-  recordFinished(scope, run, {
-    path: appPathOf(run.target, originUrl),
-    status: answer.status,
-    timedOut: answer.failure?.code === "gateway_timeout",
+  outcomes.ended(scope, {
+    ...asyncOutcome(run, appPathOf(run.target, originUrl), answer.status, answer.failure?.code ?? null),
+    times: {
+      ...asyncTimes(run, clock()),
+      calledAt: clock(answer.calledAt),
+      answeredAt: answer.answeredAt === null ? null : clock(answer.answeredAt),
+    },
     bytesIn: body?.byteLength ?? 0,
     bytesOut: ending.resultBytes,
-    finishedAt: ending.finishedAt,
   });
   if (handOver?.pending) await enqueuePending(scope, handOver.pending, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }
 
-async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
+async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePort): Promise<void> {
   const { deps, db } = scope;
   if (!isAsyncRunMessage(msg.body)) {
     logError("unreadable async run message dropped", { message_id: msg.id });
@@ -114,7 +126,9 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
       const run = await runById(db, runId);
       // Claimed by this very message before: the invocation that had it died mid-run.
       if (run?.status === "running" && run.claimedBy === msg.id)
-        await endUnanswered(scope, run, "running", msg.id, "interrupted");
+        await endUnanswered(scope, run, "running", msg.id, "interrupted", outcomes);
+      // Still queued: its deadline passed before it could start. The app is never called for it.
+      else if (run?.status === "queued") await endUnanswered(scope, run, "queued", null, "deadline", outcomes);
       return msg.ack();
     }
   } catch (error) {
@@ -123,7 +137,7 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
     return msg.retry({ delaySeconds: 1 });
   }
   try {
-    await execute(scope, claimed, msg.id);
+    await execute(scope, claimed, msg.id, outcomes);
     msg.ack();
   } catch (error) {
     // Storage failed after the upstream was called. The run is never executed again: the redelivered
@@ -133,6 +147,11 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
   }
 }
 
-export async function consumeAsyncRuns(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
-  await Promise.all(batch.messages.map((msg) => consume(msg, scope)));
+/** The consumer; `outcomes` receives each run's outcome when it ended (the root wires usage's). */
+export async function consumeAsyncRuns(
+  batch: MessageBatch<unknown>,
+  scope: Scope,
+  outcomes: OutcomePort,
+): Promise<void> {
+  await Promise.all(batch.messages.map((msg) => consume(msg, scope, outcomes)));
 }

@@ -1,20 +1,23 @@
 import type { AsyncRun } from "../../db/schema";
-import { recordRun } from "../../usage/record";
 import type { Scope } from "../../platform/scope";
-import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../../platform/errors";
+import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, PROBLEMS } from "../../platform/errors";
 import { enqueuePending, type PendingDelivery, preparePending, writePending } from "../../webhooks/enqueue";
 import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
 import type { RunAnswer } from "../answer";
 import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver, type HandOver } from "./store";
 import { log, type LogFields } from "../../platform/log";
+import { endingOfProblem, failureOf, type OutcomePort, outcomePath, type RunOutcome } from "../outcome";
 import { tellIfFollowed } from "./followers";
 import { runJson } from "./resource";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
-export type Unanswered = "interrupted" | "expired";
+export type Unanswered = "interrupted" | "expired" | "deadline";
 
 const logError = (message: string, fields: LogFields) => log("error", message, fields);
+
+/** A run's `error.code` for the problems whose name says "run" twice: the run's deadline, its interruption. */
+const RUN_ERROR_OF_PROBLEM: Record<string, string> = { run_deadline: "deadline", run_interrupted: "interrupted" };
 
 /** The ending of a run whose upstream was called: `succeeded` exactly when a synchronous run would have answered 2xx. */
 export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: Date): Promise<Ending> {
@@ -29,7 +32,11 @@ export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: 
     resultBytes: bytes,
     result: placed.inline,
     resultInR2: placed.inR2,
-    errorCode: ok ? null : (answer.failure?.code ?? "upstream_status"),
+    errorCode: ok
+      ? null
+      : answer.failure
+        ? (RUN_ERROR_OF_PROBLEM[answer.failure.code] ?? answer.failure.code)
+        : "upstream_status",
     errorMessage: ok ? null : (answer.failure?.message ?? `The app answered ${answer.status}.`),
     finishedAt: now,
   };
@@ -39,11 +46,15 @@ const UNANSWERED_DETAIL: Record<Unanswered, string> = {
   interrupted:
     "The run was interrupted: the worker running it stopped before the app's answer was stored. It is not run again.",
   expired: "The run waited in the queue too long and was never started. It is not run again.",
+  deadline: "The run's Cancel-After passed while it was queued: it was never started, and the app was not called.",
 };
+
+/** The problem each kind of unanswered run carries: its deadline's (504), or an interruption's (502). */
+const unansweredProblem = (why: Unanswered) => (why === "deadline" ? "run_deadline" : "run_interrupted");
 
 /** The answer of a run that has none: the problem a caller would read, stored and delivered like any result. */
 export function unansweredText(run: Pick<AsyncRun, "id" | "requestId">, why: Unanswered): string {
-  const error = new ApiError("run_interrupted", UNANSWERED_DETAIL[why], { extensions: { run_id: run.id } });
+  const error = new ApiError(unansweredProblem(why), UNANSWERED_DETAIL[why], { extensions: { run_id: run.id } });
   return JSON.stringify(problemBody(error, run.requestId));
 }
 
@@ -112,11 +123,12 @@ export async function endUnanswered(
   from: "queued" | "running",
   claimedBy: string | null,
   why: Unanswered,
+  outcomes: OutcomePort,
 ): Promise<boolean> {
   const text = unansweredText(run, why);
   const ending: Ending = {
     status: "failed",
-    resultStatus: 502,
+    resultStatus: PROBLEMS[unansweredProblem(why)].status,
     resultType: PROBLEM_CONTENT_TYPE,
     resultBytes: byteLength(text),
     result: text,
@@ -128,15 +140,20 @@ export async function endUnanswered(
   const ended = await endRun(scope.db, run.id, from, claimedBy, ending);
   if (!ended) return false;
   tellIfFollowed(scope, run.id, "failed", ended.followed, () => runJson({ ...run, ...ending }, text));
-  if (why === "interrupted") {
-    const finishedAt = scope.deps.now();
-    recordFinished(scope, run, {
-      path: appPathOf(run.target, null),
-      status: 502,
-      timedOut: false,
+  // A deadline is a run the caller made and its deadline ended: recorded, as a timeout.
+  if (why === "interrupted" || why === "deadline") {
+    const endedAt = scope.deps.now().getTime();
+    const problem = unansweredProblem(why);
+    outcomes.ended(scope, {
+      ...asyncOutcome(run, appPathOf(run.target, null), PROBLEMS[problem].status, problem),
+      times: {
+        ...asyncTimes(run, endedAt),
+        // The claim came just before the call: whether the app was called is not known, only that it may
+        // have been. A run past its deadline while queued was never called.
+        calledAt: why === "interrupted" ? (run.startedAt?.getTime() ?? null) : null,
+      },
       bytesIn: 0,
       bytesOut: byteLength(text),
-      finishedAt,
     });
   }
   logError(`async run ${why}`, {
@@ -157,40 +174,36 @@ export function appPathOf(target: string, originUrl: string | null): string {
   return (base !== null && path.startsWith(`${base}/`) ? path.slice(base.length + 1) : path.replace(/^\/+/, "")) || "/";
 }
 
-/** How an async run ended, for its usage record. */
-export interface Finish {
-  path: string;
-  status: number;
-  timedOut: boolean;
-  bytesIn: number;
-  bytesOut: number;
-  finishedAt: Date;
+/** The parts of an async run's outcome its row holds: who, which app and path, and its status and failure. */
+export function asyncOutcome(
+  run: AsyncRun,
+  path: string,
+  status: number,
+  problemCode: string | null,
+): Omit<RunOutcome, "times" | "bytesIn" | "bytesOut"> {
+  const failure = failureOf(status, problemCode === null ? null : { code: problemCode });
+  return {
+    runId: run.id,
+    projectId: run.projectId,
+    appName: run.appName,
+    path: outcomePath(path),
+    method: run.method,
+    mode: run.mode,
+    caller: run.caller,
+    requestId: run.requestId,
+    status,
+    ending: problemCode === null ? "answered" : endingOfProblem({ code: problemCode, status }),
+    failure,
+    webhook: run.webhookEndpoint !== null,
+  };
 }
 
-/**
- * The run's usage record (src/usage), taken once, when it has finished: by its consumer with the
- * app's answer, or here when it was interrupted (its consumer died mid-run). An expired run never ran
- * and a cancelled one never will: neither is a run on record.
- */
-export function recordFinished(scope: Scope, run: AsyncRun, finish: Finish): void {
-  const { path, finishedAt } = finish;
-  recordRun(scope, {
-    run_id: run.id,
-    project_id: run.projectId,
-    app_name: run.appName,
-    mode: "async",
-    method: run.method,
-    path,
-    status_code: finish.status,
-    timed_out: finish.timedOut,
-    hung_up: false,
-    duration_ms: finishedAt.getTime() - run.createdAt.getTime(),
-    ttfb_ms: null,
-    bytes_in: finish.bytesIn,
-    bytes_out: finish.bytesOut,
-    caller: run.caller,
-    webhook: run.webhookEndpoint !== null,
-    request_id: run.requestId,
-    created_at: run.createdAt.getTime(),
-  });
-}
+/** A stored run's moments as its row has them: accepted, handed over (a waited run), ended at `endedAt`. */
+export const asyncTimes = (run: AsyncRun, endedAt: number): RunOutcome["times"] => ({
+  acceptedAt: run.createdAt.getTime(),
+  calledAt: null,
+  answeredAt: null,
+  firstByteAt: null,
+  handedOverAt: run.handedOverAt?.getTime() ?? null,
+  endedAt,
+});

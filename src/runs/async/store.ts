@@ -86,10 +86,14 @@ const claimStatement = prepared<{ id: string; now: number; messageId: string }>(
     ${sql.identifier(asyncRuns.startedAt.name)} = ${sql.placeholder("now")},
     ${sql.identifier(asyncRuns.claimedBy.name)} = ${sql.placeholder("messageId")}
     WHERE ${asyncRuns.id} = ${sql.placeholder("id")} AND ${asyncRuns.status} = 'queued'
+      AND (${asyncRuns.deadlineAt} IS NULL OR ${asyncRuns.deadlineAt} > ${sql.placeholder("now")})
     RETURNING *`,
 );
 
-/** `queued → running` for the queue message `messageId`; the claimed row, or `undefined` when the run was not queued. */
+/**
+ * `queued → running` for the queue message `messageId`; the claimed row, or `undefined` when the run was
+ * not queued, or its deadline (`Cancel-After`) has passed: such a run is never started.
+ */
 export async function claimRun(
   db: Database,
   runId: string,

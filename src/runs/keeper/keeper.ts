@@ -1,0 +1,313 @@
+import { DurableObject } from "cloudflare:workers";
+import type { Deps } from "../../platform/deps";
+import { ApiError, problemBody } from "../../platform/errors";
+import { log } from "../../platform/log";
+import { createScope, type Scope } from "../../platform/scope";
+import { enqueuePending, type PendingDelivery, recordPending } from "../../webhooks/enqueue";
+import { runMeta } from "../call";
+import type { OutcomePort } from "../outcome";
+import { endInterrupted } from "./handed-over";
+import { keepCall, type KeptCall } from "./kept-call";
+import type { KeeperAnswer, KeptRun } from "./message";
+
+/**
+ * The keepers of waited runs: Durable Objects (`RUN_KEEPER`), one per project and shard of the run id
+ * (`keeperName`). A keeper owns the app call of each waited run it takes, from before the call is made
+ * to the run's end, whoever waits for it. The Worker hands it the app request (`run`); the keeper
+ * records "called" in its storage before the call goes out, makes it (`kept-call.ts`), and answers the
+ * Worker with the app's answer or, past the wait, the hand-over.
+ *
+ * Why a keeper holds many runs rather than one object per run: reaching a Durable Object that does not
+ * exist yet makes it (its storage too), which costs tens of milliseconds locally; a keeper that is
+ * already in memory is reached in well under one. A fast app's waited run must cost about what a
+ * synchronous run does (docs/benchmarks.md).
+ *
+ * Exactly one call per run, whatever fails. Platform facts this rests on:
+ * - A Durable Object stays in memory while it serves a request or runs its alarm handler; an outbound
+ *   `fetch` alone does not keep it (once no request is in progress it may be evicted). So the keeper's
+ *   alarm holds its runs: armed when a run starts, its handler waits while any run is in flight (15
+ *   minutes of wall time per alarm invocation: it holds 14, then re-arms).
+ * - Storage writes are confirmed before any outgoing message leaves the object (the output gate): a
+ *   run's "called" row is durable before its app's request is sent.
+ * - An alarm runs at least once, and is retried when its handler throws or the object is reset while
+ *   it runs. A row "called" with no call in this object's memory belongs to an object that was reset
+ *   mid-call (evicted, restarted, `ctx.abort()`): the alarm ends that run `interrupted`, and its app is
+ *   never called again.
+ * - A Durable Object has 128 MB of memory and makes 6 outbound connections at a time per request it
+ *   serves: each run holds one connection (its app call; D1, R2 and the webhook's send come after it)
+ *   and no more of its answer than a synchronous run does (a copy of at most 4 MiB, an envelope of at
+ *   most 10 MiB), and a keeper takes at most `KEEPER_RUNS_MAX` runs at once.
+ */
+
+/** Shards of a project's keepers: a project's waited runs in flight spread over this many objects. */
+export const KEEPER_SHARDS = 8;
+/** Runs one keeper holds at once; past it the run is refused (503), never queued behind the others. */
+export const KEEPER_RUNS_MAX = 32;
+/** A run's keeper holds it from this soon after its call starts (until then the Worker's request holds the object). */
+const HOLD_FROM_MS = 5_000;
+/** One alarm holds the keeper's runs this long (of its 15 minutes of wall time), then re-arms. */
+const ALARM_HOLD_MS = 14 * 60_000;
+
+/** The keeper of `runId` of `projectId`: the name of its Durable Object, from the run id's random part. */
+export function keeperName(projectId: string, runId: string): string {
+  let hash = 0;
+  for (let i = runId.length - 8; i < runId.length; i++) hash = (hash * 31 + runId.charCodeAt(i)) >>> 0;
+  return `${projectId}:${hash % KEEPER_SHARDS}`;
+}
+
+/** What the keeper stores of a run it holds, from "called" to the run's end (then the record goes). */
+interface KeptRecord {
+  phase: "called" | "handed_over";
+  /** The run as the Worker handed it, but its webhook secret (sealed in `delivery`). */
+  run: KeptRun;
+  /** The app's URL it called. */
+  target: string;
+  /** The run's delivery, on record before the call (its secret sealed); null without a webhook. */
+  delivery: StoredDelivery | null;
+  calledAt: number;
+  handedOverAt: number | null;
+}
+
+type StoredDelivery = Omit<PendingDelivery, "secret" | "createdAt"> & { createdAt: number };
+
+/** A run's record's key: every key of the keeper's storage is one. */
+const RUN_KEY = "run:";
+const keyOf = (runId: string) => `${RUN_KEY}${runId}`;
+
+/** The keeper's logic, apart from the Durable Object class so that it reads as plain code. */
+export class Keeper {
+  readonly #storage: DurableObjectStorage;
+  /** The runs this object is calling now: their records are theirs; any other record is a lost run's. */
+  readonly #live = new Map<string, KeptCall>();
+  /** The alarm's time as this object set it (`null`: none set since it was made, or it has fired). */
+  #alarmAt: number | null = null;
+  /** Whether the alarm's handler is holding the runs now (it re-arms itself when it ends). */
+  #holding = false;
+  #idle: (() => void) | null = null;
+  #scope: Scope | undefined;
+
+  constructor(
+    private readonly state: DurableObjectState,
+    private readonly env: Env,
+    private readonly deps: Deps,
+    private readonly outcomes: OutcomePort,
+  ) {
+    this.#storage = state.storage;
+  }
+
+  /** The scope of a run's work here: the keeper's own (its config, its D1 client), with the run's request id. */
+  #scopeOf(requestId: string): Scope {
+    this.#scope ??= createScope(this.env, this.state, this.deps);
+    return { ...this.#scope, requestId };
+  }
+
+  /**
+   * Takes a run: records "called", calls the app, and answers once the caller's answer is ready or the
+   * run is handed over. A run is taken once: a second `run` of the same id is refused without a call.
+   *
+   * Storage: each write is made without holding the object's other messages (`allowUnconfirmed`), so
+   * one run's write never delays another run's answer; the "called" record alone is waited for
+   * (`sync`) before this run's call is sent. Writes of runs side by side share their commits.
+   */
+  async run(appRequest: Request, run: KeptRun): Promise<KeeperAnswer> {
+    // The Worker hands each run over once (it never retries this call): the guard is for a run in flight.
+    if (this.#live.has(run.runId)) throw new Error(`The keeper has run ${run.runId} already.`);
+    if (this.#live.size >= KEEPER_RUNS_MAX) return { kind: "busy" };
+    const key = keyOf(run.runId);
+    const scope = this.#scopeOf(run.requestId);
+    const received = Date.now();
+    const clock = (wall = Date.now()) => run.acceptedAt + run.sentAfterMs + (wall - received);
+    // The delivery is on record (its secret sealed) before the app is called, as for a synchronous run.
+    const pending = run.webhook
+      ? await recordPending(scope, {
+          projectId: run.projectId,
+          appName: run.appName,
+          runId: run.runId,
+          endpoint: run.webhook.endpoint,
+          secret: run.webhook.secret,
+        })
+      : null;
+    const record: KeptRecord = {
+      phase: "called",
+      run: { ...run, webhook: null },
+      target: appRequest.url,
+      delivery: pending === null ? null : storedDelivery(pending),
+      calledAt: clock(),
+      handedOverAt: null,
+    };
+    // "called", durable before the call is sent.
+    void this.#storage.put(key, record, { allowUnconfirmed: true });
+    this.#arm(Date.now() + HOLD_FROM_MS);
+    await this.#storage.sync();
+    const call = keepCall({
+      scope,
+      run,
+      appRequest: {
+        target: appRequest.url,
+        method: appRequest.method,
+        headers: appRequest.headers,
+        body: appRequest.body,
+        runId: run.runId,
+      },
+      pending,
+      clock,
+      handedOver: (at) => {
+        void this.#storage.put(key, { ...record, phase: "handed_over", handedOverAt: at }, { allowUnconfirmed: true });
+        // No request of the caller's holds the object now: the alarm does, from now.
+        this.#arm(Date.now());
+      },
+      ended: (outcome) => this.outcomes.ended(scope, outcome),
+    });
+    this.#live.set(run.runId, call);
+    void call.ended.then(
+      () => this.#forget(run.runId, true),
+      (error: unknown) => {
+        // Its end could not be stored (D1 or R2 failing): the next alarm finds its record and ends it `interrupted`.
+        log("error", "waited run not ended by its keeper", { run_id: run.runId, error });
+        this.#forget(run.runId, false);
+        this.#arm(Date.now() + 1_000);
+      },
+    );
+    return call.toCaller;
+  }
+
+  /** The caller of `runId` hung up: while it waited, that hands the run over at once. */
+  callerLeft(runId: string): void {
+    this.#live.get(runId)?.callerLeft();
+  }
+
+  /** Sets the alarm for `at` unless one as early is set or the alarm is holding the runs already. */
+  #arm(at: number): void {
+    if (this.#holding || (this.#alarmAt !== null && this.#alarmAt <= at)) return;
+    this.#alarmAt = at;
+    void this.#storage.setAlarm(at, { allowUnconfirmed: true });
+  }
+
+  /**
+   * A run is over (`ended`: its end is stored), or given up to the alarm: it leaves memory, and its
+   * record when it ended. The record goes with the next commit; an object reset before that commit
+   * leaves it, and the run is then taken for one its keeper lost (docs/runs.md says what that means).
+   */
+  #forget(runId: string, ended: boolean): void {
+    this.#live.delete(runId);
+    if (ended) void this.#storage.delete(keyOf(runId), { allowUnconfirmed: true });
+    if (this.#live.size === 0) this.#idle?.();
+  }
+
+  /**
+   * The alarm: ends the runs a reset object lost (records with no call in memory), then holds the runs
+   * in flight while there are any, up to ALARM_HOLD_MS, and re-arms if some remain.
+   */
+  async alarm(): Promise<void> {
+    this.#alarmAt = null;
+    this.#holding = true;
+    try {
+      const records = await this.#storage.list<KeptRecord>({ prefix: RUN_KEY });
+      for (const [key, record] of records) if (!this.#live.has(record.run.runId)) await this.#interrupted(key, record);
+      if (this.#live.size === 0) return;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => (this.#idle = resolve)),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, ALARM_HOLD_MS))),
+      ]);
+      if (timer !== undefined) clearTimeout(timer);
+    } finally {
+      this.#idle = null;
+      this.#holding = false;
+    }
+    if (this.#live.size > 0) this.#arm(Date.now());
+  }
+
+  /** Ends a run this object lost mid-call: stored (and delivered) as `interrupted`, never called again. */
+  async #interrupted(key: string, record: KeptRecord): Promise<void> {
+    const { run } = record;
+    const scope = this.#scopeOf(run.requestId);
+    const pending = record.delivery === null ? null : pendingOf(record.delivery);
+    const endedAt = Math.max(this.deps.now().getTime(), record.handedOverAt ?? record.calledAt);
+    const message =
+      "The run was interrupted: its keeper stopped while the app was working (the platform restarted or evicted it). It is not run again.";
+    const error = new ApiError("run_interrupted", message, runMeta(run.runId));
+    const text = JSON.stringify(problemBody(error, run.requestId));
+    const ended = await endInterrupted(
+      scope,
+      run,
+      record.target,
+      pending,
+      { calledAt: record.calledAt, handedOverAt: record.handedOverAt, endedAt },
+      text,
+      message,
+    );
+    if (ended) {
+      if (pending) await enqueuePending(scope, pending, text);
+      this.outcomes.ended(scope, {
+        runId: run.runId,
+        projectId: run.projectId,
+        appName: run.appName,
+        path: run.path,
+        method: run.method,
+        mode: "wait",
+        caller: run.caller,
+        requestId: run.requestId,
+        status: error.status,
+        ending: "interrupted",
+        failure: { by: "gateway", code: error.code },
+        times: {
+          acceptedAt: run.acceptedAt,
+          calledAt: record.calledAt,
+          answeredAt: null,
+          firstByteAt: null,
+          handedOverAt: record.handedOverAt,
+          endedAt,
+        },
+        bytesIn: run.bytesIn ?? 0,
+        bytesOut: 0,
+        webhook: pending !== null,
+      });
+      log("error", "waited run interrupted", { run_id: run.runId, project_id: run.projectId, phase: record.phase });
+    }
+    await this.#storage.delete(key);
+  }
+}
+
+/** A pending delivery as the keeper stores it: without its secret in clear (it is sealed). */
+const storedDelivery = ({ secret: _secret, createdAt, ...rest }: PendingDelivery): StoredDelivery => ({
+  ...rest,
+  createdAt: createdAt.getTime(),
+});
+
+/** A stored pending delivery, as `enqueuePending` takes it. */
+const pendingOf = ({ createdAt, ...rest }: StoredDelivery): PendingDelivery => ({
+  ...rest,
+  secret: undefined,
+  createdAt: new Date(createdAt),
+});
+
+/**
+ * The Durable Object class of the keepers, built from the Worker's `deps` and the root's outcome port
+ * (src/index.ts). RPC: `run(appRequest, kept)`, `callerLeft(runId)`.
+ */
+export function runKeeperClass(deps: Deps, outcomes: OutcomePort) {
+  return class RunKeeper extends DurableObject<Env> {
+    readonly keeper: Keeper;
+
+    constructor(state: DurableObjectState, env: Env) {
+      super(state, env);
+      this.keeper = new Keeper(state, env, deps, outcomes);
+    }
+
+    run(appRequest: Request, kept: KeptRun): Promise<KeeperAnswer> {
+      return this.keeper.run(appRequest, kept);
+    }
+
+    callerLeft(runId: string): void {
+      this.keeper.callerLeft(runId);
+    }
+
+    override async alarm(): Promise<void> {
+      await this.keeper.alarm();
+    }
+  };
+}
+
+export type RunKeeperClass = ReturnType<typeof runKeeperClass>;
+export type RunKeeper = InstanceType<RunKeeperClass>;

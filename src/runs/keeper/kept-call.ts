@@ -1,0 +1,340 @@
+import { ApiError } from "../../platform/errors";
+import type { Scope } from "../../platform/scope";
+import { enqueuePending, type PendingDelivery } from "../../webhooks/enqueue";
+import {
+  collectAnswer,
+  envelopeAnswer,
+  type EnvelopeAnswer,
+  envelopes,
+  failureAnswer,
+  passThrough,
+  type RunAnswer,
+} from "../answer";
+import { type AppCall, type AppRequest, callApp, runMeta } from "../call";
+import type { RunContext } from "../context";
+import { deadlineOf, withDeadline } from "../deadline";
+import type { RunEnding, RunOutcome } from "../outcome";
+import { endHandedOver, insertHandedOver } from "./handed-over";
+import type { KeeperAnswer, KeptRun, WholeAnswer } from "./message";
+
+/**
+ * One waited run's app call, as its keeper makes it: the call starts at once; the caller gets the
+ * answer if it is ready within the wait (`Prefer: wait=N`, counted from acceptance), else the run is
+ * handed over (its row written, the caller answered 202) and its answer stored as an async run's. The
+ * stages are the synchronous run's own (`callApp`, then `passThrough` or `envelopeAnswer`), called here
+ * rather than through `callAndAnswer` only because the wait is raced between them.
+ *
+ * What "ready" is: a passed-through answer when its headers come (a stream whose headers came within
+ * the wait is an answer); the envelope once the app's whole body is read and checked, since its
+ * headers are the envelope's; a problem (502, 504, 413, 504 `run_deadline`) when it is known.
+ */
+
+/** How an answer's body ended (the tally's `ended`). */
+type BodyEnd = "done" | "cancelled" | "idle" | "broken";
+
+type Phase = "waiting" | "answered" | "handing_over" | "handed_over";
+
+/** The longest a handed-over run's call may take, from its start: `ASYNC_RUN_TIMEOUT_MS`, as an async run's. */
+const handedOverLimit = (scope: Scope) => scope.config.asyncRunTimeoutMs;
+
+export interface KeptCall {
+  /** The caller's answer, or the hand-over: what the keeper's `run` returns. */
+  toCaller: Promise<KeeperAnswer>;
+  /** Resolves once the run has ended and its outcome is handed on (its storage may then go). */
+  ended: Promise<void>;
+  /** The caller hung up: while waiting, that is the hand-over; during an answer, its ending. */
+  callerLeft(): void;
+  /** When the app's call was sent, and when the run was handed over: what the keeper stores. */
+  readonly calledAt: number;
+}
+
+export interface KeepParts {
+  scope: Scope;
+  run: KeptRun;
+  appRequest: AppRequest;
+  pending: PendingDelivery | null;
+  /** The run's clock (epoch ms), continued from the Worker's at acceptance; `at(wall)` places a `Date.now()`. */
+  clock: (wall?: number) => number;
+  /** Notes the hand-over in the keeper's storage once the row is written. */
+  handedOver(at: number): void;
+  /** The run's one outcome. */
+  ended(outcome: RunOutcome): void;
+}
+
+/** Starts the app's call of `run` and keeps it to its end. */
+export function keepCall(parts: KeepParts): KeptCall {
+  const { scope, run, appRequest, pending, clock } = parts;
+  const { deps } = scope;
+  const received = Date.now();
+  const context: RunContext = {
+    runId: run.runId,
+    runtime: run.runtime,
+    accept: run.accept,
+    requestId: run.requestId,
+    now: () => new Date(clock()),
+    limits: run.limits,
+  };
+  const sinceAcceptance = () => run.sentAfterMs + (Date.now() - received);
+  const stop = new AbortController();
+  const deadline =
+    run.cancelAfterMs === null ? null : deadlineOf(run.runId, run.cancelAfterMs, sinceAcceptance(), deps.sleep);
+  const signal = withDeadline(stop.signal, deadline);
+  let phase: Phase = "waiting";
+  let callerGone = false;
+  let handedOverAt: number | null = null;
+  let answerCaller!: (answer: KeeperAnswer) => void;
+  const toCaller = new Promise<KeeperAnswer>((resolve) => (answerCaller = resolve));
+  const applied = (response: Response) => {
+    response.headers.set("Preference-Applied", `wait=${run.wait}`);
+    return response;
+  };
+
+  const calledAt = Date.now();
+  let headersAt: number | null = null;
+  const calling = callApp(deps, appRequest, run.limits, signal).then((call) => {
+    headersAt = Date.now();
+    return call;
+  });
+
+  /** The run as an outcome, once it has ended. */
+  function outcome(
+    status: number,
+    ending: RunEnding,
+    failure: RunOutcome["failure"],
+    at: { answeredAt: number | null; firstByteAt?: number | null },
+    bytesOut: number,
+  ): RunOutcome {
+    return {
+      runId: run.runId,
+      projectId: run.projectId,
+      appName: run.appName,
+      path: run.path,
+      method: run.method,
+      mode: "wait",
+      caller: run.caller,
+      requestId: run.requestId,
+      status,
+      ending,
+      failure,
+      times: {
+        acceptedAt: run.acceptedAt,
+        calledAt: clock(calledAt),
+        answeredAt: at.answeredAt === null ? null : clock(at.answeredAt),
+        firstByteAt: at.firstByteAt === undefined || at.firstByteAt === null ? null : clock(at.firstByteAt),
+        handedOverAt,
+        endedAt: clock(),
+      },
+      bytesIn: run.bytesIn ?? 0,
+      bytesOut,
+      webhook: pending !== null,
+    };
+  }
+
+  /** Why the call ended early, when the keeper ended it (its deadline, the hand-over's limit). */
+  const endedBy = (): ApiError | null => (signal.reason instanceof ApiError ? signal.reason : null);
+
+  /** The ending of a run whose answer was the gateway's problem. */
+  const problemEnding = (code: string): RunEnding =>
+    code === "run_deadline"
+      ? "deadline"
+      : code === "gateway_timeout"
+        ? "timeout"
+        : code === "payload_too_large"
+          ? "refused"
+          : code === "service_unavailable"
+            ? "error"
+            : "unreachable";
+
+  // Past the wait, or at a hang-up while waiting: the hand-over.
+  const waitTimer = setTimeout(() => void handOver(), Math.max(0, run.wait * 1000 - sinceAcceptance()));
+  let handingOver: Promise<boolean> | null = null;
+
+  function handOver(): Promise<boolean> {
+    if (phase !== "waiting") return handingOver ?? Promise.resolve(false);
+    phase = "handing_over";
+    clearTimeout(waitTimer);
+    const at = clock();
+    handingOver = insertHandedOver(scope, run, appRequest.target, pending, {
+      calledAt: clock(calledAt),
+      handedOverAt: at,
+    })
+      .then(() => {
+        handedOverAt = at;
+        phase = "handed_over";
+        parts.handedOver(at);
+        // Nobody waits any more: bounded as an async run's call is.
+        const left = handedOverLimit(scope) - (Date.now() - calledAt);
+        const limit = setTimeout(
+          () =>
+            stop.abort(
+              new ApiError(
+                "gateway_timeout",
+                `The app did not finish within ${handedOverLimit(scope)} ms of its call.`,
+                runMeta(run.runId),
+              ),
+            ),
+          Math.max(0, left),
+        );
+        void ended.finally(() => clearTimeout(limit));
+        answerCaller({ kind: "handed_over", status: "running" });
+        return true;
+      })
+      .catch(() => {
+        // D1 would not take the run: it cannot be handed over, so it is ended rather than lost unseen.
+        const error = new ApiError(
+          "service_unavailable",
+          "The run could not be handed over (its store was unavailable); the app's call was ended. Retry the request.",
+          { ...runMeta(run.runId), headers: { "Retry-After": "1", "X-Run-Id": run.runId } },
+        );
+        stop.abort(error);
+        answerCaller({ kind: "whole", answer: wholeOf(failureAnswer(error, run.requestId)) });
+        return false;
+      });
+    return handingOver;
+  }
+
+  /** The caller gets a whole answer (the envelope, a problem) within the wait. */
+  async function answerWhole(answer: EnvelopeAnswer, answeredAt: number | null): Promise<void> {
+    phase = "answered";
+    clearTimeout(waitTimer);
+    answerCaller({ kind: "whole", answer: wholeOf(answer) });
+    if (pending) await enqueuePending(scope, pending, answer.text);
+    const failure = answer.failure;
+    parts.ended(
+      outcome(
+        answer.status,
+        failure ? problemEnding(failure.code) : callerGone ? "hung_up" : "answered",
+        failure
+          ? { by: "gateway", code: failure.code }
+          : answer.status >= 400
+            ? { by: "app", status: answer.status }
+            : null,
+        { answeredAt },
+        byteLength(answer.text),
+      ),
+    );
+  }
+
+  /** The caller gets the app's answer passed through, as it streams; the run ends with its body. */
+  async function answerPassedThrough(call: AppCall): Promise<void> {
+    phase = "answered";
+    clearTimeout(waitTimer);
+    const { response, copy } = passThrough(call, context, pending !== null);
+    answerCaller({ kind: "answered", response: applied(response) });
+    const how = (await call.tally.ended) as BodyEnd;
+    const document = copy ? await copy : null;
+    if (pending && document) await enqueuePending(scope, pending, document.text);
+    const stopped = endedBy();
+    const ending: RunEnding =
+      stopped !== null && how !== "done"
+        ? problemEnding(stopped.code)
+        : callerGone && how !== "idle"
+          ? "hung_up"
+          : BODY_ENDINGS[how];
+    const code = stopped !== null && how !== "done" ? stopped.code : BODY_PROBLEMS[how];
+    const status = call.response.status;
+    parts.ended(
+      outcome(
+        status,
+        ending,
+        code !== null && ending !== "hung_up" ? { by: "gateway", code } : status >= 400 ? { by: "app", status } : null,
+        { answeredAt: headersAt, firstByteAt: call.tally.firstByteAt },
+        call.tally.bytes,
+      ),
+    );
+  }
+
+  /** Nobody waits: the answer is stored as an async run's, and delivered to the webhook. */
+  async function store(answer: RunAnswer, answeredAt: number | null): Promise<void> {
+    if (!(await handingOver)) {
+      // Not handed over after all (D1 refused the row): the caller was told; the run ends with that.
+      parts.ended(outcome(503, "error", { by: "gateway", code: "service_unavailable" }, { answeredAt }, 0));
+      return;
+    }
+    const endedAt = clock();
+    const { ending } = await endHandedOver(
+      scope,
+      run,
+      appRequest.target,
+      pending,
+      { calledAt: clock(calledAt), handedOverAt, endedAt },
+      answer,
+    );
+    if (pending) await enqueuePending(scope, pending, answer.text);
+    const failure = answer.failure;
+    parts.ended(
+      outcome(
+        answer.status,
+        failure ? problemEnding(failure.code) : "answered",
+        failure
+          ? { by: "gateway", code: failure.code }
+          : answer.status >= 400
+            ? { by: "app", status: answer.status }
+            : null,
+        { answeredAt },
+        ending.resultBytes,
+      ),
+    );
+  }
+
+  const asProblem = (error: unknown): ApiError =>
+    error instanceof ApiError
+      ? error
+      : new ApiError("bad_gateway", "The app's answer broke off.", { ...runMeta(run.runId), cause: error });
+
+  const ended = (async () => {
+    let call: AppCall;
+    try {
+      call = await calling;
+    } catch (error) {
+      const answer = failureAnswer(asProblem(error), run.requestId);
+      if (phase === "waiting") return answerWhole(answer, null);
+      return store(answer, null);
+    }
+    if (phase === "waiting" && !envelopes(call, context)) return answerPassedThrough(call);
+    // An envelope is read whole before it is an answer: the wait may end while it is read.
+    let answer: EnvelopeAnswer | RunAnswer;
+    try {
+      answer = envelopes(call, context) ? await envelopeAnswer(call, context) : await collectAnswer(call, context);
+    } catch (error) {
+      answer = failureAnswer(asProblem(error), run.requestId);
+    }
+    if (phase === "waiting" && "headers" in answer) return answerWhole(answer, headersAt);
+    return store(answer, headersAt);
+  })().finally(() => deadline?.dispose());
+
+  return {
+    toCaller,
+    ended,
+    calledAt,
+    callerLeft() {
+      callerGone = true;
+      if (phase === "waiting") void handOver();
+    },
+  };
+}
+
+const utf8 = new TextEncoder();
+const byteLength = (text: string) => utf8.encode(text).byteLength;
+
+/** How a passed-through body's end reads as the run's ending, and the gateway's problem code when it is one. */
+const BODY_ENDINGS: Record<BodyEnd, RunEnding> = {
+  done: "answered",
+  cancelled: "hung_up",
+  idle: "timeout",
+  broken: "unreachable",
+};
+const BODY_PROBLEMS: Record<BodyEnd, string | null> = {
+  done: null,
+  cancelled: null,
+  idle: "gateway_timeout",
+  broken: "bad_gateway",
+};
+
+/** A whole answer as plain values (its failure's headers among its own). */
+const wholeOf = (answer: EnvelopeAnswer): WholeAnswer => ({
+  status: answer.status,
+  text: answer.text,
+  contentType: answer.contentType,
+  headers: { ...answer.headers, ...answer.failure?.headers },
+});

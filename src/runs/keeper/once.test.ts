@@ -1,0 +1,173 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { type Client, client } from "../../../test/helpers";
+import { appCalls, PEER, received, receiver, releaseStream, watchKey, watchState } from "../../../test/peers";
+import { seedRunnable } from "../../../test/runs";
+import { keeperName } from "./keeper";
+import type { KeptRun } from "./message";
+
+// Exactly one app call per waited run, whatever happens to its keeper: an evicted or restarted object
+// (`ctx.abort()` resets it as the platform would), a retried alarm, a second hand-off. The local runtime's
+// own Durable Objects and alarms, not stand-ins.
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => undefined);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const keeperOf = (projectId: string, runId: string) =>
+  env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(keeperName(projectId, runId)));
+
+/** Resets the keeper as an eviction or a restart would: its memory (the call in flight) is gone, its storage stays. */
+async function evict(projectId: string, runId: string): Promise<void> {
+  await runInDurableObject(keeperOf(projectId, runId), (_instance, state) => {
+    state.abort("evicted by the test");
+  }).catch(() => undefined);
+}
+
+const rowOf = (runId: string) =>
+  env.DB.prepare("SELECT status, mode, error_code, result, handed_over_at FROM async_runs WHERE id = ?")
+    .bind(runId)
+    .first<{
+      status: string;
+      mode: string;
+      error_code: string | null;
+      result: string;
+      handed_over_at: number | null;
+    }>();
+
+async function eventually<T>(check: () => Promise<T | null | undefined | false>, what: string): Promise<T> {
+  for (let i = 0; i < 400; i++) {
+    const value = await check();
+    if (value) return value;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`never: ${what}`);
+}
+
+/** Runs the keeper's alarm now, as the runtime does when it is due (and again when retried). */
+const alarmOf = (projectId: string, runId: string) => runDurableObjectAlarm(keeperOf(projectId, runId));
+
+async function handedOverRun(api: Client, key: string, query = "") {
+  const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}&watch=${key}`);
+  const response = await api.call(`${app.runPath}${query}`, { token: app.token, headers: { Prefer: "wait=1" } });
+  expect(response.status).toBe(202);
+  const { run_id: runId } = (await response.json()) as { run_id: string };
+  return { app, runId };
+}
+
+describe("a waited run's keeper reset mid-call", { timeout: 20_000 }, () => {
+  it("after the hand-over: its alarm ends the run `interrupted`, delivers that, and never calls the app again", async () => {
+    const api = client();
+    const key = watchKey();
+    const hook = await receiver();
+    const { app, runId } = await handedOverRun(api, key, `?webhookEndpoint=${encodeURIComponent(hook.url)}`);
+    expect(await rowOf(runId)).toMatchObject({ status: "running", mode: "wait" });
+    await evict(app.projectId, runId);
+    // The alarm runs (the runtime retries the one the reset cut short; here it is run at once).
+    await alarmOf(app.projectId, runId);
+    const row = await eventually(async () => {
+      const r = await rowOf(runId);
+      return r?.status === "failed" ? r : null;
+    }, "the run ends");
+    expect(row.error_code).toBe("interrupted");
+    expect(JSON.parse(row.result)).toMatchObject({ code: "run_interrupted", run_id: runId, status: 502 });
+    const read = await api.json<{ status: string; error: { code: string } }>(`${app.appPath}/runs/${runId}`, {
+      token: app.token,
+    });
+    expect(read.body).toMatchObject({ status: "failed", error: { code: "interrupted" } });
+    const deliveries = await eventually(async () => {
+      const got = await received(hook.key);
+      return got.length > 0 ? got : null;
+    }, "the interrupted result is delivered");
+    expect(JSON.parse(deliveries[0]!.body!)).toMatchObject({ code: "run_interrupted" });
+
+    // A retried alarm, and the app answering after all: nothing more happens.
+    await alarmOf(app.projectId, runId);
+    await releaseStream(key);
+    expect(await appCalls(runId)).toBe(1);
+    expect((await rowOf(runId))!.status).toBe("failed");
+    expect(await received(hook.key)).toHaveLength(1);
+    await runInDurableObject(keeperOf(app.projectId, runId), async (_instance, state) => {
+      expect([...(await state.storage.list()).keys()]).toEqual([]);
+    });
+  });
+
+  it("while its caller still waits: the caller gets 502 run_interrupted, and the run gets its row, ended, from the alarm", async () => {
+    const api = client();
+    const key = watchKey();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}&watch=${key}`);
+    const answering = api.call(app.runPath, { token: app.token, headers: { Prefer: "wait=60" } });
+    const runId = await eventually(async () => (await watchState(key)).runId, "the app is called");
+    await evict(app.projectId, runId);
+    const response = await answering;
+    expect(response.status).toBe(502);
+    expect(await response.json()).toMatchObject({ code: "run_interrupted", run_id: runId });
+    expect(response.headers.get("x-run-id")).toBe(runId);
+    // The caller never had a status URL, but the run the app saw has a state.
+    expect(await rowOf(runId)).toBeNull();
+    await alarmOf(app.projectId, runId);
+    expect(await rowOf(runId)).toMatchObject({
+      status: "failed",
+      mode: "wait",
+      error_code: "interrupted",
+      handed_over_at: null,
+    });
+    await releaseStream(key);
+    expect(await appCalls(runId)).toBe(1);
+  });
+});
+
+describe("a keeper's alarm", { timeout: 20_000 }, () => {
+  it("holds a run its object is still calling: the alarm waits for the call, the run ends as it would", async () => {
+    const api = client();
+    const key = watchKey();
+    const { app, runId } = await handedOverRun(api, key);
+    // The alarm, run while the call is in flight, holds it (it returns once the run is over).
+    const holding = alarmOf(app.projectId, runId);
+    await releaseStream(key);
+    await holding;
+    const read = await api.json<{ status: string }>(`${app.appPath}/runs/${runId}`, { token: app.token });
+    expect(read.body.status).toBe("succeeded");
+    expect(await appCalls(runId)).toBe(1);
+  });
+});
+
+describe("a keeper takes one run, once", { timeout: 20_000 }, () => {
+  it("refuses a second hand-off of a run it has, without calling the app", async () => {
+    const api = client();
+    const key = watchKey();
+    const { app, runId } = await handedOverRun(api, key);
+    const kept: KeptRun = {
+      v: 1,
+      runId,
+      projectId: "proj_x",
+      appName: "x",
+      path: "run",
+      method: "GET",
+      caller: "admin",
+      requestId: "req_x",
+      runtime: "cortex",
+      accept: null,
+      limits: { headersMs: 1000, idleMs: 1000 },
+      acceptedAt: Date.now(),
+      sentAfterMs: 0,
+      wait: 1,
+      cancelAfterMs: null,
+      webhook: null,
+      bytesIn: 0,
+    };
+    const second = await keeperOf(app.projectId, runId)
+      .run(new Request(`${PEER}/upstream/echo?again=1`), kept)
+      .then(
+        () => "answered",
+        (error: unknown) => String(error),
+      );
+    expect(second).toMatch(/has run .* already/);
+    await releaseStream(key);
+    expect(await appCalls(runId)).toBe(1);
+  });
+});
