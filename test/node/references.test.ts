@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
  * A comment, a document or a configuration that names a file sends its reader there: the file must
  * exist in the repository. A path with a folder (`runs/admit.ts`, `src/usage/record.ts`) must be the
  * end of a tracked file's path; a bare name (`admit.ts`, `usage.md`) must be some tracked file's name.
- * In code only comments are read (a string such as `res.json` is code, not a reference); documents and
+ * In code only comments are read (a string, or a call such as `response.json()`, is code); documents and
  * configurations are read whole.
  */
 
@@ -14,15 +14,15 @@ const ROOT = new URL("../../", import.meta.url);
 const tracked = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" }).split("\n").filter(Boolean);
 const names = new Set(tracked.map((file) => file.split("/").pop()!));
 
-/** Files a reader's own commands write (`curl -o hello.png`), named in examples: not the repository's. */
+/** Files a reader's own commands write (`curl -o` in an example), named in examples: not the repository's. */
 const READERS_FILES: Record<string, string[]> = {
   "docs/runs.md": ["hello.png"],
   "docs/webhook-receivers.md": ["body.json"],
 };
 
-/** A file name: an optional folder path, a name and one of the extensions the repository uses. */
+/** A file name: an optional folder path, a name and one of the extensions the repository uses (not a call: `x.json()`). */
 const REFERENCE =
-  /(?<![\w./@-])((?:\.{1,2}\/)*(?:[\w@-][\w.@-]*\/)*[\w-][\w.-]*\.(?:ts|tsx|mjs|cjs|js|md|toml|sql|json|png|html))(?![\w/-])/g;
+  /(?<![\w./@-])((?:\.{1,2}\/)*(?:[\w@-][\w.@-]*\/)*[\w-][\w.-]*\.(?:ts|tsx|mjs|cjs|js|md|toml|sql|json|png|html))(?![\w/(-])/g;
 
 /** The comments of a code file, each with the line it starts on; strings are skipped so that `//` in one is not a comment. */
 function commentsOf(text: string): { text: string; line: number }[] {
