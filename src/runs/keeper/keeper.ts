@@ -151,7 +151,10 @@ export class Keeper {
         target: appRequest.url,
         method: appRequest.method,
         headers: appRequest.headers,
-        body: appRequest.body,
+        body:
+          run.bytesIn === null
+            ? counted(appRequest.body, (bytes) => (run.bytesIn = (run.bytesIn ?? 0) + bytes))
+            : appRequest.body,
         runId: run.runId,
       },
       pending,
@@ -272,6 +275,19 @@ export class Keeper {
     }
     await this.#storage.delete(key);
   }
+}
+
+/** A caller's chunked upload as it flows to the app, its bytes counted for the run's outcome (its size was not known). */
+function counted(body: ReadableStream<Uint8Array> | null, count: (bytes: number) => void) {
+  if (body === null) return null;
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        count(chunk.byteLength);
+        controller.enqueue(chunk);
+      },
+    }),
+  );
 }
 
 /** A pending delivery as the keeper stores it: without its secret in clear (it is sealed). */
