@@ -92,7 +92,7 @@ describe("a waited run's keeper reset mid-call", { timeout: 20_000 }, () => {
     expect((await rowOf(runId))!.status).toBe("failed");
     expect(await received(hook.key)).toHaveLength(1);
     await runInDurableObject(keeperOf(app.projectId, runId), async (_instance, state) => {
-      expect([...(await state.storage.list()).keys()]).toEqual([]);
+      expect(state.storage.sql.exec("SELECT run_id FROM kept_runs").toArray()).toEqual([]);
     });
   });
 

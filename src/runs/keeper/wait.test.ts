@@ -53,11 +53,12 @@ async function eventually<T>(check: () => Promise<T | null | undefined | false>,
 
 /** The keeper's own state: the runs it holds (each test's project has keepers of its own). */
 const keeperState = (projectId: string, runId: string) =>
-  runInDurableObject(keeperOf(projectId, runId), async (_instance, state) => ({
-    rows: [...(await state.storage.list<{ phase: string; run: { runId: string } }>()).values()].map((r) => ({
-      run_id: r.run.runId,
-      phase: r.phase,
-    })),
+  runInDurableObject(keeperOf(projectId, runId), (_instance, state) => ({
+    rows: state.storage.sql
+      .exec<{ record: string }>("SELECT record FROM kept_runs")
+      .toArray()
+      .map((r) => JSON.parse(r.record) as { phase: string; run: { runId: string } })
+      .map((r) => ({ run_id: r.run.runId, phase: r.phase })),
   }));
 
 async function statusOf(api: Client, app: { appPath: string; token: string }, runId: string) {
