@@ -152,10 +152,7 @@ export class Keeper {
         target: appRequest.url,
         method: appRequest.method,
         headers: appRequest.headers,
-        body:
-          run.bytesIn === null
-            ? counted(appRequest.body, (bytes) => (run.bytesIn = (run.bytesIn ?? 0) + bytes))
-            : appRequest.body,
+        body: appRequest.body,
         runId: run.runId,
       },
       pending,
@@ -273,7 +270,7 @@ export class Keeper {
           handedOverAt: record.handedOverAt,
           endedAt,
         },
-        bytesIn: run.bytesIn ?? 0,
+        bytesIn: run.bytesIn,
         bytesOut: 0,
         webhook: pending !== null,
       });
@@ -281,19 +278,6 @@ export class Keeper {
     }
     this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", run.runId);
   }
-}
-
-/** A caller's chunked upload as it flows to the app, its bytes counted for the run's outcome (its size was not known). */
-function counted(body: ReadableStream<Uint8Array> | null, count: (bytes: number) => void) {
-  if (body === null) return null;
-  return body.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, controller) {
-        count(chunk.byteLength);
-        controller.enqueue(chunk);
-      },
-    }),
-  );
 }
 
 /** A pending delivery as the keeper stores it: without its secret in clear (it is sealed). */

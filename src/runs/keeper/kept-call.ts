@@ -124,7 +124,7 @@ export function keepCall(parts: KeepParts): KeptCall {
         handedOverAt,
         endedAt: clock(),
       },
-      bytesIn: run.bytesIn ?? 0,
+      bytesIn: run.bytesIn,
       bytesOut,
       webhook: pending !== null,
     };

@@ -144,6 +144,46 @@ describe("Prefer: wait, a fast app", { timeout: 20_000 }, () => {
   });
 });
 
+describe("Prefer: wait, a custom app's upload", { timeout: 20_000 }, () => {
+  it("reaches the app byte for byte (read whole, then handed to the keeper)", async () => {
+    const api = client();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo`, "custom");
+    const bytes = new Uint8Array(70_000).map((_, i) => (i * 7) & 0xff);
+    const response = await api.call(`${app.appPath}/upload?raw=1`, {
+      method: "POST",
+      token: app.token,
+      rawBody: bytes,
+      headers: { Prefer: "wait=5", "Content-Type": "application/octet-stream" },
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("preference-applied")).toBe("wait=5");
+    expect(new Uint8Array(await response.arrayBuffer())).toEqual(bytes);
+  });
+
+  it("past the run's size limit is a 413 before anything is handed over; the app is not called", async () => {
+    const api = client();
+    const key = watchKey();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo`, "custom");
+    const chunk = new Uint8Array(1024 * 1024);
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent++ < 7) controller.enqueue(chunk);
+        else controller.close();
+      },
+    });
+    const response = await api.call(`${app.appPath}/upload?raw=1&watch=${key}`, {
+      method: "POST",
+      token: app.token,
+      rawBody: body,
+      headers: { Prefer: "wait=5", "Content-Type": "application/octet-stream" },
+    });
+    expect(response.status).toBe(413);
+    expect(((await response.json()) as { code: string }).code).toBe("payload_too_large");
+    expect((await watchState(key)).runId).toBeNull();
+  });
+});
+
 describe("Prefer: wait, a slow app", { timeout: 20_000 }, () => {
   it("answers 202 with the run resource past the wait; the run goes on, its result is stored and read as an async run's", async () => {
     const api = client();

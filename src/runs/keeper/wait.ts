@@ -26,13 +26,8 @@ export interface WaitedRun {
   path: string;
 }
 
-/** The caller's body size when known before it flows. */
-function knownBytesIn(admitted: AdmittedRun): number | null {
-  const { body } = admitted;
-  if (body.kind === "none") return 0;
-  if (body.kind === "bytes") return body.bytes.byteLength;
-  return null;
-}
+/** The caller's body's size: a waited run's body was read whole by the admit stage (or there is none). */
+const bytesInOf = ({ body }: AdmittedRun): number => (body.kind === "bytes" ? body.bytes.byteLength : 0);
 
 export async function waitRun(
   scope: Scope,
@@ -60,7 +55,7 @@ export async function waitRun(
     wait,
     cancelAfterMs: admitted.cancelAfterMs,
     webhook: admitted.webhook,
-    bytesIn: knownBytesIn(admitted),
+    bytesIn: bytesInOf(admitted),
   };
   const keeper = scope.env.RUN_KEEPER.get(scope.env.RUN_KEEPER.idFromName(keeperName(admitted.projectId, runId)));
   const signal = request.signal as AbortSignal | undefined;
