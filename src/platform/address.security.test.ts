@@ -54,7 +54,7 @@ describe("attack: one caller's IPv6 /64 taken for 2^64 addresses (33.6)", () => 
       const res = await callWith(api, { RATE_LIMIT_IP: limiter.binding }, app.runPath, {
         token: generateToken(),
         headers: { "CF-Connecting-IP": at(n) },
-      } as RequestInit & { token: string });
+      });
       statuses.push(res.status);
     }
     expect(statuses).toEqual([401, 429, 429, 429, 429, 429]);

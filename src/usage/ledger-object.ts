@@ -5,7 +5,7 @@ import { BYTES_MAX_DEFAULT, DAY_MS, Ledger, type RecordQuery, type UsageFigures,
 
 /**
  * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
- * (src/index.ts). RPC: `add`, `list`, `usage`, `purge`. Its alarm purges the ledger once a day.
+ * (src/index.ts). RPC: `add`, `record`, `list`, `usage`, `purge`. Its alarm purges the ledger once a day.
  */
 export class UsageLedger extends DurableObject<Env> {
   readonly ledger: Ledger;
@@ -20,6 +20,10 @@ export class UsageLedger extends DurableObject<Env> {
     const result = this.ledger.add(records, refusals);
     await this.ledger.armPurge();
     return result;
+  }
+
+  record(runId: string, callers?: string[]) {
+    return this.ledger.record(runId, callers);
   }
 
   list(q: RecordQuery) {

@@ -35,6 +35,7 @@ export async function waitRun(
   admitted: AdmittedRun,
   appRequest: AppRequest,
   waited: WaitedRun,
+  notTaken: (error: ApiError) => void,
 ): Promise<Response> {
   const { runId } = waited;
   const wait = admitted.wait!;
@@ -87,12 +88,16 @@ export async function waitRun(
     return response;
   }
   signal?.removeEventListener("abort", left);
-  if (answer.kind === "busy")
-    throw new ApiError(
+  if (answer.kind === "busy") {
+    const busy = new ApiError(
       "service_unavailable",
       "Too many waited runs of this project are in flight; retry, or start the run with ?async=true.",
       { ...runMeta(runId), headers: { "Retry-After": "1", "X-Run-Id": runId } },
     );
+    // Nothing was called: the run ends here, with this problem as its outcome.
+    notTaken(busy);
+    throw busy;
+  }
   return handedOver(request, admitted, runId, wait);
 }
 
