@@ -66,13 +66,26 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     const appRequest = appRequestOf(request, admitted);
     if (admitted.wait !== null) {
       // A waited run's app call, and so its outcome, is its keeper's: it may outlive this invocation.
+      // Unless the keeper does not take it (it holds as many runs as it may): then it ends here.
       end.handedOff();
-      return await waitRun(scope, request, admitted, appRequest, {
-        runId: start.runId,
-        acceptedAt,
-        acceptedWall,
-        path: start.path,
-      });
+      const waited = admitted;
+      return await waitRun(
+        scope,
+        request,
+        admitted,
+        appRequest,
+        { runId: start.runId, acceptedAt, acceptedWall, path: start.path },
+        (refused) =>
+          outcomes.ended(
+            scope,
+            problemOutcome(
+              start,
+              refused,
+              { endedAt: clock() },
+              { bytesIn: bytesIn(waited), bytesOut: 0, webhook: waited.webhook !== null },
+            ),
+          ),
+      );
     }
     const context = contextOf(scope, admitted, appRequest);
 
