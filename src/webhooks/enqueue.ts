@@ -226,6 +226,32 @@ export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery
   }
 }
 
+/** What a run's delivery carries once the run has ended: the body, or why it never will (the run was cut short). */
+export type DeliveryBody = { text: string } | { unsent: string };
+
+/**
+ * A synchronous run's delivery, in one call from the run: the `pending` row is written before this
+ * returns (the run calls its app after it, so a caller who hangs up never leaves the delivery
+ * unaccounted for), and the body is handed on once `body` resolves, in `waitUntil` (spec 6: the
+ * delivery does not block the response); a run that did not finish settles its record `failed`.
+ */
+export async function deliverRunCopy(scope: Scope, target: DeliveryTarget, body: Promise<DeliveryBody>): Promise<void> {
+  const pending = await recordPending(scope, target);
+  const handedOn = body.then(
+    async (copy) => {
+      if ("text" in copy) await enqueuePending(scope, pending, copy.text);
+      else await settleUnsent(scope, pending, copy.unsent);
+    },
+    () => settleUnsent(scope, pending, "run_interrupted"),
+  );
+  scope.ctx.waitUntil(
+    handedOn.then(
+      () => undefined,
+      () => undefined,
+    ),
+  );
+}
+
 /** Records a delivery and hands it on: `recordPending` then `enqueuePending`, for a body known already. */
 export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): Promise<string> {
   const pending = await recordPending(scope, request);
