@@ -20,18 +20,6 @@ import type { DeliveryMessage } from "./message";
  * attempt and never makes a fourth. A row leaves the lane only when its delivery is settled.
  */
 
-/** The lane's name: its Durable Object id is `idFromName` of it. */
-export function laneName(message: Pick<DeliveryMessage, "projectId" | "endpoint">): string {
-  let origin: string;
-  try {
-    origin = new URL(message.endpoint).origin;
-  } catch {
-    // An endpoint is checked before it is stored; an unparsable one still gets a lane (its attempt fails).
-    origin = message.endpoint;
-  }
-  return `${message.projectId} ${origin}`;
-}
-
 /** D1 interrupting one delivery again and again (a refused claim or outcome write): the lane gives it up after this many (the sweeper settles its record). */
 const MAX_INTERRUPTIONS = 6;
 /** Waits before a delivery is taken up again after its 1st, 2nd … interruption (at least what the delivery asked for). */
