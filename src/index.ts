@@ -1,6 +1,7 @@
 import { productionDeps } from "./deps";
 import { runKeeperClass } from "./runs/keeper/keeper";
 import { webhookLaneClass } from "./webhooks/lane";
+import { usageOutcomes } from "./usage/record";
 import { createWorker } from "./worker";
 
 export default createWorker(productionDeps);
@@ -13,10 +14,10 @@ export type WebhookLane = InstanceType<typeof WebhookLane>;
 export { UsageLedger } from "./usage/ledger-object";
 
 /**
- * The run keepers (Durable Objects, wrangler.toml `RUN_KEEPER`): one per project and shard of run ids; each the owner of the app calls of the waited runs it takes, the owner of its app
- * call. Its outcome goes to usage once seam A wires the port (until then a waited run is not recorded).
+ * The run keepers (Durable Objects, wrangler.toml `RUN_KEEPER`): one per project and shard of run ids,
+ * the owner of the app calls of the waited runs it takes; each run's outcome goes to usage's port.
  */
-export const RunKeeper = runKeeperClass(productionDeps, { ended: () => undefined });
+export const RunKeeper = runKeeperClass(productionDeps, usageOutcomes);
 export type RunKeeper = InstanceType<typeof RunKeeper>;
 
 /** The followers of a run's status stream (Durable Objects, wrangler.toml `RUN_FOLLOWERS`): one per followed run. */

@@ -5,6 +5,7 @@ import { consumeDeliveries } from "./webhooks/consumer";
 import { settleDeadLetters } from "./webhooks/dead-letter";
 import { consumeAsyncRuns } from "./runs/async/consumer";
 import { consumeUsageRecords } from "./usage/queue";
+import { usageOutcomes } from "./usage/record";
 
 export type QueueHandler = (batch: MessageBatch<unknown>, scope: Scope) => Promise<void>;
 
@@ -13,6 +14,7 @@ export const queueHandlers: Record<string, QueueHandler> = {
   [QUEUES.webhookDeliveries]: consumeDeliveries,
   [QUEUES.webhookDeadLetters]: settleDeadLetters,
   [QUEUES.domainValidations]: domainValidationConsumer,
-  [QUEUES.asyncRuns]: consumeAsyncRuns,
+  // Each run's outcome goes to usage (src/runs/outcome.ts, OutcomePort).
+  [QUEUES.asyncRuns]: (batch, scope) => consumeAsyncRuns(batch, scope, usageOutcomes),
   [QUEUES.usageRecords]: consumeUsageRecords,
 };

@@ -3,6 +3,7 @@ import type { Scope } from "./platform/scope";
 import { CRONS } from "./platform/triggers";
 import { webhookHousekeeping } from "./webhooks/housekeeping";
 import { sweepAsyncRuns } from "./runs/async/sweep";
+import { usageOutcomes } from "./usage/record";
 
 export type CronHandler = (controller: ScheduledController, scope: Scope) => Promise<void>;
 
@@ -17,6 +18,6 @@ export const cronHandlers: Record<string, CronHandler> = {
     if (failures.length > 0) throw failures[0];
   },
   [CRONS.asyncRuns]: async (_controller, scope) => {
-    await sweepAsyncRuns(scope);
+    await sweepAsyncRuns(scope, usageOutcomes);
   },
 };

@@ -9,6 +9,7 @@ import { checkedTarget, pathTarget, RUN_BASE, RUN_ROUTE } from "./runs/path";
 import { run } from "./runs/run";
 import { cronHandlers } from "./scheduled";
 import { sendHeldNow } from "./usage/buffer";
+import { usageOutcomes } from "./usage/record";
 
 /** The run route as a request's log line names routes (`/v4/:project_id/:app_name/:path`). */
 const LOGGED_RUN_ROUTE = `${RUN_BASE}${RUN_ROUTE}`.replace(/\{([a-z_]+)\}/g, ":$1");
@@ -53,7 +54,7 @@ export function createWorker(deps: Deps) {
         if (isRun) line.route = LOGGED_RUN_ROUTE;
         const answered = await gateHost(scope, url, target);
         if (answered) return answered;
-        return isRun ? run(scope, normal, checkedTarget(target)) : router.fetch(normal, env, ctx);
+        return isRun ? run(scope, normal, checkedTarget(target), usageOutcomes) : router.fetch(normal, env, ctx);
       });
     },
 

@@ -64,6 +64,8 @@ export async function sha256Hex(text: string): Promise<string> {
 
 /** An upstream call the peer watches (`?watch={key}`): release its held stream, read its state, or wait until its connection closed. */
 export interface WatchState {
+  /** The gateway's call reached the peer. */
+  arrived: boolean;
   finished: boolean;
   closed: boolean;
   chunks: number;

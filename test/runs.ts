@@ -1,4 +1,5 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { expect, vi } from "vitest";
 import { env } from "cloudflare:workers";
 import type { Client } from "./helpers";
 import { seedBuild, seedProject } from "./helpers";
@@ -145,4 +146,20 @@ export async function spendBudget(limiter: RateLimit | undefined, key: string, r
     if (!(await limiter.limit({ key })).success) return;
   }
   throw new Error(`the budget of ${key} could not be spent`);
+}
+
+/** A run of `app` made with `token` (the app's own by default), once its record is in the ledger (the operator reads it); its id. */
+export async function recordedRun(
+  api: Client,
+  app: { projectId: string; runPath: string; token: string },
+  token = app.token,
+): Promise<string> {
+  const res = await api.call(app.runPath, { token });
+  await res.text();
+  const runId = res.headers.get("x-run-id")!;
+  await vi.waitFor(
+    async () => expect((await api.call(`/v2/projects/${app.projectId}/runs/${runId}`)).status).toBe(200),
+    { timeout: 5_000, interval: 20 },
+  );
+  return runId;
 }

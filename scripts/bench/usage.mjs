@@ -40,10 +40,13 @@ function busyWeek(projectId, appName, now) {
       method: "POST",
       path: "v1/chat/completions",
       status_code: status,
-      timed_out: false,
-      hung_up: false,
+      ending: "answered",
+      failure: status >= 400 ? `app:${status}` : null,
       duration_ms: duration,
       ttfb_ms: Math.round(duration / 4),
+      called_ms: 1,
+      answered_ms: Math.round(duration / 5),
+      handed_over_ms: null,
       bytes_in: 512,
       bytes_out: 2048,
       caller: "sa:bench",
@@ -102,7 +105,7 @@ export default {
     for (let i = 0; i < n; i++) {
       const at = Date.now();
       next++;
-      holdRecord(scope, { run_id: "run_seam" + at.toString(36) + next.toString(36).padStart(8, "0"), project_id: "proj_seam" + (next % projects), app_name: "app", mode: "sync", method: "POST", path: "run", status_code: 200, timed_out: false, hung_up: false, duration_ms: 12, ttfb_ms: null, bytes_in: 100, bytes_out: 200, caller: "sa:seam", webhook: false, request_id: "req_seam", created_at: at });
+      holdRecord(scope, { run_id: "run_seam" + at.toString(36) + next.toString(36).padStart(8, "0"), project_id: "proj_seam" + (next % projects), app_name: "app", mode: "sync", method: "POST", path: "run", status_code: 200, ending: "answered", failure: null, duration_ms: 12, ttfb_ms: null, called_ms: 1, answered_ms: 10, handed_over_ms: null, bytes_in: 100, bytes_out: 200, caller: "sa:seam", webhook: false, request_id: "req_seam", created_at: at });
     }
     await flush(env);
     await Promise.all(waits);

@@ -179,6 +179,8 @@ export function formatLine(line, now, color = false) {
       why = `app answered ${line.status} ${STATUS_CODES[line.status] ?? ""}`.trimEnd();
       tone = "magenta";
     }
+  } else if (isRun && line.status === 202) {
+    why = "handed over: the run goes on without its caller";
   } else if (line.problem) {
     why = line.problem;
   }

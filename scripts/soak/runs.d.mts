@@ -22,6 +22,7 @@ export interface RunsSoakResult {
   };
   app: { runIds: number; calledTwice: number; indexCalledTwice: number; answeredWhole: number; cut: number };
   stored: { final: number; notFinal: number; byStatus: Record<string, number>; errorCodes: Record<string, number> };
+  notCalled: { hungUp: number; cutByRestart: number; deadline: number; other: number };
   lost: number;
   interruptedByRestart: number;
   deadlines: number;

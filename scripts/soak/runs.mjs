@@ -267,6 +267,8 @@ async function verify({ gateway, app, plans, outcomes, restarted, waits, open, s
     callers: { answered: 0, accepted202: 0, hungUp: 0, cutByRestart: 0, otherErrors: 0, statuses: {} },
     app: { runIds: 0, calledTwice: 0, indexCalledTwice: 0, answeredWhole: 0, cut: 0 },
     stored: { final: 0, notFinal: 0, byStatus: {}, errorCodes: {} },
+    /** Soak runs that never reached the app, by what came first. */
+    notCalled: { hungUp: 0, cutByRestart: 0, deadline: 0, other: 0 },
     lost: 0,
     interruptedByRestart: 0,
     deadlines: 0,
@@ -334,6 +336,16 @@ async function verify({ gateway, app, plans, outcomes, restarted, waits, open, s
     const seen = runId ? app.runs.get(runId) : undefined;
     const row = runId ? stored.get(runId) : undefined;
     if (plan.cancelAfter === "5s" && (row?.error_code === "deadline" || got?.status === 504)) tally.deadlines++;
+    if (ids.length === 0) {
+      const why = got?.hungUp
+        ? "hungUp"
+        : got?.cutByRestart
+          ? "cutByRestart"
+          : row?.error_code === "deadline" || got?.status === 504
+            ? "deadline"
+            : "other";
+      tally.notCalled[why]++;
+    }
 
     if (got?.status === 202 || (row && row.mode === "wait") || (plan.mode === "async" && seen)) {
       // Taken on: its status URL must end, and hold the app's answer when it had one.

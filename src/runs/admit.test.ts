@@ -58,13 +58,14 @@ describe("the admit stage (admit → AdmittedRun)", () => {
       headers: { authorization: "Bearer egsa_x", cookie: "c=1", "x-webhook-secret": "s", "x-app": "kept" },
     });
     const run = {
+      runId: "run_1",
       appPath: "v1/x",
       originUrl: "https://app.example/base/",
       runtime: "cortex",
       query: new URLSearchParams("q=1&async=false&webhookEndpoint=h"),
       body: { kind: "none" },
     } as AdmittedRun;
-    const req = appRequestOf(request, run, "run_1");
+    const req = appRequestOf(request, run);
     expect(req.target).toBe("https://app.example/base/v1/x?q=1");
     for (const name of ["authorization", "cookie", "x-webhook-secret"]) expect(req.headers.has(name), name).toBe(false);
     expect([req.headers.get("x-app"), req.headers.get("x-run-id"), req.headers.get("accept")]).toEqual([

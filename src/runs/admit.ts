@@ -1,4 +1,4 @@
-import { upstreamOf } from "../apps/deployments";
+import { type Upstream, upstreamOf } from "../apps/deployments";
 import { insufficientScope } from "../auth/access";
 import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
@@ -11,12 +11,15 @@ import type { AppRequest } from "./call";
 import { upstreamHeaders } from "./headers";
 import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
 import type { RunCaller } from "./run-key";
+import { newId } from "../platform/ids";
+import { outcomePath, type RunMode, type RunStart } from "./outcome";
 import { cancelAfter, waitPreference } from "./preferences";
 
 /**
  * The admit stage: everything checked before the app is called. The caller's key, the project's run
  * budget, the target (the app's deployment and runtime), the method, the gateway's own parameters and
- * the body. Nothing here calls the app; a refused run leaves no trace but its answer.
+ * the body, in three steps: `identify` (the caller), `admitApp` (the budget and the app), `admitRequest`
+ * (the rest). Nothing here calls the app.
  */
 
 const MAX_SECRET_LENGTH = 1024;
@@ -35,6 +38,7 @@ export type RunBody =
   | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit };
 
 export interface AdmittedRun extends RunTarget {
+  runId: string;
   caller: RunCaller;
   runtime: "cortex" | "custom";
   originUrl: string;
@@ -171,29 +175,8 @@ function queryOf(url: string): URLSearchParams | null {
   return new URLSearchParams(url.slice(mark + 1, hash === -1 ? undefined : hash));
 }
 
-/**
- * What admission tells as it goes: the caller's key accepted for the project, then the app known to be
- * the project's, and the bytes of the caller's body read whole (so a refused run counts what crossed).
- */
-export interface AdmitWatch {
-  identified(caller: RunCaller): void;
-  appKnown(): void;
-  read?(bytes: number): void;
-}
-
-/**
- * Admits a run of `target`: a problem for anything that must not reach the app. `watch` hears of the
- * caller once its key is accepted for the project, and of the app once it is known to be the project's
- * (src/usage): a refusal in between (the project's run budget spent, an app the project does not have)
- * names nothing the caller may not invent, so it is counted, never recorded; from the app on, the run
- * is on the project's record, refused or not.
- */
-export async function admit(
-  scope: Scope,
-  request: Request,
-  target: RunTarget,
-  watch?: AdmitWatch,
-): Promise<AdmittedRun> {
+/** The caller's key, for `target`'s project: refused (401, 403, a 404 for another project's key) before the run is anyone's. */
+export async function identify(scope: Scope, request: Request, target: RunTarget): Promise<RunCaller> {
   const { projectId, appName } = target;
   const caller = await admitCaller(scope, request);
   if (caller.projectId !== undefined && caller.projectId !== projectId) {
@@ -201,14 +184,70 @@ export async function admit(
     throw new ApiError("not_found", `No app named '${appName}' in project '${projectId}'.`);
   }
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
-  watch?.identified(caller);
-  await admitRun(scope, projectId);
-  const upstream = await upstreamOf(scope.db, projectId, appName, scope.deps.now().getTime()).catch((error) => {
-    // The app is the project's, without a deployment yet (409): known.
-    if (error instanceof ApiError && error.code === "no_deployment") watch?.appKnown();
-    throw error;
-  });
-  watch?.appKnown();
+  return caller;
+}
+
+/**
+ * The project's run budget and the app's deployment. A request refused here never reached a known app
+ * (the budget spent, an app the project does not have, the store unavailable): a refusal (`refusalOf`),
+ * counted but never a run, since it names nothing the caller may not invent. An app with no ready
+ * deployment (409) is known: that refusal is a run's.
+ */
+export async function admitApp(scope: Scope, target: RunTarget): Promise<Upstream> {
+  await admitRun(scope, target.projectId);
+  return upstreamOf(scope.db, target.projectId, target.appName, scope.deps.now().getTime());
+}
+
+/** The reason (a problem code) of a refusal, for an error `admitApp` threw; `null` when the app was known (409). */
+export function refusalOf(error: unknown): string | null {
+  if (!(error instanceof ApiError)) return "internal_error";
+  return error.code === "no_deployment" ? null : error.code;
+}
+
+/**
+ * How the caller asked for the run, read leniently for its outcome (a malformed `?async` or `Prefer` is
+ * refused later, by `admitRequest`): `?async=true` wins over `Prefer: wait`, as admission has it.
+ */
+export const modeAsked = (query: URLSearchParams | null, prefer: string | null): RunMode =>
+  query?.get("async") === "true" ? "async" : prefer !== null && /(^|[,;\s])wait\b/i.test(prefer) ? "wait" : "sync";
+
+/** What a run is from its start, once its caller is known: its id, who, which app and path, and how it was asked. */
+export function startOf(
+  scope: Scope,
+  request: Request,
+  target: RunTarget,
+  caller: RunCaller,
+  acceptedAt: number,
+): RunStart & { query: URLSearchParams | null } {
+  const query = queryOf(request.url);
+  return {
+    runId: newId("run", acceptedAt),
+    projectId: target.projectId,
+    appName: target.appName,
+    path: outcomePath(target.appPath),
+    method: request.method,
+    mode: modeAsked(query, request.headers.get("prefer")),
+    caller: caller.id,
+    requestId: scope.requestId,
+    acceptedAt,
+    query,
+  };
+}
+
+/**
+ * Admits the request to the app `upstream`: a problem for anything that must not reach it (the method,
+ * the gateway's own parameters, the body). Nothing here calls the app. `read` hears the bytes of a body
+ * read whole as they cross, so a run refused for its body counts what it read.
+ */
+export async function admitRequest(
+  scope: Scope,
+  request: Request,
+  target: RunTarget,
+  start: { runId: string; query: URLSearchParams | null },
+  caller: RunCaller,
+  upstream: Upstream,
+  read?: (bytes: number) => void,
+): Promise<AdmittedRun> {
   const allowed: readonly string[] = METHODS_OF[upstream.runtime];
   // HEAD included: Hono would answer it by running the app for a body nobody receives.
   if (!allowed.includes(request.method)) {
@@ -218,7 +257,7 @@ export async function admit(
     });
   }
   const webSocket = isWebSocket(request);
-  const query = queryOf(request.url);
+  const { query } = start;
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.
   const webhook = webSocket ? null : webhookOf(scope, request, query);
   const isAsync = asyncRequested(query);
@@ -229,12 +268,10 @@ export async function admit(
   const deadline = webSocket ? null : request.headers.get("cancel-after");
   const cancelAfterMs =
     deadline === null ? null : cancelAfter(deadline, isAsync ? "async" : wait !== null ? "wait" : "sync");
-  const body = await bodyOf(request, upstream.runtime, isAsync, {
-    read: (bytes) => watch?.read?.(bytes),
-    timeoutMs: scope.config.runTimeoutMs,
-  });
+  const body = await bodyOf(request, upstream.runtime, isAsync, { read, timeoutMs: scope.config.runTimeoutMs });
   return {
     ...target,
+    runId: start.runId,
     caller,
     runtime: upstream.runtime,
     originUrl: upstream.originUrl,
@@ -252,7 +289,8 @@ export async function admit(
  * The request to the app: `{origin_url}/{path}` with the caller's query (but the gateway's own
  * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
  */
-export function appRequestOf(request: Request, run: AdmittedRun, runId: string): AppRequest {
+export function appRequestOf(request: Request, run: AdmittedRun): AppRequest {
+  const { runId } = run;
   const headers = upstreamHeaders(request, runId);
   const target = upstreamUrl(run.originUrl, run.appPath, run.query);
   const { body } = run;

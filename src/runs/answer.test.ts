@@ -19,6 +19,7 @@ function appCall(body: string, headers: Record<string, string>, status = 200): A
   return {
     response,
     startedAt: Date.now(),
+    answeredAt: Date.now(),
     stream: () => response.body,
     relay: async (sink) => {
       if (!response.body) return;
@@ -88,7 +89,11 @@ describe("the answer stage (answerCall → Answered)", () => {
     await expect(
       answerCall(appCall("{nope", { "content-type": "application/json" }), run(), false),
     ).rejects.toMatchObject({ code: "bad_gateway" });
-    const answered = failed(new ApiError("gateway_timeout", "No answer.", { extensions: { run_id: "run_1" } }), run());
+    const answered = failed(
+      new ApiError("gateway_timeout", "No answer.", { extensions: { run_id: "run_1" } }),
+      run(),
+      null,
+    );
     expect(answered.response.status).toBe(504);
     expect(answered.response.headers.get("content-type")).toBe("application/problem+json");
     expect(JSON.parse((await answered.copy!).text)).toMatchObject({

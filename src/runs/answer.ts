@@ -184,6 +184,10 @@ export interface Answered {
   response: Response;
   /** The app's call it answers; null when the app gave no answer (the problem is the answer). */
   call: AppCall | null;
+  /** The gateway's problem when the app gave no answer (502, 504, 413); null when `call` answered. */
+  problem: ApiError | null;
+  /** `Date.now()` when the app's call was sent; null when it never was. */
+  calledAt: number | null;
   /** The bytes of a whole answer (the envelope, a problem); null for a passed-through one, counted as it streams. */
   size: number | null;
   /** The copy handed on (webhook), when one was asked for: resolves once the answer is whole. */
@@ -192,22 +196,25 @@ export interface Answered {
 
 /** The caller's answer to the app's: the envelope or the app's own, and a copy of it when `copy`. */
 export async function answerCall(call: AppCall, run: RunContext, copy: boolean): Promise<Answered> {
-  if (!envelopes(call, run)) return { ...passThrough(call, run, copy), call, size: null };
+  const answered = { call, problem: null, calledAt: call.startedAt };
+  if (!envelopes(call, run)) return { ...passThrough(call, run, copy), ...answered, size: null };
   const answer = await envelopeAnswer(call, run);
   return {
     response: responseOf(answer, run.runId),
-    call,
+    ...answered,
     size: sizeOf(answer.text),
     copy: copy ? Promise.resolve(answer) : null,
   };
 }
 
 /** The answer of a run whose app gave none (502, 504, 413): the problem, for the caller and the copy alike. */
-export function failed(error: ApiError, run: RunContext): Answered {
+export function failed(error: ApiError, run: RunContext, calledAt: number | null): Answered {
   const answer = failureAnswer(error, run.requestId);
   return {
     response: responseOf(answer, run.runId),
     call: null,
+    problem: error,
+    calledAt,
     size: sizeOf(answer.text),
     copy: Promise.resolve(answer),
   };
@@ -225,12 +232,20 @@ export async function callAndAnswer(
   copy: boolean,
   cancel: AbortSignal,
 ): Promise<Answered> {
+  const calledAt = Date.now();
   try {
     return await answerCall(await callApp(deps, req, run.limits, cancel), run, copy);
   } catch (error) {
-    if (error instanceof ApiError) return failed(error, run);
+    if (error instanceof ApiError) return failed(error, run, calledAt);
     throw error;
   }
+}
+
+/** An answer nobody streams (an async run's), with when the app's call was sent and answered (`Date.now()`). */
+export interface StoredAnswer extends RunAnswer {
+  calledAt: number;
+  /** When the app's response headers came; null when it gave none. */
+  answeredAt: number | null;
 }
 
 /**
@@ -243,12 +258,16 @@ export async function answerRun(
   req: AppRequest,
   run: RunContext,
   cancel?: AbortSignal,
-): Promise<RunAnswer> {
+): Promise<StoredAnswer> {
+  const calledAt = Date.now();
+  let answeredAt: number | null = null;
   try {
     const call = await callApp(deps, req, run.limits, cancel);
-    return envelopes(call, run) ? await envelopeAnswer(call, run) : await collectAnswer(call, run);
+    answeredAt = call.answeredAt;
+    const answer = envelopes(call, run) ? await envelopeAnswer(call, run) : await collectAnswer(call, run);
+    return { ...answer, calledAt, answeredAt };
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
-    return failureAnswer(error, run.requestId);
+    return { ...failureAnswer(error, run.requestId), calledAt, answeredAt };
   }
 }

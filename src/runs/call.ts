@@ -2,7 +2,6 @@ import type { Deps } from "../platform/deps";
 import { ApiError } from "../platform/errors";
 import { isTimeout } from "../platform/http";
 import type { CallLimits } from "./context";
-import type { BodyTally } from "../usage/record";
 import { type BodyLimit, concat } from "./bodies";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
@@ -16,12 +15,27 @@ export interface AppRequest {
   bodyLimit?: BodyLimit;
 }
 
+/** How an answer's body ended: read to its end, cancelled (the caller went), silent too long, or broken off. */
+export type BodyEnd = "done" | "cancelled" | "idle" | "broken";
+
+/**
+ * What crossed of an app's passed-through body, counted as it was read: decoded bytes, when the first
+ * came (`Date.now()`), and how the body ended. The run's outcome is made from it once `ended` resolves.
+ */
+export interface AnswerTally {
+  bytes: number;
+  firstByteAt: number | null;
+  ended: Promise<BodyEnd>;
+}
+
 /** The app's answer: its status and headers, and its body read one of two ways. */
 export interface AppCall {
   /** The app's own response; read its body through `stream()` or `text()`, never directly. */
   response: Response;
   /** `Date.now()` when the call was sent: a run's `run_time_ms` counts from here. */
   startedAt: number;
+  /** `Date.now()` when the app's response headers came. */
+  answeredAt: number;
   /**
    * The body, decoded, passed on chunk by chunk as it arrives, under the silence watch (`relay`), in the
    * runtime's own pipe (an `IdentityTransformStream`); `null` for none.
@@ -41,10 +55,10 @@ export interface AppCall {
    */
   piped(): { body: ReadableStream<Uint8Array> | null; length: number | null } | null;
   /**
-   * What `stream()`, `relay()` or `piped()` passed on, for the run's record: counted in the read the stream does
+   * What `stream()`, `relay()` or `piped()` passed on, for the run's outcome: counted in the read the stream does
    * anyway, so it adds no step of its own; ends at once for a body-less answer.
    */
-  tally: BodyTally;
+  tally: AnswerTally;
   /** The whole body as text when it is at most `max` decoded bytes; `null` when larger (the call is then ended). */
   text(max: number): Promise<string | null>;
 }
@@ -94,9 +108,6 @@ interface Watch {
   cancelled: () => boolean;
 }
 
-/** How a relayed body ended, for the tally. */
-type Ending = "done" | "cancelled" | "idle" | "broken";
-
 /**
  * The app's body relayed to `sink` as it arrives, under a watch that ends the call when the app stays
  * silent `idleMs`: a stream may run as long as it keeps talking. Each read returns at once with what
@@ -122,7 +133,7 @@ async function relay(
   body: ReadableStream<Uint8Array>,
   watch: Watch,
   sink: ChunkSink,
-  counting?: { count(bytes: number): void; settle(how: Ending): void },
+  counting?: { count(bytes: number): void; settle(how: BodyEnd): void },
 ): Promise<void> {
   const reader = body.getReader({ mode: "byob" });
   let readingSince: number | null = null;
@@ -139,7 +150,7 @@ async function relay(
   };
   let timer = setTimeout(look, watch.idleMs);
   let buffer = new ArrayBuffer(FIRST_READ_BYTES);
-  let ending: Ending = "broken";
+  let ending: BodyEnd = "broken";
   try {
     for (;;) {
       let read: ReadableStreamReadResult<Uint8Array>;
@@ -233,6 +244,7 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
   } finally {
     clearTimeout(timer);
   }
+  const answeredAt = Date.now();
   // The cancel listener stays while the body flows (a hang-up mid-stream ends the call too) and goes with it.
   const over = () => cancel?.removeEventListener("abort", onCancel);
   /** What a broken read of the body means for the caller. */
@@ -249,9 +261,9 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
     await raw.body?.cancel().catch(() => undefined);
     over();
   }
-  let settle: (how: "done" | "cancelled" | "idle" | "broken") => void = () => undefined;
+  let settle: (how: BodyEnd) => void = () => undefined;
   const length = raw.headers.get("content-length");
-  const tally: BodyTally = { bytes: 0, firstByteAt: null, ended: new Promise((resolve) => (settle = resolve)) };
+  const tally: AnswerTally = { bytes: 0, firstByteAt: null, ended: new Promise((resolve) => (settle = resolve)) };
   if (empty) settle("done");
   let callerGone = false;
   const watch: Watch = {
@@ -270,6 +282,7 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
   return {
     response: raw,
     startedAt,
+    answeredAt,
     tally,
     stream() {
       if (empty) return null;

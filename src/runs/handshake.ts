@@ -51,7 +51,8 @@ export async function webSocketHandshake(
 }
 
 /** A WebSocket run: the caller's upgrade passed to the app at `{origin_url}/{path}`; webhooks never apply. */
-export async function webSocketRun(scope: Scope, request: Request, run: AdmittedRun, runId: string): Promise<Response> {
+export async function webSocketRun(scope: Scope, request: Request, run: AdmittedRun): Promise<Response> {
+  const { runId } = run;
   const headers = upstreamHeaders(request, runId, true);
   const response = await webSocketHandshake(scope, upstreamUrl(run.originUrl, run.appPath, run.query), headers, runId);
   if (response.status !== 101 || !response.webSocket) {

@@ -1,3 +1,5 @@
+import type { Scope } from "../platform/scope";
+
 /**
  * A run's outcome: what the caller got, and why, as one value. The run's owner (the Worker serving a
  * synchronous run, the run's keeper for a waited run, the queue consumer of an async run) produces it
@@ -79,6 +81,15 @@ export interface RunOutcome {
   webhook: boolean;
 }
 
+/** What a run is from its start, before it has ended: the parts of its outcome its owner knows at once. */
+export type RunStart = Pick<
+  RunOutcome,
+  "runId" | "projectId" | "appName" | "path" | "method" | "mode" | "caller" | "requestId"
+> & {
+  /** Epoch ms of its acceptance (its outcome's `times.acceptedAt`). */
+  acceptedAt: number;
+};
+
 /** The longest app path an outcome carries: a caller's 8 KB path is cut, not stored whole. */
 export const OUTCOME_PATH_MAX = 256;
 
@@ -92,4 +103,78 @@ export interface RunRefusal {
   /** The problem code the caller got (`rate_limited`, `not_found`). */
   reason: string;
   at: number;
+}
+
+/**
+ * Where a run's owner hands its outcome, and a refusal its count: usage's recorder, which the root
+ * (src/worker.ts, src/queue.ts, src/scheduled.ts, src/index.ts) passes to every owner. Nothing in
+ * runs/ names usage; the port is all it knows. Neither method may throw or be awaited on a run's path.
+ */
+export interface OutcomePort {
+  /** A run has ended: its one outcome. */
+  ended(scope: Scope, outcome: RunOutcome): void;
+  /** A request was refused before its app was known. */
+  refused(scope: Scope, refusal: RunRefusal): void;
+}
+
+/**
+ * An owner's clock: `start` (epoch ms on the service's clock, `deps.now()`, when the owner started),
+ * moved on by the wall time since, so the moments of one owner are on one line and their gaps are real
+ * durations whatever `deps.now` is (the tests' clock stands still unless moved). `clock(wall)` places a
+ * `Date.now()` reading taken during the run; `clock()` is now.
+ */
+export function runClock(start: number): (wall?: number) => number {
+  const wallStart = Date.now();
+  return (wall = Date.now()) => start + (wall - wallStart);
+}
+
+/** How a run ended when the gateway answered a problem of its own, by the problem's code. */
+const ENDING_OF_PROBLEM: Record<string, RunEnding> = {
+  gateway_timeout: "timeout",
+  bad_gateway: "unreachable",
+  run_interrupted: "interrupted",
+  run_deadline: "deadline",
+  internal_error: "error",
+  service_unavailable: "error",
+};
+
+/** The ending of a run whose answer is the gateway's problem `error`. */
+export const endingOfProblem = (error: { code: string; status: number }): RunEnding =>
+  ENDING_OF_PROBLEM[error.code] ?? (error.status >= 500 ? "error" : "refused");
+
+/** Whose failure a run's answer was: the gateway's problem, or the app's own status of 400 and above. */
+export function failureOf(status: number, problem: { code: string } | null): RunFailure | null {
+  if (problem !== null) return { by: "gateway", code: problem.code };
+  return status >= 400 ? { by: "app", status } : null;
+}
+
+/** `path` as an outcome carries it: at most `OUTCOME_PATH_MAX` characters. */
+export const outcomePath = (path: string) => (path.length > OUTCOME_PATH_MAX ? path.slice(0, OUTCOME_PATH_MAX) : path);
+
+/**
+ * The outcome of a run the gateway answered with a problem of its own and no app's answer (a refusal
+ * once the app was known, an app that could not be reached or did not answer in time, a fault).
+ */
+export function problemOutcome(
+  start: RunStart,
+  error: { code: string; status: number },
+  at: { calledAt?: number | null; endedAt: number; hungUp?: boolean },
+  bytes: { bytesIn: number; bytesOut: number; webhook: boolean },
+): RunOutcome {
+  const { acceptedAt, ...facts } = start;
+  return {
+    ...facts,
+    status: error.status,
+    ending: at.hungUp ? "hung_up" : endingOfProblem(error),
+    failure: { by: "gateway", code: error.code },
+    times: {
+      acceptedAt,
+      calledAt: at.calledAt ?? null,
+      answeredAt: null,
+      firstByteAt: null,
+      handedOverAt: null,
+      endedAt: at.endedAt,
+    },
+    ...bytes,
+  };
 }

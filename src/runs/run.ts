@@ -1,95 +1,145 @@
-import { newId } from "../platform/ids";
+import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
-import { openRecording } from "../usage/recording";
-import { admit, type AdmittedRun, appRequestOf } from "./admit";
+import { admitApp, admitRequest, type AdmittedRun, appRequestOf, identify, refusalOf, startOf } from "./admit";
 import { callAndAnswer } from "./answer";
-import type { AppRequest } from "./call";
 import { acceptAsync } from "./async/accept";
 import type { RunContext } from "./context";
 import { webSocketRun } from "./handshake";
+import { answeredOutcome, bytesIn, endWhenAnswered, openEnd } from "./end";
+import { type OutcomePort, problemOutcome, runClock } from "./outcome";
 import type { RunTarget } from "./path";
 import { startWebhook } from "./webhook";
+import type { AppRequest } from "./call";
 import { deadlineOf, withDeadline } from "./deadline";
 import { waitRun } from "./keeper/wait";
 
 /**
  * A run of `{project_id}/{app_name}/{path}`, top to bottom, one stage a file, each returning a named
- * state: `admit` → `AdmittedRun` (key, limits, target, body), `callAndAnswer` → `Answered` (`callApp`
- * → `AppCall`, then the envelope or the app's own answer passed through as it streams), and the copy
- * handed on to the webhook (`startWebhook` → `RunWebhook`). The kinds of run that differ branch once,
- * each into its own stage: an async run is accepted here and run by its queue consumer
- * (`async/consumer.ts`, which stores it); a WebSocket is passed through (`handshake.ts`).
+ * state: `identify` → `RunCaller`, `admitApp` → the app's deployment, `admitRequest` → `AdmittedRun`,
+ * `callAndAnswer` → `Answered` (`callApp` → `AppCall`, then the envelope or the app's own answer passed
+ * through as it streams), and the copy handed on to the webhook (`startWebhook` → `RunWebhook`). The
+ * kinds of run that differ branch once, each into its own stage: an async run is accepted here and run
+ * by its queue consumer (`async/consumer.ts`, the owner of its app call); a waited run's app call is
+ * its keeper's (`keeper/wait.ts`); a WebSocket is passed through (`handshake.ts`).
  *
- * Exactly one usage record per run (src/usage): a refusal once the caller is known, an accepted async
- * run by its consumer when it finishes, every other run when the caller's answer has ended.
+ * The run ends with one `RunOutcome`, handed to `outcomes` once (`end.ts`): here when the caller's
+ * answer has ended, the caller hung up, or the run was refused once its app was known; by its owner
+ * otherwise (the consumer, the keeper). A request refused before its app was known (the project's
+ * budget spent, no such app) is a refusal, counted; one refused before its caller was (401, 403) is
+ * neither.
  */
-export async function run(scope: Scope, request: Request, target: RunTarget): Promise<Response> {
-  const acceptedAt = Date.now();
-  const recording = openRecording(scope, request, target);
+export async function run(scope: Scope, request: Request, target: RunTarget, outcomes: OutcomePort): Promise<Response> {
+  const caller = await identify(scope, request, target);
+  // Accepted: the caller is known. The run's moments count from here, and its end is held from here.
+  const acceptedAt = scope.deps.now().getTime();
+  const acceptedWall = Date.now();
+  const clock = runClock(acceptedAt);
+  const start = startOf(scope, request, target, caller, acceptedAt);
+  let admitted: AdmittedRun | null = null;
+  // The caller's body read whole, counted as it crossed: what a run refused for its body read of it.
+  let bodyRead = 0;
+  const bytesSoFar = () => (admitted ? bytesIn(admitted) : bodyRead);
+  const end = openEnd(scope, outcomes, request, start, clock, bytesSoFar, () => (admitted?.webhook ?? null) !== null);
+  let appKnown = false;
   try {
-    const admitted = await admit(scope, request, target, {
-      identified: (caller) => recording.identified(caller.id),
-      appKnown: () => recording.appKnown(),
-      read: (bytes) => recording.read(bytes),
-    });
+    const upstream = await admitApp(scope, target);
+    appKnown = true;
+    admitted = await admitRequest(scope, request, target, start, caller, upstream, (bytes) => (bodyRead += bytes));
     // The key was used: its `last_used_at` (at most one write a minute, in `waitUntil`, beside the call).
-    admitted.caller.afterRun();
-    if (admitted.isAsync) return recording.accepted(await acceptAsync(scope, request, admitted));
-
-    const runId = newId("run", scope.deps.now().getTime());
-    recording.named(runId);
-    if (admitted.webSocket) return recording.upgraded(runId, await webSocketRun(scope, request, admitted, runId));
-    const appRequest = appRequestOf(request, admitted, runId);
-    // A waited run's app call is its keeper's (keeper/wait.ts): it may outlive this invocation.
-    if (admitted.wait !== null)
-      return await waitRun(scope, request, admitted, appRequest, {
-        runId,
-        acceptedAt,
-        acceptedWall: acceptedAt,
-        path: admitted.appPath,
+    caller.afterRun();
+    if (admitted.isAsync) {
+      // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
+      const response = await acceptAsync(scope, request, admitted);
+      end.handedOff();
+      return response;
+    }
+    if (admitted.webSocket) {
+      const response = await webSocketRun(scope, request, admitted);
+      const at = clock();
+      end.ended({
+        ...answeredOutcome(start, response.status, { calledAt: start.acceptedAt, answeredAt: at, endedAt: at }),
+        bytesIn: 0,
+        bytesOut: 0,
+        webhook: false,
       });
-    const run = contextOf(scope, admitted, appRequest);
+      return response;
+    }
+    const appRequest = appRequestOf(request, admitted);
+    if (admitted.wait !== null) {
+      // A waited run's app call, and so its outcome, is its keeper's: it may outlive this invocation.
+      end.handedOff();
+      return await waitRun(scope, request, admitted, appRequest, {
+        runId: start.runId,
+        acceptedAt,
+        acceptedWall,
+        path: start.path,
+      });
+    }
+    const context = contextOf(scope, admitted, appRequest);
 
     // With a webhook the delivery is on record before the app is called, and a caller who hangs up
     // leaves the run its grace; without one, the caller's hang-up (`request.signal`) ends the app's call at once.
-    const webhook = admitted.webhook ? await startWebhook(scope, request, admitted.webhook, admitted, run.runId) : null;
+    const webhook = admitted.webhook
+      ? await startWebhook(scope, request, admitted.webhook, admitted, start.runId)
+      : null;
     const deadline =
       admitted.cancelAfterMs === null
         ? null
-        : deadlineOf(run.runId, admitted.cancelAfterMs, Date.now() - acceptedAt, scope.deps.sleep);
-    const cancel = withDeadline(webhook?.signal ?? request.signal, deadline);
-    const answering = callAndAnswer(scope.deps, appRequest, run, webhook !== null, cancel);
+        : deadlineOf(start.runId, admitted.cancelAfterMs, Date.now() - acceptedWall, scope.deps.sleep);
+    end.calling();
+    const answering = callAndAnswer(
+      scope.deps,
+      appRequest,
+      context,
+      webhook !== null,
+      withDeadline(webhook?.signal ?? request.signal, deadline),
+    );
     // Handed on in `waitUntil` from the start, so the webhook gets its copy even if the caller goes.
     webhook?.carry(answering.then((answered) => answered.copy!));
-    const answered = await answering;
-    if (deadline) {
-      // A whole answer (envelope, problem) has ended its call already; a passed-through one ends with its body.
-      if (answered.size === null && answered.call) void answered.call.tally.ended.finally(deadline.dispose);
-      else deadline.dispose();
-    }
-    recording.answered(run.runId, answered, answered.call, () => bytesIn(admitted), webhook !== null);
-    return answered.response;
+    // Ended from the answer itself, not from this function's continuation, which a hang-up cancels.
+    const ran = admitted;
+    void answering.then((answered) => {
+      if (deadline) {
+        // A whole answer (envelope, problem) has ended its call already; a passed-through one ends with its body.
+        if (answered.size === null && answered.call) void answered.call.tally.ended.finally(deadline.dispose);
+        else deadline.dispose();
+      }
+      endWhenAnswered(end, start, ran, answered, clock, deadline?.signal);
+    });
+    return (await answering).response;
   } catch (error) {
-    recording.refused(error);
+    const reason = appKnown ? null : refusalOf(error);
+    // Refused before the app was known (its budget, no such app): counted, never a run.
+    if (reason !== null) {
+      end.handedOff();
+      outcomes.refused(scope, { projectId: target.projectId, reason, at: clock() });
+    } else {
+      const problem = error instanceof ApiError ? error : new ApiError("internal_error", "The run failed.");
+      end.ended(
+        problemOutcome(
+          { ...start, mode: admitted === null ? start.mode : modeOf(admitted) },
+          problem,
+          { endedAt: clock(), hungUp: end.hungUp() },
+          { bytesIn: bytesSoFar(), bytesOut: 0, webhook: (admitted?.webhook ?? null) !== null },
+        ),
+      );
+    }
     throw error;
   }
 }
+
+/** How an admitted run was asked. */
+const modeOf = (admitted: AdmittedRun) => (admitted.isAsync ? "async" : admitted.wait !== null ? "wait" : "sync");
 
 /** The run's context, made once it is admitted and has its id. */
 function contextOf(scope: Scope, admitted: AdmittedRun, appRequest: AppRequest): RunContext {
   const { deps, config } = scope;
   return {
-    runId: appRequest.runId,
+    runId: admitted.runId,
     runtime: admitted.runtime,
     accept: appRequest.headers.get("accept"),
     requestId: scope.requestId,
     now: deps.now,
     limits: { headersMs: config.runTimeoutMs, idleMs: config.runStreamIdleMs },
   };
-}
-
-/** The caller's body as it reached the app: read whole, or counted as it flowed. */
-function bytesIn({ body }: AdmittedRun): number {
-  if (body.kind === "bytes") return body.bytes.byteLength;
-  return body.kind === "stream" ? body.limit.size() : 0;
 }

@@ -3,7 +3,8 @@ import type { Scope } from "../platform/scope";
 import type { RunRecord } from "./run-record";
 import { ledgerOf } from "./ledger-client";
 import { messagesOf } from "./message";
-import { hourOf, reasonOf, type Refusal, type RefusalCount } from "./refusals";
+import type { RunRefusal } from "../runs/outcome";
+import { hourOf, reasonOf, type RefusalCount } from "./refusals";
 
 /**
  * The isolate's buffer of run records. A record costs the run one push into an array; the records
@@ -51,7 +52,7 @@ export function holdRecord(scope: Scope, record: RunRecord): void {
 }
 
 /** Adds a refusal to its project's count for its hour and reason; the count leaves with the next batch. */
-export function holdRefusal(scope: Scope, refusal: Refusal): void {
+export function holdRefusal(scope: Scope, refusal: RunRefusal): void {
   if (scope.env.USAGE_RECORDING === "off") return;
   const hour = hourOf(refusal.at);
   const reason = reasonOf(refusal.reason);

@@ -1,11 +1,11 @@
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import type { z } from "@hono/zod-openapi";
 import { describe, expect, it, vi } from "vitest";
 import { consume, startAsync } from "../../test/async-runs";
 import { world } from "../../test/cron-world";
 import { addDomain, uniqueLabel, validate } from "../../test/domains";
 import { client, type Client } from "../../test/helpers";
-import { PEER, receiver, releaseStream, watchKey } from "../../test/peers";
+import { PEER, receiver, releaseStream, watchKey, watchState, whenClosed } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { drive, runWithWebhook } from "../../test/webhooks";
 import { createDb } from "../db/client";
@@ -92,6 +92,39 @@ describe("runs on record from every entry", () => {
       hung_up: true,
       bytes_out: first.value!.byteLength,
     });
+  });
+
+  it("records a caller who hangs up before the app answered, through the Worker's own entry: the runtime cancels the request's pending work, and the run still ends hung_up", async () => {
+    const api = client();
+    const key = watchKey();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?delay=10000&watch=${key}`);
+    const hangUp = new AbortController();
+    // `exports.default` is the Worker as `wrangler dev` serves it: an aborted request is a dropped
+    // client, so workerd aborts `request.signal` and cancels what the request was waiting on.
+    const dropped = exports.default
+      .fetch(
+        new Request(`http://localhost${app.runPath}`, {
+          headers: { Authorization: `Bearer ${app.token}` },
+          signal: hangUp.signal,
+        }),
+      )
+      .catch((error: unknown) => error);
+    await vi.waitFor(async () => expect((await watchState(key)).arrived).toBe(true), { timeout: 10_000, interval: 20 });
+    hangUp.abort();
+    await dropped;
+    // The app's call ended with the caller, long before the app would have answered.
+    expect((await whenClosed(key)).closed).toBe(true);
+    const [item] = await eventually(() => runsOf(api, app));
+    expect(item).toMatchObject({
+      status_code: 499,
+      ending: "hung_up",
+      failure: null,
+      hung_up: true,
+      timed_out: false,
+      times: { answered_ms: null },
+      bytes_out: 0,
+    });
+    expect(item!.times.called_ms).not.toBeNull();
   });
 
   it("records a hang-up whose body was cancelled before the caller's signal aborted", async () => {

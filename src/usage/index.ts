@@ -1,11 +1,13 @@
-import { invalidField } from "../platform/errors";
+import { ApiError, invalidField } from "../platform/errors";
 import { decodeCursor, encodeCursor } from "../platform/pagination";
 import { createRouter } from "../platform/router";
-import { recordCallers } from "./callers";
-import { deliveryCounts, receiversHealth, webhookOutcomes } from "./deliveries";
+import { recordCallers } from "../auth/callers";
+import { deliveryCounts, receiversHealth, type WebhookOutcome, webhookOutcomes } from "./deliveries";
 import { ledgerOf } from "./ledger-client";
 import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
-import { getUsage, type INTERVALS, listReceivers, listRuns } from "./routes";
+import { getRun, getUsage, type INTERVALS, listReceivers, listRuns } from "./routes";
+import { isTimeout } from "./run-record";
+import type { RunFailure } from "../runs/outcome";
 
 /** The usage API's handlers: the runs list and the figures from the project's ledger, deliveries from D1. */
 
@@ -22,8 +24,54 @@ function checkedRange(from: number | undefined, to: number | undefined) {
     throw invalidField("query", "from", "must be before `to`", "The range is empty: `from` must be before `to`.");
 }
 
+/** A record's `failure` (`gateway:<code>`, `app:<status>`) as the API answers it. */
+function failureOf(stored: string | null): RunFailure | null {
+  if (stored === null) return null;
+  const colon = stored.indexOf(":");
+  const by = stored.slice(0, colon);
+  const what = stored.slice(colon + 1);
+  return by === "app" ? { by: "app", status: Number(what) } : { by: "gateway", code: what };
+}
+
 const statusUrlOf = (requestUrl: string, projectId: string, run: StoredRun) =>
   new URL(`/v4/${projectId}/${run.app_name}/runs/${run.run_id}`, requestUrl).href;
+
+/** A stored run as the API answers it, with its webhook's delivery when one was asked. */
+function itemOf(requestUrl: string, projectId: string, run: StoredRun, outcomes: Map<string, WebhookOutcome>) {
+  return {
+    run_id: run.run_id,
+    app_name: run.app_name,
+    mode: run.mode,
+    method: run.method,
+    path: run.path,
+    status_code: run.status_code,
+    ending: run.ending,
+    failure: failureOf(run.failure),
+    timed_out: isTimeout(run.ending),
+    hung_up: run.ending === "hung_up",
+    handed_over: run.handed_over_ms !== null,
+    duration_ms: run.duration_ms,
+    ttfb_ms: run.ttfb_ms,
+    times: {
+      called_ms: run.called_ms,
+      answered_ms: run.answered_ms,
+      first_byte_ms: run.ttfb_ms,
+      handed_over_ms: run.handed_over_ms,
+      ended_ms: run.duration_ms,
+    },
+    bytes_in: run.bytes_in,
+    bytes_out: run.bytes_out,
+    caller: run.caller,
+    // A webhook was asked; its delivery record may still be on its way (a pending row is written first).
+    webhook:
+      run.webhook === 1
+        ? (outcomes.get(run.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 })
+        : null,
+    status_url: run.mode === "async" || run.handed_over_ms !== null ? statusUrlOf(requestUrl, projectId, run) : null,
+    request_id: run.request_id,
+    created_at: iso(run.created_at),
+  };
+}
 
 export const usageRouter = createRouter()
   .openapi(listRuns, async (c) => {
@@ -49,34 +97,24 @@ export const usageRouter = createRouter()
       project_id,
       items.filter((r) => r.webhook === 1).map((r) => r.run_id),
     );
-    const data = items.map((run) => ({
-      run_id: run.run_id,
-      app_name: run.app_name,
-      mode: run.mode,
-      method: run.method,
-      path: run.path,
-      status_code: run.status_code,
-      timed_out: run.timed_out === 1,
-      hung_up: run.hung_up === 1,
-      duration_ms: run.duration_ms,
-      ttfb_ms: run.ttfb_ms,
-      bytes_in: run.bytes_in,
-      bytes_out: run.bytes_out,
-      caller: run.caller,
-      // A webhook was asked; its delivery record may still be on its way (a pending row is written first).
-      webhook:
-        run.webhook === 1
-          ? (outcomes.get(run.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 })
-          : null,
-      status_url: run.mode === "async" ? statusUrlOf(c.req.url, project_id, run) : null,
-      request_id: run.request_id,
-      created_at: iso(run.created_at),
-    }));
+    const data = items.map((run) => itemOf(c.req.url, project_id, run, outcomes));
     const last = items.at(-1);
     // A short page whose scan stopped at its bound goes on below the last run examined.
     const next_cursor =
       rows.length > q.limit && last ? encodeCursor(last.run_id) : scannedTo ? encodeCursor(scannedTo) : null;
     return c.json({ data, next_cursor, sampled }, 200);
+  })
+  .openapi(getRun, async (c) => {
+    const { project_id, run_id } = c.req.valid("param");
+    const run = await ledgerOf(c.env, project_id).record(run_id, recordCallers(c.get("principal")));
+    if (run === null) {
+      throw new ApiError(
+        "not_found",
+        `No record of run '${run_id}' in project '${project_id}': it is under way, was never made, or is older than 7 days.`,
+      );
+    }
+    const outcomes = await webhookOutcomes(c.var.scope.db, project_id, run.webhook === 1 ? [run.run_id] : []);
+    return c.json(itemOf(c.req.url, project_id, run, outcomes), 200);
   })
   .openapi(getUsage, async (c) => {
     const { project_id } = c.req.valid("param");

@@ -13,8 +13,8 @@ import {
 
 /**
  * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
- * (src/index.ts). RPC: `add`, `list`, `usage`, `purge`. Its alarm purges the ledger once a day, in
- * slices: while a slice leaves more to do, the next alarm comes `SLICE_PAUSE_MS` later.
+ * (src/index.ts). RPC: `add`, `record`, `list`, `usage`, `purge`. Its alarm purges the ledger once a
+ * day, in slices: while a slice leaves more to do, the next alarm comes `SLICE_PAUSE_MS` later.
  */
 export class UsageLedger extends DurableObject<Env> {
   readonly ledger: Ledger;
@@ -29,6 +29,10 @@ export class UsageLedger extends DurableObject<Env> {
     const result = this.ledger.add(records, refusals);
     await this.ledger.armPurge();
     return result;
+  }
+
+  record(runId: string, callers?: string[]) {
+    return this.ledger.record(runId, callers);
   }
 
   list(q: RecordQuery) {

@@ -109,10 +109,13 @@ describe("attack: refused runs fill the ledger (33.1)", () => {
         method: "M".repeat(5_000),
         path: "p".repeat(8_000),
         status_code: 429,
-        timed_out: false,
-        hung_up: false,
+        ending: "interrupted",
+        failure: "gateway:idempotency_key_reused",
         duration_ms: 1,
-        ttfb_ms: null,
+        ttfb_ms: 1,
+        called_ms: 1,
+        answered_ms: 1,
+        handed_over_ms: 1,
         bytes_in: 0,
         bytes_out: 0,
         caller: `jwt:${"s".repeat(5_000)}`,
@@ -251,10 +254,13 @@ function recordAt(at: number, app: string, overrides: Partial<RunRecord> = {}): 
     method: "POST",
     path: "run",
     status_code: 200,
-    timed_out: false,
-    hung_up: false,
+    ending: "answered",
+    failure: null,
     duration_ms: 20 + (made % 50),
     ttfb_ms: null,
+    called_ms: 1,
+    answered_ms: 5,
+    handed_over_ms: null,
     bytes_in: 1,
     bytes_out: 2,
     caller: "sa:other",
@@ -381,12 +387,13 @@ describe("attack: queries any usage:read holder can make expensive (33.4)", () =
     const before = await runInDurableObject(stub, async (_instance, state) => {
       new Ledger(state.storage, Number.MAX_SAFE_INTEGER).add(records);
       const answer = new Ledger(state.storage, Number.MAX_SAFE_INTEGER).usage(q);
-      // As a ledger of before: minute rollups of its apps only, no schema version.
+      // As a ledger of before: minute rollups of its apps only, the migrations before this one applied.
       for (const statement of [
         "DELETE FROM rollups_hour",
         "DELETE FROM rollups_day",
         "DELETE FROM rollups WHERE app_name = ''",
-        "DELETE FROM meta WHERE key IN ('schema', 'rollups_derived_from')",
+        "DELETE FROM meta WHERE key = 'rollups_derived_from'",
+        "UPDATE meta SET value = value - 1 WHERE key = 'schema'",
       ])
         state.storage.sql.exec(statement);
       return answer;

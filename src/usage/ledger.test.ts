@@ -22,10 +22,13 @@ function record(at: number, overrides: Partial<RunRecord> = {}): RunRecord {
     method: "POST",
     path: "run",
     status_code: 200,
-    timed_out: false,
-    hung_up: false,
+    ending: "answered",
+    failure: null,
     duration_ms: 10,
     ttfb_ms: null,
+    called_ms: 1,
+    answered_ms: 5,
+    handed_over_ms: null,
     bytes_in: 1,
     bytes_out: 2,
     caller: "sa:x",
@@ -49,7 +52,7 @@ describe("the usage ledger", () => {
         record(start + h * HOUR + i * 2 * MINUTE + 1234, {
           duration_ms: (h + 1) * 100 + i,
           status_code: i % 10 === 0 ? 503 : i % 5 === 0 ? 404 : 200,
-          timed_out: i === 7,
+          ending: i === 7 ? "timeout" : "answered",
           bytes_out: 10,
         }),
       ),
@@ -150,5 +153,41 @@ describe("retention", () => {
     expect(usage.totals.runs).toBe(2);
     // Something is left: the alarm is set again for the next day.
     expect(await runInDurableObject(ledger, (_instance, state) => state.storage.getAlarm())).not.toBeNull();
+  });
+});
+
+describe("the ledger's own migrations", () => {
+  it("brings a ledger made before outcomes to the outcome's columns once, its old records reading their ending from their flags", async () => {
+    const at = Date.UTC(2026, 10, 21, 12);
+    const listed = await runInDurableObject(newLedger(), async (_instance, state) => {
+      const sql = state.storage.sql;
+      // The object made its tables when it started: gone, as if it had started before outcomes.
+      for (const table of ["runs", "rollups", "meta"]) sql.exec(`DROP TABLE ${table}`);
+      // The `runs` table as the first ledgers made it, with one record of a caller who hung up.
+      sql.exec(`CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY, app_name TEXT NOT NULL, mode TEXT NOT NULL, method TEXT NOT NULL, path TEXT NOT NULL,
+        status_code INTEGER NOT NULL, timed_out INTEGER NOT NULL, hung_up INTEGER NOT NULL, duration_ms INTEGER NOT NULL,
+        ttfb_ms INTEGER, bytes_in INTEGER NOT NULL, bytes_out INTEGER NOT NULL, caller TEXT NOT NULL, webhook INTEGER NOT NULL,
+        request_id TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID`);
+      sql.exec("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)");
+      sql.exec(
+        "INSERT INTO runs VALUES ('run_0000000000old', 'app', 'sync', 'GET', 'run', 200, 0, 1, 40, 3, 0, 9, 'sa:x', 0, 'req_old', ?)",
+        at - MINUTE,
+      );
+      new Ledger(state.storage, Number.MAX_SAFE_INTEGER);
+      // Made again (a restarted object): nothing is applied twice.
+      const ledger = new Ledger(state.storage, Number.MAX_SAFE_INTEGER);
+      ledger.add([record(at, { ending: "deadline", failure: "gateway:deadline", called_ms: 2, answered_ms: null })]);
+      return {
+        rows: ledger.list({ limit: 10 }).rows,
+        timeouts: ledger.usage({ from: at - HOUR, to: at + HOUR, step: HOUR, now: at }).totals.timeouts,
+      };
+    });
+    expect(listed.rows).toMatchObject([
+      { ending: "deadline", failure: "gateway:deadline", called_ms: 2, answered_ms: null },
+      { run_id: "run_0000000000old", ending: "hung_up", failure: null, called_ms: null, ttfb_ms: 3 },
+    ]);
+    // A deadline counts as a timeout, as the gateway's own time limits do.
+    expect(listed.timeouts).toBe(1);
   });
 });

@@ -1,4 +1,5 @@
-import type { RunRecord } from "./run-record";
+import { isTimeout, type RunRecord } from "./run-record";
+import type { RunEnding, RunMode } from "../runs/outcome";
 import { type Histogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
 import { hourOf, REFUSAL_REASONS, reasonOf, type RefusalCount } from "./refusals";
 import { DERIVE_ROLLUPS_MIGRATION, grainOf, ROLLUP_SCHEMA, Rollups } from "./ledger-rollups";
@@ -86,7 +87,12 @@ const SCHEMA = [
     caller TEXT NOT NULL,
     webhook INTEGER NOT NULL,
     request_id TEXT NOT NULL,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    ending TEXT,
+    failure TEXT,
+    called_ms INTEGER,
+    answered_ms INTEGER,
+    handed_over_ms INTEGER
   ) WITHOUT ROWID`,
   "CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at)",
   "CREATE INDEX IF NOT EXISTS runs_app ON runs (app_name, created_at)",
@@ -107,7 +113,6 @@ const SCHEMA = [
     PRIMARY KEY (app_name, minute)
   ) WITHOUT ROWID`,
   "CREATE INDEX IF NOT EXISTS rollups_minute ON rollups (minute)",
-  "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
   // Requests refused before their app was known: one row per hour and reason, whatever their number.
   `CREATE TABLE IF NOT EXISTS refusals (
     hour INTEGER NOT NULL,
@@ -119,14 +124,32 @@ const SCHEMA = [
 ];
 
 /**
- * Changes to ledgers made before them, in order, each applied once (`meta.schema` counts those
- * applied; a ledger made with SCHEMA as it is now starts with all of them). Tables and indexes new to
- * SCHEMA are made by it in old ledgers too (IF NOT EXISTS); what needs more is here.
+ * Changes to the tables of ledgers made before them, in order, each applied once (`meta.schema` counts
+ * those applied; a ledger made with SCHEMA as it is now starts with all of them). Only cheap changes:
+ * a column added is a change of the table's definition, while a column dropped or a row rewritten is a
+ * rewrite of every record, which a full ledger cannot afford in one call. So `timed_out` and `hung_up`
+ * stay, written from `ending`, and a record made before `ending` existed reads it from them.
  */
 const MIGRATIONS: readonly (readonly string[])[] = [
-  // The hour and day rollups: derived from the minute rollups by the alarm (ledger-rollups.ts).
+  // A run's outcome: how it ended, whose failure, its moments after acceptance.
+  [
+    "ALTER TABLE runs ADD COLUMN ending TEXT",
+    "ALTER TABLE runs ADD COLUMN failure TEXT",
+    "ALTER TABLE runs ADD COLUMN called_ms INTEGER",
+    "ALTER TABLE runs ADD COLUMN answered_ms INTEGER",
+    "ALTER TABLE runs ADD COLUMN handed_over_ms INTEGER",
+  ],
+  // The hour and day rollups: derived from the minute rollups by the alarm (ledger-rollups.ts). Tables
+  // and indexes new to SCHEMA are made by it in old ledgers too (IF NOT EXISTS).
   DERIVE_ROLLUPS_MIGRATION,
 ];
+
+/** A record's ending, for records made before `ending` was kept too. */
+const ENDING_SQL =
+  "coalesce(ending, CASE WHEN hung_up = 1 THEN 'hung_up' WHEN timed_out = 1 THEN 'timeout' ELSE 'answered' END) AS ending";
+
+/** The columns of a record as the ledger answers it. */
+const SELECT_RUNS = `SELECT run_id, app_name, mode, method, path, status_code, ${ENDING_SQL}, failure, duration_ms, ttfb_ms, called_ms, answered_ms, handed_over_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at FROM runs`;
 
 /** A status class as the API names it: every answer below 400 (a WebSocket's 101, an app's redirect) counts as 2xx. */
 export type StatusClass = "2xx" | "4xx" | "5xx";
@@ -139,7 +162,7 @@ const CLASS_SQL: Record<StatusClass, string> = {
 
 export interface RecordQuery {
   app_name?: string;
-  mode?: "sync" | "async";
+  mode?: RunMode;
   status?: StatusClass;
   from?: number;
   to?: number;
@@ -150,9 +173,9 @@ export interface RecordQuery {
   limit: number;
 }
 
-export interface StoredRun extends Omit<RunRecord, "timed_out" | "hung_up" | "webhook" | "project_id"> {
-  timed_out: number;
-  hung_up: number;
+/** A record as the ledger answers it: `webhook` as 0 or 1, as SQLite keeps it. */
+export interface StoredRun extends Omit<RunRecord, "webhook" | "project_id" | "ending"> {
+  ending: RunEnding;
   webhook: number;
 }
 
@@ -192,6 +215,9 @@ export interface UsageFigures {
    */
   refused: Record<string, number>;
 }
+
+const ms = (value: number) => Math.max(0, Math.round(value));
+const msOrNull = (value: number | null) => (value === null ? null : ms(value));
 
 /** Whether a record is kept while sampling: about one run id in SAMPLE_EVERY, by its last two random characters (stable across retries). */
 const sampleKeeps = (runId: string) =>
@@ -261,24 +287,29 @@ export class Ledger {
       const keep = !full || (!stopped && sampleKeeps(r.run_id));
       if (keep) {
         const cursor = this.#sql.exec(
-          "INSERT INTO runs (run_id, app_name, mode, method, path, status_code, timed_out, hung_up, duration_ms, ttfb_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at) " +
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
+          "INSERT INTO runs (run_id, app_name, mode, method, path, status_code, timed_out, hung_up, duration_ms, ttfb_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at, ending, failure, called_ms, answered_ms, handed_over_ms) " +
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
           r.run_id,
           r.app_name,
           r.mode,
           r.method,
           r.path,
           r.status_code,
-          r.timed_out ? 1 : 0,
-          r.hung_up ? 1 : 0,
-          Math.max(0, Math.round(r.duration_ms)),
-          r.ttfb_ms === null ? null : Math.max(0, Math.round(r.ttfb_ms)),
+          isTimeout(r.ending) ? 1 : 0,
+          r.ending === "hung_up" ? 1 : 0,
+          ms(r.duration_ms),
+          msOrNull(r.ttfb_ms),
           r.bytes_in,
           r.bytes_out,
           r.caller,
           r.webhook ? 1 : 0,
           r.request_id,
           r.created_at,
+          r.ending,
+          r.failure,
+          msOrNull(r.called_ms),
+          msOrNull(r.answered_ms),
+          msOrNull(r.handed_over_ms),
         );
         if (cursor.rowsWritten === 0) continue;
         kept++;
@@ -288,7 +319,7 @@ export class Ledger {
         if (this.#meta("sampled_since") === null) this.#setMeta("sampled_since", r.created_at);
       }
       added++;
-      this.#rollups.count(r);
+      this.#rollups.count({ ...r, timed_out: isTimeout(r.ending) });
     }
     this.#setMeta("records", kept);
     this.#rollups.write();
@@ -383,6 +414,14 @@ export class Ledger {
     return since !== null && until !== null && since < to && until >= from;
   }
 
+  /** One record by its run id (of one of `callers`, when given); `null` when the ledger has none. */
+  record(runId: string, callers?: string[]): StoredRun | null {
+    const row = this.#sql
+      .exec<StoredRun & Record<string, SqlStorageValue>>(`${SELECT_RUNS} WHERE run_id = ?`, runId)
+      .toArray()[0];
+    return row && (callers === undefined || callers.includes(row.caller)) ? row : null;
+  }
+
   /**
    * A page of runs, newest first (`limit + 1` rows: the extra one says there is a next page). The
    * query examines at most `SCAN_MAX` records, newest first, through one index: the caller's (a service
@@ -418,7 +457,7 @@ export class Ledger {
     if (q.from !== undefined) byFilter("created_at >= ?", q.from);
     if (q.to !== undefined) byFilter("created_at < ?", q.to);
     const scan = `SELECT run_id FROM runs ${path.length ? `WHERE ${path.join(" AND ")}` : ""} ORDER BY run_id DESC LIMIT ${Math.floor(this.scanMax)}`;
-    const sql = `SELECT run_id, app_name, mode, method, path, status_code, timed_out, hung_up, duration_ms, ttfb_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at FROM runs WHERE run_id IN (${scan})${filter.length ? ` AND ${filter.join(" AND ")}` : ""} ORDER BY run_id DESC LIMIT ?`;
+    const sql = `${SELECT_RUNS} WHERE run_id IN (${scan})${filter.length ? ` AND ${filter.join(" AND ")}` : ""} ORDER BY run_id DESC LIMIT ?`;
     const rows = this.#sql
       .exec<StoredRun & Record<string, SqlStorageValue>>(sql, ...pathArgs, ...filterArgs, q.limit + 1)
       .toArray();

@@ -1,7 +1,7 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { ledgerOf } from "./ledger-client";
-import { isUsageRecordsMessage } from "./message";
+import { contentsOf } from "./message";
 import type { RefusalCount } from "./refusals";
 import type { RunRecord } from "./run-record";
 
@@ -17,20 +17,21 @@ export async function consumeUsageRecords(batch: MessageBatch<unknown>, scope: S
   const taken: { msg: Message<unknown>; records: RunRecord[]; refusals: RefusalCount[] }[] = [];
   const projects = new Set<string>();
   for (const msg of batch.messages) {
-    if (!isUsageRecordsMessage(msg.body)) {
+    const contents = contentsOf(msg.body);
+    if (contents === null) {
       log("error", "unreadable usage records message dropped", { message_id: msg.id });
       msg.ack();
       continue;
     }
-    const refusals = msg.body.refusals ?? [];
-    const mine = new Set([...msg.body.records, ...refusals].map((r) => r.project_id));
+    const { records, refusals } = contents;
+    const mine = new Set([...records, ...refusals].map((r) => r.project_id));
     const added = [...mine].filter((p) => !projects.has(p)).length;
     if (projects.size + added > LEDGER_CALLS_MAX && taken.length > 0) {
       msg.retry();
       continue;
     }
     for (const p of mine) projects.add(p);
-    taken.push({ msg, records: msg.body.records, refusals });
+    taken.push({ msg, records, refusals });
   }
   const byProject = new Map<string, { records: RunRecord[]; refusals: RefusalCount[]; from: Set<Message<unknown>> }>();
   const of = (projectId: string, msg: Message<unknown>) => {

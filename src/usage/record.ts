@@ -1,19 +1,62 @@
 import type { Scope } from "../platform/scope";
-import { holdRecord } from "./buffer";
+import type { OutcomePort, RunOutcome, RunRefusal } from "../runs/outcome";
+import { holdRecord, holdRefusal } from "./buffer";
 import type { RunRecord } from "./run-record";
 
-// The record's shape is in a file of its own, which the store's side (buffer, ledger) reads too.
-export type { BodyTally, RunRecord } from "./run-record";
+export type { RunRecord } from "./run-record";
+
+/** `at` as ms after `from`, whole and never negative; null stays null. */
+const after = (from: number, at: number | null) => (at === null ? null : Math.max(0, Math.round(at - from)));
+
+/** A run's outcome as the row usage keeps of it. */
+export function recordOf(outcome: RunOutcome): RunRecord {
+  const { times, failure } = outcome;
+  const from = times.acceptedAt;
+  return {
+    run_id: outcome.runId,
+    project_id: outcome.projectId,
+    app_name: outcome.appName,
+    mode: outcome.mode,
+    method: outcome.method,
+    path: outcome.path,
+    status_code: outcome.status,
+    ending: outcome.ending,
+    failure: failure === null ? null : failure.by === "gateway" ? `gateway:${failure.code}` : `app:${failure.status}`,
+    duration_ms: after(from, times.endedAt)!,
+    ttfb_ms: after(from, times.firstByteAt),
+    called_ms: after(from, times.calledAt),
+    answered_ms: after(from, times.answeredAt),
+    handed_over_ms: after(from, times.handedOverAt),
+    bytes_in: outcome.bytesIn,
+    bytes_out: outcome.bytesOut,
+    caller: outcome.caller,
+    webhook: outcome.webhook,
+    request_id: outcome.requestId,
+    created_at: from,
+  };
+}
 
 /**
- * Hands a run's record to the usage store. Never awaited on a run's path and never throws: the record
- * waits in the isolate's buffer and leaves with others in `waitUntil` (src/usage/buffer.ts), so
- * recording cannot slow or fail a run.
+ * Hands a run's outcome to the usage store as its record. Never awaited on a run's path and never
+ * throws: the record waits in the isolate's buffer and leaves with others in `waitUntil`
+ * (src/usage/buffer.ts), so recording cannot slow or fail a run.
  */
-export function recordRun(scope: Scope, record: RunRecord): void {
+export function recordRun(scope: Scope, outcome: RunOutcome): void {
   try {
-    holdRecord(scope, record);
+    holdRecord(scope, recordOf(outcome));
   } catch {
     // A record is worth less than the run: nothing of recording may reach the caller.
   }
 }
+
+/** A request refused before its app was known: counted per project, hour and reason, never a record (src/usage/refusals.ts). */
+export function countRefusal(scope: Scope, refusal: RunRefusal): void {
+  try {
+    holdRefusal(scope, refusal);
+  } catch {
+    // A count is worth less than the answer: nothing of counting may reach the caller.
+  }
+}
+
+/** Usage as the receiver of runs' outcomes: what the root hands every owner of a run. */
+export const usageOutcomes: OutcomePort = { ended: recordRun, refused: countRefusal };

@@ -17,15 +17,6 @@ export const REFUSAL_REASONS = ["rate_limited", "not_found"] as const;
 /** A reason as the ledger stores it: a problem code (`a-z`, `_`, at most 40), else `other`. */
 export const reasonOf = (code: string) => (/^[a-z][a-z_]{0,39}$/.test(code) ? code : "other");
 
-/** One request refused before its app was known (the shape of `RunRefusal`, src/runs/outcome.ts). */
-export interface Refusal {
-  projectId: string;
-  /** The problem code the caller got (`rate_limited`, `not_found`). */
-  reason: string;
-  /** Epoch milliseconds. */
-  at: number;
-}
-
 /** Refusals of one project, hour and reason, as they travel to the ledger (batches, queue messages). */
 export interface RefusalCount {
   project_id: string;

@@ -1,6 +1,15 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
-import { jsonContent, ListQuery, listOf, ProjectParams, SCOPED_PROBLEMS, Timestamp } from "../platform/openapi";
+import type { RunEnding, RunMode } from "../runs/outcome";
+import {
+  idParam,
+  jsonContent,
+  ListQuery,
+  listOf,
+  ProjectParams,
+  SCOPED_PROBLEMS,
+  Timestamp,
+} from "../platform/openapi";
 
 /** The usage API: every run on record, the project's figures over time, and its webhook receivers' health. */
 
@@ -8,9 +17,31 @@ const APP_NAME_FILTER = z.string().min(1).max(63).optional().openapi({ descripti
 const RangeBound = (which: string) =>
   z.iso.datetime({ offset: true }).optional().openapi({ description: which, example: "2026-11-21T12:00:00Z" });
 
+const RUN_MODES = ["sync", "wait", "async"] as const satisfies readonly RunMode[];
+const RUN_ENDINGS = [
+  "answered",
+  "hung_up",
+  "timeout",
+  "deadline",
+  "unreachable",
+  "refused",
+  "interrupted",
+  "error",
+] as const satisfies readonly RunEnding[];
+
+export const RunFailureSchema = z
+  .discriminatedUnion("by", [
+    z.object({ by: z.literal("gateway"), code: z.string().openapi({ example: "gateway_timeout" }) }),
+    z.object({ by: z.literal("app"), status: z.number().int().openapi({ example: 500 }) }),
+  ])
+  .openapi("RunFailure");
+
 export const RunsQuery = ListQuery.extend({
   app_name: APP_NAME_FILTER,
-  mode: z.enum(["sync", "async"]).optional().openapi({ description: "Only synchronous or only async runs." }),
+  mode: z
+    .enum(RUN_MODES)
+    .optional()
+    .openapi({ description: "Only runs asked this way: `sync`, `wait` (`Prefer: wait`) or `async` (`?async=true`)." }),
   status: z
     .enum(["2xx", "4xx", "5xx"])
     .optional()
@@ -31,7 +62,10 @@ export const RunRecordSchema = z
   .object({
     run_id: z.string().openapi({ example: "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
     app_name: z.string(),
-    mode: z.enum(["sync", "async"]),
+    mode: z.enum(RUN_MODES).openapi({
+      description:
+        "How the run was asked: `sync` (the answer on the same connection), `wait` (`Prefer: wait=N`), `async` (`?async=true`).",
+    }),
     method: z.string().openapi({ example: "POST" }),
     path: z.string().openapi({
       description: "The app's path the run called (`run`, `v1/chat/completions`), without the query.",
@@ -41,18 +75,51 @@ export const RunRecordSchema = z
       .number()
       .int()
       .openapi({ description: "The status the caller got (an async run: the status of its stored result)." }),
+    ending: z.enum(RUN_ENDINGS).openapi({
+      description:
+        "How the run ended: `answered` (the app's answer reached its end, whatever its status), `hung_up` (the caller left first), " +
+        "`timeout` (the gateway's time limits: no headers in time, or a stream silent too long), `deadline` (the caller's `Cancel-After` passed), " +
+        "`unreachable` (the app could not be reached, or its answer broke off), `refused` (refused once the app was known: size, type, method, no deployment, a bad parameter), " +
+        "`interrupted` (the platform stopped the run's owner mid-call; never called twice), `error` (the gateway failed).",
+    }),
+    failure: RunFailureSchema.nullable().openapi({
+      description:
+        "Whose failure the run's error was: the gateway's (`by: gateway`, its problem `code`) or the app's (`by: app`, its own `status` of 400 or more); null when nobody failed.",
+    }),
     timed_out: z.boolean().openapi({
-      description: "The run ended on the gateway's time limit (waiting for the app, or a stream gone silent).",
+      description: "The run ended on a time limit: the gateway's (`ending` `timeout`) or the caller's (`deadline`).",
     }),
-    hung_up: z.boolean().openapi({ description: "The caller hung up before the answer ended." }),
+    hung_up: z.boolean().openapi({ description: "The caller hung up before the answer ended (`ending` `hung_up`)." }),
+    handed_over: z.boolean().openapi({
+      description:
+        "A waited run whose caller stopped waiting (202, or a hang-up while waiting): its state is at `status_url`.",
+    }),
     duration_ms: z.number().int().openapi({
-      description: "From admission to the end of the answer (an async run: from acceptance to its finish).",
+      description: "From acceptance (`created_at`) to the run's end: the answer's end, or an async run's finish.",
     }),
-    ttfb_ms: z
-      .number()
-      .int()
-      .nullable()
-      .openapi({ description: "Time to the first byte of a streamed (passed-through) answer; null otherwise." }),
+    ttfb_ms: z.number().int().nullable().openapi({
+      description: "To the first byte of a streamed (passed-through) answer; null otherwise (`times.first_byte_ms`).",
+    }),
+    times: z
+      .object({
+        called_ms: z.number().int().nullable().openapi({ description: "The app's call was sent." }),
+        answered_ms: z.number().int().nullable().openapi({ description: "The app's response headers came." }),
+        first_byte_ms: z
+          .number()
+          .int()
+          .nullable()
+          .openapi({ description: "The first byte of a passed-through answer reached the caller." }),
+        handed_over_ms: z
+          .number()
+          .int()
+          .nullable()
+          .openapi({ description: "A waited run's caller stopped waiting (202, or a hang-up while waiting)." }),
+        ended_ms: z.number().int().openapi({ description: "The run ended (`duration_ms`)." }),
+      })
+      .openapi("RunTimes", {
+        description:
+          "The run's moments, each in ms after its acceptance (`created_at`); null for a moment the run never had. Records made before these were kept have only `first_byte_ms` and `ended_ms`.",
+      }),
     bytes_in: z.number().int().openapi({ description: "Bytes of the caller's body." }),
     bytes_out: z.number().int().openapi({ description: "Bytes of the answer that crossed (decoded)." }),
     caller: z.string().openapi({
@@ -64,7 +131,7 @@ export const RunRecordSchema = z
     }),
     status_url: z.string().nullable().openapi({
       description:
-        "An async run's own state and stored result (`GET /v4/{project_id}/{app_name}/runs/{run_id}`); null for a synchronous run.",
+        "An async or handed-over run's own state and stored result (`GET /v4/{project_id}/{app_name}/runs/{run_id}`); null otherwise.",
     }),
     request_id: z.string().openapi({ description: "The `X-Request-Id` of the request that made the run." }),
     created_at: Timestamp,
@@ -91,6 +158,24 @@ export const listRuns = createRoute({
     "A service account sees the runs it made; people with the scope see the project's.",
   request: { params: ProjectParams, query: RunsQuery },
   responses: { 200: jsonContent(RunRecordList, "A page of runs, newest first."), ...SCOPED_PROBLEMS },
+});
+
+export const RunRecordParams = ProjectParams.extend({
+  run_id: idParam("run_id", "run", "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c"),
+});
+
+export const getRun = createRoute({
+  operationId: "getRunRecord",
+  method: "get",
+  path: "/projects/{project_id}/runs/{run_id}",
+  tags: ["Usage"],
+  ...requires("usage:read"),
+  summary: "Read a run's record",
+  description:
+    "One run's record, as the list shows it: how it ended, whose failure, its moments. 404 while the run is under way (its record is made when it ended), " +
+    "after its 7 days, or for another caller's run when read with a service account token. An async or handed-over run's stored result is at its `status_url`.",
+  request: { params: RunRecordParams },
+  responses: { 200: jsonContent(RunRecordSchema, "The run's record."), ...SCOPED_PROBLEMS },
 });
 
 export const INTERVALS = ["minute", "hour", "day"] as const;

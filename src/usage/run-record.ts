@@ -1,28 +1,35 @@
+import type { RunEnding, RunMode } from "../runs/outcome";
+
 /**
- * One run as the usage store keeps it: what the caller got, how long it took, how many bytes each way.
- * No body, no header, no token: `caller` names the run key's holder as the run path knows it
- * (`sa:<service account id>`, `user:<person id>`, `jwt:<subject>`, `admin`), never the credential.
- * Taken once per run, when the run's outcome is known (the caller's answer has ended, or the async run
- * has finished), whatever that outcome is.
+ * One run as the usage store keeps it: a run's outcome (src/runs/outcome.ts) as a row, made by
+ * `recordOf` (src/usage/record.ts). What the caller got, how the run ended and whose failure it was,
+ * its moments as ms after its acceptance, how many bytes each way. No body, no header, no token:
+ * `caller` names the run key's holder (`sa:<service account id>`, `user:<person id>`,
+ * `jwt:<subject>`, `admin`), never the credential. The same shape travels on the `usage-records` queue.
  */
 export interface RunRecord {
   run_id: string;
   project_id: string;
   app_name: string;
-  mode: "sync" | "async";
+  mode: RunMode;
   /** The caller's method and the app's path under the app (`run`, `v1/chat/completions`), no query. */
   method: string;
   path: string;
   /** The status the caller got (for an async run, the status its stored result carries). */
   status_code: number;
-  /** True when the run ended on a gateway timeout (headers or stream idle), whatever status was sent. */
-  timed_out: boolean;
-  /** True when the caller hung up before the answer ended. */
-  hung_up: boolean;
-  /** From the run's admission to the end of its answer. */
+  ending: RunEnding;
+  /** Whose failure: `gateway:<problem code>` or `app:<status>`; null when the run failed nobody. */
+  failure: string | null;
+  /** From acceptance to the run's end. */
   duration_ms: number;
-  /** Time to the answer's first byte; null when the answer was not streamed. */
+  /** From acceptance to the first byte of a passed-through answer; null otherwise. */
   ttfb_ms: number | null;
+  /** From acceptance to the app's call; null when the app was never called. */
+  called_ms: number | null;
+  /** From acceptance to the app's response headers; null when it gave none. */
+  answered_ms: number | null;
+  /** From acceptance to a waited run's hand-over; null when it was not handed over. */
+  handed_over_ms: number | null;
   bytes_in: number;
   bytes_out: number;
   caller: string;
@@ -30,17 +37,9 @@ export interface RunRecord {
   webhook: boolean;
   /** The request that made the run: the `request_id` of its answer and its log line. */
   request_id: string;
-  /** Epoch milliseconds of the run's admission. */
+  /** Epoch milliseconds of the run's acceptance. */
   created_at: number;
 }
 
-/**
- * What crossed of an app's passed-through body, counted by the run path as it reads it
- * (src/runs/call.ts): decoded bytes, when the first came, and how the body ended.
- */
-export interface BodyTally {
-  bytes: number;
-  firstByteAt: number | null;
-  /** Resolves once the body ended: read to its end, cancelled (the caller went), silent too long, or broken. */
-  ended: Promise<"done" | "cancelled" | "idle" | "broken">;
-}
+/** Endings that count as a timeout in the usage figures: the gateway's time limits, and the caller's deadline. */
+export const isTimeout = (ending: RunEnding) => ending === "timeout" || ending === "deadline";

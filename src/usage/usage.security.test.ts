@@ -85,8 +85,14 @@ describe("usage: scopes", () => {
       token: second.token,
     });
     expect(mine.body.data.map((r) => r.caller)).toEqual([`sa:${second.id}`]);
-    const all = await api.json<{ data: { caller: string }[] }>(`/v2/projects/${app.projectId}/runs`);
+    const all = await api.json<{ data: { caller: string; run_id: string }[] }>(`/v2/projects/${app.projectId}/runs`);
     expect(all.body.data.map((r) => r.caller)).toEqual([`sa:${second.id}`, `sa:${app.serviceAccountId}`]);
+    // One record read by id follows the same rule: another service account's run is as absent as none.
+    const theirs = all.body.data[1]!;
+    const read = (token?: string) => api.call(`/v2/projects/${app.projectId}/runs/${theirs.run_id}`, { token });
+    expect((await read(second.token)).status).toBe(404);
+    expect((await read(app.token)).status).toBe(200);
+    expect((await read()).status).toBe(200);
   });
 });
 

@@ -59,14 +59,34 @@ describe("GET /v2/projects/{project_id}/runs", () => {
       webhook: null,
       status_url: null,
       request_id: ok.headers.get("x-request-id"),
+      ending: "answered",
+      failure: null,
+      handed_over: false,
     });
-    expect(done.duration_ms).toBeGreaterThanOrEqual(0);
-    expect(appError).toMatchObject({ run_id: failing.headers.get("x-run-id"), method: "GET", bytes_in: 0 });
+    // The moments of a run, in order after its acceptance.
+    const { times } = done;
+    expect(times).toMatchObject({ first_byte_ms: null, handed_over_ms: null, ended_ms: done.duration_ms });
+    expect(times.called_ms).toBeGreaterThanOrEqual(0);
+    expect(times.answered_ms).toBeGreaterThanOrEqual(times.called_ms!);
+    expect(times.ended_ms).toBeGreaterThanOrEqual(times.answered_ms!);
+    // One record read by its id: the same item.
+    const one = await api.json<RunItem>(`/v2/projects/${app.projectId}/runs/${done.run_id}`, { token: app.token });
+    expect(one).toMatchObject({ status: 200, body: done });
+    expect(appError).toMatchObject({
+      run_id: failing.headers.get("x-run-id"),
+      method: "GET",
+      bytes_in: 0,
+      ending: "answered",
+      failure: { by: "app", status: 500 },
+    });
     expect(refused).toMatchObject({
       mode: "sync",
       path: "run",
       bytes_out: 0,
       request_id: big.headers.get("x-request-id"),
+      ending: "refused",
+      failure: { by: "gateway", code: "payload_too_large" },
+      times: { called_ms: null, answered_ms: null },
     });
   });
 
@@ -99,7 +119,14 @@ describe("GET /v2/projects/{project_id}/runs", () => {
     const slow = await callWith(api, { RUN_TIMEOUT_MS: "100" }, app.runPath, { token: app.token });
     expect(slow.status).toBe(504);
     expect((await runsOf(app.projectId, app.token)).data).toMatchObject([
-      { status_code: 504, timed_out: true, run_id: slow.headers.get("x-run-id") },
+      {
+        status_code: 504,
+        timed_out: true,
+        ending: "timeout",
+        failure: { by: "gateway", code: "gateway_timeout" },
+        times: { answered_ms: null },
+        run_id: slow.headers.get("x-run-id"),
+      },
     ]);
   });
 

@@ -23,6 +23,7 @@ function watch(key) {
     let release;
     let closed;
     entry = {
+      arrived: false,
       finished: false,
       closed: false,
       chunks: 0,
@@ -39,6 +40,7 @@ function watch(key) {
   return entry;
 }
 const watchState = (entry) => ({
+  arrived: entry.arrived,
   finished: entry.finished,
   closed: entry.closed,
   chunks: entry.chunks,
@@ -159,6 +161,7 @@ async function upstream(req, res, url) {
   const entry = key ? watch(key) : null;
   if (entry) entry.runId = runId ?? null;
   if (entry) {
+    entry.arrived = true;
     // "close" on the response before it finished: the gateway dropped the connection.
     res.on("close", () => {
       if (!entry.finished) entry.markClosed();

@@ -125,6 +125,13 @@ describe("a request's line", () => {
     expect(formatLine(gateway, at + 5)).toBe("12:00:00 502 POST /v4/p/a/run 5 ms req_1 run_1 gateway: bad_gateway");
   });
 
+  it("says when a run was handed over (a 202 with its run id)", () => {
+    const handed = { ...base, status: 202, headers: { request: "req_1", run: "run_1" } };
+    expect(formatLine(handed, at + 2001)).toBe(
+      "12:00:00 202 POST /v4/p/a/run 2001 ms req_1 run_1 handed over: the run goes on without its caller",
+    );
+  });
+
   it("says when the caller left, and before or during the answer", () => {
     expect(formatLine({ ...base, status: null, headers: {}, left: "before the answer" }, at + 3000)).toBe(
       "12:00:00 --- POST /v4/p/a/run 3000 ms caller left before the answer",

@@ -4,8 +4,7 @@ import { text, visitor } from "../dashboard-helpers";
 import { newId } from "../../src/platform/ids";
 import { client, seedBuild } from "../helpers";
 import { asPerson, person, projectOwnedBy, signInAs } from "../people";
-import { seedRunnable } from "../runs";
-import { startAsync } from "../async-runs";
+import { recordedRun, seedRunnable } from "../runs";
 
 const api = client();
 
@@ -27,7 +26,7 @@ const BODIES: Record<string, unknown> = {
   patch: { status: "building", role: "owner" },
 };
 
-/** A project with one of everything: an app with a build, a domain, a service account, a member, an invite, an async run. */
+/** A project with one of everything: an app with a build and a run on record (its id also names no async run: 404 or 403), a domain, a service account, a member, an invite. */
 async function fullProject(ownerEmail: string) {
   const seed = await seedRunnable(api);
   const buildId = await seedBuild(api, seed);
@@ -52,7 +51,6 @@ async function fullProject(ownerEmail: string) {
   });
   const members = await api.json<{ data: { member_id: string }[] }>(`/v2/projects/${seed.projectId}/members`);
   // An async run (queued: its message is kept, not sent).
-  const run = await startAsync(api, seed);
   // A settled webhook delivery, its body kept, so resending it is a write to try.
   const deliveryId = newId("whd");
   const at = api.clock.now().getTime();
@@ -71,7 +69,7 @@ async function fullProject(ownerEmail: string) {
     app_name: seed.appName,
     member_id: members.body.data[0]!.member_id,
     invite_id: open.body.invite_id,
-    run_id: run.body.run_id,
+    run_id: await recordedRun(api, seed),
   };
   return { seed, owner, values };
 }

@@ -12,7 +12,7 @@ import {
   unique,
   writeBody,
 } from "../operations";
-import { seedRunnable } from "../runs";
+import { recordedRun, seedRunnable } from "../runs";
 import { TEST_SECRETS } from "../secrets";
 
 const api = client();
@@ -83,12 +83,16 @@ describe("scopes in the OpenAPI document", () => {
         new RegExp(`^Bearer realm="edge-gateway", error="insufficient_scope", .*scope="${scope}"$`),
       );
 
-      const withOnly = await tokenWith(seed.projectId, [scope]);
+      // A run's record is its maker's, and making a run takes `runs:invoke`: the record's reader also makes one.
+      const isRecord = template === "/projects/{project_id}/runs/{run_id}";
+      const withOnly = await tokenWith(seed.projectId, isRecord ? [scope, "runs:invoke"] : [scope]);
       // An async run is its caller's (another caller of the project gets 404): the token reads and
       // cancels a run of its own.
-      const ownRun = template.includes("{run_id}")
-        ? (await startAsync(api, seed, { token: withOnly.token })).body.run_id
-        : undefined;
+      const ownRun = isRecord
+        ? await recordedRun(api, seed, withOnly.token)
+        : template.includes("{run_id}")
+          ? (await startAsync(api, seed, { token: withOnly.token })).body.run_id
+          : undefined;
       const allowed = await api.call(ownRun ? pathOf(op, { ...values, run_id: ownRun }) : path, {
         method: method.toUpperCase(),
         token: withOnly.token,

@@ -14,7 +14,10 @@ import { type Project, ProjectHeading, withProject } from "./project";
 
 const PAGE_SIZE = 25;
 const UNDER_WAY_SHOWN = 10;
-const MODES = { sync: "Synchronous", async: "Async" } as const satisfies Record<RunRecord["mode"], string>;
+const MODES = { sync: "Synchronous", wait: "Waited", async: "Async" } as const satisfies Record<
+  RunRecord["mode"],
+  string
+>;
 const STATUS_CLASSES = { "2xx": "2xx success", "4xx": "4xx refused", "5xx": "5xx failed" } as const;
 
 const WEBHOOK_TONE: Record<NonNullable<RunRecord["webhook"]>["status"], BadgeTone> = {

@@ -1,5 +1,4 @@
 import { ApiError, invalidField } from "../../platform/errors";
-import { newId } from "../../platform/ids";
 import { sealSecret } from "../../webhooks/secret-box";
 import { upstreamHeaders } from "../headers";
 import { isGatewayParam, upstreamUrl } from "../path";
@@ -88,7 +87,7 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
   if (body?.encoding === "base64" && req.runtime === "cortex")
     throw invalidField("body", "(root)", "must be UTF-8 JSON");
   const now = deps.now();
-  const runId = newId("run", now.getTime());
+  const { runId } = req;
   const query = forwardedQuery(req.query);
   const headers = upstreamHeaders(request, runId);
   headers.delete("idempotency-key");

@@ -3,11 +3,12 @@ import type { Scope } from "../../platform/scope";
 import { upstreamOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
 import type { RunContext } from "../context";
-import { appPathOf, deliver, endingOf, endUnanswered, recordFinished } from "./lifecycle";
+import { appPathOf, asyncOutcome, asyncTimes, deliver, endingOf, endUnanswered } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { log, type LogFields } from "../../platform/log";
 import { isAsyncRunMessage } from "./message";
+import { type OutcomePort, runClock } from "../outcome";
 import { deadlineOf, withDeadline } from "../deadline";
 import { tellIfFollowed } from "./followers";
 import { runJson } from "./resource";
@@ -46,12 +47,13 @@ async function deploymentOf(
   }
 }
 
-async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<void> {
+async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes: OutcomePort): Promise<void> {
   const { env, config, deps, db } = scope;
+  const clock = runClock(deps.now().getTime());
   const stored = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
   if (stored === null && run.requestInR2) {
     // The stored request is gone: nothing can be run. Ends like a run whose consumer died.
-    await endUnanswered(scope, run, "running", messageId, "interrupted");
+    await endUnanswered(scope, run, "running", messageId, "interrupted", outcomes);
     return;
   }
   // The caller's exact bytes, whether stored as UTF-8 text or as base64.
@@ -91,19 +93,21 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string): Promise<
       await new Promise((resolve) => setTimeout(resolve, 50 * tries));
     }
   }
-  recordFinished(scope, run, {
-    path: appPathOf(run.target, originUrl),
-    status: answer.status,
-    timedOut: answer.failure?.code === "gateway_timeout",
+  outcomes.ended(scope, {
+    ...asyncOutcome(run, appPathOf(run.target, originUrl), answer.status, answer.failure?.code ?? null),
+    times: {
+      ...asyncTimes(run, clock()),
+      calledAt: clock(answer.calledAt),
+      answeredAt: answer.answeredAt === null ? null : clock(answer.answeredAt),
+    },
     bytesIn: body?.byteLength ?? 0,
     bytesOut: ending.resultBytes,
-    finishedAt: ending.finishedAt,
   });
   await deliver(scope, run, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }
 
-async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
+async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePort): Promise<void> {
   const { deps, db } = scope;
   if (!isAsyncRunMessage(msg.body)) {
     logError("unreadable async run message dropped", { message_id: msg.id });
@@ -118,9 +122,9 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
       const run = await runById(db, runId);
       // Claimed by this very message before: the invocation that had it died mid-run.
       if (run?.status === "running" && run.claimedBy === msg.id)
-        await endUnanswered(scope, run, "running", msg.id, "interrupted");
+        await endUnanswered(scope, run, "running", msg.id, "interrupted", outcomes);
       // Still queued: its deadline passed before it could start. The app is never called for it.
-      else if (run?.status === "queued") await endUnanswered(scope, run, "queued", null, "deadline");
+      else if (run?.status === "queued") await endUnanswered(scope, run, "queued", null, "deadline", outcomes);
       return msg.ack();
     }
   } catch (error) {
@@ -129,7 +133,7 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
     return msg.retry({ delaySeconds: 1 });
   }
   try {
-    await execute(scope, claimed, msg.id);
+    await execute(scope, claimed, msg.id, outcomes);
     msg.ack();
   } catch (error) {
     // Storage failed after the upstream was called. The run is never executed again: the redelivered
@@ -139,6 +143,11 @@ async function consume(msg: Message<unknown>, scope: Scope): Promise<void> {
   }
 }
 
-export async function consumeAsyncRuns(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
-  await Promise.all(batch.messages.map((msg) => consume(msg, scope)));
+/** The consumer; `outcomes` receives each run's outcome when it ended (the root wires usage's). */
+export async function consumeAsyncRuns(
+  batch: MessageBatch<unknown>,
+  scope: Scope,
+  outcomes: OutcomePort,
+): Promise<void> {
+  await Promise.all(batch.messages.map((msg) => consume(msg, scope, outcomes)));
 }

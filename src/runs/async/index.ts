@@ -13,7 +13,7 @@ import { tellIfFollowed } from "./followers";
 import { followRun, lastPlaceOf } from "./stream";
 import { cancelRun, runById } from "./store";
 import { listAsyncRuns, readAsyncRun } from "./routes";
-import { listedCallers } from "../../usage/callers";
+import { listedCallers } from "../../auth/callers";
 
 const jsonResponse = (text: string) =>
   new Response(text, { status: 200, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });

@@ -1,5 +1,4 @@
 import type { AsyncRun } from "../../db/schema";
-import { recordRun } from "../../usage/record";
 import type { Scope } from "../../platform/scope";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, PROBLEMS } from "../../platform/errors";
 import { enqueueDelivery } from "../../webhooks/enqueue";
@@ -8,6 +7,7 @@ import type { RunAnswer } from "../answer";
 import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver } from "./store";
 import { log, type LogFields } from "../../platform/log";
+import { endingOfProblem, failureOf, type OutcomePort, outcomePath, type RunOutcome } from "../outcome";
 import { tellIfFollowed } from "./followers";
 import { runJson } from "./resource";
 
@@ -108,6 +108,7 @@ export async function endUnanswered(
   from: "queued" | "running",
   claimedBy: string | null,
   why: Unanswered,
+  outcomes: OutcomePort,
 ): Promise<boolean> {
   const text = unansweredText(run, why);
   const ending: Ending = {
@@ -126,14 +127,18 @@ export async function endUnanswered(
   tellIfFollowed(scope, run.id, "failed", ended.followed, () => runJson({ ...run, ...ending }, text));
   // A deadline is a run the caller made and its deadline ended: recorded, as a timeout.
   if (why === "interrupted" || why === "deadline") {
-    const finishedAt = scope.deps.now();
-    recordFinished(scope, run, {
-      path: appPathOf(run.target, null),
-      status: PROBLEMS[unansweredProblem(why)].status,
-      timedOut: why === "deadline",
+    const endedAt = scope.deps.now().getTime();
+    const problem = unansweredProblem(why);
+    outcomes.ended(scope, {
+      ...asyncOutcome(run, appPathOf(run.target, null), PROBLEMS[problem].status, problem),
+      times: {
+        ...asyncTimes(run, endedAt),
+        // The claim came just before the call: whether the app was called is not known, only that it may
+        // have been. A run past its deadline while queued was never called.
+        calledAt: why === "interrupted" ? (run.startedAt?.getTime() ?? null) : null,
+      },
       bytesIn: 0,
       bytesOut: byteLength(text),
-      finishedAt,
     });
   }
   logError(`async run ${why}`, {
@@ -154,40 +159,36 @@ export function appPathOf(target: string, originUrl: string | null): string {
   return (base !== null && path.startsWith(`${base}/`) ? path.slice(base.length + 1) : path.replace(/^\/+/, "")) || "/";
 }
 
-/** How an async run ended, for its usage record. */
-export interface Finish {
-  path: string;
-  status: number;
-  timedOut: boolean;
-  bytesIn: number;
-  bytesOut: number;
-  finishedAt: Date;
+/** The parts of an async run's outcome its row holds: who, which app and path, and its status and failure. */
+export function asyncOutcome(
+  run: AsyncRun,
+  path: string,
+  status: number,
+  problemCode: string | null,
+): Omit<RunOutcome, "times" | "bytesIn" | "bytesOut"> {
+  const failure = failureOf(status, problemCode === null ? null : { code: problemCode });
+  return {
+    runId: run.id,
+    projectId: run.projectId,
+    appName: run.appName,
+    path: outcomePath(path),
+    method: run.method,
+    mode: run.mode,
+    caller: run.caller,
+    requestId: run.requestId,
+    status,
+    ending: problemCode === null ? "answered" : endingOfProblem({ code: problemCode, status }),
+    failure,
+    webhook: run.webhookEndpoint !== null,
+  };
 }
 
-/**
- * The run's usage record (src/usage), taken once, when it has finished: by its consumer with the
- * app's answer, or here when it was interrupted (its consumer died mid-run). An expired run never ran
- * and a cancelled one never will: neither is a run on record.
- */
-export function recordFinished(scope: Scope, run: AsyncRun, finish: Finish): void {
-  const { path, finishedAt } = finish;
-  recordRun(scope, {
-    run_id: run.id,
-    project_id: run.projectId,
-    app_name: run.appName,
-    mode: "async",
-    method: run.method,
-    path,
-    status_code: finish.status,
-    timed_out: finish.timedOut,
-    hung_up: false,
-    duration_ms: finishedAt.getTime() - run.createdAt.getTime(),
-    ttfb_ms: null,
-    bytes_in: finish.bytesIn,
-    bytes_out: finish.bytesOut,
-    caller: run.caller,
-    webhook: run.webhookEndpoint !== null,
-    request_id: run.requestId,
-    created_at: run.createdAt.getTime(),
-  });
-}
+/** A stored run's moments as its row has them: accepted, handed over (a waited run), ended at `endedAt`. */
+export const asyncTimes = (run: AsyncRun, endedAt: number): RunOutcome["times"] => ({
+  acceptedAt: run.createdAt.getTime(),
+  calledAt: null,
+  answeredAt: null,
+  firstByteAt: null,
+  handedOverAt: run.handedOverAt?.getTime() ?? null,
+  endedAt,
+});

@@ -12,6 +12,7 @@ import {
   undeliveredRuns,
 } from "./store";
 import { log } from "../../platform/log";
+import type { OutcomePort } from "../outcome";
 
 /** Finished runs (their results and records) are kept this long, then purged. */
 export const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
@@ -36,14 +37,14 @@ export const ENDS_PER_SWEEP = 6;
 export const PURGES_PER_SWEEP = 200;
 
 /** The `*\/5 * * * *` cron: settles runs left running or queued too long, purges past retention, frees old keys. */
-export async function sweepAsyncRuns(scope: Scope): Promise<void> {
+export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promise<void> {
   const { env, deps, db } = scope;
   const now = deps.now().getTime();
   const running = await staleRuns(db, "running", new Date(now - RUNNING_MAX_MS), ENDS_PER_SWEEP);
   const queued = await staleRuns(db, "queued", new Date(now - QUEUED_MAX_MS), ENDS_PER_SWEEP - running.length);
   // One at a time: each delivery hand-off opens connections (R2, queue), and Workers allow 6 at once.
-  for (const run of running) await endUnanswered(scope, run, "running", null, "interrupted");
-  for (const run of queued) await endUnanswered(scope, run, "queued", null, "expired");
+  for (const run of running) await endUnanswered(scope, run, "running", null, "interrupted", outcomes);
+  for (const run of queued) await endUnanswered(scope, run, "queued", null, "expired", outcomes);
   const undelivered = await undeliveredRuns(
     db,
     new Date(now - HANDOVER_MAX_MS),

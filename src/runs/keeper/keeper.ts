@@ -5,7 +5,7 @@ import { log } from "../../platform/log";
 import { createScope, type Scope } from "../../platform/scope";
 import { enqueuePending, type PendingDelivery, recordPending } from "../../webhooks/enqueue";
 import { runMeta } from "../call";
-import type { RunOutcome } from "../outcome";
+import type { OutcomePort } from "../outcome";
 import { endInterrupted } from "./handed-over";
 import { keepCall, type KeptCall } from "./kept-call";
 import type { KeeperAnswer, KeptRun } from "./message";
@@ -74,11 +74,6 @@ type StoredDelivery = Omit<PendingDelivery, "secret" | "createdAt"> & { createdA
 const RUN_KEY = "run:";
 const keyOf = (runId: string) => `${RUN_KEY}${runId}`;
 
-/** Where a run's one outcome goes: usage's recorder, passed in by the root. */
-export interface KeeperOutcomes {
-  ended(scope: Scope, outcome: RunOutcome): void;
-}
-
 /** The keeper's logic, apart from the Durable Object class so that it reads as plain code. */
 export class Keeper {
   readonly #storage: DurableObjectStorage;
@@ -95,7 +90,7 @@ export class Keeper {
     private readonly state: DurableObjectState,
     private readonly env: Env,
     private readonly deps: Deps,
-    private readonly outcomes: KeeperOutcomes,
+    private readonly outcomes: OutcomePort,
   ) {
     this.#storage = state.storage;
   }
@@ -291,7 +286,7 @@ const pendingOf = ({ createdAt, ...rest }: StoredDelivery): PendingDelivery => (
  * The Durable Object class of the keepers, built from the Worker's `deps` and the root's outcome port
  * (src/index.ts). RPC: `run(appRequest, kept)`, `callerLeft(runId)`.
  */
-export function runKeeperClass(deps: Deps, outcomes: KeeperOutcomes) {
+export function runKeeperClass(deps: Deps, outcomes: OutcomePort) {
   return class RunKeeper extends DurableObject<Env> {
     readonly keeper: Keeper;
 

@@ -82,6 +82,7 @@ describe("memory: a body that is cheap to send and costly to parse", () => {
     const call: AppCall = {
       response: new Response(null, { headers: { "Content-Type": "application/json" } }),
       startedAt: Date.now(),
+      answeredAt: Date.now(),
       stream: () => null,
       relay: () => Promise.resolve(),
       piped: () => null,

@@ -1,4 +1,4 @@
-import type { Principal } from "../auth/principal";
+import type { Principal } from "./principal";
 
 /**
  * The callers whose async runs `principal` lists (`GET /v2/projects/{project_id}/async-runs`), or
