@@ -109,14 +109,17 @@ export const MISSES = {
   },
   "wait-p50": {
     costs:
-      "the waited run's owner is its keeper (a Durable Object): one call to it and its storage write before the app is called",
-    buys: "a run whose result is kept when its caller stops waiting",
-    experiment: "the same fast app with and without `Prefer: wait`, interleaved",
+      'a waited run crosses into its keeper (a Durable Object per project and shard of run ids), which makes the app call and streams the answer back; before the call the keeper writes "called" durably (a put and its sync): that write measured alone costs {row:wait-write-p50} of p50 and {row:wait-write-cpu} of CPU',
+    buys: "the app is called exactly once whatever happens to the caller, the runtime or the keeper, and a run whose caller stops waiting goes on and keeps its result",
+    experiment:
+      'the same fast app with and without `Prefer: wait`, and the same bundle without the keeper\'s "called" write, interleaved in the same repetitions',
   },
   "wait-cpu": {
-    costs: "the keeper's call and storage write, in the same workerd process locally",
-    buys: "a run whose result is kept when its caller stops waiting",
-    experiment: "the same fast app with and without `Prefer: wait`, interleaved",
+    costs:
+      "the keeper's RPC and its durable \"called\" write (measured alone: {row:wait-write-cpu} of CPU), in the same workerd process locally (on Cloudflare the keeper's CPU is its own object's)",
+    buys: "the app is called exactly once, and a run whose caller stops waiting keeps its result",
+    experiment:
+      'the same fast app with and without `Prefer: wait`, and the same bundle without the keeper\'s "called" write',
   },
   "wait-202": {
     costs: "the keeper's alarm and the hand-over's D1 write before the 202",

@@ -6,7 +6,7 @@ import { ApiError } from "../platform/errors";
 import { PERMISSIONS, type Permission } from "./permissions";
 import type { Principal } from "./principal";
 import { ROLE_PERMISSIONS } from "./roles";
-import { membershipOf } from "../members/store";
+import { membershipOf } from "./membership";
 
 const ALL: ReadonlySet<Permission> = new Set(PERMISSIONS);
 const NONE: ReadonlySet<Permission> = new Set();

@@ -8,21 +8,6 @@ import { type EndedToken, endLineage, mayNoLongerMint, noLongerMember } from "..
 /** How long an invite waits to be claimed. */
 export const INVITE_TTL_MS = 14 * 24 * 60 * 60 * 1000;
 
-export interface Membership {
-  id: string;
-  role: Role;
-}
-
-/** A person's membership of a project, if they have one. */
-export async function membershipOf(db: Database, projectId: string, userId: string): Promise<Membership | undefined> {
-  const [row] = await db
-    .select({ id: projectMembers.id, role: projectMembers.role })
-    .from(projectMembers)
-    .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId)))
-    .limit(1);
-  return row;
-}
-
 const memberColumns = {
   id: projectMembers.id,
   projectId: projectMembers.projectId,

@@ -2,7 +2,7 @@ import { eq } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import { canAccessProject } from "../auth/principal";
 import { projects } from "../db/schema";
-import { membershipOf } from "../members/store";
+import { membershipOf } from "../auth/membership";
 import type { AppEnv } from "../platform/scope";
 import { ApiError } from "../platform/errors";
 

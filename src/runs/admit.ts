@@ -123,21 +123,21 @@ async function functionArguments(request: Request, watch: BodyRead): Promise<Run
 }
 
 /**
- * The body of a run: checked (`cortex`), read whole (async), or streamed as it comes (`custom`). A body
+ * The body of a run: checked (`cortex`), read whole (`whole`: an async or waited run), or streamed as it comes (`custom`). A body
  * read whole is read within `watch.timeoutMs`, and `watch.read` hears its bytes as they crossed (a
  * refused body's too).
  */
 export async function bodyOf(
   request: Request,
   runtime: "cortex" | "custom",
-  isAsync: boolean,
+  whole: boolean,
   watch: BodyRead = {},
 ): Promise<RunBody> {
   if (request.body === null || request.method === "GET") return { kind: "none" };
   const declared = declaredLength(request);
   if (declared !== null && declared > RUN_REQUEST_MAX_BYTES) throw tooLarge();
   if (runtime === "cortex") return functionArguments(request, watch);
-  if (isAsync) {
+  if (whole) {
     const bytes = await wholeBody(request, watch);
     return bytes.byteLength === 0 ? { kind: "none" } : { kind: "bytes", bytes };
   }
@@ -268,7 +268,12 @@ export async function admitRequest(
   const deadline = webSocket ? null : request.headers.get("cancel-after");
   const cancelAfterMs =
     deadline === null ? null : cancelAfter(deadline, isAsync ? "async" : wait !== null ? "wait" : "sync");
-  const body = await bodyOf(request, upstream.runtime, isAsync, { read, timeoutMs: scope.config.runTimeoutMs });
+  // A waited run's body is read whole, as an async run's is: it crosses to the run's keeper in one
+  // piece, and its size limit is a 413 here rather than a broken upload in the keeper's call.
+  const body = await bodyOf(request, upstream.runtime, isAsync || wait !== null, {
+    read,
+    timeoutMs: scope.config.runTimeoutMs,
+  });
   return {
     ...target,
     runId: start.runId,

@@ -120,7 +120,7 @@ export function answeredOutcome(
 }
 
 /** How a passed-through answer's body ended, as the run's ending and the gateway's failure, if any. */
-const BODY_ENDS: Record<BodyEnd, { ending: RunOutcome["ending"]; code: string | null }> = {
+export const BODY_ENDS: Record<BodyEnd, { ending: RunOutcome["ending"]; code: string | null }> = {
   done: { ending: "answered", code: null },
   cancelled: { ending: "hung_up", code: null },
   idle: { ending: "timeout", code: "gateway_timeout" },

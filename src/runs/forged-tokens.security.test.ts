@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
-import { countingRoundTrips, seedRunnable, spendBudget } from "../../test/runs";
+import { countingRoundTrips, seedRunnable, spentBudget } from "../../test/runs";
 import { generateToken } from "../auth/tokens";
 import { addressKey } from "../platform/address";
 import { RATE_LIMITS } from "../platform/rate-limit";
@@ -31,10 +31,12 @@ function countingLimiter() {
 describe("forged tokens sprayed at the run path", () => {
   it("once the address's budget is spent, distinct forged well-formed tokens cost no D1 round trip: each is a 429", async () => {
     const d1 = countingRoundTrips(env.DB);
-    const api = client({}, { DB: d1.db });
-    const app = await seedRunnable(api);
     const headers = { "CF-Connecting-IP": freshAddress() };
-    await spendBudget(env.RATE_LIMIT_IP, addressKey(headers["CF-Connecting-IP"]), RATE_LIMITS.ip.limit);
+    const api = client(
+      {},
+      { DB: d1.db, RATE_LIMIT_IP: spentBudget(env.RATE_LIMIT_IP, addressKey(headers["CF-Connecting-IP"])) },
+    );
+    const app = await seedRunnable(api);
     const before = d1.trips();
     for (let i = 0; i < 5; i++) {
       const refused = await api.json(app.runPath, { token: generateToken(), headers });

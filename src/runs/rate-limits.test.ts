@@ -2,23 +2,25 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
 import { startAsync } from "../../test/async-runs";
-import { callWith, countingRoundTrips, seedRunnable, spendBudget } from "../../test/runs";
+import { callWith, countingRoundTrips, seedRunnable, spentBudget } from "../../test/runs";
 import { generateToken } from "../auth/tokens";
 import { RATE_LIMITS } from "../platform/rate-limit";
+import { addressKey } from "../platform/address";
 
 describe("back-pressure on runs", () => {
   it("answers 429 rate_limited with Retry-After once a project has spent RATE_LIMIT_RUNS; another project is unaffected", async () => {
-    const api = client();
+    const runs = spentBudget(env.RATE_LIMIT_RUNS);
+    const api = client({}, { RATE_LIMIT_RUNS: runs });
     const busy = await seedRunnable(api);
     const other = await seedRunnable(api);
-    // Spend the busy project's budget on Miniflare's real limiter, as its runs would.
-    await spendBudget(env.RATE_LIMIT_RUNS, busy.projectId, RATE_LIMITS.runs.limit);
+    runs.spend(busy.projectId);
     const limited = await api.json(busy.runPath, { token: busy.token });
     expect(limited.status).toBe(429);
     expect(limited.body.code).toBe("rate_limited");
     expect(limited.headers.get("retry-after")).toBe(String(RATE_LIMITS.runs.period));
+    // The other project's runs are counted on Miniflare's real limiter, well within its budget.
     expect((await api.json(other.runPath, { token: other.token })).status).toBe(200);
-  }, 30_000);
+  });
 
   it("counts reading and cancelling an async run in the project's run budget: polling is traffic", async () => {
     const api = client();
@@ -31,11 +33,11 @@ describe("back-pressure on runs", () => {
     const runs = { limit: (options: { key: string }) => (counted++, env.RATE_LIMIT_RUNS!.limit(options)) } as RateLimit;
     expect((await callWith(api, { RATE_LIMIT_RUNS: runs }, statusPath, { token: app.token })).status).toBe(200);
     expect(counted).toBe(1);
-    await spendBudget(env.RATE_LIMIT_RUNS, app.projectId, RATE_LIMITS.runs.limit);
+    const spent = spentBudget(env.RATE_LIMIT_RUNS, app.projectId);
     for (const method of ["GET", "DELETE"]) {
-      const limited = await api.json(statusPath, { method, token: app.token });
+      const limited = await callWith(api, { RATE_LIMIT_RUNS: spent }, statusPath, { method, token: app.token });
       expect(limited.status, method).toBe(429);
-      expect(limited.body.code).toBe("rate_limited");
+      expect(((await limited.json()) as { code: string }).code).toBe("rate_limited");
       expect(limited.headers.get("retry-after")).toBe(String(RATE_LIMITS.runs.period));
     }
     // The run was not cancelled by the refused DELETE.
@@ -55,12 +57,13 @@ describe("back-pressure on runs", () => {
   });
 
   it("counts failed authentication on /v4 against the caller's address", async () => {
-    const api = client();
+    const address = spentBudget(env.RATE_LIMIT_IP);
+    const api = client({}, { RATE_LIMIT_IP: address });
     const app = await seedRunnable(api);
     const headers = { "CF-Connecting-IP": `198.51.100.${Math.floor(Math.random() * 200)}` };
     // The valid key is used once first, so this isolate knows it (a key it must read counts too).
     expect((await api.json(app.runPath, { token: app.token, headers })).status).toBe(200);
-    await spendBudget(env.RATE_LIMIT_IP, headers["CF-Connecting-IP"], RATE_LIMITS.ip.limit);
+    address.spend(addressKey(headers["CF-Connecting-IP"]));
     const limited = await api.json(app.runPath, { token: generateToken(), headers });
     expect(limited.status).toBe(429);
     expect(limited.body.code).toBe("rate_limited");

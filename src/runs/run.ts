@@ -45,8 +45,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     const upstream = await admitApp(scope, target);
     appKnown = true;
     admitted = await admitRequest(scope, request, target, start, caller, upstream, (bytes) => (bodyRead += bytes));
-    // The key was used: its `last_used_at` (at most one write a minute, in `waitUntil`, beside the call).
-    caller.afterRun();
+    caller.markUsed();
     if (admitted.isAsync) {
       // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
       const response = await acceptAsync(scope, request, admitted);
@@ -67,13 +66,26 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     const appRequest = appRequestOf(request, admitted);
     if (admitted.wait !== null) {
       // A waited run's app call, and so its outcome, is its keeper's: it may outlive this invocation.
+      // Unless the keeper does not take it (it holds as many runs as it may): then it ends here.
       end.handedOff();
-      return await waitRun(scope, request, admitted, appRequest, {
-        runId: start.runId,
-        acceptedAt,
-        acceptedWall,
-        path: start.path,
-      });
+      const waited = admitted;
+      return await waitRun(
+        scope,
+        request,
+        admitted,
+        appRequest,
+        { runId: start.runId, acceptedAt, acceptedWall, path: start.path },
+        (refused) =>
+          outcomes.ended(
+            scope,
+            problemOutcome(
+              start,
+              refused,
+              { endedAt: clock() },
+              { bytesIn: bytesIn(waited), bytesOut: 0, webhook: waited.webhook !== null },
+            ),
+          ),
+      );
     }
     const context = contextOf(scope, admitted, appRequest);
 

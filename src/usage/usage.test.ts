@@ -1,8 +1,9 @@
+import { env } from "cloudflare:workers";
 import type { z } from "@hono/zod-openapi";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
 import { PEER } from "../../test/peers";
-import { callWith, seedRunnable } from "../../test/runs";
+import { callWith, seedRunnable, spentBudget } from "../../test/runs";
 import { type RunRecordList, type RunRecordSchema } from "./routes";
 
 /** Every run on record, and the figures: black-box through the API (run, then list and usage). */
@@ -130,10 +131,8 @@ describe("GET /v2/projects/{project_id}/runs", () => {
 
   it("counts a request refused by the project's run budget (429) as a refusal, not a run", async () => {
     const limited = await seedRunnable(api);
-    // The budget spent (the real limiter's spending is src/runs/rate-limits.test.ts's: a minute's
-    // window can roll over while a loaded machine spends it).
-    const spent = { RATE_LIMIT_RUNS: { limit: async () => ({ success: false }) } as RateLimit };
-    const refused = await callWith(api, spent, limited.runPath, { token: limited.token });
+    const spent = spentBudget(env.RATE_LIMIT_RUNS, limited.projectId);
+    const refused = await callWith(api, { RATE_LIMIT_RUNS: spent }, limited.runPath, { token: limited.token });
     expect(refused.status).toBe(429);
     expect((await runsOf(limited.projectId, limited.token)).data).toEqual([]);
     const usage = await api.json<{ totals: { runs: number; refused: Record<string, number> } }>(

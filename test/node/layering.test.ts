@@ -38,8 +38,26 @@ describe("the layering rules (npm run lint)", () => {
     });
     expect(violations.sort()).toEqual([
       "ground-floor-stays-down: src/platform/cache.ts → src/domains/lookup.ts",
+      // platform → domains → runs → platform: a loop of folders too.
+      "no-cycles-between-folders: src/domains → src/runs",
+      "no-cycles-between-folders: src/platform → src/domains",
+      "no-cycles-between-folders: src/runs → src/platform",
       "no-sideways-into-runs: src/domains/lookup.ts → src/runs/path.ts",
       "nothing-imports-the-root: src/builds/index.ts → src/worker.ts",
+    ]);
+  });
+
+  it("fail a loop between two folders that no single module closes", async () => {
+    const violations = await violationsIn({
+      "src/auth/access.ts": 'import { roleOf } from "../members/store";\nexport const access = roleOf;\n',
+      "src/members/store.ts": 'import { ok } from "../platform/ok";\nexport const roleOf = ok;\n',
+      "src/members/index.ts": 'import { token } from "../auth/tokens";\nexport const members = token;\n',
+      "src/auth/tokens.ts": 'import { ok } from "../platform/ok";\nexport const token = ok;\n',
+      "src/platform/ok.ts": "export const ok = 1;\n",
+    });
+    expect(violations.sort()).toEqual([
+      "no-cycles-between-folders: src/auth → src/members",
+      "no-cycles-between-folders: src/members → src/auth",
     ]);
   });
 });

@@ -1,7 +1,6 @@
 import { Validator, type Schema } from "@cfworker/json-schema";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { RATE_LIMITS } from "../../src/platform/rate-limit";
 import { RUN_ID_EXAMPLE } from "../../src/runs/async/routes";
 import { consume, startAsync } from "../async-runs";
 import { world as domainsWorld } from "../cron-world";
@@ -9,7 +8,7 @@ import { addDomain, uniqueLabel, validate } from "../domains";
 import { faultyD1 } from "../faulty-d1";
 import { type Client, seedProject } from "../helpers";
 import { DOWN, PEER } from "../peers";
-import { callWith, capturingQueue, seedRunnable, spendBudget } from "../runs";
+import { callWith, capturingQueue, seedRunnable, spentBudget } from "../runs";
 
 /**
  * The run operations' contract, walked answer by answer: each answer a run operation can give is
@@ -126,6 +125,8 @@ interface World {
   domains: { cortex: string; custom: string };
   /** An app of a project whose run budget is spent. */
   limited: Awaited<ReturnType<typeof seedRunnable>>;
+  /** The run budget every request of this file sees: the limited project's is spent, the others' are Miniflare's. */
+  runs: RateLimit;
 }
 let world: World;
 
@@ -149,16 +150,9 @@ function run(
   const headers = new Headers(init.headers);
   if (init.token) headers.set("Authorization", `Bearer ${init.token}`);
   const url = init.query ? `${path}?${init.query}` : path;
-  if (init.host) {
-    return world.api.call(url, {
-      method: upper(method),
-      token: init.token ?? null,
-      headers: Object.fromEntries(headers),
-      rawBody: init.body,
-      host: init.host,
-    });
-  }
-  return callWith(world.api, init.bindings ?? {}, url, { method: upper(method), headers, body: init.body });
+  // The limited project's run budget stays spent for the whole file, whatever the wall clock does.
+  const bindings = { RATE_LIMIT_RUNS: world.runs, ...init.bindings };
+  return callWith(world.api, bindings, url, { method: upper(method), headers, body: init.body, host: init.host });
 }
 
 // The any-path run, per method.
@@ -751,7 +745,7 @@ add({
 const unavailableD1 = () => faultyD1(env.DB, () => true);
 
 // Waited runs (`Prefer: wait`) and deadlines (`Cancel-After`), last: each handed-over run takes its wait (1 s)
-// of wall time, and the run budget spent for the 429s above is for one window only.
+// of wall time.
 for (const method of ALL) {
   const at = (w: World) => appFor(method, w);
   add({
@@ -830,13 +824,13 @@ beforeAll(async () => {
     custom,
     freshToken,
     limited,
+    runs: spentBudget(env.RATE_LIMIT_RUNS, limited.projectId),
     domains: { cortex: await domainOf(w, cortex), custom: await domainOf(w, custom) },
   };
   down = { cortex: await seedRunnable(api, DOWN), custom: await seedRunnable(api, DOWN, "custom") };
   ws = await seedRunnable(api, `${PEER}/upstream/ws`);
   const response = await api.json<Json>("/v2/openapi.json");
   document = response.body;
-  await spendBudget(env.RATE_LIMIT_RUNS, limited.projectId, RATE_LIMITS.runs.limit);
 }, 120_000);
 
 describe("every answer of a run operation is the one the OpenAPI document describes", () => {

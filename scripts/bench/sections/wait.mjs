@@ -2,7 +2,9 @@
 // `Prefer: wait=N` against the same run without it (p50 at one connection, workerd CPU at 16), a slow
 // app's 202 at N s, and how soon a run's status stream tells its end. Each probed first: a build that
 // does not apply `Prefer: wait` or serve the status stream prints "not measured" for that part.
+import { readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { dirname, join } from "node:path";
 import { listenOnLoopback } from "../peers.mjs";
 import { figure, median } from "../report.mjs";
 
@@ -77,6 +79,28 @@ async function follow(url, headers, maxMs) {
   return { at: null, events };
 }
 
+/** The keeper's "called" write (a put and its sync before the app call) taken out of the built bundle. */
+const UNWRITTEN = [
+  /void this\.#storage\.put\((\w+), (\w+), \{ allowUnconfirmed: true \}\);\n(\s+)(this\.#arm\([^;]+\);)\n\s+await this\.#storage\.sync\(\);/,
+  "$4",
+];
+
+/** A gateway of the bundle without the keeper's "called" write, with the same app seeded; null when the code is not found. */
+async function startUnwritten(ctx, appUrl) {
+  const source = readFileSync(ctx.bundle, "utf8");
+  if (!UNWRITTEN[0].test(source)) return null;
+  const script = join(dirname(ctx.bundle), "unwritten.js");
+  writeFileSync(script, source.replace(...UNWRITTEN));
+  const gateway = await ctx.startGateway(script);
+  const seed = await ctx.seedRunnableApp(gateway.url, appUrl);
+  return {
+    runUrl: `${gateway.url}${seed.runPath}`,
+    headers: { Authorization: `Bearer ${seed.token}`, Prefer: "wait=10" },
+    cpu: ctx.cpuReader(gateway.url),
+    dispose: () => gateway.mf.dispose(),
+  };
+}
+
 export default {
   id: "wait",
   title: "9. Runs that outlive their caller: Prefer: wait, the 202 of a slow app, the status stream",
@@ -85,6 +109,7 @@ export default {
     const gateway = await ctx.startGateway(ctx.bundle);
     const rows = [];
     const notes = [];
+    let unwritten = null;
     try {
       const seed = await ctx.seedRunnableApp(gateway.url, app.url);
       const headers = { Authorization: `Bearer ${seed.token}` };
@@ -97,17 +122,24 @@ export default {
       if (!waits)
         notes.push(`Prefer: wait: not measured: this build answered ${probe.status} without Preference-Applied.`);
 
-      const cpu = ctx.cpuReader(gateway.url);
+      const ownCpu = ctx.cpuReader(gateway.url);
+      // The keeper's durable "called" write measured alone: the same bundle without it, beside.
+      unwritten = waits ? await startUnwritten(ctx, app.url) : null;
+      if (waits && !unwritten)
+        notes.push('the keeper\'s "called" write: not measured (its code was not found in the bundle).');
+      const kinds = unwritten ? ["sync", "wait", "unwritten"] : ["sync", "wait"];
       const perRep = [];
       if (waits) {
         for (let rep = 1; rep <= ctx.reps; rep++) {
           const figures = {};
-          for (const kind of rep % 2 ? ["sync", "wait"] : ["wait", "sync"]) {
+          for (const kind of rep % 2 ? kinds : [...kinds].reverse()) {
             ctx.log(`wait rep ${rep}/${ctx.reps}: fast app, ${kind}`);
-            const h = kind === "wait" ? waitHeaders : headers;
+            const h = kind === "sync" ? headers : kind === "wait" ? waitHeaders : unwritten.headers;
+            const url = kind === "unwritten" ? unwritten.runUrl : runUrl;
+            const cpu = kind === "unwritten" ? unwritten.cpu : ownCpu;
             const before = cpu?.();
             const load = await ctx.wrk({
-              url: runUrl,
+              url,
               headers: h,
               connections: 16,
               seconds: ctx.seconds,
@@ -115,7 +147,7 @@ export default {
             });
             const cpuPerRun = cpu ? (cpu() - before) / (load.rps * ctx.seconds) : null;
             const one = await ctx.wrk({
-              url: runUrl,
+              url,
               headers: h,
               connections: 1,
               seconds: ctx.seconds,
@@ -177,6 +209,33 @@ export default {
             { unit: "ms", digits: 0, signed: true },
           ),
         );
+        if (unwritten)
+          rows.push(
+            figure(
+              'the keeper\'s durable "called" write (storage put + sync before the app call): workerd CPU per waited run',
+              perRep.map((r) => r.wait.cpu - r.unwritten.cpu),
+              {
+                unit: "ms",
+                digits: 3,
+                signed: true,
+                cost: true,
+                vs: "the same bundle without that write",
+                key: "wait-write-cpu",
+              },
+            ),
+            figure(
+              "the same write: p50 at 1 connection",
+              perRep.map((r) => r.wait.p50 - r.unwritten.p50),
+              {
+                unit: "ms",
+                digits: 3,
+                signed: true,
+                cost: true,
+                vs: "the same bundle without that write",
+                key: "wait-write-p50",
+              },
+            ),
+          );
         const bad = perRep.reduce((n, r) => n + r.wait.bad + r.sync.bad, 0);
         if (bad) notes.push(`non-2xx answers under load: ${bad}`);
       }
@@ -221,6 +280,7 @@ export default {
       }
       return { rows, notes };
     } finally {
+      await unwritten?.dispose();
       await gateway.mf.dispose();
       await app.close();
     }

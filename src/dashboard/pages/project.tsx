@@ -3,7 +3,7 @@ import type { DashContext } from "../context";
 import { dashPath } from "../context";
 import { ProblemMessage } from "../components";
 import { renderPage } from "../layout";
-import { membershipOf } from "../../members/store";
+import { membershipOf } from "../../auth/membership";
 
 export interface Project {
   project_id: string;

@@ -13,7 +13,9 @@ import {
 import { type AppCall, type AppRequest, callApp, runMeta } from "../call";
 import type { RunContext } from "../context";
 import { deadlineOf, withDeadline } from "../deadline";
-import type { RunEnding, RunOutcome } from "../outcome";
+import { answeredOutcome, BODY_ENDS } from "../end";
+import { endingOfProblem, problemOutcome, type RunOutcome, type RunStart } from "../outcome";
+import { byteLength } from "../async/payloads";
 import { endHandedOver, insertHandedOver } from "./handed-over";
 import type { KeeperAnswer, KeptRun, WholeAnswer } from "./message";
 
@@ -28,9 +30,6 @@ import type { KeeperAnswer, KeptRun, WholeAnswer } from "./message";
  * the wait is an answer); the envelope once the app's whole body is read and checked, since its
  * headers are the envelope's; a problem (502, 504, 413, 504 `run_deadline`) when it is known.
  */
-
-/** How an answer's body ended (the tally's `ended`). */
-type BodyEnd = "done" | "cancelled" | "idle" | "broken";
 
 type Phase = "waiting" | "answered" | "handing_over" | "handed_over";
 
@@ -90,60 +89,52 @@ export function keepCall(parts: KeepParts): KeptCall {
   };
 
   const calledAt = Date.now();
-  let headersAt: number | null = null;
-  const calling = callApp(deps, appRequest, run.limits, signal).then((call) => {
-    headersAt = Date.now();
-    return call;
-  });
+  const calling = callApp(deps, appRequest, run.limits, signal);
 
-  /** The run as an outcome, once it has ended. */
-  function outcome(
-    status: number,
-    ending: RunEnding,
-    failure: RunOutcome["failure"],
+  /** The run as its outcome says it: a waited run, on the run's clock. */
+  const start: RunStart = {
+    runId: run.runId,
+    projectId: run.projectId,
+    appName: run.appName,
+    path: run.path,
+    method: run.method,
+    mode: "wait",
+    caller: run.caller,
+    requestId: run.requestId,
+    acceptedAt: run.acceptedAt,
+  };
+  const bytes = (bytesOut: number) => ({ bytesIn: run.bytesIn, bytesOut, webhook: pending !== null });
+
+  /** The run's outcome once it has ended: the gateway's problem, or the app's answer (`status`). */
+  function outcomeOf(
+    answer: { status: number; failure: ApiError | null },
     at: { answeredAt: number | null; firstByteAt?: number | null },
     bytesOut: number,
   ): RunOutcome {
-    return {
-      runId: run.runId,
-      projectId: run.projectId,
-      appName: run.appName,
-      path: run.path,
-      method: run.method,
-      mode: "wait",
-      caller: run.caller,
-      requestId: run.requestId,
-      status,
-      ending,
-      failure,
-      times: {
-        acceptedAt: run.acceptedAt,
-        calledAt: clock(calledAt),
-        answeredAt: at.answeredAt === null ? null : clock(at.answeredAt),
-        firstByteAt: at.firstByteAt === undefined || at.firstByteAt === null ? null : clock(at.firstByteAt),
-        handedOverAt,
-        endedAt: clock(),
-      },
-      bytesIn: run.bytesIn ?? 0,
-      bytesOut,
-      webhook: pending !== null,
-    };
+    const endedAt = clock();
+    const outcome =
+      answer.failure !== null || at.answeredAt === null
+        ? problemOutcome(
+            start,
+            answer.failure ?? { code: "bad_gateway", status: answer.status },
+            { calledAt: clock(calledAt), endedAt },
+            bytes(bytesOut),
+          )
+        : {
+            ...answeredOutcome(start, answer.status, {
+              calledAt: clock(calledAt),
+              answeredAt: clock(at.answeredAt),
+              endedAt,
+              firstByteAt: at.firstByteAt === undefined || at.firstByteAt === null ? null : clock(at.firstByteAt),
+            }),
+            ...bytes(bytesOut),
+          };
+    outcome.times.handedOverAt = handedOverAt;
+    return outcome;
   }
 
   /** Why the call ended early, when the keeper ended it (its deadline, the hand-over's limit). */
   const endedBy = (): ApiError | null => (signal.reason instanceof ApiError ? signal.reason : null);
-
-  /** The ending of a run whose answer was the gateway's problem. */
-  const problemEnding = (code: string): RunEnding =>
-    code === "run_deadline"
-      ? "deadline"
-      : code === "gateway_timeout"
-        ? "timeout"
-        : code === "payload_too_large"
-          ? "refused"
-          : code === "service_unavailable"
-            ? "error"
-            : "unreachable";
 
   // Past the wait, or at a hang-up while waiting: the hand-over.
   const waitTimer = setTimeout(() => void handOver(), Math.max(0, run.wait * 1000 - sinceAcceptance()));
@@ -199,20 +190,9 @@ export function keepCall(parts: KeepParts): KeptCall {
     clearTimeout(waitTimer);
     answerCaller({ kind: "whole", answer: wholeOf(answer) });
     if (pending) await enqueuePending(scope, pending, answer.text);
-    const failure = answer.failure;
-    parts.ended(
-      outcome(
-        answer.status,
-        failure ? problemEnding(failure.code) : callerGone ? "hung_up" : "answered",
-        failure
-          ? { by: "gateway", code: failure.code }
-          : answer.status >= 400
-            ? { by: "app", status: answer.status }
-            : null,
-        { answeredAt },
-        byteLength(answer.text),
-      ),
-    );
+    const outcome = outcomeOf(answer, { answeredAt }, byteLength(answer.text));
+    if (callerGone && outcome.ending === "answered") outcome.ending = "hung_up";
+    parts.ended(outcome);
   }
 
   /** The caller gets the app's answer passed through, as it streams; the run ends with its body. */
@@ -221,34 +201,31 @@ export function keepCall(parts: KeepParts): KeptCall {
     clearTimeout(waitTimer);
     const { response, copy } = passThrough(call, context, pending !== null);
     answerCaller({ kind: "answered", response: applied(response) });
-    const how = (await call.tally.ended) as BodyEnd;
+    const how = await call.tally.ended;
     const document = copy ? await copy : null;
     if (pending && document) await enqueuePending(scope, pending, document.text);
-    const stopped = endedBy();
-    const ending: RunEnding =
-      stopped !== null && how !== "done"
-        ? problemEnding(stopped.code)
-        : callerGone && how !== "idle"
-          ? "hung_up"
-          : BODY_ENDINGS[how];
-    const code = stopped !== null && how !== "done" ? stopped.code : BODY_PROBLEMS[how];
-    const status = call.response.status;
-    parts.ended(
-      outcome(
-        status,
-        ending,
-        code !== null && ending !== "hung_up" ? { by: "gateway", code } : status >= 400 ? { by: "app", status } : null,
-        { answeredAt: headersAt, firstByteAt: call.tally.firstByteAt },
-        call.tally.bytes,
-      ),
+    const outcome = outcomeOf(
+      { status: call.response.status, failure: null },
+      { answeredAt: call.answeredAt, firstByteAt: call.tally.firstByteAt },
+      call.tally.bytes,
     );
+    // The keeper's own reason to end the body (its deadline) says how it ended; else how the body did.
+    const stopped = endedBy();
+    const { ending, code } =
+      stopped !== null && how !== "done"
+        ? { ending: endingOfProblem(stopped), code: stopped.code }
+        : BODY_ENDS[callerGone && how !== "idle" ? "cancelled" : how];
+    outcome.ending = ending;
+    if (code !== null) outcome.failure = { by: "gateway", code };
+    parts.ended(outcome);
   }
 
   /** Nobody waits: the answer is stored as an async run's, and delivered to the webhook. */
   async function store(answer: RunAnswer, answeredAt: number | null): Promise<void> {
     if (!(await handingOver)) {
       // Not handed over after all (D1 refused the row): the caller was told; the run ends with that.
-      parts.ended(outcome(503, "error", { by: "gateway", code: "service_unavailable" }, { answeredAt }, 0));
+      const refused = new ApiError("service_unavailable", "The run could not be handed over.", runMeta(run.runId));
+      parts.ended(outcomeOf({ status: refused.status, failure: refused }, { answeredAt }, 0));
       return;
     }
     const endedAt = clock();
@@ -261,20 +238,7 @@ export function keepCall(parts: KeepParts): KeptCall {
       answer,
     );
     if (pending) await enqueuePending(scope, pending, answer.text);
-    const failure = answer.failure;
-    parts.ended(
-      outcome(
-        answer.status,
-        failure ? problemEnding(failure.code) : "answered",
-        failure
-          ? { by: "gateway", code: failure.code }
-          : answer.status >= 400
-            ? { by: "app", status: answer.status }
-            : null,
-        { answeredAt },
-        ending.resultBytes,
-      ),
-    );
+    parts.ended(outcomeOf(answer, { answeredAt }, ending.resultBytes));
   }
 
   const asProblem = (error: unknown): ApiError =>
@@ -299,8 +263,8 @@ export function keepCall(parts: KeepParts): KeptCall {
     } catch (error) {
       answer = failureAnswer(asProblem(error), run.requestId);
     }
-    if (phase === "waiting" && "headers" in answer) return answerWhole(answer, headersAt);
-    return store(answer, headersAt);
+    if (phase === "waiting" && "headers" in answer) return answerWhole(answer, call.answeredAt);
+    return store(answer, call.answeredAt);
   })().finally(() => deadline?.dispose());
 
   return {
@@ -313,23 +277,6 @@ export function keepCall(parts: KeepParts): KeptCall {
     },
   };
 }
-
-const utf8 = new TextEncoder();
-const byteLength = (text: string) => utf8.encode(text).byteLength;
-
-/** How a passed-through body's end reads as the run's ending, and the gateway's problem code when it is one. */
-const BODY_ENDINGS: Record<BodyEnd, RunEnding> = {
-  done: "answered",
-  cancelled: "hung_up",
-  idle: "timeout",
-  broken: "unreachable",
-};
-const BODY_PROBLEMS: Record<BodyEnd, string | null> = {
-  done: null,
-  cancelled: null,
-  idle: "gateway_timeout",
-  broken: "bad_gateway",
-};
 
 /** A whole answer as plain values (its failure's headers among its own). */
 const wholeOf = (answer: EnvelopeAnswer): WholeAnswer => ({

@@ -34,8 +34,8 @@ export interface KeptRun {
   cancelAfterMs: number | null;
   /** `webhookEndpoint` and `X-Webhook-Secret`: the secret is sealed into the delivery's record at once, never kept. */
   webhook: { endpoint: string; secret: string | undefined } | null;
-  /** Bytes of the caller's body when known before it flows (read whole, or declared); `null` for a chunked upload. */
-  bytesIn: number | null;
+  /** Bytes of the caller's body (a waited run's body is read whole before it is handed over). */
+  bytesIn: number;
 }
 
 /** The keeper's answer to the Worker: the caller's answer, or the run handed over. */

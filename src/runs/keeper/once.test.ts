@@ -4,8 +4,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type Client, client } from "../../../test/helpers";
 import { appCalls, PEER, received, receiver, releaseStream, watchKey, watchState } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
-import { keeperName } from "./keeper";
 import type { KeptRun } from "./message";
+import { KEEPER_RUNS_MAX, keeperName } from "./keeper";
 
 // Exactly one app call per waited run, whatever happens to its keeper: an evicted or restarted object
 // (`ctx.abort()` resets it as the platform would), a retried alarm, a second hand-off. The local runtime's
@@ -92,7 +92,7 @@ describe("a waited run's keeper reset mid-call", { timeout: 20_000 }, () => {
     expect((await rowOf(runId))!.status).toBe("failed");
     expect(await received(hook.key)).toHaveLength(1);
     await runInDurableObject(keeperOf(app.projectId, runId), async (_instance, state) => {
-      expect([...(await state.storage.list()).keys()]).toEqual([]);
+      expect(state.storage.sql.exec("SELECT run_id FROM kept_runs").toArray()).toEqual([]);
     });
   });
 
@@ -169,5 +169,53 @@ describe("a keeper takes one run, once", { timeout: 20_000 }, () => {
     expect(second).toMatch(/has run .* already/);
     await releaseStream(key);
     expect(await appCalls(runId)).toBe(1);
+  });
+});
+
+describe("a keeper's capacity", { timeout: 30_000 }, () => {
+  it("refuses a run past KEEPER_RUNS_MAX at once, calling nothing, and takes runs again once some ended", async () => {
+    const key = watchKey();
+    const keeper = env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(`proj_capacity:${key}`));
+    const kept = (runId: string): KeptRun => ({
+      v: 1,
+      runId,
+      projectId: "proj_capacity",
+      appName: "x",
+      path: "run",
+      method: "GET",
+      caller: "admin",
+      requestId: "req_capacity",
+      runtime: "custom",
+      accept: null,
+      limits: { headersMs: 30_000, idleMs: 30_000 },
+      acceptedAt: Date.now(),
+      sentAfterMs: 0,
+      wait: 60,
+      cancelAfterMs: null,
+      webhook: null,
+      bytesIn: 0,
+    });
+    const held = (i: number) =>
+      new Request(`${PEER}/upstream/echo?hold=${key}`, { headers: { "X-Run-Id": `run_capacity_${key}_${i}` } });
+    const taken = Array.from({ length: KEEPER_RUNS_MAX }, (_, i) =>
+      keeper.run(held(i), kept(`run_capacity_${key}_${i}`)),
+    );
+    await eventually(
+      async () => (await appCalls(`run_capacity_${key}_${KEEPER_RUNS_MAX - 1}`)) === 1,
+      "every run called",
+    );
+    const refused = await keeper.run(held(KEEPER_RUNS_MAX), kept(`run_capacity_${key}_${KEEPER_RUNS_MAX}`));
+    expect(refused.kind).toBe("busy");
+    expect(await appCalls(`run_capacity_${key}_${KEEPER_RUNS_MAX}`)).toBe(0);
+    await releaseStream(key);
+    const answers = await Promise.all(taken);
+    expect(answers.every((a) => a.kind === "answered")).toBe(true);
+    for (const a of answers) if (a.kind === "answered") await a.response.arrayBuffer();
+    const again = await keeper.run(
+      new Request(`${PEER}/upstream/echo`, { headers: { "X-Run-Id": `run_capacity_${key}_again` } }),
+      kept(`run_capacity_${key}_again`),
+    );
+    expect(again.kind).toBe("answered");
+    if (again.kind === "answered") await again.response.arrayBuffer();
   });
 });

@@ -53,11 +53,12 @@ async function eventually<T>(check: () => Promise<T | null | undefined | false>,
 
 /** The keeper's own state: the runs it holds (each test's project has keepers of its own). */
 const keeperState = (projectId: string, runId: string) =>
-  runInDurableObject(keeperOf(projectId, runId), async (_instance, state) => ({
-    rows: [...(await state.storage.list<{ phase: string; run: { runId: string } }>()).values()].map((r) => ({
-      run_id: r.run.runId,
-      phase: r.phase,
-    })),
+  runInDurableObject(keeperOf(projectId, runId), (_instance, state) => ({
+    rows: state.storage.sql
+      .exec<{ record: string }>("SELECT record FROM kept_runs")
+      .toArray()
+      .map((r) => JSON.parse(r.record) as { phase: string; run: { runId: string } })
+      .map((r) => ({ run_id: r.run.runId, phase: r.phase })),
   }));
 
 async function statusOf(api: Client, app: { appPath: string; token: string }, runId: string) {
@@ -140,6 +141,46 @@ describe("Prefer: wait, a fast app", { timeout: 20_000 }, () => {
     expect(response.status).toBe(202);
     expect(response.headers.get("preference-applied")).toBeNull();
     expect(((await response.json()) as { status: string }).status).toBe("queued");
+  });
+});
+
+describe("Prefer: wait, a custom app's upload", { timeout: 20_000 }, () => {
+  it("reaches the app byte for byte (read whole, then handed to the keeper)", async () => {
+    const api = client();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo`, "custom");
+    const bytes = new Uint8Array(70_000).map((_, i) => (i * 7) & 0xff);
+    const response = await api.call(`${app.appPath}/upload?raw=1`, {
+      method: "POST",
+      token: app.token,
+      rawBody: bytes,
+      headers: { Prefer: "wait=5", "Content-Type": "application/octet-stream" },
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("preference-applied")).toBe("wait=5");
+    expect(new Uint8Array(await response.arrayBuffer())).toEqual(bytes);
+  });
+
+  it("past the run's size limit is a 413 before anything is handed over; the app is not called", async () => {
+    const api = client();
+    const key = watchKey();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo`, "custom");
+    const chunk = new Uint8Array(1024 * 1024);
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent++ < 7) controller.enqueue(chunk);
+        else controller.close();
+      },
+    });
+    const response = await api.call(`${app.appPath}/upload?raw=1&watch=${key}`, {
+      method: "POST",
+      token: app.token,
+      rawBody: body,
+      headers: { Prefer: "wait=5", "Content-Type": "application/octet-stream" },
+    });
+    expect(response.status).toBe(413);
+    expect(((await response.json()) as { code: string }).code).toBe("payload_too_large");
+    expect((await watchState(key)).runId).toBeNull();
   });
 });
 
@@ -236,6 +277,52 @@ describe("Prefer: wait, a slow app", { timeout: 20_000 }, () => {
     }, "the delivery arrives");
     expect(deliveries).toHaveLength(1);
     expect(done).toContain(deliveries[0]!.body!);
+  });
+});
+
+describe("a waited run's one record (usage)", { timeout: 20_000 }, () => {
+  interface Record {
+    mode: string;
+    handed_over: boolean;
+    ending: string;
+    status_code: number;
+    failure: unknown;
+    times: { called_ms: number | null; answered_ms: number | null; handed_over_ms: number | null; ended_ms: number };
+  }
+  const recordOf = (api: Client, app: { projectId: string; token: string }, runId: string) =>
+    eventually(async () => {
+      const read = await api.json<Record>(`/v2/projects/${app.projectId}/runs/${runId}`, { token: app.token });
+      return read.status === 200 ? read.body : null;
+    }, "the run's record");
+
+  it("answered within the wait: mode wait, not handed over, answered", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const response = await api.call(app.runPath, { token: app.token, headers: { Prefer: "wait=5" } });
+    expect(response.status).toBe(200);
+    const record = await recordOf(api, app, response.headers.get("x-run-id")!);
+    expect(record).toMatchObject({
+      mode: "wait",
+      handed_over: false,
+      ending: "answered",
+      status_code: 200,
+      failure: null,
+    });
+    expect(record.times.called_ms).not.toBeNull();
+    expect(record.times.handed_over_ms).toBeNull();
+  });
+
+  it("handed over: one record, mode wait, handed over, its end the stored answer's", async () => {
+    const api = client();
+    const key = watchKey();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}`);
+    const response = await api.call(app.runPath, { token: app.token, headers: { Prefer: "wait=1" } });
+    const { run_id: runId } = (await response.json()) as { run_id: string };
+    await releaseStream(key);
+    const record = await recordOf(api, app, runId);
+    expect(record).toMatchObject({ mode: "wait", handed_over: true, ending: "answered", status_code: 200 });
+    expect(record.times.handed_over_ms).toBeGreaterThanOrEqual(1000);
+    expect(record.times.ended_ms).toBeGreaterThanOrEqual(record.times.handed_over_ms!);
   });
 });
 

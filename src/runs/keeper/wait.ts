@@ -26,13 +26,8 @@ export interface WaitedRun {
   path: string;
 }
 
-/** The caller's body size when known before it flows. */
-function knownBytesIn(admitted: AdmittedRun): number | null {
-  const { body } = admitted;
-  if (body.kind === "none") return 0;
-  if (body.kind === "bytes") return body.bytes.byteLength;
-  return null;
-}
+/** The caller's body's size: a waited run's body was read whole by the admit stage (or there is none). */
+const bytesInOf = ({ body }: AdmittedRun): number => (body.kind === "bytes" ? body.bytes.byteLength : 0);
 
 export async function waitRun(
   scope: Scope,
@@ -40,6 +35,7 @@ export async function waitRun(
   admitted: AdmittedRun,
   appRequest: AppRequest,
   waited: WaitedRun,
+  notTaken: (error: ApiError) => void,
 ): Promise<Response> {
   const { runId } = waited;
   const wait = admitted.wait!;
@@ -60,7 +56,7 @@ export async function waitRun(
     wait,
     cancelAfterMs: admitted.cancelAfterMs,
     webhook: admitted.webhook,
-    bytesIn: knownBytesIn(admitted),
+    bytesIn: bytesInOf(admitted),
   };
   const keeper = scope.env.RUN_KEEPER.get(scope.env.RUN_KEEPER.idFromName(keeperName(admitted.projectId, runId)));
   const signal = request.signal as AbortSignal | undefined;
@@ -92,12 +88,16 @@ export async function waitRun(
     return response;
   }
   signal?.removeEventListener("abort", left);
-  if (answer.kind === "busy")
-    throw new ApiError(
+  if (answer.kind === "busy") {
+    const busy = new ApiError(
       "service_unavailable",
       "Too many waited runs of this project are in flight; retry, or start the run with ?async=true.",
       { ...runMeta(runId), headers: { "Retry-After": "1", "X-Run-Id": runId } },
     );
+    // Nothing was called: the run ends here, with this problem as its outcome.
+    notTaken(busy);
+    throw busy;
+  }
   return handedOver(request, admitted, runId, wait);
 }
 
