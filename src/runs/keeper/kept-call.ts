@@ -91,18 +91,7 @@ export function keepCall(parts: KeepParts): KeptCall {
   const calledAt = Date.now();
   const calling = callApp(deps, appRequest, run.limits, signal);
 
-  /** The run as its outcome says it: a waited run, on the run's clock. */
-  const start: RunStart = {
-    runId: run.runId,
-    projectId: run.projectId,
-    appName: run.appName,
-    path: run.path,
-    method: run.method,
-    mode: "wait",
-    caller: run.caller,
-    requestId: run.requestId,
-    acceptedAt: run.acceptedAt,
-  };
+  const start = startOf(run);
   const bytes = (bytesOut: number) => ({ bytesIn: run.bytesIn, bytesOut, webhook: pending !== null });
 
   /** The run's outcome once it has ended: the gateway's problem, or the app's answer (`status`). */
@@ -284,4 +273,17 @@ const wholeOf = (answer: EnvelopeAnswer): WholeAnswer => ({
   text: answer.text,
   contentType: answer.contentType,
   headers: { ...answer.headers, ...answer.failure?.headers },
+});
+
+/** A waited run as its outcome says it (`RunStart`), on the run's clock. */
+export const startOf = (run: KeptRun): RunStart => ({
+  runId: run.runId,
+  projectId: run.projectId,
+  appName: run.appName,
+  path: run.path,
+  method: run.method,
+  mode: "wait",
+  caller: run.caller,
+  requestId: run.requestId,
+  acceptedAt: run.acceptedAt,
 });
