@@ -43,7 +43,7 @@ export interface KeptCall {
   ended: Promise<void>;
   /** The caller hung up: while waiting, that is the hand-over; during an answer, its ending. */
   callerLeft(): void;
-  /** When the app's call was sent, and when the run was handed over: what the keeper stores. */
+  /** `Date.now()` when the app's call was sent. */
   readonly calledAt: number;
 }
 
