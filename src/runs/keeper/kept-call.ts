@@ -43,8 +43,6 @@ export interface KeptCall {
   ended: Promise<void>;
   /** The caller hung up: while waiting, that is the hand-over; during an answer, its ending. */
   callerLeft(): void;
-  /** `Date.now()` when the app's call was sent. */
-  readonly calledAt: number;
 }
 
 export interface KeepParts {
@@ -259,7 +257,6 @@ export function keepCall(parts: KeepParts): KeptCall {
   return {
     toCaller,
     ended,
-    calledAt,
     callerLeft() {
       callerGone = true;
       if (phase === "waiting") void handOver();
