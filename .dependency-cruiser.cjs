@@ -14,7 +14,7 @@ module.exports = {
     {
       name: "ground-floor-stays-down",
       severity: "error",
-      comment: "platform/ and db/ are the ground floor: they import no capability folder (DESIGN.md, Structure).",
+      comment: "platform/ and db/ are the ground floor: they import no capability folder (docs/architecture.md).",
       from: { path: GROUND },
       to: { path: CAPABILITY },
     },

@@ -157,7 +157,7 @@ export const webhookDeliveries = sqliteTable(
     createdAt: timestamp("created_at").notNull(),
     updatedAt: timestamp("updated_at").notNull(),
     completedAt: timestamp("completed_at"),
-    // Kept for resending until the retention ends (src/webhooks/retention.ts): the body itself when
+    // Kept for resending until the retention ends (src/webhooks/housekeeping.ts): the body itself when
     // it fits a queue message, else its R2 key; the secret sealed as in the queue message (JSON).
     body: text("body"),
     bodyKey: text("body_key"),
@@ -238,7 +238,7 @@ export const domains = sqliteTable(
       .notNull()
       .references(() => projects.id, { onDelete: "cascade" }),
     // Normalised: lower case, ASCII (punycode), no trailing dot. Several projects may claim a hostname;
-    // only a validated claim holds it (DESIGN.md "Custom domains: ownership").
+    // only a validated claim holds it (docs/domains.md, Ownership).
     hostname: text("hostname").notNull(),
     region: text("region").notNull(),
     // An apex cannot hold a CNAME; it is told to use an ALIAS/flattened record and validated by addresses.
@@ -381,7 +381,7 @@ export const asyncRuns = sqliteTable(
 export type AsyncRun = typeof asyncRuns.$inferSelect;
 /**
  * Hostnames a project held validated and gave up (removed the domain): for 30 days another project's
- * claim on them is contested, so a CNAME left dangling cannot be taken over (DESIGN.md, ownership).
+ * claim on them is contested, so a CNAME left dangling cannot be taken over (docs/domains.md, Ownership).
  */
 export const domainReleases = sqliteTable(
   "domain_releases",

@@ -94,7 +94,7 @@ describe("custom domains API", () => {
     const again = await addDomain(api, seed, name.toUpperCase());
     expect(again.status).toBe(409);
     expect(again.body).toMatchObject({ code: "conflict", detail: `${name} is already a domain of this project.` });
-    // Another project's claim does not block (DESIGN.md, ownership): both are now contested.
+    // Another project's claim does not block (docs/domains.md, Ownership): both are now contested.
     const elsewhere = await addDomain(api, other, `${name}.`);
     expect(elsewhere.status).toBe(201);
     expect(elsewhere.body).toMatchObject({ status: "pending", ownership_required: true });

@@ -6,7 +6,7 @@ import { forgetOldReleases } from "./ownership";
 import { log } from "../platform/log";
 
 /**
- * Claims are bounded (DESIGN.md, ownership): one never validated is removed 30 days after its
+ * Claims are bounded (docs/domains.md, Ownership): one never validated is removed 30 days after its
  * automatic window ends (32 days after creation), so a squatter's claims do not pile up forever.
  * Such a claim never has a certificate (a claim that loses its hostname gives its certificate up),
  * so removal calls no provider.

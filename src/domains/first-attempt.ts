@@ -8,7 +8,7 @@ import { log } from "../platform/log";
  * the caller's request. A queue message per creation costs one subrequest and runs within seconds;
  * a per-minute cron would cost 1,440 mostly idle invocations a day. The delay lets a record created
  * while the user reads the answer be seen by that first attempt, and stays well within the minute
- * DESIGN.md allows, Queues' own delivery latency included.
+ * a first attempt should take, Queues' own delivery latency included.
  */
 export const FIRST_ATTEMPT_DELAY_S = 15;
 

@@ -58,7 +58,7 @@ export const domainsRouter = createRouter()
           createdAt: now,
           updatedAt: now,
         })
-        // Only this project's own claim conflicts: other projects' claims never block (DESIGN.md, ownership).
+        // Only this project's own claim conflicts: other projects' claims never block (docs/domains.md, Ownership).
         .onConflictDoNothing({ target: [domains.projectId, domains.hostname] })
         .returning(),
       db.select({ n: count() }).from(domains).where(eq(domains.projectId, project_id)),

@@ -4,7 +4,7 @@ import { domainReleases, domains, type Domain } from "../db/schema";
 import type { DnsResolver } from "./dns";
 
 /**
- * Ownership of a hostname (DESIGN.md "Custom domains: ownership"). Only a validated claim holds a
+ * Ownership of a hostname (docs/domains.md, Ownership). Only a validated claim holds a
  * hostname. A claim is contested when another project also claims the hostname (in any state) or
  * held it validated in the last 30 days; a contested claim validates only when its own TXT record
  * is present too, so neither a squatter's early claim nor a CNAME left dangling hands it over.

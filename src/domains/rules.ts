@@ -68,7 +68,7 @@ const addressesOf = (name: string, ...answers: DnsAnswer[]) =>
 const describe = (records: DnsRecord[]) => list([...new Set(records.map((r) => `${r.type} ${r.data}`))]);
 
 /**
- * Decides a domain's state from DNS, per DESIGN.md "Custom domains". Pure apart from the resolver,
+ * Decides a domain's state from DNS, per docs/domains.md, Rules. Pure apart from the resolver,
  * so every rule is tested against crafted answers. A resolver failure never decides anything.
  */
 export async function checkDomain(resolver: DnsResolver, domain: DomainUnderCheck): Promise<CheckResult> {

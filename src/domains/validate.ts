@@ -29,7 +29,7 @@ function changesFor(outcome: CheckResult, current: DomainStatus, now: Date): Par
       return { ...base, status: "pending", lastErrorCode: outcome.code, lastErrorMessage: outcome.message };
     case "unavailable":
     case "unproven":
-      // A contested claim without its TXT record "stays as it is" (DESIGN.md): it may not fail a
+      // A contested claim without its TXT record "stays as it is" (docs/domains.md, Ownership): it may not fail a
       // claim that is merely waiting for its owner's proof, nor validate one.
       return { ...base, status: current, lastErrorCode: outcome.code, lastErrorMessage: outcome.message };
   }

@@ -1,6 +1,6 @@
 /**
  * Where the gateway may send requests on a customer's behalf (webhook receivers, app origins):
- * the SSRF rules of DESIGN.md. The WHATWG URL parser has already turned every IPv4 spelling
+ * the SSRF rules of docs/webhook-receivers.md. The WHATWG URL parser has already turned every IPv4 spelling
  * (`0x7f.1`, `2130706433`, `127.1`) into dotted decimal and every IPv6 one into its short form,
  * so checking the parsed hostname covers them all.
  */

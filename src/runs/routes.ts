@@ -40,7 +40,7 @@ export const RunQuery = z.looseObject({
     description:
       "URL-encoded absolute https URL that also receives the response body, signed when `X-Webhook-Secret` is sent.",
   }),
-  // Checked by the run itself ("true" or "false"), so the run entry and the router refuse alike.
+  // Checked by the run itself ("true" or "false", admit.ts): runs skip the router this route describes.
   async: z
     .string()
     .optional()
@@ -125,9 +125,9 @@ const AsyncAccepted = z
   })
   .openapi("AsyncRunAccepted");
 
-// The body of a run and the app's answer, documented as plain schema objects rather than zod: for those
-// @hono/zod-openapi describes the body and validates nothing, so the run itself checks it as the app's
-// runtime requires and a request the router serves is answered exactly as one the run entry serves.
+// The body of a run and the app's answer, documented as plain schema objects rather than zod: these
+// routes describe runs in the OpenAPI document only (a run skips the router: src/worker.ts hands it to
+// runs/run.ts), and the run itself checks the body as the app's runtime requires.
 const anyBytes = (description: string) => ({
   schema: { type: "string" as const, contentMediaType: "application/octet-stream", description },
 });

@@ -6,7 +6,7 @@ import { secretsEqual } from "../platform/crypto";
 import { ID_PATTERN } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 
-/** Who runs: the project the key is for, and a follow-up to do once the upstream has been called. */
+/** Who runs: the project the key is for, who it is, and the note of the key's use. */
 export interface RunCaller {
   /** The one project the key may run apps of; undefined for the operator, who may run any. */
   projectId: string | undefined;
@@ -18,7 +18,8 @@ export interface RunCaller {
   id: string;
   /** False for a service account without `runs:invoke`: it gets a 403 in its own project. */
   mayRun: boolean;
-  afterRun(): void;
+  /** Notes that the key was used (`last_used_at`, at most one write a minute, in `waitUntil`): once the run is admitted, before its app is called. */
+  markUsed(): void;
 }
 
 const PROJECT_ID = ID_PATTERN("proj");
@@ -33,7 +34,7 @@ async function serviceAccountCaller(
     projectId: account.projectId,
     id: `sa:${account.id}`,
     mayRun: account.permissions.includes("runs:invoke"),
-    afterRun: () => touchLastUsed(scope, account),
+    markUsed: () => touchLastUsed(scope, account),
   };
 }
 
@@ -100,7 +101,7 @@ async function jwtCaller(scope: Scope, token: string): Promise<RunCaller> {
   }
   // Every holder of JWTs without `sub` for the project is one caller: the signer chose not to tell them apart.
   const subject = typeof claims.sub === "string" ? claims.sub : "";
-  return { projectId: claims.project_id, id: `jwt:${subject}`, mayRun: true, afterRun: () => undefined };
+  return { projectId: claims.project_id, id: `jwt:${subject}`, mayRun: true, markUsed: () => undefined };
 }
 
 /**
@@ -117,6 +118,6 @@ export async function runCaller(
   if (token.startsWith(TOKEN_PREFIX)) return serviceAccountCaller(scope, token, beforeRead);
   if (token.split(".").length === 3) return jwtCaller(scope, token);
   if (await secretsEqual(token, scope.config.adminToken))
-    return { projectId: undefined, id: "admin", mayRun: true, afterRun: () => undefined };
+    return { projectId: undefined, id: "admin", mayRun: true, markUsed: () => undefined };
   throw invalidToken("The run key is neither a service account token nor a JWT.");
 }

@@ -45,8 +45,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     const upstream = await admitApp(scope, target);
     appKnown = true;
     admitted = await admitRequest(scope, request, target, start, caller, upstream, (bytes) => (bodyRead += bytes));
-    // The key was used: its `last_used_at` (at most one write a minute, in `waitUntil`, beside the call).
-    caller.afterRun();
+    caller.markUsed();
     if (admitted.isAsync) {
       // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
       const response = await acceptAsync(scope, request, admitted);

@@ -1,5 +1,5 @@
 import type { Scope } from "../platform/scope";
-import { enqueuePending, recordPending, settleUnsent } from "../webhooks/enqueue";
+import { type DeliveryBody, deliverRunCopy } from "../webhooks/enqueue";
 import type { Webhook } from "./admit";
 import type { RunAnswer } from "./answer";
 import { cutShortAfterHangUp } from "./hang-up";
@@ -19,10 +19,10 @@ export interface RunWebhook {
 }
 
 /**
- * Puts the delivery on record (`pending`) before the app is called, whatever happens to the run
- * afterwards. A run that did not finish (cut short after a hang-up, or broken by an error) settles
- * its record `failed` (`run_interrupted`), never absent; otherwise the copy is enqueued, after the
- * caller has its answer (spec 6: the delivery does not block the response).
+ * The run's delivery, handed to `webhooks/` in one call (`deliverRunCopy`), on record (`pending`)
+ * before the app is called, whatever happens to the run afterwards. Its body is the copy of the answer
+ * once `carry` has it, or `run_interrupted` for a run that did not finish (cut short after a hang-up,
+ * or broken by an error).
  */
 export async function startWebhook(
   scope: Scope,
@@ -32,32 +32,19 @@ export async function startWebhook(
   runId: string,
 ): Promise<RunWebhook> {
   const { projectId, appName } = target;
-  const pending = await recordPending(scope, {
-    projectId,
-    appName,
-    runId,
-    endpoint: webhook.endpoint,
-    secret: webhook.secret,
-  });
+  let bodyOf: (body: DeliveryBody) => void = () => undefined;
+  const body = new Promise<DeliveryBody>((resolve) => (bodyOf = resolve));
+  await deliverRunCopy(scope, { projectId, appName, runId, endpoint: webhook.endpoint, secret: webhook.secret }, body);
   const cutShort = cutShortAfterHangUp(request, scope.deps);
   return {
     signal: cutShort.signal,
     carry(copy) {
-      const work = copy
+      void copy
         .then(
-          async (answer) => {
-            if (cutShort.signal.aborted) await settleUnsent(scope, pending, "run_interrupted");
-            else await enqueuePending(scope, pending, answer.text);
-          },
-          () => settleUnsent(scope, pending, "run_interrupted"),
+          (answer) => bodyOf(cutShort.signal.aborted ? { unsent: "run_interrupted" } : { text: answer.text }),
+          () => bodyOf({ unsent: "run_interrupted" }),
         )
         .finally(() => cutShort.dispose());
-      scope.ctx.waitUntil(
-        work.then(
-          () => undefined,
-          () => undefined,
-        ),
-      );
     },
   };
 }

@@ -12,7 +12,7 @@ import { TEST_SECRETS } from "../secrets";
 /**
  * Properties of the parsers of outside input the management fuzz (management.fuzz.test.ts) does not reach:
  * the SSRF policy of webhook targets and origins, custom domain names, run JWTs, webhook signature headers
- * and run bodies. Each oracle below is written from the rules (DESIGN.md, the RFCs), not from the code.
+ * and run bodies. Each oracle below is written from the rules (the docs, the RFCs), not from the code.
  */
 const strict = { allowInsecure: false };
 const RUNS = { numRuns: 300 };
