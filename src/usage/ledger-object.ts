@@ -8,7 +8,7 @@ import {
   type RecordQuery,
   SLICE_PAUSE_MS,
   type UsageFigures,
-  type UsageQuery,
+  type BucketQuery,
 } from "./ledger";
 
 /**
@@ -39,7 +39,7 @@ export class UsageLedger extends DurableObject<Env> {
     return this.ledger.list(q);
   }
 
-  usage(q: UsageQuery): UsageFigures {
+  usage(q: BucketQuery): UsageFigures {
     return this.ledger.usage(q);
   }
 

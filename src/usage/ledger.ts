@@ -184,7 +184,7 @@ export interface StoredRun extends Omit<RunRecord, "webhook" | "project_id" | "e
   webhook: number;
 }
 
-export interface UsageQuery {
+export interface BucketQuery {
   /** Bucket bounds, aligned to `step` by the caller: [from, to). */
   from: number;
   to: number;
@@ -480,7 +480,7 @@ export class Ledger {
   }
 
   /** The usage series of [from, to) in buckets of `step`, and its totals. */
-  usage(q: UsageQuery): UsageFigures {
+  usage(q: BucketQuery): UsageFigures {
     const count = Math.max(0, Math.ceil((q.to - q.from) / q.step));
     const appClause = q.app_name === undefined ? "" : " AND app_name = ?";
     const appArgs = q.app_name === undefined ? [] : [q.app_name];

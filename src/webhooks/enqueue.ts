@@ -58,7 +58,8 @@ export async function preparePending(
   // A resend is the same message again (Standard Webhooks: the id stays when a message is resent), so
   // receivers that de-duplicate by `webhook-id` recognise it; its timestamp and signature are fresh.
   const messageId = options.resentFrom?.messageId ?? id;
-  const sealed = address.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, address.secret);
+  const sealed =
+    address.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, address.secret);
   const row: PendingRow = {
     id,
     projectId: address.projectId,
@@ -236,7 +237,11 @@ export type DeliveryBody = { text: string } | { unsent: string };
  * unaccounted for), and the body is handed on once `body` resolves, in `waitUntil` (spec 6: the
  * delivery does not block the response); a run that did not finish settles its record `failed`.
  */
-export async function deliverRunCopy(scope: Scope, address: DeliveryAddress, body: Promise<DeliveryBody>): Promise<void> {
+export async function deliverRunCopy(
+  scope: Scope,
+  address: DeliveryAddress,
+  body: Promise<DeliveryBody>,
+): Promise<void> {
   const pending = await recordPending(scope, address);
   const handedOn = body.then(
     async (copy) => {
