@@ -1,4 +1,5 @@
 import { ApiError, invalidField } from "../platform/errors";
+import { DAY_MS, HOUR_MS, MINUTE_MS } from "../platform/time";
 import { decodeCursor, encodeCursor } from "../platform/pagination";
 import { createRouter } from "../platform/router";
 import { recordCallers } from "../auth/callers";
@@ -11,10 +12,9 @@ import type { RunFailure } from "../runs/outcome";
 
 /** The usage API's handlers: the runs list and the figures from the project's ledger, deliveries from D1. */
 
-const STEP_MS: Record<(typeof INTERVALS)[number], number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
+const STEP_MS: Record<(typeof INTERVALS)[number], number> = { minute: MINUTE_MS, hour: HOUR_MS, day: DAY_MS };
 /** Points per usage answer: 36 hours by the minute, 90 days by the hour. */
 export const MAX_POINTS = 2_160;
-const DAY_MS = 86_400_000;
 
 const time = (value: string | undefined) => (value === undefined ? undefined : Date.parse(value));
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -1,9 +1,9 @@
 import { DurableObject } from "cloudflare:workers";
 import type { RunRecord } from "./run-record";
 import type { RefusalCount } from "./refusals";
+import { DAY_MS } from "../platform/time";
 import {
   BYTES_MAX_DEFAULT,
-  DAY_MS,
   Ledger,
   type RecordQuery,
   SLICE_PAUSE_MS,

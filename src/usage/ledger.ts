@@ -1,4 +1,5 @@
 import { isTimeout, type RunRecord } from "./run-record";
+import { DAY_MS } from "../platform/time";
 import type { RunEnding, RunMode } from "../runs/outcome";
 import { type Histogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
 import { hourOf, REFUSAL_REASONS, reasonOf, type RefusalCount } from "./refusals";
@@ -21,9 +22,8 @@ import { DERIVE_ROLLUPS_MIGRATION, grainOf, ROLLUP_SCHEMA, Rollups } from "./led
  * are not records: they are counted per hour and reason (`refusals`, src/usage/refusals.ts).
  */
 
-export const RECORDS_RETENTION_MS = 7 * 24 * 3600 * 1000;
-export const ROLLUPS_RETENTION_MS = 90 * 24 * 3600 * 1000;
-export const DAY_MS = 24 * 3600 * 1000;
+export const RECORDS_RETENTION_MS = 7 * DAY_MS;
+export const ROLLUPS_RETENTION_MS = 90 * DAY_MS;
 /**
  * The database size (`sql.databaseSize`: records, rollups, counts and indexes) past which records are
  * sampled: half the object's 10 GB, the rest for the records kept one in `SAMPLE_EVERY` and the

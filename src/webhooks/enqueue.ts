@@ -7,7 +7,7 @@ import { pendingInsert, type PendingRow } from "./store";
 import type { DeliveryMessage } from "./message";
 import { handOff } from "./hand-off";
 import { type SealedSecret, sealSecret } from "./secret-box";
-import { log, type LogFields } from "../platform/log";
+import { logError } from "../platform/log";
 
 /** Where and for whom a delivery goes: the run it copies and the receiver's endpoint (and its secret). */
 export interface DeliveryAddress {
@@ -40,9 +40,6 @@ export const bodyKey = (deliveryId: string) => `webhook-bodies/${deliveryId}`;
 
 const encoder = new TextEncoder();
 const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Errors by name, code and redacted message (`describeError`): D1's error carries the row's values, the endpoint among them. */
-const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
 /**
  * A delivery ready to be written `pending`: its ids and sealed secret, and its row. Nothing is written
