@@ -113,8 +113,12 @@ function Facts({ r, names }: { r: RunRecord; names: Awaited<ReturnType<typeof ca
       <dt>Outcome</dt>
       <dd>
         <OutcomeBadge r={r} />
-        <br />
-        <span class="muted">{endingText(ending)}</span>
+        {ending !== "hung_up" && (
+          <>
+            <br />
+            <span class="muted">{endingText(ending)}</span>
+          </>
+        )}
       </dd>
       <dt>App and request</dt>
       <dd>
