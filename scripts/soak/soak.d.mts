@@ -18,6 +18,8 @@ export interface SoakResult {
   tally: { delivered: number; failed: number; pending: number };
   attemptsHistogram: Record<string, number>;
   attemptsTotal: number;
+  /** Deliveries whose attempts the machine's load disturbed (a timeout the receiver did not mean): held to the outcome table over the recorded attempts. */
+  disturbedByLoad: number;
   refusedRuns: number;
   workerLogLines: Record<string, number>;
   violations: string[];
