@@ -26,7 +26,13 @@ export interface SoakResult {
 }
 
 export function startSoakGateway(bundle: string): Promise<SoakGateway>;
-export function soak(options: { gateway: SoakGateway; runs: number; concurrency?: number; settleTimeoutMs?: number; log?: (...args: unknown[]) => void }): Promise<SoakResult>;
+export function soak(options: {
+  gateway: SoakGateway;
+  runs: number;
+  concurrency?: number;
+  settleTimeoutMs?: number;
+  log?: (...args: unknown[]) => void;
+}): Promise<SoakResult>;
 
 /** `wrangler deploy --dry-run` of the local configuration into `outdir`; the bundle's path. */
 export function buildBundle(outdir: string): string;
