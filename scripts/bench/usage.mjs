@@ -19,11 +19,68 @@ import {
 import { startPeer } from "./peers.mjs";
 import { cost, figure, median, printRows, printSummary } from "./report.mjs";
 import { ensureWrk, wrk } from "./wrk.mjs";
+import { SECRETS } from "./gateway.mjs";
 
 const DAY_MS = 86_400_000;
 /** One busy app's week: a run every 6 s (100,800 records, 10,080 minute rollups), above the exact-percentile bound. */
 const BUSY_EVERY_MS = 6_000;
 const SEED_BATCH = 2_000;
+/**
+ * The documented worst case of the usage queries (docs/usage.md, "The worst query"): besides the busy
+ * app's week (100,800 records: past the runs list's scan bound of 25,000 and the exact percentiles'
+ * 25,000), WIDE_APPS more apps with a run every 6 hours for 90 days, so every hour of the 90 days has
+ * rollups of many apps. The queries' rows do not grow with either (the test proves it); this measures them.
+ */
+const WIDE_APPS = 100;
+const WIDE_EVERY_MS = 6 * 3_600_000;
+
+const CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz";
+/** A run id as the gateway makes them: `run_`, 10 characters of its time, 20 more. */
+function runIdAt(at, n) {
+  let time = "";
+  for (let t = at, i = 0; i < 10; i++, t = Math.floor(t / 32)) time = CROCKFORD[t % 32] + time;
+  return `run_${time}${n.toString(32).padStart(20, "0")}`;
+}
+
+/** A run of each of WIDE_APPS apps every 6 hours over the last 90 days. */
+function wideQuarter(projectId, now) {
+  const records = [];
+  for (let at = now - 90 * DAY_MS + 60_000; at < now; at += WIDE_EVERY_MS)
+    for (let a = 0; a < WIDE_APPS; a++) {
+      const duration = Math.round(20 * Math.exp(Math.random() * 3));
+      records.push({
+        ...busyRecord(projectId, `app-${a}`, at + a, records.length + 1e7, duration, 200),
+        caller: "sa:others",
+      });
+    }
+  return records;
+}
+
+/** One record of `appName` at `at`. */
+function busyRecord(projectId, appName, at, n, duration, status) {
+  return {
+    run_id: runIdAt(at, n),
+    project_id: projectId,
+    app_name: appName,
+    mode: "sync",
+    method: "POST",
+    path: "v1/chat/completions",
+    status_code: status,
+    ending: "answered",
+    failure: status >= 400 ? `app:${status}` : null,
+    duration_ms: duration,
+    ttfb_ms: Math.round(duration / 4),
+    called_ms: 1,
+    answered_ms: Math.round(duration / 5),
+    handed_over_ms: null,
+    bytes_in: 512,
+    bytes_out: 2048,
+    caller: "sa:bench",
+    webhook: false,
+    request_id: "req_bench",
+    created_at: at,
+  };
+}
 
 /** `count` records of `appName` spread over the last 7 days, statuses and durations as a real app's. */
 function busyWeek(projectId, appName, now) {
@@ -32,28 +89,7 @@ function busyWeek(projectId, appName, now) {
     const roll = Math.random();
     const status = roll < 0.95 ? 200 : roll < 0.98 ? 429 : 500;
     const duration = Math.round(20 * Math.exp(Math.random() * 3));
-    records.push({
-      run_id: `run_bench${at.toString(36)}${records.length.toString(36).padStart(6, "0")}`,
-      project_id: projectId,
-      app_name: appName,
-      mode: "sync",
-      method: "POST",
-      path: "v1/chat/completions",
-      status_code: status,
-      ending: "answered",
-      failure: status >= 400 ? `app:${status}` : null,
-      duration_ms: duration,
-      ttfb_ms: Math.round(duration / 4),
-      called_ms: 1,
-      answered_ms: Math.round(duration / 5),
-      handed_over_ms: null,
-      bytes_in: 512,
-      bytes_out: 2048,
-      caller: "sa:bench",
-      webhook: false,
-      request_id: "req_bench",
-      created_at: at,
-    });
+    records.push(busyRecord(projectId, appName, at, records.length, duration, status));
   }
   return records;
 }
@@ -213,6 +249,9 @@ export async function benchUsage({ bundle, upstreamUrl, seconds, reps, wrkCpu, l
     // Plain numbers: the answer is a stub of the runtime's, gone once the gateway is disposed.
     const stats = await ledger.stats();
     ingest.stats = { records: Number(stats.records), rollups: Number(stats.rollups), bytes: Number(stats.bytes) };
+    log(`usage: seeding ${WIDE_APPS} more apps over 90 days (the worst case of the queries)`);
+    const wide = wideQuarter(seed.projectId, now);
+    for (let i = 0; i < wide.length; i += SEED_BATCH) await ledger.add(wide.slice(i, i + SEED_BATCH));
 
     const base = `${gateway.url}/v2/projects/${seed.projectId}`;
     const auth = { Authorization: `Bearer ${seed.token}` };
@@ -232,15 +271,38 @@ export async function benchUsage({ bundle, upstreamUrl, seconds, reps, wrkCpu, l
       dayByMinute: `${base}/usage?from=${iso(now - DAY_MS)}&to=${iso(now)}&app_name=busy-app&interval=minute`,
       runsPage: `${base}/runs?app_name=busy-app&status=5xx&limit=100`,
     };
-    const times = Object.fromEntries(Object.keys(urls).map((k) => [k, []]));
+    // The worst queries a usage:read holder can make (docs/usage.md): 2,160 points over every app, one
+    // app's 90 days, the widest exact-percentile range (just under EXACT_MAX records), and runs lists
+    // whose filters match nothing (the scan bound), as a person sees the project's runs (the admin
+    // token) and as a service account sees its own.
+    const hour = 3_600_000;
+    const aligned = Math.floor(now / hour) * hour + hour;
+    const people = { Authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` };
+    const worstUrls = {
+      quarterHourly: `${base}/usage?from=${iso(aligned - 90 * DAY_MS)}&to=${iso(aligned)}&interval=hour`,
+      quarterHourlyApp: `${base}/usage?from=${iso(aligned - 90 * DAY_MS)}&to=${iso(aligned)}&interval=hour&app_name=app-7`,
+      quarterDaily: `${base}/usage?from=${iso(aligned - 89 * DAY_MS)}&to=${iso(aligned)}&interval=day`,
+      minutes36h: `${base}/usage?from=${iso(aligned - 36 * hour)}&to=${iso(aligned)}&interval=minute`,
+      // Just under EXACT_MAX (25,000) of the busy app's runs: 41 hours at one every 6 s (24,600).
+      exactMax: `${base}/usage?from=${iso(aligned - 41 * hour)}&to=${iso(aligned)}&interval=hour&app_name=busy-app`,
+      listNothing: `${base}/runs?status=5xx&mode=async&limit=100`,
+      listOwn: `${base}/runs?status=5xx&mode=async&limit=100`,
+    };
+    const authOf = (k) => (k in worstUrls && k !== "listOwn" ? people : auth);
+    const probeExact = await (await fetch(worstUrls.exactMax, { headers: auth })).json();
+    const times = Object.fromEntries([...Object.keys(urls), ...Object.keys(worstUrls)].map((k) => [k, []]));
     for (let i = 0; i < Math.max(5, reps); i++)
-      for (const [k, url] of Object.entries(urls)) times[k].push(...(await timed(url, auth, 1)));
+      for (const [k, url] of Object.entries({ ...urls, ...worstUrls }))
+        times[k].push(...(await timed(url, authOf(k), 1)));
     const queries = {
       ...times,
       weekRuns: probe.totals.runs,
       weekPercentiles: probe.percentiles,
       dayRuns: day.totals.runs,
       dayPercentiles: day.percentiles,
+      exactRuns: probeExact.totals.runs,
+      exactPercentiles: probeExact.percentiles,
+      wideRecords: wide.length,
     };
     const paired = median(gateways.on.perRun.map((v, i) => v - gateways.off.perRun[i]));
     return {
@@ -266,15 +328,42 @@ export async function benchUsage({ bundle, upstreamUrl, seconds, reps, wrkCpu, l
 
 export function printUsage(u, fmt) {
   const q = u.queries;
-  const kinds = ["weekHourly", "weekDaily", "dayHourlyExact", "dayByMinute", "runsPage"];
+  const kinds = [
+    "weekHourly",
+    "weekDaily",
+    "dayHourlyExact",
+    "dayByMinute",
+    "runsPage",
+    "quarterHourly",
+    "quarterHourlyApp",
+    "quarterDaily",
+    "minutes36h",
+    "exactMax",
+    "listNothing",
+    "listOwn",
+  ];
   printRows(
     `## 7. Usage recording (two gateways of one bundle, recording on and off; wrk 16 connections, ${u.seconds} s, ${u.reps} interleaved reps; each usage query timed ${q.weekHourly.length} times, interleaved)`,
     [
       figure(
-        "the worst usage query of the five below, per round",
+        `the worst query a usage:read holder can make, of the ${kinds.length} below, per round (${q.wideRecords + q.weekRuns} records, ${WIDE_APPS + 1} apps)`,
         q.weekHourly.map((_, i) => Math.max(...kinds.map((k) => q[k][i]))),
         { unit: "ms", digits: 1, key: "usage-worst", target: ["<=", 200] },
       ),
+      figure("usage, 90 days by the hour, every app (2,160 points)", q.quarterHourly, { unit: "ms", digits: 1 }),
+      figure("usage, 90 days by the hour, one app", q.quarterHourlyApp, { unit: "ms", digits: 1 }),
+      figure("usage, 89 days by the day, every app", q.quarterDaily, { unit: "ms", digits: 1 }),
+      figure("usage, 36 hours by the minute, every app (2,160 points)", q.minutes36h, { unit: "ms", digits: 1 }),
+      figure(
+        `usage, the widest exact range: 41 hours of the busy app (${q.exactRuns} runs; percentiles: ${q.exactPercentiles})`,
+        q.exactMax,
+        { unit: "ms", digits: 1 },
+      ),
+      figure("runs list, a filter matching nothing (scans its bound, 25,000 records)", q.listNothing, {
+        unit: "ms",
+        digits: 1,
+      }),
+      figure("runs list, a service account's own, a filter matching nothing", q.listOwn, { unit: "ms", digits: 1 }),
       figure(
         `usage, one busy app's 7 days by the hour (${q.weekRuns} runs; percentiles: ${q.weekPercentiles})`,
         q.weekHourly,

@@ -7,22 +7,10 @@ import type { RunRecord } from "./usage-types";
 export const runPath = (projectId: string, runId: string) => projectPath(projectId, `/runs/${seg(runId)}`);
 
 /** Whose failure a run's error was: the gateway's (its problem code) or the app's (its own status). */
-export type Failure = { by: "gateway"; code: string } | { by: "app"; status: number };
+export type Failure = NonNullable<RunRecord["failure"]>;
 
 /** The words a run's record ends with (src/runs/outcome.ts, `RunEnding`). */
-export type Ending = "answered" | "hung_up" | "timeout" | "deadline" | "unreachable" | "refused" | "interrupted";
-
-/**
- * What the caller got and why, read from a record: its `ending` and `failure` where the record carries
- * them; a record written before them says only `hung_up` and `timed_out`, and whose failure a 5xx was
- * is then unknown.
- */
-export function outcomeOf(r: RunRecord): { ending: Ending; failure: Failure | null | undefined } {
-  const more = r as RunRecord & { ending?: Ending; failure?: Failure | null };
-  if (more.ending !== undefined) return { ending: more.ending, failure: more.failure ?? null };
-  const ending: Ending = r.hung_up ? "hung_up" : r.timed_out ? "timeout" : "answered";
-  return { ending, failure: r.status_code < 400 ? null : undefined };
-}
+export type Ending = RunRecord["ending"];
 
 /** A caller who left before any answer is recorded with 499 (nginx's "client closed request"), no status of the app's. */
 export const CLIENT_CLOSED = 499;
@@ -37,7 +25,8 @@ export function statusTone(code: number): BadgeTone {
 }
 
 const ENDING_TEXT: Record<Ending, string> = {
-  answered: "answered",
+  error: "the gateway failed",
+  answered: "the app answered, and its answer reached its end",
   hung_up: "the caller left before the answer ended; the app's call was ended",
   timeout: "the gateway's time limit ended the app's call",
   deadline: "its Cancel-After deadline passed",
@@ -50,9 +39,8 @@ const ENDING_TEXT: Record<Ending, string> = {
 export const endingText = (ending: Ending) => ENDING_TEXT[ending];
 
 /** Whose failure it was, in a few words: "the app's own 503", "gateway: bad_gateway". */
-export function failureText(failure: Failure | null | undefined, status: number): string | null {
+export function failureText(failure: Failure | null): string | null {
   if (failure === null) return null;
-  if (failure === undefined) return status >= 400 ? "whose failure: not recorded" : null;
   return failure.by === "app" ? `the app's own ${failure.status}` : `gateway: ${failure.code}`;
 }
 
@@ -61,8 +49,8 @@ export function failureText(failure: Failure | null | undefined, status: number)
  * its problem code), or that the caller left. Colour is never the only sign: the words say it too.
  */
 export function OutcomeBadge({ r }: { r: RunRecord }) {
-  const { ending, failure } = outcomeOf(r);
-  const whose = failureText(failure, r.status_code);
+  const { ending, failure } = r;
+  const whose = failureText(failure);
   if (ending === "hung_up") {
     return (
       <>

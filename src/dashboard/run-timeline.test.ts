@@ -5,7 +5,7 @@ import type { RunRecord } from "./usage-types";
 const ACCEPTED = "2026-11-25T12:00:00.000Z";
 const T = Date.parse(ACCEPTED);
 
-const record = (more: Partial<RunRecord> & Record<string, unknown> = {}) =>
+const record = (more: Partial<RunRecord> = {}) =>
   ({
     run_id: "run_1",
     app_name: "a",
@@ -20,6 +20,10 @@ const record = (more: Partial<RunRecord> & Record<string, unknown> = {}) =>
     bytes_in: 1,
     bytes_out: 2,
     caller: "admin",
+    ending: "answered",
+    failure: null,
+    handed_over: false,
+    times: { called_ms: null, answered_ms: null, first_byte_ms: null, handed_over_ms: null, ended_ms: 900 },
     webhook: null,
     status_url: null,
     request_id: "req_1",
@@ -52,6 +56,11 @@ describe("a run's timeline", () => {
   });
 
   it("still says when a record from before the moments were kept ended", () => {
-    expect(said(timelineOf(record({ ttfb_ms: 40 }), null))).toEqual(["Accepted +0", "First byte +40", "Ended +900"]);
+    const times = { called_ms: null, answered_ms: null, first_byte_ms: 40, handed_over_ms: null, ended_ms: 900 };
+    expect(said(timelineOf(record({ ttfb_ms: 40, times }), null))).toEqual([
+      "Accepted +0",
+      "First byte +40",
+      "Ended +900",
+    ]);
   });
 });

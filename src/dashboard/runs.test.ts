@@ -83,3 +83,52 @@ describe("dashboard Runs page", () => {
     expect(rowIds((await v.get(`${path}?status=oops&mode=both&range=forever`)).html)).toHaveLength(25);
   });
 });
+
+describe("dashboard run page", () => {
+  it("shows an async run's record, timeline and stored result, reached from the list", async () => {
+    const p = await projectWithRuns(client());
+    const v = visitor(p.api);
+    await v.signIn();
+    const started = await startAsync(p.api, p.ok);
+    const id = started.body.run_id;
+    const page = `/dashboard/projects/${p.projectId}/runs/${id}`;
+
+    // Queued: no record yet, its state and an empty result so far.
+    const queued = await v.get(page);
+    expect(queued.status).toBe(200);
+    const before = text(queued.html);
+    expect(before).toContain("Not on record yet");
+    expect(before).toMatch(/Timeline Accepted \+0 ms/);
+    expect(before).toContain("No result yet");
+
+    await consume(p.api, started.message);
+    const done = await v.get(page);
+    const shown = text(done.html);
+    expect(shown).toMatch(
+      new RegExp(
+        `Outcome 200 the app answered, and its answer reached its end App and request ${p.ok.appName} POST /run Mode async`,
+      ),
+    );
+    expect(shown).toMatch(/Accepted \+0 ms .* App called \+[\d.]+ m?s .* Ended \+[\d.]+ m?s/);
+    expect(shown).toContain("State succeeded answered 200");
+    expect(done.html).toContain(`&quot;run_id&quot;: &quot;${id}&quot;`);
+    expect(shown).toContain("No webhook was asked for this run.");
+  });
+
+  it("says whose failure a failed run was, and answers 404 for a run the project does not have", async () => {
+    const p = await projectWithRuns(client());
+    const v = visitor(p.api);
+    await v.signIn();
+    const [broken] = await p.run(p.broken, 1);
+    const page = await v.get(`/dashboard/projects/${p.projectId}/runs/${broken}`);
+    expect(page.status).toBe(200);
+    const shown = text(page.html).replaceAll("&#39;", "'");
+    expect(shown).toMatch(
+      /Outcome 500 the app's own 500 the app answered, and its answer reached its end App and request/,
+    );
+    expect(shown).toMatch(/Accepted \+0 ms .* App called \+\d+ ms .* App answered \+\d+ ms .* Ended \+\d+ ms/);
+    const missing = await v.get(`/dashboard/projects/${p.projectId}/runs/run_${"0".repeat(30)}`);
+    expect(missing.status).toBe(404);
+    expect(text(missing.html)).toContain("No run with this id in the project.");
+  });
+});

@@ -1,4 +1,4 @@
-import { fillPlaceholders, type Query, type SQL } from "drizzle-orm";
+import { fillPlaceholders, getTableColumns, is, type Query, SQL, type Table } from "drizzle-orm";
 import type { Database } from "./client";
 
 /**
@@ -12,9 +12,36 @@ import type { Database } from "./client";
 export function prepared<Values extends Record<string, unknown>>(build: () => SQL) {
   let query: Query | undefined;
   return (db: Database, values: Values): D1PreparedStatement => {
-    query ??= db.all(build()).getQuery();
+    // One line, as drizzle renders its own: logs and tests read a statement by its text.
+    query ??= (({ sql, params }) => ({ sql: sql.replace(/\n\s*/g, " "), params }))(db.all(build()).getQuery());
     return db.$client.prepare(query.sql).bind(...fillPlaceholders(query.params, values));
   };
+}
+
+/**
+ * `row`'s values for every column of `table`, keyed by field name, in the driver's encoding (a
+ * timestamp as ms, a boolean as 0/1), a column's JavaScript default where `row` has no value: what
+ * drizzle's `.values(row)` binds, for a `prepared` INSERT of every column with placeholders named by field.
+ */
+export function driverValues<T extends Table>(table: T, row: Partial<T["$inferInsert"]>): Record<string, unknown> {
+  const values: Record<string, unknown> = {};
+  for (const [key, column] of Object.entries(getTableColumns(table))) {
+    let value = (row as Record<string, unknown>)[key];
+    if (value === undefined) value = column.defaultFn ? column.defaultFn() : column.hasDefault ? column.default : null;
+    if (is(value, SQL)) throw new Error(`${column.name}: an SQL default cannot be bound`);
+    values[key] = value === null || value === undefined ? null : column.mapToDriverValue(value);
+  }
+  return values;
+}
+
+/** A row as D1 returns it (column names, driver values) as `table`'s fields: what drizzle's own select maps it to. */
+export function fromDriver<T extends Table>(table: T, raw: Record<string, unknown>): T["$inferSelect"] {
+  const row: Record<string, unknown> = {};
+  for (const [key, column] of Object.entries(getTableColumns(table))) {
+    const value = raw[column.name];
+    row[key] = value === null || value === undefined ? null : column.mapFromDriverValue(value);
+  }
+  return row as T["$inferSelect"];
 }
 
 interface Waiting {

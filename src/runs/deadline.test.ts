@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { consume, gatedOutbound, poll, startAsync } from "../../test/async-runs";
 import { client } from "../../test/helpers";
-import { appCalls, PEER, releaseStream, watchKey, whenClosed } from "../../test/peers";
+import { appCalls, PEER, releaseStream, watchKey, watchState, whenClosed } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 
 beforeEach(() => {
@@ -29,9 +29,11 @@ function countingOutbound() {
   return { calls, fetch: (request: Request) => (calls.push(request.url), fetch(request)) };
 }
 
-const until = async (check: () => boolean) => {
-  while (!check()) await new Promise((resolve) => setTimeout(resolve, 5));
+const until = async (check: () => boolean | Promise<boolean>) => {
+  while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 5));
 };
+/** The watched call reached the app: a deadline passed before would end a call the app never saw. */
+const arrived = async (key: string) => (await watchState(key)).arrived;
 
 // Each test seeds a project and calls a real peer: on a busy machine that alone can take seconds.
 describe("Cancel-After on a synchronous run", { timeout: 20_000 }, () => {
@@ -45,6 +47,7 @@ describe("Cancel-After on a synchronous run", { timeout: 20_000 }, () => {
     // Counted from acceptance: the wait is the deadline less what admission took.
     expect(clock.waits[0]!.ms).toBeGreaterThan(29_000);
     expect(clock.waits[0]!.ms).toBeLessThanOrEqual(30_000);
+    await until(() => arrived(key));
     clock.pass();
     const response = await answering;
     expect(response.status).toBe(504);
@@ -154,6 +157,7 @@ describe("Cancel-After on an async run", { timeout: 20_000 }, () => {
     await until(() => clock.waits.length > 0);
     // What is left of the deadline at the moment of the call.
     expect(clock.waits[0]!.ms).toBe(50_000);
+    await until(() => arrived(key));
     clock.pass();
     expect(await consuming).toMatchObject({ acked: true });
     expect((await whenClosed(key)).closed).toBe(true);

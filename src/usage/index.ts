@@ -81,7 +81,7 @@ export const usageRouter = createRouter()
     const to = time(q.to);
     checkedRange(from, to);
     const after = decodeCursor(q.cursor);
-    const { rows, sampled } = await ledgerOf(c.env, project_id).list({
+    const { rows, sampled, scannedTo } = await ledgerOf(c.env, project_id).list({
       app_name: q.app_name,
       mode: q.mode,
       status: q.status,
@@ -99,7 +99,9 @@ export const usageRouter = createRouter()
     );
     const data = items.map((run) => itemOf(c.req.url, project_id, run, outcomes));
     const last = items.at(-1);
-    const next_cursor = rows.length > q.limit && last ? encodeCursor(last.run_id) : null;
+    // A short page whose scan stopped at its bound goes on below the last run examined.
+    const next_cursor =
+      rows.length > q.limit && last ? encodeCursor(last.run_id) : scannedTo ? encodeCursor(scannedTo) : null;
     return c.json({ data, next_cursor, sampled }, 200);
   })
   .openapi(getRun, async (c) => {

@@ -2,11 +2,19 @@ import { DurableObject } from "cloudflare:workers";
 import type { RunRecord } from "./run-record";
 import type { RefusalCount } from "./refusals";
 import { usageConfigOf } from "../platform/env";
-import { DAY_MS, Ledger, type RecordQuery, type UsageFigures, type UsageQuery } from "./ledger";
+import {
+  DAY_MS,
+  Ledger,
+  type RecordQuery,
+  SLICE_PAUSE_MS,
+  type UsageFigures,
+  type UsageQuery,
+} from "./ledger";
 
 /**
  * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
- * (src/index.ts). RPC: `add`, `record`, `list`, `usage`, `purge`. Its alarm purges the ledger once a day.
+ * (src/index.ts). RPC: `add`, `record`, `list`, `usage`, `purge`. Its alarm purges the ledger once a
+ * day, in slices: while a slice leaves more to do, the next alarm comes `SLICE_PAUSE_MS` later.
  */
 export class UsageLedger extends DurableObject<Env> {
   readonly ledger: Ledger;
@@ -44,8 +52,9 @@ export class UsageLedger extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
-    this.ledger.purge(Date.now());
+    const { more } = this.ledger.purge(Date.now());
+    if (more) await this.ctx.storage.setAlarm(Date.now() + SLICE_PAUSE_MS);
     // The next purge while anything is left; an idle, emptied ledger sleeps until its next run arms it.
-    if (!this.ledger.isEmpty()) await this.ctx.storage.setAlarm(Date.now() + DAY_MS);
+    else if (!this.ledger.isEmpty()) await this.ctx.storage.setAlarm(Date.now() + DAY_MS);
   }
 }

@@ -153,9 +153,10 @@ export const listRuns = createRoute({
   ...requires("usage:read"),
   summary: "List runs",
   description:
-    "Every run of the project, synchronous and async, newest first, whatever its answer (an app's error, a timeout, a caller who hung up, a refusal for size or rate). " +
+    "Every run of the project, synchronous and async, newest first, whatever its answer (an app's error, a timeout, a caller who hung up, a refusal for size). " +
     "No body is kept. Records are kept 7 days. An async run's full state stays at its `status_url`. " +
-    "A service account sees the runs it made; people with the scope see the project's.",
+    "A service account sees the runs it made; people with the scope see the project's. " +
+    "A page examines at most 25,000 records: when the filters match few of them, it may hold fewer than `limit` runs (even none) and a `next_cursor` to go on; the list ends when `next_cursor` is null.",
   request: { params: ProjectParams, query: RunsQuery },
   responses: { 200: jsonContent(RunRecordList, "A page of runs, newest first."), ...SCOPED_PROBLEMS },
 });
@@ -234,7 +235,7 @@ export const UsageSchema = z
     percentiles: z.enum(["exact", "histogram"]).openapi({
       description:
         "How p50/p95/p99 were computed: `exact` from every run's record (nearest rank), or `histogram` from the minute rollups' latency histograms (within 5 %), " +
-        "when the range reaches past the records' 7 days, holds more than 100,000 runs, or its records were sampled.",
+        "when the range reaches past the records' 7 days, holds more than 25,000 runs, or its records were sampled.",
     }),
     sampled: z.boolean().openapi({
       description: "Whether the range's run records were sampled (counts, bytes and status classes stay exact).",

@@ -1,7 +1,6 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import { laneName } from "./lane";
-import { type DeliveryMessage, deliveryMessageSchema } from "./message";
+import { type DeliveryMessage, deliveryMessageSchema, laneName } from "./message";
 
 /**
  * The `webhook-deliveries` consumer: passes each delivery to its lane (lane.ts, `accept`) and acks it

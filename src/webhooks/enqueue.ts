@@ -3,6 +3,7 @@ import { webhookDeliveries } from "../db/schema";
 import { newId } from "../platform/ids";
 import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
+import { pendingInsert, type PendingRow } from "./store";
 import type { DeliveryMessage } from "./message";
 import { handOff } from "./hand-off";
 import { type SealedSecret, sealSecret } from "./secret-box";
@@ -43,49 +44,87 @@ const encoder = new TextEncoder();
 const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
 /**
- * Writes the delivery's `pending` row, with its sealed secret, before the run calls its upstream:
- * whatever happens to the run afterwards (the caller hangs up, the invocation is cut short), the
- * delivery is accounted for, and the sweeper settles it if nothing else does. One statement.
+ * A delivery ready to be written `pending`: its ids and sealed secret, and its row. Nothing is written
+ * yet: `recordPending` writes it alone, an async run's end writes it in the batch that ends the run.
  */
-export async function recordPending(
-  { config, deps, db }: Scope,
+export async function preparePending(
+  { config, deps }: Pick<Scope, "config" | "deps">,
   target: DeliveryTarget,
   options: { resentFrom?: { id: string; messageId: string } } = {},
-): Promise<PendingDelivery> {
+): Promise<{ pending: PendingDelivery; row: PendingRow }> {
   const createdAt = deps.now();
   const id = newId("whd", createdAt.getTime());
   // A resend is the same message again (Standard Webhooks: the id stays when a message is resent), so
   // receivers that de-duplicate by `webhook-id` recognise it; its timestamp and signature are fresh.
   const messageId = options.resentFrom?.messageId ?? id;
   const sealed = target.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, target.secret);
-  let recorded = true;
+  const row: PendingRow = {
+    id,
+    projectId: target.projectId,
+    runId: target.runId,
+    appName: target.appName ?? null,
+    endpoint: target.endpoint,
+    signed: sealed !== null,
+    bodyBytes: 0,
+    status: "pending",
+    createdAt,
+    updatedAt: createdAt,
+    sealedSecret: sealed === null ? null : JSON.stringify(sealed),
+    resentFrom: options.resentFrom?.id ?? null,
+    messageId,
+  };
+  return { pending: { ...target, id, messageId, createdAt, recorded: true, sealed }, row };
+}
+
+const insertPending = pendingInsert();
+
+/**
+ * Writes the delivery's `pending` row, with its sealed secret, before the run calls its upstream:
+ * whatever happens to the run afterwards (the caller hangs up, the invocation is cut short), the
+ * delivery is accounted for, and the sweeper settles it if nothing else does. One statement.
+ */
+export async function recordPending(
+  scope: Scope,
+  target: DeliveryTarget,
+  options: { resentFrom?: { id: string; messageId: string } } = {},
+): Promise<PendingDelivery> {
+  return writePending(scope, await preparePending(scope, target, options));
+}
+
+/** Writes a prepared delivery's `pending` row (`preparePending`); when D1 refuses, the first claim writes it from the message. */
+export async function writePending(
+  { db }: Pick<Scope, "db">,
+  { pending, row }: { pending: PendingDelivery; row: PendingRow },
+): Promise<PendingDelivery> {
   try {
-    await db.insert(webhookDeliveries).values({
-      id,
-      projectId: target.projectId,
-      runId: target.runId,
-      appName: target.appName ?? null,
-      endpoint: target.endpoint,
-      signed: sealed !== null,
-      bodyBytes: 0,
-      status: "pending",
-      createdAt,
-      updatedAt: createdAt,
-      sealedSecret: sealed === null ? null : JSON.stringify(sealed),
-      resentFrom: options.resentFrom?.id ?? null,
-      messageId,
-    });
+    await insertPending(db, row).run();
   } catch (error) {
     // The consumer's first claim writes the row from the message; the run goes on.
-    recorded = false;
     logError("webhook delivery record not written before the run", {
-      delivery_id: id,
-      run_id: target.runId,
-      project_id: target.projectId,
+      delivery_id: pending.id,
+      run_id: pending.runId,
+      project_id: pending.projectId,
       error,
     });
+    return { ...pending, recorded: false };
   }
-  return { ...target, id, messageId, createdAt, recorded, sealed };
+  return pending;
+}
+
+/** A delivery already on record, `pending` as its row says, to be handed on again (a lost hand-off's recovery). */
+export function pendingOf(row: typeof webhookDeliveries.$inferSelect): PendingDelivery {
+  return {
+    id: row.id,
+    messageId: row.messageId ?? row.id,
+    projectId: row.projectId,
+    runId: row.runId,
+    appName: row.appName ?? undefined,
+    endpoint: row.endpoint,
+    secret: undefined,
+    createdAt: row.createdAt,
+    recorded: true,
+    sealed: row.sealedSecret === null ? null : (JSON.parse(row.sealedSecret) as SealedSecret),
+  };
 }
 
 /** The queue message of `pending` with `body`: inline when the serialised message stays small, else by R2 reference. */

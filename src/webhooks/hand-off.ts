@@ -1,6 +1,5 @@
 import { log } from "../platform/log";
-import { laneName } from "./lane";
-import type { DeliveryMessage } from "./message";
+import { type DeliveryMessage, laneName } from "./message";
 
 /**
  * How long the run's side waits for a lane to take a delivery before it sends it through the queue

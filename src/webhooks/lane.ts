@@ -20,18 +20,6 @@ import type { DeliveryMessage } from "./message";
  * attempt and never makes a fourth. A row leaves the lane only when its delivery is settled.
  */
 
-/** The lane's name: its Durable Object id is `idFromName` of it. */
-export function laneName(message: Pick<DeliveryMessage, "projectId" | "endpoint">): string {
-  let origin: string;
-  try {
-    origin = new URL(message.endpoint).origin;
-  } catch {
-    // An endpoint is checked before it is stored; an unparsable one still gets a lane (its attempt fails).
-    origin = message.endpoint;
-  }
-  return `${message.projectId} ${origin}`;
-}
-
 /** D1 interrupting one delivery again and again (a refused claim or outcome write): the lane gives it up after this many (the sweeper settles its record). */
 const MAX_INTERRUPTIONS = 6;
 /** Waits before a delivery is taken up again after its 1st, 2nd … interruption (at least what the delivery asked for). */
@@ -40,6 +28,13 @@ const INTERRUPTION_BACKOFF_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
 const LATE_MS = 1_000;
 /** A row due this soon is waited for inside the alarm rather than by a new one. */
 const HOLD_MS = 5_000;
+/**
+ * An alarm whose lane is empty waits this long for the next `accept` before it ends. Runs hand their
+ * deliveries to the lane one at a time (hand-off.ts); without the wait each one would cost an alarm
+ * invocation of its own (its alarm set and read in storage, its scope, its D1 writes alone), where the
+ * deliveries of a busy second share one alarm and its grouped D1 writes, as a queue batch's did.
+ */
+const LINGER_MS = 2_000;
 
 interface Row extends Record<string, SqlStorageValue> {
   seq: number;
@@ -140,6 +135,8 @@ export class Lane {
     this.#pumping = true;
     const began = Date.now();
     let started = 0;
+    /** Since when the lane has held nothing (no row, nothing in flight), while the alarm waits for an `accept`. */
+    let idleSince: number | null = null;
     const ctx = newDeliveryContext(createScope(this.env, this.state, this.deps));
     try {
       for (;;) {
@@ -175,10 +172,20 @@ export class Lane {
             JSON.stringify([...this.#inFlight]),
           )
           .one().at;
-        if (this.#inFlight.size === 0 && (next === null || !open || next - now > HOLD_MS)) break;
+        const idle = this.#inFlight.size === 0 && next === null;
+        idleSince = idle ? (idleSince ?? now) : null;
+        const lingered = idleSince !== null && now - idleSince >= LINGER_MS;
+        if (
+          this.#inFlight.size === 0 &&
+          (lingered || (next !== null && (!open || next - now > HOLD_MS)) || (idle && !open))
+        )
+          break;
         // Wait for a delivery to end, an `accept`, or the next due row, whichever comes first.
-        const waitMs =
-          next === null || !open || this.#inFlight.size >= LANE_CONCURRENCY ? HOLD_MS : Math.max(0, next - now);
+        const waitMs = idle
+          ? LINGER_MS - (now - idleSince!)
+          : next === null || !open || this.#inFlight.size >= LANE_CONCURRENCY
+            ? HOLD_MS
+            : Math.max(0, next - now);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, waitMs);
           this.#wake = () => {

@@ -8,8 +8,8 @@ import { callWith, capturingQueue, seedRunnable, unreachableLanes } from "../../
 import { createDb } from "../db/client";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
-import type { DeliveryMessage } from "./message";
-import { Lane, laneName } from "./lane";
+import { Lane } from "./lane";
+import { type DeliveryMessage, laneName } from "./message";
 import { LANE_CONCURRENCY } from "./lane-capacity";
 import { MAX_ATTEMPTS, MAX_GAP_MS } from "./policy";
 import { claimAttempt } from "./store";

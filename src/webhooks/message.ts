@@ -25,3 +25,15 @@ export const deliveryMessageSchema = z.object({
   secret: z.object({ iv: z.string(), ct: z.string() }).nullable(),
 }) satisfies z.ZodType<{ secret: SealedSecret | null }>;
 export type DeliveryMessage = z.infer<typeof deliveryMessageSchema>;
+
+/** The lane's name: its Durable Object id is `idFromName` of it. */
+export function laneName(message: Pick<DeliveryMessage, "projectId" | "endpoint">): string {
+  let origin: string;
+  try {
+    origin = new URL(message.endpoint).origin;
+  } catch {
+    // An endpoint is checked before it is stored; an unparsable one still gets a lane (its attempt fails).
+    origin = message.endpoint;
+  }
+  return `${message.projectId} ${origin}`;
+}

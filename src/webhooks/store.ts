@@ -90,6 +90,33 @@ const claimStatement = prepared<{ [K in keyof typeof claimColumns]: unknown }>((
     RETURNING ${name(d.attemptCount)}`;
 });
 
+/** The columns of a delivery's `pending` row, as the run path writes it before the app is called. */
+const pendingColumns = {
+  id: d.id,
+  projectId: d.projectId,
+  runId: d.runId,
+  appName: d.appName,
+  endpoint: d.endpoint,
+  signed: d.signed,
+  bodyBytes: d.bodyBytes,
+  status: d.status,
+  createdAt: d.createdAt,
+  updatedAt: d.updatedAt,
+  sealedSecret: d.sealedSecret,
+  resentFrom: d.resentFrom,
+  messageId: d.messageId,
+};
+export type PendingRow = { [K in keyof typeof pendingColumns]: unknown };
+
+/**
+ * The `pending` row's INSERT, rendered once per isolate (`prepared`): it runs before every run with a
+ * webhook calls its app, so drizzle's query building stays off that path. With `exists`, the row is
+ * written only when that query finds a row (an async run's end writes its delivery only if the same
+ * D1 batch ended the run: runs/async/store.ts).
+ */
+export const pendingInsert = (exists: () => SQL = () => sql`SELECT 1`) =>
+  prepared<PendingRow>(() => sql`INSERT INTO ${d} ${insertIfExists(pendingColumns, exists())}`);
+
 /**
  * Claims the next attempt (`claimStatement`), through `group` when given: the claims of one queue
  * batch's deliveries then travel to D1 as one round trip.

@@ -882,7 +882,12 @@ describe.runIf(available)("dashboard in a browser", () => {
           body: JSON.stringify({ inputs: { name: "first" } }),
         }).then(async (r) => ({ status: r.status, runId: r.headers.get("x-run-id"), body: await r.text() }));
       for (let i = 0; i < 5; i++) expect((await run("steady")).status).toBe(200);
-      for (let i = 0; i < 2; i++) expect((await run("flaky")).status).toBe(503);
+      let failedRun = "";
+      for (let i = 0; i < 2; i++) {
+        const failed = await run("flaky");
+        expect(failed.status).toBe(503);
+        failedRun = failed.runId!;
+      }
       const accepted = JSON.parse((await run("steady", "?async=true")).body) as { run_id: string };
 
       // Without a range the page opens where the runs are: minutes, not one bar at the edge of a day.
@@ -918,7 +923,7 @@ describe.runIf(available)("dashboard in a browser", () => {
       // The Runs list: who failed, and each run id leads to its page.
       await tab("Runs").click();
       await page.getByRole("heading", { name: /Runs/ }).waitFor();
-      await page.getByRole("row").filter({ hasText: "flaky" }).first().waitFor();
+      await page.getByRole("row").filter({ hasText: "flaky" }).first().getByText("the app's own 503").waitFor();
       await shot("61-first-runs-list");
       await page.getByRole("link", { name: accepted.run_id }).first().click();
       await page.getByRole("heading", { name: "Timeline" }).waitFor();
@@ -926,6 +931,11 @@ describe.runIf(available)("dashboard in a browser", () => {
       await page.getByRole("heading", { name: "Result" }).waitFor();
       expect(await page.locator("main").textContent()).toContain("succeeded");
       await shot("62-run-page");
+      // A failed run's page: whose failure, and its moments.
+      await page.goto(`${server.url}/dashboard/projects/${projectId}/runs/${failedRun}`);
+      await page.getByText("the app's own 503").first().waitFor();
+      await page.getByText("App answered", { exact: true }).waitFor();
+      await shot("63-run-page-failed");
     } finally {
       await new Promise<void>((resolve) => app.close(() => resolve()));
     }

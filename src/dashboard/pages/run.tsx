@@ -7,22 +7,13 @@ import { Badge, DataTable, ProblemMessage, when } from "../components";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
-import { endingText, failureText, outcomeOf, OutcomeBadge } from "../run-outcome";
+import { endingText, OutcomeBadge } from "../run-outcome";
 import type { RunRecord } from "../usage-types";
 import { Attempts, type Delivery, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 /** An async or handed-over run's own state and stored result (`GET /v2/projects/{project_id}/async-runs/{run_id}`). */
 type AsyncRun = z.infer<typeof AsyncRunSchema>;
-
-/** The moments a record keeps, in ms after acceptance (null: the run never had that moment). */
-interface RecordTimes {
-  called_ms: number | null;
-  answered_ms: number | null;
-  first_byte_ms: number | null;
-  handed_over_ms: number | null;
-  ended_ms: number | null;
-}
 
 /** The most of a stored result the page shows; the rest is a link away (the status URL). */
 const RESULT_SHOWN_CHARS = 20_000;
@@ -41,20 +32,20 @@ export interface Moment {
 export function timelineOf(record: RunRecord | null, run: AsyncRun | null): Moment[] {
   const acceptedAt = Date.parse(record?.created_at ?? run?.created_at ?? "");
   if (Number.isNaN(acceptedAt)) return [];
-  const times = (record as (RunRecord & { times?: RecordTimes }) | null)?.times;
+  const times = record?.times;
   const after = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : acceptedAt + ms);
   const at = (iso: string | null | undefined) => (iso ? Date.parse(iso) : null);
   const moments: [string, number | null, string?][] = [
     ["Accepted", acceptedAt, "the gateway admitted the run"],
     ["App called", after(times?.called_ms) ?? at(run?.started_at), "the request to the app was sent"],
     ["App answered", after(times?.answered_ms), "the app's response headers came"],
-    ["First byte", after(times?.first_byte_ms ?? record?.ttfb_ms), "the first byte of the answer reached the caller"],
+    ["First byte", after(times?.first_byte_ms), "the first byte of the answer reached the caller"],
     [
       "Handed over",
       after(times?.handed_over_ms) ?? at(run?.handed_over_at),
       "the caller stopped waiting; the run went on",
     ],
-    ["Ended", after(times?.ended_ms ?? record?.duration_ms) ?? at(run?.finished_at), undefined],
+    ["Ended", after(times?.ended_ms) ?? at(run?.finished_at), undefined],
   ];
   return moments
     .filter((m): m is [string, number, string?] => m[1] !== null)
@@ -116,18 +107,14 @@ function Timeline({ moments }: { moments: Moment[] }) {
 }
 
 function Facts({ r, names }: { r: RunRecord; names: Awaited<ReturnType<typeof callerNames>> }) {
-  const { ending, failure } = outcomeOf(r);
-  const whose = failureText(failure, r.status_code);
+  const { ending } = r;
   return (
     <dl class="facts">
       <dt>Outcome</dt>
       <dd>
         <OutcomeBadge r={r} />
         <br />
-        <span class="muted">
-          {endingText(ending)}
-          {whose && ending !== "hung_up" && ` (${whose})`}
-        </span>
+        <span class="muted">{endingText(ending)}</span>
       </dd>
       <dt>App and request</dt>
       <dd>
@@ -136,7 +123,7 @@ function Facts({ r, names }: { r: RunRecord; names: Awaited<ReturnType<typeof ca
       <dt>Mode</dt>
       <dd>
         {r.mode}
-        {(r as RunRecord & { handed_over?: boolean }).handed_over && " (handed over)"}
+        {r.handed_over && " (handed over)"}
       </dd>
       <dt>Duration</dt>
       <dd>

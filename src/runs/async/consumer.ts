@@ -3,7 +3,8 @@ import type { Scope } from "../../platform/scope";
 import { upstreamOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
 import type { RunContext } from "../context";
-import { appPathOf, asyncOutcome, asyncTimes, deliver, endingOf, endUnanswered } from "./lifecycle";
+import { enqueuePending } from "../../webhooks/enqueue";
+import { appPathOf, asyncOutcome, asyncTimes, endingOf, endUnanswered, handOverOf } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { log, type LogFields } from "../../platform/log";
@@ -21,8 +22,9 @@ import { runJson } from "./resource";
  * it is checked, enveloped and stored) and its 6 connections; throughput comes from the consumer's
  * concurrency, not from batching. A larger batch still works: its messages run side by side, each
  * holding one connection at a time (upstream, R2 or queue), so up to 6 stay within the limit.
- * Subrequests per run: about 10 (claim, request body, upstream, result, finish, delivery record, R2
- * body, queue send, clean-up), well inside the 50 of Workers Free.
+ * Subrequests per run: about 9 (claim, request body, upstream, result, the finish with its delivery's
+ * record in one batch, R2 body, the hand-off to the delivery's lane, clean-up), well inside the 50 of
+ * Workers Free.
  *
  * Execution is at most once. The claim (`queued → running`, one conditional write naming this queue
  * message) comes before the upstream call, and after it the message is never handed back for another
@@ -80,7 +82,9 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   const cancel = withDeadline(AbortSignal.timeout(config.asyncRunTimeoutMs), deadline);
   const answer = await answerRun(deps, request, context, cancel).finally(() => deadline?.dispose());
   const ending = await endingOf(env, run.id, answer, deps.now());
-  const ended = await retry(() => endRun(db, run.id, "running", messageId, ending), {
+  // The webhook's delivery is written with the run's end (one D1 batch), and handed on after it.
+  const handOver = await handOverOf(scope, run);
+  const ended = await retry(() => endRun(db, run.id, "running", messageId, ending, handOver ?? undefined), {
     tries: END_TRIES,
     sleep: deps.sleep,
     pauseMs: (tries) => 50 * tries,
@@ -100,7 +104,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
     bytesIn: body?.byteLength ?? 0,
     bytesOut: ending.resultBytes,
   });
-  await deliver(scope, run, answer.text);
+  if (handOver?.pending) await enqueuePending(scope, handOver.pending, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }
 

@@ -1,11 +1,11 @@
 import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, PROBLEMS } from "../../platform/errors";
-import { enqueueDelivery } from "../../webhooks/enqueue";
+import { enqueuePending, type PendingDelivery, preparePending, writePending } from "../../webhooks/enqueue";
 import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
 import type { RunAnswer } from "../answer";
 import { byteLength, placePayload, resultKey } from "./payloads";
-import { type Ending, endRun, handedOver } from "./store";
+import { type Ending, endRun, handedOver, type HandOver } from "./store";
 import { log, type LogFields } from "../../platform/log";
 import { endingOfProblem, failureOf, type OutcomePort, outcomePath, type RunOutcome } from "../outcome";
 import { tellIfFollowed } from "./followers";
@@ -59,13 +59,14 @@ export function unansweredText(run: Pick<AsyncRun, "id" | "requestId">, why: Una
 }
 
 /**
- * Hands a finished run's stored answer to the webhook pipeline: one delivery, its body the result's
- * exact bytes; then the run records the delivery's id and forgets the secret. A consumer that dies
- * between the run's end and this leaves it to the cron (`sweep.ts`), which finds the delivery recorded
- * or hands it over itself.
+ * The webhook delivery a finished run hands over, prepared but not written (`preparePending`): `null`
+ * when the run has no webhook; `deliveryId: "none"` (no delivery) when its secret cannot be read.
  */
-export async function deliver(scope: Scope, run: AsyncRun, text: string): Promise<void> {
-  if (!run.webhookEndpoint) return;
+export async function handOverOf(
+  scope: Scope,
+  run: AsyncRun,
+): Promise<(HandOver & { pending: PendingDelivery | null }) | null> {
+  if (!run.webhookEndpoint) return null;
   let secret: string | undefined;
   if (run.webhookSecret) {
     try {
@@ -82,19 +83,33 @@ export async function deliver(scope: Scope, run: AsyncRun, text: string): Promis
         project_id: run.projectId,
         error,
       });
-      await handedOver(scope.db, run.id, "none");
-      return;
+      return { deliveryId: "none", row: null, pending: null };
     }
   }
-  const deliveryId = await enqueueDelivery(scope, {
+  const { pending, row } = await preparePending(scope, {
     projectId: run.projectId,
     appName: run.appName,
     runId: run.id,
     endpoint: run.webhookEndpoint,
     secret,
-    body: text,
   });
-  await handedOver(scope.db, run.id, deliveryId);
+  return { deliveryId: pending.id, row, pending };
+}
+
+/**
+ * Hands a finished run's stored answer to the webhook pipeline: one delivery, its body the result's
+ * exact bytes; then the run records the delivery's id and forgets the secret. For a run ended without
+ * its delivery (`endUnanswered`, or the cron's recovery); the consumer writes the delivery with the
+ * run's end (`endRun` with a `HandOver`) and only hands it on afterwards (`enqueuePending`).
+ */
+export async function deliver(scope: Scope, run: AsyncRun, text: string): Promise<void> {
+  const handOver = await handOverOf(scope, run);
+  if (!handOver) return;
+  if (handOver.pending && handOver.row) {
+    const pending = await writePending(scope, { pending: handOver.pending, row: handOver.row });
+    await enqueuePending(scope, pending, text);
+  }
+  await handedOver(scope.db, run.id, handOver.deliveryId);
 }
 
 /**

@@ -194,7 +194,7 @@ describe("at most once", () => {
     const crashed = await consume(api, started.message, {
       id: "msg-crash",
       deps: { outbound: upstream.outbound },
-      bindings: { DB: failingD1(/^update "async_runs" set .*"error_code" = \?/) },
+      bindings: { DB: failingD1(/^update "async_runs" set .*"error_code" = \?/i) },
     });
     expect(crashed).toMatchObject({ acked: false, retried: true });
     expect((await runById(db, started.body.run_id))!.status).toBe("running");
@@ -217,7 +217,7 @@ describe("at most once", () => {
     const upstream = gatedOutbound();
     const failed = await consume(api, started.message, {
       deps: { outbound: upstream.outbound },
-      bindings: { DB: failingD1(/^update "async_runs" set .*"claimed_by" = \?/) },
+      bindings: { DB: failingD1(/^update "async_runs" set .*"claimed_by" = \?/i) },
     });
     expect(failed).toMatchObject({ acked: false, retried: true });
     expect(upstream.calls).toBe(0);
@@ -283,10 +283,14 @@ describe("the cron sweep", () => {
     local.clock.advance(HANDOVER_MAX_MS + 1_000);
     await sweepWith();
     await sweepWith();
-    expect(capture.sent).toHaveLength(1);
+    const sentFor = (runId: string) => (capture.sent as DeliveryMessage[]).filter((m) => m.runId === runId);
+    expect(sentFor(lost.body.run_id)).toHaveLength(1);
     const stored = await runById(db, lost.body.run_id);
-    expect((capture.sent[0] as DeliveryMessage).body).toEqual({ inline: stored!.result });
-    expect(stored!.deliveryId).toBe((capture.sent[0] as DeliveryMessage).id);
+    expect(sentFor(lost.body.run_id)[0]!.body).toEqual({ inline: stored!.result });
+    expect(stored!.deliveryId).toBe(sentFor(lost.body.run_id)[0]!.id);
+    // `noted`'s recorded delivery, still without an attempt, may be handed on again: under its own id.
+    const notedRun = await runById(db, noted.body.run_id);
+    for (const m of sentFor(noted.body.run_id)) expect(m.id).toBe(notedRun!.deliveryId);
     const count = (runId: string) =>
       env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?")
         .bind(runId)
@@ -294,6 +298,36 @@ describe("the cron sweep", () => {
     expect((await count(lost.body.run_id))!.n).toBe(1);
     expect((await count(noted.body.run_id))!.n).toBe(1);
     expect((await runById(db, noted.body.run_id))!.deliveryId).toMatch(/^whd_/);
+  });
+
+  it("hands on again a delivery written with its run's end but never handed on (its consumer died in between), under its own id", async () => {
+    const local = client();
+    const app = await seedRunnable(local);
+    const hook = await receiver();
+    const started = await startAsync(local, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    // The consumer ends the run with its delivery on record; its hand-on is kept here, as if it died then.
+    await consume(local, started.message);
+    const run = await runById(db, started.body.run_id);
+    expect(run).toMatchObject({ status: "succeeded", webhookSecret: null, deliveryId: expect.stringMatching(/^whd_/) });
+    const capture = capturingQueue();
+    const sweep = () =>
+      createWorker(testDeps({ now: local.clock.now })).scheduled(
+        createScheduledController({ cron: CRONS.asyncRuns }),
+        { ...env, ...capture.bindings },
+        createExecutionContext(),
+      );
+    // Other tests of this file left deliveries like it: a sweep takes the oldest few, so look for this one's.
+    const sentForRun = () => (capture.sent as DeliveryMessage[]).filter((m) => m.runId === run!.id);
+    await sweep();
+    expect(sentForRun()).toEqual([]);
+    local.clock.advance(HANDOVER_MAX_MS + 1_000);
+    for (let sweeps = 0; sweeps < 10 && sentForRun().length === 0; sweeps++) await sweep();
+    const [message] = sentForRun();
+    expect(message).toMatchObject({ id: run!.deliveryId, runId: run!.id, body: { inline: run!.result } });
+    const { n } = (await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?")
+      .bind(run!.id)
+      .first<{ n: number }>())!;
+    expect(n).toBe(1);
   });
 
   it("purges finished runs and their R2 payloads after the retention, and keeps younger ones", async () => {

@@ -1,6 +1,9 @@
-import { and, eq, gt, inArray, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, gt, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
+import type { SQLiteColumn as Column } from "drizzle-orm/sqlite-core";
 import { type AsyncRun, type AsyncRunStatus, asyncRuns, webhookDeliveries } from "../../db/schema";
+import { driverValues, fromDriver, prepared } from "../../db/statement-group";
+import { pendingInsert, type PendingRow } from "../../webhooks/store";
 
 /**
  * Every change of an async run's state is one conditional write on its status, so two writers (the
@@ -27,10 +30,25 @@ const FORGET_REQUEST = {
   target: sql`CASE WHEN instr(${asyncRuns.target}, '?') > 0 THEN substr(${asyncRuns.target}, 1, instr(${asyncRuns.target}, '?') - 1) ELSE ${asyncRuns.target} END`,
 };
 
+/**
+ * The INSERT of a run, every column bound, rendered once per isolate (`prepared`): it runs for every
+ * async run as it is accepted, so drizzle's query building stays off that path.
+ */
+const insertStatement = prepared<Record<string, unknown>>(() => {
+  const columns = Object.entries(getTableColumns(asyncRuns));
+  return sql`INSERT INTO ${asyncRuns} (${sql.join(
+    columns.map(([, column]) => sql.identifier(column.name)),
+    sql`, `,
+  )}) VALUES (${sql.join(
+    columns.map(([key]) => sql.placeholder(key)),
+    sql`, `,
+  )}) ON CONFLICT DO NOTHING RETURNING ${sql.identifier(asyncRuns.id.name)}`;
+});
+
 /** Inserts a queued run; `false` when its `Idempotency-Key` is taken in the project by its caller (the row was not written). */
 export async function insertRun(db: Database, run: NewAsyncRun): Promise<boolean> {
-  const rows = await db.insert(asyncRuns).values(run).onConflictDoNothing().returning({ id: asyncRuns.id });
-  return rows.length === 1;
+  const { results } = await insertStatement(db, driverValues(asyncRuns, run)).all();
+  return results.length === 1;
 }
 
 export async function runByKey(
@@ -62,6 +80,16 @@ export async function runById(db: Database, runId: string): Promise<AsyncRun | u
 
 export const deleteRun = (db: Database, runId: string) => db.delete(asyncRuns).where(eq(asyncRuns.id, runId));
 
+/** The claim, rendered once per isolate (`prepared`): it runs for every async run its consumer takes. */
+const claimStatement = prepared<{ id: string; now: number; messageId: string }>(
+  () => sql`UPDATE ${asyncRuns} SET ${sql.identifier(asyncRuns.status.name)} = 'running',
+    ${sql.identifier(asyncRuns.startedAt.name)} = ${sql.placeholder("now")},
+    ${sql.identifier(asyncRuns.claimedBy.name)} = ${sql.placeholder("messageId")}
+    WHERE ${asyncRuns.id} = ${sql.placeholder("id")} AND ${asyncRuns.status} = 'queued'
+      AND (${asyncRuns.deadlineAt} IS NULL OR ${asyncRuns.deadlineAt} > ${sql.placeholder("now")})
+    RETURNING *`,
+);
+
 /**
  * `queued → running` for the queue message `messageId`; the claimed row, or `undefined` when the run was
  * not queued, or its deadline (`Cancel-After`) has passed: such a run is never started.
@@ -72,18 +100,8 @@ export async function claimRun(
   messageId: string,
   now: Date,
 ): Promise<AsyncRun | undefined> {
-  const [row] = await db
-    .update(asyncRuns)
-    .set({ status: "running", startedAt: now, claimedBy: messageId })
-    .where(
-      and(
-        eq(asyncRuns.id, runId),
-        eq(asyncRuns.status, "queued"),
-        or(isNull(asyncRuns.deadlineAt), gt(asyncRuns.deadlineAt, now)),
-      ),
-    )
-    .returning();
-  return row;
+  const { results } = await claimStatement(db, { id: runId, now: now.getTime(), messageId }).all();
+  return results[0] ? fromDriver(asyncRuns, results[0]) : undefined;
 }
 
 /** `queued → cancelled`; the cancelled row, or `undefined` when the run was not queued (or is not this app's). */
@@ -128,8 +146,63 @@ export interface Ended {
 }
 
 /**
+ * A run's webhook delivery, handed over when the run ends: `deliveryId` is what the run records (`none`
+ * when there will be none: its secret could not be read), `row` the delivery's `pending` row, written
+ * in the same D1 batch that ends the run (webhooks/enqueue.ts `preparePending`).
+ */
+export interface HandOver {
+  deliveryId: string;
+  row: PendingRow | null;
+}
+
+const r = asyncRuns;
+const name = (column: Column) => sql.identifier(column.name);
+const placeholder = (key: string, column: Column) => sql.param(sql.placeholder(key), column);
+/** Where each part of an `Ending` is kept: a field added to `Ending` without a column here does not compile. */
+const endingColumns = {
+  status: r.status,
+  resultStatus: r.resultStatus,
+  resultType: r.resultType,
+  resultBytes: r.resultBytes,
+  result: r.result,
+  resultInR2: r.resultInR2,
+  errorCode: r.errorCode,
+  errorMessage: r.errorMessage,
+  finishedAt: r.finishedAt,
+} satisfies Record<keyof Ending, Column>;
+
+/**
+ * The end of a run, rendered once per isolate (`prepared`): its ending, the request forgotten, and the
+ * hand-over when there is one (the delivery's id recorded, the sealed secret forgotten), in one
+ * conditional write that answers whether a stream follows the run.
+ */
+const endStatement = prepared<Record<keyof Ending | "id" | "from" | "claimedBy" | "deliveryId", unknown>>(
+  () => sql`UPDATE ${r} SET ${sql.join(
+    Object.entries(endingColumns).map(([key, column]) => sql`${name(column)} = ${placeholder(key, column)}`),
+    sql`, `,
+  )},
+    ${name(r.requestBody)} = NULL, ${name(r.requestHeaders)} = '[]', ${name(r.target)} = ${FORGET_REQUEST.target},
+    ${name(r.deliveryId)} = coalesce(${placeholder("deliveryId", r.deliveryId)}, ${r.deliveryId}),
+    ${name(r.webhookSecret)} = CASE WHEN ${placeholder("deliveryId", r.deliveryId)} IS NULL THEN ${r.webhookSecret} ELSE NULL END
+    WHERE ${r.id} = ${placeholder("id", r.id)} AND ${r.status} = ${placeholder("from", r.status)}
+      AND (${placeholder("claimedBy", r.claimedBy)} IS NULL OR ${r.claimedBy} = ${placeholder("claimedBy", r.claimedBy)})
+    RETURNING ${name(r.followed)}`,
+);
+
+/** The delivery's `pending` row, written only when the run records its id: only when the end in the same batch happened. */
+const deliveryStatement = pendingInsert(
+  () =>
+    sql`SELECT 1 FROM ${r} WHERE ${r.id} = ${sql.placeholder("runId")} AND ${r.deliveryId} = ${sql.placeholder("id")}`,
+);
+
+/**
  * Ends a run that is in state `from` (and, when given, claimed by `claimedBy`). `Ended` when this write
  * ended it; `undefined` when someone else already had (the caller then must not deliver anything).
+ *
+ * With `handOver`, the run records its delivery in the same write, and the delivery's `pending` row
+ * goes with it in one D1 batch (one round trip, one transaction): written only if the end was, so a
+ * run ended by someone else gets no second delivery. A run's end, its delivery's record and the
+ * hand-over were three round trips.
  */
 export async function endRun(
   db: Database,
@@ -137,19 +210,20 @@ export async function endRun(
   from: "queued" | "running",
   claimedBy: string | null,
   ending: Ending,
+  handOver?: HandOver,
 ): Promise<Ended | undefined> {
-  const [row] = await db
-    .update(asyncRuns)
-    .set({ ...ending, ...FORGET_REQUEST })
-    .where(
-      and(
-        eq(asyncRuns.id, runId),
-        eq(asyncRuns.status, from),
-        claimedBy === null ? undefined : eq(asyncRuns.claimedBy, claimedBy),
-      ),
-    )
-    .returning({ followed: asyncRuns.followed });
-  return row;
+  const end = endStatement(db, {
+    ...ending,
+    id: runId,
+    from,
+    claimedBy,
+    deliveryId: handOver?.deliveryId ?? null,
+  });
+  const [ended] = handOver?.row
+    ? await db.$client.batch<{ followed: number }>([end, deliveryStatement(db, handOver.row)])
+    : [await end.all<{ followed: number }>()];
+  const [row] = ended!.results;
+  return row ? { followed: Boolean(row.followed) } : undefined;
 }
 
 /**
@@ -180,6 +254,22 @@ export async function undeliveredRuns(db: Database, before: Date, limit: number)
       ),
     )
     .orderBy(asyncRuns.finishedAt)
+    .limit(limit);
+}
+
+/**
+ * Finished runs whose delivery was recorded with their end (`endRun` with a `HandOver`) and has had no
+ * attempt, recorded between `since` and `before`: the consumer that ended them may have died before
+ * handing it on. Oldest first; one older than `since` is left to the webhooks' sweeper, which settles it.
+ */
+export async function unsentDeliveries(db: Database, since: Date, before: Date, limit: number) {
+  const d = webhookDeliveries;
+  return db
+    .select({ run: asyncRuns, delivery: d })
+    .from(d)
+    .innerJoin(asyncRuns, and(eq(asyncRuns.id, d.runId), eq(asyncRuns.deliveryId, d.id)))
+    .where(and(eq(d.status, "pending"), eq(d.attemptCount, 0), gt(d.updatedAt, since), lt(d.updatedAt, before)))
+    .orderBy(d.updatedAt)
     .limit(limit);
 }
 

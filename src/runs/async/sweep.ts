@@ -10,7 +10,10 @@ import {
   releaseKeys,
   staleRuns,
   undeliveredRuns,
+  unsentDeliveries,
 } from "./store";
+import { enqueuePending, pendingOf } from "../../webhooks/enqueue";
+import { STALE_AFTER_MS } from "../../webhooks/housekeeping";
 import { log } from "../../platform/log";
 import type { OutcomePort } from "../outcome";
 
@@ -27,11 +30,13 @@ export const QUEUED_MAX_MS = 24 * 3600 * 1000;
 export const HANDOVER_MAX_MS = 2 * 60_000;
 
 /*
- * Subrequest budget of one cron run, planned for Workers Free's 50 (D1, R2 and queue calls counted):
- * 3 selects (running, queued, undelivered) + ≤ 6 runs ended or handed over × ≤ 7 (conditional write or
- * delivery lookup, R2 read of the result, the delivery's D1 insert, R2 put and queue send, the
- * hand-off write) + 1 select of expired runs + 2 deletes (100 ids each) + 1 R2 delete (≤ 1,000 keys)
- * + 1 key release = 50. What is left over waits for the next run, 5 minutes later.
+ * Subrequest budget of one cron run, planned for Workers Free's 50 (D1, R2, queue and Durable Object
+ * calls counted): 3 selects (running, queued, undelivered) + ≤ 6 runs ended or handed over × ≤ 7
+ * (conditional write or delivery lookup, R2 read of the result, the delivery's D1 insert, R2 put, the
+ * hand-off to its lane or the queue, the hand-over write) + 1 select of expired runs + 2 deletes (100
+ * ids each) + 1 R2 delete (≤ 1,000 keys) + 1 key release = 50. The select of deliveries recorded but
+ * never handed on is made only when fewer than 6 runs took their share (then ≤ 5 × 7 + 1 + 4 + 5 ≤ 45).
+ * What is left over waits for the next run, 5 minutes later.
  */
 export const ENDS_PER_SWEEP = 6;
 export const PURGES_PER_SWEEP = 200;
@@ -60,6 +65,15 @@ export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promi
     const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
     if (result !== null) await deliver(scope, run, result);
   }
+  // The consumer wrote the delivery with the run's end and died before handing it on: hand it on
+  // again (a copy its lane or the queue already has adds nothing).
+  const room = ENDS_PER_SWEEP - running.length - queued.length - undelivered.length;
+  const unsent =
+    room > 0 ? await unsentDeliveries(db, new Date(now - STALE_AFTER_MS), new Date(now - HANDOVER_MAX_MS), room) : [];
+  for (const { run, delivery } of unsent) {
+    const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
+    if (result !== null) await enqueuePending(scope, pendingOf(delivery), result);
+  }
 
   const expired = await expiredRuns(db, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
   const keys = expired.flatMap((r) => [
@@ -73,11 +87,12 @@ export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promi
     expired.map((r) => r.id),
   );
   await releaseKeys(db, new Date(now - IDEMPOTENCY_WINDOW_MS));
-  if (running.length + queued.length + undelivered.length + expired.length > 0) {
+  if (running.length + queued.length + undelivered.length + unsent.length + expired.length > 0) {
     log("info", "async runs swept", {
       interrupted: running.length,
       expired: queued.length,
       handed_over: undelivered.length,
+      handed_on_again: unsent.length,
       purged: expired.length,
     });
   }

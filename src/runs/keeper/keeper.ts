@@ -5,9 +5,9 @@ import { log } from "../../platform/log";
 import { createScope, type Scope } from "../../platform/scope";
 import { enqueuePending, type PendingDelivery, recordPending } from "../../webhooks/enqueue";
 import { runMeta } from "../call";
-import type { OutcomePort } from "../outcome";
+import { type OutcomePort, problemOutcome } from "../outcome";
 import { endInterrupted } from "./handed-over";
-import { keepCall, type KeptCall } from "./kept-call";
+import { keepCall, type KeptCall, startOf } from "./kept-call";
 import type { KeeperAnswer, KeptRun } from "./message";
 
 /**
@@ -245,30 +245,14 @@ export class Keeper {
     );
     if (ended) {
       if (pending) await enqueuePending(scope, pending, text);
-      this.outcomes.ended(scope, {
-        runId: run.runId,
-        projectId: run.projectId,
-        appName: run.appName,
-        path: run.path,
-        method: run.method,
-        mode: "wait",
-        caller: run.caller,
-        requestId: run.requestId,
-        status: error.status,
-        ending: "interrupted",
-        failure: { by: "gateway", code: error.code },
-        times: {
-          acceptedAt: run.acceptedAt,
-          calledAt: record.calledAt,
-          answeredAt: null,
-          firstByteAt: null,
-          handedOverAt: record.handedOverAt,
-          endedAt,
-        },
-        bytesIn: run.bytesIn,
-        bytesOut: 0,
-        webhook: pending !== null,
-      });
+      const outcome = problemOutcome(
+        startOf(run),
+        error,
+        { calledAt: record.calledAt, endedAt },
+        { bytesIn: run.bytesIn, bytesOut: 0, webhook: pending !== null },
+      );
+      outcome.times.handedOverAt = record.handedOverAt;
+      this.outcomes.ended(scope, outcome);
       log("error", "waited run interrupted", { run_id: run.runId, project_id: run.projectId, phase: record.phase });
     }
     this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", run.runId);

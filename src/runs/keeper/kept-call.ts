@@ -43,8 +43,6 @@ export interface KeptCall {
   ended: Promise<void>;
   /** The caller hung up: while waiting, that is the hand-over; during an answer, its ending. */
   callerLeft(): void;
-  /** When the app's call was sent, and when the run was handed over: what the keeper stores. */
-  readonly calledAt: number;
 }
 
 export interface KeepParts {
@@ -91,18 +89,7 @@ export function keepCall(parts: KeepParts): KeptCall {
   const calledAt = Date.now();
   const calling = callApp(deps, appRequest, run.limits, signal);
 
-  /** The run as its outcome says it: a waited run, on the run's clock. */
-  const start: RunStart = {
-    runId: run.runId,
-    projectId: run.projectId,
-    appName: run.appName,
-    path: run.path,
-    method: run.method,
-    mode: "wait",
-    caller: run.caller,
-    requestId: run.requestId,
-    acceptedAt: run.acceptedAt,
-  };
+  const start = startOf(run);
   const bytes = (bytesOut: number) => ({ bytesIn: run.bytesIn, bytesOut, webhook: pending !== null });
 
   /** The run's outcome once it has ended: the gateway's problem, or the app's answer (`status`). */
@@ -270,7 +257,6 @@ export function keepCall(parts: KeepParts): KeptCall {
   return {
     toCaller,
     ended,
-    calledAt,
     callerLeft() {
       callerGone = true;
       if (phase === "waiting") void handOver();
@@ -284,4 +270,17 @@ const wholeOf = (answer: EnvelopeAnswer): WholeAnswer => ({
   text: answer.text,
   contentType: answer.contentType,
   headers: { ...answer.headers, ...answer.failure?.headers },
+});
+
+/** A waited run as its outcome says it (`RunStart`), on the run's clock. */
+export const startOf = (run: KeptRun): RunStart => ({
+  runId: run.runId,
+  projectId: run.projectId,
+  appName: run.appName,
+  path: run.path,
+  method: run.method,
+  mode: "wait",
+  caller: run.caller,
+  requestId: run.requestId,
+  acceptedAt: run.acceptedAt,
 });

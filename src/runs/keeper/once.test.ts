@@ -3,9 +3,10 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type Client, client } from "../../../test/helpers";
 import { appCalls, PEER, received, receiver, releaseStream, watchKey, watchState } from "../../../test/peers";
+import { eventually, keeperOf } from "../../../test/keepers";
 import { seedRunnable } from "../../../test/runs";
 import type { KeptRun } from "./message";
-import { KEEPER_RUNS_MAX, keeperName } from "./keeper";
+import { KEEPER_RUNS_MAX } from "./keeper";
 
 // Exactly one app call per waited run, whatever happens to its keeper: an evicted or restarted object
 // (`ctx.abort()` resets it as the platform would), a retried alarm, a second hand-off. The local runtime's
@@ -17,9 +18,6 @@ beforeEach(() => {
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-const keeperOf = (projectId: string, runId: string) =>
-  env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(keeperName(projectId, runId)));
 
 /** Resets the keeper as an eviction or a restart would: its memory (the call in flight) is gone, its storage stays. */
 async function evict(projectId: string, runId: string): Promise<void> {
@@ -38,15 +36,6 @@ const rowOf = (runId: string) =>
       result: string;
       handed_over_at: number | null;
     }>();
-
-async function eventually<T>(check: () => Promise<T | null | undefined | false>, what: string): Promise<T> {
-  for (let i = 0; i < 400; i++) {
-    const value = await check();
-    if (value) return value;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`never: ${what}`);
-}
 
 /** Runs the keeper's alarm now, as the runtime does when it is due (and again when retried). */
 const alarmOf = (projectId: string, runId: string) => runDurableObjectAlarm(keeperOf(projectId, runId));

@@ -13,8 +13,8 @@ import {
   whenClosed,
 } from "../../../test/peers";
 import { eventReader, follow } from "../../../test/event-streams";
+import { eventually, keeperOf } from "../../../test/keepers";
 import { seedRunnable } from "../../../test/runs";
-import { keeperName } from "./keeper";
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -22,9 +22,6 @@ beforeEach(() => {
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-const keeperOf = (projectId: string, runId: string) =>
-  env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(keeperName(projectId, runId)));
 
 interface Row {
   status: string;
@@ -40,16 +37,6 @@ const rowOf = (runId: string) =>
   )
     .bind(runId)
     .first<Row>();
-
-/** Waits (bounded) until `check` holds: the keeper works on after the caller's answer, on its own time. */
-async function eventually<T>(check: () => Promise<T | null | undefined | false>, what: string): Promise<T> {
-  for (let i = 0; i < 400; i++) {
-    const value = await check();
-    if (value) return value;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`never: ${what}`);
-}
 
 /** The keeper's own state: the runs it holds (each test's project has keepers of its own). */
 const keeperState = (projectId: string, runId: string) =>
@@ -277,52 +264,6 @@ describe("Prefer: wait, a slow app", { timeout: 20_000 }, () => {
     }, "the delivery arrives");
     expect(deliveries).toHaveLength(1);
     expect(done).toContain(deliveries[0]!.body!);
-  });
-});
-
-describe("a waited run's one record (usage)", { timeout: 20_000 }, () => {
-  interface Record {
-    mode: string;
-    handed_over: boolean;
-    ending: string;
-    status_code: number;
-    failure: unknown;
-    times: { called_ms: number | null; answered_ms: number | null; handed_over_ms: number | null; ended_ms: number };
-  }
-  const recordOf = (api: Client, app: { projectId: string; token: string }, runId: string) =>
-    eventually(async () => {
-      const read = await api.json<Record>(`/v2/projects/${app.projectId}/runs/${runId}`, { token: app.token });
-      return read.status === 200 ? read.body : null;
-    }, "the run's record");
-
-  it("answered within the wait: mode wait, not handed over, answered", async () => {
-    const api = client();
-    const app = await seedRunnable(api);
-    const response = await api.call(app.runPath, { token: app.token, headers: { Prefer: "wait=5" } });
-    expect(response.status).toBe(200);
-    const record = await recordOf(api, app, response.headers.get("x-run-id")!);
-    expect(record).toMatchObject({
-      mode: "wait",
-      handed_over: false,
-      ending: "answered",
-      status_code: 200,
-      failure: null,
-    });
-    expect(record.times.called_ms).not.toBeNull();
-    expect(record.times.handed_over_ms).toBeNull();
-  });
-
-  it("handed over: one record, mode wait, handed over, its end the stored answer's", async () => {
-    const api = client();
-    const key = watchKey();
-    const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}`);
-    const response = await api.call(app.runPath, { token: app.token, headers: { Prefer: "wait=1" } });
-    const { run_id: runId } = (await response.json()) as { run_id: string };
-    await releaseStream(key);
-    const record = await recordOf(api, app, runId);
-    expect(record).toMatchObject({ mode: "wait", handed_over: true, ending: "answered", status_code: 200 });
-    expect(record.times.handed_over_ms).toBeGreaterThanOrEqual(1000);
-    expect(record.times.ended_ms).toBeGreaterThanOrEqual(record.times.handed_over_ms!);
   });
 });
 
