@@ -2,14 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { RunRecord } from "./run-record";
 import type { RefusalCount } from "./refusals";
 import { usageConfigOf } from "../platform/env";
-import {
-  DAY_MS,
-  Ledger,
-  type RecordQuery,
-  SLICE_PAUSE_MS,
-  type UsageFigures,
-  type UsageQuery,
-} from "./ledger";
+import { DAY_MS, Ledger, type RecordQuery, SLICE_PAUSE_MS, type UsageFigures, type UsageQuery } from "./ledger";
 
 /**
  * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
