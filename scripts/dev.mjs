@@ -17,8 +17,16 @@ import { formatLog } from "./dev/logs.mjs";
 
 // CLOUDFLARE_CF_FETCH_ENABLED=false: wrangler would fetch request.cf's sample data from
 // workers.cloudflare.com on every start (a stack trace each time without internet); the gateway reads
-// nothing from request.cf, so the built-in placeholder serves as well.
-const env = { CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env, WRANGLER_SEND_METRICS: "false" };
+// nothing from request.cf, so the built-in placeholder serves as well. WRANGLER_LOG=warn: the local
+// runtime's own info lines (`[wrangler:info] QUEUE domain-validations 1/1`, one per queue batch) follow
+// the logger's level, not the dev environment's `logLevel`; the front already prints each request, and
+// the gateway's own warnings and errors still come (`WRANGLER_LOG=info npm run dev` brings them back).
+const env = {
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+  WRANGLER_LOG: "warn",
+  ...process.env,
+  WRANGLER_SEND_METRICS: "false",
+};
 Object.assign(process.env, env); // wrangler's dev environment runs in this process
 const port = process.env.PORT ?? "8787";
 const samplePort = process.env.SAMPLE_APP_PORT ?? "8790";

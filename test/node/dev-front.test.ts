@@ -126,9 +126,13 @@ describe("a request's line", () => {
   });
 
   it("says when a run was handed over (a 202 with its run id)", () => {
-    const handed = { ...base, status: 202, headers: { request: "req_1", run: "run_1" } };
+    const handed = { ...base, status: 202, headers: { request: "req_1", run: "run_1", waited: true } };
     expect(formatLine(handed, at + 2001)).toBe(
       "12:00:00 202 POST /v4/p/a/run 2001 ms req_1 run_1 handed over: the run goes on without its caller",
+    );
+    const queued = { ...handed, headers: { request: "req_1", run: "run_1", waited: false } };
+    expect(formatLine(queued, at + 20)).toBe(
+      "12:00:00 202 POST /v4/p/a/run 20 ms req_1 run_1 accepted: the run goes on without its caller",
     );
   });
 
@@ -156,9 +160,15 @@ describe("the gateway's log lines in the dev terminal", () => {
     expect(parseInspected("not an object {")).toBeNull();
   });
 
-  it("leaves out request lines and routine batches, and writes the rest as one line", () => {
+  it("leaves out request lines and everything below a warning, and writes a warning or an error as one line", () => {
     expect(formatLog({ level: "log", message: "{ level: 'info', message: 'request', status: 200 }" })).toBeNull();
     expect(formatLog({ level: "log", message: "{ level: 'info', message: 'queue batch', outcome: 'ok' }" })).toBeNull();
+    expect(
+      formatLog({ level: "log", message: "{ level: 'info', message: 'webhook lane alarm', deliveries: 1 }" }),
+    ).toBeNull();
+    expect(
+      formatLog({ level: "warn", message: "{ level: 'warn', message: 'sign-in refused', reason: 'bad_token' }" }),
+    ).toBe("gateway warn: sign-in refused reason=bad_token");
     expect(
       formatLog({
         level: "error",
