@@ -7,7 +7,7 @@ import { deliveryCounts, receiversHealth, runDeliveries } from "./deliveries";
 import { ledgerOf } from "./ledger-client";
 import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
 import { getRun, getUsage, type INTERVALS, listReceivers, listRuns, type RunDelivery } from "./routes";
-import { isTimeout } from "./run-record";
+import { endedInTimeout } from "./run-record";
 import type { RunFailure } from "../runs/outcome";
 
 /** The usage API's handlers: the runs list and the figures from the project's ledger, deliveries from D1. */
@@ -25,7 +25,7 @@ function checkedRange(from: number | undefined, to: number | undefined) {
 }
 
 /** A record's `failure` (`gateway:<code>`, `app:<status>`) as the API answers it. */
-function failureOf(stored: string | null): RunFailure | null {
+function storedFailure(stored: string | null): RunFailure | null {
   if (stored === null) return null;
   const colon = stored.indexOf(":");
   const by = stored.slice(0, colon);
@@ -46,8 +46,8 @@ function itemOf(requestUrl: string, projectId: string, run: StoredRun, deliverie
     path: run.path,
     status_code: run.status_code,
     ending: run.ending,
-    failure: failureOf(run.failure),
-    timed_out: isTimeout(run.ending),
+    failure: storedFailure(run.failure),
+    timed_out: endedInTimeout(run.ending),
     hung_up: run.ending === "hung_up",
     handed_over: run.handed_over_ms !== null,
     duration_ms: run.duration_ms,
