@@ -77,13 +77,14 @@ export const MISSES = {
   },
   "e-drained": {
     costs:
-      "a delivery's way through its lane beyond the floor's single consumer: the lane's Durable Object call ({row:unit-accept10} per delivery), its SQLite insert and delete ({row:unit-settle10}), its alarm, the claims and outcomes grouped in D1",
-    buys: "a slow receiver delays only its own lane (the fairness rows), never more than 3 attempts ≤ 5 s apart, a record per delivery",
+      "a delivery's way through its lane beyond the floor's single consumer: the run's own call to the delivery's lane (one Durable Object call per delivery, where the floor's queue send is one too: {row:unit-accept10} per delivery when ten share a call), the lane's SQLite insert and delete ({row:unit-settle10}), its alarm, the attempt's claim and outcome in D1 (grouped when deliveries arrive together)",
+    buys: "a slow receiver delays only its own lane (the fairness rows), a delivery attempted at once rather than after the queue's batch wait, never more than 3 attempts ≤ 5 s apart, a record per delivery",
     experiment: "the fairness rows and the unit costs (section 2)",
   },
   "e-cpu": {
-    costs: "as for (e)'s drained throughput: the lane's call, storage and alarm per delivery",
-    buys: "fairness between receivers and the outcome table's attempts",
+    costs:
+      "as for (e)'s drained throughput: the lane's call, storage and alarm per delivery, and the claim of each attempt in D1 before it is sent",
+    buys: "fairness between receivers, the first attempt without the queue's batch wait, and the outcome table's attempts",
     experiment: "the fairness rows and the unit costs (section 2)",
   },
   "latency-p50-1": {
