@@ -115,3 +115,22 @@ export function parseInspected(text) {
     return null;
   }
 }
+
+/**
+ * The environment of `wrangler d1 migrations apply` under `npm run dev` (over the process's own): plain
+ * text, no prompt, and its default log level whatever the process's, since its output is read for
+ * `migrationsSummary` (at `WRANGLER_LOG=warn` it prints nothing).
+ */
+export const MIGRATE_ENV = { CI: "true", NO_COLOR: "1", WRANGLER_LOG: "log" };
+
+/**
+ * `wrangler d1 migrations apply` in one line: "D1 migrations: applied 11 to the local database (0000_init.sql …
+ * 0010_run_stream_wait.sql)", or "up to date" (wrangler itself prints its table of them twice).
+ */
+export function migrationsSummary(output) {
+  const names = [...new Set(output.match(/\d{4}_[\w-]+\.sql/g) ?? [])];
+  if (/No migrations to apply/i.test(output)) return "D1 migrations: the local database is up to date";
+  if (names.length === 0) return "D1 migrations applied";
+  const span = names.length > 2 ? `${names[0]} … ${names.at(-1)}` : names.join(", ");
+  return `D1 migrations: applied ${names.length} to the local database (${span})`;
+}
