@@ -49,7 +49,7 @@ export type DeliveryQueueMessage = z.infer<typeof deliveryMessageV2>;
  * column) must be turned away, not written. At-least-once: a message queued by older code may reach
  * new code, so every version sent is read; add optional fields, or a new version for anything else.
  */
-export const deliveryMessageSchema = z.union([
+export const deliveryMessageSchema = z.discriminatedUnion("v", [
   deliveryMessageV2.transform((m): DeliveryMessage => ({
     v: 1,
     id: m.id,
