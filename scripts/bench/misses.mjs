@@ -109,14 +109,14 @@ export const MISSES = {
   },
   "wait-p50": {
     costs:
-      'a waited run crosses into its keeper (a Durable Object per project and shard of run ids), which makes the app call and streams the answer back; before the call the keeper writes "called" durably (a put and its sync): that write measured alone costs {row:wait-write-p50} of p50 and {row:wait-write-cpu} of CPU',
+      'a waited run crosses into its keeper (a Durable Object per project and shard of run ids), which makes the app call and streams the answer back; before the call the keeper writes "called" to its SQLite storage, and the output gate holds the call until that commit is durable (no explicit sync(); allowUnconfirmed was weighed and refused: a keeper reset before the commit would leave a run the app saw with no record, status URL, usage record or webhook; docs/runs.md): that write measured alone costs {row:wait-write-p50} of p50 and {row:wait-write-cpu} of CPU, locally a SQLite commit and its fsync in the workerd process, on Cloudflare a replicated write (I/O, not the Worker\'s CPU)',
     buys: "the app is called exactly once whatever happens to the caller, the runtime or the keeper, and a run whose caller stops waiting goes on and keeps its result",
     experiment:
       'the same fast app with and without `Prefer: wait`, and the same bundle without the keeper\'s "called" write, interleaved in the same repetitions',
   },
   "wait-cpu": {
     costs:
-      "the keeper's RPC and its durable \"called\" write (measured alone: {row:wait-write-cpu} of CPU), in the same workerd process locally (on Cloudflare the keeper's CPU is its own object's)",
+      "the keeper's RPC and its durable \"called\" write, a SQLite commit before the call and the record's removal after it (the write measured alone: {row:wait-write-cpu} of CPU), in the same workerd process locally (on Cloudflare the keeper's CPU is its own object's and the commit is replicated storage I/O)",
     buys: "the app is called exactly once, and a run whose caller stops waiting keeps its result",
     experiment:
       'the same fast app with and without `Prefer: wait`, and the same bundle without the keeper\'s "called" write',

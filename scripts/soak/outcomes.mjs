@@ -77,3 +77,18 @@ export async function closedPort() {
   await new Promise((resolve) => server.close(resolve));
   return `http://127.0.0.1:${port}`;
 }
+
+/**
+ * The same table applied to what the gateway recorded of each attempt (`status_code`, or an error):
+ * for a delivery whose attempts the machine's load disturbed (an attempt that timed out though the
+ * receiver meant to answer it, or that never reached the receiver), whose plan cannot be followed.
+ */
+export function outcomeOfTrail(trail) {
+  for (let i = 0; i < Math.min(trail.length, 3); i++) {
+    const status = trail[i].status_code;
+    if (status !== null && status >= 200 && status < 300) return { status: "delivered", attempts: i + 1 };
+    if (status !== null && status >= 400 && status < 600 && status !== 404)
+      return { status: "failed", attempts: i + 1 };
+  }
+  return { status: "failed", attempts: 3 };
+}

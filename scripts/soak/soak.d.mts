@@ -18,13 +18,21 @@ export interface SoakResult {
   tally: { delivered: number; failed: number; pending: number };
   attemptsHistogram: Record<string, number>;
   attemptsTotal: number;
+  /** Deliveries whose attempts the machine's load disturbed (a timeout the receiver did not mean): held to the outcome table over the recorded attempts. */
+  disturbedByLoad: number;
   refusedRuns: number;
   workerLogLines: Record<string, number>;
   violations: string[];
 }
 
 export function startSoakGateway(bundle: string): Promise<SoakGateway>;
-export function soak(options: { gateway: SoakGateway; runs: number; concurrency?: number; settleTimeoutMs?: number; log?: (...args: unknown[]) => void }): Promise<SoakResult>;
+export function soak(options: {
+  gateway: SoakGateway;
+  runs: number;
+  concurrency?: number;
+  settleTimeoutMs?: number;
+  log?: (...args: unknown[]) => void;
+}): Promise<SoakResult>;
 
 /** `wrangler deploy --dry-run` of the local configuration into `outdir`; the bundle's path. */
 export function buildBundle(outdir: string): string;

@@ -14,6 +14,8 @@ interface OptionalSettings {
   CF_API_BASE_URL?: string;
   /** How long an async run waits for the upstream; the default is in the schema below. */
   ASYNC_RUN_TIMEOUT_MS?: string;
+  /** The waited runs one keeper holds at once (default 32; docs/runs.md#the-keeper). */
+  KEEPER_RUNS_MAX?: string;
   CERTIFICATE_PROVIDER?: string;
   CERTIFICATE_AUTHORITY?: string;
   MAX_DOMAINS_PER_PROJECT?: string;
@@ -63,6 +65,9 @@ const optional = <T extends z.ZodType>(schema: T) =>
 /** A queue consumer invocation's wall-time limit (15 min) less one minute for storing the result. */
 export const ASYNC_RUN_TIMEOUT_MAX_MS = 14 * 60_000;
 
+/** The most waited runs a keeper may be set to hold at once (`KEEPER_RUNS_MAX`). */
+export const KEEPER_RUNS_LIMIT = 64;
+
 const milliseconds = (fallback: number) =>
   z.coerce.number({ error: "is not a number of milliseconds" }).int().min(1).max(900_000).default(fallback);
 
@@ -111,6 +116,16 @@ const ConfigSchema = z
       .enum(["lets_encrypt", "google", "ssl_com"], { error: 'must be "lets_encrypt", "google" or "ssl_com"' })
       .default("lets_encrypt"),
     MAX_DOMAINS_PER_PROJECT: z.coerce.number({ error: "is not a number" }).int().min(1).max(10_000).default(100),
+    // A choice, not a platform limit: the runs share their keeper's isolate (128 MB) and its one thread (runs/keeper/keeper.ts).
+    KEEPER_RUNS_MAX: z.coerce
+      .number({ error: "is not a number" })
+      .int()
+      .min(1)
+      .max(
+        KEEPER_RUNS_LIMIT,
+        `must be at most ${KEEPER_RUNS_LIMIT} (the runs share their keeper's 128 MB and one thread)`,
+      )
+      .default(32),
   })
   .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
     message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
@@ -158,6 +173,8 @@ export interface Config {
   certificateAuthority: "lets_encrypt" | "google" | "ssl_com";
   /** Claims (domains in any state) one project may have. */
   maxDomainsPerProject: number;
+  /** `KEEPER_RUNS_MAX`: the waited runs one keeper holds at once; past it a waited run is refused (503). */
+  keeperRunsMax: number;
 }
 
 // Parsed once per isolate for each env object: settings only change with a new deployment.
@@ -207,6 +224,7 @@ export function getConfig(env: Env): Config {
     certificateProvider: c.CERTIFICATE_PROVIDER,
     certificateAuthority: c.CERTIFICATE_AUTHORITY,
     maxDomainsPerProject: c.MAX_DOMAINS_PER_PROJECT,
+    keeperRunsMax: c.KEEPER_RUNS_MAX,
   };
   parsed.set(env, config);
   return config;

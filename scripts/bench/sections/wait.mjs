@@ -79,10 +79,13 @@ async function follow(url, headers, maxMs) {
   return { at: null, events };
 }
 
-/** The keeper's "called" write (a put and its sync before the app call) taken out of the built bundle. */
+/**
+ * The keeper's "called" write (its SQLite INSERT before the app call, which the output gate makes the
+ * call wait for) taken out of the built bundle (src/runs/keeper/keeper.ts, `run`).
+ */
 const UNWRITTEN = [
-  /void this\.#storage\.put\((\w+), (\w+), \{ allowUnconfirmed: true \}\);\n(\s+)(this\.#arm\([^;]+\);)\n\s+await this\.#storage\.sync\(\);/,
-  "$4",
+  /this\.#sql\.exec\("INSERT INTO kept_runs \(run_id, record\) VALUES \(\?, \?\)", [^;]+\);\n(\s+)(this\.#arm\([^;]+\);)/,
+  "$2",
 ];
 
 /** A gateway of the bundle without the keeper's "called" write, with the same app seeded; null when the code is not found. */
@@ -212,7 +215,7 @@ export default {
         if (unwritten)
           rows.push(
             figure(
-              'the keeper\'s durable "called" write (storage put + sync before the app call): workerd CPU per waited run',
+              'the keeper\'s durable "called" write (its SQLite INSERT before the app call): workerd CPU per waited run',
               perRep.map((r) => r.wait.cpu - r.unwritten.cpu),
               {
                 unit: "ms",

@@ -27,23 +27,41 @@ import type { KeeperAnswer, KeptRun } from "./message";
  * - A Durable Object stays in memory while it serves a request or runs its alarm handler; an outbound
  *   `fetch` alone does not keep it (once no request is in progress it may be evicted). So the keeper's
  *   alarm holds its runs: armed when a run starts, its handler waits while any run is in flight (15
- *   minutes of wall time per alarm invocation: it holds 14, then re-arms).
+ *   minutes of wall time per alarm invocation: it holds 14, then re-arms). A call outlives one alarm
+ *   only across that re-arm (the next invocation is due at once; for those milliseconds no handler
+ *   holds the object). No call needs more: a handed-over run's call ends within
+ *   `ASYNC_RUN_TIMEOUT_MS` (at most 14 min) of its start, and `Cancel-After` with `Prefer: wait` is at
+ *   most 15 min (runs/preferences.ts): the bound of what a keeper owns.
  * - Storage writes are confirmed before any outgoing message leaves the object (the output gate): a
  *   run's "called" row is durable before its app's request is sent.
+ * - The "called" write, decided: a plain SQLite write, no `sync()` and no `allowUnconfirmed`. The output
+ *   gate already holds the app's request until the write is durable, so an explicit `sync()` adds only
+ *   a wait the gate makes anyway (locally a second commit); `allowUnconfirmed` would let the request
+ *   leave before the commit, and a keeper reset in that window would leave a run the app saw with no
+ *   row: nobody would end it `interrupted`, its status URL, usage record and webhook would never come
+ *   (the app is still never called twice: nothing re-calls a run without a row). We keep every called
+ *   run findable and pay the commit before the call: locally a SQLite commit and its fsync in the
+ *   workerd process (the bench's 'wait' section measures it alone, `wait-write-p50`/`wait-write-cpu`);
+ *   on Cloudflare a replicated write, I/O rather than the Worker's CPU.
  * - An alarm runs at least once, and is retried when its handler throws or the object is reset while
  *   it runs. A row "called" with no call in this object's memory belongs to an object that was reset
  *   mid-call (evicted, restarted, `ctx.abort()`): the alarm ends that run `interrupted`, and its app is
  *   never called again.
- * - A Durable Object has 128 MB of memory and makes 6 outbound connections at a time per request it
- *   serves: each run holds one connection (its app call; D1, R2 and the webhook's send come after it)
- *   and no more of its answer than a synchronous run does (a copy of at most 4 MiB, an envelope of at
- *   most 10 MiB), and a keeper takes at most `KEEPER_RUNS_MAX` runs at once.
+ * - A Durable Object makes 6 outbound connections at a time per request it serves: each run comes in as
+ *   its own request (the Worker's RPC) and holds one connection at a time (its app call; D1, R2 and the
+ *   webhook's send come after it), so runs never share that limit and it does not bound their number.
+ * - What the runs share is the object's isolate: 128 MB and one thread. A run holds its request body
+ *   (read whole, at most 6 MiB) until it is sent and no more of its answer than a synchronous run does
+ *   (a copy of at most 4 MiB, an envelope of at most 10 MiB). How many a keeper takes at once is a
+ *   choice, the setting `KEEPER_RUNS_MAX` (default 32, at most 64; 8 keepers per project): runs of a
+ *   few hundred KiB leave most of the 128 MB free at 32, while 32 runs each at those limits would not
+ *   fit (the keeper counts runs, not bytes). Past it a run is refused (503, `Retry-After: 1`), never
+ *   queued behind the others: the caller retries or starts it with `?async=true` (a queue consumer of
+ *   its own).
  */
 
 /** Shards of a project's keepers: a project's waited runs in flight spread over this many objects. */
 export const KEEPER_SHARDS = 8;
-/** Runs one keeper holds at once; past it the run is refused (503), never queued behind the others. */
-export const KEEPER_RUNS_MAX = 32;
 /** A run's keeper holds it from this soon after its call starts (until then the Worker's request holds the object). */
 const HOLD_FROM_MS = 5_000;
 /** One alarm holds the keeper's runs this long (of its 15 minutes of wall time), then re-arms. */
@@ -110,14 +128,14 @@ export class Keeper {
    *
    * Storage: the "called" record is written (with the alarm, when one is needed, in the same commit)
    * before the call is made, and the object's output gate holds the call's request until that commit
-   * is durable. A SQLite write costs the local runtime about half a millisecond of CPU (its commit);
-   * the run makes two (this one, and the record's removal at its end).
+   * is durable (no `sync()`: see the decision above). A SQLite write costs the local runtime about half
+   * a millisecond of CPU (its commit); the run makes two (this one, and the record's removal at its end).
    */
   async run(appRequest: Request, run: KeptRun): Promise<KeeperAnswer> {
     // The Worker hands each run over once (it never retries this call): the guard is for a run in flight.
     if (this.#live.has(run.runId)) throw new Error(`The keeper has run ${run.runId} already.`);
-    if (this.#live.size >= KEEPER_RUNS_MAX) return { kind: "busy" };
     const scope = this.#scopeOf(run.requestId);
+    if (this.#live.size >= scope.config.keeperRunsMax) return { kind: "busy" };
     const received = Date.now();
     const clock = (wall = Date.now()) => run.acceptedAt + run.sentAfterMs + (wall - received);
     // The delivery is on record (its secret sealed) before the app is called, as for a synchronous run.

@@ -6,7 +6,7 @@ import { appCalls, PEER, received, receiver, releaseStream, watchKey, watchState
 import { eventually, keeperOf } from "../../../test/keepers";
 import { seedRunnable } from "../../../test/runs";
 import type { KeptRun } from "./message";
-import { KEEPER_RUNS_MAX } from "./keeper";
+import { getConfig } from "../../platform/env";
 
 // Exactly one app call per waited run, whatever happens to its keeper: an evicted or restarted object
 // (`ctx.abort()` resets it as the platform would), a retried alarm, a second hand-off. The local runtime's
@@ -162,6 +162,14 @@ describe("a keeper takes one run, once", { timeout: 20_000 }, () => {
 });
 
 describe("a keeper's capacity", { timeout: 30_000 }, () => {
+  const KEEPER_RUNS_MAX = getConfig(env).keeperRunsMax;
+
+  it("is the setting KEEPER_RUNS_MAX: 32 unless set, 1 to 64, anything else fails the configuration check naming it", () => {
+    expect(getConfig({ ...env, KEEPER_RUNS_MAX: undefined }).keeperRunsMax).toBe(32);
+    expect(getConfig({ ...env, KEEPER_RUNS_MAX: "8" }).keeperRunsMax).toBe(8);
+    for (const bad of ["0", "65", "2.5", "many"])
+      expect(() => getConfig({ ...env, KEEPER_RUNS_MAX: bad })).toThrow(/KEEPER_RUNS_MAX/);
+  });
   it("refuses a run past KEEPER_RUNS_MAX at once, calling nothing, and takes runs again once some ended", async () => {
     const key = watchKey();
     const keeper = env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(`proj_capacity:${key}`));

@@ -89,7 +89,7 @@ export async function waitRun(
   if (answer.kind === "busy") {
     const busy = new ApiError(
       "service_unavailable",
-      "Too many waited runs of this project are in flight; retry, or start the run with ?async=true.",
+      "Too many waited runs of this project are in flight (KEEPER_RUNS_MAX); retry after Retry-After, or start the run with ?async=true.",
       { ...runMeta(runId), headers: { "Retry-After": "1", "X-Run-Id": runId } },
     );
     // Nothing was called: the run ends here, with this problem as its outcome.

@@ -87,3 +87,37 @@ describe("OpenAPI document, linted by Redocly", () => {
     }
   });
 });
+
+describe("OpenAPI document: runs that outlive their caller", () => {
+  it("describes Prefer, Cancel-After, Preference-Applied, the 202 body and the status URL's event stream", async () => {
+    const response = await createHttpRouter(productionDeps).request("/v2/openapi.json", {}, env);
+    type Operation = {
+      operationId: string;
+      parameters?: { in: string; name: string }[];
+      responses: Record<string, { headers?: Record<string, unknown>; content?: Record<string, { schema: unknown }> }>;
+    };
+    const document = (await response.json()) as {
+      paths: Record<string, Record<string, Operation>>;
+      components: { schemas: Record<string, { properties: Record<string, unknown> }> };
+    };
+    const operations = Object.values(document.paths).flatMap((item) => Object.values(item));
+    const operation = (id: string) => operations.find((op) => op.operationId === id)!;
+    const run = operation("runApp");
+    const headers = (run.parameters ?? []).filter((p) => p.in === "header").map((p) => p.name.toLowerCase());
+    expect(headers).toEqual(expect.arrayContaining(["prefer", "cancel-after"]));
+    expect(run.responses["200"]!.headers).toHaveProperty("Preference-Applied");
+    const accepted = run.responses["202"]!;
+    expect(accepted.headers).toHaveProperty("Preference-Applied");
+    expect(accepted.headers).toHaveProperty("Location");
+    expect(accepted.content!["application/json"]!.schema).toEqual({ $ref: "#/components/schemas/AsyncRunAccepted" });
+    expect(Object.keys(document.components.schemas.AsyncRunAccepted!.properties)).toEqual(
+      expect.arrayContaining(["run_id", "status", "status_url", "urls"]),
+    );
+    // The status URL (`GET` of an async or handed-over run) answers a stream of events when asked.
+    const status = operations.find((op) => op.operationId === "getAsyncRun")!;
+    expect(Object.keys(status.responses["200"]!.content!)).toContain("text/event-stream");
+    expect((status.parameters ?? []).map((p) => p.name.toLowerCase())).toEqual(
+      expect.arrayContaining(["accept", "last-event-id"]),
+    );
+  });
+});
