@@ -13,13 +13,18 @@ import { once } from "node:events";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { startFront } from "./dev/front.mjs";
-import { formatLog } from "./dev/logs.mjs";
+import { formatLog, MIGRATE_ENV, migrationsSummary } from "./dev/logs.mjs";
 
 // CLOUDFLARE_CF_FETCH_ENABLED=false: wrangler would fetch request.cf's sample data from
 // workers.cloudflare.com on every start (a stack trace each time without internet); the gateway reads
 // nothing from request.cf, so the built-in placeholder serves as well.
 const env = { CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env, WRANGLER_SEND_METRICS: "false" };
 Object.assign(process.env, env); // wrangler's dev environment runs in this process
+// In this process only: the local runtime's own info lines (`[wrangler:info] QUEUE domain-validations 1/1`,
+// one per queue batch) follow wrangler's logger level, not the dev environment's `logLevel`; the front
+// already prints each request, and warnings and errors still come (`WRANGLER_LOG=info npm run dev`
+// brings those lines back). The children get `env`, without it.
+process.env.WRANGLER_LOG ??= "warn";
 const port = process.env.PORT ?? "8787";
 const samplePort = process.env.SAMPLE_APP_PORT ?? "8790";
 const base = `http://localhost:${port}`;
@@ -75,7 +80,7 @@ for (let i = 2; i < process.argv.length; i++) {
 // The migrations, once: wrangler prints its whole table after each one applied; one line says the same.
 const migrate = spawnSync("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local"], {
   encoding: "utf8",
-  env: { ...env, CI: "true", NO_COLOR: "1" },
+  env: { ...env, ...MIGRATE_ENV },
 });
 if (migrate.status !== 0) {
   process.stderr.write(`${migrate.stdout}${migrate.stderr}`);
@@ -209,15 +214,6 @@ async function inviteDevUser() {
       body: JSON.stringify({ email: DEV_USER.email, role: "owner" }),
     });
   }
-}
-
-/** "applied 10 migrations (0000_init … 0009_usage)", or "up to date". */
-function migrationsSummary(output) {
-  const names = [...new Set(output.match(/\d{4}_[\w-]+\.sql/g) ?? [])];
-  if (/No migrations to apply/i.test(output)) return "D1 migrations: the local database is up to date";
-  if (names.length === 0) return "D1 migrations applied";
-  const span = names.length > 2 ? `${names[0]} … ${names.at(-1)}` : names.join(", ");
-  return `D1 migrations: applied ${names.length} to the local database (${span})`;
 }
 
 /** Everything a newcomer needs next, last on the screen: where to go, the token, a first run. */

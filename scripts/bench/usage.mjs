@@ -121,6 +121,7 @@ async function measureSeam(workdir, cpuOf, { nullLedger }) {
   writeFileSync(
     entry,
     `import { holdRecord, flush } from ${JSON.stringify(join(src, "buffer.ts"))};
+import { usageConfigOf } from ${JSON.stringify(resolve("src/platform/env.ts"))};
 ${
   nullLedger
     ? // A ledger that keeps nothing: what is left is the run's side (push, batch, the call itself).
@@ -137,7 +138,7 @@ export default {
     // The first work handed to waitUntil in the isolate is the flush timer (USAGE_FLUSH_MS, set far
     // off): not waited for; every batch's flush is.
     const waits = [];
-    const scope = { env, requestId: "req_seam", ctx: { waitUntil: (p) => (timerSeen ? waits.push(p) : (timerSeen = true)) } };
+    const scope = { env, config: { usage: usageConfigOf(env) }, requestId: "req_seam", ctx: { waitUntil: (p) => (timerSeen ? waits.push(p) : (timerSeen = true)) } };
     for (let i = 0; i < n; i++) {
       const at = Date.now();
       next++;

@@ -67,7 +67,11 @@ async function forward(req, res, { target, print, color }) {
   });
   upstream.on("response", (answer) => {
     line.status = answer.statusCode;
-    line.headers = { request: answer.headers["x-request-id"], run: answer.headers["x-run-id"] };
+    line.headers = {
+      request: answer.headers["x-request-id"],
+      run: answer.headers["x-run-id"],
+      waited: answer.headers["preference-applied"] !== undefined,
+    };
     res.writeHead(answer.statusCode, answer.statusMessage, answer.rawHeaders);
     // The gateway's own problems carry the request's id; peek at one to name its code (never an app's body).
     const peek = (answer.headers["content-type"] ?? "").startsWith("application/problem+json") ? [] : null;
@@ -180,7 +184,9 @@ export function formatLine(line, now, color = false) {
       tone = "magenta";
     }
   } else if (isRun && line.status === 202) {
-    why = "handed over: the run goes on without its caller";
+    why = line.headers.waited
+      ? "handed over: the run goes on without its caller"
+      : "accepted: the run goes on without its caller";
   } else if (line.problem) {
     why = line.problem;
   }

@@ -7,6 +7,7 @@ import { PERMISSIONS, type Permission } from "./permissions";
 import type { Principal } from "./principal";
 import { ROLE_PERMISSIONS } from "./roles";
 import { membershipOf } from "./membership";
+import { quoted } from "./challenge";
 
 const ALL: ReadonlySet<Permission> = new Set(PERMISSIONS);
 const NONE: ReadonlySet<Permission> = new Set();
@@ -53,7 +54,7 @@ export function insufficientScope(missing: readonly Permission[], detail?: strin
     `This needs the scope${missing.length > 1 ? "s" : ""} ${missing.map((p) => `'${p}'`).join(", ")}, which this credential does not have.`;
   return new ApiError("insufficient_scope", text, {
     headers: {
-      "WWW-Authenticate": `Bearer realm="edge-gateway", error="insufficient_scope", error_description="${text.replace(/"/g, "'")}", scope="${scope}"`,
+      "WWW-Authenticate": `Bearer realm="edge-gateway", error="insufficient_scope", error_description="${quoted(text)}", scope="${scope}"`,
     },
   });
 }

@@ -3,7 +3,15 @@ import { ApiError } from "../platform/errors";
 /** The `WWW-Authenticate` challenge of every 401 (RFC 6750). */
 export const REALM = 'Bearer realm="edge-gateway"';
 
-const quoted = (detail: string) => detail.replace(/"/g, "'");
+/**
+ * A detail as an `error_description`: RFC 6750 allows only printable ASCII but `"` and a backslash in it, and a
+ * header value outside ASCII is not a header every client reads (the problem body keeps the full text).
+ */
+export const quoted = (detail: string) =>
+  detail
+    .replace(/"/g, "'")
+    .replace(/\\/g, "/")
+    .replace(/[^\x20-\x7e]/g, "?");
 
 /** A 401 for a credential that was sent but is not good: malformed, unknown, revoked or expired. */
 export const invalidToken = (detail: string) =>

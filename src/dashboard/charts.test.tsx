@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Lines, MIN_SEGMENT, niceTicks, segmentHeights, Sparkline, StackedBars, timeTicks } from "./charts";
-import { bytes, count, duration, percent } from "./format";
+import { ago, bytes, count, duration, percent } from "./format";
 
 const render = async (node: unknown) => String(await (node as { toString(): string | Promise<string> }).toString());
 const HOUR = 3_600_000;
@@ -196,6 +196,16 @@ describe("a chart without figures", () => {
 });
 
 describe("figures for people", () => {
+  it("says how long ago, and no fresher than a time written once a minute can tell", () => {
+    const now = Date.parse("2026-11-25T12:00:00Z");
+    const before = (ms: number) => new Date(now - ms).toISOString();
+    expect(
+      [before(20_000), before(5 * 60_000), before(3 * 3_600_000), before(3 * 86_400_000)].map((t) => ago(t, now)),
+    ).toEqual(["just now", "5 min ago", "3 h ago", "3 days ago"]);
+    expect(ago(before(20_000), now, 60_000)).toBe("in the last minute");
+    expect(ago(before(90_000), now, 60_000)).toBe("1 min ago");
+  });
+
   it("formats counts, durations, bytes and shares", () => {
     expect(count(1234567)).toBe("1,234,567");
     expect([

@@ -169,6 +169,10 @@ describe("dashboard API keys", () => {
     expect(again.html).not.toContain(token!);
     expect(again.html).toContain(`${token!.slice(0, 13)}…`);
     expect(again.html).toContain('datetime="2027-01-31T23:59:59.000Z"');
+    // "Last used" says how fresh it is: the read above, as fresh as a once-a-minute write can tell.
+    const row = /<tr>(?:(?!<\/tr>).)*?deploy-bot.*?<\/tr>/s.exec(again.html)?.[0] ?? "";
+    expect(text(row)).toContain("in the last minute");
+    expect(text(again.html)).toMatch(/may trail a key(?:'|&#39;)s latest use by up to a minute/);
   });
 
   it("offers the scopes with the defaults checked, gives the chosen ones, shows them in the list, and names a refused choice", async () => {

@@ -45,6 +45,17 @@ describe("a run's timeline", () => {
     ]);
   });
 
+  it("puts a waited run's hand-over before its app's answer when it came first", () => {
+    const times = { called_ms: 4, answered_ms: 6030, first_byte_ms: null, handed_over_ms: 2002, ended_ms: 6036 };
+    expect(said(timelineOf(record({ mode: "wait", handed_over: true, times }), null))).toEqual([
+      "Accepted +0",
+      "App called +4",
+      "Handed over +2002",
+      "App answered +6030",
+      "Ended +6036",
+    ]);
+  });
+
   it("takes a handed-over run's state where its record is not yet there", () => {
     const run = {
       created_at: ACCEPTED,

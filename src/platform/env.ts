@@ -25,7 +25,7 @@ interface OptionalSettings {
   WEBHOOK_ENCRYPTION_KEY_PREVIOUS?: string;
   /** How long a run record may wait in its isolate for others (ms; default 1000, 0 sends each at once). */
   USAGE_FLUSH_MS?: string;
-  /** "off": the run path takes no records (the benchmark's comparison); anything else or unset: on. */
+  /** "off": the run path takes no records (the benchmark's comparison); "on" or unset: on. */
   USAGE_RECORDING?: string;
   /** The size in bytes past which a project's ledger samples its records (default 5 GiB; docs/usage.md). */
   USAGE_LEDGER_BYTES_MAX?: string;
@@ -70,6 +70,30 @@ export const KEEPER_RUNS_LIMIT = 64;
 
 const milliseconds = (fallback: number) =>
   z.coerce.number({ error: "is not a number of milliseconds" }).int().min(1).max(900_000).default(fallback);
+
+/**
+ * Usage recording's settings (docs/usage.md), a part of the configuration the usage ledgers' Durable
+ * Object reads too (`usageConfigOf`), without the secrets it has no use for.
+ */
+const UsageSettings = z.object({
+  // How long a record waits in its isolate for others (0: it leaves at once).
+  USAGE_FLUSH_MS: z.coerce
+    .number({ error: "is not a number of milliseconds" })
+    .int()
+    .min(0)
+    .max(600_000, "must be at most 600000")
+    .default(1_000),
+  // Whether the run path takes records at all ("off": the benchmark's comparison).
+  USAGE_RECORDING: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
+  // The database size (records, rollups, counts and indexes) past which records are sampled: half the
+  // object's 10 GB, the rest for the records kept one in a hundred and the rollups (docs/usage.md).
+  USAGE_LEDGER_BYTES_MAX: z.coerce
+    .number({ error: "is not a number of bytes" })
+    .int()
+    .min(1)
+    .max(10 * 1024 ** 3, "must be at most 10737418240 (a Durable Object's 10 GB)")
+    .default(5 * 1024 ** 3),
+});
 
 const ConfigSchema = z
   .object({
@@ -126,6 +150,7 @@ const ConfigSchema = z
         `must be at most ${KEEPER_RUNS_LIMIT} (the runs share their keeper's 128 MB and one thread)`,
       )
       .default(32),
+    ...UsageSettings.shape,
   })
   .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
     message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
@@ -175,6 +200,18 @@ export interface Config {
   maxDomainsPerProject: number;
   /** `KEEPER_RUNS_MAX`: the waited runs one keeper holds at once; past it a waited run is refused (503). */
   keeperRunsMax: number;
+  /** Usage recording: the flush delay of an isolate's records, whether runs are recorded, the ledger's sampling bound. */
+  usage: { flushMs: number; recording: boolean; ledgerBytesMax: number };
+}
+
+/** `env` as `schema` reads it, or the 500 problem that names the settings at fault (never their values). */
+function validated<T>(schema: z.ZodType<T>, env: Env): T {
+  const result = schema.safeParse(env);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => `${issue.path.join(".") || "config"} ${issue.message}`);
+  // The settings' names and what is wrong with them; never their values.
+  log("error", "invalid configuration", { problems });
+  throw new ApiError("configuration_error", `The service is misconfigured: ${problems.join("; ")}.`);
 }
 
 // Parsed once per isolate for each env object: settings only change with a new deployment.
@@ -187,14 +224,7 @@ const parsed = new WeakMap<object, Config>();
 export function getConfig(env: Env): Config {
   const cached = parsed.get(env);
   if (cached) return cached;
-  const result = ConfigSchema.safeParse(env);
-  if (!result.success) {
-    const problems = result.error.issues.map((issue) => `${issue.path.join(".") || "config"} ${issue.message}`);
-    // The settings' names and what is wrong with them; never their values.
-    log("error", "invalid configuration", { problems });
-    throw new ApiError("configuration_error", `The service is misconfigured: ${problems.join("; ")}.`);
-  }
-  const c = result.data;
+  const c = validated(ConfigSchema, env);
   const config: Config = {
     serviceDomain: c.SERVICE_DOMAIN,
     apiHostnames: new Set(c.API_HOSTNAMES),
@@ -225,7 +255,28 @@ export function getConfig(env: Env): Config {
     certificateAuthority: c.CERTIFICATE_AUTHORITY,
     maxDomainsPerProject: c.MAX_DOMAINS_PER_PROJECT,
     keeperRunsMax: c.KEEPER_RUNS_MAX,
+    usage: usageOf(c),
   };
   parsed.set(env, config);
   return config;
+}
+
+type UsageConfig = Config["usage"];
+const usageOf = (c: z.infer<typeof UsageSettings>): UsageConfig => ({
+  flushMs: c.USAGE_FLUSH_MS,
+  recording: c.USAGE_RECORDING === "on",
+  ledgerBytesMax: c.USAGE_LEDGER_BYTES_MAX,
+});
+const parsedUsage = new WeakMap<object, UsageConfig>();
+
+/**
+ * Usage recording's settings alone, validated as `getConfig` validates them: for the usage ledgers'
+ * Durable Object, which needs no other setting. Throws the configuration problem naming a bad one.
+ */
+export function usageConfigOf(env: Env): UsageConfig {
+  const cached = parsedUsage.get(env);
+  if (cached) return cached;
+  const usage = usageOf(validated(UsageSettings, env));
+  parsedUsage.set(env, usage);
+  return usage;
 }

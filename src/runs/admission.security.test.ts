@@ -64,6 +64,10 @@ describe("attack: JWT claims out of range (33.7)", () => {
       const res = await api.json(app.runPath, { token });
       expect(res.status, JSON.stringify(payload)).toBe(401);
       expect(res.body, JSON.stringify(payload)).toMatchObject({ code: "invalid_token" });
+      // RFC 6750: an error_description is printable ASCII, without a quote or a backslash.
+      expect(res.headers.get("WWW-Authenticate"), JSON.stringify(payload)).toMatch(
+        /^Bearer realm="edge-gateway", error="invalid_token", error_description="[\x20\x21\x23-\x5b\x5d-\x7e]*"$/,
+      );
     }
     // In range, it runs.
     const good = await sign({ ...base, iat: now, nbf: now }, TEST_SECRETS.JWT_SECRET, "HS256");

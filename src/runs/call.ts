@@ -111,11 +111,13 @@ interface Watch {
 /**
  * The app's body relayed to `sink` as it arrives, under a watch that ends the call when the app stays
  * silent `idleMs`: a stream may run as long as it keeps talking. Each read returns at once with what
- * has arrived (a token of an event stream as soon as it comes), up to the read's size, into one buffer
- * reused from read to read: the chunk is lent to `sink` and the next read waits until `sink` is done
- * with it. So nothing is read ahead of a slow sink (a slow caller sets the pace), nothing is held but
- * that one buffer (no garbage per chunk for the collector to find later), and no JavaScript stream
- * stands between the app and the caller (`stream()` writes into the runtime's own pipe).
+ * has arrived (a token of an event stream as soon as it comes), up to the read's size. Two buffers take
+ * turns: while the chunk in one is lent to `sink`, the next read fills the other, so the app's side and
+ * the caller's side move at the same time rather than by turns; a third read waits until `sink` took
+ * the lent chunk. So nothing is read ahead of a slow sink by more than one chunk (a slow caller sets the
+ * pace), nothing is held but those two buffers (no garbage per chunk for the collector to find later),
+ * and no JavaScript stream stands between the app and the caller (`stream()` writes into the runtime's
+ * own pipe).
  *
  * Silence is counted only while a read waits for the app, never while `sink` waits for the caller: a
  * caller who reads slowly is not the app going quiet. One timer looks at the pending read's age when
@@ -123,11 +125,14 @@ interface Watch {
  * 2 × `idleMs` after the app's last byte at worst, at the cost of one timer per period, not per chunk.
  *
  * Resolves when the body ended; rejects with `StreamIdle`, the read's error (the call broken or
- * ended), or what `sink` threw (the app's call is then ended too).
+ * ended), or what `sink` threw (the app's call is then ended at once, even while a read waits).
  *
- * Why not a pass-through `TransformStream` noting each chunk's time: workerd hands a default reader
- * (and so `pipeThrough`) the app's body in 4 KiB chunks, one JavaScript turn each; measured on a
- * chunked 300 MiB body that cost about 17× the bare Worker's CPU per GiB, this relay 3–4× (docs/runs.md).
+ * What the watch costs, measured on the bare Worker alone (a chunked 100 MiB body, `docs/benchmarks.md`):
+ * the runtime's own pipe (`pipeTo` an `IdentityTransformStream`) costs what returning the app's body
+ * does; any read in JavaScript costs CPU per byte as well as per chunk: these byob reads (about 56 KiB
+ * each) about 3× the pipe's CPU per GiB, reads of at least 768 KiB still 2×, a default reader (4 KiB
+ * chunks) 15×, a pass-through `TransformStream` noting each chunk's time 21×. The byte count and the
+ * silence watch need the bytes seen, so this is the cheapest watch the runtime allows.
  */
 async function relay(
   body: ReadableStream<Uint8Array>,
@@ -149,16 +154,44 @@ async function relay(
     void reader.cancel(idle).catch(() => undefined);
   };
   let timer = setTimeout(look, watch.idleMs);
-  let buffer = new ArrayBuffer(FIRST_READ_BYTES);
   let ending: BodyEnd = "broken";
+  // What `sink` threw: the app's call is ended at once (a read waiting for the app then breaks off).
+  let refused = null as { error: unknown } | null;
+  /** `chunk` lent to `sink`; settles (never rejects) once `sink` is done with it, counted if taken. */
+  const lend = (chunk: Uint8Array): Promise<void> =>
+    Promise.resolve()
+      .then(() => sink(chunk))
+      .then(
+        () => counting?.count(chunk.byteLength),
+        (error: unknown) => {
+          if (refused) return;
+          refused = { error };
+          watch.end(error);
+          void reader.cancel(error).catch(() => undefined);
+        },
+      );
+  // Two buffers: the next read fills one while the chunk in the other is lent to `sink`.
+  let free = new ArrayBuffer(FIRST_READ_BYTES);
+  let lent: { taken: Promise<void>; buffer: ArrayBuffer; bytes: number; waitedMs: number } | null = null;
+  /** Waits for the lent chunk to be taken; its buffer, resized for the next read (`nextBuffer`), is free again. */
+  const taken = async (): Promise<ArrayBuffer | null> => {
+    if (lent === null) return null;
+    const { buffer, bytes, waitedMs } = lent;
+    await lent.taken;
+    lent = null;
+    if (refused) throw refused.error;
+    return nextBuffer(buffer, bytes, waitedMs);
+  };
   try {
     for (;;) {
       let read: ReadableStreamReadResult<Uint8Array>;
       const asked = Date.now();
       readingSince = asked;
       try {
-        read = await reader.read(new Uint8Array(buffer));
+        read = await reader.read(new Uint8Array(free));
       } catch (error) {
+        await lent?.taken;
+        if (refused) throw refused.error;
         ending = idle ? "idle" : watch.cancelled() ? "cancelled" : "broken";
         throw idle ?? error;
       } finally {
@@ -168,22 +201,20 @@ async function relay(
       const waitedMs = Date.now() - asked;
       const chunk = read.value;
       // The read transferred the buffer: its bytes now live behind `chunk.buffer`.
-      buffer = chunk.buffer as ArrayBuffer;
-      if (chunk.byteLength === 0) continue;
-      try {
-        await sink(chunk);
-      } catch (error) {
-        // The sink went away (the caller hung up) or refused more: the app's call ends here.
-        ending = "cancelled";
-        watch.end(error);
-        await reader.cancel(error).catch(() => undefined);
-        throw error;
+      const buffer = chunk.buffer as ArrayBuffer;
+      if (chunk.byteLength === 0) {
+        free = buffer;
+        continue;
       }
-      // Taken (counted as passed on only now): the buffer is free again for the next read.
-      counting?.count(chunk.byteLength);
-      buffer = nextBuffer(buffer, chunk.byteLength, waitedMs);
+      const next = await taken();
+      lent = { taken: lend(chunk), buffer, bytes: chunk.byteLength, waitedMs };
+      free = next ?? new ArrayBuffer(buffer.byteLength);
     }
+    await taken();
     ending = "done";
+  } catch (error) {
+    if (refused) ending = "cancelled";
+    throw error;
   } finally {
     clearTimeout(timer);
     counting?.settle(ending);

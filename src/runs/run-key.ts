@@ -71,7 +71,7 @@ function numericDate(claims: Record<string, unknown>, name: "exp" | "nbf" | "iat
   if (value === undefined) return undefined;
   if (typeof value !== "number" || !Number.isFinite(value) || Math.abs(value) > NUMERIC_DATE_MAX_S) {
     throw invalidToken(
-      `The JWT's \`${name}\` claim must be a NumericDate: seconds since 1970, within ±${NUMERIC_DATE_MAX_S}.`,
+      `The JWT's \`${name}\` claim must be a NumericDate: seconds since 1970, between -${NUMERIC_DATE_MAX_S} and ${NUMERIC_DATE_MAX_S}.`,
     );
   }
   return value;

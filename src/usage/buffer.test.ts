@@ -8,7 +8,7 @@ import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
 import { flush, holdRecord } from "./buffer";
 import { ledgerOf } from "./ledger-client";
-import type { Scope } from "../platform/scope";
+import { createScope } from "../platform/scope";
 import type { RunRecord } from "./record";
 
 /** The run's side of recording: no D1 on the run's path, records leaving their isolate in batches. */
@@ -123,7 +123,7 @@ describe("a flush of several projects' runs", () => {
       USAGE_LEDGER: ledgers.namespace,
       USAGE_FLUSH_MS: "600000",
     } as Env;
-    const scope = { env: flushEnv, ctx: { waitUntil: () => undefined } } as unknown as Scope;
+    const scope = createScope(flushEnv, { waitUntil: () => undefined }, testDeps());
     const projects = ["proj_buffer_a", "proj_buffer_b", "proj_buffer_c"].map((p) => `${p}_${Date.now()}`);
     const records = [0, 1, 2, 3, 4, 5].map((i) => recordOf(projects[i % 3]!));
     for (const record of records) holdRecord(scope, record);
@@ -158,7 +158,7 @@ describe("a flush of several projects' runs", () => {
       USAGE_LEDGER: ledgers.namespace,
       USAGE_FLUSH_MS: "600000",
     } as Env;
-    const scope = { env: flushEnv, ctx: { waitUntil: () => undefined } } as unknown as Scope;
+    const scope = createScope(flushEnv, { waitUntil: () => undefined }, testDeps());
     const projects = [`proj_buffer_d_${Date.now()}`, `proj_buffer_e_${Date.now()}`];
     for (const project of projects) holdRecord(scope, recordOf(project));
     await flush(flushEnv);

@@ -1,4 +1,5 @@
 import { log } from "../platform/log";
+import { retry } from "../platform/retry";
 import type { Scope } from "../platform/scope";
 import type { RunRecord } from "./run-record";
 import { ledgerOf } from "./ledger-client";
@@ -25,7 +26,6 @@ export const BATCH_MAX = 200;
 const HELD_MAX = 10_000;
 /** Refusal counts held (one per project, hour and reason): past this many, further kinds wait for the next flush. */
 const COUNTS_MAX = 10_000;
-const FLUSH_MS_DEFAULT = 1_000;
 
 let held: RunRecord[] = [];
 /** Refusals held, one count per project, hour and reason: a flood of 429s is one entry, whatever its rate. */
@@ -33,16 +33,9 @@ let refused = new Map<string, RefusalCount>();
 /** The pending flush timer: the invocation whose `waitUntil` holds it, and how to end its wait early. */
 let timer: { ctx: Scope["ctx"]; wake: () => void } | null = null;
 
-/** How long a record may wait for others: `USAGE_FLUSH_MS` (tests and the benchmark's off switch set it). */
-function flushDelay(env: Env): number {
-  const value = Number(env.USAGE_FLUSH_MS ?? FLUSH_MS_DEFAULT);
-  return Number.isFinite(value) && value >= 0 ? value : FLUSH_MS_DEFAULT;
-}
-
 export function holdRecord(scope: Scope, record: RunRecord): void {
-  const { env } = scope;
   // The benchmark's "recording off" (the same build, the seam does nothing).
-  if (env.USAGE_RECORDING === "off") return;
+  if (!scope.config.usage.recording) return;
   if (held.length >= HELD_MAX) {
     log("error", "usage record dropped: buffer full", { run_id: record.run_id, project_id: record.project_id });
     return;
@@ -53,7 +46,7 @@ export function holdRecord(scope: Scope, record: RunRecord): void {
 
 /** Adds a refusal to its project's count for its hour and reason; the count leaves with the next batch. */
 export function holdRefusal(scope: Scope, refusal: RunRefusal): void {
-  if (scope.env.USAGE_RECORDING === "off") return;
+  if (!scope.config.usage.recording) return;
   const hour = hourOf(refusal.at);
   const reason = reasonOf(refusal.reason);
   const key = `${refusal.projectId} ${hour} ${reason}`;
@@ -73,7 +66,8 @@ export function holdRefusal(scope: Scope, refusal: RunRefusal): void {
 /** Sends what is held at once (a full batch, or no flush delay), or after the flush delay. */
 function leaveSoon(scope: Scope, full: boolean): void {
   const { env } = scope;
-  const delay = flushDelay(env);
+  // How long a record may wait for others (`USAGE_FLUSH_MS`: tests and the benchmark set it).
+  const delay = scope.config.usage.flushMs;
   if (full || delay === 0) {
     scope.ctx.waitUntil(flush(env));
     return;
@@ -145,17 +139,12 @@ export async function flush(env: Env): Promise<void> {
   }
 }
 
-async function twice(send: () => Promise<unknown>): Promise<boolean> {
-  for (let tries = 1; tries <= 2; tries++) {
-    try {
-      await send();
-      return true;
-    } catch {
-      // tried again once, then the caller decides
-    }
-  }
-  return false;
-}
+/** Whether `send` succeeded within two tries, one after the other (a flush holds one connection of six). */
+const twice = (send: () => Promise<unknown>): Promise<boolean> =>
+  retry(send, { tries: 2 }).then(
+    () => true,
+    () => false,
+  );
 
 async function toQueue(env: Env, batch: RunRecord[], refusals: RefusalCount[]): Promise<boolean> {
   for (const message of messagesOf(batch, refusals)) {

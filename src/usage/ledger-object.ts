@@ -1,15 +1,8 @@
 import { DurableObject } from "cloudflare:workers";
 import type { RunRecord } from "./run-record";
 import type { RefusalCount } from "./refusals";
-import {
-  BYTES_MAX_DEFAULT,
-  DAY_MS,
-  Ledger,
-  type RecordQuery,
-  SLICE_PAUSE_MS,
-  type UsageFigures,
-  type UsageQuery,
-} from "./ledger";
+import { usageConfigOf } from "../platform/env";
+import { DAY_MS, Ledger, type RecordQuery, SLICE_PAUSE_MS, type UsageFigures, type UsageQuery } from "./ledger";
 
 /**
  * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
@@ -21,8 +14,8 @@ export class UsageLedger extends DurableObject<Env> {
 
   constructor(state: DurableObjectState, env: Env) {
     super(state, env);
-    const max = Number(env.USAGE_LEDGER_BYTES_MAX ?? BYTES_MAX_DEFAULT);
-    this.ledger = new Ledger(state.storage, Number.isInteger(max) && max > 0 ? max : BYTES_MAX_DEFAULT);
+    // `USAGE_LEDGER_BYTES_MAX`, validated with every other setting (a malformed one fails the call loudly).
+    this.ledger = new Ledger(state.storage, usageConfigOf(env).ledgerBytesMax);
   }
 
   async add(records: RunRecord[], refusals: RefusalCount[] = []): Promise<{ added: number }> {

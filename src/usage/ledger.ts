@@ -24,12 +24,6 @@ import { DERIVE_ROLLUPS_MIGRATION, grainOf, ROLLUP_SCHEMA, Rollups } from "./led
 export const RECORDS_RETENTION_MS = 7 * 24 * 3600 * 1000;
 export const ROLLUPS_RETENTION_MS = 90 * 24 * 3600 * 1000;
 export const DAY_MS = 24 * 3600 * 1000;
-/**
- * The database size (`sql.databaseSize`: records, rollups, counts and indexes) past which records are
- * sampled: half the object's 10 GB, the rest for the records kept one in `SAMPLE_EVERY` and the
- * rollups (docs/usage.md, "Capacity arithmetic").
- */
-export const BYTES_MAX_DEFAULT = 5 * 1024 ** 3;
 /** Past `BYTES_MAX`, one record in this many is kept: at 1,000 runs/s the 7 days then stay within 10 GB (docs/usage.md). */
 export const SAMPLE_EVERY = 100;
 /** Past `BYTES_MAX` times this (8 GiB by default), no record is kept: whatever the rate, the ledger stays within its object's 10 GB. */

@@ -8,6 +8,7 @@ import type { DeliveryMessage } from "./message";
 import { handOff } from "./hand-off";
 import { type SealedSecret, sealSecret } from "./secret-box";
 import { log, type LogFields } from "../platform/log";
+import { retry } from "../platform/retry";
 
 export interface DeliveryTarget {
   projectId: string;
@@ -38,7 +39,6 @@ export const SEND_TRIES = 3;
 export const bodyKey = (deliveryId: string) => `webhook-bodies/${deliveryId}`;
 
 const encoder = new TextEncoder();
-const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Errors by name, code and redacted message (`describeError`): D1's error carries the row's values, the endpoint among them. */
 const logError = (message: string, fields: LogFields) => log("error", message, fields);
@@ -166,24 +166,24 @@ export async function enqueuePending(scope: Scope, pending: PendingDelivery, bod
   const { id } = pending;
   const bodyBytes = encoder.encode(body).byteLength;
   const facts = { delivery_id: id, run_id: pending.runId, project_id: pending.projectId };
-  let lastError: unknown;
   let stored = false;
-  for (let attempt = 1; attempt <= SEND_TRIES; attempt++) {
-    try {
-      const message = await messageOf(env, pending, body, bodyBytes);
-      stored = "r2" in message.body;
-      await handOff(env, message);
-      return id;
-    } catch (error) {
-      lastError = error;
-      if (attempt < SEND_TRIES) await wait(100 * 2 ** attempt);
-    }
+  try {
+    await retry(
+      async () => {
+        const message = await messageOf(env, pending, body, bodyBytes);
+        stored = "r2" in message.body;
+        await handOff(env, message);
+      },
+      { tries: SEND_TRIES, sleep: scope.deps.sleep, pauseMs: (attempt) => 100 * 2 ** attempt },
+    );
+    return id;
+  } catch (error) {
+    logError("webhook delivery could not be handed to its lane or the queue", {
+      ...facts,
+      endpoint_host: new URL(pending.endpoint).host,
+      error,
+    });
   }
-  logError("webhook delivery could not be handed to its lane or the queue", {
-    ...facts,
-    endpoint_host: new URL(pending.endpoint).host,
-    error: lastError,
-  });
   if (stored) await env.WEBHOOK_BODIES.delete(bodyKey(id)).catch(() => undefined);
   await settleUnsent(scope, pending, "enqueue_failed");
   return id;

@@ -1,11 +1,15 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, request, type Server } from "node:http";
 import { type AddressInfo, connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { convertV4MiniflareOptions, Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // @ts-expect-error: plain JavaScript modules of `npm run dev`, without declarations
 import { formatLine, startFront } from "../../scripts/dev/front.mjs";
 // @ts-expect-error: as above
-import { formatLog, parseInspected } from "../../scripts/dev/logs.mjs";
+import { formatLog, MIGRATE_ENV, migrationsSummary, parseInspected } from "../../scripts/dev/logs.mjs";
 
 /**
  * The front of `npm run dev` (scripts/dev/front.mjs) before a real workerd: a caller who closes its
@@ -126,9 +130,13 @@ describe("a request's line", () => {
   });
 
   it("says when a run was handed over (a 202 with its run id)", () => {
-    const handed = { ...base, status: 202, headers: { request: "req_1", run: "run_1" } };
+    const handed = { ...base, status: 202, headers: { request: "req_1", run: "run_1", waited: true } };
     expect(formatLine(handed, at + 2001)).toBe(
       "12:00:00 202 POST /v4/p/a/run 2001 ms req_1 run_1 handed over: the run goes on without its caller",
+    );
+    const queued = { ...handed, headers: { request: "req_1", run: "run_1", waited: false } };
+    expect(formatLine(queued, at + 20)).toBe(
+      "12:00:00 202 POST /v4/p/a/run 20 ms req_1 run_1 accepted: the run goes on without its caller",
     );
   });
 
@@ -156,9 +164,15 @@ describe("the gateway's log lines in the dev terminal", () => {
     expect(parseInspected("not an object {")).toBeNull();
   });
 
-  it("leaves out request lines and routine batches, and writes the rest as one line", () => {
+  it("leaves out request lines and everything below a warning, and writes a warning or an error as one line", () => {
     expect(formatLog({ level: "log", message: "{ level: 'info', message: 'request', status: 200 }" })).toBeNull();
     expect(formatLog({ level: "log", message: "{ level: 'info', message: 'queue batch', outcome: 'ok' }" })).toBeNull();
+    expect(
+      formatLog({ level: "log", message: "{ level: 'info', message: 'webhook lane alarm', deliveries: 1 }" }),
+    ).toBeNull();
+    expect(
+      formatLog({ level: "warn", message: "{ level: 'warn', message: 'sign-in refused', reason: 'bad_token' }" }),
+    ).toBe("gateway warn: sign-in refused reason=bad_token");
     expect(
       formatLog({
         level: "error",
@@ -168,4 +182,28 @@ describe("the gateway's log lines in the dev terminal", () => {
     ).toBe("gateway error: queue batch queue=usage-records outcome=error error=name:Error,message:boom req_1");
     expect(formatLog({ level: "log", message: "plain\ntext" })).toBe("worker log: plain text");
   });
+});
+
+describe("the migrations in the dev terminal", () => {
+  it("says in one line how many wrangler applied, then that the database is up to date, even when the terminal is at warn", () => {
+    const dir = mkdtempSync(join(tmpdir(), "dev-migrations-"));
+    try {
+      // As `npm run dev` runs it, from a process whose own wrangler logs only warnings and errors.
+      const apply = () =>
+        spawnSync("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", dir], {
+          encoding: "utf8",
+          env: { ...process.env, WRANGLER_LOG: "warn", WRANGLER_SEND_METRICS: "false", ...MIGRATE_ENV },
+        });
+      const first = apply();
+      expect(first.status).toBe(0);
+      expect(migrationsSummary(first.stdout)).toMatch(
+        /^D1 migrations: applied \d+ to the local database \(0000_init\.sql … \d{4}_[\w-]+\.sql\)$/,
+      );
+      const again = apply();
+      expect(again.status).toBe(0);
+      expect(migrationsSummary(again.stdout)).toBe("D1 migrations: the local database is up to date");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -85,7 +85,8 @@ function Recent({ usage, window }: { usage: Usage | undefined; window: UsageWind
   const t = usage.totals;
   if (t.runs === 0) return <span class="muted">no runs</span>;
   const errors = t.status_4xx + t.status_5xx;
-  const words = `${count(t.runs)} runs, ${count(errors)} errors, p95 ${duration(t.p95_ms)}`;
+  const tally = `${count(t.runs)} ${t.runs === 1 ? "run" : "runs"}, ${count(errors)} ${errors === 1 ? "error" : "errors"}`;
+  const words = `${tally}, p95 ${duration(t.p95_ms)}`;
   const points = new Map(usage.series.map((p) => [Date.parse(p.start), p]));
   const at = (start: number) => points.get(start);
   return (
@@ -96,7 +97,7 @@ function Recent({ usage, window }: { usage: Usage | undefined; window: UsageWind
         label={`Runs per ${window.interval} ${window.during}: ${words}`}
       />
       <span aria-hidden="true">
-        {count(t.runs)} runs, {count(errors)} errors
+        {tally}
         <br />
         <span class="muted">p95 {duration(t.p95_ms)}</span>
       </span>

@@ -47,8 +47,11 @@ export function timelineOf(record: RunRecord | null, run: AsyncRun | null): Mome
     ],
     ["Ended", after(times?.ended_ms) ?? at(run?.finished_at), undefined],
   ];
+  // A waited run is handed over before its app answers: the moments come in the order they happened
+  // (a stable sort keeps the order above for moments of the same millisecond).
   return moments
     .filter((m): m is [string, number, string?] => m[1] !== null)
+    .sort((a, b) => a[1] - b[1])
     .map(([what, when, note]) => ({ what, at: when, ...(note ? { note } : {}) }));
 }
 
@@ -113,8 +116,12 @@ function Facts({ r, names }: { r: RunRecord; names: Awaited<ReturnType<typeof ca
       <dt>Outcome</dt>
       <dd>
         <OutcomeBadge r={r} />
-        <br />
-        <span class="muted">{endingText(ending)}</span>
+        {ending !== "hung_up" && (
+          <>
+            <br />
+            <span class="muted">{endingText(ending)}</span>
+          </>
+        )}
       </dd>
       <dt>App and request</dt>
       <dd>

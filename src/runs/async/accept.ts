@@ -10,6 +10,7 @@ import type { AsyncRunMessage } from "./message";
 import type { AsyncRun } from "../../db/schema";
 import type { AdmittedRun } from "../admit";
 import { log } from "../../platform/log";
+import { retry } from "../../platform/retry";
 
 /** Stripe's rule: a key answers the same run for 24 hours, then may name a new one. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
@@ -179,18 +180,14 @@ async function send(
   dropBody: () => Promise<void>,
 ): Promise<Response> {
   const message: AsyncRunMessage = { v: 1, run_id: run.id, project_id: run.projectId };
-  let lastError: unknown;
-  for (let tries = 1; tries <= SEND_TRIES; tries++) {
-    try {
-      await scope.env.ASYNC_RUN_QUEUE.send(message, { contentType: "json" });
-      return accepted(request, run, false);
-    } catch (error) {
-      lastError = error;
-    }
+  try {
+    await retry(() => scope.env.ASYNC_RUN_QUEUE.send(message, { contentType: "json" }), { tries: SEND_TRIES });
+    return accepted(request, run, false);
+  } catch (error) {
+    // Nothing may run without the caller knowing: the run is withdrawn (a message that did go out after
+    // all finds no run and is dropped) and the caller told to try again.
+    log("error", "async run not queued", { run_id: run.id, project_id: run.projectId, error });
   }
-  // Nothing may run without the caller knowing: the run is withdrawn (a message that did go out after
-  // all finds no run and is dropped) and the caller told to try again.
-  log("error", "async run not queued", { run_id: run.id, project_id: run.projectId, error: lastError });
   await deleteRun(scope.db, run.id);
   await dropBody();
   throw new ApiError("service_unavailable", "The run could not be queued; nothing was run. Retry the request.", {

@@ -9,6 +9,7 @@ import { asyncOutcome, asyncTimes, endingOf, endUnanswered, handOverOf } from ".
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { log, type LogFields } from "../../platform/log";
+import { retry } from "../../platform/retry";
 import { isAsyncRunMessage } from "./message";
 import { type OutcomePort, runClock } from "../outcome";
 import { deadlineOf, withDeadline } from "../deadline";
@@ -84,20 +85,16 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   const ending = await endingOf(env, run.id, answer, deps.now());
   // The webhook's delivery is written with the run's end (one D1 batch), and handed on after it.
   const handOver = await handOverOf(scope, run);
-  for (let tries = 1; ; tries++) {
-    try {
-      const ended = await endRun(db, run.id, "running", messageId, ending, handOver ?? undefined);
-      if (!ended) {
-        logError("async run ended by someone else before its consumer", { run_id: run.id });
-        return;
-      }
-      tellIfFollowed(scope, run.id, ending.status, ended.followed, () => runJson({ ...run, ...ending }, answer.text));
-      break;
-    } catch (error) {
-      if (tries >= END_TRIES) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 50 * tries));
-    }
+  const ended = await retry(() => endRun(db, run.id, "running", messageId, ending, handOver ?? undefined), {
+    tries: END_TRIES,
+    sleep: deps.sleep,
+    pauseMs: (tries) => 50 * tries,
+  });
+  if (!ended) {
+    logError("async run ended by someone else before its consumer", { run_id: run.id });
+    return;
   }
+  tellIfFollowed(scope, run.id, ending.status, ended.followed, () => runJson({ ...run, ...ending }, answer.text));
   outcomes.ended(scope, {
     ...asyncOutcome(run, appPathOfRun(run, originUrl), answer.status, answer.failure?.code ?? null),
     times: {

@@ -1,4 +1,5 @@
 import { log } from "../../platform/log";
+import { retry } from "../../platform/retry";
 import { recordAttempt } from "../store";
 import type { DeliveryContext } from "./context";
 import type { SentAttempt } from "./send";
@@ -23,14 +24,25 @@ export async function record(ctx: DeliveryContext, deliveryId: string, sent: Sen
     durationMs: sent.durationMs,
     outcome: sent.outcome,
   };
-  for (let tries = 1; ; tries++) {
-    try {
-      await recordAttempt(ctx.db, row, ctx.writes);
-      return { sent, recorded: true };
-    } catch (error) {
-      log("error", "webhook attempt not recorded", { delivery_id: deliveryId, attempt: sent.attempt, tries, error });
-      if (tries >= RECORD_TRIES) return { sent, recorded: false };
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+  try {
+    await retry(
+      async (tries) => {
+        try {
+          await recordAttempt(ctx.db, row, ctx.writes);
+        } catch (error) {
+          log("error", "webhook attempt not recorded", {
+            delivery_id: deliveryId,
+            attempt: sent.attempt,
+            tries,
+            error,
+          });
+          throw error;
+        }
+      },
+      { tries: RECORD_TRIES, sleep: ctx.deps.sleep, pauseMs: () => 50 },
+    );
+    return { sent, recorded: true };
+  } catch {
+    return { sent, recorded: false };
   }
 }
