@@ -57,10 +57,7 @@ export async function received(key: string): Promise<ReceivedRequest[]> {
   return ((await res.json()) as { requests: ReceivedRequest[] }).requests;
 }
 
-export async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
-}
+export { sha256Hex } from "../src/platform/crypto";
 
 /** An upstream call the peer watches (`?watch={key}`): release its held stream, read its state, or wait until its connection closed. */
 export interface WatchState {

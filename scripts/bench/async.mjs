@@ -31,12 +31,23 @@ async function until(check, maxMs, what) {
  * until every delivery is received (and, for async runs, every run has ended). `cpu()` reads the
  * gateway's workerd CPU time (ms) or is null.
  */
-export async function benchAsync({ gateway, seed, receiver, count, reps = 1, cpu, log = () => {}, maxMs = 600_000 }) {
-  const auth = { Authorization: `Bearer ${seed.token}`, "Content-Type": "application/json" };
-  const hook = `webhookEndpoint=${encodeURIComponent(`${receiver.url}/hook`)}`;
+export async function benchAsync({
+  gateway,
+  seed,
+  receiver,
+  count,
+  reps = 1,
+  cpu,
+  side = null,
+  log = () => {},
+  maxMs = 600_000,
+}) {
   const body = JSON.stringify({ inputs: { prompt: "bench" } });
+  const main = { gateway, seed, receiver, cpu };
 
-  async function measure(kind) {
+  async function measure(kind, { gateway, seed, receiver, cpu } = main) {
+    const auth = { Authorization: `Bearer ${seed.token}`, "Content-Type": "application/json" };
+    const hook = `webhookEndpoint=${encodeURIComponent(`${receiver.url}/hook`)}`;
     const received = receiver.count;
     const cpuBefore = cpu?.();
     const started = performance.now();
@@ -75,6 +86,16 @@ export async function benchAsync({ gateway, seed, receiver, count, reps = 1, cpu
     }
     ids.push(...figures.async.ids);
     received += figures.async.received;
+    if (side) {
+      // The same bundle beside it, its async consumer given `side.batchSize` runs per invocation.
+      figures.side = {};
+      for (const kind of rep % 2 ? ["async", "sync"] : ["sync", "async"]) {
+        log(
+          `async rep ${rep}/${reps}: ${count} ${kind} runs with webhooks, ${side.batchSize} runs per consumer invocation`,
+        );
+        figures.side[kind] = await measure(kind, side);
+      }
+    }
     perRep.push(figures);
   }
 
@@ -85,16 +106,19 @@ export async function benchAsync({ gateway, seed, receiver, count, reps = 1, cpu
       .bind(seed.projectId)
       .all()
   ).results;
-  const wrongDeliveries = (
-    await gateway.db
-      .prepare(
-        "SELECT count(*) AS n FROM async_runs a WHERE a.project_id = ? AND (SELECT count(*) || '/' || sum(d.status = 'delivered') FROM webhook_deliveries d WHERE d.run_id = a.id) IS NOT '1/1'",
-      )
-      .bind(seed.projectId)
-      .first()
-  ).n;
+  const wrong = async ({ gateway, seed }) =>
+    (
+      await gateway.db
+        .prepare(
+          "SELECT count(*) AS n FROM async_runs a WHERE a.project_id = ? AND (SELECT count(*) || '/' || sum(d.status = 'delivered') FROM webhook_deliveries d WHERE d.run_id = a.id) IS NOT '1/1'",
+        )
+        .bind(seed.projectId)
+        .first()
+    ).n;
+  // The side's runs are checked too: a larger batch must not cost a delivery.
+  const wrongDeliveries = (await wrong(main)) + (side ? await wrong(side) : 0);
   const distinct = new Set(ids).size;
-  return { count, reps, perRep, states, wrongDeliveries, distinct, received };
+  return { count, reps, perRep, states, wrongDeliveries, distinct, received, sideBatch: side?.batchSize ?? null };
 }
 
 /** The section's Markdown. */
@@ -134,6 +158,25 @@ export function printAsync(figures) {
         perRep.map((r) => r.sync.drainedMs / r.async.drainedMs),
         { unit: "x" },
       ),
+      ...(figures.sideBatch
+        ? [
+            figure(
+              `the same, the async consumer given ${figures.sideBatch} runs per invocation: CPU ÷ synchronous (its own synchronous runs)`,
+              perRep.map((r) => r.side.async.cpuMs / r.side.sync.cpuMs),
+              { unit: "x", key: "async-cpu-side-by-side", vs: "sync + webhook" },
+            ),
+            figure(
+              `the same, ${figures.sideBatch} runs per invocation: drained runs/s ÷ synchronous`,
+              perRep.map((r) => r.side.sync.drainedMs / r.side.async.drainedMs),
+              { unit: "x", key: "async-drained-side-by-side" },
+            ),
+            figure(
+              `what one run per consumer invocation, one invocation at a time, costs: CPU per async run, ${figures.sideBatch} per invocation − 1`,
+              perRep.map((r) => r.async.cpuMs - r.side.async.cpuMs),
+              { unit: "ms", digits: 3, signed: true, cost: true, key: "async-one-per-invocation" },
+            ),
+          ]
+        : []),
     ],
     { section: "6. async" },
   );

@@ -47,11 +47,11 @@ export const RATE_LIMITS = Object.fromEntries(
 );
 
 /** (b), or with `limiter` (b'): the bare pass-through Worker (scripts/bench/passthrough.mjs). */
-export async function startPassthrough(upstreamUrl, { limiter = false } = {}) {
+export async function startPassthrough(upstreamUrl, { limiter = false, readInJs = false } = {}) {
   const started = performance.now();
   const mf = startWorker({
-    name: limiter ? "bare-limited" : "bare",
-    script: passthroughScript(upstreamUrl, { limiter }),
+    name: limiter ? "bare-limited" : readInJs ? "bare-js" : "bare",
+    script: passthroughScript(upstreamUrl, { limiter, readInJs }),
     ...(limiter ? { ratelimits: { RATE_LIMIT_RUNS: RATE_LIMITS.RATE_LIMIT_RUNS } } : {}),
   });
   const url = await mf.ready;
@@ -105,6 +105,7 @@ export async function startGateway(
     sharedOptions = {},
     workerOptions = {},
     migrated = false,
+    batchSizes = {},
   } = {},
 ) {
   const started = performance.now();
@@ -141,7 +142,8 @@ export async function startGateway(
           (config.queues?.consumers ?? []).map((c) => [
             c.queue,
             {
-              maxBatchSize: c.max_batch_size,
+              // `batchSizes` (queue → size) gives a consumer larger batches than wrangler.toml, for an experiment.
+              maxBatchSize: batchSizes[c.queue] ?? c.max_batch_size,
               maxBatchTimeout: c.max_batch_timeout,
               maxRetries: c.max_retries,
               deadLetterQueue: c.dead_letter_queue,

@@ -40,15 +40,17 @@ export const MISSES = {
   },
   chunked: {
     costs:
-      "the silence watch on a body without a length (`relay` in src/runs/call.ts): each chunk is read into JavaScript (one reused buffer) and written into the runtime's pipe, one turn per chunk, where (b) hands the body on natively: {bodies:silence-watch}",
+      "the silence watch on a body without a length (`relay` in src/runs/call.ts): each chunk is read into JavaScript (two buffers taking turns, the next read overlapping the caller taking the last chunk) and written into the runtime's pipe, where (b) hands the body on natively: {bodies:silence-watch}. The runtime's own share, measured alone: the bare Worker reading the same body in JavaScript with nothing else done streams at {row:chunked-runtime} of its own bytes/s and costs {row:chunked-runtime-cpu} of its CPU per GiB",
     buys: "`RUN_STREAM_IDLE_MS`: a call whose app goes silent mid-stream is ended instead of holding the caller and a connection; the body's bytes are counted (usage, limits) as they pass",
     experiment:
-      "the piece `silence-watch` (the same bundle with `stream()` handing on the app's body itself), streamed in the same repetitions",
+      "the piece `silence-watch` (the same bundle with `stream()` handing on the app's body itself), streamed in the same repetitions; the bare Worker with the body read in JavaScript (`readInJs`, scripts/bench/passthrough.mjs) beside (b)",
   },
   "chunked-cpu": {
-    costs: "the silence watch's read and write per chunk: {bodies:silence-watch}",
+    costs:
+      "the silence watch's read and write of every byte: {bodies:silence-watch}. Most of it is what the runtime charges any JavaScript that sees a stream's bytes: the bare Worker reading the same body in JavaScript, with no watch and no count, costs {row:chunked-runtime-cpu} of its CPU per GiB (on this runtime, reads of at least 768 KiB still cost about 2×, a pass-through `TransformStream` about 21×, `pipeTo` into an `IdentityTransformStream` what (b) costs); a watch that never sees the bytes could not count them nor tell silence from a stalled caller",
     buys: "the idle limit and the byte count, as for the chunked body's bytes/s",
-    experiment: "the piece `silence-watch`, streamed in the same repetitions",
+    experiment:
+      "the piece `silence-watch`, streamed in the same repetitions; the bare Worker reading the body in JavaScript beside (b)",
   },
   rss: {
     costs: "what the silence watch holds while the body streams",
@@ -68,9 +70,10 @@ export const MISSES = {
   },
   "async-cpu": {
     costs:
-      "what an async run with a webhook does beyond a synchronous one with a webhook: its D1 row at acceptance, the claim `queued → running`, its end with the result and the delivery's hand-over, a second queue hop and the result read whole and stored. Local D1 costs the Worker's own core per round trip ({row:unit-d1-pending}), a queue send {row:unit-send}",
-    buys: "at-most-once execution, a status URL, a result kept for its retention, the delivery recorded or swept",
-    experiment: "the unit costs of the local bindings (section 2), one call of each in a Worker's loop",
+      "what an async run with a webhook does beyond a synchronous one with a webhook: its D1 row at acceptance and the queue send, a consumer invocation of its own, the claim `queued → running`, the secret sealed at acceptance and opened at the end, and its end with the delivery's record and hand-over in one D1 batch (a synchronous run's record is one statement too). Locally the largest piece is the broker's: it hands the consumer one batch at a time, so with one run per invocation (wrangler.toml) the runs of a burst run one after another, each in an invocation of its own, and each delivery reaches its lane alone (two D1 round trips per delivery, against about a third of one for synchronous runs that finish together). Measured alone, the same bundle with its consumer given 10 runs per invocation (the runs of a burst side by side, as a backlog's scaled-out consumers have them on Cloudflare): {row:async-cpu-side-by-side} the CPU of its synchronous runs; one run per invocation, one invocation at a time, costs {row:async-one-per-invocation} per async run. Local D1 costs the Worker's own core per round trip ({row:unit-d1-pending}), a queue send {row:unit-send}",
+    buys: "at-most-once execution, a status URL, a result kept for its retention, the delivery recorded or swept; one run per invocation gives each run the invocation's 15 minutes, 128 MB and 6 connections of its own (src/runs/async/consumer.ts)",
+    experiment:
+      "the same bundle beside it with its async consumer given 10 runs per invocation (`--async-side-batch=10`), interleaved in the same repetitions; the unit costs of the local bindings (section 2)",
   },
   "e-drained": {
     costs:
@@ -85,15 +88,15 @@ export const MISSES = {
   },
   "latency-p50-1": {
     costs:
-      "a delivery that waits for the webhook queue's batch (`max_batch_timeout`, 1 s) before its lane makes the attempt",
-    buys: "a delivery that survives a restart of the runtime between the run and its first attempt (the queue holds it)",
+      "a delivery handed straight to its lane by the run (src/webhooks/hand-off.ts): the lane's durable SQLite insert, its alarm, the attempt's claim in D1 before the POST; only a delivery its lane could not take waits for the webhook queue's batch (`max_batch_timeout`, 1 s)",
+    buys: "a delivery that survives a restart of the runtime between the run and its first attempt (the lane's storage holds it, the queue when the lane cannot)",
     experiment:
-      "the p50 and p95 at 1 run/s side by side: a delivery handed to its lane at once arrives in tens of milliseconds, one that waits for the batch in about a second",
+      "the p50 and p95 at 1 run/s side by side: a delivery handed to its lane arrives in tens of milliseconds, one through the queue in about a second",
   },
   "latency-p95-1": {
     costs:
-      "a delivery that waits for the webhook queue's batch (`max_batch_timeout`, 1 s) before its lane makes the attempt",
-    buys: "a delivery that survives a restart of the runtime between the run and its first attempt (the queue holds it)",
+      "as for the p50: the lane's durable insert, its alarm and the attempt's claim in D1; a delivery through the queue's fallback waits for its batch (1 s)",
+    buys: "a delivery that survives a restart of the runtime between the run and its first attempt",
     experiment: "the p50 and p95 at 1 run/s side by side",
   },
   "latency-p95-100": {

@@ -7,12 +7,34 @@ const LIMIT = `
     const limited = await env.RATE_LIMIT_RUNS.limit({ key: url.pathname.split("/")[2] ?? "" });
     if (!limited.success) return new Response("rate limited", { status: 429 });`;
 
-export const passthroughScript = (upstream, { limiter = false } = {}) => `
+// With \`readInJs\`, the body is not handed on as the runtime gives it but read in JavaScript, as the
+// gateway's silence watch must (byob reads into a reused 256 KiB buffer, each chunk written into an
+// IdentityTransformStream, nothing else done): what the runtime itself charges for any JavaScript that
+// sees a stream's bytes.
+const READ_IN_JS = `
+    if (!answer.body) return answer;
+    const pipe = new IdentityTransformStream();
+    const writer = pipe.writable.getWriter();
+    (async () => {
+      const reader = answer.body.getReader({ mode: "byob" });
+      let buffer = new ArrayBuffer(256 * 1024);
+      for (;;) {
+        const { done, value } = await reader.read(new Uint8Array(buffer));
+        if (done) break;
+        buffer = value.buffer;
+        await writer.write(value);
+      }
+      await writer.close();
+    })().catch((error) => writer.abort(error).catch(() => {}));
+    return new Response(pipe.readable, answer);`;
+
+export const passthroughScript = (upstream, { limiter = false, readInJs = false } = {}) => `
 const UPSTREAM = ${JSON.stringify(upstream)};
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);${limiter ? LIMIT : ""}
-    return fetch(UPSTREAM + url.pathname + url.search, { method: request.method, headers: request.headers, body: request.body });
+    const answer = await fetch(UPSTREAM + url.pathname + url.search, { method: request.method, headers: request.headers, body: request.body });${readInJs ? READ_IN_JS : ""}
+    return answer;
   },
 };
 `;

@@ -238,6 +238,19 @@ export async function benchRunPath({
         rss: rssReader(b.url),
       });
     }
+    // The bare Worker reading the body in JavaScript: streams the large bodies only.
+    const readsInJs = await startPassthrough(app.url, { readInJs: true });
+    cleanup.push(() => readsInJs.mf.dispose());
+    const bareJs = {
+      id: "bare-js",
+      url: readsInJs.url,
+      headers: {},
+      fn: gateway.fn,
+      srv: gateway.srv,
+      cpu: cpuReader(readsInJs.url),
+      rss: rssReader(readsInJs.url),
+      bodiesOnly: true,
+    };
     const alone = [];
     for (const variant of variants) {
       let script = bundle;
@@ -257,7 +270,7 @@ export async function benchRunPath({
     const streamed = [...floors, gateway];
     // Variants that change how a body streams (`bodies: true`) stream the large bodies too.
     const bodied = new Set(alone.filter((v) => v.target && v.bodies).map((v) => v.id));
-    const targets = [...streamed, ...alone.filter((v) => v.target).map((v) => v.target)];
+    const targets = [...streamed, bareJs, ...alone.filter((v) => v.target).map((v) => v.target)];
     for (const t of targets) {
       for (const path of [`${t.fn}/run`, `${t.srv}/png`, `${t.srv}/sse`]) {
         const check = await fetch(`${t.url}${path}`, { headers: t.headers });
@@ -275,10 +288,10 @@ export async function benchRunPath({
       // Alternate the order: a target measured first in one rep is measured last in the next.
       for (const t of rep % 2 ? targets : [...targets].reverse()) {
         log(`run path rep ${rep}/${reps}: ${t.id}`);
-        const json = await load(t, `${t.fn}/run`, seconds, wrkCpu);
-        const png = await load(t, `${t.srv}/png`, seconds, wrkCpu);
+        const json = t.bodiesOnly ? null : await load(t, `${t.fn}/run`, seconds, wrkCpu);
+        const png = t.bodiesOnly ? null : await load(t, `${t.srv}/png`, seconds, wrkCpu);
         figures[t.id] = { json, png };
-        if (t.id === "bare" || t === gateway || bodied.has(t.id)) {
+        if (t.id === "bare" || t === gateway || t.bodiesOnly || bodied.has(t.id)) {
           figures[t.id].declared = await body(t, `${t.srv}/file?mib=${mib}`, mib * MIB);
           figures[t.id].chunked = await body(t, `${t.srv}/bytes?mib=${mib}`, mib * MIB);
         }
@@ -381,6 +394,16 @@ export function printRunPath(figures) {
       `${mib} MiB chunked, bare Worker's CPU per GiB`,
       each((r) => r.bare.chunked.cpuPerGiB),
       { unit: "ms/GiB", digits: 0 },
+    ),
+    figure(
+      `${mib} MiB chunked through the bare Worker reading it in JavaScript (byob reads, no watch), CPU per GiB ÷ bare`,
+      each((r) => r["bare-js"]?.chunked.cpuPerGiB / r.bare.chunked.cpuPerGiB),
+      { unit: "x", key: "chunked-runtime-cpu", vs: "(b)" },
+    ),
+    figure(
+      `${mib} MiB chunked through the bare Worker reading it in JavaScript, bytes/s ÷ bare`,
+      each((r) => r["bare-js"]?.chunked.bytesPerSecond / r.bare.chunked.bytesPerSecond),
+      { unit: "x", key: "chunked-runtime", vs: "(b)" },
     ),
     figure(
       `workerd RSS growth while ${mib} MiB chunked streams through the gateway`,

@@ -1,22 +1,22 @@
 import { seg } from "./api";
 import { Badge, type BadgeTone } from "./components";
 import { projectPath } from "./context";
-import type { RunRecord } from "./usage-types";
+import type { RunRecordItem } from "./usage-types";
 
 /** A run's own page in the dashboard. */
 export const runPath = (projectId: string, runId: string) => projectPath(projectId, `/runs/${seg(runId)}`);
 
 /** Whose failure a run's error was: the gateway's (its problem code) or the app's (its own status). */
-export type Failure = NonNullable<RunRecord["failure"]>;
+export type Failure = NonNullable<RunRecordItem["failure"]>;
 
 /** The words a run's record ends with (src/runs/outcome.ts, `RunEnding`). */
-export type Ending = RunRecord["ending"];
+export type Ending = RunRecordItem["ending"];
 
 /** A caller who left before any answer is recorded with 499 (nginx's "client closed request"), no status of the app's. */
 export const CLIENT_CLOSED = 499;
 
 /** Whether a caller who left had started to get the app's answer (its status and some of its body). */
-const answeredBeforeLeaving = (r: RunRecord) => r.status_code !== CLIENT_CLOSED && r.status_code > 0;
+const answeredBeforeLeaving = (r: RunRecordItem) => r.status_code !== CLIENT_CLOSED && r.status_code > 0;
 
 export function statusTone(code: number): BadgeTone {
   if (code >= 500) return "bad";
@@ -48,7 +48,7 @@ export function failureText(failure: Failure | null): string | null {
  * The Runs list's outcome cell: the status the caller got, then who failed (the app or the gateway, by
  * its problem code), or that the caller left. Colour is never the only sign: the words say it too.
  */
-export function OutcomeBadge({ r }: { r: RunRecord }) {
+export function OutcomeBadge({ r }: { r: RunRecordItem }) {
   const { ending, failure } = r;
   const whose = failureText(failure);
   if (ending === "hung_up") {

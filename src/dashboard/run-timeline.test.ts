@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { timelineOf } from "./pages/run";
-import type { RunRecord } from "./usage-types";
+import type { RunRecordItem } from "./usage-types";
 
 const ACCEPTED = "2026-11-25T12:00:00.000Z";
 const T = Date.parse(ACCEPTED);
 
-const record = (more: Partial<RunRecord> = {}) =>
+const record = (more: Partial<RunRecordItem> = {}) =>
   ({
     run_id: "run_1",
     app_name: "a",
@@ -29,7 +29,7 @@ const record = (more: Partial<RunRecord> = {}) =>
     request_id: "req_1",
     created_at: ACCEPTED,
     ...more,
-  }) as RunRecord;
+  }) as RunRecordItem;
 
 const said = (moments: ReturnType<typeof timelineOf>) => moments.map((m) => `${m.what} +${m.at - T}`);
 

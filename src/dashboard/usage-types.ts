@@ -7,9 +7,9 @@ import type {
 } from "../usage/routes";
 
 /** What the dashboard reads from the usage API: the API's own response schemas, inferred, never copied. */
-export type RunRecord = z.infer<typeof RunRecordSchema>;
-export type RunRecordList = z.infer<typeof RunRecordListSchema>;
+export type RunRecordItem = z.infer<typeof RunRecordSchema>;
+export type RunRecordPage = z.infer<typeof RunRecordListSchema>;
 export type Usage = z.infer<typeof UsageSchema>;
-export type UsageFigures = Usage["totals"];
+export type UsageTotals = Usage["totals"];
 export type Receiver = z.infer<typeof ReceiverHealthSchema>;
 export type ReceiverList = { data: Receiver[] };

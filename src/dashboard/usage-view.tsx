@@ -4,7 +4,7 @@ import { bucketLabel, INTERVAL_MS, type Interval, Lines, StackedBars } from "./c
 import { type DashContext, projectPath } from "./context";
 import { ProblemMessage } from "./components";
 import { bytes, count, countShort, duration, percent } from "./format";
-import type { Usage, UsageFigures } from "./usage-types";
+import type { Usage, UsageTotals } from "./usage-types";
 
 /** The time ranges a person picks from; each shows its own bucket size (60, 24 and 168 bars). */
 export const RANGES = {
@@ -145,7 +145,7 @@ function Stat({ label, value, note }: { label: string; value: Child; note?: Chil
 }
 
 /** The range's totals as tiles: what a person looks for first. */
-export function Totals({ totals }: { totals: UsageFigures }) {
+export function Totals({ totals }: { totals: UsageTotals }) {
   const errors = totals.status_4xx + totals.status_5xx;
   const share = (n: number) => (totals.runs ? percent(n / totals.runs) : "–");
   return (

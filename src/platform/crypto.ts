@@ -2,8 +2,9 @@ import { toHex } from "./encoding";
 
 const encoder = new TextEncoder();
 
-export async function sha256Hex(value: string): Promise<string> {
-  return toHex(await crypto.subtle.digest("SHA-256", encoder.encode(value)));
+/** The SHA-256 of a text (its UTF-8 bytes) or of bytes, in lowercase hex. */
+export async function sha256Hex(value: string | Uint8Array): Promise<string> {
+  return toHex(await crypto.subtle.digest("SHA-256", typeof value === "string" ? encoder.encode(value) : value));
 }
 
 /**

@@ -62,6 +62,9 @@ export function log(level: LogLevel, message: string, fields: LogFields = {}): v
   WRITERS[level](line);
 }
 
+/** An `error` line: errors by name, code and redacted message (`describeError`), never their values. */
+export const logError = (message: string, fields: LogFields = {}): void => log("error", message, fields);
+
 /** The one line of an HTTP request: `error` for a 5xx answer, else `info`. */
 export function logRequest(fields: {
   request_id: string;

@@ -2,7 +2,7 @@ import { ApiError, problemBody, PROBLEM_CONTENT_TYPE } from "../platform/errors"
 import { isJsonType } from "../platform/http";
 import { jsonTextSyntaxOf } from "../platform/json-syntax";
 import type { Deps } from "../platform/deps";
-import { type AppCall, type AppRequest, callApp, runMeta } from "./call";
+import { type AppCall, type AppRequest, callApp, NULL_BODY, runMeta } from "./call";
 import type { RunContext } from "./context";
 import { BodyCopy, documentOf } from "./copy";
 import { RUN_RESPONSE_MAX_BYTES } from "./bodies";
@@ -37,7 +37,6 @@ export function envelopes(call: AppCall, run: RunContext): boolean {
 }
 
 // Statuses whose responses cannot carry a body: the envelope always has one.
-const NULL_BODY = new Set([204, 205, 304]);
 export const callerStatus = (upstream: number) =>
   NULL_BODY.has(upstream) || upstream < 200 || upstream > 599 ? 200 : upstream;
 

@@ -1,10 +1,11 @@
 import { and, count, eq, gte, inArray, isNull, lt, ne, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
 import { webhookDeliveries as d } from "../db/schema";
+import type { RunDelivery } from "./routes";
 
 /**
  * What usage reads of the webhook delivery records (D1, written by the delivery pipeline): each run's
- * delivery outcome, deliveries per interval, and each receiver origin's health.
+ * delivery, deliveries per interval, and each receiver origin's health.
  */
 
 /** D1 binds at most 100 parameters per statement; the project id takes one. */
@@ -12,19 +13,13 @@ const IDS_PER_QUERY = 90;
 /** Deliveries one receivers' health answer reads at most (newest first); a busier range is summarised from these. */
 export const RECEIVER_ROWS_MAX = 50_000;
 
-export interface WebhookOutcome {
-  delivery_id: string;
-  status: "pending" | "delivered" | "failed";
-  attempts: number;
-}
-
 /** The delivery of each run in `runIds` (the first one made; a resend is a delivery of its own). */
-export async function webhookOutcomes(
+export async function runDeliveries(
   db: Database,
   projectId: string,
   runIds: string[],
-): Promise<Map<string, WebhookOutcome>> {
-  const outcomes = new Map<string, WebhookOutcome>();
+): Promise<Map<string, RunDelivery>> {
+  const byRun = new Map<string, RunDelivery>();
   for (let i = 0; i < runIds.length; i += IDS_PER_QUERY) {
     const rows = await db
       .select({ runId: d.runId, id: d.id, status: d.status, attempts: d.attemptCount })
@@ -34,10 +29,10 @@ export async function webhookOutcomes(
       )
       .orderBy(d.id);
     for (const row of rows)
-      if (!outcomes.has(row.runId))
-        outcomes.set(row.runId, { delivery_id: row.id, status: row.status, attempts: row.attempts });
+      if (!byRun.has(row.runId))
+        byRun.set(row.runId, { delivery_id: row.id, status: row.status, attempts: row.attempts });
   }
-  return outcomes;
+  return byRun;
 }
 
 /** Settled deliveries per interval of [from, to), by the time of their run, indexed from `from`. */

@@ -1,21 +1,21 @@
 import { ApiError, invalidField } from "../platform/errors";
+import { DAY_MS, HOUR_MS, MINUTE_MS } from "../platform/time";
 import { decodeCursor, encodeCursor } from "../platform/pagination";
 import { createRouter } from "../platform/router";
 import { recordCallers } from "../auth/callers";
-import { deliveryCounts, receiversHealth, type WebhookOutcome, webhookOutcomes } from "./deliveries";
+import { deliveryCounts, receiversHealth, runDeliveries } from "./deliveries";
 import { ledgerOf } from "./ledger-client";
 import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
-import { getRun, getUsage, type INTERVALS, listReceivers, listRuns } from "./routes";
+import { getRun, getUsage, type INTERVALS, listReceivers, listRuns, type RunDelivery } from "./routes";
 import { isTimeout } from "./run-record";
 import type { RunFailure } from "../runs/outcome";
 import { runUrl } from "../runs/urls";
 
 /** The usage API's handlers: the runs list and the figures from the project's ledger, deliveries from D1. */
 
-const STEP_MS: Record<(typeof INTERVALS)[number], number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
+const STEP_MS: Record<(typeof INTERVALS)[number], number> = { minute: MINUTE_MS, hour: HOUR_MS, day: DAY_MS };
 /** Points per usage answer: 36 hours by the minute, 90 days by the hour. */
 export const MAX_POINTS = 2_160;
-const DAY_MS = 86_400_000;
 
 const time = (value: string | undefined) => (value === undefined ? undefined : Date.parse(value));
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -38,7 +38,7 @@ const statusUrlOf = (requestUrl: string, projectId: string, run: StoredRun) =>
   runUrl(requestUrl, { projectId, appName: run.app_name, runId: run.run_id });
 
 /** A stored run as the API answers it, with its webhook's delivery when one was asked. */
-function itemOf(requestUrl: string, projectId: string, run: StoredRun, outcomes: Map<string, WebhookOutcome>) {
+function itemOf(requestUrl: string, projectId: string, run: StoredRun, deliveries: Map<string, RunDelivery>) {
   return {
     run_id: run.run_id,
     app_name: run.app_name,
@@ -66,7 +66,7 @@ function itemOf(requestUrl: string, projectId: string, run: StoredRun, outcomes:
     // A webhook was asked; its delivery record may still be on its way (a pending row is written first).
     webhook:
       run.webhook === 1
-        ? (outcomes.get(run.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 })
+        ? (deliveries.get(run.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 })
         : null,
     status_url: run.mode === "async" || run.handed_over_ms !== null ? statusUrlOf(requestUrl, projectId, run) : null,
     request_id: run.request_id,
@@ -93,12 +93,12 @@ export const usageRouter = createRouter()
       callers: recordCallers(c.get("principal")),
     });
     const items = rows.slice(0, q.limit);
-    const outcomes = await webhookOutcomes(
+    const deliveries = await runDeliveries(
       c.var.scope.db,
       project_id,
       items.filter((r) => r.webhook === 1).map((r) => r.run_id),
     );
-    const data = items.map((run) => itemOf(c.req.url, project_id, run, outcomes));
+    const data = items.map((run) => itemOf(c.req.url, project_id, run, deliveries));
     const last = items.at(-1);
     // A short page whose scan stopped at its bound goes on below the last run examined.
     const next_cursor =
@@ -114,8 +114,8 @@ export const usageRouter = createRouter()
         `No record of run '${run_id}' in project '${project_id}': it is under way, was never made, or is older than 7 days.`,
       );
     }
-    const outcomes = await webhookOutcomes(c.var.scope.db, project_id, run.webhook === 1 ? [run.run_id] : []);
-    return c.json(itemOf(c.req.url, project_id, run, outcomes), 200);
+    const deliveries = await runDeliveries(c.var.scope.db, project_id, run.webhook === 1 ? [run.run_id] : []);
+    return c.json(itemOf(c.req.url, project_id, run, deliveries), 200);
   })
   .openapi(getUsage, async (c) => {
     const { project_id } = c.req.valid("param");

@@ -2,7 +2,8 @@ import { DurableObject } from "cloudflare:workers";
 import type { RunRecord } from "./run-record";
 import type { RefusalCount } from "./refusals";
 import { usageConfigOf } from "../platform/env";
-import { DAY_MS, Ledger, type RecordQuery, SLICE_PAUSE_MS, type UsageFigures, type UsageQuery } from "./ledger";
+import { DAY_MS } from "../platform/time";
+import { Ledger, type RecordQuery, SLICE_PAUSE_MS, type UsageFigures, type BucketQuery } from "./ledger";
 
 /**
  * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
@@ -32,7 +33,7 @@ export class UsageLedger extends DurableObject<Env> {
     return this.ledger.list(q);
   }
 
-  usage(q: UsageQuery): UsageFigures {
+  usage(q: BucketQuery): UsageFigures {
     return this.ledger.usage(q);
   }
 

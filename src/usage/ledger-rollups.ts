@@ -1,4 +1,5 @@
 import { type Histogram, addToHistogram, mergeHistograms } from "./percentiles";
+import { DAY_MS, HOUR_MS, MINUTE_MS } from "../platform/time";
 
 /**
  * The ledger's rollups: counts, status classes, timeouts, bytes and a latency histogram per app and
@@ -13,10 +14,6 @@ import { type Histogram, addToHistogram, mergeHistograms } from "./percentiles";
  * later. Each run is so counted once at each grain; until the derivation is done, a query reaching
  * below it reads the minute rollups (as ledgers did before).
  */
-
-const MINUTE_MS = 60_000;
-const HOUR_MS = 3_600_000;
-const DAY_MS = 86_400_000;
 
 export type Grain = "minute" | "hour" | "day";
 

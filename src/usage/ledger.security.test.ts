@@ -12,7 +12,7 @@ import {
   RECORDS_RETENTION_MS,
   ROLLUPS_RETENTION_MS,
   STOP_FACTOR,
-  type UsageQuery,
+  type BucketQuery,
 } from "./ledger";
 import { ledgerOf } from "./ledger-client";
 import type { RunRecord } from "./run-record";
@@ -303,7 +303,7 @@ describe("attack: queries any usage:read holder can make expensive (33.4)", () =
     const read = await runInDurableObject(ledgerOf(env, `proj_q_${Date.now()}`), async (_instance, state) => {
       const counting = countingStorage(state.storage);
       const ledger = new Ledger(counting.storage, Number.MAX_SAFE_INTEGER);
-      const figures = (q: Omit<UsageQuery, "now">) => {
+      const figures = (q: Omit<BucketQuery, "now">) => {
         counting.reset();
         const answer = ledger.usage({ ...q, now });
         return { answer, rows: counting.rowsRead() };

@@ -1,4 +1,5 @@
 import { isTimeout, type RunRecord } from "./run-record";
+import { DAY_MS } from "../platform/time";
 import type { RunEnding, RunMode } from "../runs/outcome";
 import { type Histogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
 import { hourOf, REFUSAL_REASONS, reasonOf, type RefusalCount } from "./refusals";
@@ -21,9 +22,8 @@ import { DERIVE_ROLLUPS_MIGRATION, grainOf, ROLLUP_SCHEMA, Rollups } from "./led
  * are not records: they are counted per hour and reason (`refusals`, src/usage/refusals.ts).
  */
 
-export const RECORDS_RETENTION_MS = 7 * 24 * 3600 * 1000;
-export const ROLLUPS_RETENTION_MS = 90 * 24 * 3600 * 1000;
-export const DAY_MS = 24 * 3600 * 1000;
+export const RECORDS_RETENTION_MS = 7 * DAY_MS;
+export const ROLLUPS_RETENTION_MS = 90 * DAY_MS;
 /** Past `BYTES_MAX`, one record in this many is kept: at 1,000 runs/s the 7 days then stay within 10 GB (docs/usage.md). */
 export const SAMPLE_EVERY = 100;
 /** Past `BYTES_MAX` times this (8 GiB by default), no record is kept: whatever the rate, the ledger stays within its object's 10 GB. */
@@ -178,7 +178,7 @@ export interface StoredRun extends Omit<RunRecord, "webhook" | "project_id" | "e
   webhook: number;
 }
 
-export interface UsageQuery {
+export interface BucketQuery {
   /** Bucket bounds, aligned to `step` by the caller: [from, to). */
   from: number;
   to: number;
@@ -474,7 +474,7 @@ export class Ledger {
   }
 
   /** The usage series of [from, to) in buckets of `step`, and its totals. */
-  usage(q: UsageQuery): UsageFigures {
+  usage(q: BucketQuery): UsageFigures {
     const count = Math.max(0, Math.ceil((q.to - q.from) / q.step));
     const appClause = q.app_name === undefined ? "" : " AND app_name = ?";
     const appArgs = q.app_name === undefined ? [] : [q.app_name];

@@ -1,3 +1,4 @@
+import { HOUR_MS } from "../platform/time";
 /**
  * Refusals: requests refused before their app was known (the project's run budget spent: 429
  * `rate_limited`; an app the project does not have: 404 `not_found`). Not runs, so never a record: a
@@ -8,8 +9,6 @@
  * A refusal reaches the ledger as a count: the isolate adds each to its (project, hour, reason) count
  * (src/usage/buffer.ts) and the counts leave with the run records' next batch.
  */
-
-export const HOUR_MS = 3_600_000;
 
 /** The reasons a customer sees with zeros when none came (`totals.refused` of the usage figures). */
 export const REFUSAL_REASONS = ["rate_limited", "not_found"] as const;

@@ -50,13 +50,15 @@ export const RunsQuery = ListQuery.extend({
   to: RangeBound("Only runs made before this time (RFC 3339)."),
 }).strict();
 
-export const WebhookOutcome = z
+export const RunDelivery = z
   .object({
     delivery_id: z.string().nullable().openapi({ description: "The delivery's id; null while it is being recorded." }),
     status: z.enum(["pending", "delivered", "failed"]),
     attempts: z.number().int(),
   })
-  .openapi("RunWebhookOutcome");
+  .openapi("RunDelivery");
+/** A run's webhook delivery as the runs list shows it (the first one made; a resend is a delivery of its own). */
+export type RunDelivery = z.infer<typeof RunDelivery>;
 
 export const RunRecordSchema = z
   .object({
@@ -126,7 +128,7 @@ export const RunRecordSchema = z
       description:
         "Who made the run: `sa:<service account id>`, `jwt:<subject>`, `user:<person id>` or `admin`; never a credential.",
     }),
-    webhook: WebhookOutcome.nullable().openapi({
+    webhook: RunDelivery.nullable().openapi({
       description: "The webhook delivery of the run's answer, when one was asked for.",
     }),
     status_url: z.string().nullable().openapi({

@@ -7,10 +7,11 @@ import { pendingInsert, type PendingRow } from "./store";
 import type { DeliveryMessage } from "./message";
 import { handOff } from "./hand-off";
 import { type SealedSecret, sealSecret } from "./secret-box";
-import { log, type LogFields } from "../platform/log";
+import { logError } from "../platform/log";
 import { retry } from "../platform/retry";
 
-export interface DeliveryTarget {
+/** Where and for whom a delivery goes: the run it copies and the receiver's endpoint (and its secret). */
+export interface DeliveryAddress {
   projectId: string;
   runId: string;
   /** The run's app: usage figures per app count its deliveries by it. */
@@ -19,13 +20,13 @@ export interface DeliveryTarget {
   secret: string | undefined;
 }
 
-export interface DeliveryRequest extends DeliveryTarget {
+export interface DeliveryRequest extends DeliveryAddress {
   /** The exact bytes returned to the caller. */
   body: string;
 }
 
 /** A delivery whose `pending` row exists: what `recordPending` returns and `enqueueDelivery` takes. */
-export interface PendingDelivery extends DeliveryTarget {
+export interface PendingDelivery extends DeliveryAddress {
   id: string;
   /** What receivers see as the message's id: `id`, or the original's on a resend. */
   messageId: string;
@@ -40,16 +41,13 @@ export const bodyKey = (deliveryId: string) => `webhook-bodies/${deliveryId}`;
 
 const encoder = new TextEncoder();
 
-/** Errors by name, code and redacted message (`describeError`): D1's error carries the row's values, the endpoint among them. */
-const logError = (message: string, fields: LogFields) => log("error", message, fields);
-
 /**
  * A delivery ready to be written `pending`: its ids and sealed secret, and its row. Nothing is written
  * yet: `recordPending` writes it alone, an async run's end writes it in the batch that ends the run.
  */
 export async function preparePending(
   { config, deps }: Pick<Scope, "config" | "deps">,
-  target: DeliveryTarget,
+  address: DeliveryAddress,
   options: { resentFrom?: { id: string; messageId: string } } = {},
 ): Promise<{ pending: PendingDelivery; row: PendingRow }> {
   const createdAt = deps.now();
@@ -57,13 +55,14 @@ export async function preparePending(
   // A resend is the same message again (Standard Webhooks: the id stays when a message is resent), so
   // receivers that de-duplicate by `webhook-id` recognise it; its timestamp and signature are fresh.
   const messageId = options.resentFrom?.messageId ?? id;
-  const sealed = target.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, target.secret);
+  const sealed =
+    address.secret === undefined ? null : await sealSecret(config.webhookEncryptionKey, id, address.secret);
   const row: PendingRow = {
     id,
-    projectId: target.projectId,
-    runId: target.runId,
-    appName: target.appName ?? null,
-    endpoint: target.endpoint,
+    projectId: address.projectId,
+    runId: address.runId,
+    appName: address.appName ?? null,
+    endpoint: address.endpoint,
     signed: sealed !== null,
     bodyBytes: 0,
     status: "pending",
@@ -73,7 +72,7 @@ export async function preparePending(
     resentFrom: options.resentFrom?.id ?? null,
     messageId,
   };
-  return { pending: { ...target, id, messageId, createdAt, recorded: true, sealed }, row };
+  return { pending: { ...address, id, messageId, createdAt, recorded: true, sealed }, row };
 }
 
 const insertPending = pendingInsert();
@@ -85,10 +84,10 @@ const insertPending = pendingInsert();
  */
 export async function recordPending(
   scope: Scope,
-  target: DeliveryTarget,
+  address: DeliveryAddress,
   options: { resentFrom?: { id: string; messageId: string } } = {},
 ): Promise<PendingDelivery> {
-  return writePending(scope, await preparePending(scope, target, options));
+  return writePending(scope, await preparePending(scope, address, options));
 }
 
 /** Writes a prepared delivery's `pending` row (`preparePending`); when D1 refuses, the first claim writes it from the message. */
@@ -235,8 +234,12 @@ export type DeliveryBody = { text: string } | { unsent: string };
  * unaccounted for), and the body is handed on once `body` resolves, in `waitUntil` (spec 6: the
  * delivery does not block the response); a run that did not finish settles its record `failed`.
  */
-export async function deliverRunCopy(scope: Scope, target: DeliveryTarget, body: Promise<DeliveryBody>): Promise<void> {
-  const pending = await recordPending(scope, target);
+export async function deliverRunCopy(
+  scope: Scope,
+  address: DeliveryAddress,
+  body: Promise<DeliveryBody>,
+): Promise<void> {
+  const pending = await recordPending(scope, address);
   const handedOn = body.then(
     async (copy) => {
       if ("text" in copy) await enqueuePending(scope, pending, copy.text);

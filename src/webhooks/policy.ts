@@ -32,10 +32,10 @@ export const SWEPT_REASONS = ["never_attempted", "stalled"] as const;
  * one that is recorded (`AttemptOutcome`: delivered, retry, failed), follows from it and the attempt's
  * number: a `retry` answer to the last attempt is a `failed` outcome.
  */
-export type StatusClass = "delivered" | "retry" | "permanent";
+export type AttemptVerdict = "delivered" | "retry" | "permanent";
 
 /** Spec section 7: 2xx delivered; 404, other non-2xx outside 4xx/5xx (redirects too) retried; other 4xx and all 5xx final. */
-export function classifyStatus(status: number): StatusClass {
+export function classifyStatus(status: number): AttemptVerdict {
   if (status >= 200 && status < 300) return "delivered";
   if (status === 404) return "retry";
   if (status >= 400 && status < 600) return "permanent";

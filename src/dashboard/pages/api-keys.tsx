@@ -1,4 +1,5 @@
 import { DEFAULT_PERMISSIONS, type Permission, PERMISSIONS } from "../../auth/permissions";
+import { DAY_MS } from "../../platform/time";
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
 import {
@@ -40,7 +41,6 @@ function createdBy(a: ServiceAccount, all: readonly ServiceAccount[], me: string
   return parent ? `key “${parent.name}”` : "another key";
 }
 
-const DAY_MS = 24 * 60 * 60 * 1000;
 /** The API allows at most 2 years (MAX_TOKEN_LIFETIME_MS); the picker offers whole days within it. */
 const MAX_DAYS_AHEAD = 730;
 const isoDate = (ms: number) => new Date(ms).toISOString().slice(0, 10);

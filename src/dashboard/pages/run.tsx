@@ -8,7 +8,7 @@ import { type DashContext, type DashRouter, projectPath } from "../context";
 import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
 import { endingText, OutcomeBadge } from "../run-outcome";
-import type { RunRecord } from "../usage-types";
+import type { RunRecordItem } from "../usage-types";
 import { Attempts, type Delivery, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
 import { type Project, ProjectHeading, withProject } from "./project";
 
@@ -29,7 +29,7 @@ export interface Moment {
  * the record (its moments) and an async or handed-over run's state (its times) tell them; each once, in
  * order. A record from before the moments were kept still gives its end (and a stream's first byte).
  */
-export function timelineOf(record: RunRecord | null, run: AsyncRun | null): Moment[] {
+export function timelineOf(record: RunRecordItem | null, run: AsyncRun | null): Moment[] {
   const acceptedAt = Date.parse(record?.created_at ?? run?.created_at ?? "");
   if (Number.isNaN(acceptedAt)) return [];
   const times = record?.times;
@@ -109,7 +109,7 @@ function Timeline({ moments }: { moments: Moment[] }) {
   );
 }
 
-function Facts({ r, names }: { r: RunRecord; names: Awaited<ReturnType<typeof callerNames>> }) {
+function Facts({ r, names }: { r: RunRecordItem; names: Awaited<ReturnType<typeof callerNames>> }) {
   const { ending } = r;
   return (
     <dl class="facts">
@@ -246,7 +246,7 @@ async function runPage(c: DashContext, project: Project) {
   const runId = c.req.param("run_id") ?? "";
   const api = c.get("api");
   const [record, run, deliveries, names] = await Promise.all([
-    api<RunRecord>("GET", `/projects/${seg(pid)}/runs/${seg(runId)}`),
+    api<RunRecordItem>("GET", `/projects/${seg(pid)}/runs/${seg(runId)}`),
     can(c, "runs:invoke") ? api<AsyncRun>("GET", `/projects/${seg(pid)}/async-runs/${seg(runId)}`) : null,
     can(c, "deliveries:read")
       ? api<Page<Delivery>>("GET", `/projects/${seg(pid)}/webhook-deliveries?run_id=${seg(runId)}&limit=20`)

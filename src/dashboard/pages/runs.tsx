@@ -8,24 +8,24 @@ import { Caller, callerNames, type CallerNames } from "../callers";
 import { OutcomeBadge, runPath } from "../run-outcome";
 import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
-import type { RunRecord, RunRecordList } from "../usage-types";
+import type { RunRecordItem, RunRecordPage } from "../usage-types";
 import { RANGES, type Range, RunCommand } from "../usage-view";
 import { type Project, ProjectHeading, withProject } from "./project";
 
 const PAGE_SIZE = 25;
 const UNDER_WAY_SHOWN = 10;
 const MODES = { sync: "Synchronous", wait: "Waited", async: "Async" } as const satisfies Record<
-  RunRecord["mode"],
+  RunRecordItem["mode"],
   string
 >;
 const STATUS_CLASSES = { "2xx": "2xx success", "4xx": "4xx refused", "5xx": "5xx failed" } as const;
 
-const WEBHOOK_TONE: Record<NonNullable<RunRecord["webhook"]>["status"], BadgeTone> = {
+const WEBHOOK_TONE: Record<NonNullable<RunRecordItem["webhook"]>["status"], BadgeTone> = {
   pending: "info",
   delivered: "ok",
   failed: "bad",
 };
-const WEBHOOK_LABEL: Record<NonNullable<RunRecord["webhook"]>["status"], string> = {
+const WEBHOOK_LABEL: Record<NonNullable<RunRecordItem["webhook"]>["status"], string> = {
   pending: "Pending",
   delivered: "Delivered",
   failed: "Failed",
@@ -72,7 +72,7 @@ function Select<K extends string>(props: {
   );
 }
 
-function RunRow({ r, pid, names }: { r: RunRecord; pid: string; names: CallerNames }) {
+function RunRow({ r, pid, names }: { r: RunRecordItem; pid: string; names: CallerNames }) {
   const page = runPath(pid, r.run_id);
   return (
     <tr id={`run-${r.run_id}`}>
@@ -175,7 +175,7 @@ async function runsPage(c: DashContext, project: Project) {
   if (cursor) query.set("cursor", cursor);
   const api = c.get("api");
   const [list, apps, pending, names] = await Promise.all([
-    api<RunRecordList>("GET", `/projects/${seg(pid)}/runs?${query}`),
+    api<RunRecordPage>("GET", `/projects/${seg(pid)}/runs?${query}`),
     api<Page<{ name: string }>>("GET", `/projects/${seg(pid)}/apps?limit=100`),
     underWay(c, pid),
     callerNames(c, pid),

@@ -1,4 +1,5 @@
 import { ApiError, invalidField } from "../../platform/errors";
+import { sha256Hex } from "../../platform/crypto";
 import { sealSecret } from "../../webhooks/secret-box";
 import { isGatewayParam } from "../path";
 import type { AppRequest } from "../call";
@@ -17,11 +18,6 @@ export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
 const KEY = /^[\x21-\x7e]{1,255}$/;
 /** Queue sends tried before the caller is told to try again (nothing is left behind then). */
 const SEND_TRIES = 2;
-
-async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
-}
 
 /** The caller's query without our own parameters, as the request's hash has always named it. */
 function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {

@@ -1,4 +1,5 @@
 import { env } from "cloudflare:workers";
+import { sha256Hex } from "../../platform/crypto";
 import { describe, expect, it } from "vitest";
 import { consume, poll, startAsync } from "../../../test/async-runs";
 import { client } from "../../../test/helpers";
@@ -17,11 +18,6 @@ function randomBytes(size: number): Uint8Array {
   for (let i = 0; i < size; i += 65536) crypto.getRandomValues(bytes.subarray(i, i + 65536));
   return bytes;
 }
-
-const sha256Hex = async (bytes: Uint8Array) =>
-  Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)), (b) => b.toString(16).padStart(2, "0")).join(
-    "",
-  );
 
 const stored = async (runId: string) =>
   (await env.DB.prepare("SELECT request_body_encoding, request_in_r2, request_body FROM async_runs WHERE id = ?")

@@ -8,7 +8,7 @@ import { enqueuePending } from "../../webhooks/enqueue";
 import { asyncOutcome, asyncTimes, endingOf, endUnanswered, handOverOf } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
-import { log, type LogFields } from "../../platform/log";
+import { logError } from "../../platform/log";
 import { retry } from "../../platform/retry";
 import { isAsyncRunMessage } from "./message";
 import { type OutcomePort, runClock } from "../outcome";
@@ -36,8 +36,6 @@ import { runJson } from "./resource";
 
 /** D1 writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
 const END_TRIES = 3;
-
-const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
 /** The run's app as deployed now: its runtime decides its answer's form; an app deleted since answers as a `custom` one (passed through). */
 async function deploymentOf(

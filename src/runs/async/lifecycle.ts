@@ -7,15 +7,13 @@ import type { RunAnswer } from "../answer";
 import { appPathOfRun } from "../app-request";
 import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver, type HandOver } from "./store";
-import { log, type LogFields } from "../../platform/log";
+import { logError } from "../../platform/log";
 import { endingOfProblem, failureOf, type OutcomePort, outcomePath, type RunOutcome } from "../outcome";
 import { tellIfFollowed } from "./followers";
 import { runJson } from "./resource";
 
 /** Why a run that ended without an answer from its app ended: the `error.code` of the run. */
 export type Unanswered = "interrupted" | "expired" | "deadline";
-
-const logError = (message: string, fields: LogFields) => log("error", message, fields);
 
 /** A run's `error.code` for the problems whose name says "run" twice: the run's deadline, its interruption. */
 const RUN_ERROR_OF_PROBLEM: Record<string, string> = { run_deadline: "deadline", run_interrupted: "interrupted" };

@@ -1,7 +1,7 @@
 import type { AttemptOutcome } from "../../db/schema";
 import type { Deps } from "../../platform/deps";
 import { isTimeout } from "../../platform/http";
-import { classifyStatus, type StatusClass } from "../policy";
+import { classifyStatus, type AttemptVerdict } from "../policy";
 import type { Prepared } from "./prepare";
 
 /** The second step: what one attempt did, as it will be recorded. */
@@ -25,7 +25,7 @@ type Ready = Extract<Prepared, { kind: "ready" }>;
 type Unsendable = Extract<Prepared, { kind: "unsendable" }>;
 
 /** The recorded outcome of a receiver's answer, to the delivery's last attempt (`final`) or an earlier one. */
-export function outcomeOf(answer: StatusClass, final: boolean): { outcome: AttemptOutcome; reason: string } {
+export function outcomeOf(answer: AttemptVerdict, final: boolean): { outcome: AttemptOutcome; reason: string } {
   if (answer === "delivered") return { outcome: "delivered", reason: "" };
   if (answer === "permanent") return { outcome: "failed", reason: "permanent failure" };
   return final ? { outcome: "failed", reason: "attempts exhausted" } : { outcome: "retry", reason: "" };
