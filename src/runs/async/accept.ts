@@ -67,8 +67,9 @@ function accepted(
 /**
  * Accepts an async run after every check a synchronous run makes (key, app, deployment, body,
  * webhook): the app's request (`appRequest`, as `appRequestOf` built it for every mode) is stored with
- * the run (`queued`), a message is queued, and the caller is answered 202 at once. With an `Idempotency-Key` the same request within 24 hours answers the same
- * run; a different request with that key is a 422.
+ * the run (`queued`), a message is queued, and the caller is answered 202 at once. With an
+ * `Idempotency-Key` the same request within 24 hours answers the same run; a different request with
+ * that key is a 422.
  */
 export async function acceptAsync(
   scope: Scope,
