@@ -70,20 +70,21 @@ export const MISSES = {
   },
   "async-cpu": {
     costs:
-      "what an async run with a webhook does beyond a synchronous one with a webhook: its D1 row at acceptance and the queue send, a consumer invocation of its own, the claim `queued → running`, the secret sealed at acceptance and opened at the end, and its end with the delivery's record and hand-over in one D1 batch (a synchronous run's record is one statement too). Locally the largest piece is the broker's: it hands the consumer one batch at a time, so with one run per invocation (wrangler.toml) the runs of a burst run one after another, each in an invocation of its own, and each delivery reaches its lane alone (two D1 round trips per delivery, against about a third of one for synchronous runs that finish together). Measured alone, the same bundle with its consumer given 10 runs per invocation (the runs of a burst side by side, as a backlog's scaled-out consumers have them on Cloudflare): {row:async-cpu-side-by-side} the CPU of its synchronous runs; one run per invocation, one invocation at a time, costs {row:async-one-per-invocation} per async run. Local D1 costs the Worker's own core per round trip ({row:unit-d1-pending}), a queue send {row:unit-send}",
+      "what an async run with a webhook does beyond a synchronous one with a webhook: its D1 row at acceptance and the queue send, a consumer invocation of its own, the claim `queued → running`, the secret sealed at acceptance and opened at the end, and its end with the delivery's record and hand-over in one D1 batch (a synchronous run's record is one statement too). Locally the largest piece is the broker's: it hands the consumer one batch at a time, so with one run per invocation (wrangler.toml) the runs of a burst run one after another, each in an invocation of its own, and each delivery reaches its lane alone (two D1 round trips per delivery, against about a third of one for synchronous runs that finish together). Measured alone, the same bundle with its consumer given 10 runs per invocation (the runs of a burst side by side, as a backlog's scaled-out consumers have them on Cloudflare): {row:async-cpu-side-by-side} the CPU of its synchronous runs; one run per invocation, one invocation at a time, costs {row:async-one-per-invocation} per async run. Part of that is the run's usage record: an invocation sends its records when it ends (src/usage/buffer.ts `sendHeldNow`, so the next batch is not held back), so each async run's record is a ledger call and commit of its own, where synchronous runs' records share a flush; measured alone (the same built bundle with the consumer's `outcomes.ended` call taken out, 3 interleaved repetitions of 150 runs on a machine with 1.7 other cores busy, 25 Nov 2026) it cost 0.5–3.4 ms per async run, and without it the ratio was 2.0–2.3×. Local D1 costs the Worker's own core per round trip ({row:unit-d1-pending}), a queue send {row:unit-send}",
     buys: "at-most-once execution, a status URL, a result kept for its retention, the delivery recorded or swept; one run per invocation gives each run the invocation's 15 minutes, 128 MB and 6 connections of its own (src/runs/async/consumer.ts)",
     experiment:
       "the same bundle beside it with its async consumer given 10 runs per invocation (`--async-side-batch=10`), interleaved in the same repetitions; the unit costs of the local bindings (section 2)",
   },
   "e-drained": {
     costs:
-      "a delivery's way through its lane beyond the floor's single consumer: the lane's Durable Object call ({row:unit-accept10} per delivery), its SQLite insert and delete ({row:unit-settle10}), its alarm, the claims and outcomes grouped in D1",
-    buys: "a slow receiver delays only its own lane (the fairness rows), never more than 3 attempts ≤ 5 s apart, a record per delivery",
+      "a delivery's way through its lane beyond the floor's single consumer: the run's own call to the delivery's lane (one Durable Object call per delivery, where the floor's queue send is one too: {row:unit-accept10} per delivery when ten share a call), the lane's SQLite insert and delete ({row:unit-settle10}), its alarm, the attempt's claim and outcome in D1 (grouped when deliveries arrive together)",
+    buys: "a slow receiver delays only its own lane (the fairness rows), a delivery attempted at once rather than after the queue's batch wait, never more than 3 attempts ≤ 5 s apart, a record per delivery",
     experiment: "the fairness rows and the unit costs (section 2)",
   },
   "e-cpu": {
-    costs: "as for (e)'s drained throughput: the lane's call, storage and alarm per delivery",
-    buys: "fairness between receivers and the outcome table's attempts",
+    costs:
+      "as for (e)'s drained throughput: the lane's call, storage and alarm per delivery, and the claim of each attempt in D1 before it is sent",
+    buys: "fairness between receivers, the first attempt without the queue's batch wait, and the outcome table's attempts",
     experiment: "the fairness rows and the unit costs (section 2)",
   },
   "latency-p50-1": {

@@ -1,12 +1,15 @@
+import { z } from "zod";
+import type { RunEnding, RunMode } from "../runs/outcome";
 import type { RefusalCount } from "./refusals";
 import type { RunRecord } from "./run-record";
 
 /**
  * The `usage-records` queue's message: run records and refusal counts of several projects that one
  * isolate flushed together (src/usage/buffer.ts), for the consumer to hand to each project's ledger
- * (src/usage/queue.ts). Version 2 records carry a run's outcome (`ending`, `failure`, its moments);
- * version 1, sent before, carried `timed_out` and `hung_up` instead and is still read. `refusals` is
- * absent from messages sent before refusals were counted.
+ * (src/usage/queue.ts). Fields in snake_case, as every queue's. Version 2 records carry a run's
+ * outcome (`ending`, `failure`, its moments); version 1, sent before, carried `timed_out` and
+ * `hung_up` instead and is still read (at-least-once: an old message may reach new code). `refusals`
+ * is absent from messages sent before refusals were counted.
  */
 export interface UsageRecordsMessage {
   v: 2;
@@ -14,16 +17,63 @@ export interface UsageRecordsMessage {
   refusals?: RefusalCount[];
 }
 
+const MODES = ["sync", "wait", "async"] as const satisfies readonly RunMode[];
+const ENDINGS = [
+  "answered",
+  "hung_up",
+  "timeout",
+  "deadline",
+  "unreachable",
+  "refused",
+  "interrupted",
+  "error",
+] as const satisfies readonly RunEnding[];
+// Every ending and mode is read: a new one the lists lack fails the type check here.
+const everyEnding: Exclude<RunEnding, (typeof ENDINGS)[number]> extends never ? true : never = true;
+const everyMode: Exclude<RunMode, (typeof MODES)[number]> extends never ? true : never = true;
+void everyEnding;
+void everyMode;
+
+const msOrNull = z.number().nullable();
+/** The fields both versions' records share. */
+const recordBase = z.object({
+  run_id: z.string().min(1),
+  project_id: z.string().min(1),
+  app_name: z.string(),
+  mode: z.enum(MODES),
+  method: z.string(),
+  path: z.string(),
+  status_code: z.number().int(),
+  duration_ms: z.number(),
+  ttfb_ms: msOrNull,
+  bytes_in: z.number(),
+  bytes_out: z.number(),
+  caller: z.string(),
+  webhook: z.boolean(),
+  request_id: z.string(),
+  created_at: z.number(),
+});
+const recordV2 = recordBase.extend({
+  ending: z.enum(ENDINGS),
+  failure: z.string().nullable(),
+  called_ms: msOrNull,
+  answered_ms: msOrNull,
+  handed_over_ms: msOrNull,
+}) satisfies z.ZodType<RunRecord>;
 /** A record of a version 1 message: the outcome's fields it lacked, and the two flags it had instead. */
-type RecordV1 = Omit<RunRecord, "ending" | "failure" | "called_ms" | "answered_ms" | "handed_over_ms"> & {
-  timed_out: boolean;
-  hung_up: boolean;
-};
+const recordV1 = recordBase.extend({
+  webhook: z.boolean().default(false),
+  timed_out: z.boolean(),
+  hung_up: z.boolean(),
+});
+const refusalCount = z.object({
+  project_id: z.string().min(1),
+  hour: z.number(),
+  reason: z.string(),
+  count: z.number().int().nonnegative(),
+}) satisfies z.ZodType<RefusalCount>;
 
-/** A queue message holds at most 128 KB: a batch larger than this (as JSON) is split. */
-export const MESSAGE_MAX_BYTES = 100_000;
-
-const fromV1 = ({ timed_out, hung_up, ...record }: RecordV1): RunRecord => ({
+const fromV1 = ({ timed_out, hung_up, ...record }: z.infer<typeof recordV1>): RunRecord => ({
   ...record,
   ending: hung_up ? "hung_up" : timed_out ? "timeout" : "answered",
   failure: null,
@@ -32,14 +82,24 @@ const fromV1 = ({ timed_out, hung_up, ...record }: RecordV1): RunRecord => ({
   handed_over_ms: null,
 });
 
+/** Either version, read as what it holds (version 1's records as version 2's). */
+export const usageRecordsMessageSchema = z
+  .discriminatedUnion("v", [
+    z.object({ v: z.literal(2), records: z.array(recordV2), refusals: z.array(refusalCount).default([]) }),
+    z.object({ v: z.literal(1), records: z.array(recordV1), refusals: z.array(refusalCount).default([]) }),
+  ])
+  .transform((message) => ({
+    records: message.v === 2 ? message.records : message.records.map(fromV1),
+    refusals: message.refusals,
+  }));
+
+/** A queue message holds at most 128 KB: a batch larger than this (as JSON) is split. */
+export const MESSAGE_MAX_BYTES = 100_000;
+
 /** What a message of either version holds; `null` for a body that is not one. */
 export function contentsOf(body: unknown): { records: RunRecord[]; refusals: RefusalCount[] } | null {
-  if (typeof body !== "object" || body === null) return null;
-  const { v, records, refusals = [] } = body as { v?: unknown; records?: unknown; refusals?: unknown };
-  if (!Array.isArray(records) || !Array.isArray(refusals)) return null;
-  if (v === 2) return { records: records as RunRecord[], refusals: refusals as RefusalCount[] };
-  if (v === 1) return { records: (records as RecordV1[]).map(fromV1), refusals: refusals as RefusalCount[] };
-  return null;
+  const parsed = usageRecordsMessageSchema.safeParse(body);
+  return parsed.success ? parsed.data : null;
 }
 
 /**

@@ -10,7 +10,7 @@ import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { logError } from "../../platform/log";
 import { retry } from "../../platform/retry";
-import { isAsyncRunMessage } from "./message";
+import { asyncRunMessageOf } from "./message";
 import { type OutcomePort, runClock } from "../outcome";
 import { deadlineOf, withDeadline } from "../deadline";
 import { tellIfFollowed } from "./followers";
@@ -109,11 +109,12 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
 
 async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePort): Promise<void> {
   const { deps, db } = scope;
-  if (!isAsyncRunMessage(msg.body)) {
+  const message = asyncRunMessageOf(msg.body);
+  if (message === null) {
     logError("unreadable async run message dropped", { message_id: msg.id });
     return msg.ack();
   }
-  const runId = msg.body.run_id;
+  const runId = message.run_id;
   let claimed: AsyncRun | undefined;
   try {
     claimed = await claimRun(db, runId, msg.id, deps.now());

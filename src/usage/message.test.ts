@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { asyncRunMessageOf } from "../runs/async/message";
+import { validationMessageOf } from "../domains/validation-message";
+import { contentsOf, messagesOf } from "./message";
+import type { RunRecord } from "./run-record";
+
+const record: RunRecord = {
+  run_id: "run_01",
+  project_id: "proj_a",
+  app_name: "chat",
+  mode: "sync",
+  method: "POST",
+  path: "run",
+  status_code: 200,
+  ending: "answered",
+  failure: null,
+  duration_ms: 12,
+  ttfb_ms: 3,
+  called_ms: 1,
+  answered_ms: 3,
+  handed_over_ms: null,
+  bytes_in: 5,
+  bytes_out: 9,
+  caller: "admin",
+  webhook: false,
+  request_id: "req_01",
+  created_at: 1_700_000_000_000,
+};
+const refusal = { project_id: "proj_a", hour: 1_699_999_200_000, reason: "rate_limited", count: 3 };
+
+/** Queue messages are read through their schemas; a message already queued in an older shape still reads. */
+describe("queue messages", () => {
+  it("usage-records: what is sent reads back as it was", () => {
+    const [message] = messagesOf([record], [refusal]);
+    expect(contentsOf(JSON.parse(JSON.stringify(message)))).toEqual({ records: [record], refusals: [refusal] });
+  });
+
+  it("usage-records: a version 1 message (timed_out, hung_up, no refusals) reads as version 2", () => {
+    const { ending, failure, called_ms, answered_ms, handed_over_ms, ...common } = record;
+    void [ending, failure, called_ms, answered_ms, handed_over_ms];
+    const v1 = {
+      v: 1,
+      records: [
+        { ...common, timed_out: false, hung_up: true },
+        { ...common, run_id: "run_02", timed_out: true, hung_up: false },
+      ],
+    };
+    const read = contentsOf(v1);
+    expect(read?.refusals).toEqual([]);
+    expect(read?.records.map((r) => [r.run_id, r.ending, r.failure, r.called_ms])).toEqual([
+      ["run_01", "hung_up", null, null],
+      ["run_02", "timeout", null, null],
+    ]);
+  });
+
+  it("usage-records: a body that is no such message is refused, not half read", () => {
+    expect(contentsOf({ v: 3, records: [record] })).toBeNull();
+    expect(contentsOf({ v: 2, records: [{ ...record, ending: "vanished" }] })).toBeNull();
+    expect(contentsOf({ v: 2, records: [{ ...record, run_id: undefined }] })).toBeNull();
+    expect(contentsOf("records")).toBeNull();
+  });
+
+  it("async-runs and domain-validations: snake_case, ids checked", () => {
+    expect(asyncRunMessageOf({ v: 1, run_id: "run_01", project_id: "proj_a" })).toEqual({
+      v: 1,
+      run_id: "run_01",
+      project_id: "proj_a",
+    });
+    // The consumer needs only the run's id: a message without the project still runs.
+    expect(asyncRunMessageOf({ v: 1, run_id: "run_01" })?.run_id).toBe("run_01");
+    expect(asyncRunMessageOf({ v: 1, runId: "run_01" })).toBeNull();
+    expect(asyncRunMessageOf({ v: 2, run_id: "run_01" })).toBeNull();
+    expect(validationMessageOf({ domain_id: "dom_1", claimed_at: 5 })).toEqual({ domain_id: "dom_1", claimed_at: 5 });
+    expect(validationMessageOf({ domain_id: "dom_1", claimed_at: "5" })).toBeNull();
+  });
+});
