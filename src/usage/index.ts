@@ -9,6 +9,7 @@ import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
 import { getRun, getUsage, type INTERVALS, listReceivers, listRuns, type RunDelivery } from "./routes";
 import { endedInTimeout } from "./run-record";
 import type { RunFailure } from "../runs/outcome";
+import { runUrl } from "../runs/urls";
 
 /** The usage API's handlers: the runs list and the figures from the project's ledger, deliveries from D1. */
 
@@ -34,7 +35,7 @@ function storedFailure(stored: string | null): RunFailure | null {
 }
 
 const statusUrlOf = (requestUrl: string, projectId: string, run: StoredRun) =>
-  new URL(`/v4/${projectId}/${run.app_name}/runs/${run.run_id}`, requestUrl).href;
+  runUrl(requestUrl, { projectId, appName: run.app_name, runId: run.run_id });
 
 /** A stored run as the API answers it, with its webhook's delivery when one was asked. */
 function itemOf(requestUrl: string, projectId: string, run: StoredRun, deliveries: Map<string, RunDelivery>) {
