@@ -1,4 +1,4 @@
-import { type Upstream, upstreamOf } from "../apps/deployments";
+import { type Deployment, deploymentOf } from "../apps/deployments";
 import { insufficientScope } from "../auth/access";
 import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
@@ -191,9 +191,9 @@ export async function identify(scope: Scope, request: Request, target: RunTarget
  * counted but never a run, since it names nothing the caller may not invent. An app with no ready
  * deployment (409) is known: that refusal is a run's.
  */
-export async function admitApp(scope: Scope, target: RunTarget): Promise<Upstream> {
+export async function admitApp(scope: Scope, target: RunTarget): Promise<Deployment> {
   await admitRun(scope, target.projectId);
-  return upstreamOf(scope.db, target.projectId, target.appName, scope.deps.now().getTime());
+  return deploymentOf(scope.db, target.projectId, target.appName, scope.deps.now().getTime());
 }
 
 /** The reason (a problem code) of a refusal, for an error `admitApp` threw; `null` when the app was known (409). */
@@ -233,7 +233,7 @@ export function startOf(
 }
 
 /**
- * Admits the request to the app `upstream`: a problem for anything that must not reach it (the method,
+ * Admits the request to the app `deployment`: a problem for anything that must not reach it (the method,
  * the gateway's own parameters, the body). Nothing here calls the app. `read` hears the bytes of a body
  * read whole as they cross, so a run refused for its body counts what it read.
  */
@@ -243,13 +243,13 @@ export async function admitRequest(
   target: RunTarget,
   start: { runId: string; query: URLSearchParams | null },
   caller: RunCaller,
-  upstream: Upstream,
+  deployment: Deployment,
   read?: (bytes: number) => void,
 ): Promise<AdmittedRun> {
-  const allowed: readonly string[] = METHODS_OF[upstream.runtime];
+  const allowed: readonly string[] = METHODS_OF[deployment.runtime];
   // HEAD included: Hono would answer it by running the app for a body nobody receives.
   if (!allowed.includes(request.method)) {
-    const what = upstream.runtime === "cortex" ? "A cortex app's functions take" : "Runs take";
+    const what = deployment.runtime === "cortex" ? "A cortex app's functions take" : "Runs take";
     throw new ApiError("method_not_allowed", `${what} ${allowed.join(", ")}; not ${request.method}.`, {
       headers: { Allow: allowed.join(", ") },
     });
@@ -268,7 +268,7 @@ export async function admitRequest(
     deadline === null ? null : cancelAfter(deadline, isAsync ? "async" : wait !== null ? "wait" : "sync");
   // A waited run's body is read whole, as an async run's is: it crosses to the run's keeper in one
   // piece, and its size limit is a 413 here rather than a broken upload in the keeper's call.
-  const body = await bodyOf(request, upstream.runtime, isAsync || wait !== null, {
+  const body = await bodyOf(request, deployment.runtime, isAsync || wait !== null, {
     read,
     timeoutMs: scope.config.runTimeoutMs,
   });
@@ -276,8 +276,8 @@ export async function admitRequest(
     ...target,
     runId: start.runId,
     caller,
-    runtime: upstream.runtime,
-    originUrl: upstream.originUrl,
+    runtime: deployment.runtime,
+    originUrl: deployment.originUrl,
     query,
     webhook,
     isAsync,

@@ -43,9 +43,9 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
   const end = openEnd(scope, outcomes, request, start, clock, bytesSoFar, () => (admitted?.webhook ?? null) !== null);
   let appKnown = false;
   try {
-    const upstream = await admitApp(scope, target);
+    const deployment = await admitApp(scope, target);
     appKnown = true;
-    admitted = await admitRequest(scope, request, target, start, caller, upstream, (bytes) => (bodyRead += bytes));
+    admitted = await admitRequest(scope, request, target, start, caller, deployment, (bytes) => (bodyRead += bytes));
     caller.markUsed();
     // The app's request, the same for every mode: called now, by the run's keeper, or stored for its consumer.
     const appRequest = appRequestOf(request, admitted);

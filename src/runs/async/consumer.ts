@@ -1,6 +1,6 @@
 import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
-import { upstreamOf } from "../../apps/deployments";
+import { deploymentOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
 import type { RunContext } from "../context";
 import { appPathOfRun, storedAppRequest } from "../app-request";
@@ -38,12 +38,12 @@ import { runJson } from "./resource";
 const END_TRIES = 3;
 
 /** The run's app as deployed now: its runtime decides its answer's form; an app deleted since answers as a `custom` one (passed through). */
-async function deploymentOf(
+async function currentDeployment(
   scope: Scope,
   run: AsyncRun,
 ): Promise<{ runtime: "cortex" | "custom"; originUrl: string | null }> {
   try {
-    return await upstreamOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime());
+    return await deploymentOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime());
   } catch {
     return { runtime: "custom", originUrl: null };
   }
@@ -62,7 +62,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   const body = stored === null ? null : bodyBytes(stored, run.requestBodyEncoding);
   // The app's request as `appRequestOf` built it at acceptance.
   const request = storedAppRequest(run, body);
-  const { runtime, originUrl } = await deploymentOf(scope, run);
+  const { runtime, originUrl } = await currentDeployment(scope, run);
   const context: RunContext = {
     runId: run.id,
     runtime,
