@@ -1,8 +1,8 @@
 import type { AsyncRun } from "../db/schema";
 import type { AdmittedRun } from "./admit";
 import type { AppRequest } from "./call";
-import { upstreamHeaders } from "./headers";
-import { upstreamUrl } from "./path";
+import { appRequestHeaders } from "./headers";
+import { appUrl } from "./path";
 
 /**
  * The app's request, built in this one place for every mode: a synchronous run calls it at once, a waited
@@ -20,9 +20,9 @@ import { upstreamUrl } from "./path";
  */
 export function appRequestOf(request: Request, run: AdmittedRun): AppRequest {
   const { runId } = run;
-  const headers = upstreamHeaders(request, runId, run.webSocket);
+  const headers = appRequestHeaders(request, runId, run.webSocket);
   if (run.isAsync) headers.delete("idempotency-key");
-  const target = upstreamUrl(run.originUrl, run.appPath, run.query);
+  const target = appUrl(run.originUrl, run.appPath, run.query);
   const { body } = run;
   if (run.runtime === "cortex" && !run.webSocket) {
     // A function's arguments are JSON, and so is the answer the envelope needs, unless the caller asked otherwise.

@@ -223,7 +223,7 @@ async function relay(
 
 /**
  * Calls the app. Hand-written rather than `hono/proxy`: the headers each way follow the gateway's own
- * rules (`upstreamHeaders`, `passedBackHeaders`: credentials, the webhook secret and headers that would
+ * rules (`appRequestHeaders`, `passedBackHeaders`: credentials, the webhook secret and headers that would
  * act on the shared hostname stay out), the envelope path reads the answer without a re-wrapped
  * Response, and a run is one Request and one Response, not two of each.
  *

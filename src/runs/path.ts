@@ -66,7 +66,7 @@ export const isGatewayParam = (name: string) => OURS.has(name);
  * is the app's path as the URL parser read it (`pathTarget`): percent-encoded, its dot segments
  * resolved, so it stays below the origin's base path.
  */
-export function upstreamUrl(originUrl: string, appPath: string, query: URLSearchParams | null): string {
+export function appUrl(originUrl: string, appPath: string, query: URLSearchParams | null): string {
   const url = new URL(originUrl);
   url.pathname = `${url.pathname.replace(/\/+$/, "")}/${appPath}`;
   if (query !== null) {
