@@ -67,7 +67,7 @@ describe("the admit stage (admit → AdmittedRun)", () => {
       body: { kind: "none" },
     } as AdmittedRun;
     const req = appRequestOf(request, run);
-    expect(req.target).toBe("https://app.example/base/v1/x?q=1");
+    expect(req.url).toBe("https://app.example/base/v1/x?q=1");
     for (const name of ["authorization", "cookie", "x-webhook-secret"]) expect(req.headers.has(name), name).toBe(false);
     expect([req.headers.get("x-app"), req.headers.get("x-run-id"), req.headers.get("accept")]).toEqual([
       "kept",

@@ -31,7 +31,7 @@ const asksForStream = (accept: string | null) => accept !== null && /(^|,)\s*tex
  * JSON or nothing) to a caller who did not ask for a stream; every other answer passes through.
  */
 export function envelopes(call: AppCall, run: RunContext): boolean {
-  if (run.runtime !== "cortex" || asksForStream(run.accept)) return false;
+  if (run.runtime !== "cortex" || asksForStream(run.acceptHeader)) return false;
   const type = call.response.headers.get("content-type");
   return type === null || isJsonType(type);
 }

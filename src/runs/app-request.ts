@@ -22,7 +22,7 @@ export function appRequestOf(request: Request, run: AdmittedRun): AppRequest {
   const { runId } = run;
   const headers = appRequestHeaders(request, runId, run.webSocket);
   if (run.isAsync) headers.delete("idempotency-key");
-  const target = appUrl(run.originUrl, run.appPath, run.query);
+  const url = appUrl(run.originUrl, run.appPath, run.query);
   const { body } = run;
   if (run.runtime === "cortex" && !run.webSocket) {
     // A function's arguments are JSON, and so is the answer the envelope needs, unless the caller asked otherwise.
@@ -30,8 +30,8 @@ export function appRequestOf(request: Request, run: AdmittedRun): AppRequest {
     if (!headers.has("accept")) headers.set("Accept", "application/json");
   }
   if (body.kind === "stream")
-    return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
-  return { target, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
+    return { url, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
+  return { url, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
 }
 
 /** An async run's app request as its row keeps it (`appRequestOf`'s, stored at acceptance), for its consumer. */
@@ -40,16 +40,16 @@ export function storedAppRequest(
   body: Uint8Array | null,
 ): AppRequest {
   const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
-  return { target: run.target, method: run.method, headers, body, runId: run.id };
+  return { url: run.target, method: run.method, headers, body, runId: run.id };
 }
 
 /** A waited run's app request as it crosses to its keeper (RPC): a `Request` (its body read whole by then). */
 export const onWire = (appRequest: AppRequest): Request =>
-  new Request(appRequest.target, { method: appRequest.method, headers: appRequest.headers, body: appRequest.body });
+  new Request(appRequest.url, { method: appRequest.method, headers: appRequest.headers, body: appRequest.body });
 
 /** The keeper's side of `onWire`: the same app request. */
 export const offWire = (request: Request, runId: string): AppRequest => ({
-  target: request.url,
+  url: request.url,
   method: request.method,
   headers: request.headers,
   body: request.body,

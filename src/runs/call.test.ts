@@ -5,7 +5,7 @@ import { callApp, type AppRequest } from "./call";
 
 // The call stage alone: the app is an injected fetch, so each case is one function call, no peer.
 const request = (over: Partial<AppRequest> = {}): AppRequest => ({
-  target: "https://app.example/base/run?a=1",
+  url: "https://app.example/base/run?a=1",
   method: "POST",
   headers: new Headers({ "content-type": "application/json", "x-run-id": "run_1" }),
   body: '{"x":1}',

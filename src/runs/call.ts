@@ -6,7 +6,7 @@ import { type BodyLimit, concat } from "./bodies";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
 export interface AppRequest {
-  target: string;
+  url: string;
   method: string;
   headers: Headers;
   body: BodyInit | null;
@@ -257,7 +257,7 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
   let response: Response;
   try {
     response = await deps.outbound.fetch(
-      new Request(req.target, { method: req.method, headers: req.headers, body: req.body, signal, redirect: "manual" }),
+      new Request(req.url, { method: req.method, headers: req.headers, body: req.body, signal, redirect: "manual" }),
     );
   } catch (error) {
     cancel?.removeEventListener("abort", onCancel);

@@ -50,7 +50,7 @@ export async function webSocketHandshake(
 /** A WebSocket run: the caller's upgrade passed to the app at `{origin_url}/{path}` (`appRequestOf`); webhooks never apply. */
 export async function webSocketRun(scope: Scope, appRequest: AppRequest): Promise<Response> {
   const { runId } = appRequest;
-  const response = await webSocketHandshake(scope, appRequest.target, appRequest.headers, runId);
+  const response = await webSocketHandshake(scope, appRequest.url, appRequest.headers, runId);
   if (response.status !== 101 || !response.webSocket) {
     await response.body?.cancel().catch(() => undefined);
     throw new ApiError(

@@ -151,7 +151,7 @@ function contextOf(scope: Scope, admitted: AdmittedRun, appRequest: AppRequest):
   return {
     runId: admitted.runId,
     runtime: admitted.runtime,
-    accept: appRequest.headers.get("accept"),
+    acceptHeader: appRequest.headers.get("accept"),
     requestId: scope.requestId,
     now: deps.now,
     limits: { headersMs: config.runTimeoutMs, idleMs: config.runStreamIdleMs },

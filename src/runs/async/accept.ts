@@ -116,7 +116,7 @@ export async function acceptAsync(
     caller: req.caller.id,
     status: "queued" as const,
     method: request.method,
-    target: appRequest.target,
+    target: appRequest.url,
     appPath: req.appPath,
     requestHeaders: JSON.stringify([...appRequest.headers]),
     requestBody: placed.inline,

@@ -61,12 +61,12 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   // The caller's exact bytes, whether stored as UTF-8 text or as base64.
   const body = stored === null ? null : bodyBytes(stored, run.requestBodyEncoding);
   // The app's request as `appRequestOf` built it at acceptance.
-  const request = storedAppRequest(run, body);
+  const appRequest = storedAppRequest(run, body);
   const { runtime, originUrl } = await currentDeployment(scope, run);
   const context: RunContext = {
     runId: run.id,
     runtime,
-    accept: request.headers.get("accept"),
+    acceptHeader: appRequest.headers.get("accept"),
     requestId: run.requestId,
     now: deps.now,
     limits: { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs },
@@ -79,7 +79,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
       ? null
       : deadlineOf(run.id, run.deadlineAt.getTime() - created, deps.now().getTime() - created, deps.sleep);
   const cancel = withDeadline(AbortSignal.timeout(config.asyncRunTimeoutMs), deadline);
-  const answer = await answerRun(deps, request, context, cancel).finally(() => deadline?.dispose());
+  const answer = await answerRun(deps, appRequest, context, cancel).finally(() => deadline?.dispose());
   const ending = await endingOf(env, run.id, answer, deps.now());
   // The webhook's delivery is written with the run's end (one D1 batch), and handed on after it.
   const handOver = await handOverOf(scope, run);

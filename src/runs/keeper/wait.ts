@@ -50,7 +50,7 @@ export async function waitRun(
     caller: admitted.caller.id,
     requestId: scope.requestId,
     runtime: admitted.runtime,
-    accept: appRequest.headers.get("accept"),
+    acceptHeader: appRequest.headers.get("accept"),
     limits: { headersMs: scope.config.runTimeoutMs, idleMs: scope.config.runStreamIdleMs },
     acceptedAt: waited.acceptedAt,
     sentAfterMs: Date.now() - waited.acceptedWall,
