@@ -3,7 +3,7 @@ import type { Scope } from "../platform/scope";
 import { admitApp, admitRequest, type AdmittedRun, identify, refusalOf, startOf } from "./admit";
 import { appRequestOf } from "./app-request";
 import { callAndAnswer } from "./answer";
-import { acceptAsync } from "./async/accept";
+import { queueAsyncRun } from "./async/accept";
 import type { RunContext } from "./context";
 import { webSocketRun } from "./handshake";
 import { answeredOutcome, bytesIn, endWhenAnswered, openEnd } from "./end";
@@ -51,7 +51,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     const appRequest = appRequestOf(request, admitted);
     if (admitted.isAsync) {
       // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
-      const response = await acceptAsync(scope, request, admitted, appRequest);
+      const response = await queueAsyncRun(scope, request, admitted, appRequest);
       end.handedOff();
       return response;
     }

@@ -71,7 +71,7 @@ function accepted(
  * `Idempotency-Key` the same request within 24 hours answers the same run; a different request with
  * that key is a 422.
  */
-export async function acceptAsync(
+export async function queueAsyncRun(
   scope: Scope,
   request: Request,
   req: AdmittedRun,

@@ -101,7 +101,7 @@ export async function handOverOf(
  * its delivery (`endUnanswered`, or the cron's recovery); the consumer writes the delivery with the
  * run's end (`endRun` with a `HandOver`) and only hands it on afterwards (`enqueuePending`).
  */
-export async function deliver(scope: Scope, run: AsyncRun, text: string): Promise<void> {
+export async function handOnResult(scope: Scope, run: AsyncRun, text: string): Promise<void> {
   const handOver = await handOverOf(scope, run);
   if (!handOver) return;
   if (handOver.pending && handOver.row) {
@@ -161,7 +161,7 @@ export async function endUnanswered(
     from,
     started_at: run.startedAt?.toISOString() ?? null,
   });
-  await deliver(scope, run, text);
+  await handOnResult(scope, run, text);
   return true;
 }
 
