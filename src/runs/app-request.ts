@@ -18,13 +18,13 @@ import { appUrl } from "./path";
  * `Idempotency-Key` is the gateway's (it names the run, `async/accept.ts`), so the app does not get it; a
  * WebSocket run keeps `Upgrade`.
  */
-export function appRequestOf(request: Request, run: AdmittedRun): AppRequest {
-  const { runId } = run;
-  const headers = appRequestHeaders(request, runId, run.webSocket);
-  if (run.isAsync) headers.delete("idempotency-key");
-  const url = appUrl(run.originUrl, run.appPath, run.query);
-  const { body } = run;
-  if (run.runtime === "cortex" && !run.webSocket) {
+export function appRequestOf(request: Request, admitted: AdmittedRun): AppRequest {
+  const { runId } = admitted;
+  const headers = appRequestHeaders(request, runId, admitted.webSocket);
+  if (admitted.isAsync) headers.delete("idempotency-key");
+  const url = appUrl(admitted.originUrl, admitted.appPath, admitted.query);
+  const { body } = admitted;
+  if (admitted.runtime === "cortex" && !admitted.webSocket) {
     // A function's arguments are JSON, and so is the answer the envelope needs, unless the caller asked otherwise.
     if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
     if (!headers.has("accept")) headers.set("Accept", "application/json");

@@ -74,7 +74,7 @@ function accepted(
 export async function queueAsyncRun(
   scope: Scope,
   request: Request,
-  req: AdmittedRun,
+  admitted: AdmittedRun,
   appRequest: AppRequest,
 ): Promise<Response> {
   const { deps, config, db, env } = scope;
@@ -83,22 +83,22 @@ export async function queueAsyncRun(
     throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
   // Stored as text with the run (D1 or R2): UTF-8 as it is, any other bytes (a custom app's binary
   // upload) as base64. Admission read it whole within RUN_REQUEST_MAX_BYTES of real bytes.
-  const body = req.body.kind === "bytes" ? storedBody(req.body.bytes) : null;
-  if (body?.encoding === "base64" && req.runtime === "cortex")
+  const body = admitted.body.kind === "bytes" ? storedBody(admitted.body.bytes) : null;
+  if (body?.encoding === "base64" && admitted.runtime === "cortex")
     throw invalidField("body", "(root)", "must be UTF-8 JSON");
   const now = deps.now();
-  const { runId } = req;
-  const query = forwardedQuery(req.query);
+  const { runId } = admitted;
+  const query = forwardedQuery(admitted.query);
   // A UTF-8 body hashes as its text, as it always has (a key given before this change still matches);
   // a base64 one as an object, which no text body can equal, so different bytes never share a hash.
   const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
   const requestHash = await sha256Hex(
     JSON.stringify([
       request.method,
-      req.appName,
-      req.appPath,
+      admitted.appName,
+      admitted.appPath,
       query?.toString() ?? "",
-      req.webhook?.endpoint ?? null,
+      admitted.webhook?.endpoint ?? null,
       hashedBody,
     ]),
   );
@@ -108,16 +108,16 @@ export async function queueAsyncRun(
     body === null
       ? { inline: null, inR2: false }
       : await placePayload(env, requestKey(runId), body.text, body.storedBytes);
-  const secret = req.webhook?.secret;
+  const secret = admitted.webhook?.secret;
   const run = {
     id: runId,
-    projectId: req.projectId,
-    appName: req.appName,
-    caller: req.caller.id,
+    projectId: admitted.projectId,
+    appName: admitted.appName,
+    caller: admitted.caller.id,
     status: "queued" as const,
     method: request.method,
     target: appRequest.url,
-    appPath: req.appPath,
+    appPath: admitted.appPath,
     requestHeaders: JSON.stringify([...appRequest.headers]),
     requestBody: placed.inline,
     requestInR2: placed.inR2,
@@ -125,12 +125,12 @@ export async function queueAsyncRun(
     requestId: scope.requestId,
     idempotencyKey: key,
     requestHash,
-    webhookEndpoint: req.webhook?.endpoint ?? null,
+    webhookEndpoint: admitted.webhook?.endpoint ?? null,
     webhookSecret:
       secret === undefined ? null : JSON.stringify(await sealSecret(config.webhookEncryptionKey, runId, secret)),
     createdAt: now,
     // `Cancel-After`, counted from acceptance: the consumer never calls the app past it (consumer.ts).
-    deadlineAt: req.cancelAfterMs === null ? null : new Date(now.getTime() + req.cancelAfterMs),
+    deadlineAt: admitted.cancelAfterMs === null ? null : new Date(now.getTime() + admitted.cancelAfterMs),
   };
   const dropBody = () => (placed.inR2 ? dropPayloads(env, [requestKey(runId)]) : Promise.resolve());
 
@@ -145,12 +145,12 @@ export async function queueAsyncRun(
   if (!inserted) {
     // Only the key can clash (ids are unique): this caller took it in this project, and nothing was
     // written. Another caller's use of the same key is no clash: keys are per caller, like the runs.
-    let existing = await runByKey(db, req.projectId, req.caller.id, key ?? "");
+    let existing = await runByKey(db, admitted.projectId, admitted.caller.id, key ?? "");
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
       // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
       await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
       if (await insertRun(db, run)) return send(scope, request, run, dropBody);
-      existing = await runByKey(db, req.projectId, req.caller.id, key ?? "");
+      existing = await runByKey(db, admitted.projectId, admitted.caller.id, key ?? "");
     }
     await dropBody();
     if (!existing)
