@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../platform/errors";
-import { type AdmittedRun, appRequestOf, asyncRequested, bodyOf } from "./admit";
+import { type AdmittedRun, asyncRequested, bodyOf } from "./admit";
+import { appRequestOf } from "./app-request";
 import { RUN_REQUEST_MAX_BYTES } from "./bodies";
 
 // The admit stage's pure parts alone (the key, the limits and the deployment are the workerd tests'):

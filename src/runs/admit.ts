@@ -6,9 +6,7 @@ import { jsonSyntaxOf } from "../platform/json-syntax";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { admitCaller, admitRun } from "./rate-limits";
-import { METHODS_OF, type RunTarget, upstreamUrl } from "./path";
-import type { AppRequest } from "./call";
-import { upstreamHeaders } from "./headers";
+import { METHODS_OF, type RunTarget } from "./path";
 import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
 import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
@@ -288,23 +286,4 @@ export async function admitRequest(
     webSocket,
     body,
   };
-}
-
-/**
- * The request to the app: `{origin_url}/{path}` with the caller's query (but the gateway's own
- * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
- */
-export function appRequestOf(request: Request, run: AdmittedRun): AppRequest {
-  const { runId } = run;
-  const headers = upstreamHeaders(request, runId);
-  const target = upstreamUrl(run.originUrl, run.appPath, run.query);
-  const { body } = run;
-  if (run.runtime === "cortex") {
-    // A function's arguments are JSON, and so is the answer the envelope needs, unless the caller asked otherwise.
-    if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
-    if (!headers.has("accept")) headers.set("Accept", "application/json");
-  }
-  if (body.kind === "stream")
-    return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
-  return { target, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
 }

@@ -21,9 +21,11 @@ export interface RunEnd {
   /** The app's call is being sent now (a hang-up from here on says it was called). */
   calling(): void;
   /**
-   * The answer is the caller's now (its headers are sent): a hang-up ends its body, which ends the run
-   * while the invocation is alive for the stream. The hold is let go: an unread body would keep
-   * `waitUntil` until the idle limit.
+   * The answer is the caller's now (its headers are sent): a hang-up ends its body, which ends the run.
+   * The hold is let go (an unread body would keep `waitUntil` until the idle limit), and taken again if
+   * the caller leaves before the body's end: the runtime then cancels what the request waits on, and
+   * the run's end that follows the body (its outcome, the record's flush) runs only under a pending
+   * `waitUntil` (without it, a caller who left mid-stream left no record under `npm run dev`).
    */
   answered(): void;
   /** The run is no longer this invocation's to end (an accepted async run: its consumer's). */
@@ -52,8 +54,12 @@ export function openEnd(
   const close = () => {
     done = true;
     signal?.removeEventListener("abort", onHangUp);
+    signal?.removeEventListener("abort", holdAgain);
     release();
   };
+  function holdAgain() {
+    if (!done) scope.ctx.waitUntil(new Promise<void>((resolve) => (release = resolve)));
+  }
   function onHangUp() {
     if (done || webhook()) return;
     const { acceptedAt, ...facts } = start;
@@ -81,8 +87,10 @@ export function openEnd(
   return {
     ended(outcome) {
       if (done) return;
-      close();
+      done = true;
+      // Handed on before the hold is let go: what the port starts joins `waitUntil` while it is held.
       outcomes.ended(scope, outcome);
+      close();
     },
     calling() {
       calledAt = clock();
@@ -90,6 +98,8 @@ export function openEnd(
     answered() {
       signal?.removeEventListener("abort", onHangUp);
       release();
+      if (signal?.aborted) holdAgain();
+      else signal?.addEventListener("abort", holdAgain, { once: true });
     },
     handedOff: close,
     hungUp: () => signal?.aborted === true,

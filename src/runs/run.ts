@@ -1,6 +1,7 @@
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
-import { admitApp, admitRequest, type AdmittedRun, appRequestOf, identify, refusalOf, startOf } from "./admit";
+import { admitApp, admitRequest, type AdmittedRun, identify, refusalOf, startOf } from "./admit";
+import { appRequestOf } from "./app-request";
 import { callAndAnswer } from "./answer";
 import { acceptAsync } from "./async/accept";
 import type { RunContext } from "./context";
@@ -46,14 +47,16 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     appKnown = true;
     admitted = await admitRequest(scope, request, target, start, caller, upstream, (bytes) => (bodyRead += bytes));
     caller.markUsed();
+    // The app's request, the same for every mode: called now, by the run's keeper, or stored for its consumer.
+    const appRequest = appRequestOf(request, admitted);
     if (admitted.isAsync) {
       // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
-      const response = await acceptAsync(scope, request, admitted);
+      const response = await acceptAsync(scope, request, admitted, appRequest);
       end.handedOff();
       return response;
     }
     if (admitted.webSocket) {
-      const response = await webSocketRun(scope, request, admitted);
+      const response = await webSocketRun(scope, appRequest);
       const at = clock();
       end.ended({
         ...answeredOutcome(start, response.status, { calledAt: start.acceptedAt, answeredAt: at, endedAt: at }),
@@ -63,7 +66,6 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
       });
       return response;
     }
-    const appRequest = appRequestOf(request, admitted);
     if (admitted.wait !== null) {
       // A waited run's app call, and so its outcome, is its keeper's: it may outlive this invocation.
       // Unless the keeper does not take it (it holds as many runs as it may): then it ends here.

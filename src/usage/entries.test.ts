@@ -127,6 +127,33 @@ describe("runs on record from every entry", () => {
     expect(item!.times.called_ms).not.toBeNull();
   });
 
+  it("records a caller who hangs up mid-stream, through the Worker's own entry: the run's end outlives the cancelled answer", async () => {
+    const api = client();
+    const app = await seedRunnable(api, `${PEER}/upstream`, "custom");
+    const key = watchKey();
+    const hangUp = new AbortController();
+    // As `npm run dev` serves it: the client goes once the answer has begun, workerd cancels the
+    // answer's body, and the run's end (which follows that body) must still be held by the invocation.
+    const res = await exports.default.fetch(
+      new Request(`http://localhost${app.appPath}/events?events=3&hold=${key}`, {
+        headers: { Authorization: `Bearer ${app.token}` },
+        signal: hangUp.signal,
+      }),
+    );
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    hangUp.abort();
+    await reader.cancel().catch(() => undefined);
+    await releaseStream(key);
+    const [item] = await eventually(() => runsOf(api, app));
+    expect(item).toMatchObject({
+      run_id: res.headers.get("x-run-id"),
+      ending: "hung_up",
+      hung_up: true,
+      bytes_out: first.value!.byteLength,
+    });
+  });
+
   it("records a hang-up whose body was cancelled before the caller's signal aborted", async () => {
     const api = client();
     const app = await seedRunnable(api, `${PEER}/upstream`, "custom");

@@ -1,6 +1,6 @@
 import type { Scope } from "../platform/scope";
 import { logFailure } from "./deliver";
-import type { DeliveryMessage } from "./message";
+import { deliveryMessageSchema } from "./message";
 import { failPending } from "./store";
 import { log } from "../platform/log";
 
@@ -11,8 +11,9 @@ import { log } from "../platform/log";
  */
 export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps }: Scope): Promise<void> {
   for (const msg of batch.messages) {
-    const message = msg.body as Partial<DeliveryMessage> | null;
-    if (typeof message?.id !== "string") {
+    const parsed = deliveryMessageSchema.safeParse(msg.body);
+    const message = parsed.success ? parsed.data : null;
+    if (message === null) {
       log("error", "unreadable dead-lettered webhook message dropped", { message_id: msg.id });
       msg.ack();
       continue;
@@ -21,12 +22,7 @@ export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps
       const settled = await failPending(db, message.id, deps.now(), "dead_lettered");
       if (settled) {
         logFailure(
-          {
-            id: message.id,
-            runId: String(message.runId),
-            projectId: String(message.projectId),
-            endpoint: String(message.endpoint),
-          },
+          { id: message.id, runId: message.runId, projectId: message.projectId, endpoint: message.endpoint },
           settled.attempts,
           "dead-lettered: the queue gave up on it",
         );

@@ -1,5 +1,5 @@
 import { log } from "../platform/log";
-import { type DeliveryMessage, laneName } from "./message";
+import { type DeliveryMessage, laneName, queueMessageOf } from "./message";
 
 /**
  * How long the run's side waits for a lane to take a delivery before it sends it through the queue
@@ -50,6 +50,6 @@ export async function handOff(env: Env, message: DeliveryMessage): Promise<HandO
       error,
     });
   }
-  await env.WEBHOOK_QUEUE.send(message, { contentType: "json" });
+  await env.WEBHOOK_QUEUE.send(queueMessageOf(message), { contentType: "json" });
   return "queue";
 }

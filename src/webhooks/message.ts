@@ -1,16 +1,16 @@
 import { z } from "zod";
 import type { SealedSecret } from "./secret-box";
 
+const bodyRef = z.union([z.object({ inline: z.string() }), z.object({ r2: z.string().min(1) })]);
+const sealed = z.object({ iv: z.string(), ct: z.string() }).nullable();
+
 /**
- * The contract of the `webhook-deliveries` queue: what the run path (`enqueue.ts`) sends and the
- * consumer (`consumer.ts`) passes to a lane. Everything an attempt needs, the secret sealed, a large
- * body by reference. The consumer checks each message against this before a lane stores it: a claim
- * shares its D1 batch with other deliveries', so a message that could make its statement fail (a
- * missing `createdAt` bound as NaN into a NOT NULL column) must be turned away, not written. A change
- * here is a change of what is already waiting in queues and lanes: add optional fields, bump `v` for
- * anything else.
+ * A delivery as the code and a lane's storage hold it: everything an attempt needs, the secret sealed,
+ * a large body by reference. It was also the `webhook-deliveries` queue's message until version 2
+ * (below): a message of this shape already queued is still read. A change here is a change of what
+ * lanes already store: add optional fields only.
  */
-export const deliveryMessageSchema = z.object({
+export const deliveryMessageV1 = z.object({
   v: z.literal(1),
   id: z.string().min(1),
   // The Standard Webhooks id receivers see (`webhook-id`, `X-Request-Id`): the delivery's own id, or
@@ -21,10 +21,63 @@ export const deliveryMessageSchema = z.object({
   endpoint: z.string().min(1),
   createdAt: z.number(),
   bodyBytes: z.number().int().nonnegative(),
-  body: z.union([z.object({ inline: z.string() }), z.object({ r2: z.string().min(1) })]),
-  secret: z.object({ iv: z.string(), ct: z.string() }).nullable(),
+  body: bodyRef,
+  secret: sealed,
 }) satisfies z.ZodType<{ secret: SealedSecret | null }>;
-export type DeliveryMessage = z.infer<typeof deliveryMessageSchema>;
+export type DeliveryMessage = z.infer<typeof deliveryMessageV1>;
+
+/** Version 2 of the queue's message: the same fields in snake_case, as every queue's message. */
+const deliveryMessageV2 = z.object({
+  v: z.literal(2),
+  id: z.string().min(1),
+  message_id: z.string().min(1).optional(),
+  project_id: z.string().min(1),
+  run_id: z.string().min(1),
+  endpoint: z.string().min(1),
+  created_at: z.number(),
+  body_bytes: z.number().int().nonnegative(),
+  body: bodyRef,
+  secret: sealed,
+});
+export type DeliveryQueueMessage = z.infer<typeof deliveryMessageV2>;
+
+/**
+ * The contract of the `webhook-deliveries` queue (and its dead-letter queue): what the run path
+ * (`hand-off.ts`, when the lane cannot take it) sends, read back as a `DeliveryMessage` by the consumer
+ * (`consumer.ts`) before a lane stores it. A claim shares its D1 batch with other deliveries', so a
+ * message that could make its statement fail (a missing `created_at` bound as NaN into a NOT NULL
+ * column) must be turned away, not written. At-least-once: a message queued by older code may reach
+ * new code, so every version sent is read; add optional fields, or a new version for anything else.
+ */
+export const deliveryMessageSchema = z.discriminatedUnion("v", [
+  deliveryMessageV2.transform((m): DeliveryMessage => ({
+    v: 1,
+    id: m.id,
+    ...(m.message_id === undefined ? {} : { messageId: m.message_id }),
+    projectId: m.project_id,
+    runId: m.run_id,
+    endpoint: m.endpoint,
+    createdAt: m.created_at,
+    bodyBytes: m.body_bytes,
+    body: m.body,
+    secret: m.secret,
+  })),
+  deliveryMessageV1,
+]);
+
+/** `message` as the queue carries it (version 2). */
+export const queueMessageOf = (message: DeliveryMessage): DeliveryQueueMessage => ({
+  v: 2,
+  id: message.id,
+  ...(message.messageId === undefined ? {} : { message_id: message.messageId }),
+  project_id: message.projectId,
+  run_id: message.runId,
+  endpoint: message.endpoint,
+  created_at: message.createdAt,
+  body_bytes: message.bodyBytes,
+  body: message.body,
+  secret: message.secret,
+});
 
 /** The lane's name: its Durable Object id is `idFromName` of it. */
 export function laneName(message: Pick<DeliveryMessage, "projectId" | "endpoint">): string {

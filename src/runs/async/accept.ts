@@ -1,8 +1,9 @@
 import { ApiError, invalidField } from "../../platform/errors";
 import { sha256Hex } from "../../platform/crypto";
 import { sealSecret } from "../../webhooks/secret-box";
-import { upstreamHeaders } from "../headers";
-import { isGatewayParam, upstreamUrl } from "../path";
+import { isGatewayParam } from "../path";
+import type { AppRequest } from "../call";
+import { runUrls } from "../urls";
 import type { Scope } from "../../platform/scope";
 import { dropPayloads, placePayload, requestKey, storedBody } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
@@ -18,17 +19,13 @@ const KEY = /^[\x21-\x7e]{1,255}$/;
 /** Queue sends tried before the caller is told to try again (nothing is left behind then). */
 const SEND_TRIES = 2;
 
-/** The caller's query without our own parameters: what the upstream gets. */
+/** The caller's query without our own parameters, as the request's hash has always named it. */
 function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
   if (query === null) return null;
   const kept = new URLSearchParams();
   for (const [name, value] of query) if (!isGatewayParam(name)) kept.append(name, value);
   return kept;
 }
-
-/** Where the run's state is read: `GET` (and `DELETE`) `…/runs/{run_id}` on the host the caller used. */
-export const statusUrl = (requestUrl: string, projectId: string, appName: string, runId: string) =>
-  new URL(`/v4/${projectId}/${appName}/runs/${runId}`, requestUrl).href;
 
 /**
  * The body of a 202 that hands the caller a run to follow (an async run, or a waited run handed over):
@@ -43,8 +40,8 @@ export function acceptedBody(
   status_url: string;
   urls: { get: string; cancel: string; stream: string };
 } {
-  const url = statusUrl(requestUrl, run.projectId, run.appName, run.id);
-  return { run_id: run.id, status: run.status, status_url: url, urls: { get: url, cancel: url, stream: url } };
+  const urls = runUrls(requestUrl, { projectId: run.projectId, appName: run.appName, runId: run.id });
+  return { run_id: run.id, status: run.status, status_url: urls.get, urls };
 }
 
 function accepted(
@@ -69,11 +66,17 @@ function accepted(
 
 /**
  * Accepts an async run after every check a synchronous run makes (key, app, deployment, body,
- * webhook): the request is stored with the run (`queued`), a message is queued, and the caller is
- * answered 202 at once. With an `Idempotency-Key` the same request within 24 hours answers the same
- * run; a different request with that key is a 422.
+ * webhook): the app's request (`appRequest`, as `appRequestOf` built it for every mode) is stored with
+ * the run (`queued`), a message is queued, and the caller is answered 202 at once. With an
+ * `Idempotency-Key` the same request within 24 hours answers the same run; a different request with
+ * that key is a 422.
  */
-export async function acceptAsync(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
+export async function acceptAsync(
+  scope: Scope,
+  request: Request,
+  req: AdmittedRun,
+  appRequest: AppRequest,
+): Promise<Response> {
   const { deps, config, db, env } = scope;
   const key = request.headers.get("idempotency-key");
   if (key !== null && !KEY.test(key))
@@ -86,12 +89,6 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
   const now = deps.now();
   const { runId } = req;
   const query = forwardedQuery(req.query);
-  const headers = upstreamHeaders(request, runId);
-  headers.delete("idempotency-key");
-  if (req.runtime === "cortex") {
-    if (body !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
-    if (!headers.has("accept")) headers.set("Accept", "application/json");
-  }
   // A UTF-8 body hashes as its text, as it always has (a key given before this change still matches);
   // a base64 one as an object, which no text body can equal, so different bytes never share a hash.
   const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
@@ -119,8 +116,9 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
     caller: req.caller.id,
     status: "queued" as const,
     method: request.method,
-    target: upstreamUrl(req.originUrl, req.appPath, query),
-    requestHeaders: JSON.stringify([...headers]),
+    target: appRequest.target,
+    appPath: req.appPath,
+    requestHeaders: JSON.stringify([...appRequest.headers]),
     requestBody: placed.inline,
     requestInR2: placed.inR2,
     requestBodyEncoding: body?.encoding ?? "utf8",

@@ -3,8 +3,9 @@ import type { Scope } from "../../platform/scope";
 import { upstreamOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
 import type { RunContext } from "../context";
+import { appPathOfRun, storedAppRequest } from "../app-request";
 import { enqueuePending } from "../../webhooks/enqueue";
-import { appPathOf, asyncOutcome, asyncTimes, endingOf, endUnanswered, handOverOf } from "./lifecycle";
+import { asyncOutcome, asyncTimes, endingOf, endUnanswered, handOverOf } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { logError } from "../../platform/log";
@@ -59,19 +60,19 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   }
   // The caller's exact bytes, whether stored as UTF-8 text or as base64.
   const body = stored === null ? null : bodyBytes(stored, run.requestBodyEncoding);
-  const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
+  // The app's request as `appRequestOf` built it at acceptance.
+  const request = storedAppRequest(run, body);
   const { runtime, originUrl } = await deploymentOf(scope, run);
   const context: RunContext = {
     runId: run.id,
     runtime,
-    accept: headers.get("accept"),
+    accept: request.headers.get("accept"),
     requestId: run.requestId,
     now: deps.now,
     limits: { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs },
   };
   // ASYNC_RUN_TIMEOUT_MS bounds the whole run here, a stream included: the invocation has 15 minutes.
   // A deadline (`Cancel-After`, counted from acceptance) may end it sooner.
-  const request = { target: run.target, method: run.method, headers, body, runId: run.id };
   const created = run.createdAt.getTime();
   const deadline =
     run.deadlineAt === null
@@ -93,7 +94,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   }
   tellIfFollowed(scope, run.id, ending.status, ended.followed, () => runJson({ ...run, ...ending }, answer.text));
   outcomes.ended(scope, {
-    ...asyncOutcome(run, appPathOf(run.target, originUrl), answer.status, answer.failure?.code ?? null),
+    ...asyncOutcome(run, appPathOfRun(run, originUrl), answer.status, answer.failure?.code ?? null),
     times: {
       ...asyncTimes(run, clock()),
       calledAt: clock(answer.calledAt),

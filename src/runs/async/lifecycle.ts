@@ -4,6 +4,7 @@ import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, PROBLEMS } from "../../pla
 import { enqueuePending, type PendingDelivery, preparePending, writePending } from "../../webhooks/enqueue";
 import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
 import type { RunAnswer } from "../answer";
+import { appPathOfRun } from "../app-request";
 import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver, type HandOver } from "./store";
 import { logError } from "../../platform/log";
@@ -143,7 +144,7 @@ export async function endUnanswered(
     const endedAt = scope.deps.now().getTime();
     const problem = unansweredProblem(why);
     outcomes.ended(scope, {
-      ...asyncOutcome(run, appPathOf(run.target, null), PROBLEMS[problem].status, problem),
+      ...asyncOutcome(run, appPathOfRun(run, null), PROBLEMS[problem].status, problem),
       times: {
         ...asyncTimes(run, endedAt),
         // The claim came just before the call: whether the app was called is not known, only that it may
@@ -162,14 +163,6 @@ export async function endUnanswered(
   });
   await deliver(scope, run, text);
   return true;
-}
-
-/** The app's path the run called (`run`, `v1/chat/completions`), from its stored target, without the query. */
-export function appPathOf(target: string, originUrl: string | null): string {
-  const url = new URL(target);
-  const path = url.pathname;
-  const base = originUrl === null ? null : new URL(originUrl).pathname.replace(/\/+$/, "");
-  return (base !== null && path.startsWith(`${base}/`) ? path.slice(base.length + 1) : path.replace(/^\/+/, "")) || "/";
 }
 
 /** The parts of an async run's outcome its row holds: who, which app and path, and its status and failure. */

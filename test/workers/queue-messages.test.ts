@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { asyncRunMessageOf } from "../runs/async/message";
-import { validationMessageOf } from "../domains/validation-message";
-import { contentsOf, messagesOf } from "./message";
-import type { RunRecord } from "./run-record";
+import { asyncRunMessageOf } from "../../src/runs/async/message";
+import { validationMessageOf } from "../../src/domains/validation-message";
+import { contentsOf, messagesOf } from "../../src/usage/message";
+import type { RunRecord } from "../../src/usage/run-record";
+import { type DeliveryMessage, deliveryMessageSchema, queueMessageOf } from "../../src/webhooks/message";
 
 const record: RunRecord = {
   run_id: "run_01",
@@ -72,5 +73,32 @@ describe("queue messages", () => {
     expect(asyncRunMessageOf({ v: 2, run_id: "run_01" })).toBeNull();
     expect(validationMessageOf({ domain_id: "dom_1", claimed_at: 5 })).toEqual({ domain_id: "dom_1", claimed_at: 5 });
     expect(validationMessageOf({ domain_id: "dom_1", claimed_at: "5" })).toBeNull();
+  });
+
+  it("webhook-deliveries: sent as version 2 in snake_case, read back as the delivery; version 1 (camelCase) still read", () => {
+    const delivery: DeliveryMessage = {
+      v: 1,
+      id: "dlv_01",
+      messageId: "dlv_00",
+      projectId: "proj_a",
+      runId: "run_01",
+      endpoint: "https://hooks.example.com/in",
+      createdAt: 1_700_000_000_000,
+      bodyBytes: 2,
+      body: { inline: "{}" },
+      secret: { iv: "aXY", ct: "Y3Q" },
+    };
+    const sent = JSON.parse(JSON.stringify(queueMessageOf(delivery))) as Record<string, unknown>;
+    expect(sent.v).toBe(2);
+    expect(Object.keys(sent).filter((key) => /[A-Z]/.test(key))).toEqual([]);
+    expect(deliveryMessageSchema.parse(sent)).toEqual(delivery);
+    // Queued by code before version 2: read as it was.
+    expect(deliveryMessageSchema.parse(delivery)).toEqual(delivery);
+    const { messageId, ...older } = delivery;
+    void messageId;
+    expect(deliveryMessageSchema.parse(queueMessageOf(older))).toEqual(older);
+    // A field missing (bound as NaN into a NOT NULL column) turns the message away.
+    expect(deliveryMessageSchema.safeParse({ ...sent, created_at: undefined }).success).toBe(false);
+    expect(deliveryMessageSchema.safeParse({ ...sent, v: 1 }).success).toBe(false);
   });
 });
