@@ -89,7 +89,34 @@ describe("the call stage (callApp → AppCall)", () => {
     expect(await call.tally.ended).toBe("done");
   });
 
-  it("lends each chunk until the taker is done with it, then reads the next into the same buffer", async () => {
+  it("reads the app's next chunk while the taker still holds the last one (two buffers take turns)", async () => {
+    let asked!: () => void;
+    const secondAsked = new Promise<void>((resolve) => (asked = resolve));
+    let pulls = 0;
+    const body = new ReadableStream({
+      type: "bytes",
+      pull(controller) {
+        pulls++;
+        if (pulls === 1) controller.enqueue(new TextEncoder().encode("one"));
+        else if (pulls === 2) {
+          asked();
+          controller.enqueue(new TextEncoder().encode("two"));
+        } else controller.close();
+      },
+    });
+    const { deps } = app(() => new Response(body));
+    const call = await callApp(deps, request(), limits);
+    const taken: string[] = [];
+    await call.relay(async (chunk) => {
+      // "one" is held until the app was asked for more: a relay that read only after it would never end.
+      if (taken.length === 0) await secondAsked;
+      taken.push(new TextDecoder().decode(chunk));
+    });
+    expect(taken).toEqual(["one", "two"]);
+    expect(call.tally.bytes).toBe(6);
+  });
+
+  it("lends each chunk until the taker is done with it, and reads into it only after that", async () => {
     const { deps } = app(() => new Response("abc"));
     const call = await callApp(deps, request(), limits);
     const lent: Uint8Array[] = [];
