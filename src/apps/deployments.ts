@@ -3,7 +3,9 @@ import type { Database } from "../db/client";
 import { apps } from "../db/schema";
 import { TtlCache } from "../platform/cache";
 import { ApiError } from "../platform/errors";
-import { appId, currentDeployments } from "./store";
+import { appId, currentDeployments, type Deployment } from "./store";
+
+export type { Deployment };
 
 /**
  * How long this isolate routes runs to a deployment it looked up without asking D1 again. A new
@@ -11,13 +13,6 @@ import { appId, currentDeployments } from "./store";
  * this time.
  */
 export const DEPLOYMENT_CACHE_TTL_MS = 30_000;
-
-export interface Deployment {
-  appId: string;
-  buildId: string;
-  originUrl: string;
-  runtime: "cortex" | "custom";
-}
 
 /** Current deployments by app id. Only found ones are kept, so a first deployment is used at once. */
 const deployments = new TtlCache<Deployment>(DEPLOYMENT_CACHE_TTL_MS);
@@ -27,14 +22,8 @@ export async function deploymentOf(db: Database, projectId: string, appName: str
   const id = appId(projectId, appName);
   const cached = deployments.get(id, now);
   if (cached) return cached;
-  const current = (await currentDeployments(db, [id])).get(id);
-  if (current) {
-    const deployment = {
-      appId: id,
-      buildId: current.buildId,
-      originUrl: current.originUrl,
-      runtime: current.runtime,
-    };
+  const deployment = (await currentDeployments(db, [id])).get(id);
+  if (deployment) {
     deployments.set(id, deployment, now);
     return deployment;
   }

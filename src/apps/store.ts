@@ -18,7 +18,9 @@ export async function findApp(db: Database, projectId: string, id: string): Prom
   return app;
 }
 
+/** An app's current deployment: the origin of its newest succeeded build (the one definition; apps/deployments.ts caches it). */
 export interface Deployment {
+  appId: string;
   buildId: string;
   originUrl: string;
   deployedAt: Date;
@@ -46,6 +48,7 @@ export async function currentDeployments(db: Database, appIds: string[]): Promis
   for (const row of rows) {
     if (row.originUrl && row.finishedAt) {
       result.set(row.appId, {
+        appId: row.appId,
         buildId: row.buildId,
         originUrl: row.originUrl,
         deployedAt: row.finishedAt,
