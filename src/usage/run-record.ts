@@ -43,3 +43,20 @@ export interface RunRecord {
 
 /** Endings that count as a timeout in the usage figures: the gateway's time limits, and the caller's deadline. */
 export const isTimeout = (ending: RunEnding) => ending === "timeout" || ending === "deadline";
+
+/** Every mode and every ending a record may hold: what the API document lists and a queue message is checked against. */
+export const RUN_MODES = ["sync", "wait", "async"] as const satisfies readonly RunMode[];
+export const RUN_ENDINGS = [
+  "answered",
+  "hung_up",
+  "timeout",
+  "deadline",
+  "unreachable",
+  "refused",
+  "interrupted",
+  "error",
+] as const satisfies readonly RunEnding[];
+// A mode or ending the lists lack fails the type check here (a record holding it would be refused).
+const everyMode: Exclude<RunMode, (typeof RUN_MODES)[number]> extends never ? true : never = true;
+const everyEnding: Exclude<RunEnding, (typeof RUN_ENDINGS)[number]> extends never ? true : never = true;
+void [everyMode, everyEnding];
