@@ -31,15 +31,15 @@ module.exports = {
       comment:
         "runs/ is the top of the request path: capabilities below it do not reach into it (a cache lives with its data); the dashboard and docs, above it, may read its schemas.",
       from: { path: CAPABILITY, pathNot: ["^src/runs/", "^src/routing/", "^src/(dashboard|docs)/", "\\.test\\.tsx?$"] },
-      to: { path: "^src/runs/", pathNot: "^src/runs/outcome\\.ts$" },
+      to: { path: "^src/runs/", pathNot: "^src/runs/(outcome|urls)\\.ts$" },
     },
     {
       name: "usage-reads-only-the-outcome",
       severity: "error",
       comment:
-        "A run hands usage its outcome through a port the root wires (src/runs/outcome.ts, OutcomePort): usage may know the outcome's types, and nothing else of runs/; runs/ never imports usage/.",
+        "A run hands usage its outcome through a port the root wires (src/runs/outcome.ts, OutcomePort): usage may know the outcome's types and a run's URL (src/runs/urls.ts, which imports nothing), and nothing else of runs/; runs/ never imports usage/.",
       from: { path: "^src/usage/", pathNot: "\\.test\\.tsx?$" },
-      to: { path: "^src/runs/(?!outcome\\.ts$)" },
+      to: { path: "^src/runs/(?!(outcome|urls)\\.ts$)" },
     },
     {
       name: "runs-never-import-usage",

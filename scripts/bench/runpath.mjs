@@ -126,8 +126,8 @@ export const VARIANTS = [
     id: "header-policy",
     buys: "the header policy both ways (credentials and forwarding claims dropped, X-Forwarded-* stated, the app's headers that would act on the shared hostname dropped, nosniff and the sandbox added)",
     patch: [
-      /function upstreamHeaders\((\w+), (\w+), keepUpgrade = false\) \{\n([\s\S]*?)\nfunction passedBackHeaders\((\w+), (\w+)\) \{\n/,
-      'function upstreamHeaders($1, $2, keepUpgrade = false) {\n  return new Headers({ "x-run-id": $2 });\n$3\nfunction passedBackHeaders($4, $5) {\n  return new Headers({ "content-type": $4.get("content-type") ?? "application/octet-stream", "x-run-id": $5 });\n',
+      /function appRequestHeaders\((\w+), (\w+), keepUpgrade = false\) \{\n([\s\S]*?)\nfunction passedBackHeaders\((\w+), (\w+)\) \{\n/,
+      'function appRequestHeaders($1, $2, keepUpgrade = false) {\n  return new Headers({ "x-run-id": $2 });\n$3\nfunction passedBackHeaders($4, $5) {\n  return new Headers({ "content-type": $4.get("content-type") ?? "application/octet-stream", "x-run-id": $5 });\n',
     ],
   },
   {

@@ -12,7 +12,7 @@ import { appId, currentDeployments } from "./store";
  */
 export const DEPLOYMENT_CACHE_TTL_MS = 30_000;
 
-export interface Upstream {
+export interface Deployment {
   appId: string;
   buildId: string;
   originUrl: string;
@@ -20,23 +20,23 @@ export interface Upstream {
 }
 
 /** Current deployments by app id. Only found ones are kept, so a first deployment is used at once. */
-const deployments = new TtlCache<Upstream>(DEPLOYMENT_CACHE_TTL_MS);
+const deployments = new TtlCache<Deployment>(DEPLOYMENT_CACHE_TTL_MS);
 
-/** The upstream of `{project_id}/{app_name}`: a 404 when there is no such app, a 409 when it has no ready deployment. */
-export async function upstreamOf(db: Database, projectId: string, appName: string, now: number): Promise<Upstream> {
+/** The deployment of `{project_id}/{app_name}`: a 404 when there is no such app, a 409 when it has no ready deployment. */
+export async function deploymentOf(db: Database, projectId: string, appName: string, now: number): Promise<Deployment> {
   const id = appId(projectId, appName);
   const cached = deployments.get(id, now);
   if (cached) return cached;
-  const deployment = (await currentDeployments(db, [id])).get(id);
-  if (deployment) {
-    const upstream = {
+  const current = (await currentDeployments(db, [id])).get(id);
+  if (current) {
+    const deployment = {
       appId: id,
-      buildId: deployment.buildId,
-      originUrl: deployment.originUrl,
-      runtime: deployment.runtime,
+      buildId: current.buildId,
+      originUrl: current.originUrl,
+      runtime: current.runtime,
     };
-    deployments.set(id, upstream, now);
-    return upstream;
+    deployments.set(id, deployment, now);
+    return deployment;
   }
   const [app] = await db
     .select({ id: apps.id })

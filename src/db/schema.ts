@@ -312,6 +312,9 @@ export const asyncRuns = sqliteTable(
     // The request as the upstream will get it, fixed when the run was accepted.
     method: text("method").notNull(),
     target: text("target").notNull(),
+    // The app's path the run calls (`run`, `v1/chat/completions`: `RunTarget.appPath`, no query), kept at
+    // acceptance. `null` on rows from before this column: their path is read back from `target`.
+    appPath: text("app_path"),
     requestHeaders: text("request_headers").notNull(),
     // The caller's body: here when small, in R2 (`requestInR2`) when large; cleared once the run ends.
     requestBody: text("request_body"),

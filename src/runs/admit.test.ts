@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../platform/errors";
-import { type AdmittedRun, appRequestOf, asyncRequested, bodyOf } from "./admit";
+import { type AdmittedRun, asyncRequested, bodyOf } from "./admit";
+import { appRequestOf } from "./app-request";
 import { RUN_REQUEST_MAX_BYTES } from "./bodies";
 
 // The admit stage's pure parts alone (the key, the limits and the deployment are the workerd tests'):
@@ -57,7 +58,7 @@ describe("the admit stage (admit → AdmittedRun)", () => {
     const request = new Request("https://gateway.test/v4/p/a/v1/x?q=1&async=false&webhookEndpoint=h", {
       headers: { authorization: "Bearer egsa_x", cookie: "c=1", "x-webhook-secret": "s", "x-app": "kept" },
     });
-    const run = {
+    const admitted = {
       runId: "run_1",
       appPath: "v1/x",
       originUrl: "https://app.example/base/",
@@ -65,13 +66,14 @@ describe("the admit stage (admit → AdmittedRun)", () => {
       query: new URLSearchParams("q=1&async=false&webhookEndpoint=h"),
       body: { kind: "none" },
     } as AdmittedRun;
-    const req = appRequestOf(request, run);
-    expect(req.target).toBe("https://app.example/base/v1/x?q=1");
-    for (const name of ["authorization", "cookie", "x-webhook-secret"]) expect(req.headers.has(name), name).toBe(false);
-    expect([req.headers.get("x-app"), req.headers.get("x-run-id"), req.headers.get("accept")]).toEqual([
-      "kept",
-      "run_1",
-      "application/json",
-    ]);
+    const appRequest = appRequestOf(request, admitted);
+    expect(appRequest.url).toBe("https://app.example/base/v1/x?q=1");
+    for (const name of ["authorization", "cookie", "x-webhook-secret"])
+      expect(appRequest.headers.has(name), name).toBe(false);
+    expect([
+      appRequest.headers.get("x-app"),
+      appRequest.headers.get("x-run-id"),
+      appRequest.headers.get("accept"),
+    ]).toEqual(["kept", "run_1", "application/json"]);
   });
 });

@@ -1,4 +1,4 @@
-import { type Upstream, upstreamOf } from "../apps/deployments";
+import { type Deployment, deploymentOf } from "../apps/deployments";
 import { insufficientScope } from "../auth/access";
 import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
@@ -6,9 +6,7 @@ import { jsonSyntaxOf } from "../platform/json-syntax";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { admitCaller, admitRun } from "./rate-limits";
-import { METHODS_OF, type RunTarget, upstreamUrl } from "./path";
-import type { AppRequest } from "./call";
-import { upstreamHeaders } from "./headers";
+import { METHODS_OF, type RunTarget } from "./path";
 import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
 import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
@@ -193,9 +191,9 @@ export async function identify(scope: Scope, request: Request, target: RunTarget
  * counted but never a run, since it names nothing the caller may not invent. An app with no ready
  * deployment (409) is known: that refusal is a run's.
  */
-export async function admitApp(scope: Scope, target: RunTarget): Promise<Upstream> {
+export async function admitApp(scope: Scope, target: RunTarget): Promise<Deployment> {
   await admitRun(scope, target.projectId);
-  return upstreamOf(scope.db, target.projectId, target.appName, scope.deps.now().getTime());
+  return deploymentOf(scope.db, target.projectId, target.appName, scope.deps.now().getTime());
 }
 
 /** The reason (a problem code) of a refusal, for an error `admitApp` threw; `null` when the app was known (409). */
@@ -235,7 +233,7 @@ export function startOf(
 }
 
 /**
- * Admits the request to the app `upstream`: a problem for anything that must not reach it (the method,
+ * Admits the request to the app `deployment`: a problem for anything that must not reach it (the method,
  * the gateway's own parameters, the body). Nothing here calls the app. `read` hears the bytes of a body
  * read whole as they cross, so a run refused for its body counts what it read.
  */
@@ -245,13 +243,13 @@ export async function admitRequest(
   target: RunTarget,
   start: { runId: string; query: URLSearchParams | null },
   caller: RunCaller,
-  upstream: Upstream,
+  deployment: Deployment,
   read?: (bytes: number) => void,
 ): Promise<AdmittedRun> {
-  const allowed: readonly string[] = METHODS_OF[upstream.runtime];
+  const allowed: readonly string[] = METHODS_OF[deployment.runtime];
   // HEAD included: Hono would answer it by running the app for a body nobody receives.
   if (!allowed.includes(request.method)) {
-    const what = upstream.runtime === "cortex" ? "A cortex app's functions take" : "Runs take";
+    const what = deployment.runtime === "cortex" ? "A cortex app's functions take" : "Runs take";
     throw new ApiError("method_not_allowed", `${what} ${allowed.join(", ")}; not ${request.method}.`, {
       headers: { Allow: allowed.join(", ") },
     });
@@ -270,7 +268,7 @@ export async function admitRequest(
     deadline === null ? null : cancelAfter(deadline, isAsync ? "async" : wait !== null ? "wait" : "sync");
   // A waited run's body is read whole, as an async run's is: it crosses to the run's keeper in one
   // piece, and its size limit is a 413 here rather than a broken upload in the keeper's call.
-  const body = await bodyOf(request, upstream.runtime, isAsync || wait !== null, {
+  const body = await bodyOf(request, deployment.runtime, isAsync || wait !== null, {
     read,
     timeoutMs: scope.config.runTimeoutMs,
   });
@@ -278,8 +276,8 @@ export async function admitRequest(
     ...target,
     runId: start.runId,
     caller,
-    runtime: upstream.runtime,
-    originUrl: upstream.originUrl,
+    runtime: deployment.runtime,
+    originUrl: deployment.originUrl,
     query,
     webhook,
     isAsync,
@@ -288,23 +286,4 @@ export async function admitRequest(
     webSocket,
     body,
   };
-}
-
-/**
- * The request to the app: `{origin_url}/{path}` with the caller's query (but the gateway's own
- * parameters), the caller's headers (but its credentials), `X-Run-Id`, and the body as admitted.
- */
-export function appRequestOf(request: Request, run: AdmittedRun): AppRequest {
-  const { runId } = run;
-  const headers = upstreamHeaders(request, runId);
-  const target = upstreamUrl(run.originUrl, run.appPath, run.query);
-  const { body } = run;
-  if (run.runtime === "cortex") {
-    // A function's arguments are JSON, and so is the answer the envelope needs, unless the caller asked otherwise.
-    if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
-    if (!headers.has("accept")) headers.set("Accept", "application/json");
-  }
-  if (body.kind === "stream")
-    return { target, method: request.method, headers, body: body.stream, runId, bodyLimit: body.limit };
-  return { target, method: request.method, headers, body: body.kind === "bytes" ? body.bytes : null, runId };
 }

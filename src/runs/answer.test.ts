@@ -8,7 +8,7 @@ import type { RunContext } from "./context";
 const run = (over: Partial<RunContext> = {}): RunContext => ({
   runId: "run_1",
   runtime: "cortex",
-  accept: "application/json",
+  acceptHeader: "application/json",
   requestId: "req_1",
   now: () => new Date("2026-11-25T00:00:00.000Z"),
   limits: { headersMs: 1_000, idleMs: 1_000 },
@@ -50,7 +50,7 @@ describe("the answer stage (answerCall → Answered)", () => {
   it("passes through what is not a cortex app's JSON to a caller who did not ask for a stream", async () => {
     for (const [ctx, type] of [
       [run({ runtime: "custom" }), "application/json"],
-      [run({ accept: "text/event-stream" }), "application/json"],
+      [run({ acceptHeader: "text/event-stream" }), "application/json"],
       [run(), "image/png"],
     ] as const) {
       const answered = await answerCall(

@@ -30,8 +30,8 @@ const asksForStream = (accept: string | null) => accept !== null && /(^|,)\s*tex
  * The envelope is for a `cortex` app's JSON answer (or an answer with no type, whose body must then be
  * JSON or nothing) to a caller who did not ask for a stream; every other answer passes through.
  */
-export function envelopes(call: AppCall, run: RunContext): boolean {
-  if (run.runtime !== "cortex" || asksForStream(run.accept)) return false;
+export function envelopes(call: AppCall, context: RunContext): boolean {
+  if (context.runtime !== "cortex" || asksForStream(context.acceptHeader)) return false;
   const type = call.response.headers.get("content-type");
   return type === null || isJsonType(type);
 }
@@ -54,8 +54,8 @@ export interface EnvelopeAnswer extends RunAnswer {
  * The envelope `{run_id, result, run_time_ms, timestamp}`, spliced around the app's own JSON text so
  * `result` keeps its exact bytes. The body is read whole, within `RUN_RESPONSE_MAX_BYTES` decoded.
  */
-export async function envelopeAnswer(call: AppCall, run: RunContext): Promise<EnvelopeAnswer> {
-  const meta = runMeta(run.runId);
+export async function envelopeAnswer(call: AppCall, context: RunContext): Promise<EnvelopeAnswer> {
+  const meta = runMeta(context.runId);
   const raw = await call.text(RUN_RESPONSE_MAX_BYTES);
   if (raw === null)
     throw new ApiError("bad_gateway", `The app's answer is larger than ${RUN_RESPONSE_MAX_BYTES} bytes.`, meta);
@@ -71,7 +71,7 @@ export async function envelopeAnswer(call: AppCall, run: RunContext): Promise<En
       );
   }
   const runTimeMs = Date.now() - call.startedAt;
-  const envelope = `{"run_id":${JSON.stringify(run.runId)},"result":${text === "" ? "null" : text},"run_time_ms":${runTimeMs},"timestamp":${JSON.stringify(run.now().toISOString())}}`;
+  const envelope = `{"run_id":${JSON.stringify(context.runId)},"result":${text === "" ? "null" : text},"run_time_ms":${runTimeMs},"timestamp":${JSON.stringify(context.now().toISOString())}}`;
   return {
     status: callerStatus(call.response.status),
     text: envelope,
@@ -124,7 +124,7 @@ const asRunError = (error: unknown, runId: string): ApiError =>
 async function collect(
   call: AppCall,
   caller: WritableStreamDefaultWriter<ArrayBuffer | ArrayBufferView> | null,
-  run: RunContext,
+  context: RunContext,
 ): Promise<RunAnswer> {
   const copy = new BodyCopy();
   let error: ApiError | null = null;
@@ -135,15 +135,15 @@ async function collect(
       if (!callerGone) await caller!.write(chunk).catch(() => (callerGone = true));
     });
   } catch (failure) {
-    error = asRunError(failure, run.runId);
+    error = asRunError(failure, context.runId);
   }
   if (!callerGone) await (error ? caller!.abort(error) : caller!.close()).catch(() => undefined);
   const text = documentOf(copy, {
-    runId: run.runId,
+    runId: context.runId,
     status: call.response.status,
     contentType: call.response.headers.get("content-type"),
     runTimeMs: Date.now() - call.startedAt,
-    at: run.now(),
+    at: context.now(),
     error,
   });
   return { status: call.response.status, text, contentType: "application/json", failure: error };
@@ -154,8 +154,8 @@ async function collect(
  * it arrives, and `X-Run-Id`. With `copy`, the document of the answer is collected beside the stream
  * (`collect`), and resolves once the app's body ended.
  */
-export function passThrough(call: AppCall, run: RunContext, copy: boolean): Pick<Answered, "response" | "copy"> {
-  const headers = passedBackHeaders(call.response.headers, run.runId);
+export function passThrough(call: AppCall, context: RunContext, copy: boolean): Pick<Answered, "response" | "copy"> {
+  const headers = passedBackHeaders(call.response.headers, context.runId);
   const init = { status: call.response.status, statusText: call.response.statusText, headers };
   if (!copy) {
     // A declared length goes through the runtime's own pipe; a body of unknown length (an event
@@ -166,17 +166,17 @@ export function passThrough(call: AppCall, run: RunContext, copy: boolean): Pick
     return { response: new Response(piped ? piped.body : call.stream(), init), copy: null };
   }
   if (call.response.body === null || NULL_BODY.has(call.response.status))
-    return { response: new Response(null, init), copy: collect(call, null, run) };
+    return { response: new Response(null, init), copy: collect(call, null, context) };
   // The caller's side is the runtime's own pipe: each write waits until the caller has taken it.
   const { readable, writable } = new IdentityTransformStream();
-  return { response: new Response(readable, init), copy: collect(call, writable.getWriter(), run) };
+  return { response: new Response(readable, init), copy: collect(call, writable.getWriter(), context) };
 }
 
 const utf8 = new TextEncoder();
 const sizeOf = (text: string) => utf8.encode(text).byteLength;
 
 /** The document of an answer nobody streams (an async run): the body read to its end into the copy. */
-export const collectAnswer = (call: AppCall, run: RunContext): Promise<RunAnswer> => collect(call, null, run);
+export const collectAnswer = (call: AppCall, context: RunContext): Promise<RunAnswer> => collect(call, null, context);
 
 /** The answer stage's state: what the caller gets, and what the run hands on and records. */
 export interface Answered {
@@ -194,12 +194,12 @@ export interface Answered {
 }
 
 /** The caller's answer to the app's: the envelope or the app's own, and a copy of it when `copy`. */
-export async function answerCall(call: AppCall, run: RunContext, copy: boolean): Promise<Answered> {
+export async function answerCall(call: AppCall, context: RunContext, copy: boolean): Promise<Answered> {
   const answered = { call, problem: null, calledAt: call.startedAt };
-  if (!envelopes(call, run)) return { ...passThrough(call, run, copy), ...answered, size: null };
-  const answer = await envelopeAnswer(call, run);
+  if (!envelopes(call, context)) return { ...passThrough(call, context, copy), ...answered, size: null };
+  const answer = await envelopeAnswer(call, context);
   return {
-    response: responseOf(answer, run.runId),
+    response: responseOf(answer, context.runId),
     ...answered,
     size: sizeOf(answer.text),
     copy: copy ? Promise.resolve(answer) : null,
@@ -207,10 +207,10 @@ export async function answerCall(call: AppCall, run: RunContext, copy: boolean):
 }
 
 /** The answer of a run whose app gave none (502, 504, 413): the problem, for the caller and the copy alike. */
-export function failed(error: ApiError, run: RunContext, calledAt: number | null): Answered {
-  const answer = failureAnswer(error, run.requestId);
+export function failed(error: ApiError, context: RunContext, calledAt: number | null): Answered {
+  const answer = failureAnswer(error, context.requestId);
   return {
-    response: responseOf(answer, run.runId),
+    response: responseOf(answer, context.runId),
     call: null,
     problem: error,
     calledAt,
@@ -226,16 +226,16 @@ export function failed(error: ApiError, run: RunContext, calledAt: number | null
  */
 export async function callAndAnswer(
   deps: Deps,
-  req: AppRequest,
-  run: RunContext,
+  appRequest: AppRequest,
+  context: RunContext,
   copy: boolean,
   cancel: AbortSignal,
 ): Promise<Answered> {
   const calledAt = Date.now();
   try {
-    return await answerCall(await callApp(deps, req, run.limits, cancel), run, copy);
+    return await answerCall(await callApp(deps, appRequest, context.limits, cancel), context, copy);
   } catch (error) {
-    if (error instanceof ApiError) return failed(error, run, calledAt);
+    if (error instanceof ApiError) return failed(error, context, calledAt);
     throw error;
   }
 }
@@ -254,19 +254,19 @@ export interface StoredAnswer extends RunAnswer {
  */
 export async function answerRun(
   deps: Deps,
-  req: AppRequest,
-  run: RunContext,
+  appRequest: AppRequest,
+  context: RunContext,
   cancel?: AbortSignal,
 ): Promise<StoredAnswer> {
   const calledAt = Date.now();
   let answeredAt: number | null = null;
   try {
-    const call = await callApp(deps, req, run.limits, cancel);
+    const call = await callApp(deps, appRequest, context.limits, cancel);
     answeredAt = call.answeredAt;
-    const answer = envelopes(call, run) ? await envelopeAnswer(call, run) : await collectAnswer(call, run);
+    const answer = envelopes(call, context) ? await envelopeAnswer(call, context) : await collectAnswer(call, context);
     return { ...answer, calledAt, answeredAt };
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
-    return { ...failureAnswer(error, run.requestId), calledAt, answeredAt };
+    return { ...failureAnswer(error, context.requestId), calledAt, answeredAt };
   }
 }

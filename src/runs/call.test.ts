@@ -5,7 +5,7 @@ import { callApp, type AppRequest } from "./call";
 
 // The call stage alone: the app is an injected fetch, so each case is one function call, no peer.
 const request = (over: Partial<AppRequest> = {}): AppRequest => ({
-  target: "https://app.example/base/run?a=1",
+  url: "https://app.example/base/run?a=1",
   method: "POST",
   headers: new Headers({ "content-type": "application/json", "x-run-id": "run_1" }),
   body: '{"x":1}',
@@ -89,7 +89,34 @@ describe("the call stage (callApp → AppCall)", () => {
     expect(await call.tally.ended).toBe("done");
   });
 
-  it("lends each chunk until the taker is done with it, then reads the next into the same buffer", async () => {
+  it("reads the app's next chunk while the taker still holds the last one (two buffers take turns)", async () => {
+    let asked!: () => void;
+    const secondAsked = new Promise<void>((resolve) => (asked = resolve));
+    let pulls = 0;
+    const body = new ReadableStream({
+      type: "bytes",
+      pull(controller) {
+        pulls++;
+        if (pulls === 1) controller.enqueue(new TextEncoder().encode("one"));
+        else if (pulls === 2) {
+          asked();
+          controller.enqueue(new TextEncoder().encode("two"));
+        } else controller.close();
+      },
+    });
+    const { deps } = app(() => new Response(body));
+    const call = await callApp(deps, request(), limits);
+    const taken: string[] = [];
+    await call.relay(async (chunk) => {
+      // "one" is held until the app was asked for more: a relay that read only after it would never end.
+      if (taken.length === 0) await secondAsked;
+      taken.push(new TextDecoder().decode(chunk));
+    });
+    expect(taken).toEqual(["one", "two"]);
+    expect(call.tally.bytes).toBe(6);
+  });
+
+  it("lends each chunk until the taker is done with it, and reads into it only after that", async () => {
     const { deps } = app(() => new Response("abc"));
     const call = await callApp(deps, request(), limits);
     const lent: Uint8Array[] = [];

@@ -6,7 +6,7 @@ import { type BodyLimit, concat } from "./bodies";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
 export interface AppRequest {
-  target: string;
+  url: string;
   method: string;
   headers: Headers;
   body: BodyInit | null;
@@ -223,7 +223,7 @@ async function relay(
 
 /**
  * Calls the app. Hand-written rather than `hono/proxy`: the headers each way follow the gateway's own
- * rules (`upstreamHeaders`, `passedBackHeaders`: credentials, the webhook secret and headers that would
+ * rules (`appRequestHeaders`, `passedBackHeaders`: credentials, the webhook secret and headers that would
  * act on the shared hostname stay out), the envelope path reads the answer without a re-wrapped
  * Response, and a run is one Request and one Response, not two of each.
  *
@@ -238,8 +238,13 @@ async function relay(
  * the isolate's 128 MB; Cloudflare cancels a request's work when its caller hangs up, and this ends the
  * app's call itself at that moment rather than leaving the connection to be torn down later.
  */
-export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, cancel?: AbortSignal): Promise<AppCall> {
-  const meta = runMeta(req.runId);
+export async function callApp(
+  deps: Deps,
+  appRequest: AppRequest,
+  limits: CallLimits,
+  cancel?: AbortSignal,
+): Promise<AppCall> {
+  const meta = runMeta(appRequest.runId);
   const controller = new AbortController();
   const { signal } = controller;
   const end = (reason: unknown) => controller.abort(reason);
@@ -252,16 +257,24 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
   const onCancel = () => end(cancel?.reason ?? new DOMException("The run was ended", "AbortError"));
   if (cancel?.aborted) onCancel();
   else cancel?.addEventListener("abort", onCancel, { once: true });
-  req.bodyLimit?.onExceeded(() => end(new DOMException("The request body passed the run's limit", "AbortError")));
+  appRequest.bodyLimit?.onExceeded(() =>
+    end(new DOMException("The request body passed the run's limit", "AbortError")),
+  );
   const startedAt = Date.now();
   let response: Response;
   try {
     response = await deps.outbound.fetch(
-      new Request(req.target, { method: req.method, headers: req.headers, body: req.body, signal, redirect: "manual" }),
+      new Request(appRequest.url, {
+        method: appRequest.method,
+        headers: appRequest.headers,
+        body: appRequest.body,
+        signal,
+        redirect: "manual",
+      }),
     );
   } catch (error) {
     cancel?.removeEventListener("abort", onCancel);
-    if (req.bodyLimit?.exceeded())
+    if (appRequest.bodyLimit?.exceeded())
       throw new ApiError(
         "payload_too_large",
         "The request body is larger than the run's limit; the app's call was ended.",
@@ -299,7 +312,7 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
   let callerGone = false;
   const watch: Watch = {
     idleMs: limits.idleMs,
-    runId: req.runId,
+    runId: appRequest.runId,
     end,
     cancelled: () => callerGone || cancel?.aborted === true,
   };
@@ -384,7 +397,7 @@ export async function callApp(deps: Deps, req: AppRequest, limits: CallLimits, c
         if (declared !== null && Number.isFinite(declared)) {
           // The common case, a declared length within the limit: the runtime reads it in one go, far
           // cheaper than a chunk loop in JavaScript; one silence timer covers the whole read.
-          const idle = setTimeout(() => end(new StreamIdle(limits.idleMs, req.runId)), limits.idleMs);
+          const idle = setTimeout(() => end(new StreamIdle(limits.idleMs, appRequest.runId)), limits.idleMs);
           try {
             return await raw.text();
           } finally {

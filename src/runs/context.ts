@@ -6,7 +6,7 @@ export interface RunContext {
   runId: string;
   runtime: "cortex" | "custom";
   /** The caller's `Accept`, as sent to the app: whether the caller asked for a stream. */
-  accept: string | null;
+  acceptHeader: string | null;
   /** The request that started the run, quoted in its problems. */
   requestId: string;
   now: () => Date;

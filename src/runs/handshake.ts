@@ -1,9 +1,6 @@
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
-import type { AdmittedRun } from "./admit";
-import { runMeta } from "./call";
-import { upstreamHeaders } from "./headers";
-import { upstreamUrl } from "./path";
+import { type AppRequest, runMeta } from "./call";
 
 /**
  * The app's answer to a WebSocket upgrade. A redirect is not followed (`redirect: "manual"`: the
@@ -50,11 +47,10 @@ export async function webSocketHandshake(
   }
 }
 
-/** A WebSocket run: the caller's upgrade passed to the app at `{origin_url}/{path}`; webhooks never apply. */
-export async function webSocketRun(scope: Scope, request: Request, run: AdmittedRun): Promise<Response> {
-  const { runId } = run;
-  const headers = upstreamHeaders(request, runId, true);
-  const response = await webSocketHandshake(scope, upstreamUrl(run.originUrl, run.appPath, run.query), headers, runId);
+/** A WebSocket run: the caller's upgrade passed to the app at `{origin_url}/{path}` (`appRequestOf`); webhooks never apply. */
+export async function webSocketRun(scope: Scope, appRequest: AppRequest): Promise<Response> {
+  const { runId } = appRequest;
+  const response = await webSocketHandshake(scope, appRequest.url, appRequest.headers, runId);
   if (response.status !== 101 || !response.webSocket) {
     await response.body?.cancel().catch(() => undefined);
     throw new ApiError(

@@ -1,6 +1,6 @@
 /**
  * The header policy of a run, both ways, in one place: what of the caller's request reaches the app
- * (`upstreamHeaders`) and what of the app's answer reaches the caller (`passedBackHeaders`). Both are
+ * (`appRequestHeaders`) and what of the app's answer reaches the caller (`passedBackHeaders`). Both are
  * deny-lists: an app is an HTTP server of the customer's (an OpenAI-compatible API, its own headers)
  * and must stay byte-compatible through the gateway, so everything passes but what is listed here and
  * why. docs/run-proxy.md and SECURITY.md state the same lists.
@@ -56,7 +56,7 @@ function protoAndHost(url: string): [string, string] {
  * `X-Forwarded-Proto` and `X-Forwarded-Host` (of the URL the caller called: the service's hostname or
  * the project's custom domain), and `X-Run-Id`. `keepUpgrade`: a WebSocket run keeps `Upgrade`.
  */
-export function upstreamHeaders(request: Request, runId: string, keepUpgrade = false): Headers {
+export function appRequestHeaders(request: Request, runId: string, keepUpgrade = false): Headers {
   const incoming = request.headers;
   const named = namedByConnection(incoming.get("connection"));
   const headers = new Headers();

@@ -1,9 +1,11 @@
 import { APP_NAME } from "../apps/routes";
 import { ApiError } from "../platform/errors";
 import { ID_PATTERN } from "../platform/ids";
+import { RUN_BASE } from "./urls";
 
-/** Where the run proxy is mounted. */
-export const RUN_BASE = "/v4";
+/** Where the run proxy is mounted (`urls.ts` builds a run's URLs under it). */
+export { RUN_BASE };
+
 /**
  * The run route under `RUN_BASE`, as the OpenAPI document spells it: `{path}` is one or more segments of
  * the app's own (a `cortex` function such as `run`, or any route of a `custom` server, e.g.
@@ -64,7 +66,7 @@ export const isGatewayParam = (name: string) => OURS.has(name);
  * is the app's path as the URL parser read it (`pathTarget`): percent-encoded, its dot segments
  * resolved, so it stays below the origin's base path.
  */
-export function upstreamUrl(originUrl: string, appPath: string, query: URLSearchParams | null): string {
+export function appUrl(originUrl: string, appPath: string, query: URLSearchParams | null): string {
   const url = new URL(originUrl);
   url.pathname = `${url.pathname.replace(/\/+$/, "")}/${appPath}`;
   if (query !== null) {

@@ -1,8 +1,9 @@
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
-import { admitApp, admitRequest, type AdmittedRun, appRequestOf, identify, refusalOf, startOf } from "./admit";
+import { admitApp, admitRequest, type AdmittedRun, identify, refusalOf, startOf } from "./admit";
+import { appRequestOf } from "./app-request";
 import { callAndAnswer } from "./answer";
-import { acceptAsync } from "./async/accept";
+import { queueAsyncRun } from "./async/accept";
 import type { RunContext } from "./context";
 import { webSocketRun } from "./handshake";
 import { answeredOutcome, bytesIn, endWhenAnswered, openEnd } from "./end";
@@ -42,18 +43,20 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
   const end = openEnd(scope, outcomes, request, start, clock, bytesSoFar, () => (admitted?.webhook ?? null) !== null);
   let appKnown = false;
   try {
-    const upstream = await admitApp(scope, target);
+    const deployment = await admitApp(scope, target);
     appKnown = true;
-    admitted = await admitRequest(scope, request, target, start, caller, upstream, (bytes) => (bodyRead += bytes));
+    admitted = await admitRequest(scope, request, target, start, caller, deployment, (bytes) => (bodyRead += bytes));
     caller.markUsed();
+    // The app's request, the same for every mode: called now, by the run's keeper, or stored for its consumer.
+    const appRequest = appRequestOf(request, admitted);
     if (admitted.isAsync) {
       // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
-      const response = await acceptAsync(scope, request, admitted);
+      const response = await queueAsyncRun(scope, request, admitted, appRequest);
       end.handedOff();
       return response;
     }
     if (admitted.webSocket) {
-      const response = await webSocketRun(scope, request, admitted);
+      const response = await webSocketRun(scope, appRequest);
       const at = clock();
       end.ended({
         ...answeredOutcome(start, response.status, { calledAt: start.acceptedAt, answeredAt: at, endedAt: at }),
@@ -63,7 +66,6 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
       });
       return response;
     }
-    const appRequest = appRequestOf(request, admitted);
     if (admitted.wait !== null) {
       // A waited run's app call, and so its outcome, is its keeper's: it may outlive this invocation.
       // Unless the keeper does not take it (it holds as many runs as it may): then it ends here.
@@ -149,7 +151,7 @@ function contextOf(scope: Scope, admitted: AdmittedRun, appRequest: AppRequest):
   return {
     runId: admitted.runId,
     runtime: admitted.runtime,
-    accept: appRequest.headers.get("accept"),
+    acceptHeader: appRequest.headers.get("accept"),
     requestId: scope.requestId,
     now: deps.now,
     limits: { headersMs: config.runTimeoutMs, idleMs: config.runStreamIdleMs },

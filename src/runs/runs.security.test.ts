@@ -204,7 +204,7 @@ describe("memory: an answer of many small chunks", () => {
   const callPeer = (query: string) =>
     callApp(
       testDeps(),
-      { target: `${PEER}/upstream/s?${query}`, method: "GET", headers: new Headers(), body: null, runId: "run_memory" },
+      { url: `${PEER}/upstream/s?${query}`, method: "GET", headers: new Headers(), body: null, runId: "run_memory" },
       limits,
     );
 

@@ -7,8 +7,9 @@ import { deliveryCounts, receiversHealth, runDeliveries } from "./deliveries";
 import { ledgerOf } from "./ledger-client";
 import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
 import { getRun, getUsage, type INTERVALS, listReceivers, listRuns, type RunDelivery } from "./routes";
-import { isTimeout } from "./run-record";
+import { endedInTimeout } from "./run-record";
 import type { RunFailure } from "../runs/outcome";
+import { runUrl } from "../runs/urls";
 
 /** The usage API's handlers: the runs list and the figures from the project's ledger, deliveries from D1. */
 
@@ -25,7 +26,7 @@ function checkedRange(from: number | undefined, to: number | undefined) {
 }
 
 /** A record's `failure` (`gateway:<code>`, `app:<status>`) as the API answers it. */
-function failureOf(stored: string | null): RunFailure | null {
+function storedFailure(stored: string | null): RunFailure | null {
   if (stored === null) return null;
   const colon = stored.indexOf(":");
   const by = stored.slice(0, colon);
@@ -34,7 +35,7 @@ function failureOf(stored: string | null): RunFailure | null {
 }
 
 const statusUrlOf = (requestUrl: string, projectId: string, run: StoredRun) =>
-  new URL(`/v4/${projectId}/${run.app_name}/runs/${run.run_id}`, requestUrl).href;
+  runUrl(requestUrl, { projectId, appName: run.app_name, runId: run.run_id });
 
 /** A stored run as the API answers it, with its webhook's delivery when one was asked. */
 function itemOf(requestUrl: string, projectId: string, run: StoredRun, deliveries: Map<string, RunDelivery>) {
@@ -46,8 +47,8 @@ function itemOf(requestUrl: string, projectId: string, run: StoredRun, deliverie
     path: run.path,
     status_code: run.status_code,
     ending: run.ending,
-    failure: failureOf(run.failure),
-    timed_out: isTimeout(run.ending),
+    failure: storedFailure(run.failure),
+    timed_out: endedInTimeout(run.ending),
     hung_up: run.ending === "hung_up",
     handed_over: run.handed_over_ms !== null,
     duration_ms: run.duration_ms,

@@ -1,5 +1,6 @@
 import { type Histogram, addToHistogram, mergeHistograms } from "./percentiles";
 import { DAY_MS, HOUR_MS, MINUTE_MS } from "../platform/time";
+import { classOf } from "./run-record";
 
 /**
  * The ledger's rollups: counts, status classes, timeouts, bytes and a latency histogram per app and
@@ -94,8 +95,6 @@ interface Row {
   bytes_out: number;
   hist: string;
 }
-
-const classOf = (status: number) => (status >= 500 ? "5xx" : status >= 400 ? "4xx" : "2xx");
 
 /** Minute rows one `derive` slice reads at most (an hour is read whole, so a slice may pass it by one hour's rows). */
 export const DERIVE_SLICE_ROWS = 20_000;

@@ -1,4 +1,4 @@
-import { isTimeout, type RunRecord } from "./run-record";
+import { endedInTimeout, type RunRecord, type StatusClass } from "./run-record";
 import { DAY_MS } from "../platform/time";
 import type { RunEnding, RunMode } from "../runs/outcome";
 import { type Histogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
@@ -150,9 +150,6 @@ const ENDING_SQL =
 /** The columns of a record as the ledger answers it. */
 const SELECT_RUNS = `SELECT run_id, app_name, mode, method, path, status_code, ${ENDING_SQL}, failure, duration_ms, ttfb_ms, called_ms, answered_ms, handed_over_ms, bytes_in, bytes_out, caller, webhook, request_id, created_at FROM runs`;
 
-/** A status class as the API names it: every answer below 400 (a WebSocket's 101, an app's redirect) counts as 2xx. */
-export type StatusClass = "2xx" | "4xx" | "5xx";
-export const classOf = (status: number): StatusClass => (status >= 500 ? "5xx" : status >= 400 ? "4xx" : "2xx");
 const CLASS_SQL: Record<StatusClass, string> = {
   "2xx": "status_code < 400",
   "4xx": "status_code >= 400 AND status_code < 500",
@@ -294,7 +291,7 @@ export class Ledger {
           r.method,
           r.path,
           r.status_code,
-          isTimeout(r.ending) ? 1 : 0,
+          endedInTimeout(r.ending) ? 1 : 0,
           r.ending === "hung_up" ? 1 : 0,
           ms(r.duration_ms),
           msOrNull(r.ttfb_ms),
@@ -318,7 +315,7 @@ export class Ledger {
         if (this.#meta("sampled_since") === null) this.#setMeta("sampled_since", r.created_at);
       }
       added++;
-      this.#rollups.count({ ...r, timed_out: isTimeout(r.ending) });
+      this.#rollups.count({ ...r, timed_out: endedInTimeout(r.ending) });
     }
     this.#setMeta("records", kept);
     this.#rollups.write();

@@ -42,7 +42,11 @@ export interface RunRecord {
 }
 
 /** Endings that count as a timeout in the usage figures: the gateway's time limits, and the caller's deadline. */
-export const isTimeout = (ending: RunEnding) => ending === "timeout" || ending === "deadline";
+export const endedInTimeout = (ending: RunEnding) => ending === "timeout" || ending === "deadline";
+
+/** A status class as the API names it: every answer below 400 (a WebSocket's 101, an app's redirect) counts as 2xx. */
+export type StatusClass = "2xx" | "4xx" | "5xx";
+export const classOf = (status: number): StatusClass => (status >= 500 ? "5xx" : status >= 400 ? "4xx" : "2xx");
 
 /** Every mode and every ending a record may hold: what the API document lists and a queue message is checked against. */
 export const RUN_MODES = ["sync", "wait", "async"] as const satisfies readonly RunMode[];

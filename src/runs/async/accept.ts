@@ -1,8 +1,9 @@
 import { ApiError, invalidField } from "../../platform/errors";
 import { sha256Hex } from "../../platform/crypto";
 import { sealSecret } from "../../webhooks/secret-box";
-import { upstreamHeaders } from "../headers";
-import { isGatewayParam, upstreamUrl } from "../path";
+import { isGatewayParam } from "../path";
+import type { AppRequest } from "../call";
+import { runUrls } from "../urls";
 import type { Scope } from "../../platform/scope";
 import { dropPayloads, placePayload, requestKey, storedBody } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
@@ -18,17 +19,13 @@ const KEY = /^[\x21-\x7e]{1,255}$/;
 /** Queue sends tried before the caller is told to try again (nothing is left behind then). */
 const SEND_TRIES = 2;
 
-/** The caller's query without our own parameters: what the upstream gets. */
+/** The caller's query without our own parameters, as the request's hash has always named it. */
 function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
   if (query === null) return null;
   const kept = new URLSearchParams();
   for (const [name, value] of query) if (!isGatewayParam(name)) kept.append(name, value);
   return kept;
 }
-
-/** Where the run's state is read: `GET` (and `DELETE`) `…/runs/{run_id}` on the host the caller used. */
-export const statusUrl = (requestUrl: string, projectId: string, appName: string, runId: string) =>
-  new URL(`/v4/${projectId}/${appName}/runs/${runId}`, requestUrl).href;
 
 /**
  * The body of a 202 that hands the caller a run to follow (an async run, or a waited run handed over):
@@ -43,8 +40,8 @@ export function acceptedBody(
   status_url: string;
   urls: { get: string; cancel: string; stream: string };
 } {
-  const url = statusUrl(requestUrl, run.projectId, run.appName, run.id);
-  return { run_id: run.id, status: run.status, status_url: url, urls: { get: url, cancel: url, stream: url } };
+  const urls = runUrls(requestUrl, { projectId: run.projectId, appName: run.appName, runId: run.id });
+  return { run_id: run.id, status: run.status, status_url: urls.get, urls };
 }
 
 function accepted(
@@ -69,39 +66,39 @@ function accepted(
 
 /**
  * Accepts an async run after every check a synchronous run makes (key, app, deployment, body,
- * webhook): the request is stored with the run (`queued`), a message is queued, and the caller is
- * answered 202 at once. With an `Idempotency-Key` the same request within 24 hours answers the same
- * run; a different request with that key is a 422.
+ * webhook): the app's request (`appRequest`, as `appRequestOf` built it for every mode) is stored with
+ * the run (`queued`), a message is queued, and the caller is answered 202 at once. With an
+ * `Idempotency-Key` the same request within 24 hours answers the same run; a different request with
+ * that key is a 422.
  */
-export async function acceptAsync(scope: Scope, request: Request, req: AdmittedRun): Promise<Response> {
+export async function queueAsyncRun(
+  scope: Scope,
+  request: Request,
+  admitted: AdmittedRun,
+  appRequest: AppRequest,
+): Promise<Response> {
   const { deps, config, db, env } = scope;
   const key = request.headers.get("idempotency-key");
   if (key !== null && !KEY.test(key))
     throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
   // Stored as text with the run (D1 or R2): UTF-8 as it is, any other bytes (a custom app's binary
   // upload) as base64. Admission read it whole within RUN_REQUEST_MAX_BYTES of real bytes.
-  const body = req.body.kind === "bytes" ? storedBody(req.body.bytes) : null;
-  if (body?.encoding === "base64" && req.runtime === "cortex")
+  const body = admitted.body.kind === "bytes" ? storedBody(admitted.body.bytes) : null;
+  if (body?.encoding === "base64" && admitted.runtime === "cortex")
     throw invalidField("body", "(root)", "must be UTF-8 JSON");
   const now = deps.now();
-  const { runId } = req;
-  const query = forwardedQuery(req.query);
-  const headers = upstreamHeaders(request, runId);
-  headers.delete("idempotency-key");
-  if (req.runtime === "cortex") {
-    if (body !== null && !headers.has("content-type")) headers.set("Content-Type", "application/json");
-    if (!headers.has("accept")) headers.set("Accept", "application/json");
-  }
+  const { runId } = admitted;
+  const query = forwardedQuery(admitted.query);
   // A UTF-8 body hashes as its text, as it always has (a key given before this change still matches);
   // a base64 one as an object, which no text body can equal, so different bytes never share a hash.
   const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
   const requestHash = await sha256Hex(
     JSON.stringify([
       request.method,
-      req.appName,
-      req.appPath,
+      admitted.appName,
+      admitted.appPath,
       query?.toString() ?? "",
-      req.webhook?.endpoint ?? null,
+      admitted.webhook?.endpoint ?? null,
       hashedBody,
     ]),
   );
@@ -111,28 +108,29 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
     body === null
       ? { inline: null, inR2: false }
       : await placePayload(env, requestKey(runId), body.text, body.storedBytes);
-  const secret = req.webhook?.secret;
+  const secret = admitted.webhook?.secret;
   const run = {
     id: runId,
-    projectId: req.projectId,
-    appName: req.appName,
-    caller: req.caller.id,
+    projectId: admitted.projectId,
+    appName: admitted.appName,
+    caller: admitted.caller.id,
     status: "queued" as const,
     method: request.method,
-    target: upstreamUrl(req.originUrl, req.appPath, query),
-    requestHeaders: JSON.stringify([...headers]),
+    target: appRequest.url,
+    appPath: admitted.appPath,
+    requestHeaders: JSON.stringify([...appRequest.headers]),
     requestBody: placed.inline,
     requestInR2: placed.inR2,
     requestBodyEncoding: body?.encoding ?? "utf8",
     requestId: scope.requestId,
     idempotencyKey: key,
     requestHash,
-    webhookEndpoint: req.webhook?.endpoint ?? null,
+    webhookEndpoint: admitted.webhook?.endpoint ?? null,
     webhookSecret:
       secret === undefined ? null : JSON.stringify(await sealSecret(config.webhookEncryptionKey, runId, secret)),
     createdAt: now,
     // `Cancel-After`, counted from acceptance: the consumer never calls the app past it (consumer.ts).
-    deadlineAt: req.cancelAfterMs === null ? null : new Date(now.getTime() + req.cancelAfterMs),
+    deadlineAt: admitted.cancelAfterMs === null ? null : new Date(now.getTime() + admitted.cancelAfterMs),
   };
   const dropBody = () => (placed.inR2 ? dropPayloads(env, [requestKey(runId)]) : Promise.resolve());
 
@@ -147,12 +145,12 @@ export async function acceptAsync(scope: Scope, request: Request, req: AdmittedR
   if (!inserted) {
     // Only the key can clash (ids are unique): this caller took it in this project, and nothing was
     // written. Another caller's use of the same key is no clash: keys are per caller, like the runs.
-    let existing = await runByKey(db, req.projectId, req.caller.id, key ?? "");
+    let existing = await runByKey(db, admitted.projectId, admitted.caller.id, key ?? "");
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
       // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
       await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
       if (await insertRun(db, run)) return send(scope, request, run, dropBody);
-      existing = await runByKey(db, req.projectId, req.caller.id, key ?? "");
+      existing = await runByKey(db, admitted.projectId, admitted.caller.id, key ?? "");
     }
     await dropBody();
     if (!existing)

@@ -1,10 +1,11 @@
 import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
-import { upstreamOf } from "../../apps/deployments";
+import { deploymentOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
 import type { RunContext } from "../context";
+import { appPathOfRun, storedAppRequest } from "../app-request";
 import { enqueuePending } from "../../webhooks/enqueue";
-import { appPathOf, asyncOutcome, asyncTimes, endingOf, endUnanswered, handOverOf } from "./lifecycle";
+import { asyncOutcome, asyncTimes, endingOf, endUnanswered, handOverOf } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { logError } from "../../platform/log";
@@ -37,12 +38,12 @@ import { runJson } from "./resource";
 const END_TRIES = 3;
 
 /** The run's app as deployed now: its runtime decides its answer's form; an app deleted since answers as a `custom` one (passed through). */
-async function deploymentOf(
+async function currentDeployment(
   scope: Scope,
   run: AsyncRun,
 ): Promise<{ runtime: "cortex" | "custom"; originUrl: string | null }> {
   try {
-    return await upstreamOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime());
+    return await deploymentOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime());
   } catch {
     return { runtime: "custom", originUrl: null };
   }
@@ -59,26 +60,26 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   }
   // The caller's exact bytes, whether stored as UTF-8 text or as base64.
   const body = stored === null ? null : bodyBytes(stored, run.requestBodyEncoding);
-  const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
-  const { runtime, originUrl } = await deploymentOf(scope, run);
+  // The app's request as `appRequestOf` built it at acceptance.
+  const appRequest = storedAppRequest(run, body);
+  const { runtime, originUrl } = await currentDeployment(scope, run);
   const context: RunContext = {
     runId: run.id,
     runtime,
-    accept: headers.get("accept"),
+    acceptHeader: appRequest.headers.get("accept"),
     requestId: run.requestId,
     now: deps.now,
     limits: { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs },
   };
   // ASYNC_RUN_TIMEOUT_MS bounds the whole run here, a stream included: the invocation has 15 minutes.
   // A deadline (`Cancel-After`, counted from acceptance) may end it sooner.
-  const request = { target: run.target, method: run.method, headers, body, runId: run.id };
   const created = run.createdAt.getTime();
   const deadline =
     run.deadlineAt === null
       ? null
       : deadlineOf(run.id, run.deadlineAt.getTime() - created, deps.now().getTime() - created, deps.sleep);
   const cancel = withDeadline(AbortSignal.timeout(config.asyncRunTimeoutMs), deadline);
-  const answer = await answerRun(deps, request, context, cancel).finally(() => deadline?.dispose());
+  const answer = await answerRun(deps, appRequest, context, cancel).finally(() => deadline?.dispose());
   const ending = await endingOf(env, run.id, answer, deps.now());
   // The webhook's delivery is written with the run's end (one D1 batch), and handed on after it.
   const handOver = await handOverOf(scope, run);
@@ -93,7 +94,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   }
   tellIfFollowed(scope, run.id, ending.status, ended.followed, () => runJson({ ...run, ...ending }, answer.text));
   outcomes.ended(scope, {
-    ...asyncOutcome(run, appPathOf(run.target, originUrl), answer.status, answer.failure?.code ?? null),
+    ...asyncOutcome(run, appPathOfRun(run, originUrl), answer.status, answer.failure?.code ?? null),
     times: {
       ...asyncTimes(run, clock()),
       calledAt: clock(answer.calledAt),

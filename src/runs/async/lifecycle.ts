@@ -4,6 +4,7 @@ import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, PROBLEMS } from "../../pla
 import { enqueuePending, type PendingDelivery, preparePending, writePending } from "../../webhooks/enqueue";
 import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
 import type { RunAnswer } from "../answer";
+import { appPathOfRun } from "../app-request";
 import { byteLength, placePayload, resultKey } from "./payloads";
 import { type Ending, endRun, handedOver, type HandOver } from "./store";
 import { logError } from "../../platform/log";
@@ -100,7 +101,7 @@ export async function handOverOf(
  * its delivery (`endUnanswered`, or the cron's recovery); the consumer writes the delivery with the
  * run's end (`endRun` with a `HandOver`) and only hands it on afterwards (`enqueuePending`).
  */
-export async function deliver(scope: Scope, run: AsyncRun, text: string): Promise<void> {
+export async function handOnResult(scope: Scope, run: AsyncRun, text: string): Promise<void> {
   const handOver = await handOverOf(scope, run);
   if (!handOver) return;
   if (handOver.pending && handOver.row) {
@@ -143,7 +144,7 @@ export async function endUnanswered(
     const endedAt = scope.deps.now().getTime();
     const problem = unansweredProblem(why);
     outcomes.ended(scope, {
-      ...asyncOutcome(run, appPathOf(run.target, null), PROBLEMS[problem].status, problem),
+      ...asyncOutcome(run, appPathOfRun(run, null), PROBLEMS[problem].status, problem),
       times: {
         ...asyncTimes(run, endedAt),
         // The claim came just before the call: whether the app was called is not known, only that it may
@@ -160,16 +161,8 @@ export async function endUnanswered(
     from,
     started_at: run.startedAt?.toISOString() ?? null,
   });
-  await deliver(scope, run, text);
+  await handOnResult(scope, run, text);
   return true;
-}
-
-/** The app's path the run called (`run`, `v1/chat/completions`), from its stored target, without the query. */
-export function appPathOf(target: string, originUrl: string | null): string {
-  const url = new URL(target);
-  const path = url.pathname;
-  const base = originUrl === null ? null : new URL(originUrl).pathname.replace(/\/+$/, "");
-  return (base !== null && path.startsWith(`${base}/`) ? path.slice(base.length + 1) : path.replace(/^\/+/, "")) || "/";
 }
 
 /** The parts of an async run's outcome its row holds: who, which app and path, and its status and failure. */

@@ -1,6 +1,6 @@
 import type { Scope } from "../../platform/scope";
 import { IDEMPOTENCY_WINDOW_MS } from "./accept";
-import { deliver, endUnanswered } from "./lifecycle";
+import { handOnResult, endUnanswered } from "./lifecycle";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import {
   deleteRuns,
@@ -63,7 +63,7 @@ export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promi
       continue;
     }
     const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
-    if (result !== null) await deliver(scope, run, result);
+    if (result !== null) await handOnResult(scope, run, result);
   }
   // The consumer wrote the delivery with the run's end and died before handing it on: hand it on
   // again (a copy its lane or the queue already has adds nothing).

@@ -37,6 +37,8 @@ function rowOf(run: KeptRun, target: string, pending: PendingDelivery | null, at
     method: run.method,
     // Without its query: an ended run forgets it anyway (store.ts), and this one is called already.
     target: target.split("?")[0]!,
+    // The app's path as the outcome names it (`KeptRun.path`).
+    appPath: run.path,
     requestHeaders: "[]",
     requestBody: null,
     requestInR2: false,

@@ -4,6 +4,7 @@ import { ApiError, problemBody } from "../../platform/errors";
 import { log } from "../../platform/log";
 import { createScope, type Scope } from "../../platform/scope";
 import { enqueuePending, type PendingDelivery, recordPending } from "../../webhooks/enqueue";
+import { offWire } from "../app-request";
 import { runMeta } from "../call";
 import { type OutcomePort, problemOutcome } from "../outcome";
 import { endInterrupted } from "./handed-over";
@@ -161,13 +162,7 @@ export class Keeper {
     const call = keepCall({
       scope,
       run,
-      appRequest: {
-        target: appRequest.url,
-        method: appRequest.method,
-        headers: appRequest.headers,
-        body: appRequest.body,
-        runId: run.runId,
-      },
+      appRequest: offWire(appRequest, run.runId),
       pending,
       clock,
       handedOver: (at) => {

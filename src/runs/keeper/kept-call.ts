@@ -66,7 +66,7 @@ export function keepCall(parts: KeepParts): KeptCall {
   const context: RunContext = {
     runId: run.runId,
     runtime: run.runtime,
-    accept: run.accept,
+    acceptHeader: run.acceptHeader,
     requestId: run.requestId,
     now: () => new Date(clock()),
     limits: run.limits,
@@ -132,7 +132,7 @@ export function keepCall(parts: KeepParts): KeptCall {
     phase = "handing_over";
     clearTimeout(waitTimer);
     const at = clock();
-    handingOver = insertHandedOver(scope, run, appRequest.target, pending, {
+    handingOver = insertHandedOver(scope, run, appRequest.url, pending, {
       calledAt: clock(calledAt),
       handedOverAt: at,
     })
@@ -219,7 +219,7 @@ export function keepCall(parts: KeepParts): KeptCall {
     const { ending } = await endHandedOver(
       scope,
       run,
-      appRequest.target,
+      appRequest.url,
       pending,
       { calledAt: clock(calledAt), handedOverAt, endedAt },
       answer,

@@ -22,7 +22,7 @@ export interface KeptRun {
   requestId: string;
   runtime: "cortex" | "custom";
   /** The caller's `Accept`, as the app gets it. */
-  accept: string | null;
+  acceptHeader: string | null;
   limits: CallLimits;
   /** The run's clock at acceptance (epoch ms): the keeper's moments go on from it. */
   acceptedAt: number;

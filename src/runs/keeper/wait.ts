@@ -2,6 +2,7 @@ import { ApiError } from "../../platform/errors";
 import type { Scope } from "../../platform/scope";
 import type { AdmittedRun } from "../admit";
 import { acceptedBody } from "../async/accept";
+import { onWire } from "../app-request";
 import { type AppRequest, runMeta } from "../call";
 import { keeperName } from "./keeper";
 import type { KeeperAnswer, KeptRun } from "./message";
@@ -49,7 +50,7 @@ export async function waitRun(
     caller: admitted.caller.id,
     requestId: scope.requestId,
     runtime: admitted.runtime,
-    accept: appRequest.headers.get("accept"),
+    acceptHeader: appRequest.headers.get("accept"),
     limits: { headersMs: scope.config.runTimeoutMs, idleMs: scope.config.runStreamIdleMs },
     acceptedAt: waited.acceptedAt,
     sentAfterMs: Date.now() - waited.acceptedWall,
@@ -65,10 +66,7 @@ export async function waitRun(
   signal?.addEventListener("abort", left, { once: true });
   let answer: KeeperAnswer;
   try {
-    answer = await keeper.run(
-      new Request(appRequest.target, { method: appRequest.method, headers: appRequest.headers, body: appRequest.body }),
-      kept,
-    );
+    answer = await keeper.run(onWire(appRequest), kept);
   } catch (error) {
     signal?.removeEventListener("abort", left);
     // The keeper was reset before it answered (a restart, an eviction): its alarm ends the run

@@ -92,7 +92,7 @@ describe("memory: a body that is cheap to send and costly to parse", () => {
     const ctx: RunContext = {
       runId: "run_1",
       runtime: "cortex",
-      accept: null,
+      acceptHeader: null,
       requestId: "req_1",
       now: () => new Date(),
       limits: { headersMs: 1000, idleMs: 1000 },
