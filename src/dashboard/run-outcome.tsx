@@ -2,6 +2,7 @@ import { seg } from "./api";
 import { Badge, type BadgeTone } from "./components";
 import { projectPath } from "./context";
 import type { RunRecordItem } from "./usage-types";
+import { CLIENT_CLOSED } from "../runs/outcome";
 
 /** A run's own page in the dashboard. */
 export const runPath = (projectId: string, runId: string) => projectPath(projectId, `/runs/${seg(runId)}`);
@@ -10,10 +11,7 @@ export const runPath = (projectId: string, runId: string) => projectPath(project
 export type Failure = NonNullable<RunRecordItem["failure"]>;
 
 /** The words a run's record ends with (src/runs/outcome.ts, `RunEnding`). */
-export type Ending = RunRecordItem["ending"];
-
-/** A caller who left before any answer is recorded with 499 (nginx's "client closed request"), no status of the app's. */
-export const CLIENT_CLOSED = 499;
+export type RecordEnding = RunRecordItem["ending"];
 
 /** Whether a caller who left had started to get the app's answer (its status and some of its body). */
 const answeredBeforeLeaving = (r: RunRecordItem) => r.status_code !== CLIENT_CLOSED && r.status_code > 0;
@@ -24,7 +22,7 @@ export function statusTone(code: number): BadgeTone {
   return code >= 200 && code < 300 ? "ok" : "neutral";
 }
 
-const ENDING_TEXT: Record<Ending, string> = {
+const ENDING_TEXT: Record<RecordEnding, string> = {
   error: "the gateway failed",
   answered: "the app answered, and its answer reached its end",
   hung_up: "the caller left before the answer ended; the app's call was ended",
@@ -36,7 +34,7 @@ const ENDING_TEXT: Record<Ending, string> = {
 };
 
 /** The ending in a sentence, for the run's page. */
-export const endingText = (ending: Ending) => ENDING_TEXT[ending];
+export const endingText = (ending: RecordEnding) => ENDING_TEXT[ending];
 
 /** Whose failure it was, in a few words: "the app's own 503", "gateway: bad_gateway". */
 export function failureText(failure: Failure | null): string | null {

@@ -2,7 +2,7 @@ import type { Scope } from "../platform/scope";
 import type { AdmittedRun } from "./admit";
 import type { Answered } from "./answer";
 import type { BodyEnd } from "./call";
-import { type OutcomePort, problemOutcome, type RunOutcome, type RunStart } from "./outcome";
+import { CLIENT_CLOSED, type OutcomePort, problemOutcome, type RunOutcome, type RunStart } from "./outcome";
 
 /**
  * The end of a run the Worker owns (a synchronous run, a WebSocket's handshake): its one outcome,
@@ -33,9 +33,6 @@ export interface RunEnd {
   /** Whether the caller has hung up. */
   hungUp(): boolean;
 }
-
-/** The status a run's outcome carries when its caller left before any answer (nginx's "client closed request"). */
-export const CLIENT_CLOSED = 499;
 
 export function openEnd(
   scope: Scope,

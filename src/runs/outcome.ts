@@ -178,3 +178,6 @@ export function problemOutcome(
     ...bytes,
   };
 }
+
+/** The status a run's outcome carries when its caller left before any answer (nginx's "client closed request"). */
+export const CLIENT_CLOSED = 499;

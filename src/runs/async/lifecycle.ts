@@ -6,7 +6,7 @@ import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
 import type { RunAnswer } from "../answer";
 import { appPathOfRun } from "../app-request";
 import { byteLength, placePayload, resultKey } from "./payloads";
-import { type Ending, endRun, handedOver, type HandOver } from "./store";
+import { type StoredEnding, endRun, handedOver, type HandOver } from "./store";
 import { logError } from "../../platform/log";
 import { endingOfProblem, failureOf, type OutcomePort, outcomePath, type RunOutcome } from "../outcome";
 import { tellIfFollowed } from "./followers";
@@ -19,7 +19,7 @@ export type Unanswered = "interrupted" | "expired" | "deadline";
 const RUN_ERROR_OF_PROBLEM: Record<string, string> = { run_deadline: "deadline", run_interrupted: "interrupted" };
 
 /** The ending of a run whose upstream was called: `succeeded` exactly when a synchronous run would have answered 2xx. */
-export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: Date): Promise<Ending> {
+export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: Date): Promise<StoredEnding> {
   const bytes = byteLength(answer.text);
   const placed = await placePayload(env, resultKey(runId), answer.text, bytes);
   // A passed-through answer that broke off is a failed run, whatever status it began with.
@@ -125,7 +125,7 @@ export async function endUnanswered(
   outcomes: OutcomePort,
 ): Promise<boolean> {
   const text = unansweredText(run, why);
-  const ending: Ending = {
+  const ending: StoredEnding = {
     status: "failed",
     resultStatus: PROBLEMS[unansweredProblem(why)].status,
     resultType: PROBLEM_CONTENT_TYPE,

@@ -128,7 +128,7 @@ export async function cancelRun(
 }
 
 /** What a finished run keeps: its state, answer and error. The request is forgotten; the sealed secret waits for the hand-off. */
-export interface Ending {
+export interface StoredEnding {
   status: Extract<AsyncRunStatus, "succeeded" | "failed">;
   resultStatus: number;
   resultType: string;
@@ -158,7 +158,7 @@ export interface HandOver {
 const r = asyncRuns;
 const name = (column: Column) => sql.identifier(column.name);
 const placeholder = (key: string, column: Column) => sql.param(sql.placeholder(key), column);
-/** Where each part of an `Ending` is kept: a field added to `Ending` without a column here does not compile. */
+/** Where each part of a `StoredEnding` is kept: a field added to `StoredEnding` without a column here does not compile. */
 const endingColumns = {
   status: r.status,
   resultStatus: r.resultStatus,
@@ -169,14 +169,14 @@ const endingColumns = {
   errorCode: r.errorCode,
   errorMessage: r.errorMessage,
   finishedAt: r.finishedAt,
-} satisfies Record<keyof Ending, Column>;
+} satisfies Record<keyof StoredEnding, Column>;
 
 /**
  * The end of a run, rendered once per isolate (`prepared`): its ending, the request forgotten, and the
  * hand-over when there is one (the delivery's id recorded, the sealed secret forgotten), in one
  * conditional write that answers whether a stream follows the run.
  */
-const endStatement = prepared<Record<keyof Ending | "id" | "from" | "claimedBy" | "deliveryId", unknown>>(
+const endStatement = prepared<Record<keyof StoredEnding | "id" | "from" | "claimedBy" | "deliveryId", unknown>>(
   () => sql`UPDATE ${r} SET ${sql.join(
     Object.entries(endingColumns).map(([key, column]) => sql`${name(column)} = ${placeholder(key, column)}`),
     sql`, `,
@@ -209,7 +209,7 @@ export async function endRun(
   runId: string,
   from: "queued" | "running",
   claimedBy: string | null,
-  ending: Ending,
+  ending: StoredEnding,
   handOver?: HandOver,
 ): Promise<Ended | undefined> {
   const end = endStatement(db, {

@@ -7,7 +7,7 @@ import { tellIfFollowed } from "../async/followers";
 import { endingOf } from "../async/lifecycle";
 import { byteLength } from "../async/payloads";
 import { runJson } from "../async/resource";
-import { type Ending, endRun, insertRun } from "../async/store";
+import { type StoredEnding, endRun, insertRun } from "../async/store";
 import type { KeptRun } from "./message";
 
 /**
@@ -77,7 +77,7 @@ export async function insertHandedOver(
 async function endRow(
   scope: Scope,
   row: ReturnType<typeof rowOf>,
-  ending: Ending,
+  ending: StoredEnding,
   result: string | null,
 ): Promise<boolean> {
   const ended = await endRun(scope.db, row.id, "running", KEEPER_CLAIM, ending);
@@ -94,14 +94,14 @@ export async function endHandedOver(
   pending: PendingDelivery | null,
   at: RowTimes & { endedAt: number },
   answer: RunAnswer,
-): Promise<{ ended: boolean; ending: Ending }> {
+): Promise<{ ended: boolean; ending: StoredEnding }> {
   const ending = await endingOf(scope.env, run.runId, answer, new Date(at.endedAt));
   const ended = await endRow(scope, rowOf(run, target, pending, at), ending, answer.text);
   return { ended, ending };
 }
 
 /** The ending of a run its keeper lost mid-call: the problem text as its result, `interrupted` as its error. */
-function interruptedEnding(text: string, at: number, message: string): Ending {
+function interruptedEnding(text: string, at: number, message: string): StoredEnding {
   return {
     status: "failed",
     resultStatus: 502,
