@@ -1,7 +1,6 @@
 import { z } from "zod";
-import type { RunEnding, RunMode } from "../runs/outcome";
 import type { RefusalCount } from "./refusals";
-import type { RunRecord } from "./run-record";
+import { RUN_ENDINGS, RUN_MODES, type RunRecord } from "./run-record";
 
 /**
  * The `usage-records` queue's message: run records and refusal counts of several projects that one
@@ -17,30 +16,13 @@ export interface UsageRecordsMessage {
   refusals?: RefusalCount[];
 }
 
-const MODES = ["sync", "wait", "async"] as const satisfies readonly RunMode[];
-const ENDINGS = [
-  "answered",
-  "hung_up",
-  "timeout",
-  "deadline",
-  "unreachable",
-  "refused",
-  "interrupted",
-  "error",
-] as const satisfies readonly RunEnding[];
-// Every ending and mode is read: a new one the lists lack fails the type check here.
-const everyEnding: Exclude<RunEnding, (typeof ENDINGS)[number]> extends never ? true : never = true;
-const everyMode: Exclude<RunMode, (typeof MODES)[number]> extends never ? true : never = true;
-void everyEnding;
-void everyMode;
-
 const msOrNull = z.number().nullable();
 /** The fields both versions' records share. */
 const recordBase = z.object({
   run_id: z.string().min(1),
   project_id: z.string().min(1),
   app_name: z.string(),
-  mode: z.enum(MODES),
+  mode: z.enum(RUN_MODES),
   method: z.string(),
   path: z.string(),
   status_code: z.number().int(),
@@ -54,7 +36,7 @@ const recordBase = z.object({
   created_at: z.number(),
 });
 const recordV2 = recordBase.extend({
-  ending: z.enum(ENDINGS),
+  ending: z.enum(RUN_ENDINGS),
   failure: z.string().nullable(),
   called_ms: msOrNull,
   answered_ms: msOrNull,

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
-import type { RunEnding, RunMode } from "../runs/outcome";
+import { RUN_ENDINGS, RUN_MODES } from "./run-record";
 import {
   idParam,
   jsonContent,
@@ -16,18 +16,6 @@ import {
 const APP_NAME_FILTER = z.string().min(1).max(63).optional().openapi({ description: "Only this app's runs." });
 const RangeBound = (which: string) =>
   z.iso.datetime({ offset: true }).optional().openapi({ description: which, example: "2026-11-21T12:00:00Z" });
-
-const RUN_MODES = ["sync", "wait", "async"] as const satisfies readonly RunMode[];
-const RUN_ENDINGS = [
-  "answered",
-  "hung_up",
-  "timeout",
-  "deadline",
-  "unreachable",
-  "refused",
-  "interrupted",
-  "error",
-] as const satisfies readonly RunEnding[];
 
 export const RunFailureSchema = z
   .discriminatedUnion("by", [

@@ -47,3 +47,20 @@ export const endedInTimeout = (ending: RunEnding) => ending === "timeout" || end
 /** A status class as the API names it: every answer below 400 (a WebSocket's 101, an app's redirect) counts as 2xx. */
 export type StatusClass = "2xx" | "4xx" | "5xx";
 export const classOf = (status: number): StatusClass => (status >= 500 ? "5xx" : status >= 400 ? "4xx" : "2xx");
+
+/** Every mode and every ending a record may hold: what the API document lists and a queue message is checked against. */
+export const RUN_MODES = ["sync", "wait", "async"] as const satisfies readonly RunMode[];
+export const RUN_ENDINGS = [
+  "answered",
+  "hung_up",
+  "timeout",
+  "deadline",
+  "unreachable",
+  "refused",
+  "interrupted",
+  "error",
+] as const satisfies readonly RunEnding[];
+// A mode or ending the lists lack fails the type check here (a record holding it would be refused).
+const everyMode: Exclude<RunMode, (typeof RUN_MODES)[number]> extends never ? true : never = true;
+const everyEnding: Exclude<RunEnding, (typeof RUN_ENDINGS)[number]> extends never ? true : never = true;
+void [everyMode, everyEnding];
