@@ -5,7 +5,7 @@ import { rfc3339 } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
 import { listAuditLog } from "./routes";
 
-export { auditAlso, auditAs, auditStatement, auditWrites } from "./record";
+export { auditAlso, auditAs, auditStatement, auditWrites } from "./entries";
 
 export const auditEntryJson = (e: AuditEntry) => ({
   id: e.id,

@@ -17,7 +17,7 @@ import {
 } from "./session";
 import { endSession, sessionIsLive, storeSession } from "./session-store";
 import { userById } from "../auth/users";
-import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt, WINDOW_MS, waitText } from "./throttle";
+import { clearAttempts, clientIp, MAX_ATTEMPTS, countSignInAttempt, WINDOW_MS, waitText } from "./throttle";
 import { log } from "../platform/log";
 
 export const isHttps = (c: DashContext) => new URL(c.req.url).protocol === "https:";
@@ -187,7 +187,7 @@ export function registerAuth(dash: DashRouter) {
     const next = safeNext(form.next);
     const now = c.var.scope.deps.now().getTime();
     const ip = clientIp(c.req.raw.headers);
-    const throttle = await recordAttempt(c.env.DB, ip, now);
+    const throttle = await countSignInAttempt(c.env.DB, ip, now);
     if (!throttle.allowed) {
       // Not the address: the request id finds the request; an address is a person's data.
       log("warn", "dashboard sign-in throttled", { request_id: c.var.scope.requestId });

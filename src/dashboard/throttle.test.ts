@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { clearAttempts, clientIp, MAX_ATTEMPTS, recordAttempt, WINDOW_MS, waitText } from "./throttle";
+import { clearAttempts, clientIp, MAX_ATTEMPTS, countSignInAttempt, WINDOW_MS, waitText } from "./throttle";
 
 const NOW = Date.parse("2026-11-21T12:00:00Z");
 let n = 0;
@@ -8,7 +8,7 @@ const ip = () => `192.0.2.${++n}`;
 
 async function attempts(address: string, count: number, at = NOW) {
   const results = [];
-  for (let i = 0; i < count; i++) results.push(await recordAttempt(env.DB, address, at));
+  for (let i = 0; i < count; i++) results.push(await countSignInAttempt(env.DB, address, at));
   return results;
 }
 
@@ -18,7 +18,7 @@ describe("sign-in throttling", () => {
     const results = await attempts(address, MAX_ATTEMPTS + 1);
     expect(results.slice(0, MAX_ATTEMPTS)).toEqual([4, 3, 2, 1, 0].map((remaining) => ({ allowed: true, remaining })));
     expect(results[MAX_ATTEMPTS]).toEqual({ allowed: false, retryAfterSeconds: WINDOW_MS / 1000 });
-    expect(await recordAttempt(env.DB, address, NOW + 20_000)).toEqual({
+    expect(await countSignInAttempt(env.DB, address, NOW + 20_000)).toEqual({
       allowed: false,
       retryAfterSeconds: WINDOW_MS / 1000 - 20,
     });
@@ -27,13 +27,13 @@ describe("sign-in throttling", () => {
   it("counts each address on its own", async () => {
     const blocked = ip();
     await attempts(blocked, MAX_ATTEMPTS + 1);
-    expect((await recordAttempt(env.DB, ip(), NOW)).allowed).toBe(true);
+    expect((await countSignInAttempt(env.DB, ip(), NOW)).allowed).toBe(true);
   });
 
   it("starts a new window once the old one has ended", async () => {
     const address = ip();
     await attempts(address, MAX_ATTEMPTS + 1);
-    expect((await recordAttempt(env.DB, address, NOW + WINDOW_MS)).allowed).toBe(true);
+    expect((await countSignInAttempt(env.DB, address, NOW + WINDOW_MS)).allowed).toBe(true);
   });
 
   it("clears an address's count after a successful sign-in", async () => {
@@ -46,7 +46,7 @@ describe("sign-in throttling", () => {
   it("keeps the table bounded: rows of ended windows are dropped", async () => {
     const old = ip();
     await attempts(old, 1, NOW - 2 * WINDOW_MS);
-    await recordAttempt(env.DB, ip(), NOW);
+    await countSignInAttempt(env.DB, ip(), NOW);
     const row = await env.DB.prepare("SELECT ip FROM sign_in_attempts WHERE ip = ?1").bind(old).first();
     expect(row).toBeNull();
   });

@@ -25,7 +25,7 @@ export type ThrottleResult = { allowed: true; remaining: number } | { allowed: f
  * Counts one attempt before the credential is even compared, in one atomic upsert, so concurrent
  * guesses cannot slip past the limit: attempt MAX_ATTEMPTS + 1 of a window is refused unchecked.
  */
-export async function recordAttempt(db: D1Database, ip: string, now: number): Promise<ThrottleResult> {
+export async function countSignInAttempt(db: D1Database, ip: string, now: number): Promise<ThrottleResult> {
   const windowStart = now - WINDOW_MS;
   // Ended windows are dropped on the way, so the table holds at most the IPs of one window.
   const [, upsert] = await db.batch<{ attempts: number; window_started_at: number }>([

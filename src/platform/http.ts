@@ -1,10 +1,10 @@
 /** Small facts about HTTP messages, defined once. */
 
-const JSON_TYPE = /^application\/([a-z0-9.+-]+\+)?json\s*(;|$)/i;
+const JSON_MEDIA_TYPES = /^application\/([a-z0-9.+-]+\+)?json\s*(;|$)/i;
 
 /** `application/json` or any `application/*+json`, with or without parameters. */
 export const isJsonType = (contentType: string | null | undefined): boolean =>
-  Boolean(contentType && JSON_TYPE.test(contentType));
+  Boolean(contentType && JSON_MEDIA_TYPES.test(contentType));
 
 /** Whether a fetch failed because it was aborted or timed out (the runtime names both ways). */
 export const isTimeout = (error: unknown): boolean =>

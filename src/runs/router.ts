@@ -3,7 +3,7 @@ import { createRouter } from "../platform/router";
 import { cancel, followRunStatus, readRun } from "./async";
 import { cancelAsyncRun, getAsyncRun } from "./async/routes";
 
-const JSON_TYPE = "application/json";
+const JSON_CONTENT_TYPE = "application/json";
 const EVENTS_TYPE = "text/event-stream";
 
 /**
@@ -16,7 +16,11 @@ export function createAsyncRunRouter() {
     .openapi(getAsyncRun, (c) => {
       const { project_id, app_name, run_id } = c.req.valid("param");
       // `Accept: text/event-stream` (an EventSource's) follows the run; anything else reads it once.
-      const follow = accepts(c, { header: "Accept", supports: [JSON_TYPE, EVENTS_TYPE], default: JSON_TYPE });
+      const follow = accepts(c, {
+        header: "Accept",
+        supports: [JSON_CONTENT_TYPE, EVENTS_TYPE],
+        default: JSON_CONTENT_TYPE,
+      });
       const answer = follow === EVENTS_TYPE && c.req.method === "GET" ? followRunStatus : readRun;
       return answer(c.var.scope, c.req.raw, project_id, app_name, run_id) as never;
     })

@@ -83,7 +83,7 @@ interface Roll {
 }
 
 /** A rollup row as stored. */
-interface Row {
+interface RollupRow {
   app_name: string;
   start: number;
   runs: number;
@@ -163,7 +163,7 @@ export class Rollups {
   }
 
   /** Adds a stored row (of a finer grain) into the rolls of `grain` for `app`. */
-  #fold(row: Row, grain: Grain, app: string): void {
+  #fold(row: RollupRow, grain: Grain, app: string): void {
     const roll = this.#roll(grain, app, row.start);
     roll.runs += row.runs;
     roll.status_2xx += row.status_2xx;
@@ -225,7 +225,7 @@ export class Rollups {
       }
       const hour = Math.floor(newest / HOUR_MS) * HOUR_MS;
       const rows = this.sql
-        .exec<Row & Record<string, SqlStorageValue>>(
+        .exec<RollupRow & Record<string, SqlStorageValue>>(
           "SELECT app_name, minute AS start, runs, status_2xx, status_4xx, status_5xx, timeouts, bytes_in, bytes_out, hist FROM rollups WHERE minute >= ? AND minute < ? AND app_name != ''",
           hour,
           hour + HOUR_MS,

@@ -1,7 +1,7 @@
 import { log } from "../platform/log";
 import { type DeliveryContext, DeliveryInProgress } from "./attempt/context";
 import { type Prepared, prepare } from "./attempt/prepare";
-import { record } from "./attempt/record";
+import { writeAttempt } from "./attempt/write";
 import { type Next, schedule } from "./attempt/schedule";
 import { send, unsent } from "./attempt/send";
 import type { DeliveryMessage } from "./message";
@@ -12,7 +12,7 @@ import { failPending } from "./store";
  *
  *     prepare  → Prepared       claim attempt n in D1, lay out and sign its request
  *     send     → SentAttempt    one POST, its timeout from the moment it is sent; its outcome
- *     record   → RecordedAttempt one INSERT (a trigger settles the delivery)
+ *     write    → WrittenAttempt one INSERT (a trigger settles the delivery)
  *     schedule → Next           settled, a pause before attempt n+1, or interrupted
  *
  * Its lane (lane.ts) runs this for each delivery it holds; the pause is a timer inside the lane's
@@ -103,7 +103,7 @@ export async function deliver(
         prepared.kind === "ready"
           ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold())
           : unsent(prepared);
-      const next: Next = schedule(await record(ctx, message.id, sent), Date.now());
+      const next: Next = schedule(await writeAttempt(ctx, message.id, sent), Date.now());
       if (next.kind === "settled") {
         if (next.outcome === "failed") logFailure(message, sent.attempt, sent.reason, sent);
         return SETTLED;

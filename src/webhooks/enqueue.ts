@@ -25,7 +25,7 @@ export interface DeliveryRequest extends DeliveryAddress {
   body: string;
 }
 
-/** A delivery whose `pending` row exists: what `recordPending` returns and `enqueueDelivery` takes. */
+/** A delivery whose `pending` row exists: what `writePendingDelivery` returns and `enqueueDelivery` takes. */
 export interface PendingDelivery extends DeliveryAddress {
   id: string;
   /** What receivers see as the message's id: `id`, or the original's on a resend. */
@@ -36,14 +36,14 @@ export interface PendingDelivery extends DeliveryAddress {
   sealed: SealedSecret | null;
 }
 
-export const SEND_TRIES = 3;
+export const HAND_OFF_TRIES = 3;
 export const bodyKey = (deliveryId: string) => `webhook-bodies/${deliveryId}`;
 
 const encoder = new TextEncoder();
 
 /**
  * A delivery ready to be written `pending`: its ids and sealed secret, and its row. Nothing is written
- * yet: `recordPending` writes it alone, an async run's end writes it in the batch that ends the run.
+ * yet: `writePendingDelivery` writes it alone, an async run's end writes it in the batch that ends the run.
  */
 export async function preparePending(
   { config, deps }: Pick<Scope, "config" | "deps">,
@@ -82,7 +82,7 @@ const insertPending = pendingInsert();
  * whatever happens to the run afterwards (the caller hangs up, the invocation is cut short), the
  * delivery is accounted for, and the sweeper settles it if nothing else does. One statement.
  */
-export async function recordPending(
+export async function writePendingDelivery(
   scope: Scope,
   address: DeliveryAddress,
   options: { resentFrom?: { id: string; messageId: string } } = {},
@@ -173,7 +173,7 @@ export async function enqueuePending(scope: Scope, pending: PendingDelivery, bod
         stored = "r2" in message.body;
         await handOff(env, message);
       },
-      { tries: SEND_TRIES, sleep: scope.deps.sleep, pauseMs: (attempt) => 100 * 2 ** attempt },
+      { tries: HAND_OFF_TRIES, sleep: scope.deps.sleep, pauseMs: (attempt) => 100 * 2 ** attempt },
     );
     return id;
   } catch (error) {
@@ -239,7 +239,7 @@ export async function deliverRunCopy(
   address: DeliveryAddress,
   body: Promise<DeliveryBody>,
 ): Promise<void> {
-  const pending = await recordPending(scope, address);
+  const pending = await writePendingDelivery(scope, address);
   const handedOn = body.then(
     async (copy) => {
       if ("text" in copy) await enqueuePending(scope, pending, copy.text);
@@ -255,8 +255,8 @@ export async function deliverRunCopy(
   );
 }
 
-/** Records a delivery and hands it on: `recordPending` then `enqueuePending`, for a body known already. */
+/** Records a delivery and hands it on: `writePendingDelivery` then `enqueuePending`, for a body known already. */
 export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): Promise<string> {
-  const pending = await recordPending(scope, request);
+  const pending = await writePendingDelivery(scope, request);
   return enqueuePending(scope, pending, request.body);
 }

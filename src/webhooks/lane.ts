@@ -36,7 +36,7 @@ const HOLD_MS = 5_000;
  */
 const LINGER_MS = 2_000;
 
-interface Row extends Record<string, SqlStorageValue> {
+interface LaneRow extends Record<string, SqlStorageValue> {
   seq: number;
   id: string;
   message: string;
@@ -144,7 +144,7 @@ export class Lane {
         const open = started < DELIVERIES_PER_LANE_INVOCATION && now - began < LANE_INVOCATION_WALL_MS;
         if (open && this.#inFlight.size < LANE_CONCURRENCY) {
           const due = this.#sql
-            .exec<Row>(
+            .exec<LaneRow>(
               "SELECT seq, id, message, due_at, paused, interruptions FROM lane_deliveries WHERE due_at <= ? ORDER BY seq LIMIT ?",
               now,
               LANE_CONCURRENCY + this.#inFlight.size,
@@ -211,7 +211,7 @@ export class Lane {
   }
 
   /** One delivery's attempts (deliver.ts), and what the lane keeps of it afterwards. */
-  async #deliver(ctx: DeliveryContext, row: Row): Promise<void> {
+  async #deliver(ctx: DeliveryContext, row: LaneRow): Promise<void> {
     const message = JSON.parse(row.message) as DeliveryMessage;
     const end = await deliver(ctx, message, {
       // Where a crash resumes: the next attempt's time, stored before the pause.

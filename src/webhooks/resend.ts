@@ -3,7 +3,7 @@ import { webhookDeliveries, type WebhookDelivery } from "../db/schema";
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
-import { enqueuePending, recordPending } from "./enqueue";
+import { enqueuePending, writePendingDelivery } from "./enqueue";
 import { RETENTION_MS } from "./housekeeping";
 import { openSecret, type SealedSecret } from "./secret-box";
 
@@ -70,7 +70,7 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
     body = await object.text();
   }
 
-  const pending = await recordPending(
+  const pending = await writePendingDelivery(
     scope,
     { projectId, appName: original.appName ?? undefined, runId: original.runId, endpoint: original.endpoint, secret },
     { resentFrom: { id: original.id, messageId: original.messageId ?? original.id } },

@@ -12,8 +12,8 @@ import { MAX_ATTEMPTS, SWEPT_REASONS } from "./policy";
  * the message over, not how often the receiver was called.
  *
  * A first-attempt success costs 3 statements: the `pending` row before the run
- * (`recordPending`), the claim of attempt 1 (`claimAttempt`), the attempt's outcome
- * (`recordAttempt`, one INSERT; a trigger settles the delivery row in the same statement). The
+ * (`writePendingDelivery`), the claim of attempt 1 (`claimAttempt`), the attempt's outcome
+ * (`insertAttempt`, one INSERT; a trigger settles the delivery row in the same statement). The
  * lane sends the claims of its deliveries in progress together and their outcomes together
  * (`StatementGroup`), so six first-attempt successes at once cost 2 D1 round trips.
  */
@@ -190,7 +190,7 @@ const attemptStatement = prepared<{ [K in keyof typeof attemptColumns]: unknown 
 );
 
 /** Records an attempt (`attemptStatement`), through `group` when given. */
-export async function recordAttempt(db: Database, row: AttemptRow, group?: StatementGroup) {
+export async function insertAttempt(db: Database, row: AttemptRow, group?: StatementGroup) {
   const statement = attemptStatement(db, row);
   await (group ? group.run(statement) : statement.run());
 }

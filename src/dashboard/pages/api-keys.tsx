@@ -19,9 +19,9 @@ import { can, NotAllowed } from "../access";
 import { ago } from "../format";
 import { takeFlash, setFlash } from "../flash";
 import { renderPage } from "../layout";
-import { type Project, ProjectHeading, withProject } from "./project";
+import { type ProjectItem, ProjectHeading, withProject } from "./project";
 
-interface ServiceAccount {
+interface ServiceAccountItem {
   id: string;
   name: string;
   token_prefix: string;
@@ -33,7 +33,7 @@ interface ServiceAccount {
 }
 
 /** Who made a key: it ends with them (when they leave, become a viewer, or the key that made it is revoked). */
-function createdBy(a: ServiceAccount, all: readonly ServiceAccount[], me: string | undefined) {
+function createdBy(a: ServiceAccountItem, all: readonly ServiceAccountItem[], me: string | undefined) {
   const by = a.created_by;
   if (by.kind === "operator") return "the operator";
   if (by.kind === "user") return by.id === me ? "you" : "a member";
@@ -93,18 +93,18 @@ interface Form {
   expiresOn: string;
   scopes: readonly string[];
   problem?: Problem;
-  created?: ServiceAccount & { token: string };
+  created?: ServiceAccountItem & { token: string };
   /** Just revoked (from the redirect after revoking): named from the list, never from the URL's text. */
   revokedId?: string | undefined;
 }
 
-function Status({ account, now }: { account: ServiceAccount; now: number }) {
+function Status({ account, now }: { account: ServiceAccountItem; now: number }) {
   if (account.revoked_at) return <Badge tone="bad">Revoked</Badge>;
   if (Date.parse(account.expires_at) <= now) return <Badge tone="warn">Expired</Badge>;
   return <Badge tone="ok">Active</Badge>;
 }
 
-function NewToken({ account }: { account: ServiceAccount & { token: string } }) {
+function NewToken({ account }: { account: ServiceAccountItem & { token: string } }) {
   return (
     <section class="alert warning" aria-labelledby="new-token-title" role="status">
       <h2 id="new-token-title">Token for “{account.name}”</h2>
@@ -117,9 +117,9 @@ function NewToken({ account }: { account: ServiceAccount & { token: string } }) 
   );
 }
 
-async function apiKeysPage(c: DashContext, project: Project, form: Form) {
+async function apiKeysPage(c: DashContext, project: ProjectItem, form: Form) {
   const pid = project.project_id;
-  const accounts: ApiResult<Page<ServiceAccount>> = await c.get("api")(
+  const accounts: ApiResult<Page<ServiceAccountItem>> = await c.get("api")(
     "GET",
     `/projects/${seg(pid)}/service-accounts?${listQuery(c, 100)}`,
   );
@@ -271,7 +271,7 @@ const NEW_TOKEN_FLASH = (projectId: string) => `api-keys:${projectId}`;
 export function registerApiKeys(dash: DashRouter) {
   dash.get("/projects/:project_id/api-keys", (c) =>
     withProject(c, async (project) => {
-      const created = await takeFlash<ServiceAccount & { token: string }>(c, NEW_TOKEN_FLASH(project.project_id));
+      const created = await takeFlash<ServiceAccountItem & { token: string }>(c, NEW_TOKEN_FLASH(project.project_id));
       return apiKeysPage(c, project, {
         name: "",
         expiresOn: "",
@@ -292,7 +292,7 @@ export function registerApiKeys(dash: DashRouter) {
       const scopes = (Array.isArray(checked) ? checked : checked === undefined ? [] : [checked]).filter(
         (v): v is string => typeof v === "string",
       );
-      const created = await c.get("api")<ServiceAccount & { token: string }>(
+      const created = await c.get("api")<ServiceAccountItem & { token: string }>(
         "POST",
         `/projects/${seg(project.project_id)}/service-accounts`,
         {
@@ -334,7 +334,10 @@ export function registerApiKeys(dash: DashRouter) {
     withProject(c, async (project) => {
       const pid = project.project_id;
       const id = c.req.param("id");
-      const revoked = await c.get("api")<ServiceAccount>("DELETE", `/projects/${seg(pid)}/service-accounts/${seg(id)}`);
+      const revoked = await c.get("api")<ServiceAccountItem>(
+        "DELETE",
+        `/projects/${seg(pid)}/service-accounts/${seg(id)}`,
+      );
       if (!revoked.ok) {
         return renderPage(
           c,

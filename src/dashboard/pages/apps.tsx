@@ -17,9 +17,9 @@ import { count, duration } from "../format";
 import { eachLimited } from "../../platform/concurrency";
 import type { Usage } from "../usage-types";
 import { RangePicker, rangeOf, UsageSection, usageFor, usageQuery, type UsageWindow } from "../usage-view";
-import { type Project, ProjectHeading, withProject } from "./project";
+import { type ProjectItem, ProjectHeading, withProject } from "./project";
 
-interface App {
+interface AppItem {
   app_id: string;
   name: string;
   region: string;
@@ -27,7 +27,7 @@ interface App {
   current_deployment: { build_id: string; origin_url: string; deployed_at: string } | null;
 }
 
-interface Build {
+interface BuildItem {
   build_id: string;
   status: "queued" | "building" | "succeeded" | "failed" | "cancelled";
   origin_url: string | null;
@@ -37,14 +37,14 @@ interface Build {
   cancelled_at: string | null;
 }
 
-const STATUS_BADGE: Record<Build["status"], BadgeTone> = {
+const STATUS_BADGE: Record<BuildItem["status"], BadgeTone> = {
   queued: "info",
   building: "info",
   succeeded: "ok",
   failed: "bad",
   cancelled: "neutral",
 };
-const STATUS_LABEL: Record<Build["status"], string> = {
+const STATUS_LABEL: Record<BuildItem["status"], string> = {
   queued: "Queued",
   building: "Building",
   succeeded: "Succeeded",
@@ -52,7 +52,7 @@ const STATUS_LABEL: Record<Build["status"], string> = {
   cancelled: "Cancelled",
 };
 /** The spec's cancel operation applies to ongoing builds only. */
-const isOngoing = (b: Build) => b.status === "queued" || b.status === "building";
+const isOngoing = (b: BuildItem) => b.status === "queued" || b.status === "building";
 
 /** Apps per page of the list: each row asks the usage API for its figures where the project's runs are. */
 const APPS_PER_PAGE = 25;
@@ -67,7 +67,7 @@ const USAGE_CALLS_AT_ONCE = 4;
  * project's runs are bars across the sparkline, not one at its edge); none when the 7 days hold no run.
  * An app whose figures could not be read is left out.
  */
-async function recentOf(c: DashContext, pid: string, apps: App[]) {
+async function recentOf(c: DashContext, pid: string, apps: AppItem[]) {
   const found = new Map<string, Usage>();
   const { window, usage } = await usageFor(c, pid, "fit");
   if (usage === null || !usage.ok) return { window: null, found };
@@ -105,9 +105,9 @@ function Recent({ usage, window }: { usage: Usage | undefined; window: UsageWind
   );
 }
 
-async function appsPage(c: DashContext, project: Project) {
+async function appsPage(c: DashContext, project: ProjectItem) {
   const pid = project.project_id;
-  const apps = await c.get("api")<Page<App>>("GET", `/projects/${seg(pid)}/apps?${listQuery(c, APPS_PER_PAGE)}`);
+  const apps = await c.get("api")<Page<AppItem>>("GET", `/projects/${seg(pid)}/apps?${listQuery(c, APPS_PER_PAGE)}`);
   const recent = apps.ok ? await recentOf(c, pid, apps.data.data) : { window: null, found: new Map<string, Usage>() };
   return renderPage(
     c,
@@ -166,15 +166,15 @@ async function appsPage(c: DashContext, project: Project) {
 
 async function buildsPage(
   c: DashContext,
-  project: Project,
+  project: ProjectItem,
   options: { problem?: Problem; cancelledId?: string | undefined } = {},
 ) {
   const pid = project.project_id;
   const appId = c.req.param("app_id") ?? "";
   const api = c.get("api");
   const [app, builds] = await Promise.all([
-    api<App>("GET", `/projects/${seg(pid)}/apps/${seg(appId)}`),
-    api<Page<Build>>("GET", `/projects/${seg(pid)}/apps/${seg(appId)}/builds?${listQuery(c, 50)}`),
+    api<AppItem>("GET", `/projects/${seg(pid)}/apps/${seg(appId)}`),
+    api<Page<BuildItem>>("GET", `/projects/${seg(pid)}/apps/${seg(appId)}/builds?${listQuery(c, 50)}`),
   ]);
   if (!app.ok) {
     return renderPage(
@@ -314,7 +314,7 @@ export function registerApps(dash: DashRouter) {
       const pid = project.project_id;
       const appId = c.req.param("app_id");
       const buildId = c.req.param("build_id");
-      const result = await c.get("api")<Build>(
+      const result = await c.get("api")<BuildItem>(
         "DELETE",
         `/projects/${seg(pid)}/apps/${seg(appId)}/builds/${seg(buildId)}`,
       );

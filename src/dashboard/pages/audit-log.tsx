@@ -4,7 +4,7 @@ import { type Page, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { DataTable, Field, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
-import { type Project, ProjectHeading, withProject } from "./project";
+import { type ProjectItem, ProjectHeading, withProject } from "./project";
 
 type Entry = z.infer<typeof AuditEntrySchema>;
 
@@ -21,7 +21,7 @@ function Actor({ actor }: { actor: Entry["actor"] }) {
   );
 }
 
-async function auditLogPage(c: DashContext, project: Project) {
+async function auditLogPage(c: DashContext, project: ProjectItem) {
   const pid = project.project_id;
   const filters: Record<string, string> = {};
   for (const name of ["actor", "action"] as const) {

@@ -12,7 +12,7 @@ import {
   when,
 } from "../components";
 import { renderPage } from "../layout";
-import { type Project, ProjectHeading, withProject } from "./project";
+import { type ProjectItem, ProjectHeading, withProject } from "./project";
 
 interface Attempt {
   attempt: number;
@@ -95,7 +95,7 @@ interface ResendState {
   problem?: Problem;
 }
 
-async function deliveriesPage(c: DashContext, project: Project, state: ResendState = {}) {
+async function deliveriesPage(c: DashContext, project: ProjectItem, state: ResendState = {}) {
   const pid = project.project_id;
   const runId = (c.req.query("run_id") ?? "").trim();
   const query = new URLSearchParams({ limit: String(PAGE_SIZE) });

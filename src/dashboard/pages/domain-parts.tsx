@@ -3,7 +3,7 @@ import { Badge, type BadgeTone, CopyValue, Csrf, DataTable, when } from "../comp
 import { projectPath } from "../context";
 
 /** A custom domain as the API answers it (src/domains/routes.ts). */
-export interface Domain {
+export interface DomainItem {
   domain: string;
   region: string;
   status: "pending" | "validated" | "failed";
@@ -19,13 +19,13 @@ export interface Domain {
   created_at: string;
 }
 
-const STATUS_TONE: Record<Domain["status"], BadgeTone> = { pending: "info", validated: "ok", failed: "bad" };
-export const STATUS_LABEL: Record<Domain["status"], string> = {
+const STATUS_TONE: Record<DomainItem["status"], BadgeTone> = { pending: "info", validated: "ok", failed: "bad" };
+export const STATUS_LABEL: Record<DomainItem["status"], string> = {
   pending: "Pending",
   validated: "Validated",
   failed: "Failed",
 };
-const CERTIFICATE_LABEL: Record<Domain["certificate_status"], string> = {
+const CERTIFICATE_LABEL: Record<DomainItem["certificate_status"], string> = {
   none: "Not requested yet (after validation)",
   pending: "Being issued",
   active: "Active",
@@ -33,20 +33,20 @@ const CERTIFICATE_LABEL: Record<Domain["certificate_status"], string> = {
 };
 
 /** Why no automatic attempt is planned (the API plans them only for a pending domain within its window). */
-const NO_NEXT_CHECK: Record<Domain["status"], string> = {
+const NO_NEXT_CHECK: Record<DomainItem["status"], string> = {
   validated: "none needed",
   failed: "none while it is failed: correct the record, then Validate Domain",
   pending: "none: automatic attempts have ended",
 };
 
-export const StatusBadge = ({ domain }: { domain: Domain }) => (
+export const StatusBadge = ({ domain }: { domain: DomainItem }) => (
   <Badge tone={STATUS_TONE[domain.status]}>{STATUS_LABEL[domain.status]}</Badge>
 );
 
 export const domainPath = (pid: string, name: string, rest = "") => projectPath(pid, `/domains/${seg(name)}${rest}`);
 
 /** The record to create at the DNS provider, each part copyable; for an apex, what to use instead of a CNAME. */
-export function DnsRecord({ domain, idPrefix }: { domain: Domain; idPrefix: string }) {
+export function DnsRecord({ domain, idPrefix }: { domain: DomainItem; idPrefix: string }) {
   const r = domain.dns_record;
   const o = domain.ownership_record;
   const proof = domain.ownership_required && domain.status !== "validated";
@@ -111,7 +111,7 @@ export function DnsRecord({ domain, idPrefix }: { domain: Domain; idPrefix: stri
 }
 
 /** The validation status: the dialog's content and the no-script page's, the same facts in the same order. */
-export function StatusFacts({ domain, now }: { domain: Domain; now: number }) {
+export function StatusFacts({ domain, now }: { domain: DomainItem; now: number }) {
   const windowEnded = Date.parse(domain.auto_validation_ends_at) <= now;
   return (
     <dl class="facts">
@@ -152,7 +152,7 @@ export function StatusFacts({ domain, now }: { domain: Domain; now: number }) {
   );
 }
 
-export function ValidateForm({ pid, domain, csrf }: { pid: string; domain: Domain; csrf: string }) {
+export function ValidateForm({ pid, domain, csrf }: { pid: string; domain: DomainItem; csrf: string }) {
   return (
     <form method="post" action={domainPath(pid, domain.domain, "/validate")} class="inline">
       <Csrf token={csrf} />
@@ -164,7 +164,7 @@ export function ValidateForm({ pid, domain, csrf }: { pid: string; domain: Domai
 }
 
 /** What a manual validation found, said first on the page it returns to. */
-export function CheckResult({ domain }: { domain: Domain }) {
+export function CheckResult({ domain }: { domain: DomainItem }) {
   if (domain.status === "validated") {
     return (
       <div class="alert success" role="status">

@@ -18,13 +18,13 @@ import { renderPage } from "../layout";
 import {
   CheckResult,
   DnsRecord,
-  type Domain,
+  type DomainItem,
   domainPath,
   StatusBadge,
   StatusFacts,
   ValidateForm,
 } from "./domain-parts";
-import { type Project, ProjectHeading, withProject } from "./project";
+import { type ProjectItem, ProjectHeading, withProject } from "./project";
 
 /** Only a name that could be a hostname is echoed back from the URL ("… was removed"). */
 const HOSTNAME = /^[a-z0-9.-]{1,253}$/;
@@ -50,9 +50,12 @@ interface ListForm {
   removed?: string | undefined;
 }
 
-async function domainsPage(c: DashContext, project: Project, form: ListForm) {
+async function domainsPage(c: DashContext, project: ProjectItem, form: ListForm) {
   const pid = project.project_id;
-  const list: ApiResult<Page<Domain>> = await c.get("api")("GET", `/projects/${seg(pid)}/domains?${listQuery(c, 100)}`);
+  const list: ApiResult<Page<DomainItem>> = await c.get("api")(
+    "GET",
+    `/projects/${seg(pid)}/domains?${listQuery(c, 100)}`,
+  );
   const regions = c.var.scope.config.regions;
   const now = c.var.scope.deps.now().getTime();
   const csrf = c.get("csrf");
@@ -189,12 +192,12 @@ async function domainsPage(c: DashContext, project: Project, form: ListForm) {
 /** A domain's page: the DNS record to create, its validation status, and its actions. */
 async function domainPage(
   c: DashContext,
-  project: Project,
+  project: ProjectItem,
   options: { added?: boolean; checked?: boolean; problem?: Problem } = {},
 ) {
   const pid = project.project_id;
   const name = c.req.param("domain") ?? "";
-  const read = await c.get("api")<Domain>("GET", `/projects/${seg(pid)}/domains/${seg(name)}`);
+  const read = await c.get("api")<DomainItem>("GET", `/projects/${seg(pid)}/domains/${seg(name)}`);
   if (!read.ok) return domainNotFound(c, pid, read.problem);
   const d = read.data;
   const csrf = c.get("csrf");
@@ -262,7 +265,7 @@ export function registerDomains(dash: DashRouter) {
       const form = await c.req.parseBody();
       const domain = formText(form, "domain").trim();
       const region = formText(form, "region");
-      const created = await c.get("api")<Domain>("POST", `/projects/${seg(project.project_id)}/domains`, {
+      const created = await c.get("api")<DomainItem>("POST", `/projects/${seg(project.project_id)}/domains`, {
         domain,
         region,
       });
@@ -281,7 +284,7 @@ export function registerDomains(dash: DashRouter) {
   dash.get("/projects/:project_id/domains/:domain/status", (c) =>
     withProject(c, async (project) => {
       const pid = project.project_id;
-      const read = await c.get("api")<Domain>("GET", `/projects/${seg(pid)}/domains/${seg(c.req.param("domain"))}`);
+      const read = await c.get("api")<DomainItem>("GET", `/projects/${seg(pid)}/domains/${seg(c.req.param("domain"))}`);
       if (!read.ok) return domainNotFound(c, pid, read.problem);
       const d = read.data;
       return renderPage(
@@ -308,7 +311,7 @@ export function registerDomains(dash: DashRouter) {
     withProject(c, async (project) => {
       const pid = project.project_id;
       const name = c.req.param("domain");
-      const checked = await c.get("api")<Domain>("POST", `/projects/${seg(pid)}/domains/${seg(name)}/validate`);
+      const checked = await c.get("api")<DomainItem>("POST", `/projects/${seg(pid)}/domains/${seg(name)}/validate`);
       if (!checked.ok) {
         return checked.problem.status === 404
           ? domainNotFound(c, pid, checked.problem)
@@ -323,7 +326,7 @@ export function registerDomains(dash: DashRouter) {
     withProject(c, async (project) => {
       const pid = project.project_id;
       // Named from the API's answer, not from the URL's text, and an unknown domain is a not-found page.
-      const read = await c.get("api")<Domain>("GET", `/projects/${seg(pid)}/domains/${seg(c.req.param("domain"))}`);
+      const read = await c.get("api")<DomainItem>("GET", `/projects/${seg(pid)}/domains/${seg(c.req.param("domain"))}`);
       if (!read.ok) return domainNotFound(c, pid, read.problem);
       const name = read.data.domain;
       return renderPage(
@@ -347,7 +350,7 @@ export function registerDomains(dash: DashRouter) {
   dash.post("/projects/:project_id/domains/:domain/remove", (c) =>
     withProject(c, async (project) => {
       const pid = project.project_id;
-      const removed = await c.get("api")<Domain>(
+      const removed = await c.get("api")<DomainItem>(
         "DELETE",
         `/projects/${seg(pid)}/domains/${seg(c.req.param("domain"))}`,
       );

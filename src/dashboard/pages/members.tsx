@@ -2,16 +2,15 @@ import type { z } from "@hono/zod-openapi";
 import type { ChangedMemberSchema, InviteSchema, MemberSchema } from "../../members/routes";
 import type { ServiceAccountSchema } from "../../service-accounts/routes";
 import { ROLE_PERMISSIONS } from "../../auth/roles";
+import { ROLES, type Role } from "../../db/schema";
 import type { Child } from "hono/jsx";
 import { type ApiResult, type Page, type Problem, seg } from "../api";
 import { canManageMembers, NotAllowed } from "../access";
 import { type DashContext, type DashRouter, dashPath, formText, projectPath } from "../context";
 import { ConfirmForm, Csrf, DataTable, Field, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
-import { type Project, ProjectHeading, withProject } from "./project";
+import { type ProjectItem, ProjectHeading, withProject } from "./project";
 
-type Role = "owner" | "developer" | "viewer";
-const ROLES: readonly Role[] = ["owner", "developer", "viewer"];
 const ROLE_HINT: Record<Role, string> = {
   owner: "everything, members too",
   developer: "apps, builds, domains, deliveries and API keys",
@@ -22,7 +21,7 @@ const ROLE_HINT: Record<Role, string> = {
 type Member = z.infer<typeof MemberSchema>;
 type Invite = z.infer<typeof InviteSchema>;
 
-type ServiceAccount = z.infer<typeof ServiceAccountSchema>;
+type MemberToken = z.infer<typeof ServiceAccountSchema>;
 type ChangedMember = z.infer<typeof ChangedMemberSchema>;
 
 /** A role that may not create tokens: a member moved to it loses the tokens they created. */
@@ -36,8 +35,8 @@ async function tokensEndingWith(
   c: DashContext,
   pid: string,
   userId: string,
-): Promise<{ tokens: ServiceAccount[]; more: boolean } | null> {
-  const listed: ApiResult<Page<ServiceAccount>> = await c.get("api")(
+): Promise<{ tokens: MemberToken[]; more: boolean } | null> {
+  const listed: ApiResult<Page<MemberToken>> = await c.get("api")(
     "GET",
     `/projects/${seg(pid)}/service-accounts?limit=100&creator=${seg(userId)}`,
   );
@@ -115,7 +114,7 @@ function RoleSelect({ id, name, value, label }: { id: string; name: string; valu
   );
 }
 
-async function membersPage(c: DashContext, project: Project, notice: Notice = {}) {
+async function membersPage(c: DashContext, project: ProjectItem, notice: Notice = {}) {
   const pid = project.project_id;
   const manage = canManageMembers(c);
   const members: ApiResult<Page<Member>> = await c.get("api")("GET", `/projects/${seg(pid)}/members?limit=100`);

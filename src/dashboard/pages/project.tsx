@@ -5,7 +5,7 @@ import { ProblemMessage } from "../components";
 import { renderPage } from "../layout";
 import { membershipOf } from "../../auth/membership";
 
-export interface Project {
+export interface ProjectItem {
   project_id: string;
   name: string;
   created_at: string;
@@ -15,9 +15,12 @@ export interface Project {
  * Loads the page's project through the API first, so an unknown id (or one the API refuses) shows the
  * API's answer as a page instead of a half-rendered one.
  */
-export async function withProject(c: DashContext, body: (project: Project) => Promise<Response>): Promise<Response> {
+export async function withProject(
+  c: DashContext,
+  body: (project: ProjectItem) => Promise<Response>,
+): Promise<Response> {
   const projectId = c.req.param("project_id") ?? "";
-  const project = await c.get("api")<Project>("GET", `/projects/${encodeURIComponent(projectId)}`);
+  const project = await c.get("api")<ProjectItem>("GET", `/projects/${encodeURIComponent(projectId)}`);
   if (project.ok) {
     const user = c.get("user");
     // The API admitted the person, so they are a member; the role decides which controls they see.
@@ -39,7 +42,7 @@ export async function withProject(c: DashContext, body: (project: Project) => Pr
 }
 
 /** The heading of a project page: the page name and the project's. */
-export const ProjectHeading = ({ project, title }: { project: Project; title: string; children?: Child }) => (
+export const ProjectHeading = ({ project, title }: { project: ProjectItem; title: string; children?: Child }) => (
   <h1>
     {title} <span class="muted">· {project.name}</span>
   </h1>

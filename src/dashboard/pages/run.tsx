@@ -10,10 +10,10 @@ import { renderPage } from "../layout";
 import { endingText, OutcomeBadge } from "../run-outcome";
 import type { RunRecordItem } from "../usage-types";
 import { Attempts, type Delivery, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
-import { type Project, ProjectHeading, withProject } from "./project";
+import { type ProjectItem, ProjectHeading, withProject } from "./project";
 
 /** An async or handed-over run's own state and stored result (`GET /v2/projects/{project_id}/async-runs/{run_id}`). */
-type AsyncRun = z.infer<typeof AsyncRunSchema>;
+type AsyncRunItem = z.infer<typeof AsyncRunSchema>;
 
 /** The most of a stored result the page shows; the rest is a link away (the status URL). */
 const RESULT_SHOWN_CHARS = 20_000;
@@ -29,7 +29,7 @@ export interface Moment {
  * the record (its moments) and an async or handed-over run's state (its times) tell them; each once, in
  * order. A record from before the moments were kept still gives its end (and a stream's first byte).
  */
-export function timelineOf(record: RunRecordItem | null, run: AsyncRun | null): Moment[] {
+export function timelineOf(record: RunRecordItem | null, run: AsyncRunItem | null): Moment[] {
   const acceptedAt = Date.parse(record?.created_at ?? run?.created_at ?? "");
   if (Number.isNaN(acceptedAt)) return [];
   const times = record?.times;
@@ -161,7 +161,7 @@ function Facts({ r, names }: { r: RunRecordItem; names: Awaited<ReturnType<typeo
   );
 }
 
-function Result({ run }: { run: AsyncRun }) {
+function Result({ run }: { run: AsyncRunItem }) {
   const text = run.result === null || run.result === undefined ? null : JSON.stringify(run.result, null, 2);
   return (
     <>
@@ -241,13 +241,13 @@ function Deliveries({ list, pid, runId }: { list: ApiResult<Page<Delivery>> | nu
   );
 }
 
-async function runPage(c: DashContext, project: Project) {
+async function runPage(c: DashContext, project: ProjectItem) {
   const pid = project.project_id;
   const runId = c.req.param("run_id") ?? "";
   const api = c.get("api");
   const [record, run, deliveries, names] = await Promise.all([
     api<RunRecordItem>("GET", `/projects/${seg(pid)}/runs/${seg(runId)}`),
-    can(c, "runs:invoke") ? api<AsyncRun>("GET", `/projects/${seg(pid)}/async-runs/${seg(runId)}`) : null,
+    can(c, "runs:invoke") ? api<AsyncRunItem>("GET", `/projects/${seg(pid)}/async-runs/${seg(runId)}`) : null,
     can(c, "deliveries:read")
       ? api<Page<Delivery>>("GET", `/projects/${seg(pid)}/webhook-deliveries?run_id=${seg(runId)}&limit=20`)
       : null,

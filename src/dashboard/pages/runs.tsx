@@ -10,7 +10,7 @@ import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
 import type { RunRecordItem, RunRecordPage } from "../usage-types";
 import { RANGES, type Range, RunCommand } from "../usage-view";
-import { type Project, ProjectHeading, withProject } from "./project";
+import { type ProjectItem, ProjectHeading, withProject } from "./project";
 
 const PAGE_SIZE = 25;
 const UNDER_WAY_SHOWN = 10;
@@ -121,24 +121,24 @@ function RunRow({ r, pid, names }: { r: RunRecordItem; pid: string; names: Calle
 }
 
 /** An async run not finished yet, as `GET /v2/projects/{project_id}/async-runs` answers it. */
-type AsyncRun = z.infer<typeof AsyncRunSummary>;
+type AsyncRunRow = z.infer<typeof AsyncRunSummary>;
 
 /**
  * Async runs still queued or running: the list above holds runs once they ended, so these would
  * otherwise be nowhere to see. Reading them needs runs:invoke (their results are the runs' answers).
  */
-async function underWay(c: DashContext, pid: string): Promise<AsyncRun[]> {
+async function underWay(c: DashContext, pid: string): Promise<AsyncRunRow[]> {
   if (!can(c, "runs:invoke")) return [];
   const api = c.get("api");
   const lists = await Promise.all(
     (["running", "queued"] as const).map((status) =>
-      api<Page<AsyncRun>>("GET", `/projects/${seg(pid)}/async-runs?status=${status}&limit=${UNDER_WAY_SHOWN}`),
+      api<Page<AsyncRunRow>>("GET", `/projects/${seg(pid)}/async-runs?status=${status}&limit=${UNDER_WAY_SHOWN}`),
     ),
   );
   return lists.flatMap((l) => (l.ok ? l.data.data : []));
 }
 
-function UnderWay({ runs, pid }: { runs: AsyncRun[]; pid: string }) {
+function UnderWay({ runs, pid }: { runs: AsyncRunRow[]; pid: string }) {
   if (runs.length === 0) return null;
   return (
     <div class="card">
@@ -162,7 +162,7 @@ function UnderWay({ runs, pid }: { runs: AsyncRun[]; pid: string }) {
   );
 }
 
-async function runsPage(c: DashContext, project: Project) {
+async function runsPage(c: DashContext, project: ProjectItem) {
   const pid = project.project_id;
   const filters = filtersOf(c);
   const query = new URLSearchParams({ limit: String(PAGE_SIZE) });

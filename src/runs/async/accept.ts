@@ -17,7 +17,7 @@ import { retry } from "../../platform/retry";
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
 const KEY = /^[\x21-\x7e]{1,255}$/;
 /** Queue sends tried before the caller is told to try again (nothing is left behind then). */
-const SEND_TRIES = 2;
+const QUEUE_SEND_TRIES = 2;
 
 /** The caller's query without our own parameters, as the request's hash has always named it. */
 function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
@@ -178,7 +178,7 @@ async function send(
 ): Promise<Response> {
   const message: AsyncRunMessage = { v: 1, run_id: run.id, project_id: run.projectId };
   try {
-    await retry(() => scope.env.ASYNC_RUN_QUEUE.send(message, { contentType: "json" }), { tries: SEND_TRIES });
+    await retry(() => scope.env.ASYNC_RUN_QUEUE.send(message, { contentType: "json" }), { tries: QUEUE_SEND_TRIES });
     return accepted(request, run, false);
   } catch (error) {
     // Nothing may run without the caller knowing: the run is withdrawn (a message that did go out after

@@ -3,7 +3,7 @@ import type { Deps } from "../../platform/deps";
 import { ApiError, problemBody } from "../../platform/errors";
 import { log } from "../../platform/log";
 import { createScope, type Scope } from "../../platform/scope";
-import { enqueuePending, type PendingDelivery, recordPending } from "../../webhooks/enqueue";
+import { enqueuePending, type PendingDelivery, writePendingDelivery } from "../../webhooks/enqueue";
 import { offWire } from "../app-request";
 import { runMeta } from "../call";
 import { type OutcomePort, problemOutcome } from "../outcome";
@@ -140,7 +140,7 @@ export class Keeper {
     const clock = (wall = Date.now()) => run.acceptedAt + run.sentAfterMs + (wall - received);
     // The delivery is on record (its secret sealed) before the app is called, as for a synchronous run.
     const pending = run.webhook
-      ? await recordPending(scope, {
+      ? await writePendingDelivery(scope, {
           projectId: run.projectId,
           appName: run.appName,
           runId: run.runId,

@@ -23,7 +23,7 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-interface Row {
+interface KeptRunRow {
   status: string;
   mode: string;
   error_code: string | null;
@@ -36,7 +36,7 @@ const rowOf = (runId: string) =>
     "SELECT status, mode, error_code, handed_over_at, started_at, delivery_id FROM async_runs WHERE id = ?",
   )
     .bind(runId)
-    .first<Row>();
+    .first<KeptRunRow>();
 
 /** The keeper's own state: the runs it holds (each test's project has keepers of its own). */
 const keeperState = (projectId: string, runId: string) =>

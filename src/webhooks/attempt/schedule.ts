@@ -1,5 +1,5 @@
 import { retryDelaySeconds } from "../policy";
-import type { RecordedAttempt } from "./record";
+import type { WrittenAttempt } from "./write";
 
 /** The last step: what the delivery does after this attempt. */
 export type Next =
@@ -18,7 +18,7 @@ export const INTERRUPTED_RETRY_MS = 1_000;
  * The pause counts from the end of the attempt's request, so the outcome's D1 write is inside it,
  * not added to it. Pure.
  */
-export function schedule({ sent, recorded }: RecordedAttempt, now: number): Next {
+export function schedule({ sent, recorded }: WrittenAttempt, now: number): Next {
   if (!recorded) return { kind: "interrupted", ms: INTERRUPTED_RETRY_MS };
   if (sent.outcome !== "retry") return { kind: "settled", outcome: sent.outcome };
   const ms = retryDelaySeconds(sent.attempt, sent.retryAfter, sent.at) * 1000 - (now - sent.endedAt);

@@ -1,6 +1,6 @@
 import { log } from "../../platform/log";
 import { retry } from "../../platform/retry";
-import { recordAttempt } from "../store";
+import { insertAttempt } from "../store";
 import type { DeliveryContext } from "./context";
 import type { SentAttempt } from "./send";
 
@@ -8,13 +8,17 @@ import type { SentAttempt } from "./send";
 export const RECORD_TRIES = 2;
 
 /** The third step: whether D1 took the attempt's record. */
-export interface RecordedAttempt {
+export interface WrittenAttempt {
   sent: SentAttempt;
   recorded: boolean;
 }
 
 /** Records `sent` (one INSERT, its trigger settles the delivery), tried RECORD_TRIES times. */
-export async function record(ctx: DeliveryContext, deliveryId: string, sent: SentAttempt): Promise<RecordedAttempt> {
+export async function writeAttempt(
+  ctx: DeliveryContext,
+  deliveryId: string,
+  sent: SentAttempt,
+): Promise<WrittenAttempt> {
   const row = {
     deliveryId,
     attempt: sent.attempt,
@@ -28,7 +32,7 @@ export async function record(ctx: DeliveryContext, deliveryId: string, sent: Sen
     await retry(
       async (tries) => {
         try {
-          await recordAttempt(ctx.db, row, ctx.writes);
+          await insertAttempt(ctx.db, row, ctx.writes);
         } catch (error) {
           log("error", "webhook attempt not recorded", {
             delivery_id: deliveryId,
