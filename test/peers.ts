@@ -81,3 +81,12 @@ export async function appCalls(runId: string): Promise<number> {
   const res = await fetch(`${PEER}/calls/${runId}`);
   return ((await res.json()) as { calls: number }).calls;
 }
+
+/** What the peer's echo app (`/upstream/echo`) answers: the request it got. */
+export interface Echo {
+  method: string;
+  path: string;
+  query: [string, string][];
+  headers: Record<string, string>;
+  body: string | null;
+}

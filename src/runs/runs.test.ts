@@ -2,20 +2,13 @@ import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
-import { DOWN, PEER } from "../../test/peers";
+import { DOWN, type Echo, PEER } from "../../test/peers";
 import { callWith, countingRoundTrips, deploy, seedRunnable } from "../../test/runs";
 import { TEST_SECRETS } from "../../test/secrets";
 import { TOKEN_CACHE_TTL_MS as RUN_CACHE_TTL_MS } from "../auth/lookup";
 
 const api = client();
 
-interface Echo {
-  method: string;
-  path: string;
-  query: [string, string][];
-  headers: Record<string, string>;
-  body: string | null;
-}
 interface Envelope<T = Echo> {
   run_id: string;
   result: T;

@@ -68,20 +68,6 @@ export interface Counted {
   duration_ms: number;
 }
 
-interface Roll {
-  grain: Grain;
-  app_name: string;
-  start: number;
-  runs: number;
-  status_2xx: number;
-  status_4xx: number;
-  status_5xx: number;
-  timeouts: number;
-  bytes_in: number;
-  bytes_out: number;
-  hist: Histogram;
-}
-
 /** A rollup row as stored. */
 interface RollupRow {
   app_name: string;
@@ -94,6 +80,12 @@ interface RollupRow {
   bytes_in: number;
   bytes_out: number;
   hist: string;
+}
+
+/** A rollup as `roll` adds it: a row of a grain, its histogram parsed. */
+interface Roll extends Omit<RollupRow, "hist"> {
+  grain: Grain;
+  hist: Histogram;
 }
 
 /** Minute rows one `derive` slice reads at most (an hour is read whole, so a slice may pass it by one hour's rows). */

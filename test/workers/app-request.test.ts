@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { consume, poll, startAsync } from "../async-runs";
 import { client } from "../helpers";
-import { PEER } from "../peers";
+import { type Echo, PEER } from "../peers";
 import { seedRunnable } from "../runs";
 
 // 36 Must 3: one app request for every mode. The same caller's request run synchronously, waited
@@ -12,15 +12,6 @@ import { seedRunnable } from "../runs";
 // waited run was asked for.
 
 const api = client();
-
-/** What the peer's echo app answers: the request it got. */
-interface Echo {
-  method: string;
-  path: string;
-  query: [string, string][];
-  headers: Record<string, string>;
-  body: string | null;
-}
 
 /** The caller's request, the same in every mode (but what selects the mode). */
 const QUERY = "q=1&tag=a&tag=b";
