@@ -95,7 +95,7 @@ export const builds = sqliteTable(
   },
   (t) => [
     index("builds_app").on(t.appId, t.id),
-    // The run proxy's upstream: the newest succeeded build of an app.
+    // The app's deployment: the newest succeeded build of an app.
     index("builds_app_succeeded")
       .on(t.appId, t.finishedAt)
       .where(sql`${t.status} = 'succeeded'`),
@@ -302,14 +302,14 @@ export type RequestBodyEncoding = (typeof REQUEST_BODY_ENCODINGS)[number];
 export const asyncRuns = sqliteTable(
   "async_runs",
   {
-    // `run_…`: also the `X-Run-Id` the upstream sees and the webhook's `run_id`.
+    // `run_…`: also the `X-Run-Id` the app sees and the webhook's `run_id`.
     id: text("id").primaryKey(),
     projectId: text("project_id")
       .notNull()
       .references(() => projects.id, { onDelete: "cascade" }),
     appName: text("app_name").notNull(),
     status: text("status", { enum: ASYNC_RUN_STATUSES }).notNull(),
-    // The request as the upstream will get it, fixed when the run was accepted.
+    // The app request as the app will get it, fixed when the run was accepted.
     method: text("method").notNull(),
     target: text("target").notNull(),
     // The app's path the run calls (`run`, `v1/chat/completions`: `RunTarget.appPath`, no query), kept at

@@ -10,7 +10,7 @@ export interface Deps {
   now(): Date;
   /** Waits `ms` (the pause between webhook attempts); tests pass one that moves a fake clock instead. */
   sleep(ms: number): Promise<void>;
-  /** Requests to the outside world on a customer's behalf: app upstreams and webhook receivers. */
+  /** Requests to the outside world on a customer's behalf: apps and webhook receivers. */
   outbound: Outbound;
   /** DNS over HTTPS (RFC 8484) for custom domain validation. */
   resolver(config: Config): DnsResolver;

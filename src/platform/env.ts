@@ -12,7 +12,7 @@ interface OptionalSettings {
   CF_ZONE_ID?: string;
   /** The Cloudflare API's base URL: a local fake in tests. */
   CF_API_BASE_URL?: string;
-  /** How long an async run waits for the upstream; the default is in the schema below. */
+  /** How long an async run waits for the app; the default is in the schema below. */
   ASYNC_RUN_TIMEOUT_MS?: string;
   /** The waited runs one keeper holds at once (default 32; docs/runs.md#the-keeper). */
   KEEPER_RUNS_MAX?: string;
@@ -190,7 +190,7 @@ export interface Config {
   webhookTimeoutMs: number;
   /** People's sign-in (OpenID Connect); null: the dashboard offers only the operator's admin-token sign-in. */
   oidc: { issuer: string; clientId: string; clientSecret: string } | null;
-  /** How long the async-run consumer waits for the upstream's answer. */
+  /** How long the async-run consumer waits for the app's answer. */
   asyncRunTimeoutMs: number;
   /** Cloudflare for SaaS, or "local" (development: a certificate is reported active at once). */
   certificateProvider: "cloudflare" | "local";

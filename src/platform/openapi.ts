@@ -43,8 +43,8 @@ export const problemDescriptions: Record<number, string> = {
   405: "The path does not take this method; `Allow` lists those it takes.",
   429: "Too many requests (`rate_limited`): wait `Retry-After` seconds.",
   500: "The gateway failed (`internal_error`: quote the `request_id`), or a setting is missing or malformed (`configuration_error`).",
-  502: "The upstream failed.",
-  504: "The upstream timed out.",
+  502: "The app could not be reached, or its answer could not be passed on (`bad_gateway`).",
+  504: "The app did not answer in time (`gateway_timeout`), or the run passed its `Cancel-After` (`run_deadline`).",
   503: "A service the gateway depends on is unavailable; try again.",
 };
 

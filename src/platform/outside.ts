@@ -54,7 +54,7 @@ export interface CertificateProvider {
   remove(ref: string): Promise<void>;
 }
 
-/** Requests to the outside world on a customer's behalf: app upstreams and webhook receivers. */
+/** Requests to the outside world on a customer's behalf: apps and webhook receivers. */
 export interface Outbound {
   fetch(request: Request): Promise<Response>;
 }

@@ -37,8 +37,8 @@ export function envelopes(call: AppCall, context: RunContext): boolean {
 }
 
 // Statuses whose responses cannot carry a body: the envelope always has one.
-export const callerStatus = (upstream: number) =>
-  NULL_BODY.has(upstream) || upstream < 200 || upstream > 599 ? 200 : upstream;
+export const callerStatus = (appStatus: number) =>
+  NULL_BODY.has(appStatus) || appStatus < 200 || appStatus > 599 ? 200 : appStatus;
 
 /** An app's `Retry-After` on a 429 or 503 reaches the caller with the envelope too. */
 function retryAfterOf(response: Response): Record<string, string> {

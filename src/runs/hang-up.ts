@@ -3,7 +3,7 @@ import type { Deps } from "../platform/deps";
 /**
  * Workers keep work passed to `waitUntil` alive for 30 s after the client hangs up, then end the
  * invocation. A run with a webhook is carried in `waitUntil`, so a caller who hangs up still gets
- * its delivery if the upstream answers within this; past it the run is cut short on purpose, while
+ * its delivery if the app answers within this; past it the run is cut short on purpose, while
  * there is still time to write why (`run_interrupted`), instead of being killed mid-write.
  */
 export const RUN_AFTER_HANG_UP_MS = 25_000;

@@ -141,10 +141,10 @@ function privateCacheControl(value: string): string {
  * sandbox` (a document rendered from an answer is an origin of its own, never the dashboard's; the
  * app's own policy still applies, and can only restrict further) and `X-Run-Id`.
  */
-export function passedBackHeaders(upstream: Headers, runId: string): Headers {
-  const named = namedByConnection(upstream.get("connection"));
+export function passedBackHeaders(appHeaders: Headers, runId: string): Headers {
+  const named = namedByConnection(appHeaders.get("connection"));
   const headers = new Headers();
-  for (const [name, value] of upstream) {
+  for (const [name, value] of appHeaders) {
     if (NOT_PASSED_BACK.has(name) || named.has(name) || name.startsWith("access-control-")) continue;
     headers.append(name, name === "cache-control" ? privateCacheControl(value) : value);
   }

@@ -84,7 +84,7 @@ export const RunHeaders = z.object({
 export const RunEnvelope = z
   .object({
     run_id: z.string().openapi({ example: "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
-    result: z.unknown().openapi({ description: "The upstream's JSON response, byte for byte." }),
+    result: z.unknown().openapi({ description: "The app's JSON response, byte for byte." }),
     run_time_ms: z.number().int(),
     timestamp: Timestamp,
   })

@@ -78,7 +78,7 @@ export async function preparePending(
 const insertPending = pendingInsert();
 
 /**
- * Writes the delivery's `pending` row, with its sealed secret, before the run calls its upstream:
+ * Writes the delivery's `pending` row, with its sealed secret, before the run calls its app:
  * whatever happens to the run afterwards (the caller hangs up, the invocation is cut short), the
  * delivery is accounted for, and the sweeper settles it if nothing else does. One statement.
  */
@@ -145,7 +145,7 @@ async function messageOf(
     secret: pending.sealed,
   };
   // The limit is on what the queue carries: JSON escaping (quotes, control characters, non-ASCII
-  // as written by the upstream) can make the message far larger than the body.
+  // as written by the app) can make the message far larger than the body.
   if (bodyBytes <= INLINE_MESSAGE_MAX_BYTES) {
     const message: DeliveryMessage = { ...base, body: { inline: body } };
     if (encoder.encode(JSON.stringify(message)).byteLength <= INLINE_MESSAGE_MAX_BYTES) return message;

@@ -22,13 +22,13 @@ import { runJson } from "./resource";
  * the last one to store the result), its 128 MB (an answer up to 10 MiB is held a few times over while
  * it is checked, enveloped and stored) and its 6 connections; throughput comes from the consumer's
  * concurrency, not from batching. A larger batch still works: its messages run side by side, each
- * holding one connection at a time (upstream, R2 or queue), so up to 6 stay within the limit.
- * Subrequests per run: about 9 (claim, request body, upstream, result, the finish with its delivery's
+ * holding one connection at a time (the app, R2 or queue), so up to 6 stay within the limit.
+ * Subrequests per run: about 9 (claim, request body, the app call, result, the finish with its delivery's
  * record in one batch, R2 body, the hand-off to the delivery's lane, clean-up), well inside the 50 of
  * Workers Free.
  *
  * Execution is at most once. The claim (`queued → running`, one conditional write naming this queue
- * message) comes before the upstream call, and after it the message is never handed back for another
+ * message) comes before the app call, and after it the message is never handed back for another
  * execution. The queue redelivers a message only after the invocation that had it ended without
  * acknowledging it; so a message that finds its run `running` under its own claim knows its consumer
  * died, and ends the run `failed` (`interrupted`). Any other copy finds the run not `queued` and stops.
@@ -137,7 +137,7 @@ async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePor
     await execute(scope, claimed, msg.id, outcomes);
     msg.ack();
   } catch (error) {
-    // Storage failed after the upstream was called. The run is never executed again: the redelivered
+    // Storage failed after the app was called. The run is never executed again: the redelivered
     // message finds it running under its own claim and ends it `interrupted`.
     logError("async run crashed after its claim", { run_id: runId, attempts: msg.attempts, error });
     msg.retry({ delaySeconds: 1 });

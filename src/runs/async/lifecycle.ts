@@ -18,7 +18,7 @@ export type Unanswered = "interrupted" | "expired" | "deadline";
 /** A run's `error.code` for the problems whose name says "run" twice: the run's deadline, its interruption. */
 const RUN_ERROR_OF_PROBLEM: Record<string, string> = { run_deadline: "deadline", run_interrupted: "interrupted" };
 
-/** The ending of a run whose upstream was called: `succeeded` exactly when a synchronous run would have answered 2xx. */
+/** The ending of a run whose app was called: `succeeded` exactly when a synchronous run would have answered 2xx. */
 export async function endingOf(env: Env, runId: string, answer: RunAnswer, now: Date): Promise<StoredEnding> {
   const bytes = byteLength(answer.text);
   const placed = await placePayload(env, resultKey(runId), answer.text, bytes);
