@@ -1,6 +1,6 @@
 import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
-import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, PROBLEMS } from "../../platform/errors";
+import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, type ProblemCode, PROBLEMS } from "../../platform/errors";
 import { enqueuePending, type PendingDelivery, preparePending, writePending } from "../../webhooks/enqueue";
 import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
 import type { RunAnswer } from "../answer";
@@ -112,6 +112,30 @@ export async function handOnResult(scope: Scope, run: AsyncRun, text: string): P
 }
 
 /**
+ * The stored ending of a run that ends in a problem of the gateway's (`problem`, whose JSON `text` is its
+ * result), failed with `errorCode`: an async run never answered, a waited run its keeper lost mid-call.
+ */
+export function problemEnding(
+  problem: ProblemCode,
+  text: string,
+  errorCode: string,
+  errorMessage: string,
+  finishedAt: Date,
+): StoredEnding {
+  return {
+    status: "failed",
+    resultStatus: PROBLEMS[problem].status,
+    resultType: PROBLEM_CONTENT_TYPE,
+    resultBytes: byteLength(text),
+    result: text,
+    resultInR2: false,
+    errorCode,
+    errorMessage,
+    finishedAt,
+  };
+}
+
+/**
  * Ends a run that will never have an app's answer (its consumer died, or it was never started), at
  * most once: only the write that moves it from `from` delivers. `claimedBy` narrows a running run to
  * the claim of one queue message.
@@ -125,17 +149,7 @@ export async function endUnanswered(
   outcomes: OutcomePort,
 ): Promise<boolean> {
   const text = unansweredText(run, why);
-  const ending: StoredEnding = {
-    status: "failed",
-    resultStatus: PROBLEMS[unansweredProblem(why)].status,
-    resultType: PROBLEM_CONTENT_TYPE,
-    resultBytes: byteLength(text),
-    result: text,
-    resultInR2: false,
-    errorCode: why,
-    errorMessage: UNANSWERED_DETAIL[why],
-    finishedAt: scope.deps.now(),
-  };
+  const ending = problemEnding(unansweredProblem(why), text, why, UNANSWERED_DETAIL[why], scope.deps.now());
   const ended = await endRun(scope.db, run.id, from, claimedBy, ending);
   if (!ended) return false;
   tellIfFollowed(scope, run.id, "failed", ended.followed, () => runJson({ ...run, ...ending }, text));

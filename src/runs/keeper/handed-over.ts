@@ -1,11 +1,9 @@
 import type { AsyncRun } from "../../db/schema";
-import { PROBLEM_CONTENT_TYPE } from "../../platform/errors";
 import type { Scope } from "../../platform/scope";
 import type { PendingDelivery } from "../../webhooks/enqueue";
 import type { RunAnswer } from "../answer";
 import { tellIfFollowed } from "../async/followers";
-import { endingOf } from "../async/lifecycle";
-import { byteLength } from "../async/payloads";
+import { endingOf, problemEnding } from "../async/lifecycle";
 import { runJson } from "../async/resource";
 import { type StoredEnding, endRun, insertRun } from "../async/store";
 import type { KeptRun } from "./message";
@@ -100,21 +98,6 @@ export async function endHandedOver(
   return { ended, ending };
 }
 
-/** The ending of a run its keeper lost mid-call: the problem text as its result, `interrupted` as its error. */
-function interruptedEnding(text: string, at: number, message: string): StoredEnding {
-  return {
-    status: "failed",
-    resultStatus: 502,
-    resultType: PROBLEM_CONTENT_TYPE,
-    resultBytes: byteLength(text),
-    result: text,
-    resultInR2: false,
-    errorCode: "interrupted",
-    errorMessage: message,
-    finishedAt: new Date(at),
-  };
-}
-
 /**
  * Ends a run whose keeper was reset mid-call (the platform restarted or evicted it): a handed-over
  * run's row goes `running → failed`; a run that was never handed over (its caller was still waiting
@@ -129,7 +112,7 @@ export async function endInterrupted(
   text: string,
   message: string,
 ): Promise<boolean> {
-  const ending = interruptedEnding(text, at.endedAt, message);
+  const ending = problemEnding("run_interrupted", text, "interrupted", message, new Date(at.endedAt));
   const row = rowOf(run, target, pending, at);
   // A row written at hand-over (whatever the keeper's record had time to say) ends here; one already
   // ended is left as it is.
