@@ -211,6 +211,39 @@ export const webhookAttempts = sqliteTable(
   (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
 );
 
+export const RECEIVER_STATES = ["active", "paused", "disabled"] as const;
+export type ReceiverState = (typeof RECEIVER_STATES)[number];
+
+/**
+ * A project's webhook receiver (an origin of its webhook endpoints, one lane each): what its customer
+ * chose for it. Control plane: written by the customer's actions (and by a receiver that says stop),
+ * never per delivery. No row means the defaults: active, concurrency 6.
+ */
+export const webhookReceivers = sqliteTable(
+  "webhook_receivers",
+  {
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    /** The receiver's origin, as `new URL(endpoint).origin` writes it. */
+    origin: text("origin").notNull(),
+    /** Requests in flight to it at once: 1 (ordered) up to the documented maximum. */
+    concurrency: integer("concurrency").notNull().default(6),
+    state: text("state", { enum: RECEIVER_STATES }).notNull().default("active"),
+    /** Why it is paused or disabled (who paused it, the 410, the header, the failing span). */
+    stateCause: text("state_cause"),
+    stateChangedAt: timestamp("state_changed_at"),
+    updatedAt: timestamp("updated_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.projectId, t.origin] }),
+    check("webhook_receivers_state", sql`${t.state} in ('active', 'paused', 'disabled')`),
+    check("webhook_receivers_concurrency", sql`${t.concurrency} >= 1`),
+  ],
+);
+
+export type WebhookReceiver = typeof webhookReceivers.$inferSelect;
+
 export type WebhookDelivery = typeof webhookDeliveries.$inferSelect;
 export type WebhookAttempt = typeof webhookAttempts.$inferSelect;
 
