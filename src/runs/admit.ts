@@ -7,7 +7,7 @@ import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
-import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
+import { type BodyLimit, bodyTooLarge, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
 import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
 import { outcomePath, type RunMode, type RunStart } from "./outcome";
@@ -67,8 +67,7 @@ function webhookOf(scope: Scope, request: Request, query: URLSearchParams | null
   return { endpoint: check.url.href, secret };
 }
 
-const tooLarge = () =>
-  new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
+const tooLarge = () => bodyTooLarge();
 
 /** How a body read whole is watched: who hears the bytes that crossed, and how long it may take. */
 export interface BodyRead {
