@@ -7,7 +7,14 @@ import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
-import { type BodyLimit, bodyTooLarge, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
+import {
+  type BodyLimit,
+  bodyTooLarge,
+  declaredBody,
+  limitedStream,
+  readLimited,
+  RUN_REQUEST_MAX_BYTES,
+} from "./bodies";
 import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
 import { outcomePath, type RunMode, type RunStart } from "./outcome";

@@ -12,10 +12,7 @@ export const RUN_REQUEST_MAX_BYTES = 6 * 1024 * 1024;
  * limit is the same in every mode (an async or waited run's body is read whole and stored, so
  * `?async=true` does not raise it), and it counts decoded bytes (compressing the body does not help).
  */
-export function bodyTooLarge(
-  when = "The request body is larger than that.",
-  options: ApiErrorOptions = {},
-): ApiError {
+export function bodyTooLarge(when = "The request body is larger than that.", options: ApiErrorOptions = {}): ApiError {
   const mib = RUN_REQUEST_MAX_BYTES / (1024 * 1024);
   return new ApiError(
     "payload_too_large",
