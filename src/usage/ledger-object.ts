@@ -37,6 +37,10 @@ export class UsageLedger extends DurableObject<Env> {
     return this.ledger.usage(q);
   }
 
+  runsIn(from: number, to: number, app_name?: string) {
+    return this.ledger.runsIn(from, to, app_name);
+  }
+
   counters() {
     return this.ledger.counters();
   }

@@ -423,6 +423,16 @@ export class Ledger {
     return { records: this.#meta("records") ?? 0, rollups, refusals, bytes: this.#sql.databaseSize };
   }
 
+  /** Runs made in [from, to) (minutes touched whole), from the minute rollups: what an export of the range holds at most. */
+  runsIn(from: number, to: number, app_name?: string): number {
+    const start = Math.floor(from / 60_000) * 60_000;
+    const end = Math.max(start + 60_000, Math.ceil(to / 60_000) * 60_000);
+    let runs = 0;
+    for (const s of this.#rollups.sums("minute", { from: start, to: end, step: end - start, app: app_name }))
+      runs += s.runs;
+    return runs;
+  }
+
   /** The counters a Prometheus scrape reads: one row per app and mode, one per refusal reason (docs/metrics.md). */
   counters() {
     return this.#counters.read();
