@@ -1,11 +1,11 @@
 import { SSEStreamingApi } from "hono/streaming";
-import type { AsyncRun, AsyncRunStatus } from "../../db/schema";
+import type { AsyncRunStatus } from "../../db/schema";
 import { ApiError, invalidField } from "../../platform/errors";
 import { log } from "../../platform/log";
 import type { Scope } from "../../platform/scope";
 import { joinFollowers, readWord, type Word } from "./followers";
-import { resourceText } from "./resource";
-import { followRunRow, runById } from "./store";
+import { resourceText, runJson } from "./resource";
+import { followRunRow, type RunState, runStateById, storedResult } from "./store";
 
 /**
  * A run's status as a stream (`Accept: text/event-stream` on its status URL): the run resource as an
@@ -21,10 +21,16 @@ import { followRunRow, runById } from "./store";
  * is large), so the stream sends it without another D1 read; otherwise it reads the run and sends that.
  * A run nobody follows never has a hub.
  *
+ * What the stream reads of its run is its state (`RunState`: a few hundred bytes), never the stored
+ * request, at its start and at each recheck alike; the result is read once, for the last event, when no
+ * word brought it. A stream may wait ~35 minutes per connection on the one database every project
+ * shares, so its rechecks must not cost what the run carries (a 200 KiB body read every minute did).
+ *
  * Platform limits this stays within, for a stream held 15 minutes or more:
  * - D1 allows 50 queries per Worker invocation on Workers Free (1,000 on Paid; D1's "Queries per Worker
  *   invocation"). A stream makes ~3 before it starts (key, run, follow), one per change whose word came
- *   without the run (≤ 3), one after each lost hub, and one every `RECHECK_EVERY` keep-alives (60 s): the
+ *   without the run (≤ 3, and one for the result of the end), one after each lost hub, and one every
+ *   `RECHECK_EVERY` keep-alives (60 s): the
  *   safety net for a word its hub never passed on (an owner that died between its write and its word).
  *   At `QUERIES_MAX` it closes; the client resumes with `Last-Event-ID` in a fresh invocation. That is
  *   ~35 minutes of an unchanged run per connection.
@@ -85,16 +91,26 @@ class Wakeup {
 }
 
 /**
- * The event stream of `run` (already read and authorized by the caller), from `Last-Event-ID` on.
+ * The run resource at `run`'s state: an ended run's with its result, read now (the one read of it a
+ * stream makes); a queued or running run has none.
  */
-export async function followRun(scope: Scope, request: Request, run: AsyncRun): Promise<Response> {
+async function resourceAt(scope: Scope, run: RunState): Promise<string> {
+  if (!isFinal(run.status)) return runJson(run, null);
+  const stored = (await storedResult(scope.db, run.id)) ?? { result: null, resultInR2: false };
+  return resourceText(scope.env, { ...run, ...stored });
+}
+
+/**
+ * The event stream of `run` (its state, already read and authorized by the caller), from `Last-Event-ID` on.
+ */
+export async function followRun(scope: Scope, request: Request, run: RunState): Promise<Response> {
   let sent = lastPlaceOf(request) ?? 0;
   const headers = { ...HEADERS, "X-Run-Id": run.id };
   if (isFinal(run.status)) {
     // Ended: its last event (unless the client has it), and no stream to keep open.
     if (sent >= FINAL_PLACE) return new Response(null, { status: 204, headers: { "X-Run-Id": run.id } });
     const sse = eventStream();
-    const text = await resourceText(scope.env, run);
+    const text = await resourceAt(scope, run);
     void sse.writeSSE({ id: String(FINAL_PLACE), data: text }).finally(() => sse.close());
     return new Response(sse.responseReadable, { status: 200, headers });
   }
@@ -133,7 +149,7 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
     }
     return place === FINAL_PLACE;
   };
-  const send = (row: AsyncRun) => sendAt(PLACE[row.status], () => resourceText(scope.env, row));
+  const send = (state: RunState) => sendAt(PLACE[state.status], () => resourceAt(scope, state));
 
   const loop = async () => {
     let queries = 0;
@@ -162,7 +178,7 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
       if (!reread) continue;
       if (queries >= QUERIES_MAX) return resumeLater();
       queries++;
-      const row = await runById(scope.db, run.id);
+      const row = await runStateById(scope.db, run.id);
       // Purged at the end of its retention while followed: nothing more will come.
       if (!row || (await send(row))) return;
       if (hubLost) {
