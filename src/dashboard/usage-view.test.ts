@@ -37,6 +37,7 @@ function usage(interval: "minute" | "hour", from: number, buckets: number, runs:
     totals: { ...zero, runs: total, status_2xx: total, refused: {} },
     percentiles: "exact",
     sampled: false,
+    partial: false,
   };
 }
 

@@ -295,6 +295,8 @@ export function UsageSection(props: {
         {usage.data.percentiles === "histogram" && " Percentiles come from per-minute histograms here (within 5 %)."}
         {usage.data.sampled &&
           " Some of the range's run records were sampled; counts, bytes and status classes stay exact."}
+        {usage.data.partial &&
+          " This app's figures may miss runs of the range (the project's usage store was full); the project's figures count them all."}
       </p>
     </>
   );

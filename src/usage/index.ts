@@ -172,6 +172,7 @@ export const usageRouter = createRouter()
         },
         percentiles: figures.percentiles,
         sampled: figures.sampled,
+        partial: figures.partial,
       },
       200,
     );

@@ -206,6 +206,11 @@ export interface UsageFigures {
   /** Whether records in the range were sampled (the runs list then shows one run in `SAMPLE_EVERY` for that time). */
   sampled: boolean;
   /**
+   * One app's figures only: whether they may miss runs of the range, counted in the project's figures
+   * alone while the ledger was full (past `STOP_FACTOR` times its bound, no new row of an app is made).
+   */
+  partial: boolean;
+  /**
    * Requests refused before their app was known, per reason, in the hours the range touches (counted by
    * the hour); the known reasons with zeros. Empty for one app's figures: a refusal has no app.
    */
@@ -318,7 +323,12 @@ export class Ledger {
       this.#rollups.count({ ...r, timed_out: endedInTimeout(r.ending) });
     }
     this.#setMeta("records", kept);
-    this.#rollups.write();
+    // Full: only rows that exist, and the project's, are written (the bound holds for any number of apps).
+    const dropped = this.#rollups.write(!stopped);
+    if (dropped) {
+      this.#setMeta("apps_dropped_until", Math.max(this.#meta("apps_dropped_until") ?? 0, dropped.to));
+      this.#setMeta("apps_dropped_since", Math.min(this.#meta("apps_dropped_since") ?? dropped.from, dropped.from));
+    }
     return { added };
   }
 
@@ -382,6 +392,11 @@ export class Ledger {
     if (until !== null && until < now - RECORDS_RETENTION_MS) {
       this.#sql.exec("DELETE FROM meta WHERE key IN ('sampled_since', 'sampled_until')");
     }
+    // Likewise the apps' rows not made while the ledger was full, once that time is past the rollups' retention.
+    const dropped = this.#meta("apps_dropped_until");
+    if (dropped !== null && dropped < now - ROLLUPS_RETENTION_MS) {
+      this.#sql.exec("DELETE FROM meta WHERE key IN ('apps_dropped_since', 'apps_dropped_until')");
+    }
     const deriving = this.#rollups.derive(now - ROLLUPS_RETENTION_MS);
     return { records, rollups, more: records >= PURGE_SLICE || rollups >= PURGE_SLICE || deriving };
   }
@@ -408,6 +423,13 @@ export class Ledger {
     const since = this.#meta("sampled_since");
     const until = this.#meta("sampled_until");
     return since !== null && until !== null && since < to && until >= from;
+  }
+
+  /** Whether [from, to) meets intervals whose app rows were not made (the ledger was full). */
+  #appsDropped(from: number, to: number): boolean {
+    const since = this.#meta("apps_dropped_since");
+    const until = this.#meta("apps_dropped_until");
+    return since !== null && until !== null && since < to && until > from;
   }
 
   /** One record by its run id (of one of `callers`, when given); `null` when the ledger has none. */
@@ -508,6 +530,7 @@ export class Ledger {
     const totalRuns = series.reduce((n, p) => n + p.runs, 0);
     const refused = q.app_name === undefined ? this.#refused(q.from, q.to) : {};
     const sampled = this.#sampled(q.from, q.to);
+    const partial = q.app_name !== undefined && this.#appsDropped(q.from, q.to);
     const exact = !sampled && q.from >= q.now - RECORDS_RETENTION_MS && totalRuns <= EXACT_MAX;
     const all: number[] = [];
     if (exact) {
@@ -539,11 +562,19 @@ export class Ledger {
         totals: totalsOf(series, percentilesOfHistogram(total)),
         percentiles: "histogram",
         sampled,
+        partial,
         refused,
       };
     }
     all.sort((a, b) => a - b);
-    return { series, totals: totalsOf(series, percentilesOfSorted(all)), percentiles: "exact", sampled, refused };
+    return {
+      series,
+      totals: totalsOf(series, percentilesOfSorted(all)),
+      percentiles: "exact",
+      sampled,
+      partial,
+      refused,
+    };
   }
 }
 

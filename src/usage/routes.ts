@@ -230,6 +230,12 @@ export const UsageSchema = z
     sampled: z.boolean().openapi({
       description: "Whether the range's run records were sampled (counts, bytes and status classes stay exact).",
     }),
+    partial: z.boolean().openapi({
+      description:
+        "With `app_name`: whether the app's figures may miss runs of the range. While a project's ledger is full (1.6 times " +
+        "`USAGE_LEDGER_BYTES_MAX`), no new row of an app is made and those runs are counted in the project's figures alone, " +
+        "which stay exact. Always false without `app_name`.",
+    }),
   })
   .openapi("Usage");
 
