@@ -164,6 +164,8 @@ export class Keeper {
   readonly #live = new Map<string, KeptCall>();
   /** The runs it holds, from admission to their end: what admission counts (`refusalOf`). */
   readonly #held = new Map<string, Held>();
+  /** Requests under a run's key that joined it and wait for it now (`joined`). */
+  readonly #joined = new Map<string, number>();
   /** The alarm's time as this object set it (`null`: none set since it was made, or it has fired). */
   #alarmAt: number | null = null;
   /** Whether the alarm's handler is holding the runs now (it re-arms itself when it ends). */
@@ -260,12 +262,24 @@ export class Keeper {
     const held = this.#held.get(runId);
     if (held === undefined) return { runId, answer: Promise.resolve(endedAnswer(row.status)) };
     const until = now + Math.max(0, run.wait * 1000 - run.sentAfterMs);
-    const answer = held.call.then(async (call): Promise<KeyedAnswer> => {
-      if (call === null) return { kind: "run", status: "failed" };
-      const attached = await call.attach(until);
-      return attached.kind === "handed_over" ? { kind: "run", status: "running" } : attached;
-    });
+    this.#joined.set(runId, this.joined(runId) + 1);
+    const answer = held.call
+      .then(async (call): Promise<KeyedAnswer> => {
+        if (call === null) return { kind: "run", status: "failed" };
+        const attached = await call.attach(until);
+        return attached.kind === "handed_over" ? { kind: "run", status: "running" } : attached;
+      })
+      .finally(() => {
+        const left = this.joined(runId) - 1;
+        if (left === 0) this.#joined.delete(runId);
+        else this.#joined.set(runId, left);
+      });
     return { runId, answer };
+  }
+
+  /** How many requests under run `runId`'s key wait for it now, beside the one that made it. */
+  joined(runId: string): number {
+    return this.#joined.get(runId) ?? 0;
   }
 
   /** Records `run` as its key's run (and drops a few keys past their 24 hours). */
