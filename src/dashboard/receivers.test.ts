@@ -77,7 +77,7 @@ describe("dashboard Receivers page", () => {
 
     const refused = await v.post(`${page}/concurrency`, { origin, concurrency: "500" });
     expect(refused.status).toBe(400);
-    expect(text(refused.html)).toContain("The receiver's concurrency was not set");
+    expect(text(refused.html)).toContain("The concurrency was not set");
     expect((await v.get(page)).html).toMatch(/name="concurrency"[^>]*value="1"/);
   });
 });

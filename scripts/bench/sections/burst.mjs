@@ -79,7 +79,8 @@ async function burstOnce(ctx, runs, retryEvery) {
     ).n;
     const firsts = attempts.filter((a) => a.attempt === 1).sort((a, b) => a.created_at - b.created_at);
     const lastThousand = firsts.slice(-1000).map((a) => a.at - a.created_at);
-    const byDelivery = Map.groupBy(attempts, (a) => a.delivery_id);
+    const byDelivery = new Map();
+    for (const a of attempts) byDelivery.set(a.delivery_id, [...(byDelivery.get(a.delivery_id) ?? []), a]);
     let longestGap = 0;
     for (const list of byDelivery.values()) {
       list.sort((a, b) => a.attempt - b.attempt);

@@ -187,7 +187,7 @@ export function registerReceivers(dash: DashRouter) {
         },
         <>
           <ProjectHeading project={project} title="Receivers" />
-          <ProblemMessage problem={set.problem} action="The receiver's concurrency was not set" />
+          <ProblemMessage problem={set.problem} action="The concurrency was not set" />
           <p>
             <a href={projectPath(pid, "/webhook-receivers")}>Back to Receivers</a>
           </p>
