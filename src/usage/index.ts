@@ -4,6 +4,7 @@ import { decodeCursor, encodeCursor } from "../platform/pagination";
 import { createRouter } from "../platform/router";
 import { recordCallers } from "../auth/callers";
 import { deliveryCounts, receiversHealth, runDeliveries } from "./deliveries";
+import { defaultReceiverSettings, projectReceiverSettings } from "../webhooks/receiver-settings";
 import { ledgerOf } from "./ledger-client";
 import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
 import { getRun, getUsage, type INTERVALS, listReceivers, listRuns, type RunDelivery } from "./routes";
@@ -184,5 +185,14 @@ export const usageRouter = createRouter()
     const to = time(q.to) ?? now + 1;
     const from = time(q.from) ?? now - 7 * DAY_MS;
     checkedRange(from, to);
-    return c.json({ data: await receiversHealth(c.var.scope.db, project_id, from, to) }, 200);
+    const [health, settings] = await Promise.all([
+      receiversHealth(c.var.scope.db, project_id, from, to),
+      projectReceiverSettings(c.var.scope.db, project_id),
+    ]);
+    const concurrency = new Map(settings.map((s) => [s.origin, s.concurrency]));
+    const data = health.map((h) => ({
+      ...h,
+      concurrency: concurrency.get(h.origin) ?? defaultReceiverSettings(project_id, h.origin).concurrency,
+    }));
+    return c.json({ data }, 200);
   });

@@ -273,6 +273,10 @@ export const ReceiverHealthSchema = z
       description: "95th percentile, over delivered ones, of the time from the run to the receiver's 2xx.",
     }),
     last_failure: z.object({ at: Timestamp, reason: z.string() }).nullable(),
+    concurrency: z.number().int().openapi({
+      description:
+        "Requests in flight to it at once, as set with `PATCH …/webhook-receivers/{origin}` (6 when never set; 1 is ordered).",
+    }),
   })
   .openapi("WebhookReceiverHealth");
 
