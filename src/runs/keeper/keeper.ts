@@ -55,12 +55,16 @@ export { KEEPER_SHARDS, keeperName } from "./shard";
  *   webhook's send come after it), so runs never share that limit and it does not bound their number.
  * - What the runs share is the object's isolate: 128 MB and one thread. A run holds its request body
  *   (read whole, at most 6 MiB) until it is sent and no more of its answer than a synchronous run does
- *   (a copy of at most 4 MiB, an envelope of at most 10 MiB). How many a keeper takes at once is a
- *   choice, the setting `KEEPER_RUNS_MAX` (default 32, at most 64; 8 keepers per project): runs of a
- *   few hundred KiB leave most of the 128 MB free at 32, while 32 runs each at those limits would not
- *   fit (the keeper counts runs, not bytes). Past it a run is refused (503, `Retry-After: 1`), never
- *   queued behind the others: the caller retries or starts it with `?async=true` (a queue consumer of
- *   its own).
+ *   (a copy of at most 4 MiB, an envelope of at most 10 MiB). So a keeper takes a run only within its
+ *   count (`KEEPER_RUNS_MAX`, default 32, at most 64; 8 keepers per project), its bytes of bodies
+ *   (KEEPER_BODY_BYTES_MAX: 32 runs at the body limit would not fit), a caller's share and the room left
+ *   for callers who wait (`refusalOf`; docs/runs.md#admission-count-bytes-a-callers-share states the
+ *   rule and its numbers). It counts a run from before its first await (the delivery's record is a D1
+ *   write: a count taken after it let 40 runs past a cap of 32) and frees it if the run does not start.
+ *   Past them a run is refused (503, or 429 for the caller's share; `Retry-After: 1`), never queued.
+ * - A run under an `Idempotency-Key` has its run id in the key's shard (shard.ts), so its retries come
+ *   here: the keeper keeps key → run (`run_keys`, 24 hours), and a retry joins the run (`KeptCall.attach`)
+ *   instead of calling the app again. No D1 round trip: the key is the keeper's.
  */
 
 /** A run's keeper holds it from this soon after its call starts (until then the Worker's request holds the object). */
