@@ -55,12 +55,16 @@ export { KEEPER_SHARDS, keeperName } from "./shard";
  *   webhook's send come after it), so runs never share that limit and it does not bound their number.
  * - What the runs share is the object's isolate: 128 MB and one thread. A run holds its request body
  *   (read whole, at most 6 MiB) until it is sent and no more of its answer than a synchronous run does
- *   (a copy of at most 4 MiB, an envelope of at most 10 MiB). How many a keeper takes at once is a
- *   choice, the setting `KEEPER_RUNS_MAX` (default 32, at most 64; 8 keepers per project): runs of a
- *   few hundred KiB leave most of the 128 MB free at 32, while 32 runs each at those limits would not
- *   fit (the keeper counts runs, not bytes). Past it a run is refused (503, `Retry-After: 1`), never
- *   queued behind the others: the caller retries or starts it with `?async=true` (a queue consumer of
- *   its own).
+ *   (a copy of at most 4 MiB, an envelope of at most 10 MiB). So a keeper takes a run only within its
+ *   count (`KEEPER_RUNS_MAX`, default 32, at most 64; 8 keepers per project), its bytes of bodies
+ *   (KEEPER_BODY_BYTES_MAX: 32 runs at the body limit would not fit), a caller's share and the room left
+ *   for callers who wait (`keeperRefusal`; docs/runs.md#admission-count-bytes-a-callers-share states the
+ *   rule and its numbers). It counts a run from before its first await (the delivery's record is a D1
+ *   write: a count taken after it let 40 runs past a cap of 32) and frees it if the run does not start.
+ *   Past them a run is refused (503, or 429 for the caller's share; `Retry-After: 1`), never queued.
+ * - A run under an `Idempotency-Key` has its run id in the key's shard (shard.ts), so its retries come
+ *   here: the keeper keeps key → run (`run_keys`, 24 hours), and a retry joins the run (`KeptCall.attach`)
+ *   instead of calling the app again. No D1 round trip: the key is the keeper's.
  */
 
 /** A run's keeper holds it from this soon after its call starts (until then the Worker's request holds the object). */
@@ -93,7 +97,7 @@ interface Held {
 }
 
 /** Why the keeper does not take `run` now, or `null` when it does (docs/runs.md#the-keeper). */
-export function refusalOf(
+export function keeperRefusal(
   held: Iterable<Held>,
   run: { caller: string; bytes: number },
   runsMax: number,
@@ -149,6 +153,8 @@ const SCHEMA = [
   "CREATE INDEX IF NOT EXISTS run_keys_run ON run_keys (run_id)",
 ];
 const KEYS_PURGED = 16;
+/** Requests under one key that may wait for its run at once, beside the one that made it (past it: the caller's 429). */
+const JOINED_MAX = 8;
 
 type RunKeyRow = {
   run_id: string;
@@ -162,7 +168,7 @@ export class Keeper {
   readonly #sql: SqlStorage;
   /** The runs this object is calling now: their records are theirs; any other record is a lost run's. */
   readonly #live = new Map<string, KeptCall>();
-  /** The runs it holds, from admission to their end: what admission counts (`refusalOf`). */
+  /** The runs it holds, from admission to their end: what admission counts (`keeperRefusal`). */
   readonly #held = new Map<string, Held>();
   /** Requests under a run's key that joined it and wait for it now (`joined`). */
   readonly #joined = new Map<string, number>();
@@ -206,12 +212,13 @@ export class Keeper {
     const received = Date.now();
     if (run.key) {
       const keyed = this.#keyed(run, received);
+      if (keyed === "busy") return { kind: "busy", reason: "caller" };
       if (keyed !== null) {
         await appRequest.body?.cancel();
         return { kind: "keyed", runId: keyed.runId, answer: await keyed.answer };
       }
     }
-    const reason = refusalOf(
+    const reason = keeperRefusal(
       this.#held.values(),
       { caller: run.caller, bytes: run.bytesIn },
       scope.config.keeperRunsMax,
@@ -246,7 +253,7 @@ export class Keeper {
    * (`null`: the key is free, the request makes the run). A run this keeper holds is joined; an ended
    * one answered from its key's record; a different request under the key is `reused`.
    */
-  #keyed(run: KeptRun, now: number): { runId: string; answer: Promise<KeyedAnswer> } | null {
+  #keyed(run: KeptRun, now: number): { runId: string; answer: Promise<KeyedAnswer> } | "busy" | null {
     const key = run.key!;
     const row = this.#sql
       .exec<RunKeyRow>(
@@ -261,6 +268,7 @@ export class Keeper {
     if (row.request_hash !== key.requestHash) return { runId, answer: Promise.resolve({ kind: "reused" }) };
     const held = this.#held.get(runId);
     if (held === undefined) return { runId, answer: Promise.resolve(endedAnswer(row.status)) };
+    if (this.joined(runId) >= JOINED_MAX) return "busy";
     const until = now + Math.max(0, run.wait * 1000 - run.sentAfterMs);
     this.#joined.set(runId, this.joined(runId) + 1);
     const answer = held.call

@@ -117,6 +117,28 @@ describe("Idempotency-Key on a waited run", { timeout: 30_000 }, () => {
     expect(await appCalls(runId)).toBe(1);
   });
 
+  it("at most 8 requests under one key wait for its run at once: the next is the caller's 429, and the app is called once", async () => {
+    const api = client();
+    const key = watchKey();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}&watch=${key}`);
+    const send = () =>
+      api.call(app.runPath, {
+        method: "POST",
+        body: {},
+        token: app.token,
+        headers: { Prefer: "wait=30", "Idempotency-Key": `many-${key}` },
+      });
+    const answers = Array.from({ length: 10 }, send);
+    let refused = 0;
+    for (const answer of answers) void answer.then((r) => (r.status === 429 ? refused++ : null));
+    const runId = await eventually(async () => (await watchState(key)).runId, "the app is called");
+    await eventually(async () => (await joined(app.projectId, runId)) === 8 && refused === 1, "8 join, 1 is refused");
+    await releaseStream(key);
+    const statuses = (await Promise.all(answers)).map((r) => r.status).sort();
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 200, 200, 202, 429]);
+    expect(await appCalls(runId)).toBe(1);
+  });
+
   it("a different request under the key is the 422 an async run's is, naming the run; the app is not called again", async () => {
     const api = client();
     const app = await seedRunnable(api);
