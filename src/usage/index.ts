@@ -3,11 +3,13 @@ import { DAY_MS, HOUR_MS, MINUTE_MS } from "../platform/time";
 import { decodeCursor, encodeCursor } from "../platform/pagination";
 import { createRouter } from "../platform/router";
 import { recordCallers } from "../auth/callers";
-import { deliveryCounts, receiversHealth, runDeliveries } from "./deliveries";
+import { accepts } from "hono/accepts";
+import { deliveryCounts, receiversHealth, receiverStates, runDeliveries } from "./deliveries";
+import { exposition, families, OPENMETRICS_TEXT, PROMETHEUS_TEXT } from "./metrics";
 import { defaultReceiverSettings, projectReceiverSettings } from "../webhooks/receiver-settings";
 import { ledgerOf } from "./ledger-client";
 import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
-import { getRun, getUsage, type INTERVALS, listReceivers, listRuns, type RunDelivery } from "./routes";
+import { getMetrics, getRun, getUsage, type INTERVALS, listReceivers, listRuns, type RunDelivery } from "./routes";
 import { endedInTimeout } from "./run-record";
 import type { RunFailure } from "../runs/outcome";
 import { runUrl } from "../runs/urls";
@@ -164,6 +166,8 @@ export const usageRouter = createRouter()
         interval: q.interval,
         from: iso(from),
         to: iso(to),
+        asked: { from: iso(fromRaw), to: iso(toRaw) },
+        widened: from !== fromRaw || to !== toRaw,
         series,
         totals: {
           ...figures.totals,
@@ -177,6 +181,34 @@ export const usageRouter = createRouter()
       },
       200,
     );
+  })
+  .openapi(getMetrics, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const openMetrics =
+      accepts(c, {
+        header: "Accept",
+        supports: ["application/openmetrics-text", "text/plain"],
+        default: "text/plain",
+      }) === "application/openmetrics-text";
+    const now = c.var.scope.deps.now().getTime();
+    // One ledger call (a row per app and mode), one D1 count of the last hour's deliveries, one of receivers.
+    const [{ counters, refusals }, deliveries, receivers] = await Promise.all([
+      ledgerOf(c.env, project_id).counters(),
+      deliveryCounts(c.var.scope.db, project_id, { from: now - HOUR_MS, to: now + 1, step: HOUR_MS + 1 }),
+      receiverStates(c.var.scope.db, project_id),
+    ]);
+    const text = exposition(
+      families(counters, refusals, { deliveries: deliveries[0] ?? { delivered: 0, failed: 0 }, receivers }),
+      openMetrics ? "openmetrics" : "prometheus",
+    );
+    return new Response(text, {
+      status: 200,
+      headers: {
+        "Content-Type": openMetrics ? OPENMETRICS_TEXT : PROMETHEUS_TEXT,
+        "Cache-Control": "no-store",
+        Vary: "Accept",
+      },
+    }) as never;
   })
   .openapi(listReceivers, async (c) => {
     const { project_id } = c.req.valid("param");

@@ -37,6 +37,10 @@ export class UsageLedger extends DurableObject<Env> {
     return this.ledger.usage(q);
   }
 
+  counters() {
+    return this.ledger.counters();
+  }
+
   stats() {
     return this.ledger.stats();
   }

@@ -1,9 +1,17 @@
-import { endedInTimeout, type RunRecord, type StatusClass } from "./run-record";
+import { endedInTimeout, type RunRecord, type StatusClass, whoseFailure } from "./run-record";
 import { DAY_MS } from "../platform/time";
 import type { RunEnding, RunMode } from "../runs/outcome";
 import { type Histogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
+import { COUNTERS_IDLE_MS, COUNTERS_SCHEMA, Counters } from "./ledger-counters";
 import { hourOf, REFUSAL_REASONS, reasonOf, type RefusalCount } from "./refusals";
-import { DERIVE_ROLLUPS_MIGRATION, grainOf, ROLLUP_SCHEMA, Rollups } from "./ledger-rollups";
+import {
+  addFailureColumns,
+  DERIVE_ROLLUPS_MIGRATION,
+  FAILURE_COLUMNS_SQL,
+  grainOf,
+  ROLLUP_SCHEMA,
+  Rollups,
+} from "./ledger-rollups";
 
 /**
  * A project's usage ledger: one Durable Object per project (SQLite storage), the store of its run
@@ -109,6 +117,7 @@ const SCHEMA = [
     bytes_in INTEGER NOT NULL,
     bytes_out INTEGER NOT NULL,
     hist TEXT NOT NULL,
+    ${FAILURE_COLUMNS_SQL},
     PRIMARY KEY (app_name, minute)
   ) WITHOUT ROWID`,
   "CREATE INDEX IF NOT EXISTS rollups_minute ON rollups (minute)",
@@ -120,6 +129,8 @@ const SCHEMA = [
     PRIMARY KEY (hour, reason)
   ) WITHOUT ROWID`,
   ...ROLLUP_SCHEMA,
+  // Counters since each row began (a Prometheus scrape's), new tables: made in old ledgers too.
+  ...COUNTERS_SCHEMA,
 ];
 
 /**
@@ -129,7 +140,7 @@ const SCHEMA = [
  * rewrite of every record, which a full ledger cannot afford in one call. So `timed_out` and `hung_up`
  * stay, written from `ending`, and a record made before `ending` existed reads it from them.
  */
-const MIGRATIONS: readonly (readonly string[])[] = [
+const MIGRATIONS: readonly (readonly string[] | ((sql: SqlStorage) => void))[] = [
   // A run's outcome: how it ended, whose failure, its moments after acceptance.
   [
     "ALTER TABLE runs ADD COLUMN ending TEXT",
@@ -141,6 +152,9 @@ const MIGRATIONS: readonly (readonly string[])[] = [
   // The hour and day rollups: derived from the minute rollups by the alarm (ledger-rollups.ts). Tables
   // and indexes new to SCHEMA are made by it in old ledgers too (IF NOT EXISTS).
   DERIVE_ROLLUPS_MIGRATION,
+  // Failures by whose they were, in every grain's rollups (a step that checks each table: one made by
+  // today's SCHEMA in the same start already has the columns).
+  addFailureColumns,
 ];
 
 /** A record's ending, for records made before `ending` was kept too. */
@@ -196,6 +210,12 @@ export interface UsagePoint {
   p99_ms: number | null;
   bytes_in: number;
   bytes_out: number;
+  /** Failures by whose they were (run-record.ts `whoseFailure`). */
+  failures_app: number;
+  failures_caller: number;
+  failures_gateway: number;
+  /** The app's failures over the runs (0 to 1); null without runs. A caller's mistakes do not count. */
+  error_rate: number | null;
 }
 
 export interface UsageFigures {
@@ -238,6 +258,7 @@ const bounded = (r: RunRecord): RunRecord => {
 export class Ledger {
   readonly #sql: SqlStorage;
   readonly #rollups: Rollups;
+  readonly #counters: Counters;
   #alarmChecked = false;
 
   constructor(
@@ -252,9 +273,13 @@ export class Ledger {
     const recorded = this.#meta("schema");
     let applied = recorded ?? (made.length > 0 ? 0 : MIGRATIONS.length);
     for (const statement of SCHEMA) this.#sql.exec(statement);
-    for (; applied < MIGRATIONS.length; applied++)
-      for (const statement of MIGRATIONS[applied]!) this.#sql.exec(statement);
+    for (; applied < MIGRATIONS.length; applied++) {
+      const step = MIGRATIONS[applied]!;
+      if (typeof step === "function") step(this.#sql);
+      else for (const statement of step) this.#sql.exec(statement);
+    }
     if (recorded !== applied) this.#setMeta("schema", applied);
+    this.#counters = new Counters(this.#sql);
     this.#rollups = new Rollups(this.#sql, { get: (key) => this.#meta(key), set: (key, v) => this.#setMeta(key, v) });
   }
 
@@ -276,8 +301,8 @@ export class Ledger {
    * transaction of the object's storage. Whether the ledger is full is read once a batch: a batch
    * (at most a queue batch's worth, ~10 MB) is what the bound may be passed by.
    */
-  add(records: RunRecord[], refusals: RefusalCount[] = []): { added: number } {
-    this.#count(refusals);
+  add(records: RunRecord[], refusals: RefusalCount[] = [], now = Date.now()): { added: number } {
+    this.#count(refusals, now);
     let kept = this.#meta("records") ?? 0;
     let added = 0;
     const size = records.length > 0 ? this.#sql.databaseSize : 0;
@@ -320,7 +345,9 @@ export class Ledger {
         if (this.#meta("sampled_since") === null) this.#setMeta("sampled_since", r.created_at);
       }
       added++;
-      this.#rollups.count({ ...r, timed_out: endedInTimeout(r.ending) });
+      const counted = { ...r, timed_out: endedInTimeout(r.ending), whose: whoseFailure(r.failure, r.status_code) };
+      this.#rollups.count(counted);
+      this.#counters.count(counted);
     }
     this.#setMeta("records", kept);
     // Full: only rows that exist, and the project's, are written (the bound holds for any number of apps).
@@ -329,11 +356,12 @@ export class Ledger {
       this.#setMeta("apps_dropped_until", Math.max(this.#meta("apps_dropped_until") ?? 0, dropped.to));
       this.#setMeta("apps_dropped_since", Math.min(this.#meta("apps_dropped_since") ?? dropped.from, dropped.from));
     }
+    this.#counters.write(now, !stopped);
     return { added };
   }
 
   /** Adds refusal counts to their (hour, reason) rows; a reason that is no problem code counts as `other`. */
-  #count(refusals: RefusalCount[]): void {
+  #count(refusals: RefusalCount[], now: number): void {
     for (const c of refusals) {
       const count = Math.floor(Number(c.count));
       if (!Number.isFinite(count) || count <= 0 || !Number.isFinite(c.hour)) continue;
@@ -343,6 +371,7 @@ export class Ledger {
         reasonOf(String(c.reason)),
         count,
       );
+      this.#counters.refused(reasonOf(String(c.reason)), count, now);
     }
   }
 
@@ -385,6 +414,7 @@ export class Ledger {
       if (gone === 0) break;
     }
     const rollups = this.#rollups.purge(now - ROLLUPS_RETENTION_MS, PURGE_SLICE);
+    this.#counters.purge(now - COUNTERS_IDLE_MS);
     this.#sql.exec("DELETE FROM refusals WHERE hour < ?", now - ROLLUPS_RETENTION_MS);
     this.#setMeta("records", Math.max(0, (this.#meta("records") ?? 0) - records));
     // Sampling that ended before the records' window is history: nothing sampled is left to report.
@@ -406,6 +436,11 @@ export class Ledger {
     const rollups = this.#sql.exec<{ n: number }>("SELECT count(*) AS n FROM rollups WHERE app_name != ''").one().n;
     const refusals = this.#sql.exec<{ n: number }>("SELECT count(*) AS n FROM refusals").one().n;
     return { records: this.#meta("records") ?? 0, rollups, refusals, bytes: this.#sql.databaseSize };
+  }
+
+  /** The counters a Prometheus scrape reads: one row per app and mode, one per refusal reason (docs/metrics.md). */
+  counters() {
+    return this.#counters.read();
   }
 
   /** Whether nothing is left to purge (an idle project's ledger then needs no alarm). */
@@ -509,6 +544,10 @@ export class Ledger {
       p99_ms: null,
       bytes_in: 0,
       bytes_out: 0,
+      failures_app: 0,
+      failures_caller: 0,
+      failures_gateway: 0,
+      error_rate: null,
     });
     const series = Array.from({ length: count }, (_, i) => empty(q.from + i * q.step));
     const grain = grainOf(q.step, q.from, q.to);
@@ -525,6 +564,10 @@ export class Ledger {
         timeouts: s.t,
         bytes_in: s.bi,
         bytes_out: s.bo,
+        failures_app: s.fa,
+        failures_caller: s.fc,
+        failures_gateway: s.fg,
+        error_rate: errorRate(s.fa, s.runs),
       });
     }
     const totalRuns = series.reduce((n, p) => n + p.runs, 0);
@@ -592,10 +635,24 @@ const percentilesOfHistogram = (h: Histogram): Percentiles => ({
   p99_ms: percentileOf(h, 99),
 });
 
+/** The app's failures over the runs; null without runs. */
+export const errorRate = (failures: number, runs: number) => (runs === 0 ? null : failures / runs);
+
 function totalsOf(series: UsagePoint[], percentiles: Percentiles): Omit<UsagePoint, "start"> {
-  const totals = { runs: 0, status_2xx: 0, status_4xx: 0, status_5xx: 0, timeouts: 0, bytes_in: 0, bytes_out: 0 };
+  const totals = {
+    runs: 0,
+    status_2xx: 0,
+    status_4xx: 0,
+    status_5xx: 0,
+    timeouts: 0,
+    bytes_in: 0,
+    bytes_out: 0,
+    failures_app: 0,
+    failures_caller: 0,
+    failures_gateway: 0,
+  };
   for (const p of series) for (const key of Object.keys(totals) as (keyof typeof totals)[]) totals[key] += p[key];
-  return { ...totals, ...percentiles };
+  return { ...totals, error_rate: errorRate(totals.failures_app, totals.runs), ...percentiles };
 }
 
 /** The lowest run id made at `ms` or later (ids begin with their time, 10 characters of Crockford base32). */

@@ -189,6 +189,22 @@ const Figures = {
   status_4xx: z.number().int(),
   status_5xx: z.number().int(),
   timeouts: z.number().int().openapi({ description: "Runs that ended on the gateway's time limit." }),
+  failures_app: z.number().int().openapi({
+    description:
+      "Runs that were the app's failure: its own 5xx, or it could not be reached, answered too slowly, or had no deployment.",
+  }),
+  failures_caller: z.number().int().openapi({
+    description:
+      "Runs that were the caller's mistake: refused by the gateway (size, type, method, a bad parameter or header, a reused key), the app's own 4xx, or the caller's `Cancel-After` passed.",
+  }),
+  failures_gateway: z.number().int().openapi({
+    description: "Runs that were the gateway's failure: a fault of its own (a 5xx problem), an owner stopped mid-run.",
+  }),
+  error_rate: z.number().nullable().openapi({
+    description:
+      "The app's failures over the runs (0 to 1; null without runs): a caller's mistakes and the gateway's faults do not count.",
+    example: 0.02,
+  }),
   p50_ms: z.number().int().nullable().openapi({ description: "Median duration; null without runs." }),
   p95_ms: z.number().int().nullable(),
   p99_ms: z.number().int().nullable(),
@@ -206,8 +222,17 @@ export const UsagePointSchema = z.object({ start: Timestamp, ...Figures }).opena
 export const UsageSchema = z
   .object({
     interval: z.enum(INTERVALS),
-    from: Timestamp.openapi({ description: "The series' start, aligned to the interval." }),
+    from: Timestamp.openapi({
+      description: "The series' start, aligned to the interval: the range the figures cover.",
+    }),
     to: Timestamp.openapi({ description: "The series' end (exclusive), aligned to the interval." }),
+    asked: z.object({ from: Timestamp, to: Timestamp }).openapi({
+      description: "The range as asked (or defaulted: the last 24 hours), before it was widened to whole intervals.",
+    }),
+    widened: z.boolean().openapi({
+      description:
+        "True when `from` or `to` differ from `asked`: the figures cover whole intervals (UTC), so a range that does not align is widened, never narrowed. Ask with aligned bounds (or a finer interval) for exactly the range.",
+    }),
     series: z
       .array(UsagePointSchema)
       .openapi({ description: "One point per interval, oldest first; intervals without runs are zeros." }),
@@ -295,6 +320,42 @@ export const listReceivers = createRoute({
       z.object({ data: z.array(ReceiverHealthSchema) }).openapi("WebhookReceiverHealthList"),
       "One entry per receiver origin, busiest first.",
     ),
+    ...SCOPED_PROBLEMS,
+  },
+});
+
+export const getMetrics = createRoute({
+  operationId: "getMetrics",
+  method: "get",
+  path: "/projects/{project_id}/metrics",
+  tags: ["Usage"],
+  ...requires("usage:read"),
+  summary: "Metrics for Prometheus",
+  description:
+    "The project's figures for a Prometheus (or any OpenMetrics) scrape: runs by app, mode and status class, failures by whose they were " +
+    "(`app`, `caller`, `gateway`), timeouts, run durations as a histogram, bytes each way, refusals by reason (counters since each app's row began), " +
+    "settled webhook deliveries of the last hour by outcome, and paused or disabled receivers (gauges). " +
+    "`Accept: application/openmetrics-text` answers OpenMetrics 1.0 (with `_created` and `# EOF`); anything else the Prometheus text format 0.0.4. " +
+    "Labels are bounded: app, mode, status class, whose, reason, outcome, state; never a path or a caller. A scrape reads one row per app and mode. See docs/metrics.md.",
+  request: { params: ProjectParams },
+  responses: {
+    200: {
+      description: "The metrics, in the format the `Accept` header chose.",
+      content: {
+        "text/plain; version=0.0.4": {
+          schema: z.string().openapi({
+            example:
+              '# HELP gateway_runs_total Runs that ended, by app, mode and status class.\n# TYPE gateway_runs_total counter\ngateway_runs_total{app="hello",mode="sync",status_class="2xx"} 42\n',
+          }),
+        },
+        "application/openmetrics-text; version=1.0.0": {
+          schema: z.string().openapi({
+            example:
+              '# HELP gateway_runs Runs that ended, by app, mode and status class.\n# TYPE gateway_runs counter\ngateway_runs_total{app="hello",mode="sync",status_class="2xx"} 42\ngateway_runs_created{app="hello",mode="sync",status_class="2xx"} 1795000000\n# EOF\n',
+          }),
+        },
+      },
+    },
     ...SCOPED_PROBLEMS,
   },
 });
