@@ -63,7 +63,7 @@ export { KEEPER_SHARDS, keeperName } from "./shard";
  *   write: a count taken after it let 40 runs past a cap of 32) and frees it if the run does not start.
  *   Past them a run is refused (503, or 429 for the caller's share; `Retry-After: 1`), never queued.
  * - A run under an `Idempotency-Key` has its run id in the key's shard (shard.ts), so its retries come
- *   here: the keeper keeps key → run (`run_keys`, 24 hours), and a retry joins the run (`KeptCall.attach`)
+ *   here: the keeper keeps key → run (`run_keys`, 24 hours), and a retry joins the run (`KeptCall.join`)
  *   instead of calling the app again. No D1 round trip: the key is the keeper's.
  */
 
@@ -274,8 +274,8 @@ export class Keeper {
     const answer = held.call
       .then(async (call): Promise<KeyedAnswer> => {
         if (call === null) return { kind: "run", status: "failed" };
-        const attached = await call.attach(until);
-        return attached.kind === "handed_over" ? { kind: "run", status: "running" } : attached;
+        const joined = await call.join(until);
+        return joined.kind === "handed_over" ? { kind: "run", status: "running" } : joined;
       })
       .finally(() => {
         const left = this.joined(runId) - 1;
