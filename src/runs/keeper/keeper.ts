@@ -63,7 +63,7 @@ export { KEEPER_SHARDS, keeperName } from "./shard";
  *   write: a count taken after it let 40 runs past a cap of 32) and frees it if the run does not start.
  *   Past them a run is refused (503, or 429 for the caller's share; `Retry-After: 1`), never queued.
  * - A run under an `Idempotency-Key` has its run id in the key's shard (shard.ts), so its retries come
- *   here: the keeper keeps key → run (`run_keys`, 24 hours), and a retry joins the run (`KeptCall.attach`)
+ *   here: the keeper keeps key → run (`run_keys`, 24 hours), and a retry joins the run (`KeptCall.join`)
  *   instead of calling the app again. No D1 round trip: the key is the keeper's.
  */
 
@@ -79,8 +79,12 @@ const ALARM_HOLD_MS = 14 * 60_000;
  * once) and for the runtime itself. A body is charged from admission to the run's end.
  */
 export const KEEPER_BODY_BYTES_MAX = 48 * 1024 * 1024;
-/** A caller holds at most this part of a keeper's runs (a quarter: 8 of 32, so 64 of a project's 256). */
-export const callerRunsMax = (runsMax: number) => Math.max(1, Math.ceil(runsMax / 4));
+/**
+ * A caller holds at most this part of a keeper's runs (half: 16 of 32, so 128 of a project's 256): the
+ * other half stays for the project's other callers, and a caller alone never meets it by the chance of
+ * its run ids' shards (40 runs in flight put about 5 in each keeper, rarely more than 10).
+ */
+export const callerRunsMax = (runsMax: number) => Math.max(1, Math.ceil(runsMax / 2));
 /**
  * Handed-over runs fill at most this many of a keeper's runs (three quarters: 24 of 32); past it the
  * rest go only to callers with no handed-over run in the keeper, so callers who wait keep their room.
@@ -274,8 +278,8 @@ export class Keeper {
     const answer = held.call
       .then(async (call): Promise<KeyedAnswer> => {
         if (call === null) return { kind: "run", status: "failed" };
-        const attached = await call.attach(until);
-        return attached.kind === "handed_over" ? { kind: "run", status: "running" } : attached;
+        const joined = await call.join(until);
+        return joined.kind === "handed_over" ? { kind: "run", status: "running" } : joined;
       })
       .finally(() => {
         const left = this.joined(runId) - 1;

@@ -48,7 +48,7 @@ export interface KeptCall {
    * still waiting is handed over at once (from then on its answer is stored, so every request of the
    * key can have it); a handed-over run's stored answer if it ends by then, else the hand-over.
    */
-  attach(until: number): Promise<Attached>;
+  join(until: number): Promise<Joined>;
   /** How it ended, once `ended` resolved: its answer went to its caller, or was stored with this status. */
   endedAs(): RunKeyStatus;
 }
@@ -56,8 +56,8 @@ export interface KeptCall {
 /** A key's run as its keeper knows it: in flight, answered to the caller who waited, or stored (its status). */
 export type RunKeyStatus = "running" | "answered" | "succeeded" | "failed";
 
-/** What a retry that joined a run gets (`attach`). */
-export type Attached =
+/** What a retry that joined a run gets (`join`). */
+export type Joined =
   /** The run ended within the retry's wait: its stored answer (the status URL's `result`). */
   | { kind: "whole"; answer: WholeAnswer }
   /** The run goes on past the retry's wait: the retry gets the run resource (202). */
@@ -292,7 +292,7 @@ export function keepCall(parts: KeepParts): KeptCall {
       callerGone = true;
       if (phase === "waiting") void handOver();
     },
-    async attach(until) {
+    async join(until) {
       if (phase === "answered") return { kind: "answered" };
       if (phase === "waiting") void handOver();
       if (!(await handingOver)) return { kind: "whole", answer: refusedAnswer! };

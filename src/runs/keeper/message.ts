@@ -65,7 +65,7 @@ export type KeeperAnswer =
   | { kind: "busy"; reason: BusyReason }
   /**
    * A retry under a key that names run `runId` (its own run id was never used): `answer` is what it gets
-   * (`Attached`), or the run's state when it has ended (`status`), or `reused` for a different request.
+   * (`Joined`), or the run's state when it has ended (`status`), or `reused` for a different request.
    */
   | { kind: "keyed"; runId: string; answer: KeyedAnswer };
 

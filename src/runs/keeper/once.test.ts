@@ -173,7 +173,7 @@ describe("a keeper's capacity", { timeout: 30_000 }, () => {
   it("refuses a run past KEEPER_RUNS_MAX at once, calling nothing, and takes runs again once some ended", async () => {
     const key = watchKey();
     const keeper = env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(`proj_capacity:${key}`));
-    // Callers of their own: a caller holds at most a quarter of a keeper (the keeper's security tests).
+    // Callers of their own: a caller holds at most half of a keeper (the keeper's security tests).
     const kept = (runId: string, caller = `sa:${runId}`): KeptRun => ({
       v: 1,
       runId,
