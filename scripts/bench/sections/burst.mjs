@@ -97,6 +97,8 @@ async function burstOnce(ctx, runs, retryEvery) {
       deliveriesPerS: deliveriesAfter / drainS,
       delivered,
       meanAttemptMs: attempts.reduce((s, a) => s + a.duration_ms, 0) / attempts.length,
+      // The attempts of the drain as the gateway timed them: on a loaded machine far above ANSWER_MS.
+      meanDrainAttemptMs: after.reduce((s, a) => s + a.duration_ms, 0) / Math.max(1, after.length),
       p95FirstAfterRunMs: percentile(lastThousand, 95),
       longestGapMs: longestGap,
     };
@@ -125,7 +127,8 @@ export default {
     const notes = [...fast, ...retried].map(
       (r, i) =>
         `${i < fast.length ? "200s" : "1 in 3 a 404"}: ${r.runs} runs, ${r.backlogAtEnd} still to attempt when the runs ended, drained in ${r.drainS.toFixed(1)} s, ` +
-        `${r.attemptsAfter} attempts (${r.attemptsPerS.toFixed(1)}/s), ${r.delivered} delivered, mean attempt ${r.meanAttemptMs.toFixed(0)} ms, longest gap ${r.longestGapMs} ms`,
+        `${r.attemptsAfter} attempts (${r.attemptsPerS.toFixed(1)}/s), ${r.delivered} delivered, mean attempt ${r.meanAttemptMs.toFixed(0)} ms (${r.meanDrainAttemptMs.toFixed(0)} ms in the drain), ` +
+        `first attempt p95 after its run ${r.p95FirstAfterRunMs} ms (last 1,000), longest gap ${r.longestGapMs} ms`,
     );
     return {
       rows: [
@@ -133,6 +136,11 @@ export default {
           `${runs} deliveries to a receiver answering 200 in ${ANSWER_MS} ms: drained deliveries/s ÷ bound`,
           pick(fast, (r) => r.deliveriesPerS / BOUND_PER_S),
           { unit: "×", digits: 2, key: "burst-fast", target: [">=", 0.8] },
+        ),
+        figure(
+          "… ÷ the bound at the attempt time this machine measured (6 ÷ mean recorded attempt of the drain)",
+          pick(fast, (r) => r.deliveriesPerS / (CONCURRENCY / (r.meanDrainAttemptMs / 1000))),
+          { unit: "×", digits: 2, key: "burst-fast-measured", target: [">=", 0.8] },
         ),
         figure(
           "… the first attempt's p95 after its run, the burst's last 1,000",
@@ -143,6 +151,11 @@ export default {
           `${runs} deliveries, one answer in three a 404 (retried): drained attempts/s ÷ bound`,
           pick(retried, (r) => r.attemptsPerS / BOUND_PER_S),
           { unit: "×", digits: 2, key: "burst-retried", target: [">=", 0.8] },
+        ),
+        figure(
+          "… ÷ the bound at the attempt time this machine measured (6 ÷ mean recorded attempt of the drain)",
+          pick(retried, (r) => r.attemptsPerS / (CONCURRENCY / (r.meanDrainAttemptMs / 1000))),
+          { unit: "×", digits: 2, key: "burst-retried-measured", target: [">=", 0.8] },
         ),
         figure(
           "… the first attempt's p95 after its run, the burst's last 1,000",
