@@ -15,6 +15,7 @@ import { webhooksRouter } from "./webhooks";
 import { asyncRunsRouter } from "./runs/async";
 import { RUN_PROXY_ROUTES } from "./runs/async/routes";
 import { usageRouter } from "./usage";
+import { liveRouter } from "./usage/live";
 
 /** Request bodies of the management API are small JSON documents. */
 export const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -35,6 +36,8 @@ export function createManagementApi() {
   v2.route("/", membersRouter);
   v2.route("/", auditRouter);
   v2.route("/", asyncRunsRouter);
+  // Before the usage API: `…/runs/under-way` and `…/runs/events` are not run ids.
+  v2.route("/", liveRouter);
   v2.route("/", usageRouter);
   registerDocs(v2, RUN_PROXY_ROUTES);
   return v2;

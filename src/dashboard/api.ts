@@ -64,8 +64,8 @@ export function apiClient(c: Context, apiFetch: ApiFetch, caller: Caller) {
   } catch {
     ctx = undefined; // app.request() in tests has none
   }
-  return async function call<T>(method: string, path: string, body?: unknown): Promise<ApiResult<T>> {
-    const headers = new Headers({ Accept: "application/json" });
+  const send = (method: string, path: string, body: unknown, accept: string) => {
+    const headers = new Headers({ Accept: accept });
     if ("adminToken" in caller) headers.set("Authorization", `Bearer ${caller.adminToken}`);
     if (body !== undefined) headers.set("Content-Type", "application/json");
     // The person's address, not the Worker's own: the API's per-address limit and the audit log see who acted.
@@ -80,12 +80,18 @@ export function apiClient(c: Context, apiFetch: ApiFetch, caller: Caller) {
     // The API call serves this page's request: it shares its id (logs, audit log, the problem shown).
     const page = (c.var as { scope?: Scope }).scope;
     if (page) insideRequest(request, page.requestId);
-    const response = await apiFetch(request, c.env as Env, ctx);
+    return apiFetch(request, c.env as Env, ctx);
+  };
+  async function call<T>(method: string, path: string, body?: unknown): Promise<ApiResult<T>> {
+    const response = await send(method, path, body, "application/json");
     const text = await response.text();
     const json = parseJson(text);
     if (response.ok) return { ok: true, status: response.status, data: json as T };
     return { ok: false, problem: toProblem(response.status, json, response.headers.get("x-request-id") ?? "") };
-  };
+  }
+  /** A `GET` whose answer is a stream (server-sent events): the API's response as it is, to pass on. */
+  call.stream = (path: string) => send("GET", path, undefined, "text/event-stream");
+  return call;
 }
 
 export type ApiCall = ReturnType<typeof apiClient>;

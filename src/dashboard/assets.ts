@@ -29,6 +29,58 @@ export const SCRIPT = `"use strict";
       button.addEventListener("click", function () { dialog.close(); });
     });
   });
+  // A page that follows runs (data-live: the project's runs as server-sent events): on each event the page
+  // is fetched again and its live parts (data-live-part) replaced, at most one fetch at a time; a page
+  // without data-live any more (a run that ended) is final, and the stream is closed.
+  var status = document.querySelector("[data-live]");
+  if (status && window.EventSource && window.fetch && window.DOMParser) {
+    var source = null, busy = false, again = false, opened = false, failures = 0;
+    var say = function (text) { status.lastChild.textContent = " " + text; };
+    var refresh = function () {
+      if (busy) { again = true; return; }
+      busy = true;
+      fetch(location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (response) { return response.ok || response.status === 404 ? response.text() : null; })
+        .then(function (html) {
+          if (html === null) return;
+          var fresh = new DOMParser().parseFromString(html, "text/html");
+          document.querySelectorAll("[data-live-part]").forEach(function (part) {
+            var next = fresh.getElementById(part.id);
+            if (next && next.innerHTML !== part.innerHTML) part.innerHTML = next.innerHTML;
+          });
+          if (!fresh.querySelector("[data-live]")) {
+            if (source) source.close();
+            source = null;
+            status.classList.add("ended");
+            say("Ended: this page is final.");
+            announce("The run has ended");
+          }
+        })
+        .catch(function () {})
+        .then(function () { busy = false; if (again && source) { again = false; refresh(); } });
+    };
+    var connect = function () {
+      source = new EventSource(status.getAttribute("data-live"));
+      source.addEventListener("runs", refresh);
+      // What changed between the page and the stream (or while reconnecting) is fetched once.
+      source.addEventListener("open", function () {
+        failures = 0;
+        if (opened || document.querySelector("[data-under-way]") || status.hasAttribute("data-follow")) refresh();
+        opened = true;
+      });
+      source.addEventListener("error", function () {
+        if (source && source.readyState === EventSource.CLOSED) {
+          source = null;
+          if (++failures <= 3) setTimeout(connect, 5000 * failures);
+        }
+      });
+    };
+    status.hidden = false;
+    connect();
+  }
+  // The project's tabs scroll sideways on a phone: the current one is brought into view.
+  var current = document.querySelector('nav.tabs a[aria-current="page"]');
+  if (current && current.scrollIntoView) current.scrollIntoView({ block: "nearest", inline: "center" });
 })();
 `;
 
@@ -176,7 +228,41 @@ svg.spark .base { stroke: var(--line); }
 svg.share { display: block; width: 6rem; height: .5rem; margin-top: .35rem; border-radius: 2px; }
 form.filter.runs > div:first-child { flex: 0 1 14rem; min-width: 10rem; }
 form.filter.runs select { width: auto; min-width: 10rem; }
+.nowrap { white-space: nowrap; }
+/* In a table an id or a URL keeps its letters together (it never squeezes its column to one letter's
+   width): the table grows, and scrolls inside its box. */
+td code { overflow-wrap: break-word; }
+p.live { display: flex; align-items: center; gap: .4rem; font-size: .9rem; margin: 0 0 .5rem; }
+p.live .dot { width: .55rem; height: .55rem; border-radius: 50%; background: var(--ok); flex: none; }
+p.live.ended .dot { background: var(--muted); }
+.card.under-way li { overflow-wrap: anywhere; }
+figure.timeline-bar { margin: 0 0 .75rem; }
+figure.timeline-bar svg { margin-bottom: .25rem; }
+.swatch.stretch-s0 { --c: var(--p50); }
+.swatch.stretch-s1 { --c: var(--p95); }
+.swatch.stretch-s2 { --c: var(--p99); }
+.not-found code { overflow-wrap: anywhere; }
 @media (max-width: 40rem) {
+  /* A compact header: the brand (which leads to every project), the switcher, sign-out; the tabs one
+     line that scrolls sideways inside itself. */
+  header.top { gap: .4rem .6rem; padding: .5rem .75rem; }
+  header.top .who, header.top .all-projects { display: none; }
+  header.top select { max-width: 10rem; }
+  nav.tabs ul { flex-wrap: nowrap; overflow-x: auto; padding: 0 .5rem; scrollbar-width: thin; }
+  nav.tabs a { white-space: nowrap; padding: .5rem .6rem; }
+  main { padding: .75rem; }
+  h1 { font-size: 1.3rem; margin: .25rem 0 .75rem; }
+  /* A run as a few lines: id and time | duration; outcome; app and request; webhook when there is one. */
+  table.runs tr { display: grid; grid-template-columns: minmax(0, 1fr) auto; column-gap: .75rem; padding: .5rem 0; }
+  table.runs td { padding: 0; min-width: 0; }
+  table.runs td[data-label]::before { content: none; }
+  table.runs td.run { grid-column: 1; grid-row: 1; font-size: .85rem; }
+  table.runs td.duration { grid-column: 2; grid-row: 1; text-align: right; font-size: .85rem; }
+  table.runs td.outcome, table.runs td.request, table.runs td.webhook { grid-column: 1 / -1; }
+  table.runs td.outcome br, table.runs td.request br { display: none; }
+  table.runs td.outcome .whose, table.runs td.outcome .muted { margin-left: .4rem; }
+  table.runs td.request code { overflow-wrap: anywhere; }
+  table.runs td.webhook.none { display: none; }
   th.optional, td.optional { display: none; }
   header.top .spacer { display: none; }
   dl.facts { grid-template-columns: 1fr; }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Lines, MIN_SEGMENT, niceTicks, segmentHeights, Sparkline, StackedBars, timeTicks } from "./charts";
-import { ago, bytes, count, duration, percent } from "./format";
+import { ago, bytes, count, duration, durationAxis, percent } from "./format";
 
 const render = async (node: unknown) => String(await (node as { toString(): string | Promise<string> }).toString());
 const HOUR = 3_600_000;
@@ -112,6 +112,31 @@ describe("latency percentiles as lines", () => {
     expect(svg.match(/class="mark"/g)).toHaveLength(1);
     expect(svg).toContain("<title>Nov 25, 16:00 UTC: p95 –</title>");
     expect(svg).toContain(">400 ms<");
+  });
+
+  it("labels its value axis in one unit: seconds up to 100 s, not '75 s' beside '1.7 min'", async () => {
+    const svg = await render(
+      <Lines
+        id="latency"
+        title="Latency"
+        starts={hours(2)}
+        interval="hour"
+        layers={[{ label: "p99", tone: "p99", values: [62_000, 90_000] }]}
+        short={duration}
+        axis={durationAxis}
+        full={duration}
+        summary="p99 90 s."
+      />,
+    );
+    const labels = [...svg.matchAll(/<text x="[\d.]+" y="[\d.]+" dy="0.32em" text-anchor="end">([^<]+)</g)].map(
+      (m) => m[1],
+    );
+    expect(labels.length).toBeGreaterThan(2);
+    for (const label of labels) expect(label).toMatch(/^\d+(\.\d+)? s$/);
+    expect(labels).toContain("100 s");
+    expect(durationAxis(800)(250)).toBe("250 ms");
+    expect(durationAxis(600_000)(90_000)).toBe("1.5 min");
+    expect(durationAxis(5_000)(2_500)).toBe("2.5 s");
   });
 
   it("keeps equal percentiles visible: each its own mark, widest drawn first, at low volume every point", async () => {

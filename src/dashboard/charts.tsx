@@ -30,6 +30,11 @@ export interface ChartProps {
   layers: Layer[];
   /** A value on the axis (short) and in tooltips and the table (full). */
   short: (n: number) => string;
+  /**
+   * The axis's labels in one unit, chosen for its top value (`durationAxis`: "0 s … 100 s", never
+   * "75 s" beside "1.7 min"); `short` without it.
+   */
+  axis?: (top: number) => (n: number) => string;
   full: (n: number) => string;
   /** One sentence for the image's description: what the chart says at a glance. */
   summary: string;
@@ -96,6 +101,7 @@ const fmt = (n: number) => Number(n.toFixed(2)); // fewer bytes of SVG, no visib
 function Frame(props: ChartProps & { max: number; whole?: boolean; children: Child }) {
   const ticks = niceTicks(props.max, props.whole);
   const top = ticks[ticks.length - 1]!;
+  const label = props.axis ? props.axis(top) : props.short;
   const y = (v: number) => fmt(M.top + PLOT_H - (v / top) * PLOT_H);
   const band = PLOT_W / Math.max(props.starts.length, 1);
   return (
@@ -121,7 +127,7 @@ function Frame(props: ChartProps & { max: number; whole?: boolean; children: Chi
             <>
               <line x1={M.left} x2={W - M.right} y1={y(t)} y2={y(t)} />
               <text x={M.left - 6} y={y(t)} dy="0.32em" text-anchor="end">
-                {props.short(t)}
+                {label(t)}
               </text>
             </>
           ))}

@@ -20,6 +20,18 @@ export function duration(ms: number | null | undefined): string {
   return `${(ms / 60_000).toFixed(1).replace(/\.0$/, "")} min`;
 }
 
+const trimmed = (n: number, digits: number) => n.toFixed(digits).replace(/\.?0+$/, "");
+
+/**
+ * An axis of durations in one unit, the one its top value reads best in: ms under a second, seconds
+ * under 5 minutes, then minutes. Every label of the axis has it ("0 s, 25 s, 50 s, 75 s, 100 s").
+ */
+export function durationAxis(top: number): (ms: number) => string {
+  if (top < 1000) return (ms) => `${Math.round(ms)} ms`;
+  if (top < 300_000) return (ms) => `${trimmed(ms / 1000, 2)} s`;
+  return (ms) => `${trimmed(ms / 60_000, 1)} min`;
+}
+
 const BYTE_UNITS = ["B", "kB", "MB", "GB", "TB"] as const;
 
 /** Bytes in SI units (1 kB = 1000 B), as the network speaks of transfer. */

@@ -68,9 +68,11 @@ export function createDashboard(apiFetch: ApiFetch) {
     renderBare(
       c,
       "Page not found",
-      <div class="alert error" role="alert">
+      <div class="alert error not-found" role="alert">
         <h1>Page not found</h1>
-        <p>There is no dashboard page at {c.req.path}.</p>
+        <p>
+          There is no dashboard page at <code>{c.req.path}</code>.
+        </p>
         <p>
           <a href={dashPath("/projects")}>See all projects</a>
         </p>

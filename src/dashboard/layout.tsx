@@ -85,8 +85,10 @@ export async function renderPage(c: DashContext, options: PageOptions, content: 
           </button>
         </form>
         <span class="spacer"></span>
-        <span class="muted">{signedInAs(c)}</span>
-        <a href={dashPath("/projects")}>All projects</a>
+        <span class="muted who">{signedInAs(c)}</span>
+        <a class="all-projects" href={dashPath("/projects")}>
+          All projects
+        </a>
         <form method="post" action={dashPath("/sign-out")}>
           <Csrf token={csrf} />
           <button type="submit" class="secondary">

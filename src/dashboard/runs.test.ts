@@ -25,13 +25,17 @@ describe("dashboard Runs page", () => {
       `curl -X POST &quot;http://localhost/v4/${p.projectId}/${p.ok.appName}/run&quot;`,
     );
     expect(page.html).toMatch(/aria-current="page"[^>]*>Runs</);
-    expect(text(page.html)).not.toContain("Async runs under way");
+    expect(text(page.html)).not.toContain("Under way");
 
-    // An async run not yet finished is on no record yet: it shows as under way, above the list.
+    // A run not yet ended is on no record yet: it shows as under way, above the list (an async one here;
+    // a synchronous one in src/usage/under-way.test.ts and the browser test).
     const queued = await startAsync(p.api, p.ok);
     const later = text((await v.get(`/dashboard/projects/${p.projectId}/runs`)).html);
-    expect(later).toContain(`Async runs under way Queued ${queued.body.run_id} app ${p.ok.appName}`);
+    expect(later).toMatch(new RegExp(`Under way ${queued.body.run_id} ${p.ok.appName} async since .* UTC \\(`));
     expect(later).toContain("No runs yet.");
+    // Followed live by the page's script (its events are the API's stream, passed on).
+    expect(later).toContain("Live: runs appear as they start and end");
+    expect(page.html).toContain(`data-live="/dashboard/projects/${p.projectId}/runs/events"`);
   });
 
   it("lists every run of every mode, newest first, page by page, filtered by app, mode, status class and time", async () => {

@@ -43,6 +43,7 @@ function usage(interval: "minute" | "hour", from: number, buckets: number, runs:
     totals: { ...zero, runs: total, status_2xx: total, refused: {} },
     percentiles: "exact",
     sampled: false,
+    partial: false,
   };
 }
 

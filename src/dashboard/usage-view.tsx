@@ -3,7 +3,7 @@ import { type ApiResult, seg } from "./api";
 import { bucketLabel, INTERVAL_MS, type Interval, Lines, StackedBars } from "./charts";
 import { type DashContext, projectPath } from "./context";
 import { ProblemMessage } from "./components";
-import { bytes, count, countShort, duration, percent } from "./format";
+import { bytes, count, countShort, duration, durationAxis, percent } from "./format";
 import type { Usage, UsageTotals } from "./usage-types";
 
 /** The time ranges a person picks from; each shows its own bucket size (60, 24 and 168 bars). */
@@ -219,6 +219,7 @@ export function UsageCharts({ usage, window, idPrefix }: { usage: Usage; window:
           { label: "p99", tone: "p99", values: pick((p) => p.p99_ms) },
         ]}
         short={duration}
+        axis={durationAxis}
         full={duration}
         summary={`${capital(window.during)}: p50 ${duration(t.p50_ms)}, p95 ${duration(t.p95_ms)}, p99 ${duration(t.p99_ms)}.`}
       />
@@ -314,6 +315,8 @@ export function UsageSection(props: {
         {usage.data.percentiles === "histogram" && " Percentiles come from per-minute histograms here (within 5 %)."}
         {usage.data.sampled &&
           " Some of the range's run records were sampled; counts, bytes and status classes stay exact."}
+        {usage.data.partial &&
+          " This app's figures may miss runs of the range (the project's usage store was full); the project's figures count them all."}
       </p>
     </>
   );

@@ -19,6 +19,7 @@ import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
 import { outcomePath, type RunMode, type RunStart } from "./outcome";
 import { cancelAfter, waitPreference } from "./preferences";
+import { keyShard, runIdInShard } from "./keeper/shard";
 
 /**
  * The admit stage: everything checked before the app is called. The caller's key, the project's run
@@ -224,8 +225,11 @@ export function startOf(
   acceptedAt: number,
 ): RunStart & { query: URLSearchParams | null } {
   const query = queryOf(request.url);
+  const id = newId("run", acceptedAt);
+  // A run under a key gets an id in the key's keeper shard: a waited run's retries reach its keeper.
+  const key = request.headers.get("idempotency-key");
   return {
-    runId: newId("run", acceptedAt),
+    runId: key === null ? id : runIdInShard(id, keyShard(caller.id, key)),
     projectId: target.projectId,
     appName: target.appName,
     path: outcomePath(target.appPath),

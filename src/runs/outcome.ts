@@ -111,6 +111,11 @@ export interface RunRefusal {
  * runs/ names usage; the port is all it knows. Neither method may throw or be awaited on a run's path.
  */
 export interface OutcomePort {
+  /**
+   * A run was admitted (its app known, its request accepted): under way until its outcome, which
+   * closes it. Synchronous, waited and async runs alike, from the Worker that admitted them.
+   */
+  started(scope: Scope, start: RunStart): void;
   /** A run has ended: its one outcome. */
   ended(scope: Scope, outcome: RunOutcome): void;
   /** A request was refused before its app was known. */

@@ -51,12 +51,16 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     annotateInvocation({ app_name: target.appName });
     admitted = await admitRequest(scope, request, target, start, caller, deployment, (bytes) => (bodyRead += bytes));
     caller.markUsed();
+    // Under way from here until its outcome (every mode: the list of runs under way needs no D1 write);
+    // an async run once it is queued, unless the request replayed another run (that one is under way).
+    if (!admitted.isAsync) outcomes.started(scope, { ...start, mode: modeOf(admitted) });
     // The app's request, the same for every mode: called now, by the run's keeper, or stored for its consumer.
     const appRequest = appRequestOf(request, admitted);
     if (admitted.isAsync) {
       // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
       const response = await queueAsyncRun(scope, request, admitted, appRequest);
       end.handedOff();
+      if (response.headers.get("idempotent-replayed") !== "true") outcomes.started(scope, { ...start, mode: "async" });
       return response;
     }
     if (admitted.webSocket) {

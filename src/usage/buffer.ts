@@ -1,7 +1,7 @@
 import { log } from "../platform/log";
 import { retry } from "../platform/retry";
 import type { Scope } from "../platform/scope";
-import type { RunRecord } from "./run-record";
+import type { RunRecord, RunStartRecord } from "./run-record";
 import { ledgerOf } from "./ledger-client";
 import { messagesOf } from "./message";
 import type { RunRefusal } from "../runs/outcome";
@@ -13,6 +13,11 @@ import { hourOf, reasonOf, type RefusalCount } from "./refusals";
  * `waitUntil` of the run that filled the batch or of the run that started the flush timer. One call per
  * run would cost about 0.25 ms of CPU (a Durable Object RPC, measured in the benchmark); a batch of n
  * divides that by n.
+ *
+ * A run's start (`holdStart`, at its admission) waits here the same way, so that the ledger knows the
+ * runs under way without a D1 write on the run's path; when the run's record comes before the start has
+ * left (a run shorter than the flush delay, the common case), the start is dropped and never sent: a
+ * short run costs one more map entry, set and deleted, and the ledger nothing.
  *
  * Loss window: records wait at most `USAGE_FLUSH_MS` (1 s by default) in memory, always under a
  * pending `waitUntil`, which the platform honours for 30 s even after the caller hangs up. They are lost
@@ -28,6 +33,8 @@ const HELD_MAX = 10_000;
 const COUNTS_MAX = 10_000;
 
 let held: RunRecord[] = [];
+/** Starts held, by run id: a record that comes while its start is still here takes it out. */
+let starting = new Map<string, RunStartRecord>();
 /** Refusals held, one count per project, hour and reason: a flood of 429s is one entry, whatever its rate. */
 let refused = new Map<string, RefusalCount>();
 /** The pending flush timer: the invocation whose `waitUntil` holds it, and how to end its wait early. */
@@ -40,8 +47,20 @@ export function holdRecord(scope: Scope, record: RunRecord): void {
     log("error", "usage record dropped: buffer full", { run_id: record.run_id, project_id: record.project_id });
     return;
   }
+  starting.delete(record.run_id);
   held.push(record);
-  leaveSoon(scope, held.length >= BATCH_MAX);
+  leaveSoon(scope, held.length + starting.size >= BATCH_MAX);
+}
+
+/** A run was admitted: it is under way until its record comes (src/usage/ledger.ts `underWay`). */
+export function holdStart(scope: Scope, start: RunStartRecord): void {
+  if (!scope.config.usage.recording) return;
+  if (held.length + starting.size >= HELD_MAX) {
+    log("error", "usage start dropped: buffer full", { run_id: start.run_id, project_id: start.project_id });
+    return;
+  }
+  starting.set(start.run_id, start);
+  leaveSoon(scope, held.length + starting.size >= BATCH_MAX);
 }
 
 /** Adds a refusal to its project's count for its hour and reason; the count leaves with the next batch. */
@@ -100,7 +119,7 @@ function leaveSoon(scope: Scope, full: boolean): void {
  * resolved only from the context that made it).
  */
 export function sendHeldNow(env: Env, ctx: Scope["ctx"]): void {
-  if (held.length === 0 && refused.size === 0) return;
+  if (held.length === 0 && refused.size === 0 && starting.size === 0) return;
   if (timer?.ctx === ctx) timer.wake();
   else ctx.waitUntil(flush(env));
 }
@@ -114,26 +133,30 @@ export function sendHeldNow(env: Env, ctx: Scope["ctx"]): void {
  * holds, so a retry never counts a run twice.
  */
 export async function flush(env: Env): Promise<void> {
-  if (held.length === 0 && refused.size === 0) return;
+  if (held.length === 0 && refused.size === 0 && starting.size === 0) return;
   const batch = held;
   const counts = [...refused.values()];
+  const started = [...starting.values()];
   held = [];
   refused = new Map();
-  const byProject = new Map<string, { records: RunRecord[]; refusals: RefusalCount[] }>();
+  starting = new Map();
+  const byProject = new Map<string, { records: RunRecord[]; refusals: RefusalCount[]; starts: RunStartRecord[] }>();
   const of = (project: string) => {
     let entry = byProject.get(project);
-    if (!entry) byProject.set(project, (entry = { records: [], refusals: [] }));
+    if (!entry) byProject.set(project, (entry = { records: [], refusals: [], starts: [] }));
     return entry;
   };
   for (const record of batch) of(record.project_id).records.push(record);
   for (const count of counts) of(count.project_id).refusals.push(count);
-  if (byProject.size > 1 && (await toQueue(env, batch, counts))) return;
-  for (const [project, { records, refusals }] of byProject) {
-    if (!(await twice(() => ledgerOf(env, project).add(records, refusals)))) {
+  for (const start of started) of(start.project_id).starts.push(start);
+  if (byProject.size > 1 && (await toQueue(env, batch, counts, started))) return;
+  for (const [project, { records, refusals, starts }] of byProject) {
+    if (!(await twice(() => ledgerOf(env, project).add(records, refusals, starts)))) {
       log("error", "usage records lost: the ledger refused them twice", {
         project_id: project,
         records: records.length,
         refusals: refusals.length,
+        starts: starts.length,
       });
     }
   }
@@ -146,8 +169,13 @@ const twice = (send: () => Promise<unknown>): Promise<boolean> =>
     () => false,
   );
 
-async function toQueue(env: Env, batch: RunRecord[], refusals: RefusalCount[]): Promise<boolean> {
-  for (const message of messagesOf(batch, refusals)) {
+async function toQueue(
+  env: Env,
+  batch: RunRecord[],
+  refusals: RefusalCount[],
+  starts: RunStartRecord[],
+): Promise<boolean> {
+  for (const message of messagesOf(batch, refusals, starts)) {
     if (!(await twice(() => env.USAGE_QUEUE.send(message, { contentType: "json" })))) return false;
   }
   return true;

@@ -10,6 +10,7 @@ import { EXPORT_TYPES, type ExportFormat, exportHeaders, exportStream, formatOf 
 import type { Context } from "hono";
 import type { z } from "@hono/zod-openapi";
 import type { AppEnv } from "../platform/scope";
+import { defaultReceiverSettings, projectReceiverSettings } from "../webhooks/receiver-settings";
 import { ledgerOf } from "./ledger-client";
 import { RECORDS_RETENTION_MS, ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
 import {
@@ -315,6 +316,7 @@ export const usageRouter = createRouter()
         },
         percentiles: figures.percentiles,
         sampled: figures.sampled,
+        partial: figures.partial,
       },
       200,
     );
@@ -354,5 +356,14 @@ export const usageRouter = createRouter()
     const to = time(q.to) ?? now + 1;
     const from = time(q.from) ?? now - 7 * DAY_MS;
     checkedRange(from, to);
-    return c.json({ data: await receiversHealth(c.var.scope.db, project_id, from, to) }, 200);
+    const [health, settings] = await Promise.all([
+      receiversHealth(c.var.scope.db, project_id, from, to),
+      projectReceiverSettings(c.var.scope.db, project_id),
+    ]);
+    const concurrency = new Map(settings.map((s) => [s.origin, s.concurrency]));
+    const data = health.map((h) => ({
+      ...h,
+      concurrency: concurrency.get(h.origin) ?? defaultReceiverSettings(project_id, h.origin).concurrency,
+    }));
+    return c.json({ data }, 200);
   });

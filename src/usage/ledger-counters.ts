@@ -138,8 +138,11 @@ export class Counters {
     row.buckets[bucketOf(r.duration_ms)]!++;
   }
 
-  /** Adds the batch to the stored rows (made at `now` when new). */
-  write(now: number): void {
+  /**
+   * Adds the batch to the stored rows (made at `now` when new). A full ledger (`newRows` false, the
+   * rollups' rule: docs/usage.md) makes no new row: an app's first runs past the bound are not counted.
+   */
+  write(now: number, newRows = true): void {
     for (const add of this.#batch.values()) {
       const old = this.sql
         .exec<Record<string, SqlStorageValue>>(
@@ -148,6 +151,7 @@ export class Counters {
           add.mode,
         )
         .toArray()[0];
+      if (!old && !newRows) continue;
       const row = old ? rowOf(old) : zero(add.app_name, add.mode, now);
       for (const key of SUMMED) row[key] += add[key];
       row.buckets = row.buckets.map((n, i) => n + (add.buckets[i] ?? 0));

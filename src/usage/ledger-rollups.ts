@@ -198,15 +198,28 @@ export class Rollups {
     mergeHistograms(roll.hist, JSON.parse(row.hist) as Histogram);
   }
 
-  /** Writes the batch's rolls, each added to its row. */
-  write(): void {
+  /**
+   * Writes the batch's rolls, each added to its row. With `newAppRows` false (the ledger is full: past
+   * `STOP_FACTOR` times its bound, ledger.ts) an app's roll is added only to a row it already has: a
+   * new app's rows, or an app's new minute, hour or day, are not made, and their runs are counted in the
+   * project's rows alone, whose number is bounded by time (1,465 a day) whatever the apps. Answers the
+   * span of the intervals whose app rows were not made (`null`: none).
+   */
+  write(newAppRows = true): { from: number; to: number } | null {
+    let from = Infinity;
+    let to = -Infinity;
     for (const roll of this.#rolls.values()) {
-      const { table, column } = GRAINS[roll.grain];
+      const { table, column, ms } = GRAINS[roll.grain];
       const old = this.sql
         .exec<{
           hist: string;
         }>(`SELECT hist FROM ${table} WHERE app_name = ? AND ${column} = ?`, roll.app_name, roll.start)
         .toArray()[0];
+      if (!old && !newAppRows && roll.app_name !== PROJECT) {
+        from = Math.min(from, roll.start);
+        to = Math.max(to, roll.start + ms);
+        continue;
+      }
       const hist = old ? mergeHistograms(JSON.parse(old.hist) as Histogram, roll.hist) : roll.hist;
       this.sql.exec(
         `INSERT INTO ${table} (app_name, ${column}, runs, status_2xx, status_4xx, status_5xx, timeouts, bytes_in, bytes_out, failures_app, failures_caller, failures_gateway, hist) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ` +
@@ -230,6 +243,7 @@ export class Rollups {
     }
     this.#rolls.clear();
     this.#derivedFrom = null;
+    return from < to ? { from, to } : null;
   }
 
   /**

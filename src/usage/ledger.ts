@@ -1,4 +1,4 @@
-import { endedInTimeout, type RunRecord, type StatusClass, whoseFailure } from "./run-record";
+import { endedInTimeout, type RunRecord, type RunStartRecord, type StatusClass, whoseFailure } from "./run-record";
 import { DAY_MS } from "../platform/time";
 import type { RunEnding, RunMode } from "../runs/outcome";
 import { type Histogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
@@ -72,6 +72,16 @@ export const SLICE_PAUSE_MS = 1_000;
  * shared machine (the bench), past the 200 ms target; a quarter of that keeps the worst list well inside it.
  */
 export const SCAN_MAX = 25_000;
+/**
+ * How long a run stays under way without its record: an owner that died between the run's start and
+ * its end (a crashed isolate) leaves a start that no record closes; past this it is no longer shown,
+ * and the daily purge drops it. An hour is past any synchronous run's wait for its app (the run timeout)
+ * and the 15 minutes of a queue consumer's invocation; a run that streams longer drops off the list
+ * and is back, as a record, when it ends.
+ */
+export const UNDER_WAY_MAX_MS = 3_600_000;
+/** Runs under way a ledger keeps at most: past this a start is not kept (its record is, as always). */
+export const UNDER_WAY_KEPT_MAX = 10_000;
 /** How long after its admission a run may get its id (a body read whole has the run's deadline, far less). */
 const ID_SKEW_MS = 3_600_000;
 
@@ -121,6 +131,18 @@ const SCHEMA = [
     PRIMARY KEY (app_name, minute)
   ) WITHOUT ROWID`,
   "CREATE INDEX IF NOT EXISTS rollups_minute ON rollups (minute)",
+  // Runs admitted whose record has not come yet (a new table: made in old ledgers too, IF NOT EXISTS).
+  `CREATE TABLE IF NOT EXISTS under_way (
+    run_id TEXT PRIMARY KEY,
+    app_name TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    caller TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  ) WITHOUT ROWID`,
+  "CREATE INDEX IF NOT EXISTS under_way_created ON under_way (created_at)",
   // Requests refused before their app was known: one row per hour and reason, whatever their number.
   `CREATE TABLE IF NOT EXISTS refusals (
     hour INTEGER NOT NULL,
@@ -189,6 +211,19 @@ export interface StoredRun extends Omit<RunRecord, "webhook" | "project_id" | "e
   webhook: number;
 }
 
+/** The runs under way a list asks for (`now` bounds their age: `UNDER_WAY_MAX_MS`). */
+export interface UnderWayQuery {
+  now: number;
+  limit: number;
+  app_name?: string;
+  run_id?: string;
+  /** Only the runs of these callers (`undefined`: every caller's). */
+  callers?: string[];
+}
+
+/** A run under way as the ledger answers it. */
+export type StoredStart = Omit<RunStartRecord, "project_id">;
+
 export interface BucketQuery {
   /** Bucket bounds, aligned to `step` by the caller: [from, to). */
   from: number;
@@ -226,6 +261,11 @@ export interface UsageFigures {
   /** Whether records in the range were sampled (the runs list then shows one run in `SAMPLE_EVERY` for that time). */
   sampled: boolean;
   /**
+   * One app's figures only: whether they may miss runs of the range, counted in the project's figures
+   * alone while the ledger was full (past `STOP_FACTOR` times its bound, no new row of an app is made).
+   */
+  partial: boolean;
+  /**
    * Requests refused before their app was known, per reason, in the hours the range touches (counted by
    * the hour); the known reasons with zeros. Empty for one app's figures: a refusal has no app.
    */
@@ -239,8 +279,8 @@ const msOrNull = (value: number | null) => (value === null ? null : ms(value));
 const sampleKeeps = (runId: string) =>
   (runId.charCodeAt(runId.length - 1) * 32 + runId.charCodeAt(runId.length - 2)) % SAMPLE_EVERY === 0;
 
-/** A record with each string cut to its `FIELD_MAX`. */
-const bounded = (r: RunRecord): RunRecord => {
+/** A record (or a start) with each string cut to its `FIELD_MAX`. */
+const bounded = <R extends RunStartRecord>(r: R): R => {
   const cut = { ...r };
   for (const field of Object.keys(FIELD_MAX) as (keyof typeof FIELD_MAX)[]) {
     const value = String(r[field]);
@@ -296,8 +336,14 @@ export class Ledger {
    * transaction of the object's storage. Whether the ledger is full is read once a batch: a batch
    * (at most a queue batch's worth, ~10 MB) is what the bound may be passed by.
    */
-  add(records: RunRecord[], refusals: RefusalCount[] = [], now = Date.now()): { added: number } {
+  add(
+    records: RunRecord[],
+    refusals: RefusalCount[] = [],
+    starts: RunStartRecord[] = [],
+    now = Date.now(),
+  ): { added: number } {
     this.#count(refusals, now);
+    this.#start(starts, records);
     let kept = this.#meta("records") ?? 0;
     let added = 0;
     const size = records.length > 0 ? this.#sql.databaseSize : 0;
@@ -345,9 +391,72 @@ export class Ledger {
       this.#counters.count(counted);
     }
     this.#setMeta("records", kept);
-    this.#rollups.write();
-    this.#counters.write(now);
+    // Full: only rows that exist, and the project's, are written (the bound holds for any number of apps).
+    const dropped = this.#rollups.write(!stopped);
+    if (dropped) {
+      this.#setMeta("apps_dropped_until", Math.max(this.#meta("apps_dropped_until") ?? 0, dropped.to));
+      this.#setMeta("apps_dropped_since", Math.min(this.#meta("apps_dropped_since") ?? dropped.from, dropped.from));
+    }
+    this.#counters.write(now, !stopped);
     return { added };
+  }
+
+  /**
+   * Keeps the batch's starts as runs under way, then closes every run whose record came: a start whose
+   * record is in this batch or already held is not kept (a queue message may bring a start after its
+   * record). The closing deletes are skipped when nothing is under way (the busy case of short runs,
+   * whose starts never left their isolate).
+   */
+  #start(starts: RunStartRecord[], records: RunRecord[]): void {
+    const ended = new Set(records.map((r) => r.run_id));
+    let kept = starts.length > 0 ? this.#sql.exec<{ n: number }>("SELECT count(*) AS n FROM under_way").one().n : 0;
+    for (const start of starts) {
+      if (ended.has(start.run_id) || kept >= UNDER_WAY_KEPT_MAX) continue;
+      const s = bounded(start);
+      if (this.#sql.exec("SELECT 1 FROM runs WHERE run_id = ?", s.run_id).toArray().length > 0) continue;
+      const cursor = this.#sql.exec(
+        "INSERT INTO under_way (run_id, app_name, mode, method, path, caller, request_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
+        s.run_id,
+        s.app_name,
+        s.mode,
+        s.method,
+        s.path,
+        s.caller,
+        s.request_id,
+        s.created_at,
+      );
+      kept += cursor.rowsWritten > 0 ? 1 : 0;
+    }
+    if (records.length === 0 || this.#sql.exec("SELECT 1 FROM under_way LIMIT 1").toArray().length === 0) return;
+    for (const record of records) this.#sql.exec("DELETE FROM under_way WHERE run_id = ?", record.run_id);
+  }
+
+  /**
+   * The runs under way, newest first: admitted less than `UNDER_WAY_MAX_MS` ago and no record yet (of
+   * one app, of one run id, of some callers, as asked).
+   */
+  underWay(q: UnderWayQuery): StoredStart[] {
+    const where = ["created_at >= ?"];
+    const args: SqlStorageValue[] = [q.now - UNDER_WAY_MAX_MS];
+    if (q.app_name !== undefined) {
+      where.push("app_name = ?");
+      args.push(q.app_name);
+    }
+    if (q.run_id !== undefined) {
+      where.push("run_id = ?");
+      args.push(q.run_id);
+    }
+    if (q.callers !== undefined) {
+      where.push(`caller IN (${q.callers.map(() => "?").join(", ") || "NULL"})`);
+      args.push(...q.callers);
+    }
+    return this.#sql
+      .exec<StoredStart & Record<string, SqlStorageValue>>(
+        `SELECT run_id, app_name, mode, method, path, caller, request_id, created_at FROM under_way WHERE ${where.join(" AND ")} ORDER BY run_id DESC LIMIT ?`,
+        ...args,
+        Math.floor(q.limit),
+      )
+      .toArray();
   }
 
   /** Adds refusal counts to their (hour, reason) rows; a reason that is no problem code counts as `other`. */
@@ -406,11 +515,18 @@ export class Ledger {
     const rollups = this.#rollups.purge(now - ROLLUPS_RETENTION_MS, PURGE_SLICE);
     this.#counters.purge(now - COUNTERS_IDLE_MS);
     this.#sql.exec("DELETE FROM refusals WHERE hour < ?", now - ROLLUPS_RETENTION_MS);
+    // Starts no record closed (their owner died): bounded by the concurrency of an hour, one statement.
+    this.#sql.exec("DELETE FROM under_way WHERE created_at < ?", now - UNDER_WAY_MAX_MS);
     this.#setMeta("records", Math.max(0, (this.#meta("records") ?? 0) - records));
     // Sampling that ended before the records' window is history: nothing sampled is left to report.
     const until = this.#meta("sampled_until");
     if (until !== null && until < now - RECORDS_RETENTION_MS) {
       this.#sql.exec("DELETE FROM meta WHERE key IN ('sampled_since', 'sampled_until')");
+    }
+    // Likewise the apps' rows not made while the ledger was full, once that time is past the rollups' retention.
+    const dropped = this.#meta("apps_dropped_until");
+    if (dropped !== null && dropped < now - ROLLUPS_RETENTION_MS) {
+      this.#sql.exec("DELETE FROM meta WHERE key IN ('apps_dropped_since', 'apps_dropped_until')");
     }
     const deriving = this.#rollups.derive(now - ROLLUPS_RETENTION_MS);
     return { records, rollups, more: records >= PURGE_SLICE || rollups >= PURGE_SLICE || deriving };
@@ -444,7 +560,8 @@ export class Ledger {
       this.#sql.exec("SELECT 1 FROM rollups LIMIT 1").toArray().length === 0 &&
       this.#sql.exec("SELECT 1 FROM rollups_day LIMIT 1").toArray().length === 0 &&
       this.#sql.exec("SELECT 1 FROM runs LIMIT 1").toArray().length === 0 &&
-      this.#sql.exec("SELECT 1 FROM refusals LIMIT 1").toArray().length === 0
+      this.#sql.exec("SELECT 1 FROM refusals LIMIT 1").toArray().length === 0 &&
+      this.#sql.exec("SELECT 1 FROM under_way LIMIT 1").toArray().length === 0
     );
   }
 
@@ -453,6 +570,13 @@ export class Ledger {
     const since = this.#meta("sampled_since");
     const until = this.#meta("sampled_until");
     return since !== null && until !== null && since < to && until >= from;
+  }
+
+  /** Whether [from, to) meets intervals whose app rows were not made (the ledger was full). */
+  #appsDropped(from: number, to: number): boolean {
+    const since = this.#meta("apps_dropped_since");
+    const until = this.#meta("apps_dropped_until");
+    return since !== null && until !== null && since < to && until > from;
   }
 
   /** One record by its run id (of one of `callers`, when given); `null` when the ledger has none. */
@@ -561,6 +685,7 @@ export class Ledger {
     const totalRuns = series.reduce((n, p) => n + p.runs, 0);
     const refused = q.app_name === undefined ? this.#refused(q.from, q.to) : {};
     const sampled = this.#sampled(q.from, q.to);
+    const partial = q.app_name !== undefined && this.#appsDropped(q.from, q.to);
     const exact = !sampled && q.from >= q.now - RECORDS_RETENTION_MS && totalRuns <= EXACT_MAX;
     const all: number[] = [];
     if (exact) {
@@ -592,11 +717,19 @@ export class Ledger {
         totals: totalsOf(series, percentilesOfHistogram(total)),
         percentiles: "histogram",
         sampled,
+        partial,
         refused,
       };
     }
     all.sort((a, b) => a - b);
-    return { series, totals: totalsOf(series, percentilesOfSorted(all)), percentiles: "exact", sampled, refused };
+    return {
+      series,
+      totals: totalsOf(series, percentilesOfSorted(all)),
+      percentiles: "exact",
+      sampled,
+      partial,
+      refused,
+    };
   }
 }
 

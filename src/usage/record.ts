@@ -1,6 +1,6 @@
 import type { Scope } from "../platform/scope";
-import type { OutcomePort, RunOutcome, RunRefusal } from "../runs/outcome";
-import { holdRecord, holdRefusal } from "./buffer";
+import type { OutcomePort, RunOutcome, RunRefusal, RunStart } from "../runs/outcome";
+import { holdRecord, holdRefusal, holdStart } from "./buffer";
 import type { RunRecord } from "./run-record";
 
 export type { RunRecord } from "./run-record";
@@ -49,6 +49,28 @@ export function recordRun(scope: Scope, outcome: RunOutcome): void {
   }
 }
 
+/**
+ * A run admitted: held as under way until its record comes (src/usage/buffer.ts `holdStart`). Never
+ * awaited, never throws, as a record.
+ */
+export function recordStart(scope: Scope, start: RunStart): void {
+  try {
+    holdStart(scope, {
+      run_id: start.runId,
+      project_id: start.projectId,
+      app_name: start.appName,
+      mode: start.mode,
+      method: start.method,
+      path: start.path,
+      caller: start.caller,
+      request_id: start.requestId,
+      created_at: start.acceptedAt,
+    });
+  } catch {
+    // A start is worth less than the run.
+  }
+}
+
 /** A request refused before its app was known: counted per project, hour and reason, never a record (src/usage/refusals.ts). */
 export function countRefusal(scope: Scope, refusal: RunRefusal): void {
   try {
@@ -59,4 +81,4 @@ export function countRefusal(scope: Scope, refusal: RunRefusal): void {
 }
 
 /** Usage as the receiver of runs' outcomes: what the root hands every owner of a run. */
-export const usageOutcomes: OutcomePort = { ended: recordRun, refused: countRefusal };
+export const usageOutcomes: OutcomePort = { started: recordStart, ended: recordRun, refused: countRefusal };

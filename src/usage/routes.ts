@@ -287,6 +287,12 @@ export const UsageSchema = z
     sampled: z.boolean().openapi({
       description: "Whether the range's run records were sampled (counts, bytes and status classes stay exact).",
     }),
+    partial: z.boolean().openapi({
+      description:
+        "With `app_name`: whether the app's figures may miss runs of the range. While a project's ledger is full (1.6 times " +
+        "`USAGE_LEDGER_BYTES_MAX`), no new row of an app is made and those runs are counted in the project's figures alone, " +
+        "which stay exact. Always false without `app_name`.",
+    }),
   })
   .openapi("Usage");
 
@@ -342,6 +348,10 @@ export const ReceiverHealthSchema = z
       description: "95th percentile, over delivered ones, of the time from the run to the receiver's 2xx.",
     }),
     last_failure: z.object({ at: Timestamp, reason: z.string() }).nullable(),
+    concurrency: z.number().int().openapi({
+      description:
+        "Requests in flight to it at once, as set with `PATCH …/webhook-receivers/{origin}` (6 when never set; 1 is ordered).",
+    }),
   })
   .openapi("WebhookReceiverHealth");
 

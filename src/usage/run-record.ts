@@ -41,6 +41,17 @@ export interface RunRecord {
   created_at: number;
 }
 
+/**
+ * A run under way, as the usage store learns of it at its admission (src/usage/buffer.ts `holdStart`):
+ * what is known before the run has ended. Its record (`RunRecord`, same `run_id`) closes it. A start
+ * costs the run what a record does (a push into the isolate's buffer); one whose record comes within the
+ * same flush never leaves the isolate, so a short run costs the ledger nothing more.
+ */
+export type RunStartRecord = Pick<
+  RunRecord,
+  "run_id" | "project_id" | "app_name" | "mode" | "method" | "path" | "caller" | "request_id" | "created_at"
+>;
+
 /** Endings that count as a timeout in the usage figures: the gateway's time limits, and the caller's deadline. */
 export const endedInTimeout = (ending: RunEnding) => ending === "timeout" || ending === "deadline";
 

@@ -9,11 +9,16 @@ import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
 import { endingText, OutcomeBadge } from "../run-outcome";
 import type { RunRecordItem } from "../usage-types";
+import type { RunUnderWaySchema } from "../../usage/live";
+import { LiveStatus } from "./runs";
 import { Attempts, type Delivery, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
 import { type ProjectItem, ProjectHeading, withProject } from "./project";
 
 /** An async or handed-over run's own state and stored result (`GET /v2/projects/{project_id}/async-runs/{run_id}`). */
 type AsyncRunItem = z.infer<typeof AsyncRunSchema>;
+
+/** A run under way, as `GET /v2/projects/{project_id}/runs/under-way?run_id=` answers it. */
+type RunUnderWay = z.infer<typeof RunUnderWaySchema>;
 
 /** The most of a stored result the page shows; the rest is a link away (the status URL). */
 const RESULT_SHOWN_CHARS = 20_000;
@@ -29,8 +34,12 @@ export interface Moment {
  * the record (its moments) and an async or handed-over run's state (its times) tell them; each once, in
  * order. A record from before the moments were kept still gives its end (and a stream's first byte).
  */
-export function timelineOf(record: RunRecordItem | null, run: AsyncRunItem | null): Moment[] {
-  const acceptedAt = Date.parse(record?.created_at ?? run?.created_at ?? "");
+export function timelineOf(
+  record: RunRecordItem | null,
+  run: AsyncRunItem | null,
+  underWay: { created_at: string } | null = null,
+): Moment[] {
+  const acceptedAt = Date.parse(record?.created_at ?? run?.created_at ?? underWay?.created_at ?? "");
   if (Number.isNaN(acceptedAt)) return [];
   const times = record?.times;
   const after = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : acceptedAt + ms);
@@ -57,7 +66,8 @@ export function timelineOf(record: RunRecordItem | null, run: AsyncRunItem | nul
 
 /**
  * The timeline as one bar, each stretch between two moments in proportion to its length (a run that
- * waited 9 s for its app and streamed for 1 s looks it), named by the moment that ends it.
+ * waited 9 s for its app and streamed for 1 s looks it), named by the moment that ends it; its legend
+ * says in words what each colour is (colours take turns: a run has up to five stretches).
  */
 function TimelineBar({ moments }: { moments: Moment[] }) {
   const start = moments[0]!.at;
@@ -65,29 +75,47 @@ function TimelineBar({ moments }: { moments: Moment[] }) {
   if (moments.length < 2 || total <= 0) return null;
   const W = 480;
   const x = (at: number) => Number((((at - start) / total) * W).toFixed(2));
+  const stretches = moments.slice(1).map((m, i) => ({
+    from: moments[i]!,
+    to: m,
+    tone: `s${i % 3}`,
+    label: `${moments[i]!.what} → ${m.what}: ${duration(m.at - moments[i]!.at)}`,
+  }));
   return (
-    <svg
-      class="timeline-bar"
-      viewBox={`0 0 ${W} 14`}
-      role="img"
-      aria-label={`From acceptance to end: ${duration(total)}`}
-    >
-      {moments.slice(1).map((m, i) => (
-        <rect
-          class={`stretch s${i % 3}`}
-          x={x(moments[i]!.at)}
-          y="2"
-          width={Math.max(x(m.at) - x(moments[i]!.at), 1)}
-          height="10"
-        >
-          <title>{`${moments[i]!.what} → ${m.what}: ${duration(m.at - moments[i]!.at)}`}</title>
-        </rect>
-      ))}
-    </svg>
+    <figure class="timeline-bar">
+      <svg
+        class="timeline-bar"
+        viewBox={`0 0 ${W} 14`}
+        role="img"
+        aria-label={`From acceptance to end: ${duration(total)}`}
+      >
+        {stretches.map((s) => (
+          <rect
+            class={`stretch ${s.tone}`}
+            x={x(s.from.at)}
+            y="2"
+            width={Math.max(x(s.to.at) - x(s.from.at), 1)}
+            height="10"
+          >
+            <title>{s.label}</title>
+          </rect>
+        ))}
+      </svg>
+      <figcaption>
+        <ul class="legend">
+          {stretches.map((s) => (
+            <li>
+              <span class={`swatch stretch-${s.tone}`} aria-hidden="true"></span>
+              {s.label}
+            </li>
+          ))}
+        </ul>
+      </figcaption>
+    </figure>
   );
 }
 
-function Timeline({ moments }: { moments: Moment[] }) {
+function Timeline({ moments, underWaySince }: { moments: Moment[]; underWaySince?: number }) {
   if (moments.length === 0) return <p class="muted">No moments are known for this run.</p>;
   const start = moments[0]!.at;
   return (
@@ -104,8 +132,51 @@ function Timeline({ moments }: { moments: Moment[] }) {
             </span>
           </li>
         ))}
+        {underWaySince !== undefined && (
+          <li class="now">
+            <strong>Under way</strong> <span class="num">+{duration(underWaySince - start)}</span>
+            <br />
+            <span class="muted">when this page was made; the rest of the timeline comes with its end</span>
+          </li>
+        )}
       </ol>
     </>
+  );
+}
+
+/** What is known of a run under way: how it was asked, by whom, since when. */
+function UnderWayFacts({ u, names }: { u: RunUnderWay; names: Awaited<ReturnType<typeof callerNames>> }) {
+  return (
+    <dl class="facts">
+      <dt>Outcome</dt>
+      <dd>
+        <Badge tone="info">Running</Badge>
+        <br />
+        <span class="muted">under way: its outcome, duration and bytes come with its end</span>
+      </dd>
+      <dt>App and request</dt>
+      <dd>
+        {u.app_name} <code>{`${u.method} /${u.path}`}</code>
+      </dd>
+      <dt>Mode</dt>
+      <dd>{u.mode}</dd>
+      <dt>Caller</dt>
+      <dd>
+        <Caller caller={u.caller} names={names} />
+      </dd>
+      <dt>Request id</dt>
+      <dd>
+        <code>{u.request_id}</code>
+      </dd>
+      {u.status_url && (
+        <>
+          <dt>Status URL</dt>
+          <dd>
+            <code>{u.status_url}</code>
+          </dd>
+        </>
+      )}
+    </dl>
   );
 }
 
@@ -245,8 +316,10 @@ async function runPage(c: DashContext, project: ProjectItem) {
   const pid = project.project_id;
   const runId = c.req.param("run_id") ?? "";
   const api = c.get("api");
-  const [record, run, deliveries, names] = await Promise.all([
+  const [record, underWay, run, deliveries, names] = await Promise.all([
     api<RunRecordItem>("GET", `/projects/${seg(pid)}/runs/${seg(runId)}`),
+    // Asked beside the record (one ledger call each, no D1): whichever answers is the run's state.
+    api<{ data: RunUnderWay[] }>("GET", `/projects/${seg(pid)}/runs/under-way?run_id=${seg(runId)}&limit=1`),
     can(c, "runs:invoke") ? api<AsyncRunItem>("GET", `/projects/${seg(pid)}/async-runs/${seg(runId)}`) : null,
     can(c, "deliveries:read")
       ? api<Page<Delivery>>("GET", `/projects/${seg(pid)}/webhook-deliveries?run_id=${seg(runId)}&limit=20`)
@@ -255,7 +328,12 @@ async function runPage(c: DashContext, project: ProjectItem) {
   ]);
   const r = record.ok ? record.data : null;
   const a = run?.ok ? run.data : null;
-  const found = r !== null || a !== null;
+  // Not on record yet: under way, perhaps (a synchronous run has no other state until its end).
+  const u = r === null && underWay.ok ? (underWay.data.data[0] ?? null) : null;
+  const found = r !== null || a !== null || u !== null;
+  // The page follows the run until its record is made (its end), then stands still.
+  const live = r === null && (u !== null || (a !== null && (a.status === "queued" || a.status === "running")));
+  const now = c.var.scope.deps.now().getTime();
   // A problem other than "no such run" (a bad id, a refused read) is shown as it is.
   const refused = !record.ok && record.problem.status !== 404 ? record.problem : null;
   return renderPage(
@@ -272,36 +350,47 @@ async function runPage(c: DashContext, project: ProjectItem) {
       </p>
       <ProjectHeading project={project} title="Run" />
       <p>
-        <code>{runId}</code>
+        <code class="id">{runId}</code>
       </p>
-      {refused ? (
-        <ProblemMessage problem={refused} action="Loading the run" />
-      ) : !found ? (
-        <div class="card">
-          <p>
-            <strong>No run with this id in the project.</strong> A synchronous run is on record a few seconds after it
-            ends, and records are kept 7 days; an async run is found here from its acceptance.
-          </p>
-        </div>
-      ) : (
-        <>
-          {r ? (
-            <Facts r={r} names={names} />
-          ) : (
-            <p class="muted">Not on record yet: a run is recorded once it has ended. Its state so far is below.</p>
-          )}
-          <h2>Timeline</h2>
-          <Timeline moments={timelineOf(r, a)} />
-          {a && (
-            <>
-              <h2>Result</h2>
-              <Result run={a} />
-            </>
-          )}
-          <h2>Webhook deliveries</h2>
-          <Deliveries list={deliveries} pid={pid} runId={runId} />
-        </>
+      {live && (
+        <LiveStatus
+          events={projectPath(pid, "/runs/events")}
+          text="Live: this page follows the run to its end, without a reload."
+          follow
+        />
       )}
+      <div id="run-live" data-live-part>
+        {refused ? (
+          <ProblemMessage problem={refused} action="Loading the run" />
+        ) : !found ? (
+          <div class="card">
+            <p>
+              <strong>No run with this id in the project.</strong> A run is shown here about a second after its
+              admission, and on record once it has ended; records are kept 7 days.
+            </p>
+          </div>
+        ) : (
+          <>
+            {r ? (
+              <Facts r={r} names={names} />
+            ) : u && !a ? (
+              <UnderWayFacts u={u} names={names} />
+            ) : (
+              <p class="muted">Not on record yet: a run is recorded once it has ended. Its state so far is below.</p>
+            )}
+            <h2>Timeline</h2>
+            <Timeline moments={timelineOf(r, a, u)} underWaySince={live ? now : undefined} />
+            {a && (
+              <>
+                <h2>Result</h2>
+                <Result run={a} />
+              </>
+            )}
+            <h2>Webhook deliveries</h2>
+            <Deliveries list={deliveries} pid={pid} runId={runId} />
+          </>
+        )}
+      </div>
     </>,
   );
 }

@@ -1,7 +1,6 @@
 import type { z } from "@hono/zod-openapi";
-import type { AsyncRunSummary } from "../../runs/async/routes";
+import type { RunUnderWaySchema } from "../../usage/live";
 import { type Page, seg } from "../api";
-import { can } from "../access";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, DataTable, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { Caller, callerNames, type CallerNames } from "../callers";
@@ -76,22 +75,22 @@ function RunRow({ r, pid, names }: { r: RunRecordItem; pid: string; names: Calle
   const page = runPath(pid, r.run_id);
   return (
     <tr id={`run-${r.run_id}`}>
-      <td data-label="Run">
+      <td data-label="Run" class="run">
         {when(r.created_at)}
         <br />
         <a href={page}>
           <code class="id">{r.run_id}</code>
         </a>
       </td>
-      <td data-label="App and request" class="nowrap">
+      <td data-label="App and request" class="request">
         {r.app_name} <Badge tone={r.mode === "sync" ? "neutral" : "info"}>{r.mode}</Badge>
         <br />
         <code>{`${r.method} /${r.path}`}</code>
       </td>
-      <td data-label="Outcome">
+      <td data-label="Outcome" class="outcome">
         <OutcomeBadge r={r} />
       </td>
-      <td data-label="Duration" class="num">
+      <td data-label="Duration" class="num duration">
         {duration(r.duration_ms)}
         {r.ttfb_ms !== null && (
           <>
@@ -106,7 +105,7 @@ function RunRow({ r, pid, names }: { r: RunRecordItem; pid: string; names: Calle
       <td data-label="Caller" class="optional">
         <Caller caller={r.caller} names={names} />
       </td>
-      <td data-label="Webhook">
+      <td data-label="Webhook" class={r.webhook ? "webhook" : "webhook none"}>
         {r.webhook ? (
           <a href={`${projectPath(pid, "/webhook-deliveries")}?run_id=${seg(r.run_id)}`}>
             <Badge tone={WEBHOOK_TONE[r.webhook.status]}>{WEBHOOK_LABEL[r.webhook.status]}</Badge>
@@ -120,47 +119,57 @@ function RunRow({ r, pid, names }: { r: RunRecordItem; pid: string; names: Calle
   );
 }
 
-/** An async run not finished yet, as `GET /v2/projects/{project_id}/async-runs` answers it. */
-type AsyncRunRow = z.infer<typeof AsyncRunSummary>;
+/** A run admitted and not ended yet, as `GET /v2/projects/{project_id}/runs/under-way` answers it. */
+type RunUnderWay = z.infer<typeof RunUnderWaySchema>;
 
 /**
- * Async runs still queued or running: the list above holds runs once they ended, so these would
- * otherwise be nowhere to see. Reading them needs runs:invoke (their results are the runs' answers).
+ * The runs under way, every mode (a synchronous run too, while its caller waits): the list below holds
+ * runs once they ended. From the project's usage ledger (no D1 read), with the runs list's app and mode
+ * filters.
  */
-async function underWay(c: DashContext, pid: string): Promise<AsyncRunRow[]> {
-  if (!can(c, "runs:invoke")) return [];
-  const api = c.get("api");
-  const lists = await Promise.all(
-    (["running", "queued"] as const).map((status) =>
-      api<Page<AsyncRunRow>>("GET", `/projects/${seg(pid)}/async-runs?status=${status}&limit=${UNDER_WAY_SHOWN}`),
-    ),
-  );
-  return lists.flatMap((l) => (l.ok ? l.data.data : []));
+async function underWay(c: DashContext, pid: string, filters: Filters): Promise<RunUnderWay[]> {
+  const query = new URLSearchParams({ limit: String(UNDER_WAY_SHOWN) });
+  if (filters.app_name) query.set("app_name", filters.app_name);
+  const list = await c.get("api")<{ data: RunUnderWay[] }>("GET", `/projects/${seg(pid)}/runs/under-way?${query}`);
+  return list.ok ? list.data.data.filter((r) => !filters.mode || r.mode === filters.mode) : [];
 }
 
-function UnderWay({ runs, pid }: { runs: AsyncRunRow[]; pid: string }) {
-  if (runs.length === 0) return null;
+function UnderWay({ runs, pid, now }: { runs: RunUnderWay[]; pid: string; now: number }) {
   return (
-    <div class="card">
-      <h2>Async runs under way</h2>
-      <ul class="plain">
-        {runs.map((r) => (
-          <li>
-            <Badge tone={r.status === "running" ? "info" : "neutral"}>
-              {r.status === "running" ? "Running" : "Queued"}
-            </Badge>{" "}
-            <a href={runPath(pid, r.run_id)}>
-              <code>{r.run_id}</code>
-            </a>{" "}
-            <span class="muted">
-              app {r.app_name}, accepted {when(r.created_at)}
-            </span>
-          </li>
-        ))}
-      </ul>
+    <div id="runs-under-way" data-live-part>
+      {runs.length > 0 && (
+        <div class="card under-way">
+          <h2>Under way</h2>
+          <ul class="plain">
+            {runs.map((r) => (
+              <li data-under-way>
+                <a href={runPath(pid, r.run_id)}>
+                  <code class="id">{r.run_id}</code>
+                </a>{" "}
+                <span class="nowrap">
+                  {r.app_name} <Badge tone={r.mode === "sync" ? "neutral" : "info"}>{r.mode}</Badge>
+                </span>{" "}
+                <span class="muted">
+                  since {when(r.created_at)} ({duration(now - Date.parse(r.created_at))})
+                </span>
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
     </div>
   );
 }
+
+/**
+ * The line that says the page follows the project's runs, and where its events are: the script shows
+ * it and listens (`dashboard.js`); without script the page is as it was when loaded.
+ */
+export const LiveStatus = ({ events, text, follow }: { events: string; text: string; follow?: boolean }) => (
+  <p id="live-status" class="live muted" data-live={events} data-follow={follow ? "" : undefined} hidden>
+    <span class="dot" aria-hidden="true"></span> {text}
+  </p>
+);
 
 async function runsPage(c: DashContext, project: ProjectItem) {
   const pid = project.project_id;
@@ -177,9 +186,11 @@ async function runsPage(c: DashContext, project: ProjectItem) {
   const [list, apps, pending, names] = await Promise.all([
     api<RunRecordPage>("GET", `/projects/${seg(pid)}/runs?${query}`),
     api<Page<{ name: string }>>("GET", `/projects/${seg(pid)}/apps?limit=100`),
-    underWay(c, pid),
+    // Runs under way are news: only the first page (newest runs) shows and follows them.
+    cursor ? [] : underWay(c, pid, filters),
     callerNames(c, pid),
   ]);
+  const now = c.var.scope.deps.now().getTime();
   const path = projectPath(pid, "/runs");
   const kept = present(filters);
   const filtered = Object.keys(kept).length > 0;
@@ -195,10 +206,17 @@ async function runsPage(c: DashContext, project: ProjectItem) {
     <>
       <ProjectHeading project={project} title="Runs" />
       <p class="muted">
-        Every run of the project, synchronous and async, newest first, once it has ended (no bodies are kept). An async
-        run's full state and result stay at its <code>status_url</code>. Runs are kept 7 days.
+        Every run of the project, synchronous and async, newest first: those under way, then each once it has ended (no
+        bodies are kept). An async run's full state and result stay at its <code>status_url</code>. Runs are kept 7
+        days.
       </p>
-      <UnderWay runs={pending} pid={pid} />
+      {!cursor && (
+        <LiveStatus
+          events={projectPath(pid, "/runs/events")}
+          text="Live: runs appear as they start and end, without a reload."
+        />
+      )}
+      <UnderWay runs={pending} pid={pid} now={now} />
       <form method="get" action={path} class="filter runs" aria-label="Filter runs">
         <Select name="app_name" label="App" options={appNames} value={filters.app_name} any="All apps" />
         <Select name="mode" label="Mode" options={MODES} value={filters.mode} any="Every mode" />
@@ -206,52 +224,77 @@ async function runsPage(c: DashContext, project: ProjectItem) {
         <Select name="range" label="Time" options={rangeLabels} value={filters.range} any="Any time (7 days kept)" />
         <FilterActions path={path} filtered={filtered} />
       </form>
-      {!list.ok ? (
-        <ProblemMessage problem={list.problem} action="Loading runs" />
-      ) : list.data.data.length === 0 ? (
-        filtered ? (
-          <p>No runs match these filters.</p>
+      <div id="runs-list" data-live-part>
+        {!list.ok ? (
+          <ProblemMessage problem={list.problem} action="Loading runs" />
+        ) : list.data.data.length === 0 ? (
+          filtered ? (
+            <p>No runs match these filters.</p>
+          ) : (
+            <div class="card">
+              <p>
+                <strong>No runs yet.</strong> Make one with a token from{" "}
+                <a href={projectPath(pid, "/api-keys")}>API Keys</a>:
+              </p>
+              <RunCommand c={c} projectId={pid} appName={Object.keys(appNames)[0]} />
+            </div>
+          )
         ) : (
-          <div class="card">
-            <p>
-              <strong>No runs yet.</strong> Make one with a token from{" "}
-              <a href={projectPath(pid, "/api-keys")}>API Keys</a>:
-            </p>
-            <RunCommand c={c} projectId={pid} appName={Object.keys(appNames)[0]} />
-          </div>
-        )
-      ) : (
-        <>
-          {list.data.sampled && (
-            <p class="alert warning" role="note">
-              The project made more runs in this range than its records keep: the list shows a sample of that time's
-              runs. The counts on the <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
-            </p>
-          )}
-          <DataTable
-            caption="Runs"
-            columns={[
-              "Run",
-              "App and request",
-              "Outcome",
-              "Duration",
-              { label: "In / out", optional: true },
-              { label: "Caller", optional: true },
-              "Webhook",
-            ]}
-            class="cards"
-            footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
-          >
-            {list.data.data.map((r) => (
-              <RunRow r={r} pid={pid} names={names} />
-            ))}
-          </DataTable>
-        </>
-      )}
+          <>
+            {list.data.sampled && (
+              <p class="alert warning" role="note">
+                The project made more runs in this range than its records keep: the list shows a sample of that time's
+                runs. The counts on the <a href={projectPath(pid, "/usage")}>Usage</a> page stay exact.
+              </p>
+            )}
+            <DataTable
+              caption="Runs"
+              columns={[
+                "Run",
+                "App and request",
+                "Outcome",
+                "Duration",
+                { label: "In / out", optional: true },
+                { label: "Caller", optional: true },
+                "Webhook",
+              ]}
+              class="cards runs"
+              footer={<Pager path={path} next={list.data.next_cursor} query={kept} />}
+            >
+              {list.data.data.map((r) => (
+                <RunRow r={r} pid={pid} names={names} />
+              ))}
+            </DataTable>
+          </>
+        )}
+      </div>
     </>,
   );
 }
 
+/**
+ * The project's runs as server-sent events, for the script of the Runs and run pages: the API's stream
+ * (`GET /v2/projects/{project_id}/runs/events`) passed on as it is, as the session's caller, so the
+ * API decides who may follow. Registered before a run's page (`…/runs/:run_id`).
+ */
+async function runEvents(c: DashContext) {
+  const pid = c.req.param("project_id") ?? "";
+  const response = await c.get("api").stream(`/projects/${seg(pid)}/runs/events`);
+  if (!response.ok || !response.body) {
+    await response.body?.cancel();
+    // Not 200: an EventSource stops for good, as it should for a project it may not follow.
+    return c.text(
+      "The runs of this project cannot be followed.",
+      response.status === 200 ? 502 : (response.status as 403),
+    );
+  }
+  return new Response(response.body, {
+    status: 200,
+    headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-store" },
+  });
+}
+
 export function registerRuns(dash: DashRouter) {
+  dash.get("/projects/:project_id/runs/events", runEvents);
   dash.get("/projects/:project_id/runs", (c) => withProject(c, (project) => runsPage(c, project)));
 }
