@@ -73,6 +73,8 @@ const SCHEMA = [
     attempts INTEGER NOT NULL DEFAULT 0
   )`,
   "CREATE INDEX IF NOT EXISTS lane_deliveries_retries ON lane_deliveries (paused, latest_at)",
+  // The next row due, without a scan of a backlog of thousands at every turn of the alarm.
+  "CREATE INDEX IF NOT EXISTS lane_deliveries_due ON lane_deliveries (paused, due_at)",
   "CREATE TABLE IF NOT EXISTS lane_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 ];
 
@@ -408,12 +410,9 @@ export class Lane {
           started += step.started;
           blocked = step.blocked;
         }
-        const next = this.#sql
-          .exec<{ at: number | null }>(
-            "SELECT min(due_at) AS at FROM lane_deliveries WHERE id NOT IN (SELECT value FROM json_each(?))",
-            JSON.stringify([...this.#inFlight.keys()]),
-          )
-          .one().at;
+        const nextRetry = this.#nextDue(1);
+        const nextFirst = this.#nextDue(0);
+        const next = nextRetry === null ? nextFirst : nextFirst === null ? nextRetry : Math.min(nextRetry, nextFirst);
         const idle = this.#inFlight.size === 0 && next === null;
         idleSince = idle ? (idleSince ?? now) : null;
         const lingered = idleSince !== null && now - idleSince >= LINGER_MS;
@@ -423,12 +422,6 @@ export class Lane {
         )
           break;
         // Wait for an attempt to end, an `accept`, or the next due row, whichever comes first.
-        const nextRetry = this.#sql
-          .exec<{ at: number | null }>(
-            "SELECT min(due_at) AS at FROM lane_deliveries WHERE paused = 1 AND id NOT IN (SELECT value FROM json_each(?))",
-            JSON.stringify([...this.#inFlight.keys()]),
-          )
-          .one().at;
         const full = this.#inFlight.size >= this.concurrency();
         // Full: an attempt's end wakes the lane. Blocked (first attempts wait for the retries' sake, or for
         // the delivery before them at concurrency 1): the next retry's time, or a look again shortly.
@@ -461,6 +454,12 @@ export class Lane {
       this.#wake = undefined;
       await this.#arm();
     }
+  }
+
+  /** The earliest `due_at` of the rows with `paused` = `paused` that are not in flight (the index, not a scan). */
+  #nextDue(paused: 0 | 1): number | null {
+    const [row] = this.#rows("paused = ? ORDER BY due_at LIMIT ?", paused, this.#inFlight.size + 1);
+    return row ? row.due_at : null;
   }
 
   /** A receiver's first lane whose copy of the settings is stale reads them again (one D1 read). */
