@@ -2,7 +2,21 @@ const CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz";
 const CODES = Uint8Array.from(CROCKFORD, (char) => char.charCodeAt(0));
 const decoder = new TextDecoder();
 
-export type IdPrefix = "proj" | "sa" | "bld" | "req" | "run" | "whd" | "dom" | "aud" | "usr" | "mem" | "inv";
+export type IdPrefix =
+  | "proj"
+  | "sa"
+  | "bld"
+  | "req"
+  | "run"
+  | "whd"
+  | "dom"
+  | "aud"
+  | "usr"
+  | "mem"
+  | "inv"
+  // A receiver task (recover, release; src/webhooks/receiver-tasks.ts) and an alert event (src/webhooks/alerts.ts).
+  | "wrt"
+  | "evt";
 
 // Every request makes two ids (request and run): the time part is reused within a millisecond and the
 // random part is encoded in place, which the run path's CPU profile showed to matter.

@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
+import { DELIVERY_STATUSES } from "../db/schema";
 import { RUN_ENDINGS, RUN_MODES } from "./run-record";
 import {
   idParam,
@@ -41,7 +42,9 @@ export const RunsQuery = ListQuery.extend({
 export const RunDelivery = z
   .object({
     delivery_id: z.string().nullable().openapi({ description: "The delivery's id; null while it is being recorded." }),
-    status: z.enum(["pending", "delivered", "failed"]),
+    status: z.enum(DELIVERY_STATUSES).openapi({
+      description: "`held`: stored, not attempted, while its receiver is paused or disabled.",
+    }),
     attempts: z.number().int(),
   })
   .openapi("RunDelivery");

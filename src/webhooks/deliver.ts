@@ -6,6 +6,8 @@ import { type Next, schedule } from "./attempt/schedule";
 import { send, unsent } from "./attempt/send";
 import type { DeliveryMessage } from "./message";
 import { failPending } from "./store";
+import type { ReceiverStates } from "./receiver-controls";
+import { afterAttempt } from "./receiver-stops";
 
 /**
  * A delivery's attempts, start to end, as a chain of named steps (Svix's worker is the model):
@@ -26,6 +28,8 @@ export type DeliveryEnd = { kind: "settled" } | { kind: "interrupted"; ms: numbe
 export interface DeliveryHooks {
   /** Told before each pause, with when (wall clock, ms) the next attempt is due: the lane stores it, so a crash resumes on time. */
   pausing?(dueAt: number): void;
+  /** The receivers' states the lane holds (a receiver that says stop is disabled there at once). */
+  receivers?: ReceiverStates;
 }
 
 const SETTLED: DeliveryEnd = { kind: "settled" };
@@ -104,6 +108,8 @@ export async function deliver(
           ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold())
           : unsent(prepared);
       const next: Next = schedule(await writeAttempt(ctx, message.id, sent), Date.now());
+      // A receiver that said stop is disabled; a failed delivery is told to the alert endpoint.
+      if (sent.says || sent.outcome === "failed") await afterAttempt(ctx, message, sent, hooks.receivers);
       if (next.kind === "settled") {
         if (next.outcome === "failed") logFailure(message, sent.attempt, sent.reason, sent);
         return SETTLED;

@@ -6,6 +6,7 @@ import { type DeliveryContext, newDeliveryContext } from "./attempt/context";
 import { deliver, logFailure } from "./deliver";
 import { DELIVERIES_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./lane-capacity";
 import type { DeliveryMessage } from "./message";
+import { holdIfStopped, ReceiverStates } from "./receiver-controls";
 
 /**
  * A delivery lane: one Durable Object per (project, receiver origin). The queue consumer passes it
@@ -69,6 +70,8 @@ function migrate(sql: SqlStorage): void {
 export class Lane {
   readonly #sql: SqlStorage;
   readonly #inFlight = new Set<string>();
+  /** Its receiver's state, read at most once a second (a paused or disabled receiver's new deliveries are held). */
+  readonly #receivers = new ReceiverStates();
   #pumping = false;
   #wake: (() => void) | undefined;
 
@@ -213,7 +216,13 @@ export class Lane {
   /** One delivery's attempts (deliver.ts), and what the lane keeps of it afterwards. */
   async #deliver(ctx: DeliveryContext, row: LaneRow): Promise<void> {
     const message = JSON.parse(row.message) as DeliveryMessage;
+    // Taken for its first attempt while its receiver is paused or disabled: held, not attempted.
+    if (row.paused === 0 && (await holdIfStopped(ctx, this.#receivers, message))) {
+      this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
+      return;
+    }
     const end = await deliver(ctx, message, {
+      receivers: this.#receivers,
       // Where a crash resumes: the next attempt's time, stored before the pause.
       pausing: (dueAt) =>
         void this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 1 WHERE id = ?", dueAt, message.id),

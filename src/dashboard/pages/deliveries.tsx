@@ -29,7 +29,7 @@ export interface Delivery {
   endpoint: string;
   signed: boolean;
   body_bytes: number;
-  status: "pending" | "delivered" | "failed";
+  status: "pending" | "held" | "delivered" | "failed";
   attempts: Attempt[];
   last_status_code: number | null;
   last_error: string | null;
@@ -38,9 +38,15 @@ export interface Delivery {
   resent_from: string | null;
 }
 
-export const STATUS_TONE: Record<Delivery["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
+export const STATUS_TONE: Record<Delivery["status"], BadgeTone> = {
+  pending: "info",
+  held: "warn",
+  delivered: "ok",
+  failed: "bad",
+};
 export const STATUS_LABEL: Record<Delivery["status"], string> = {
   pending: "Pending",
+  held: "Held",
   delivered: "Delivered",
   failed: "Failed",
 };
@@ -59,6 +65,10 @@ export const ERROR_TEXT: Record<string, string> = {
   stalled: "stopped before its last attempt; settled by the sweeper",
   dead_lettered: "the queue gave up on it",
   outcome_not_recorded: "the last attempt's outcome was lost",
+  receiver_paused: "held: its receiver is paused",
+  receiver_disabled: "held: its receiver is disabled",
+  held_past_retention: "held longer than its body is kept",
+  aborted_by_receiver: "the receiver answered webhook-delivery: abort-message",
 };
 
 const PAGE_SIZE = 20;
