@@ -61,3 +61,14 @@ export function newId(prefix: IdPrefix, now = Date.now()): string {
 export const ID_BODY = "[0-9a-hjkmnp-tv-z]{30}";
 
 export const ID_PATTERN = (prefix: IdPrefix) => new RegExp(`^${prefix}_${ID_BODY}$`);
+
+/**
+ * An id whose random part is derived from `material` (SHA-256): the same material and time give the
+ * same id, so a step that may run twice (a slice of a task, run again after a crash) writes one row,
+ * by `ON CONFLICT DO NOTHING`. Unguessable as long as `material` holds an id that is.
+ */
+export async function derivedId(prefix: IdPrefix, now: number, material: string): Promise<string> {
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(material)));
+  const random = Uint8Array.from(hash.subarray(0, RANDOM_CHARS), (b) => CODES[b & 31]!);
+  return `${prefix}_${timePart(now)}${decoder.decode(random)}`;
+}

@@ -8,7 +8,7 @@ import {
   webhookReceiverTasks as t,
 } from "../db/schema";
 import type { Deps } from "../platform/deps";
-import { newId } from "../platform/ids";
+import { derivedId, newId } from "../platform/ids";
 import { log } from "../platform/log";
 import { createScope, type Scope } from "../platform/scope";
 import { LANE_CONCURRENCY } from "./lane-capacity";
@@ -214,7 +214,8 @@ const cursorIs = (task: Task) =>
 
 /** A resend of `original` made by the task: its own record and id, the original's message id, the secret sealed again under the new id. */
 async function resendRecord(scope: Scope, task: Task, original: WebhookDelivery, at: Date) {
-  const id = newId("whd", at.getTime());
+  // One id per (task, original): a slice that runs again writes nothing twice.
+  const id = await derivedId("whd", task.createdAt.getTime(), `${task.id} ${original.id}`);
   let sealedSecret: string | null = null;
   if (original.signed) {
     const secret = await openSecret(
@@ -324,7 +325,12 @@ async function recoverSlice(scope: Scope, task: Task, handTo: HandTo, onFinished
   const last = originals.at(-1)!;
   const inserts = [];
   for (let i = 0; i < resends.length; i += ROWS_PER_INSERT)
-    inserts.push(scope.db.insert(d).values(resends.slice(i, i + ROWS_PER_INSERT)));
+    inserts.push(
+      scope.db
+        .insert(d)
+        .values(resends.slice(i, i + ROWS_PER_INSERT))
+        .onConflictDoNothing(),
+    );
   const advance = scope.db
     .update(t)
     .set({
@@ -361,7 +367,13 @@ async function recoverSlice(scope: Scope, task: Task, handTo: HandTo, onFinished
  * their lane in order. Ends once nothing is held, nothing it sent is on its way, and every lane's copy
  * of the receiver's state is newer than the resume (after that, nothing new is held).
  */
-async function releaseSlice(scope: Scope, task: Task, handTo: HandTo, onFinished?: OnFinished) {
+async function releaseSlice(scope: Scope, task: Task, options: SliceOptions) {
+  const { handTo, onFinished } = options;
+  // A lane that read the receiver paused less than RECEIVER_STATE_TTL_MS ago would hold again what is
+  // released now: the release starts once every lane's copy is newer than the resume (the task's
+  // start, on the wall clock the lanes' copies age by).
+  const stale = (options.startedAt ?? 0) + 2 * RECEIVER_STATE_TTL_MS - Date.now();
+  if (stale > 0) return stale;
   const pending = await inFlight(scope, task, handTo);
   const room = TASK_IN_FLIGHT - pending;
   if (room <= 0) return TASK_WAIT_MS;
@@ -372,10 +384,7 @@ async function releaseSlice(scope: Scope, task: Task, handTo: HandTo, onFinished
     .orderBy(d.createdAt, d.id)
     .limit(Math.min(SEND_SLICE, room));
   const now = scope.deps.now();
-  if (held.length === 0) {
-    const settledState = now.getTime() - task.createdAt.getTime() > 2 * RECEIVER_STATE_TTL_MS;
-    return pending === 0 && settledState ? finish(scope, task, onFinished) : TASK_WAIT_MS;
-  }
+  if (held.length === 0) return pending === 0 ? finish(scope, task, onFinished) : TASK_WAIT_MS;
   const released = await scope.db
     .update(d)
     .set({ status: "pending", taskId: task.id, lastError: null, updatedAt: now })
@@ -445,18 +454,25 @@ export type OnFinished = (task: Task) => Promise<void>;
  * One slice of `taskId`: what it does depends on the task's row alone. Returns the wait before the
  * next slice (ms), or null when the task is over (finished, cancelled, or gone with its project).
  */
+export interface SliceOptions {
+  handTo: HandTo;
+  onFinished?: OnFinished;
+  /** When the task's object started it (wall clock, ms). */
+  startedAt?: number;
+}
+
 export async function runSlice(
   scope: Scope,
   taskId: string,
-  options: { handTo?: HandTo; onFinished?: OnFinished } = {},
+  options: Partial<SliceOptions> = {},
 ): Promise<number | null> {
   const [task] = await scope.db.select().from(t).where(eq(t.id, taskId));
   if (!task || task.status === "finished" || task.status === "cancelled") return null;
-  const handTo = options.handTo ?? laneHandTo(scope.env);
+  const full = { ...options, handTo: options.handTo ?? laneHandTo(scope.env) };
   if (task.status === "counting") return countSlice(scope, task);
   return task.kind === "recover"
-    ? recoverSlice(scope, task, handTo, options.onFinished)
-    : releaseSlice(scope, task, handTo, options.onFinished);
+    ? recoverSlice(scope, task, full.handTo, full.onFinished)
+    : releaseSlice(scope, task, full);
 }
 
 /**
@@ -466,7 +482,7 @@ export async function runSlice(
 export function webhookReceiverTaskClass(deps: Deps, onFinished?: (scope: Scope) => OnFinished) {
   return class WebhookReceiverTask extends DurableObject<Env> {
     async start(taskId: string): Promise<void> {
-      await this.ctx.storage.put("task", taskId);
+      await this.ctx.storage.put({ task: taskId, startedAt: Date.now() });
       await this.ctx.storage.setAlarm(Date.now());
     }
 
@@ -474,7 +490,8 @@ export function webhookReceiverTaskClass(deps: Deps, onFinished?: (scope: Scope)
       const taskId = await this.ctx.storage.get<string>("task");
       if (!taskId) return;
       const scope = createScope(this.env, this.ctx, deps);
-      const options = { onFinished: onFinished?.(scope) };
+      const startedAt = await this.ctx.storage.get<number>("startedAt");
+      const options = { onFinished: onFinished?.(scope), startedAt };
       for (let i = 0; i < SLICES_PER_ALARM; i++) {
         const next = await runSlice(scope, taskId, options);
         if (next === null) return;
