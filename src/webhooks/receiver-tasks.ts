@@ -44,6 +44,8 @@ export const REHAND_AFTER_MS = 30_000;
  */
 export const SLICES_PER_ALARM = 8;
 
+const DEFAULT_SIZES = { sendSlice: SEND_SLICE, inFlight: TASK_IN_FLIGHT };
+
 export interface TaskProgress {
   delivered: number;
   failed: number;
@@ -190,7 +192,8 @@ async function countSlice(scope: Scope, task: Task): Promise<number | null> {
   const next = done
     ? task.dryRun
       ? { status: "finished" as const, finishedAt: now, cursorAt: null, cursorId: null }
-      : { status: "sending" as const, cursorAt: null, cursorId: null }
+      : // The sending pass finds again what it cannot send (a body may be purged meanwhile): it counts it anew.
+        { status: "sending" as const, cursorAt: null, cursorId: null, expired: 0, unsendable: 0 }
     : { cursorAt: last!.created_at, cursorId: last!.id };
   await scope.db
     .update(t)
@@ -250,8 +253,11 @@ async function resendRecord(scope: Scope, task: Task, original: WebhookDelivery,
 
 const ROWS_PER_INSERT = 5;
 
+/** `id IN (…)` as one bound parameter (D1 binds at most 100 per statement). */
+const idIn = (ids: string[]) => sql`${d.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+
 /** Deliveries the task sent that are still on their way, and those of them never attempted for a while (handed on again). */
-async function inFlight(scope: Scope, task: Task, handTo: HandTo): Promise<number> {
+async function inFlight(scope: Scope, task: Task, handTo: HandTo, slice: number): Promise<number> {
   const [{ n }] = (await scope.db
     .select({ n: sql<number>`count(*)` })
     .from(d)
@@ -269,17 +275,12 @@ async function inFlight(scope: Scope, task: Task, handTo: HandTo): Promise<numbe
       ),
     )
     .orderBy(d.createdAt, d.id)
-    .limit(SEND_SLICE);
+    .limit(slice);
   if (stuck.length > 0) {
     await scope.db
       .update(d)
       .set({ updatedAt: scope.deps.now() })
-      .where(
-        inArray(
-          d.id,
-          stuck.map((r) => r.id),
-        ),
-      );
+      .where(idIn(stuck.map((r) => r.id)));
     await handTo(stuck.map(messageOfRecord));
   }
   return n;
@@ -297,11 +298,13 @@ async function finish(scope: Scope, task: Task, onFinished?: OnFinished): Promis
 }
 
 /** One sending slice of a recovery: the next resends, each its own record, handed to the lane in order. */
-async function recoverSlice(scope: Scope, task: Task, handTo: HandTo, onFinished?: OnFinished) {
-  const pending = await inFlight(scope, task, handTo);
-  const room = TASK_IN_FLIGHT - pending;
+async function recoverSlice(scope: Scope, task: Task, options: SliceOptions) {
+  const { handTo, onFinished } = options;
+  const sizes = options.sizes ?? DEFAULT_SIZES;
+  const pending = await inFlight(scope, task, handTo, sizes.sendSlice);
+  const room = sizes.inFlight - pending;
   if (room <= 0) return TASK_WAIT_MS;
-  const limit = Math.min(SEND_SLICE, room);
+  const limit = Math.min(sizes.sendSlice, room);
   const rows = await scope.db.all<Record<string, unknown>>(recoverCandidates(task, sql`*`, limit));
   if (rows.length === 0) return pending === 0 ? finish(scope, task, onFinished) : TASK_WAIT_MS;
   const originals = rows.map(deliveryOfRow);
@@ -369,34 +372,27 @@ async function recoverSlice(scope: Scope, task: Task, handTo: HandTo, onFinished
  */
 async function releaseSlice(scope: Scope, task: Task, options: SliceOptions) {
   const { handTo, onFinished } = options;
+  const sizes = options.sizes ?? DEFAULT_SIZES;
   // A lane that read the receiver paused less than RECEIVER_STATE_TTL_MS ago would hold again what is
   // released now: the release starts once every lane's copy is newer than the resume (the task's
   // start, on the wall clock the lanes' copies age by).
   const stale = (options.startedAt ?? 0) + 2 * RECEIVER_STATE_TTL_MS - Date.now();
   if (stale > 0) return stale;
-  const pending = await inFlight(scope, task, handTo);
-  const room = TASK_IN_FLIGHT - pending;
+  const pending = await inFlight(scope, task, handTo, sizes.sendSlice);
+  const room = sizes.inFlight - pending;
   if (room <= 0) return TASK_WAIT_MS;
   const held = await scope.db
     .select({ id: d.id })
     .from(d)
     .where(and(eq(d.status, "held"), eq(d.projectId, task.projectId), sql`${ORIGIN} = ${task.origin}`))
     .orderBy(d.createdAt, d.id)
-    .limit(Math.min(SEND_SLICE, room));
+    .limit(Math.min(sizes.sendSlice, room));
   const now = scope.deps.now();
   if (held.length === 0) return pending === 0 ? finish(scope, task, onFinished) : TASK_WAIT_MS;
   const released = await scope.db
     .update(d)
     .set({ status: "pending", taskId: task.id, lastError: null, updatedAt: now })
-    .where(
-      and(
-        inArray(
-          d.id,
-          held.map((h) => h.id),
-        ),
-        eq(d.status, "held"),
-      ),
-    )
+    .where(and(idIn(held.map((h) => h.id)), eq(d.status, "held")))
     .returning();
   released.sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1));
   await scope.db
@@ -456,6 +452,8 @@ export type OnFinished = (task: Task) => Promise<void>;
  */
 export interface SliceOptions {
   handTo: HandTo;
+  /** SEND_SLICE and TASK_IN_FLIGHT, unless a test asks for others. */
+  sizes?: { sendSlice: number; inFlight: number };
   onFinished?: OnFinished;
   /** When the task's object started it (wall clock, ms). */
   startedAt?: number;
@@ -470,9 +468,7 @@ export async function runSlice(
   if (!task || task.status === "finished" || task.status === "cancelled") return null;
   const full = { ...options, handTo: options.handTo ?? laneHandTo(scope.env) };
   if (task.status === "counting") return countSlice(scope, task);
-  return task.kind === "recover"
-    ? recoverSlice(scope, task, full.handTo, full.onFinished)
-    : releaseSlice(scope, task, full);
+  return task.kind === "recover" ? recoverSlice(scope, task, full) : releaseSlice(scope, task, full);
 }
 
 /**
