@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
-import { DELIVERY_STATUSES } from "../db/schema";
+import { DELIVERY_STATUSES, RECEIVER_STATES } from "../db/schema";
 import { RUN_ENDINGS, RUN_MODES } from "./run-record";
 import {
   idParam,
@@ -260,8 +260,17 @@ export const ReceiversQuery = z
 export const ReceiverHealthSchema = z
   .object({
     origin: z.string().openapi({ example: "https://hooks.example.com" }),
+    state: z.enum(RECEIVER_STATES).openapi({
+      description:
+        "`active`, `paused` (new deliveries held) or `disabled` (the receiver said stop, or failed for too long).",
+    }),
+    state_cause: z.string().nullable().openapi({ description: "Why it is paused or disabled." }),
     delivered: z.number().int(),
-    failed: z.number().int(),
+    failed: z.number().int().openapi({ description: "Failed, and not delivered since (see `recovered`)." }),
+    recovered: z.number().int().openapi({
+      description: "Failed, then delivered later by a resend or a recovery of the same message.",
+    }),
+    held: z.number().int().openapi({ description: "Held while the receiver is paused or disabled." }),
     pending: z.number().int(),
     retried_share: z
       .number()
@@ -281,7 +290,7 @@ export const listReceivers = createRoute({
   ...requires("deliveries:read"),
   summary: "Webhook receivers' health",
   description:
-    "Each receiver origin the project's deliveries went to in the range: delivered, failed, share retried, p95 time from run to received, last failure and its reason.",
+    "Each receiver origin the project's deliveries went to in the range: its state (paused, disabled and why), delivered, failed, recovered, held, share retried, p95 time from run to received, last failure and its reason. A receiver paused or disabled is listed even without deliveries in the range.",
   request: { params: ProjectParams, query: ReceiversQuery },
   responses: {
     200: jsonContent(

@@ -137,6 +137,32 @@ describe("recover", () => {
     const rows = await deliveries(app);
     expect(rows.filter((r) => r.task_id === recover.body.task_id)).toHaveLength(20);
 
+    // Receivers' health counts the originals as recovered, not failed. (The task's object runs on the
+    // real clock, this client on a fake one: the range reaches the resends' real times.)
+    const to = new Date(Date.now() + 3_600_000).toISOString();
+    const health = await api.json<{ data: Record<string, unknown>[] }>(
+      `/v2/projects/${app.projectId}/webhook-receivers?from=${encodeURIComponent(since)}&to=${encodeURIComponent(to)}`,
+      { token: app.token },
+    );
+    expect(health.body.data).toEqual([
+      expect.objectContaining({ origin, state: "active", delivered: 20, failed: 0, recovered: 20, held: 0 }),
+    ]);
+    // The list filters by status, receiver origin and time.
+    const list = (query: string) =>
+      api.json<{ data: { delivery_id: string; status: string }[] }>(
+        `/v2/projects/${app.projectId}/webhook-deliveries?limit=100&${query}`,
+        { token: app.token },
+      );
+    const failedOnes = await list(`status=failed&origin=${encodeURIComponent(origin)}`);
+    expect(failedOnes.body.data.map((d) => d.delivery_id).sort()).toEqual(failed.map((r) => r.id).sort());
+    expect((await list(`status=delivered&origin=${encodeURIComponent(origin)}`)).body.data).toHaveLength(20);
+    expect((await list(`origin=${encodeURIComponent("https://elsewhere.example.com")}`)).body.data).toHaveLength(0);
+    const firstMinute = await list(
+      `status=failed&from=${encodeURIComponent(since)}&to=${encodeURIComponent(new Date(Date.parse(since) + 30_000).toISOString())}`,
+    );
+    expect(firstMinute.body.data).toHaveLength(10);
+    expect((await list("origin=not-an-origin")).status).toBe(400);
+
     const again = await api.json<ReceiverTaskJson>(receiverPath(app, origin, "/recover"), {
       method: "POST",
       token: app.token,
@@ -188,6 +214,15 @@ describe("pause and resume", () => {
       token: app.token,
     });
     expect(list.body.data.filter((d) => d.status === "held")).toHaveLength(5);
+    const health = await api.json<{ data: Record<string, unknown>[] }>(
+      `/v2/projects/${app.projectId}/webhook-receivers`,
+      {
+        token: app.token,
+      },
+    );
+    expect(health.body.data).toEqual([
+      expect.objectContaining({ origin, state: "paused", state_cause: "paused", delivered: 1, held: 5 }),
+    ]);
 
     const resumed = await api.json<{ receiver: { state: string }; task: ReceiverTaskJson }>(
       receiverPath(app, origin, "/resume"),
