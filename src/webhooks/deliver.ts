@@ -108,8 +108,9 @@ export async function deliver(
           ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold())
           : unsent(prepared);
       const next: Next = schedule(await writeAttempt(ctx, message.id, sent), Date.now());
-      // A receiver that said stop is disabled; a failed delivery is told to the alert endpoint.
-      if (sent.says || sent.outcome === "failed") await afterAttempt(ctx, message, sent, hooks.receivers);
+      // A receiver that said stop is disabled; a failed delivery is told to the alert endpoint; a
+      // delivered one may start the automatic recovery.
+      if (sent.says || sent.outcome !== "retry") await afterAttempt(ctx, message, sent, hooks.receivers);
       if (next.kind === "settled") {
         if (next.outcome === "failed") logFailure(message, sent.attempt, sent.reason, sent);
         return SETTLED;

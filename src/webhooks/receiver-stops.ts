@@ -4,7 +4,8 @@ import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import type { DeliveryContext } from "./attempt/context";
 import type { SentAttempt } from "./attempt/send";
-import { alertDisabled, alertExhausted, isAlertDelivery } from "./alerts";
+import { alertDisabled, alertExhausted, isAlertDelivery, projectWebhookSettings } from "./alerts";
+import { createTask, runningTask, startTask } from "./receiver-tasks";
 import type { DeliveryMessage } from "./message";
 import { disableReceiver, ORIGIN, originOf, type ReceiverStates, stopCause } from "./receiver-controls";
 
@@ -43,6 +44,7 @@ export async function afterAttempt(
         isAlertDelivery(message.runId) ? Promise.resolve() : alertDisabled(scope, message.projectId, origin, cause, at),
       );
     }
+    if (sent.outcome === "delivered") await autoRecover(scope, message);
     if (sent.outcome === "failed")
       await alertExhausted(scope, message, {
         attempts: sent.attempt,
@@ -57,6 +59,49 @@ export async function afterAttempt(
       error,
     });
   }
+}
+
+/** A receiver is looked at for automatic recovery at most this often per isolate. */
+const AUTO_RECOVER_EVERY_MS = 60_000;
+const autoRecoverLooked = new Map<string, number>();
+
+/**
+ * Opt-in automatic recovery (`auto_recover_hours`): a receiver that answered 2xx and has failed
+ * deliveries of the last N hours whose message was not delivered since gets a recovery of them, as if
+ * recover had been called, unless one runs. Cheap when off: the project's settings, cached.
+ */
+async function autoRecover(scope: Scope, message: DeliveryMessage): Promise<void> {
+  if (isAlertDelivery(message.runId)) return;
+  const settings = await projectWebhookSettings(scope, message.projectId);
+  if (!settings?.autoRecoverHours) return;
+  const origin = originOf(message.endpoint);
+  const key = `${message.projectId} ${origin}`;
+  const looked = autoRecoverLooked.get(key);
+  if (looked !== undefined && Date.now() - looked < AUTO_RECOVER_EVERY_MS) return;
+  autoRecoverLooked.set(key, Date.now());
+  const now = scope.deps.now().getTime();
+  const since = now - settings.autoRecoverHours * 3_600_000;
+  const [failing] = await scope.db.all<{ id: string }>(sql`
+    SELECT id FROM webhook_deliveries WHERE project_id = ${message.projectId} AND ${ORIGIN} = ${origin}
+      AND created_at >= ${since} AND status = 'failed'
+      AND (body IS NOT NULL OR body_key IS NOT NULL) AND body_purged_at IS NULL
+      -- Never recovered yet: a message a recovery already resent and that failed again does not start another.
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.project_id = webhook_deliveries.project_id
+        AND e.message_id = webhook_deliveries.message_id AND (e.status != 'failed' OR e.task_id IS NOT NULL))
+    LIMIT 1`);
+  if (!failing) return;
+  if (await runningTask(scope, message.projectId, origin, "recover")) return;
+  const task = await createTask(scope, {
+    projectId: message.projectId,
+    origin,
+    kind: "recover",
+    dryRun: false,
+    since: new Date(since),
+    until: new Date(now),
+    createdBy: "auto-recovery",
+  });
+  await startTask(scope.env, task.id);
+  log("info", "webhook receiver recovered automatically", { project_id: message.projectId, origin, task_id: task.id });
 }
 
 /** Receivers looked at per cron run for the failing span (the ones with failures in the last half hour). */

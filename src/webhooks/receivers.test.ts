@@ -324,3 +324,43 @@ describe("receivers that say stop", () => {
     expect(resumed.body.receiver.state).toBe("active");
   }, 60_000);
 });
+
+describe("automatic recovery", () => {
+  it("is off by default; with auto_recover_hours, a failing receiver that answers 2xx again gets its failed deliveries recovered by itself", async () => {
+    // The lanes judge "the last N hours" on the real clock: the runs are made on it too.
+    api.clock.set(new Date(Date.now() - 60_000).toISOString());
+    const app = await seedRunnable(api);
+    const off = await api.json(`/v2/projects/${app.projectId}/webhook-settings`, { token: app.token });
+    expect(off.body).toEqual({ alert_endpoint: null, alert_signed: false, auto_recover_hours: null });
+    const on = await api.json(`/v2/projects/${app.projectId}/webhook-settings`, {
+      method: "PATCH",
+      token: app.token,
+      body: { auto_recover_hours: 1 },
+    });
+    expect(on.body).toMatchObject({ auto_recover_hours: 1 });
+
+    const hook = await receiver(
+      [{ status: 503 }, { status: 503 }, { status: 503 }, { status: 200 }],
+      SECRET,
+      PEER_MORE[1],
+    );
+    for (let i = 0; i < 3; i++) {
+      await runWith(app, hook.url, i);
+      api.clock.advance(1_000);
+      await deliveriesUntil(app, (rows) => rows.filter((r) => r.status === "failed").length === i + 1);
+    }
+    // The receiver is back: the next delivery is a 2xx, and the three failed ones follow by themselves.
+    await runWith(app, hook.url, 3);
+    const rows = await deliveriesUntil(
+      app,
+      (all) => all.filter((r) => r.task_id !== null && r.status === "delivered").length === 3,
+      20_000,
+    );
+    const resent = rows.filter((r) => r.task_id !== null);
+    expect(resent.map((r) => r.status)).toEqual(["delivered", "delivered", "delivered"]);
+    const task = await env.DB.prepare("SELECT created_by, kind FROM webhook_receiver_tasks WHERE id = ?")
+      .bind(resent[0]!.task_id)
+      .first();
+    expect(task).toEqual({ created_by: "auto-recovery", kind: "recover" });
+  }, 60_000);
+});
