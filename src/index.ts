@@ -1,6 +1,8 @@
 import { productionDeps } from "./deps";
 import { runKeeperClass } from "./runs/keeper/keeper";
 import { webhookLaneClass } from "./webhooks/lane";
+import { receiverTaskFinished } from "./webhooks/alerts";
+import { webhookReceiverTaskClass } from "./webhooks/receiver-tasks";
 import { usageOutcomes } from "./usage/record";
 import { createWorker } from "./worker";
 
@@ -22,3 +24,7 @@ export type RunKeeper = InstanceType<typeof RunKeeper>;
 
 /** The followers of a run's status stream (Durable Objects, wrangler.toml `RUN_FOLLOWERS`): one per followed run. */
 export { RunFollowers } from "./runs/async/followers-object";
+
+/** The receiver tasks (Durable Objects, wrangler.toml `WEBHOOK_RECEIVER_TASKS`): one per recovery or release, its slices run by its alarm. */
+export const WebhookReceiverTask = webhookReceiverTaskClass(productionDeps, receiverTaskFinished);
+export type WebhookReceiverTask = InstanceType<typeof WebhookReceiverTask>;

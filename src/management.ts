@@ -12,6 +12,7 @@ import { projectScope } from "./projects/scope";
 import { rateLimitByIp, rateLimitByToken } from "./platform/rate-limit";
 import { serviceAccountsRouter } from "./service-accounts";
 import { webhooksRouter } from "./webhooks";
+import { receiverControlsRouter } from "./webhooks/receiver-api";
 import { asyncRunsRouter } from "./runs/async";
 import { RUN_PROXY_ROUTES } from "./runs/async/routes";
 import { usageRouter } from "./usage";
@@ -32,6 +33,7 @@ export function createManagementApi() {
   v2.route("/", appsRouter);
   v2.route("/", buildsRouter);
   v2.route("/", webhooksRouter);
+  v2.route("/", receiverControlsRouter);
   v2.route("/", domainsRouter);
   v2.route("/", membersRouter);
   v2.route("/", auditRouter);

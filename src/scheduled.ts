@@ -1,7 +1,7 @@
 import { domainValidationCron } from "./domains/cron";
 import type { Scope } from "./platform/scope";
 import { CRONS } from "./platform/triggers";
-import { webhookHousekeeping } from "./webhooks/housekeeping";
+import { receiverHousekeeping, webhookHousekeeping } from "./webhooks/housekeeping";
 import { sweepAsyncRuns } from "./runs/async/sweep";
 import { usageOutcomes } from "./usage/record";
 
@@ -15,6 +15,7 @@ export const cronHandlers: Record<string, CronHandler> = {
     const failures: unknown[] = [];
     await domainValidationCron(scope, controller.scheduledTime).catch((error: unknown) => failures.push(error));
     await webhookHousekeeping(scope).catch((error: unknown) => failures.push(error));
+    await receiverHousekeeping(scope).catch((error: unknown) => failures.push(error));
     if (failures.length > 0) throw failures[0];
   },
   [CRONS.asyncRuns]: async (_controller, scope) => {

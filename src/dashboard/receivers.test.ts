@@ -38,13 +38,19 @@ describe("dashboard Receivers page", () => {
     expect(status).toBe(200);
     const steadyRow = rowOf(html, new URL(PEER).origin);
     expect(steadyRow).toContain("Healthy");
-    expect(steadyRow).toMatch(/Healthy 1 delivered, 0 failed 1 0 0 % [\d.]+ m?s none/);
+    expect(steadyRow).toMatch(/Healthy 1 delivered, 0 failed Pause 1 0 0 % [\d.]+ m?s none/);
     const flakyRow = rowOf(html, new URL(PEER_OTHER).origin);
-    expect(flakyRow).toMatch(/Healthy 1 delivered, 0 failed 1 0 100 %/);
+    expect(flakyRow).toMatch(/Healthy 1 delivered, 0 failed Pause 1 0 100 %/);
     const downRow = rowOf(html, new URL(DOWN).origin);
     expect(downRow).toContain("Failing");
     expect(downRow).toContain("connection_failed (could not connect)");
     expect(downRow).toMatch(/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    // Its failures are one click away, and so are pause and the recovery's count.
+    expect(html).toContain(
+      `href="/dashboard/projects/${p.projectId}/webhook-deliveries?status=failed&amp;origin=${encodeURIComponent(new URL(DOWN).origin)}"`,
+    );
+    expect(downRow).toContain("Count failed to recover");
+
     // The share as a picture too, named by its counts.
     expect(html).toContain('role="img" aria-label="0 delivered, 1 failed"');
     expect(html).toMatch(/aria-current="page"[^>]*>Receivers</);
@@ -53,6 +59,22 @@ describe("dashboard Receivers page", () => {
     p.api.clock.advance(2 * 3_600_000);
     expect(text((await v.get(`${page}?range=1h`)).html)).toContain("No webhook deliveries in this range.");
     expect(((await v.get(`${page}?range=24h`)).html.match(/<tr>/g) ?? []).length).toBe(1 + 3);
+    // Pause from the page: the row says Paused, and Resume is offered.
+    const control = `/dashboard/projects/${p.projectId}/webhook-receivers/control`;
+    const paused = await v.post(control, { origin: new URL(PEER).origin, action: "pause" });
+    expect(paused.status).toBe(303);
+    const after = await v.get(page);
+    expect(rowOf(after.html, new URL(PEER).origin)).toMatch(/Paused paused .*Resume/);
+
+    // The dry-run count, then its answer on the page.
+    const counted = await v.post(control, {
+      origin: new URL(DOWN).origin,
+      action: "count",
+      since: "2026-11-20T00:00:00Z",
+    });
+    expect(counted.status).toBe(303);
+    const task = await v.get(counted.headers.get("location")!);
+    expect(text(task.html)).toMatch(/Counting the failed deliveries|can be sent again/);
   });
 
   it("shows each receiver's concurrency and sets it with a small form; a value out of range is the API's problem, shown", async () => {

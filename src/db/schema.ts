@@ -134,7 +134,19 @@ export const dashboardSessions = sqliteTable(
   (t) => [index("dashboard_sessions_expiry").on(t.expiresAt)],
 );
 
-export const DELIVERY_STATUSES = ["pending", "delivered", "failed"] as const;
+/**
+ * `held`: stored, not attempted, no attempt counted, because its receiver is paused or disabled
+ * (src/webhooks/receiver-controls.ts); resume hands it to its lane as `pending` again.
+ */
+/**
+ * The origin of a delivery's endpoint, in SQL: the scheme and host (and port) before the path's first
+ * `/`. Endpoints are stored as the URL parser printed them (lower-case host, no default port, no user
+ * info, a path of at least `/`), so this is `new URL(endpoint).origin`. An index is built on it.
+ */
+export const WEBHOOK_ORIGIN_SQL =
+  "substr(endpoint, 1, instr(endpoint, '://') + 1 + instr(substr(endpoint, instr(endpoint, '://') + 3) || '/', '/'))";
+
+export const DELIVERY_STATUSES = ["pending", "held", "delivered", "failed"] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /** One webhook delivery of a run's response: its record from enqueue to the final outcome. */
@@ -173,6 +185,8 @@ export const webhookDeliveries = sqliteTable(
     messageId: text("message_id"),
     /** The app whose run this delivers (usage figures per app count deliveries by it); null on rows from before it was kept. */
     appName: text("app_name"),
+    /** The receiver task that sent it (`webhook_receiver_tasks`): a recovery's resend, or a held delivery a resume released. */
+    taskId: text("task_id"),
   },
   (t) => [
     index("webhook_deliveries_project").on(t.projectId, t.id),
@@ -182,7 +196,14 @@ export const webhookDeliveries = sqliteTable(
     // The sweeper's and the retention purge's scans.
     index("webhook_deliveries_pending").on(t.status, t.updatedAt),
     index("webhook_deliveries_created").on(t.createdAt),
-    check("webhook_deliveries_status", sql`${t.status} in ('pending', 'delivered', 'failed')`),
+    // A receiver's deliveries by time (recover, held, the failing span): its origin is
+    // `webhookOriginSql`, the expression the queries repeat word for word so SQLite uses this index.
+    index("webhook_deliveries_receiver").on(t.projectId, sql.raw(WEBHOOK_ORIGIN_SQL), t.createdAt),
+    // Recover's "not delivered since": the other deliveries of the same message (a resend keeps its id).
+    index("webhook_deliveries_message").on(t.projectId, t.messageId),
+    // A receiver task's progress: its deliveries by status.
+    index("webhook_deliveries_task").on(t.taskId, t.status),
+    check("webhook_deliveries_status", sql`${t.status} in ('pending', 'held', 'delivered', 'failed')`),
   ],
 );
 
@@ -243,6 +264,75 @@ export const webhookReceivers = sqliteTable(
 );
 
 export type WebhookReceiver = typeof webhookReceivers.$inferSelect;
+
+export const RECEIVER_TASK_KINDS = ["recover", "release"] as const;
+export type ReceiverTaskKind = (typeof RECEIVER_TASK_KINDS)[number];
+export const RECEIVER_TASK_STATUSES = ["counting", "sending", "finished", "cancelled"] as const;
+export type ReceiverTaskStatus = (typeof RECEIVER_TASK_STATUSES)[number];
+
+/**
+ * A background task on one receiver (src/webhooks/receiver-tasks.ts): a recovery (`recover`: resend
+ * what failed in a window) or a release (`release`: hand the held deliveries back to the lane on
+ * resume). Its slices advance a cursor stored here, so it survives restarts; what it sent carries its
+ * id (`webhook_deliveries.task_id`), which is how delivered and failed are counted.
+ */
+export const webhookReceiverTasks = sqliteTable(
+  "webhook_receiver_tasks",
+  {
+    // `wrt_…`
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    origin: text("origin").notNull(),
+    kind: text("kind", { enum: RECEIVER_TASK_KINDS }).notNull(),
+    dryRun: integer("dry_run", { mode: "boolean" }).notNull().default(false),
+    status: text("status", { enum: RECEIVER_TASK_STATUSES }).notNull(),
+    /** The window of a recovery, by the deliveries' creation; `until` is fixed when the task is made. */
+    since: timestamp("since"),
+    until: timestamp("until"),
+    counted: integer("counted").notNull().default(0),
+    sent: integer("sent").notNull().default(0),
+    /** Failed deliveries of the window whose body is no longer kept (past the retention), not sent. */
+    expired: integer("expired").notNull().default(0),
+    /** Failed deliveries with no body ever stored (`run_interrupted`, `enqueue_failed`, …), not sent. */
+    unsendable: integer("unsendable").notNull().default(0),
+    /** Where the current pass stands: the last delivery it took, by (created_at, id). */
+    cursorAt: integer("cursor_at"),
+    cursorId: text("cursor_id"),
+    /** Who asked (an actor id) or what (`auto-recovery`, `resume`). */
+    createdBy: text("created_by").notNull(),
+    createdAt: timestamp("created_at").notNull(),
+    updatedAt: timestamp("updated_at").notNull(),
+    finishedAt: timestamp("finished_at"),
+  },
+  (t) => [
+    index("webhook_receiver_tasks_receiver").on(t.projectId, t.origin, t.status),
+    check("webhook_receiver_tasks_kind", sql`${t.kind} in ('recover', 'release')`),
+    check("webhook_receiver_tasks_status", sql`${t.status} in ('counting', 'sending', 'finished', 'cancelled')`),
+  ],
+);
+
+export type WebhookReceiverTask = typeof webhookReceiverTasks.$inferSelect;
+
+/**
+ * A project's webhook settings beside its receivers' (src/webhooks/alerts.ts): the alert endpoint that
+ * receives signed events about its receivers, and the opt-in automatic recovery. No row: no alerts,
+ * no automatic recovery.
+ */
+export const webhookProjectSettings = sqliteTable("webhook_project_settings", {
+  projectId: text("project_id")
+    .primaryKey()
+    .references(() => projects.id, { onDelete: "cascade" }),
+  alertEndpoint: text("alert_endpoint"),
+  /** The alert endpoint's signing secret, sealed as a delivery's (AES-256-GCM, bound to the project id). */
+  alertSecret: text("alert_secret"),
+  /** Automatic recovery: a failing receiver that answers 2xx again gets its failed deliveries of the last this many hours recovered. Null: off. */
+  autoRecoverHours: integer("auto_recover_hours"),
+  updatedAt: timestamp("updated_at").notNull(),
+});
+
+export type WebhookProjectSettings = typeof webhookProjectSettings.$inferSelect;
 
 export type WebhookDelivery = typeof webhookDeliveries.$inferSelect;
 export type WebhookAttempt = typeof webhookAttempts.$inferSelect;

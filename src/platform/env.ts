@@ -120,6 +120,13 @@ const ConfigSchema = z
     RUN_TIMEOUT_MS: milliseconds(120_000),
     RUN_STREAM_IDLE_MS: milliseconds(60_000),
     WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
+    // A receiver whose every delivery failed this long is disabled (docs/webhook-receivers.md).
+    WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS: z.coerce
+      .number({ error: "is not a number of hours" })
+      .int()
+      .min(1)
+      .max(24 * 30, "must be at most 720 (30 days)")
+      .default(24),
     OIDC_ISSUER: optional(z.url({ protocol: /^https?$/, error: "is not an http(s) URL" })),
     OIDC_CLIENT_ID: optional(z.string().max(512)),
     OIDC_CLIENT_SECRET: optional(z.string().max(4096)),
@@ -191,6 +198,8 @@ export interface Config {
   runStreamIdleMs: number;
   /** How long one webhook delivery attempt waits for the receiver. */
   webhookTimeoutMs: number;
+  /** `WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS` in ms: a receiver whose every delivery failed this long is disabled. */
+  receiverDisableAfterMs: number;
   /** People's sign-in (OpenID Connect); null: the dashboard offers only the operator's admin-token sign-in. */
   oidc: { issuer: string; clientId: string; clientSecret: string } | null;
   /** How long the async-run consumer waits for the app's answer. */
@@ -251,6 +260,7 @@ export function getConfig(env: Env): Config {
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     runStreamIdleMs: c.RUN_STREAM_IDLE_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
+    receiverDisableAfterMs: c.WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS * 3_600_000,
     oidc:
       c.OIDC_ISSUER && c.OIDC_CLIENT_ID && c.OIDC_CLIENT_SECRET
         ? { issuer: c.OIDC_ISSUER, clientId: c.OIDC_CLIENT_ID, clientSecret: c.OIDC_CLIENT_SECRET }

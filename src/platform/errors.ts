@@ -28,6 +28,7 @@ export const PROBLEMS = {
   payload_too_large: { status: 413, title: "Payload too large" },
   unsupported_media_type: { status: 415, title: "Unsupported media type" },
   idempotency_key_reused: { status: 422, title: "Idempotency key reused" },
+  window_past_retention: { status: 422, title: "Window past retention" },
   rate_limited: { status: 429, title: "Too many requests" },
   internal_error: { status: 500, title: "Internal error" },
   configuration_error: { status: 500, title: "Service misconfigured" },

@@ -2,7 +2,21 @@ const CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz";
 const CODES = Uint8Array.from(CROCKFORD, (char) => char.charCodeAt(0));
 const decoder = new TextDecoder();
 
-export type IdPrefix = "proj" | "sa" | "bld" | "req" | "run" | "whd" | "dom" | "aud" | "usr" | "mem" | "inv";
+export type IdPrefix =
+  | "proj"
+  | "sa"
+  | "bld"
+  | "req"
+  | "run"
+  | "whd"
+  | "dom"
+  | "aud"
+  | "usr"
+  | "mem"
+  | "inv"
+  // A receiver task (recover, release; src/webhooks/receiver-tasks.ts) and an alert event (src/webhooks/alerts.ts).
+  | "wrt"
+  | "evt";
 
 // Every request makes two ids (request and run): the time part is reused within a millisecond and the
 // random part is encoded in place, which the run path's CPU profile showed to matter.
@@ -47,3 +61,14 @@ export function newId(prefix: IdPrefix, now = Date.now()): string {
 export const ID_BODY = "[0-9a-hjkmnp-tv-z]{30}";
 
 export const ID_PATTERN = (prefix: IdPrefix) => new RegExp(`^${prefix}_${ID_BODY}$`);
+
+/**
+ * An id whose random part is derived from `material` (SHA-256): the same material and time give the
+ * same id, so a step that may run twice (a slice of a task, run again after a crash) writes one row,
+ * by `ON CONFLICT DO NOTHING`. Unguessable as long as `material` holds an id that is.
+ */
+export async function derivedId(prefix: IdPrefix, now: number, material: string): Promise<string> {
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(material)));
+  const random = Uint8Array.from(hash.subarray(0, RANDOM_CHARS), (b) => CODES[b & 31]!);
+  return `${prefix}_${timePart(now)}${decoder.decode(random)}`;
+}

@@ -1,6 +1,6 @@
-import { and, count, eq, gte, inArray, isNull, lt, ne, sql } from "drizzle-orm";
+import { and, count, eq, gte, inArray, isNull, lt, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
-import { webhookDeliveries as d, webhookReceivers } from "../db/schema";
+import { WEBHOOK_ORIGIN_SQL, webhookDeliveries as d, webhookReceivers } from "../db/schema";
 import type { RunDelivery } from "./routes";
 
 /**
@@ -50,7 +50,7 @@ export async function deliveryCounts(
         eq(d.projectId, projectId),
         gte(d.createdAt, new Date(q.from)),
         lt(d.createdAt, new Date(q.to)),
-        ne(d.status, "pending"),
+        inArray(d.status, ["delivered", "failed"]),
         q.appName === undefined ? undefined : eq(d.appName, q.appName),
       ),
     )
@@ -72,13 +72,14 @@ export const RECEIVER_ORIGINS_MAX = 100;
  * Endpoints are stored as the URL parser printed them (`checkTarget`: lower-case host, no default
  * port, no user info, a path of at least `/`), so this is `new URL(endpoint).origin`.
  */
-const ORIGIN_SQL =
-  "substr(endpoint, 1, instr(endpoint, '://') + 1 + instr(substr(endpoint, instr(endpoint, '://') + 3) || '/', '/'))";
+const ORIGIN_SQL = WEBHOOK_ORIGIN_SQL;
 
 interface HealthRow {
   origin: string;
   delivered: number;
   failed: number;
+  recovered: number;
+  held: number;
   pending: number;
   retried: number;
   p95: number | null;
@@ -99,12 +100,16 @@ export async function receiversHealth(db: Database, projectId: string, from: num
     .prepare(
       `WITH recent AS (
          SELECT ${ORIGIN_SQL} AS origin, status, attempt_count, created_at,
-                coalesce(completed_at, created_at) AS settled_at, last_status_code, last_error
+                coalesce(completed_at, created_at) AS settled_at, last_status_code, last_error,
+                -- A failed delivery whose message was delivered since (a resend, a recovery) is recovered.
+                status = 'failed' AND EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.project_id = ?1
+                  AND e.message_id = webhook_deliveries.message_id AND e.status = 'delivered') AS recovered
          FROM webhook_deliveries WHERE project_id = ?1 AND created_at >= ?2 AND created_at < ?3
          ORDER BY created_at DESC LIMIT ?4),
        counts AS (
-         SELECT origin, sum(status = 'delivered') AS delivered, sum(status = 'failed') AS failed,
-                sum(status = 'pending') AS pending, sum(status != 'pending' AND attempt_count > 1) AS retried
+         SELECT origin, sum(status = 'delivered') AS delivered, sum(status = 'failed' AND NOT recovered) AS failed,
+                sum(recovered) AS recovered, sum(status = 'held') AS held,
+                sum(status = 'pending') AS pending, sum(status IN ('delivered', 'failed') AND attempt_count > 1) AS retried
          FROM recent GROUP BY origin ORDER BY count(*) DESC, origin LIMIT ?5),
        ranked AS (
          SELECT origin, settled_at - created_at AS ms,
@@ -114,23 +119,47 @@ export async function receiversHealth(db: Database, projectId: string, from: num
        failures AS (
          SELECT origin, settled_at, last_status_code, last_error,
                 row_number() OVER (PARTITION BY origin ORDER BY settled_at DESC) AS r
-         FROM recent WHERE status = 'failed' AND origin IN (SELECT origin FROM counts))
-       SELECT c.origin, c.delivered, c.failed, c.pending, c.retried,
+         FROM recent WHERE status = 'failed' AND NOT recovered AND origin IN (SELECT origin FROM counts))
+       SELECT c.origin, c.delivered, c.failed, c.recovered, c.held, c.pending, c.retried,
               (SELECT ms FROM ranked k WHERE k.origin = c.origin AND k.r = max(1, (95 * k.n + 99) / 100)) AS p95,
               f.settled_at AS failed_at, f.last_status_code, f.last_error
        FROM counts c LEFT JOIN failures f ON f.origin = c.origin AND f.r = 1
-       ORDER BY c.delivered + c.failed + c.pending DESC, c.origin`,
+       ORDER BY c.delivered + c.failed + c.recovered + c.held + c.pending DESC, c.origin`,
     )
     .bind(projectId, from, to, RECEIVER_ROWS_MAX, RECEIVER_ORIGINS_MAX)
     .all<HealthRow>();
+  // Each receiver's state (paused, disabled and why), and the ones not active that had no delivery in the range.
+  const states = await db.select().from(webhookReceivers).where(eq(webhookReceivers.projectId, projectId));
+  const stateOf = new Map(states.map((r) => [r.origin, r]));
+  const listed = new Set(results.map((h) => h.origin));
+  for (const r of states)
+    if (r.state !== "active" && !listed.has(r.origin))
+      results.push({
+        origin: r.origin,
+        delivered: 0,
+        failed: 0,
+        recovered: 0,
+        held: 0,
+        pending: 0,
+        retried: 0,
+        p95: null,
+        failed_at: null,
+        last_status_code: null,
+        last_error: null,
+      });
   return results.map((h) => {
-    const settled = h.delivered + h.failed;
+    const settled = h.delivered + h.failed + h.recovered;
+    const state = stateOf.get(h.origin);
     const reason =
       h.last_error ?? (h.last_status_code !== null ? `the receiver answered ${h.last_status_code}` : "failed");
     return {
       origin: h.origin,
+      state: state?.state ?? "active",
+      state_cause: state?.stateCause ?? null,
       delivered: h.delivered,
       failed: h.failed,
+      recovered: h.recovered,
+      held: h.held,
       pending: h.pending,
       retried_share: settled === 0 ? 0 : h.retried / settled,
       p95_run_to_received_ms: h.p95,

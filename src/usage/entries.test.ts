@@ -258,8 +258,12 @@ describe("runs on record from every entry", () => {
     expect(health.body.data).toEqual([
       {
         origin: new URL(hook.url).origin,
+        state: "active",
+        state_cause: null,
         delivered: 0,
         failed: 1,
+        recovered: 0,
+        held: 0,
         pending: 0,
         retried_share: 0,
         p95_run_to_received_ms: null,

@@ -77,8 +77,12 @@ describe("attack: the receivers' health read every delivery into the Worker (33.
       const last = failed.reduce((a, b) => (b + (b % 97) * 10 > a + (a % 97) * 10 ? b : a));
       return {
         origin: `https://r${o}.example.com`,
+        state: "active",
+        state_cause: null,
         delivered: delivered.length,
         failed: failed.length,
+        recovered: 0,
+        held: 0,
         pending: rows.length - settled.length,
         retried_share: settled.filter((i) => i % 3 === 0).length / settled.length,
         p95_run_to_received_ms: times[Math.ceil(0.95 * times.length) - 1],

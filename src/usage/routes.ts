@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
+import { DELIVERY_STATUSES, RECEIVER_STATES } from "../db/schema";
 import { RUN_ENDINGS, RUN_MODES } from "./run-record";
 import {
   idParam,
@@ -41,7 +42,9 @@ export const RunsQuery = ListQuery.extend({
 export const RunDelivery = z
   .object({
     delivery_id: z.string().nullable().openapi({ description: "The delivery's id; null while it is being recorded." }),
-    status: z.enum(["pending", "delivered", "failed"]),
+    status: z.enum(DELIVERY_STATUSES).openapi({
+      description: "`held`: stored, not attempted, while its receiver is paused or disabled.",
+    }),
     attempts: z.number().int(),
   })
   .openapi("RunDelivery");
@@ -338,8 +341,17 @@ export const ReceiversQuery = z
 export const ReceiverHealthSchema = z
   .object({
     origin: z.string().openapi({ example: "https://hooks.example.com" }),
+    state: z.enum(RECEIVER_STATES).openapi({
+      description:
+        "`active`, `paused` (new deliveries held) or `disabled` (the receiver said stop, or failed for too long).",
+    }),
+    state_cause: z.string().nullable().openapi({ description: "Why it is paused or disabled." }),
     delivered: z.number().int(),
-    failed: z.number().int(),
+    failed: z.number().int().openapi({ description: "Failed, and not delivered since (see `recovered`)." }),
+    recovered: z.number().int().openapi({
+      description: "Failed, then delivered later by a resend or a recovery of the same message.",
+    }),
+    held: z.number().int().openapi({ description: "Held while the receiver is paused or disabled." }),
     pending: z.number().int(),
     retried_share: z
       .number()
@@ -363,7 +375,7 @@ export const listReceivers = createRoute({
   ...requires("deliveries:read"),
   summary: "Webhook receivers' health",
   description:
-    "Each receiver origin the project's deliveries went to in the range: delivered, failed, share retried, p95 time from run to received, last failure and its reason.",
+    "Each receiver origin the project's deliveries went to in the range: its state (paused, disabled and why), delivered, failed, recovered, held, share retried, p95 time from run to received, last failure and its reason. A receiver paused or disabled is listed even without deliveries in the range.",
   request: { params: ProjectParams, query: ReceiversQuery },
   responses: {
     200: jsonContent(

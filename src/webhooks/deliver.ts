@@ -6,6 +6,8 @@ import { type Next, schedule } from "./attempt/schedule";
 import { send, unsent } from "./attempt/send";
 import type { DeliveryMessage } from "./message";
 import { failPending } from "./store";
+import type { ReceiverStates } from "./receiver-controls";
+import { afterAttempt } from "./receiver-stops";
 
 /**
  * A delivery's attempts, start to end, as a chain of named steps (Svix's worker is the model):
@@ -81,7 +83,11 @@ export type AttemptEnd = DeliveryEnd | { kind: "pause"; dueAt: number; endedAt: 
  * and keeps the pause itself (a row with the next attempt's time), so a delivery between attempts holds
  * no connection and no memory: `delivery` is the attempt's own unless the caller keeps one across them.
  */
-export async function attempt(ctx: DeliveryContext, delivery: DeliveryInProgress): Promise<AttemptEnd> {
+export async function attempt(
+  ctx: DeliveryContext,
+  delivery: DeliveryInProgress,
+  receivers?: ReceiverStates,
+): Promise<AttemptEnd> {
   const { message } = delivery;
   let prepared: Prepared;
   try {
@@ -102,6 +108,9 @@ export async function attempt(ctx: DeliveryContext, delivery: DeliveryInProgress
       ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold())
       : unsent(prepared);
   const next: Next = schedule(await writeAttempt(ctx, message.id, sent), Date.now());
+  // A receiver that said stop is disabled; a failed delivery is told to the alert endpoint; a
+  // delivered one may start the automatic recovery (receiver-stops.ts).
+  if (sent.says || sent.outcome !== "retry") await afterAttempt(ctx, message, sent, receivers);
   if (next.kind === "settled") {
     if (next.outcome === "failed") logFailure(message, sent.attempt, sent.reason, sent);
     return SETTLED;
@@ -115,11 +124,15 @@ export async function attempt(ctx: DeliveryContext, delivery: DeliveryInProgress
  * One delivery, from its next attempt to its end, its pauses slept on `ctx.deps.sleep`: the attempts
  * of one delivery in a row, as tests drive them on a fake clock (lanes run `attempt` instead).
  */
-export async function deliver(ctx: DeliveryContext, message: DeliveryMessage): Promise<DeliveryEnd> {
+export async function deliver(
+  ctx: DeliveryContext,
+  message: DeliveryMessage,
+  receivers?: ReceiverStates,
+): Promise<DeliveryEnd> {
   const delivery = new DeliveryInProgress(message);
   try {
     for (;;) {
-      const end = await attempt(ctx, delivery);
+      const end = await attempt(ctx, delivery, receivers);
       if (end.kind !== "pause") return end;
       const ms = end.dueAt - Date.now();
       if (ms > 0) await ctx.deps.sleep(ms);

@@ -3,6 +3,8 @@ import { webhookDeliveries } from "../db/schema";
 import type { Scope } from "../platform/scope";
 import { logFailure } from "./deliver";
 import { SWEPT_REASONS } from "./policy";
+import { expireHeld } from "./receiver-controls";
+import { disableFailing } from "./receiver-stops";
 import { log } from "../platform/log";
 
 const [NEVER_ATTEMPTED, STALLED] = SWEPT_REASONS;
@@ -91,4 +93,14 @@ export async function purgeExpired({ env, db, deps }: Scope): Promise<number> {
 /** The webhook part of the cron. */
 export async function webhookHousekeeping(scope: Scope): Promise<{ swept: number; purged: number }> {
   return { swept: await sweepStalled(scope), purged: await purgeExpired(scope) };
+}
+
+/**
+ * The receivers' part of the `*\/30` cron: held deliveries past the body retention end `failed`, and
+ * receivers that failed every delivery for the configured span are disabled.
+ */
+export async function receiverHousekeeping(scope: Scope): Promise<{ expired: number; disabled: number }> {
+  const expired = await expireHeld(scope, RETENTION_MS);
+  const disabled = await disableFailing(scope, scope.config.receiverDisableAfterMs);
+  return { expired, disabled };
 }

@@ -1,12 +1,14 @@
 import { auditAs } from "../audit";
-import { and, asc, eq, inArray } from "drizzle-orm";
+import { and, asc, eq, gte, inArray, lt, sql } from "drizzle-orm";
+import { invalidField } from "../platform/errors";
+import { ORIGIN } from "./receiver-controls";
 import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDelivery } from "../db/schema";
 import { createRouter } from "../platform/router";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
 import { resend } from "./resend";
 import { setReceiverConcurrency } from "./receiver-concurrency";
-import { updateReceiver } from "./receiver-routes";
+import { updateReceiver } from "./receiver-settings-routes";
 import { listDeliveries, resendDelivery } from "./routes";
 
 export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => ({
@@ -31,6 +33,7 @@ export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => 
   updated_at: rfc3339(d.updatedAt),
   completed_at: rfc3339OrNull(d.completedAt),
   resent_from: d.resentFrom,
+  task_id: d.taskId,
 });
 
 export const webhooksRouter = createRouter()
@@ -46,12 +49,24 @@ export const webhooksRouter = createRouter()
   })
   .openapi(listDeliveries, async (c) => {
     const { project_id } = c.req.valid("param");
-    const { limit, cursor, run_id } = c.req.valid("query");
+    const { limit, cursor, run_id, status, origin, from, to } = c.req.valid("query");
     const db = c.var.scope.db;
+    let receiver: string | undefined;
+    if (origin !== undefined) {
+      try {
+        receiver = new URL(origin).origin;
+      } catch {
+        throw invalidField("query", "origin", "is not an origin such as https://hooks.example.com");
+      }
+    }
     const { items, nextCursor } = await listPage(db, webhookDeliveries, {
       filter: and(
         eq(webhookDeliveries.projectId, project_id),
         run_id ? eq(webhookDeliveries.runId, run_id) : undefined,
+        status ? eq(webhookDeliveries.status, status) : undefined,
+        receiver === undefined ? undefined : sql`${ORIGIN} = ${receiver}`,
+        from === undefined ? undefined : gte(webhookDeliveries.createdAt, new Date(from)),
+        to === undefined ? undefined : lt(webhookDeliveries.createdAt, new Date(to)),
       ),
       key: webhookDeliveries.id,
       keyOf: (d) => d.id,

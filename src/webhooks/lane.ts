@@ -9,6 +9,7 @@ import { type AttemptInFlight, firstAttemptFits, plannedHold, shardOf, shardShar
 import { type DeliveryMessage, laneName, laneObject, laneShardName, receiverLaneName, receiverOrigin } from "./message";
 import { MAX_ATTEMPTS, MAX_GAP_MS } from "./policy";
 import { defaultReceiverSettings, type ReceiverSettings, receiverSettings } from "./receiver-settings";
+import { holdIfStopped, ReceiverStates } from "./receiver-controls";
 
 /**
  * A delivery lane: one Durable Object per (project, receiver origin), and per shard of it when the
@@ -127,6 +128,8 @@ export class Lane {
   readonly #inFlight = new Map<string, AttemptInFlight>();
   /** How long the lane's last attempts held their slots (ms), newest last. */
   readonly #holds: number[] = [];
+  /** Its receiver's state, read at most once a second (a paused or disabled receiver's new deliveries are held). */
+  readonly #receivers = new ReceiverStates();
   #pumping = false;
   #wake: (() => void) | undefined;
 
@@ -474,8 +477,13 @@ export class Lane {
   /** One attempt of a delivery (deliver.ts), and what the lane keeps of it afterwards. */
   async #attempt(ctx: DeliveryContext, row: LaneRow): Promise<void> {
     const message = JSON.parse(row.message) as DeliveryMessage;
+    // Taken for its first attempt while its receiver is paused or disabled: held, not attempted.
+    if (row.attempts === 0 && (await holdIfStopped(ctx, this.#receivers, message))) {
+      this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
+      return;
+    }
     const delivery = new DeliveryInProgress(message);
-    const end = await attempt(ctx, delivery).finally(() => delivery.release());
+    const end = await attempt(ctx, delivery, this.#receivers).finally(() => delivery.release());
     if (end.kind === "settled") {
       this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
       return;

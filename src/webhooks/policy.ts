@@ -53,3 +53,14 @@ export function retryDelaySeconds(attempt: number, retryAfter: string | null, no
   seconds = Math.ceil(seconds);
   return Math.max(0, Math.min(seconds, MAX_RETRY_DELAY_SECONDS));
 }
+
+/** What a receiver's answer says beyond its status (Standard Webhooks, Svix): stop this message, or stop everything. */
+export type ReceiverSays = "disable" | "abort-message" | null;
+
+/** 410 Gone or `webhook-delivery: disable` disables the receiver; `webhook-delivery: abort-message` ends the delivery. */
+export function receiverSays(status: number, header: string | null): ReceiverSays {
+  const said = header?.trim().toLowerCase();
+  if (status === 410 || said === "disable") return "disable";
+  if (said === "abort-message") return "abort-message";
+  return null;
+}

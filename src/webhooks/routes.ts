@@ -41,24 +41,44 @@ export const DeliverySchema = z
     endpoint: z.string().openapi({ description: "The receiver's URL (`webhookEndpoint`)." }),
     signed: z.boolean().openapi({ description: "Whether `X-Webhook-Secret` was sent, so attempts are signed." }),
     body_bytes: z.number().int(),
-    status: z
-      .enum(DELIVERY_STATUSES)
-      .openapi({ description: "`pending` until delivered (2xx) or failed (permanent answer, or 3 attempts)." }),
+    status: z.enum(DELIVERY_STATUSES).openapi({
+      description:
+        "`pending` until delivered (2xx) or failed (permanent answer, 3 attempts, or the receiver's `webhook-delivery: abort-message`); `held` while its receiver is paused or disabled (stored, not attempted).",
+    }),
     attempts: z.array(AttemptSchema),
     last_status_code: z.number().int().nullable(),
     last_error: z.string().nullable().openapi({
       description:
-        "The last attempt's error, or why the delivery ended without one: `enqueue_failed` (neither its lane nor the queue could take it), `run_interrupted` (the run was cut short before its answer), `never_attempted` or `stalled` (settled by the sweeper), `dead_lettered` (the queue gave up on it), `outcome_not_recorded` (the last attempt's outcome could not be written).",
+        "The last attempt's error, or why the delivery ended without one: `enqueue_failed` (neither its lane nor the queue could take it), `run_interrupted` (the run was cut short before its answer), `never_attempted` or `stalled` (settled by the sweeper), `dead_lettered` (the queue gave up on it), `outcome_not_recorded` (the last attempt's outcome could not be written); on a held delivery `receiver_paused` or `receiver_disabled`, and `held_past_retention` for one held longer than bodies are kept.",
     }),
     created_at: Timestamp,
     updated_at: Timestamp,
     completed_at: Timestamp.nullable(),
     resent_from: z.string().nullable().openapi({ description: "The delivery this one resends, if it is a resend." }),
+    task_id: z.string().nullable().openapi({
+      description: "The receiver task that sent it: a recovery's resend, or a held delivery a resume released.",
+    }),
   })
   .openapi("WebhookDelivery");
 
 export const DeliveryQuery = ListQuery.extend({
   run_id: z.string().max(64).optional().openapi({ description: "Only the deliveries of this run." }),
+  status: z
+    .enum(DELIVERY_STATUSES)
+    .optional()
+    .openapi({ description: "Only deliveries with this status (`held`: waiting for their receiver's resume)." }),
+  origin: z.string().max(300).optional().openapi({
+    description: "Only deliveries to this receiver origin (`scheme://host[:port]`, as receivers' health lists it).",
+    example: "https://hooks.example.com",
+  }),
+  from: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .openapi({ description: "Only deliveries made at or after this time (RFC 3339)." }),
+  to: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .openapi({ description: "Only deliveries made before this time (RFC 3339)." }),
 });
 
 export const listDeliveries = createRoute({
@@ -68,7 +88,8 @@ export const listDeliveries = createRoute({
   tags: ["Webhooks"],
   ...requires("deliveries:read"),
   summary: "List webhook deliveries",
-  description: "Recent deliveries of run responses, newest first, with every attempt and the last outcome.",
+  description:
+    "Recent deliveries of run responses, newest first, with every attempt and the last outcome; filtered by run, status, receiver origin and time.",
   request: { params: ProjectParams, query: DeliveryQuery },
   responses: {
     200: jsonContent(listOf(DeliverySchema, "WebhookDeliveryList"), "A page of deliveries, newest first."),

@@ -29,7 +29,7 @@ export interface Delivery {
   endpoint: string;
   signed: boolean;
   body_bytes: number;
-  status: "pending" | "delivered" | "failed";
+  status: "pending" | "held" | "delivered" | "failed";
   attempts: Attempt[];
   last_status_code: number | null;
   last_error: string | null;
@@ -38,9 +38,15 @@ export interface Delivery {
   resent_from: string | null;
 }
 
-export const STATUS_TONE: Record<Delivery["status"], BadgeTone> = { pending: "info", delivered: "ok", failed: "bad" };
+export const STATUS_TONE: Record<Delivery["status"], BadgeTone> = {
+  pending: "info",
+  held: "warn",
+  delivered: "ok",
+  failed: "bad",
+};
 export const STATUS_LABEL: Record<Delivery["status"], string> = {
   pending: "Pending",
+  held: "Held",
   delivered: "Delivered",
   failed: "Failed",
 };
@@ -59,6 +65,10 @@ export const ERROR_TEXT: Record<string, string> = {
   stalled: "stopped before its last attempt; settled by the sweeper",
   dead_lettered: "the queue gave up on it",
   outcome_not_recorded: "the last attempt's outcome was lost",
+  receiver_paused: "held: its receiver is paused",
+  receiver_disabled: "held: its receiver is disabled",
+  held_past_retention: "held longer than its body is kept",
+  aborted_by_receiver: "the receiver answered webhook-delivery: abort-message",
 };
 
 const PAGE_SIZE = 20;
@@ -98,13 +108,27 @@ interface ResendState {
 async function deliveriesPage(c: DashContext, project: ProjectItem, state: ResendState = {}) {
   const pid = project.project_id;
   const runId = (c.req.query("run_id") ?? "").trim();
+  const status = c.req.query("status") ?? "";
+  const statusFilter = Object.hasOwn(STATUS_LABEL, status) ? status : "";
+  const origin = (c.req.query("origin") ?? "").trim();
   const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
   if (runId) query.set("run_id", runId);
+  if (statusFilter) query.set("status", statusFilter);
+  if (origin) query.set("origin", origin);
+  const filters = Object.fromEntries(
+    [
+      ["run_id", runId],
+      ["status", statusFilter],
+      ["origin", origin],
+    ].filter(([, v]) => v),
+  );
+  const filtered = Object.keys(filters).length > 0;
   const cursor = c.req.query("cursor");
   if (cursor) query.set("cursor", cursor);
   const list = await c.get("api")<Page<Delivery>>("GET", `/projects/${seg(pid)}/webhook-deliveries?${query}`);
   const path = projectPath(pid, "/webhook-deliveries");
   const runError = !list.ok ? list.problem.fields.run_id : undefined;
+  const originError = !list.ok ? list.problem.fields.origin : undefined;
   return renderPage(
     c,
     {
@@ -134,18 +158,45 @@ async function deliveriesPage(c: DashContext, project: ProjectItem, state: Resen
           error={runError}
           hint="Only the deliveries of this run (the X-Run-Id of its answer)."
         />
-        <FilterActions path={path} filtered={Boolean(runId)} />
+        <label>
+          Status{" "}
+          <select name="status">
+            <option value="" selected={!statusFilter}>
+              Any
+            </option>
+            {Object.entries(STATUS_LABEL).map(([value, label]) => (
+              <option value={value} selected={value === statusFilter}>
+                {label}
+              </option>
+            ))}
+          </select>
+        </label>
+        <Field
+          label="Receiver"
+          name="origin"
+          value={origin}
+          maxlength={300}
+          error={originError}
+          hint="Only the deliveries to this origin, e.g. https://hooks.example.com."
+        />
+        <FilterActions path={path} filtered={filtered} />
       </form>
       {!list.ok ? (
         <ProblemMessage problem={list.problem} action="Loading deliveries" />
       ) : list.data.data.length === 0 ? (
-        <p>{runId ? "No deliveries for this run." : "No webhook deliveries yet."}</p>
+        <p>
+          {runId && !statusFilter && !origin
+            ? "No deliveries for this run."
+            : filtered
+              ? "No deliveries match these filters."
+              : "No webhook deliveries yet."}
+        </p>
       ) : (
         <DataTable
           caption={<>Webhook deliveries{runId ? ` of run ${runId}` : ""}</>}
           columns={["Delivery", "Status", "Attempts", "Last outcome"]}
           class="cards"
-          footer={<Pager path={path} next={list.data.next_cursor} query={runId ? { run_id: runId } : undefined} />}
+          footer={<Pager path={path} next={list.data.next_cursor} query={filtered ? filters : undefined} />}
         >
           {list.data.data.map((d) => (
             <tr id={`delivery-${d.delivery_id}`}>
@@ -164,7 +215,7 @@ async function deliveriesPage(c: DashContext, project: ProjectItem, state: Resen
                     </>
                   )}
                 </span>
-                {d.status !== "pending" && (
+                {d.status !== "pending" && d.status !== "held" && (
                   <form method="post" action={`${path}/${seg(d.delivery_id)}/resend`} class="below">
                     <Csrf token={c.get("csrf")} />
                     <button type="submit" class="secondary" aria-label={`Resend delivery ${d.delivery_id}`}>

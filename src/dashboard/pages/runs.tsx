@@ -21,11 +21,13 @@ const STATUS_CLASSES = { "2xx": "2xx success", "4xx": "4xx refused", "5xx": "5xx
 
 const WEBHOOK_TONE: Record<NonNullable<RunRecordItem["webhook"]>["status"], BadgeTone> = {
   pending: "info",
+  held: "warn",
   delivered: "ok",
   failed: "bad",
 };
 const WEBHOOK_LABEL: Record<NonNullable<RunRecordItem["webhook"]>["status"], string> = {
   pending: "Pending",
+  held: "Held",
   delivered: "Delivered",
   failed: "Failed",
 };

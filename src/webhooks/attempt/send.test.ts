@@ -30,7 +30,7 @@ describe("send: one POST of a prepared attempt (a real local receiver)", () => {
     expect(request!.headers["webhook-id"]).toBe("msg_1");
   });
 
-  it("a 404 is retried before the last attempt and fails the last one; a 410 fails at once; Retry-After is kept", async () => {
+  it("a 404 is retried before the last attempt and fails the last one; a 410 fails at once and says disable; Retry-After is kept", async () => {
     const missing = await receiver([{ status: 404, headers: { "Retry-After": "2" } }]);
     expect(await send(productionDeps, ready(missing.url), 2_000)).toMatchObject({
       statusCode: 404,
@@ -45,8 +45,26 @@ describe("send: one POST of a prepared attempt (a real local receiver)", () => {
     expect(await send(productionDeps, ready(gone.url), 2_000)).toMatchObject({
       statusCode: 410,
       outcome: "failed",
-      reason: "permanent failure",
+      says: "disable",
+      reason: "the receiver asked to be disabled",
     });
+  });
+
+  it("webhook-delivery: abort-message ends the delivery's attempts; disable beside a 2xx delivers and says disable", async () => {
+    const abort = await receiver([{ status: 404, headers: { "webhook-delivery": "abort-message" } }]);
+    expect(await send(productionDeps, ready(abort.url), 2_000)).toMatchObject({
+      statusCode: 404,
+      outcome: "failed",
+      says: "abort-message",
+    });
+    const taken = await receiver([{ status: 200, headers: { "webhook-delivery": "Disable" } }]);
+    expect(await send(productionDeps, ready(taken.url), 2_000)).toMatchObject({
+      statusCode: 200,
+      outcome: "delivered",
+      says: "disable",
+    });
+    const plain = await receiver([{ status: 500 }]);
+    expect(await send(productionDeps, ready(plain.url), 2_000)).toMatchObject({ outcome: "failed", says: null });
   });
 
   it("a receiver that holds the connection past the timeout is a timeout after the timeout, not before", async () => {

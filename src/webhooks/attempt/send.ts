@@ -1,7 +1,7 @@
 import type { AttemptOutcome } from "../../db/schema";
 import type { Deps } from "../../platform/deps";
 import { isTimeout } from "../../platform/http";
-import { classifyStatus, type AttemptVerdict } from "../policy";
+import { classifyStatus, type AttemptVerdict, type ReceiverSays, receiverSays } from "../policy";
 import type { Prepared } from "./prepare";
 
 /** The second step: what one attempt did, as it will be recorded. */
@@ -19,14 +19,26 @@ export interface SentAttempt {
   retryAfter: string | null;
   /** For the failure's log line: why the delivery ends here, when it does. */
   reason: string;
+  /** The receiver said stop: 410 Gone or `webhook-delivery: disable` (its receiver is disabled), or `abort-message`. */
+  says?: ReceiverSays;
 }
 
 type Ready = Extract<Prepared, { kind: "ready" }>;
 type Unsendable = Extract<Prepared, { kind: "unsendable" }>;
 
-/** The recorded outcome of a receiver's answer, to the delivery's last attempt (`final`) or an earlier one. */
-export function outcomeOf(answer: AttemptVerdict, final: boolean): { outcome: AttemptOutcome; reason: string } {
+/**
+ * The recorded outcome of a receiver's answer, to the delivery's last attempt (`final`) or an earlier
+ * one. A receiver that says stop (`says`) ends the delivery's attempts unless it took it.
+ */
+export function outcomeOf(
+  answer: AttemptVerdict,
+  final: boolean,
+  says: ReceiverSays = null,
+): { outcome: AttemptOutcome; reason: string } {
   if (answer === "delivered") return { outcome: "delivered", reason: "" };
+  if (says === "abort-message")
+    return { outcome: "failed", reason: "the receiver answered webhook-delivery: abort-message" };
+  if (says === "disable") return { outcome: "failed", reason: "the receiver asked to be disabled" };
   if (answer === "permanent") return { outcome: "failed", reason: "permanent failure" };
   return final ? { outcome: "failed", reason: "attempts exhausted" } : { outcome: "retry", reason: "" };
 }
@@ -57,6 +69,7 @@ export async function send(deps: Pick<Deps, "outbound">, ready: Ready, timeoutMs
     // The receiver's body is not used; release the connection.
     await response.body?.cancel().catch(() => undefined);
     const endedAt = Date.now();
+    const says = receiverSays(response.status, response.headers.get("webhook-delivery"));
     return {
       ...base,
       endedAt,
@@ -64,7 +77,8 @@ export async function send(deps: Pick<Deps, "outbound">, ready: Ready, timeoutMs
       statusCode: response.status,
       error: null,
       retryAfter: response.headers.get("Retry-After"),
-      ...outcomeOf(classifyStatus(response.status), ready.final),
+      says,
+      ...outcomeOf(classifyStatus(response.status), ready.final, says),
     };
   } catch (error) {
     const endedAt = Date.now();

@@ -1,0 +1,206 @@
+import { and, eq, lt, sql } from "drizzle-orm";
+import type { Database } from "../db/client";
+import {
+  auditLog,
+  projects,
+  type ReceiverState,
+  WEBHOOK_ORIGIN_SQL,
+  webhookDeliveries as d,
+  webhookReceivers,
+} from "../db/schema";
+import { newId } from "../platform/ids";
+import { log } from "../platform/log";
+import type { Scope } from "../platform/scope";
+import type { DeliveryContext } from "./attempt/context";
+import type { DeliveryMessage } from "./message";
+import { SWEPT_REASONS } from "./policy";
+import { receiverSettings } from "./receiver-settings";
+
+/**
+ * A receiver's controls (docs/webhook-receivers.md "Receivers you control"): the hold of a paused or
+ * disabled receiver's new deliveries, a receiver that says stop (410 Gone, `webhook-delivery:
+ * disable`), and the disable of one that failed every delivery for a span. Pause, resume and recover
+ * are the routes' (receiver-api.ts); sending what is held or failed again is the tasks'
+ * (receiver-tasks.ts).
+ */
+
+/** The receiver origin of an endpoint (`new URL(endpoint).origin`); the endpoint itself when it does not parse. */
+export function originOf(endpoint: string): string {
+  try {
+    return new URL(endpoint).origin;
+  } catch {
+    return endpoint;
+  }
+}
+
+/** `WEBHOOK_ORIGIN_SQL` for drizzle: word for word the indexed expression, so SQLite uses the index. */
+export const ORIGIN = sql.raw(WEBHOOK_ORIGIN_SQL);
+
+/** Why a delivery is held, as its `last_error` says. */
+export const HELD_REASONS = { paused: "receiver_paused", disabled: "receiver_disabled" } as const;
+/** A delivery held longer than the body retention ends `failed` with this. */
+export const HELD_PAST_RETENTION = "held_past_retention";
+
+/**
+ * How long a lane trusts the receiver's state it read. Every state change but a receiver's own stop
+ * (which the lane sees itself) is a customer's action; the release task waits this long after a resume
+ * before it concludes that nothing more will be held (receiver-tasks.ts).
+ */
+export const RECEIVER_STATE_TTL_MS = 1_000;
+
+/** The receivers' states a lane read, each for RECEIVER_STATE_TTL_MS: one D1 read per receiver a second at most, never one per delivery. */
+export class ReceiverStates {
+  readonly #read = new Map<string, { state: ReceiverState; at: number }>();
+
+  async of(db: Database, projectId: string, origin: string): Promise<ReceiverState> {
+    const key = `${projectId} ${origin}`;
+    const known = this.#read.get(key);
+    if (known && Date.now() - known.at < RECEIVER_STATE_TTL_MS) return known.state;
+    const { state } = await receiverSettings(db, projectId, origin);
+    this.#read.set(key, { state, at: Date.now() });
+    return state;
+  }
+
+  /** What the lane learnt itself (the receiver said stop): no need to read it back. */
+  set(projectId: string, origin: string, state: ReceiverState): void {
+    this.#read.set(`${projectId} ${origin}`, { state, at: Date.now() });
+  }
+}
+
+const sweptFailed = sql`(${d.status} = 'failed' AND ${d.lastError} IN (${sql.join(
+  SWEPT_REASONS.map((r) => sql`${r}`),
+  sql`, `,
+)}))`;
+
+/**
+ * Holds a delivery that was never attempted: `held`, with what a later attempt needs (the body, or
+ * its R2 key, and the sealed secret) stored on its record, so resume can hand it to its lane again.
+ * Written even when the run path could not write the `pending` row (as a claim would). A delivery
+ * already attempted or settled is not held (its attempts go on): false.
+ */
+export async function holdDelivery(
+  db: Database,
+  message: DeliveryMessage,
+  state: Exclude<ReceiverState, "active">,
+  at: Date,
+): Promise<boolean> {
+  const body = "inline" in message.body ? message.body.inline : null;
+  const bodyKey = "r2" in message.body ? message.body.r2 : null;
+  const sealed = message.secret ? JSON.stringify(message.secret) : null;
+  const reason = HELD_REASONS[state];
+  const rows = await db.all<{ id: string }>(sql`INSERT INTO ${d}
+      (id, project_id, run_id, endpoint, signed, body_bytes, status, attempt_count, last_error, created_at,
+       updated_at, body, body_key, sealed_secret, message_id)
+    SELECT ${message.id}, ${message.projectId}, ${message.runId}, ${message.endpoint}, ${message.secret ? 1 : 0},
+      ${message.bodyBytes}, 'held', 0, ${reason}, ${message.createdAt}, ${at.getTime()}, ${body}, ${bodyKey},
+      ${sealed}, ${message.messageId ?? message.id}
+    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE ${projects.id} = ${message.projectId})
+    ON CONFLICT (id) DO UPDATE SET status = 'held', last_error = excluded.last_error,
+      updated_at = excluded.updated_at, completed_at = NULL, body_bytes = excluded.body_bytes,
+      body = coalesce(body, excluded.body), body_key = coalesce(body_key, excluded.body_key),
+      sealed_secret = coalesce(sealed_secret, excluded.sealed_secret)
+    WHERE (status = 'pending' OR ${sweptFailed}) AND attempt_count = 0
+    RETURNING id`);
+  return rows.length === 1;
+}
+
+/**
+ * The check at the point a lane takes a delivery for its first attempt: a receiver that is not active
+ * gets it held, not attempted (no attempt counted). True when held: the lane forgets it. D1 not
+ * answering: the delivery goes on as if the receiver were active (its claim needs D1 anyway).
+ */
+export async function holdIfStopped(
+  ctx: DeliveryContext,
+  states: ReceiverStates,
+  message: DeliveryMessage,
+): Promise<boolean> {
+  try {
+    const state = await states.of(ctx.db, message.projectId, originOf(message.endpoint));
+    if (state === "active") return false;
+    return await holdDelivery(ctx.db, message, state, ctx.deps.now());
+  } catch (error) {
+    log("warn", "webhook receiver state not read: the delivery goes on", {
+      delivery_id: message.id,
+      project_id: message.projectId,
+      error,
+    });
+    return false;
+  }
+}
+
+/** The actor of the gateway's own audit entries (a receiver that said stop, the failing span). */
+const GATEWAY_ACTOR = { actorKind: "operator", actorId: "gateway", actorName: "the gateway" } as const;
+
+/**
+ * Disables a receiver (its later deliveries are held) with its cause, once: a receiver already
+ * disabled is left as it is and nothing more is written. Each disable leaves an audit entry and tells
+ * the project's alert endpoint (`webhook.receiver.disabled`, alerts.ts). True when this call disabled it.
+ */
+export async function disableReceiver(
+  scope: Pick<Scope, "db" | "deps">,
+  projectId: string,
+  origin: string,
+  cause: string,
+  onDisabled?: (at: Date) => Promise<void>,
+): Promise<boolean> {
+  const at = scope.deps.now();
+  const rows = await scope.db.all<{ project_id: string }>(sql`INSERT INTO ${webhookReceivers}
+      (project_id, origin, concurrency, state, state_cause, state_changed_at, updated_at)
+    SELECT ${projectId}, ${origin}, 6, 'disabled', ${cause}, ${at.getTime()}, ${at.getTime()}
+    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE ${projects.id} = ${projectId})
+    ON CONFLICT (project_id, origin) DO UPDATE SET state = 'disabled', state_cause = excluded.state_cause,
+      state_changed_at = excluded.state_changed_at, updated_at = excluded.updated_at
+    WHERE state != 'disabled'
+    RETURNING project_id`);
+  if (rows.length === 0) return false;
+  log("warn", "webhook receiver disabled", { project_id: projectId, origin, cause });
+  const auditId = newId("aud", at.getTime());
+  await scope.db
+    .insert(auditLog)
+    .values({
+      id: auditId,
+      projectId,
+      ...GATEWAY_ACTOR,
+      action: "webhook_receiver.disable",
+      targetType: "webhook_receiver",
+      targetId: origin,
+      details: { cause },
+      clientIp: null,
+      requestId: auditId,
+      at,
+    })
+    .catch((error: unknown) =>
+      log("error", "audit entry not written", { audit_id: auditId, project_id: projectId, error }),
+    );
+  await onDisabled?.(at);
+  return true;
+}
+
+/** The cause a receiver's stop is recorded with. */
+export function stopCause(sent: { statusCode: number | null }): string {
+  return sent.statusCode === 410
+    ? "the receiver answered 410 Gone"
+    : "the receiver answered with the header webhook-delivery: disable";
+}
+
+/** Deliveries held longer than `retentionMs` (their bodies would be purged) end `failed`, each with its reason; at most `limit` per call. */
+export async function expireHeld({ db, deps }: Pick<Scope, "db" | "deps">, retentionMs: number, limit = 1000) {
+  const now = deps.now();
+  const stale = db
+    .select({ id: d.id })
+    .from(d)
+    .where(and(eq(d.status, "held"), lt(d.createdAt, new Date(now.getTime() - retentionMs))))
+    .limit(limit);
+  const ended = await db
+    .update(d)
+    .set({ status: "failed", lastError: HELD_PAST_RETENTION, updatedAt: now, completedAt: now })
+    .where(and(sql`${d.id} IN ${stale}`, eq(d.status, "held")))
+    .returning({ id: d.id, projectId: d.projectId });
+  for (const row of ended)
+    log("error", "webhook delivery failed", {
+      reason: "held longer than the body retention",
+      delivery_id: row.id,
+      project_id: row.projectId,
+    });
+  return ended.length;
+}

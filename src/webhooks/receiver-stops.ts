@@ -1,0 +1,154 @@
+import { and, eq, gt, sql } from "drizzle-orm";
+import { webhookDeliveries as d, webhookReceivers } from "../db/schema";
+import { log } from "../platform/log";
+import type { Scope } from "../platform/scope";
+import type { DeliveryContext } from "./attempt/context";
+import type { SentAttempt } from "./attempt/send";
+import { alertDisabled, alertExhausted, isAlertDelivery, projectWebhookSettings } from "./alerts";
+import { createTask, runningTask, startTask } from "./receiver-tasks";
+import type { DeliveryMessage } from "./message";
+import { disableReceiver, ORIGIN, originOf, type ReceiverStates, stopCause } from "./receiver-controls";
+
+/**
+ * What an attempt's end does to its receiver (docs/webhook-receivers.md "Receivers that say stop"): a
+ * receiver that answered 410 Gone or `webhook-delivery: disable` is disabled (once, with an audit
+ * entry and an alert); a delivery that ended failed is told to the alert endpoint. The cron disables a
+ * receiver that failed every delivery for `WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS`.
+ */
+
+/** The lane's delivery context as a scope for the alerts (which record and hand on a delivery of their own). */
+const scopeOf = (ctx: DeliveryContext): Scope => ({
+  requestId: "lane",
+  env: ctx.env,
+  ctx: { waitUntil: () => undefined },
+  config: ctx.config,
+  db: ctx.db,
+  deps: ctx.deps,
+});
+
+/** After an attempt is written: the receiver's stop, and a failed delivery's alert. Never throws (logs). */
+export async function afterAttempt(
+  ctx: DeliveryContext,
+  message: DeliveryMessage,
+  sent: SentAttempt,
+  states?: ReceiverStates,
+): Promise<void> {
+  try {
+    const scope = scopeOf(ctx);
+    if (sent.says === "disable") {
+      const origin = originOf(message.endpoint);
+      const cause = stopCause(sent);
+      states?.set(message.projectId, origin, "disabled");
+      // The alert endpoint's own receiver is disabled like any other, but never alerts about itself.
+      await disableReceiver(scope, message.projectId, origin, cause, (at) =>
+        isAlertDelivery(message.runId) ? Promise.resolve() : alertDisabled(scope, message.projectId, origin, cause, at),
+      );
+    }
+    if (sent.outcome === "delivered") await autoRecover(scope, message);
+    if (sent.outcome === "failed")
+      await alertExhausted(scope, message, {
+        attempts: sent.attempt,
+        statusCode: sent.statusCode,
+        error: sent.error,
+        reason: sent.reason,
+      });
+  } catch (error) {
+    log("error", "webhook receiver stop not recorded", {
+      delivery_id: message.id,
+      project_id: message.projectId,
+      error,
+    });
+  }
+}
+
+/** A receiver is looked at for automatic recovery at most this often per isolate. */
+const AUTO_RECOVER_EVERY_MS = 60_000;
+const autoRecoverLooked = new Map<string, number>();
+
+/**
+ * Opt-in automatic recovery (`auto_recover_hours`): a receiver that answered 2xx and has failed
+ * deliveries of the last N hours whose message was not delivered since gets a recovery of them, as if
+ * recover had been called, unless one runs. Cheap when off: the project's settings, cached.
+ */
+async function autoRecover(scope: Scope, message: DeliveryMessage): Promise<void> {
+  if (isAlertDelivery(message.runId)) return;
+  const settings = await projectWebhookSettings(scope, message.projectId);
+  if (!settings?.autoRecoverHours) return;
+  const origin = originOf(message.endpoint);
+  const key = `${message.projectId} ${origin}`;
+  const looked = autoRecoverLooked.get(key);
+  if (looked !== undefined && Date.now() - looked < AUTO_RECOVER_EVERY_MS) return;
+  autoRecoverLooked.set(key, Date.now());
+  const now = scope.deps.now().getTime();
+  const since = now - settings.autoRecoverHours * 3_600_000;
+  const [failing] = await scope.db.all<{ id: string }>(sql`
+    SELECT id FROM webhook_deliveries WHERE project_id = ${message.projectId} AND ${ORIGIN} = ${origin}
+      AND created_at >= ${since} AND status = 'failed'
+      AND (body IS NOT NULL OR body_key IS NOT NULL) AND body_purged_at IS NULL
+      -- Never recovered yet: a message a recovery already resent and that failed again does not start another.
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.project_id = webhook_deliveries.project_id
+        AND e.message_id = webhook_deliveries.message_id AND (e.status != 'failed' OR e.task_id IS NOT NULL))
+    LIMIT 1`);
+  if (!failing) return;
+  if (await runningTask(scope, message.projectId, origin, "recover")) return;
+  const task = await createTask(scope, {
+    projectId: message.projectId,
+    origin,
+    kind: "recover",
+    dryRun: false,
+    since: new Date(since),
+    until: new Date(now),
+    createdBy: "auto-recovery",
+  });
+  await startTask(scope.env, task.id);
+  log("info", "webhook receiver recovered automatically", { project_id: message.projectId, origin, task_id: task.id });
+}
+
+/** Receivers looked at per cron run for the failing span (the ones with failures in the last half hour). */
+const FAILING_CANDIDATES = 100;
+
+/**
+ * Disables each receiver whose every delivery failed for `spanMs`: failures in the last cron period,
+ * the first failure after its last success (and after its last state change: a resumed receiver gets a
+ * span anew) at least `spanMs` ago. Per cron run: one scan of the last period's failures, then three
+ * indexed reads per candidate receiver (≤ FAILING_CANDIDATES).
+ */
+export async function disableFailing(scope: Scope, spanMs: number, periodMs = 35 * 60_000): Promise<number> {
+  const now = scope.deps.now().getTime();
+  const recent = await scope.db
+    .selectDistinct({ projectId: d.projectId, origin: sql<string>`${ORIGIN}` })
+    .from(d)
+    .where(and(eq(d.status, "failed"), gt(d.updatedAt, new Date(now - periodMs))))
+    .limit(FAILING_CANDIDATES);
+  let disabled = 0;
+  for (const { projectId, origin } of recent) {
+    const [settings] = await scope.db
+      .select()
+      .from(webhookReceivers)
+      .where(and(eq(webhookReceivers.projectId, projectId), eq(webhookReceivers.origin, origin)));
+    if (settings && settings.state !== "active") continue;
+    const since = Math.max(now - 2 * spanMs - periodMs, settings?.stateChangedAt?.getTime() ?? 0);
+    const [row] = await scope.db.all<{ delivered_at: number | null; first_failed_at: number | null }>(sql`
+      SELECT (SELECT max(created_at) FROM webhook_deliveries WHERE project_id = ${projectId} AND ${ORIGIN} = ${origin}
+                AND created_at >= ${since} AND status = 'delivered') AS delivered_at,
+             (SELECT min(created_at) FROM webhook_deliveries WHERE project_id = ${projectId} AND ${ORIGIN} = ${origin}
+                AND created_at >= ${since} AND status = 'failed') AS first_failed_at`);
+    if (!row || row.first_failed_at === null) continue;
+    let firstFailure = row.first_failed_at;
+    if (row.delivered_at !== null) {
+      const [after] = await scope.db.all<{ at: number | null }>(sql`
+        SELECT min(created_at) AS at FROM webhook_deliveries WHERE project_id = ${projectId} AND ${ORIGIN} = ${origin}
+          AND created_at > ${row.delivered_at} AND status = 'failed'`);
+      if (!after?.at) continue;
+      firstFailure = after.at;
+    }
+    if (now - firstFailure < spanMs) continue;
+    const hours = Math.round(spanMs / 3_600_000);
+    const cause = `every delivery failed for ${hours} hours`;
+    if (
+      await disableReceiver(scope, projectId, origin, cause, (at) => alertDisabled(scope, projectId, origin, cause, at))
+    )
+      disabled++;
+  }
+  return disabled;
+}

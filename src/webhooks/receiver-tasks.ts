@@ -1,0 +1,501 @@
+import { DurableObject } from "cloudflare:workers";
+import { and, eq, inArray, lt, sql } from "drizzle-orm";
+import {
+  type ReceiverTaskKind,
+  type WebhookDelivery,
+  webhookDeliveries as d,
+  type WebhookReceiverTask,
+  webhookReceiverTasks as t,
+} from "../db/schema";
+import type { Deps } from "../platform/deps";
+import { derivedId, newId } from "../platform/ids";
+import { log } from "../platform/log";
+import { createScope, type Scope } from "../platform/scope";
+import { LANE_CONCURRENCY } from "./lane-capacity";
+import { type DeliveryMessage, laneName } from "./message";
+import { ORIGIN, RECEIVER_STATE_TTL_MS } from "./receiver-controls";
+import { openSecret, type SealedSecret, sealSecret } from "./secret-box";
+
+/**
+ * A receiver's background tasks (docs/webhook-receivers.md "Recover"): a recovery resends, as `resend`
+ * does, every delivery to the receiver whose final outcome in a window failed and that was not
+ * delivered since; a release hands the deliveries held while the receiver was paused or disabled back
+ * to its lane, in order. Each runs in slices from the alarm of a Durable Object of its own; everything a
+ * slice needs is in D1 (the task's row and cursor, and the deliveries it sent, which carry its id), so
+ * a slice that dies is run again by the next alarm and does nothing twice.
+ */
+
+/** Deliveries one counting slice reads (ids and dates only). */
+export const COUNT_SLICE = 1_000;
+/** Deliveries one sending slice hands on: a D1 batch of their rows (≤ 5 rows of 17 columns per statement: D1 binds ≤ 100 parameters). */
+export const SEND_SLICE = 30;
+/**
+ * A task's deliveries not yet settled at once: it hands more only as its lane settles them, so it goes
+ * at the lane's pace (≤ LANE_CONCURRENCY in progress there) and keeps a bounded backlog in it.
+ */
+export const TASK_IN_FLIGHT = 10 * LANE_CONCURRENCY;
+/** The wait before a task looks again at a lane that has all it may hold. */
+export const TASK_WAIT_MS = 500;
+/** A delivery the task recorded but that never got its first attempt this long after: handed to its lane again (the lane keeps each once). */
+export const REHAND_AFTER_MS = 30_000;
+/**
+ * Slices one alarm runs back to back (each ≤ 6 subrequests: reads, one batch, one lane call) before it
+ * sets the next alarm: ≤ 60 subrequests, within Workers Free's 50 only with SLICES_PER_ALARM 8; Paid allows 1,000.
+ */
+export const SLICES_PER_ALARM = 8;
+
+const DEFAULT_SIZES = { sendSlice: SEND_SLICE, inFlight: TASK_IN_FLIGHT };
+
+export interface TaskProgress {
+  delivered: number;
+  failed: number;
+  pending: number;
+}
+
+type Task = WebhookReceiverTask;
+
+/** A task's deliveries by status (what it sent that has settled, and what is still on its way). */
+export async function taskProgress(scope: Pick<Scope, "db">, taskId: string): Promise<TaskProgress> {
+  const rows = await scope.db
+    .select({ status: d.status, n: sql<number>`count(*)` })
+    .from(d)
+    .where(eq(d.taskId, taskId))
+    .groupBy(d.status);
+  const of = (status: string) => rows.find((r) => r.status === status)?.n ?? 0;
+  return { delivered: of("delivered"), failed: of("failed"), pending: of("pending") + of("held") };
+}
+
+export interface NewTask {
+  projectId: string;
+  origin: string;
+  kind: ReceiverTaskKind;
+  dryRun: boolean;
+  since: Date | null;
+  until: Date | null;
+  createdBy: string;
+}
+
+/** Writes a task's row; `startTask` sets it going. */
+export async function createTask(scope: Pick<Scope, "db" | "deps">, task: NewTask): Promise<Task> {
+  const now = scope.deps.now();
+  const [row] = await scope.db
+    .insert(t)
+    .values({
+      id: newId("wrt", now.getTime()),
+      ...task,
+      // A release counts as it goes (what is held can grow while a lane's copy of the state is stale).
+      status: task.kind === "recover" ? "counting" : "sending",
+      createdAt: now,
+      updatedAt: now,
+    })
+    .returning();
+  return row!;
+}
+
+/** The Durable Object that runs `taskId`'s slices (one per task, addressed by its id). */
+export const receiverTaskObject = (env: Env, taskId: string) =>
+  env.WEBHOOK_RECEIVER_TASKS.get(env.WEBHOOK_RECEIVER_TASKS.idFromName(taskId));
+
+export async function startTask(env: Env, taskId: string): Promise<void> {
+  await receiverTaskObject(env, taskId).start(taskId);
+}
+
+/** The running (not finished, not cancelled) task of `kind` on a receiver, if any. */
+export async function runningTask(scope: Pick<Scope, "db">, projectId: string, origin: string, kind: ReceiverTaskKind) {
+  const [row] = await scope.db
+    .select()
+    .from(t)
+    .where(
+      and(
+        eq(t.projectId, projectId),
+        eq(t.origin, origin),
+        inArray(t.status, ["counting", "sending"]),
+        eq(t.kind, kind),
+        eq(t.dryRun, false),
+      ),
+    )
+    .limit(1);
+  return row ?? null;
+}
+
+/** Cancels a task that is still running: its slices stop; deliveries it already handed on go on. */
+export async function cancelTask(scope: Pick<Scope, "db" | "deps">, taskId: string): Promise<void> {
+  const now = scope.deps.now();
+  await scope.db
+    .update(t)
+    .set({ status: "cancelled", updatedAt: now, finishedAt: now })
+    .where(and(eq(t.id, taskId), inArray(t.status, ["counting", "sending"])));
+}
+
+/** A delivery's lane message, rebuilt from its record (body or R2 key and sealed secret are stored on it). */
+export function messageOfRecord(row: WebhookDelivery): DeliveryMessage {
+  return {
+    v: 1,
+    id: row.id,
+    messageId: row.messageId ?? row.id,
+    projectId: row.projectId,
+    runId: row.runId,
+    endpoint: row.endpoint,
+    createdAt: row.createdAt.getTime(),
+    bodyBytes: row.bodyBytes,
+    body: row.body !== null ? { inline: row.body } : { r2: row.bodyKey! },
+    secret: row.sealedSecret === null ? null : (JSON.parse(row.sealedSecret) as SealedSecret),
+  };
+}
+
+/** Hands messages to their lanes, in order (one `accept` per lane). */
+export type HandTo = (messages: DeliveryMessage[]) => Promise<void>;
+
+export const laneHandTo =
+  (env: Env): HandTo =>
+  async (messages) => {
+    const byLane = Map.groupBy(messages, (m) => laneName(m));
+    for (const [name, batch] of byLane) await env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(name)).accept(batch);
+  };
+
+/**
+ * Deliveries of the recovery's window, after its cursor, oldest first: failed ones (by their record's
+ * creation) whose message has no delivery that is delivered, on its way (pending, held), or already
+ * sent by this task, and of which no earlier failed one is in the window (one resend per message).
+ */
+function recoverCandidates(task: Task, columns: ReturnType<typeof sql>, limit: number) {
+  const since = task.since!.getTime();
+  const cursorAt = task.cursorAt ?? -1;
+  const cursorId = task.cursorId ?? "";
+  return sql`SELECT ${columns} FROM webhook_deliveries
+    WHERE project_id = ${task.projectId} AND ${ORIGIN} = ${task.origin}
+      AND created_at >= ${since} AND created_at < ${task.until!.getTime()}
+      AND (created_at > ${cursorAt} OR (created_at = ${cursorAt} AND id > ${cursorId}))
+      AND status = 'failed'
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e
+        WHERE e.project_id = webhook_deliveries.project_id AND e.message_id = webhook_deliveries.message_id
+          AND (e.status != 'failed' OR e.task_id = ${task.id}
+            OR (e.created_at >= ${since} AND (e.created_at < webhook_deliveries.created_at
+              OR (e.created_at = webhook_deliveries.created_at AND e.id < webhook_deliveries.id)))))
+    ORDER BY created_at, id LIMIT ${limit}`;
+}
+
+const SENDABLE = sql`(body IS NOT NULL OR body_key IS NOT NULL) AND body_purged_at IS NULL`;
+
+/** One counting slice: the window's deliveries to resend, past the retention, or with no body ever stored. */
+async function countSlice(scope: Scope, task: Task): Promise<number | null> {
+  const rows = await scope.db.all<{ id: string; created_at: number; purged: number; sendable: number }>(
+    recoverCandidates(
+      task,
+      sql`id, created_at, body_purged_at IS NOT NULL AS purged, ${SENDABLE} AS sendable`,
+      COUNT_SLICE,
+    ),
+  );
+  const last = rows.at(-1);
+  const done = rows.length < COUNT_SLICE;
+  const now = scope.deps.now();
+  const next = done
+    ? task.dryRun
+      ? { status: "finished" as const, finishedAt: now, cursorAt: null, cursorId: null }
+      : // The sending pass finds again what it cannot send (a body may be purged meanwhile): it counts it anew.
+        { status: "sending" as const, cursorAt: null, cursorId: null, expired: 0, unsendable: 0 }
+    : { cursorAt: last!.created_at, cursorId: last!.id };
+  await scope.db
+    .update(t)
+    .set({
+      counted: sql`${t.counted} + ${rows.filter((r) => r.sendable).length}`,
+      expired: sql`${t.expired} + ${rows.filter((r) => r.purged).length}`,
+      unsendable: sql`${t.unsendable} + ${rows.filter((r) => !r.sendable && !r.purged).length}`,
+      updatedAt: now,
+      ...next,
+    })
+    .where(and(eq(t.id, task.id), eq(t.status, "counting"), cursorIs(task)));
+  return done && task.dryRun ? null : 0;
+}
+
+/** The task row still where this slice found it (a slice run twice at once writes once). */
+const cursorIs = (task: Task) =>
+  and(
+    task.cursorAt === null ? sql`${t.cursorAt} IS NULL` : eq(t.cursorAt, task.cursorAt),
+    task.cursorId === null ? sql`${t.cursorId} IS NULL` : eq(t.cursorId, task.cursorId),
+  );
+
+/** A resend of `original` made by the task: its own record and id, the original's message id, the secret sealed again under the new id. */
+async function resendRecord(scope: Scope, task: Task, original: WebhookDelivery, at: Date) {
+  // One id per (task, original): a slice that runs again writes nothing twice.
+  const id = await derivedId("whd", task.createdAt.getTime(), `${task.id} ${original.id}`);
+  let sealedSecret: string | null = null;
+  if (original.signed) {
+    const secret = await openSecret(
+      scope.config.webhookEncryptionKey,
+      original.id,
+      JSON.parse(original.sealedSecret!) as SealedSecret,
+      scope.config.previous.webhookEncryptionKey,
+    );
+    sealedSecret = JSON.stringify(await sealSecret(scope.config.webhookEncryptionKey, id, secret));
+  }
+  return {
+    id,
+    projectId: original.projectId,
+    runId: original.runId,
+    appName: original.appName,
+    endpoint: original.endpoint,
+    signed: original.signed,
+    bodyBytes: original.bodyBytes,
+    status: "pending" as const,
+    attemptCount: 0,
+    createdAt: at,
+    updatedAt: at,
+    // The original's stored body (or its R2 object, which the retention purge removes with the original).
+    body: original.body,
+    bodyKey: original.body === null ? original.bodyKey : null,
+    sealedSecret,
+    resentFrom: original.id,
+    messageId: original.messageId ?? original.id,
+    taskId: task.id,
+  };
+}
+
+const ROWS_PER_INSERT = 5;
+
+/** `id IN (…)` as one bound parameter (D1 binds at most 100 per statement). */
+const idIn = (ids: string[]) => sql`${d.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+
+/** Deliveries the task sent that are still on their way, and those of them never attempted for a while (handed on again). */
+async function inFlight(scope: Scope, task: Task, handTo: HandTo, slice: number): Promise<number> {
+  const [{ n }] = (await scope.db
+    .select({ n: sql<number>`count(*)` })
+    .from(d)
+    .where(and(eq(d.taskId, task.id), eq(d.status, "pending")))) as [{ n: number }];
+  if (n === 0) return 0;
+  const stuck = await scope.db
+    .select()
+    .from(d)
+    .where(
+      and(
+        eq(d.taskId, task.id),
+        eq(d.status, "pending"),
+        eq(d.attemptCount, 0),
+        lt(d.updatedAt, new Date(scope.deps.now().getTime() - REHAND_AFTER_MS)),
+      ),
+    )
+    .orderBy(d.createdAt, d.id)
+    .limit(slice);
+  if (stuck.length > 0) {
+    await scope.db
+      .update(d)
+      .set({ updatedAt: scope.deps.now() })
+      .where(idIn(stuck.map((r) => r.id)));
+    await handTo(stuck.map(messageOfRecord));
+  }
+  return n;
+}
+
+async function finish(scope: Scope, task: Task, onFinished?: OnFinished): Promise<null> {
+  const now = scope.deps.now();
+  const [done] = await scope.db
+    .update(t)
+    .set({ status: "finished", updatedAt: now, finishedAt: now })
+    .where(and(eq(t.id, task.id), eq(t.status, "sending")))
+    .returning();
+  if (done) await onFinished?.(done);
+  return null;
+}
+
+/** One sending slice of a recovery: the next resends, each its own record, handed to the lane in order. */
+async function recoverSlice(scope: Scope, task: Task, options: SliceOptions) {
+  const { handTo, onFinished } = options;
+  const sizes = options.sizes ?? DEFAULT_SIZES;
+  const pending = await inFlight(scope, task, handTo, sizes.sendSlice);
+  const room = sizes.inFlight - pending;
+  if (room <= 0) return TASK_WAIT_MS;
+  const limit = Math.min(sizes.sendSlice, room);
+  const rows = await scope.db.all<Record<string, unknown>>(recoverCandidates(task, sql`*`, limit));
+  if (rows.length === 0) return pending === 0 ? finish(scope, task, onFinished) : TASK_WAIT_MS;
+  const originals = rows.map(deliveryOfRow);
+  const at = scope.deps.now();
+  const resends = [];
+  let unsendable = 0;
+  let expired = 0;
+  for (const original of originals) {
+    if (original.bodyPurgedAt !== null) expired++;
+    else if (original.body === null && original.bodyKey === null) unsendable++;
+    else {
+      try {
+        resends.push(await resendRecord(scope, task, original, at));
+      } catch (error) {
+        // Never resend a signed delivery unsigned: a secret that no longer opens is not sent.
+        log("error", "webhook recovery: a delivery's secret no longer opens", { delivery_id: original.id, error });
+        unsendable++;
+      }
+    }
+  }
+  const last = originals.at(-1)!;
+  const inserts = [];
+  for (let i = 0; i < resends.length; i += ROWS_PER_INSERT)
+    inserts.push(
+      scope.db
+        .insert(d)
+        .values(resends.slice(i, i + ROWS_PER_INSERT))
+        .onConflictDoNothing(),
+    );
+  const advance = scope.db
+    .update(t)
+    .set({
+      sent: sql`${t.sent} + ${resends.length}`,
+      // Counted before sending; what became sendable since (a late failure in the window) counts as it goes.
+      counted: sql`max(${t.counted}, ${t.sent} + ${resends.length})`,
+      // Past the retention or never stored now, though countable when counted.
+      expired: sql`${t.expired} + ${expired}`,
+      unsendable: sql`${t.unsendable} + ${unsendable}`,
+      cursorAt: last.createdAt.getTime(),
+      cursorId: last.id,
+      updatedAt: at,
+    })
+    .where(and(eq(t.id, task.id), eq(t.status, "sending"), cursorIs(task)));
+  // The resends and the cursor's move commit together: a slice run again finds them sent (this task's id).
+  await scope.db.batch([advance, ...inserts]);
+  if (resends.length > 0) {
+    try {
+      await handTo(resends.map((r) => messageOfRecord(r as WebhookDelivery)));
+    } catch (error) {
+      // On record, pending, never attempted: `inFlight` hands them on again.
+      log("warn", "webhook recovery: the lane did not take a slice; it is handed on again later", {
+        task_id: task.id,
+        error,
+      });
+      return TASK_WAIT_MS;
+    }
+  }
+  return 0;
+}
+
+/**
+ * One slice of a release: the oldest held deliveries back to `pending` (with the task's id), handed to
+ * their lane in order. Ends once nothing is held, nothing it sent is on its way, and every lane's copy
+ * of the receiver's state is newer than the resume (after that, nothing new is held).
+ */
+async function releaseSlice(scope: Scope, task: Task, options: SliceOptions) {
+  const { handTo, onFinished } = options;
+  const sizes = options.sizes ?? DEFAULT_SIZES;
+  // A lane that read the receiver paused less than RECEIVER_STATE_TTL_MS ago would hold again what is
+  // released now: the release starts once every lane's copy is newer than the resume (the task's
+  // start, on the wall clock the lanes' copies age by).
+  const stale = (options.startedAt ?? 0) + 2 * RECEIVER_STATE_TTL_MS - Date.now();
+  if (stale > 0) return stale;
+  const pending = await inFlight(scope, task, handTo, sizes.sendSlice);
+  const room = sizes.inFlight - pending;
+  if (room <= 0) return TASK_WAIT_MS;
+  const held = await scope.db
+    .select({ id: d.id })
+    .from(d)
+    .where(and(eq(d.status, "held"), eq(d.projectId, task.projectId), sql`${ORIGIN} = ${task.origin}`))
+    .orderBy(d.createdAt, d.id)
+    .limit(Math.min(sizes.sendSlice, room));
+  const now = scope.deps.now();
+  if (held.length === 0) return pending === 0 ? finish(scope, task, onFinished) : TASK_WAIT_MS;
+  const released = await scope.db
+    .update(d)
+    .set({ status: "pending", taskId: task.id, lastError: null, updatedAt: now })
+    .where(and(idIn(held.map((h) => h.id)), eq(d.status, "held")))
+    .returning();
+  released.sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1));
+  await scope.db
+    .update(t)
+    .set({
+      sent: sql`${t.sent} + ${released.length}`,
+      counted: sql`max(${t.counted}, ${t.sent} + ${released.length})`,
+      updatedAt: now,
+    })
+    .where(eq(t.id, task.id));
+  try {
+    await handTo(released.map(messageOfRecord));
+  } catch (error) {
+    log("warn", "webhook release: the lane did not take a slice; it is handed on again later", {
+      task_id: task.id,
+      error,
+    });
+    return TASK_WAIT_MS;
+  }
+  return 0;
+}
+
+/** A raw row of `webhook_deliveries` (snake_case, times in ms) as drizzle's record. */
+function deliveryOfRow(r: Record<string, unknown>): WebhookDelivery {
+  const date = (v: unknown) => (v === null ? null : new Date(v as number));
+  return {
+    id: r.id as string,
+    projectId: r.project_id as string,
+    runId: r.run_id as string,
+    endpoint: r.endpoint as string,
+    signed: Boolean(r.signed),
+    bodyBytes: r.body_bytes as number,
+    status: r.status as WebhookDelivery["status"],
+    attemptCount: r.attempt_count as number,
+    lastStatusCode: r.last_status_code as number | null,
+    lastError: r.last_error as string | null,
+    createdAt: date(r.created_at)!,
+    updatedAt: date(r.updated_at)!,
+    completedAt: date(r.completed_at),
+    body: r.body as string | null,
+    bodyKey: r.body_key as string | null,
+    sealedSecret: r.sealed_secret as string | null,
+    bodyPurgedAt: date(r.body_purged_at),
+    resentFrom: r.resent_from as string | null,
+    messageId: r.message_id as string | null,
+    appName: r.app_name as string | null,
+    taskId: r.task_id as string | null,
+  };
+}
+
+/** Told once when a task finishes (the recovery's `webhook.recovery.finished` alert). */
+export type OnFinished = (task: Task) => Promise<void>;
+
+/**
+ * One slice of `taskId`: what it does depends on the task's row alone. Returns the wait before the
+ * next slice (ms), or null when the task is over (finished, cancelled, or gone with its project).
+ */
+export interface SliceOptions {
+  handTo: HandTo;
+  /** SEND_SLICE and TASK_IN_FLIGHT, unless a test asks for others. */
+  sizes?: { sendSlice: number; inFlight: number };
+  onFinished?: OnFinished;
+  /** When the task's object started it (wall clock, ms). */
+  startedAt?: number;
+}
+
+export async function runSlice(
+  scope: Scope,
+  taskId: string,
+  options: Partial<SliceOptions> = {},
+): Promise<number | null> {
+  const [task] = await scope.db.select().from(t).where(eq(t.id, taskId));
+  if (!task || task.status === "finished" || task.status === "cancelled") return null;
+  const full = { ...options, handTo: options.handTo ?? laneHandTo(scope.env) };
+  if (task.status === "counting") return countSlice(scope, task);
+  return task.kind === "recover" ? recoverSlice(scope, task, full) : releaseSlice(scope, task, full);
+}
+
+/**
+ * The Durable Object class of the receiver tasks (one per task, `receiverTaskObject`), built from the
+ * Worker's `deps` as the lanes are. Its storage holds only the task's id; its alarm runs the slices.
+ */
+export function webhookReceiverTaskClass(deps: Deps, onFinished?: (scope: Scope) => OnFinished) {
+  return class WebhookReceiverTask extends DurableObject<Env> {
+    async start(taskId: string): Promise<void> {
+      await this.ctx.storage.put({ task: taskId, startedAt: Date.now() });
+      await this.ctx.storage.setAlarm(Date.now());
+    }
+
+    override async alarm(): Promise<void> {
+      const taskId = await this.ctx.storage.get<string>("task");
+      if (!taskId) return;
+      const scope = createScope(this.env, this.ctx, deps);
+      const startedAt = await this.ctx.storage.get<number>("startedAt");
+      const options = { onFinished: onFinished?.(scope), startedAt };
+      for (let i = 0; i < SLICES_PER_ALARM; i++) {
+        const next = await runSlice(scope, taskId, options);
+        if (next === null) return;
+        if (next > 0 || i === SLICES_PER_ALARM - 1) {
+          await this.ctx.storage.setAlarm(Date.now() + next);
+          return;
+        }
+      }
+    }
+  };
+}
