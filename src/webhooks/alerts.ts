@@ -29,8 +29,10 @@ export const isAlertDelivery = (runId: string) => runId.startsWith("evt_");
 
 /** A project's settings read by this isolate, each for SETTINGS_TTL_MS: a failing receiver's deliveries do not read them once each. */
 const SETTINGS_TTL_MS = 30_000;
-const settingsRead = new Map<string, { settings: WebhookProjectSettings | null; at: number }>();
+/** The read itself is kept, so deliveries that finish together share one D1 round trip. */
+const settingsRead = new Map<string, { settings: Promise<WebhookProjectSettings | null>; at: number }>();
 
+/** A project's webhook settings (alert endpoint, automatic recovery), read at most once per SETTINGS_TTL_MS per isolate. */
 export async function projectWebhookSettings(
   scope: Pick<Scope, "db">,
   projectId: string,
@@ -38,12 +40,15 @@ export async function projectWebhookSettings(
 ): Promise<WebhookProjectSettings | null> {
   const known = settingsRead.get(projectId);
   if (!fresh && known && Date.now() - known.at < SETTINGS_TTL_MS) return known.settings;
-  const [row] = await scope.db
+  const settings = scope.db
     .select()
     .from(webhookProjectSettings)
-    .where(eq(webhookProjectSettings.projectId, projectId));
-  settingsRead.set(projectId, { settings: row ?? null, at: Date.now() });
-  return row ?? null;
+    .where(eq(webhookProjectSettings.projectId, projectId))
+    .then(([row]) => row ?? null);
+  settingsRead.set(projectId, { settings, at: Date.now() });
+  // A failed read is not kept: the next caller reads again.
+  settings.catch(() => settingsRead.delete(projectId));
+  return settings;
 }
 
 export const forgetProjectWebhookSettings = (projectId: string) => settingsRead.delete(projectId);
