@@ -5,7 +5,7 @@ import type { Deps } from "./platform/deps";
 import { installErrorHandling } from "./platform/not-found";
 import { createRouter } from "./platform/router";
 import { routerWayIn } from "./platform/request";
-import { RUN_BASE } from "./runs/path";
+import { RUN_BASE, runPathHint } from "./runs/path";
 import { createAsyncRunRouter } from "./runs/router";
 
 /**
@@ -24,6 +24,6 @@ export function createHttpRouter(deps: Deps) {
     DASHBOARD_BASE,
     createDashboard((request, env, ctx) => Promise.resolve(router.fetch(request, env, ctx))),
   );
-  installErrorHandling(router);
+  installErrorHandling(router, { hint: runPathHint });
   return router;
 }

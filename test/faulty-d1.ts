@@ -53,3 +53,46 @@ export function faultyD1(real: D1Database, fails: (sql: string) => boolean, refu
     },
   });
 }
+
+/** One statement a `readingD1` ran: its SQL and the size of what it answered (its rows as JSON). */
+export interface Read {
+  sql: string;
+  bytes: number;
+}
+
+/**
+ * D1 that tells what it was asked and how much it answered: each statement run through the wrapper is
+ * pushed to `reads` with the size of its rows, so a test can hold a path to what it reads (a column list
+ * that left out a large column, a read that must come once).
+ */
+export function readingD1(real: D1Database, reads: Read[]): D1Database {
+  const size = (answer: unknown) => {
+    const rows = (answer as { results?: unknown } | null)?.results ?? answer;
+    return rows === undefined || rows === null ? 0 : JSON.stringify(rows).length;
+  };
+  const wrap = (statement: D1PreparedStatement, sql: string): D1PreparedStatement =>
+    new Proxy(statement, {
+      get(target, prop) {
+        if (prop === "__real") return target;
+        if (prop === "bind") return (...values: unknown[]) => wrap(target.bind(...values), sql);
+        if (prop === "run" || prop === "all" || prop === "first" || prop === "raw") {
+          return async (...args: unknown[]) => {
+            const answer = await (target[prop] as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+            reads.push({ sql, bytes: size(answer) });
+            return answer;
+          };
+        }
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+  return new Proxy(real, {
+    get(target, prop) {
+      if (prop === "prepare") return (sql: string) => wrap(target.prepare(sql), sql);
+      // A batch's statements go to D1 as themselves (not counted).
+      if (prop === "batch") return (statements: Statement[]) => target.batch(statements.map((s) => s.__real ?? s));
+      const value = Reflect.get(target, prop, target) as unknown;
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}

@@ -97,6 +97,8 @@ export async function projectWithEverything(api: Client) {
     service_account_id: victim.body.id,
     delivery_id: deliveryId,
     domain,
+    // A receiver of the project's webhooks: an origin.
+    origin: "https://hooks.example.com",
     member_id: members.body.data.find((m) => m.role === "viewer")!.member_id,
     invite_id: invite.body.invite_id,
     // Not a path parameter: the person `POST …/members` adds.
@@ -123,6 +125,7 @@ export function writeBody(api: Client, op: Operation, scopes?: string[], values:
   if (template.endsWith("/members/{member_id}")) return method === "patch" ? { role: "developer" } : undefined;
   if (template.endsWith("/members")) return { email: values.outsider_email ?? "nobody@example.test", role: "viewer" };
   if (template.endsWith("/invites")) return { email: `${unique("invitee")}@example.test`, role: "developer" };
+  if (template.endsWith("/webhook-receivers/{origin}")) return { concurrency: 3 };
   if (method === "patch") return { status: "building" };
   if (method !== "post") return undefined;
   if (template === "/projects") return { name: unique("project") };

@@ -12,7 +12,10 @@ export interface SoakResult {
   concurrency: number;
   runsPerSecond: number;
   runsSeconds: number;
-  settleSeconds: number;
+  /** From the last run's answer until no delivery was pending (or the settle window ran out). */
+  drainSeconds: number;
+  /** The longest gap between the end of one attempt and the start of the next, over every delivery. */
+  longestGapMs: number;
   callerStatuses: Record<string, number>;
   records: number;
   tally: { delivered: number; failed: number; pending: number };

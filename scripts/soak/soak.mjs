@@ -21,6 +21,8 @@ export { buildBundle };
 // answer would count as a timeout the outcome table did not expect. Not longer either: the local queue
 // hands out one batch at a time and a batch lasts as long as its slowest attempt.
 const WEBHOOK_TIMEOUT_MS = 500;
+/** The spec's longest gap between the end of one attempt and the start of the next. */
+const MAX_GAP_MS = 5_000;
 /** One run in this many targets the refused port. */
 const REFUSED_EVERY = 10;
 
@@ -120,7 +122,9 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
     const attempts = new Map();
     for (const a of (
       await gateway.db
-        .prepare("SELECT delivery_id, attempt, status_code, error, duration_ms FROM webhook_attempts ORDER BY attempt")
+        .prepare(
+          "SELECT delivery_id, attempt, at, status_code, error, duration_ms FROM webhook_attempts ORDER BY attempt",
+        )
         .all()
     ).results) {
       attempts.set(a.delivery_id, [...(attempts.get(a.delivery_id) ?? []), a]);
@@ -184,6 +188,17 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
     // A timeout before WEBHOOK_TIMEOUT_MS would be the gateway's own fault, not the machine's.
     if (earlyTimeouts) violations.push(`${earlyTimeouts} attempts recorded as timeouts before WEBHOOK_TIMEOUT_MS`);
     if (overBudget) violations.push(`${overBudget} deliveries beyond 3 attempts`);
+    // The spec's gap, from the records: the end of one attempt (its start + its duration) to the start of the next.
+    let longestGapMs = 0;
+    let gapsOver = 0;
+    for (const list of attempts.values())
+      for (let n = 1; n < list.length; n++) {
+        const gap = list[n].at - (list[n - 1].at + list[n - 1].duration_ms);
+        longestGapMs = Math.max(longestGapMs, gap);
+        if (gap > MAX_GAP_MS && gapsOver++ < 5)
+          violations.push(`delivery ${list[n].delivery_id}: ${gap} ms before attempt ${list[n].attempt}`);
+      }
+    if (gapsOver) violations.push(`${gapsOver} gaps between attempts over ${MAX_GAP_MS} ms`);
     if (receiverDisagrees) violations.push(`${receiverDisagrees} deliveries where the receiver's count differs`);
     // The Worker logs exactly one error line per failed delivery, and no other error (a D1 or queue fault would show).
     const errorLines = (workerLogs.byLevel.error ?? 0) - errorLinesBefore;
@@ -195,7 +210,9 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
       concurrency,
       runsPerSecond: runs / (runsMs / 1000),
       runsSeconds: runsMs / 1000,
-      settleSeconds: settleMs / 1000,
+      /** From the last run's answer until no delivery was pending (or the settle window ran out). */
+      drainSeconds: settleMs / 1000,
+      longestGapMs,
       callerStatuses: Object.fromEntries(statuses),
       records: rows.length,
       tally,
@@ -243,7 +260,8 @@ async function main() {
       if (result.violations.length) failures.push(...result.violations);
       else
         log(
-          `OK: ${runs} runs, ${result.app.runIds} app calls, 0 called twice, 0 lost (lost = ${result.lostMeans}), ` +
+          `OK: ${runs} runs (sent in ${result.sendSeconds.toFixed(1)} s, every run ended ${result.settleSeconds.toFixed(1)} s after), ` +
+            `${result.app.runIds} app calls, 0 called twice, 0 lost (lost = ${result.lostMeans}), ` +
             `every run with a status URL final (${result.interruptedByRestart} ended interrupted by the restart)`,
         );
     }
@@ -263,7 +281,9 @@ async function main() {
         if (result.violations.length) failures.push(...result.violations);
         else
           log(
-            `OK: ${result.records} deliveries for ${runs} runs, ${result.tally.delivered} delivered, ${result.tally.failed} failed, none lost` +
+            `OK: ${result.records} deliveries for ${runs} runs, ${result.tally.delivered} delivered, ${result.tally.failed} failed, none lost; ` +
+              `runs sent in ${result.runsSeconds.toFixed(1)} s, deliveries drained ${result.drainSeconds.toFixed(1)} s after them, ` +
+              `${result.attemptsTotal} attempts, longest gap between attempts ${result.longestGapMs} ms` +
               (result.disturbedByLoad
                 ? ` (${result.disturbedByLoad} disturbed by this machine's load, held to the outcome table over what the gateway recorded)`
                 : ""),

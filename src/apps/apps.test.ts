@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client, seedBuild, seedProject } from "../../test/helpers";
 
@@ -41,6 +42,44 @@ describe("apps", () => {
       });
       expect(response.status, JSON.stringify(body)).toBe(400);
     }
+  });
+
+  it("refuses an app past MAX_APPS_PER_PROJECT with a 409 naming its limit, even to creates at once, and writes no audit entry for it", async () => {
+    const capped = client({}, { MAX_APPS_PER_PROJECT: "3" });
+    const { projectId, token } = await seedProject(capped, { appName: "first" });
+    const creates = await Promise.all(
+      ["b", "c", "d", "e", "f"].map((name) =>
+        capped.json(`/v2/projects/${projectId}/apps`, {
+          method: "POST",
+          token,
+          body: { name, region: "us-east-1", runtime: "cortex" },
+        }),
+      ),
+    );
+    expect(creates.filter((r) => r.status === 201)).toHaveLength(2);
+    const refused = creates.filter((r) => r.status !== 201);
+    expect(refused).toHaveLength(3);
+    for (const r of refused) {
+      expect(r.status).toBe(409);
+      expect(r.body).toMatchObject({ code: "conflict", limit: 3 });
+      expect(r.body.detail).toMatch(/MAX_APPS_PER_PROJECT/);
+    }
+    const listed = await capped.json<{ data: unknown[] }>(`/v2/projects/${projectId}/apps`, { token });
+    expect(listed.body.data).toHaveLength(3);
+    const audited = await env.DB.prepare(
+      "SELECT count(*) AS n FROM audit_log WHERE project_id = ? AND action = 'app.create'",
+    )
+      .bind(projectId)
+      .first<{ n: number }>();
+    expect(audited?.n).toBe(3);
+    // A name the project has is still the duplicate's 409, not the limit's.
+    const duplicate = await capped.json(`/v2/projects/${projectId}/apps`, {
+      method: "POST",
+      token,
+      body: { name: "first", region: "us-east-1", runtime: "cortex" },
+    });
+    expect(duplicate.status).toBe(409);
+    expect(duplicate.body.limit).toBeUndefined();
   });
 
   it("shows the newest succeeded build as the current deployment", async () => {

@@ -1,4 +1,4 @@
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { auditStatement } from "../audit";
 import { apps } from "../db/schema";
 import { ApiError, invalidField } from "../platform/errors";
@@ -22,17 +22,16 @@ export const appsRouter = createRouter()
     }
     const id = appId(project_id, body.name);
     const db = c.var.scope.db;
+    const limit = c.var.scope.config.maxAppsPerProject;
+    // Inserted only while the project has fewer than its most apps, in the insert itself: two creates at
+    // once cannot both take the last place (D1 runs one statement at a time). Columns in the table's order.
     const [[app]] = await db.batch([
       db
         .insert(apps)
-        .values({
-          id,
-          projectId: project_id,
-          name: body.name,
-          region: body.region,
-          runtime: body.runtime,
-          createdAt: c.var.scope.deps.now(),
-        })
+        .select(
+          sql`SELECT ${id}, ${project_id}, ${body.name}, ${body.region}, ${body.runtime}, ${c.var.scope.deps.now().getTime()}
+            WHERE (SELECT count(*) FROM ${apps} WHERE ${apps.projectId} = ${project_id}) < ${limit}`,
+        )
         .onConflictDoNothing()
         .returning(),
       auditStatement(c, {
@@ -41,7 +40,15 @@ export const appsRouter = createRouter()
         details: { region: body.region, runtime: body.runtime },
       }),
     ]);
-    if (!app) throw new ApiError("conflict", `The project already has an app named '${body.name}'.`);
+    if (!app) {
+      const [taken] = await db.select({ id: apps.id }).from(apps).where(eq(apps.id, id)).limit(1);
+      if (taken) throw new ApiError("conflict", `The project already has an app named '${body.name}'.`);
+      throw new ApiError(
+        "conflict",
+        `This project already has ${limit} apps, the most one project may have (MAX_APPS_PER_PROJECT).`,
+        { extensions: { limit } },
+      );
+    }
     return c.json(appJson(app, undefined), 201);
   })
   .openapi(listApps, async (c) => {

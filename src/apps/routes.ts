@@ -64,6 +64,8 @@ export const createApp = createRoute({
   tags,
   ...requires("builds:write"),
   summary: "Create an app",
+  description:
+    "409 when the project already has an app of that name, or has `MAX_APPS_PER_PROJECT` apps (default 100; the problem's `limit` says how many): an app is never deleted, and each has rows of its own in the project's usage figures.",
   request: { params: ProjectParams, ...jsonBodyOf(CreateAppBody) },
   responses: {
     201: jsonContent(AppSchema, "The new app."),

@@ -97,13 +97,13 @@ export const SCRIPT = `"use strict";
 export const STYLES = `
 :root { color-scheme: light dark; --fg:#111827; --muted:#4b5563; --bg:#ffffff; --panel:#f9fafb; --line:#d1d5db; --field-line:#6b7280; --accent:#1d4ed8; --accent-fg:#ffffff;
   --danger:#b91c1c; --danger-fg:#ffffff; --ok:#166534; --ok-bg:#dcfce7; --warn:#92400e; --warn-bg:#fef3c7; --bad-bg:#fee2e2; --info-bg:#dbeafe; --hover:rgba(17, 24, 39, .06);
-  --c2xx:#2563eb; --c4xx:#d97706; --c5xx:#b91c1c; --p50:#2563eb; --p95:#7c3aed; --p99:#be185d; --backdrop:rgba(17, 24, 39, .5);
+  --c2xx:#2563eb; --c4xx:#d97706; --c5xx:#b91c1c; --cgw:#6b7280; --p50:#2563eb; --p95:#7c3aed; --p99:#be185d; --backdrop:rgba(17, 24, 39, .5);
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg); }
 /* The same page for people whose system is dark: every colour is one of these, so nothing stays light. */
 @media (prefers-color-scheme: dark) {
   :root { --fg:#e5e7eb; --muted:#9ca3af; --bg:#111827; --panel:#1f2937; --line:#374151; --field-line:#6b7280; --accent:#93c5fd; --accent-fg:#111827;
     --danger:#f87171; --danger-fg:#111827; --ok:#86efac; --ok-bg:#14532d; --warn:#fcd34d; --warn-bg:#451a03; --bad-bg:#450a0a; --info-bg:#1e3a8a; --hover:rgba(255, 255, 255, .08);
-    --c2xx:#60a5fa; --c4xx:#fbbf24; --c5xx:#f87171; --p50:#60a5fa; --p95:#c4b5fd; --p99:#f9a8d4; --backdrop:rgba(0, 0, 0, .6); }
+    --c2xx:#60a5fa; --c4xx:#fbbf24; --c5xx:#f87171; --cgw:#9ca3af; --p50:#60a5fa; --p95:#c4b5fd; --p99:#f9a8d4; --backdrop:rgba(0, 0, 0, .6); }
 }
 * { box-sizing: border-box; }
 [hidden] { display: none !important; }
@@ -229,6 +229,7 @@ ul.legend { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem 1rem; 
 .tone-c2xx { --c: var(--c2xx); fill: var(--c); }
 .tone-c4xx { --c: var(--c4xx); fill: var(--c); }
 .tone-c5xx { --c: var(--c5xx); fill: var(--c); }
+.tone-cgw { --c: var(--cgw); fill: var(--c); }
 .tone-p50 { --c: var(--p50); }
 .tone-p95 { --c: var(--p95); }
 .tone-p99 { --c: var(--p99); }

@@ -11,8 +11,8 @@ import type { Child } from "hono/jsx";
 export type Interval = "minute" | "hour" | "day";
 export const INTERVAL_MS: Record<Interval, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
 
-/** A colour of the stylesheet (`.tone-…`): status classes for bars, percentiles for lines. */
-export type Tone = "c2xx" | "c4xx" | "c5xx" | "p50" | "p95" | "p99";
+/** A colour of the stylesheet (`.tone-…`): status classes (and the gateway's failures) for bars, percentiles for lines. */
+export type Tone = "c2xx" | "c4xx" | "c5xx" | "cgw" | "p50" | "p95" | "p99";
 
 export interface Layer {
   label: string;

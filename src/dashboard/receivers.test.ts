@@ -54,4 +54,30 @@ describe("dashboard Receivers page", () => {
     expect(text((await v.get(`${page}?range=1h`)).html)).toContain("No webhook deliveries in this range.");
     expect(((await v.get(`${page}?range=24h`)).html.match(/<tr>/g) ?? []).length).toBe(1 + 3);
   });
+
+  it("shows each receiver's concurrency and sets it with a small form; a value out of range is the API's problem, shown", async () => {
+    const p = await projectWithRuns(client());
+    const v = visitor(p.api);
+    await v.signIn();
+    const hook = await receiver([{ status: 204 }]);
+    const { messages } = await runWithWebhook(p.api, p.ok, hook.url);
+    for (let i = 0; i < 3 && !(await drive(p.api, messages[0])).acked; i++);
+    const page = `/dashboard/projects/${p.projectId}/webhook-receivers`;
+    const origin = new URL(PEER).origin;
+    const before = await v.get(page);
+    expect(before.html).toContain(`aria-label="Requests in flight at once to ${origin}"`);
+    expect(before.html).toMatch(/name="concurrency"[^>]*value="6"/);
+
+    const set = await v.post(`${page}/concurrency`, { origin, concurrency: "1" });
+    expect(set.status).toBe(303);
+    expect(set.location).toBe(page);
+    const after = await v.get(page);
+    expect(after.html).toMatch(/name="concurrency"[^>]*value="1"/);
+    expect(rowOf(after.html, origin)).toContain("ordered");
+
+    const refused = await v.post(`${page}/concurrency`, { origin, concurrency: "500" });
+    expect(refused.status).toBe(400);
+    expect(text(refused.html)).toContain("The concurrency was not set");
+    expect((await v.get(page)).html).toMatch(/name="concurrency"[^>]*value="1"/);
+  });
 });

@@ -15,6 +15,10 @@ function usage(interval: "minute" | "hour", from: number, buckets: number, runs:
     status_4xx: 0,
     status_5xx: 0,
     timeouts: 0,
+    failures_app: 0,
+    failures_caller: 0,
+    failures_gateway: 0,
+    error_rate: null,
     p50_ms: null,
     p95_ms: null,
     p99_ms: null,
@@ -33,10 +37,13 @@ function usage(interval: "minute" | "hour", from: number, buckets: number, runs:
     interval,
     from: new Date(from).toISOString(),
     to: new Date(from + buckets * unit).toISOString(),
+    asked: { from: new Date(from).toISOString(), to: new Date(from + buckets * unit).toISOString() },
+    widened: false,
     series,
     totals: { ...zero, runs: total, status_2xx: total, refused: {} },
     percentiles: "exact",
     sampled: false,
+    partial: false,
   };
 }
 

@@ -144,18 +144,21 @@ function Stat({ label, value, note }: { label: string; value: Child; note?: Chil
   );
 }
 
-/** The range's totals as tiles: what a person looks for first. */
+/** The range's totals as tiles: what a person looks for first. Failures say whose they were. */
 export function Totals({ totals }: { totals: UsageTotals }) {
-  const errors = totals.status_4xx + totals.status_5xx;
-  const share = (n: number) => (totals.runs ? percent(n / totals.runs) : "–");
+  const failures = totals.failures_app + totals.failures_caller + totals.failures_gateway;
   return (
     <dl class="stats">
       <Stat label="Runs" value={count(totals.runs)} />
-      <Stat label="Success" value={share(totals.status_2xx)} />
       <Stat
-        label="Errors"
-        value={count(errors)}
-        note={`${count(totals.status_4xx)} 4xx · ${count(totals.status_5xx)} 5xx`}
+        label="App error rate"
+        value={totals.error_rate === null ? "–" : percent(totals.error_rate)}
+        note={`${count(totals.failures_app)} the app's`}
+      />
+      <Stat
+        label="Failures"
+        value={count(failures)}
+        note={`${count(totals.failures_caller)} caller's · ${count(totals.failures_gateway)} gateway's`}
       />
       <Stat label="Timeouts" value={count(totals.timeouts)} />
       <Stat label="Latency p50" value={duration(totals.p50_ms)} />
@@ -175,6 +178,7 @@ export function UsageCharts({ usage, window, idPrefix }: { usage: Usage; window:
   const t = usage.totals;
   const base = { starts: window.starts, interval: window.interval };
   const deliveries = t.deliveries_delivered + t.deliveries_failed;
+  const failures = t.failures_app + t.failures_caller + t.failures_gateway;
   return (
     <div class="charts">
       <StackedBars
@@ -190,6 +194,21 @@ export function UsageCharts({ usage, window, idPrefix }: { usage: Usage; window:
         full={count}
         summary={`${count(t.runs)} runs ${window.during}: ${count(t.status_2xx)} 2xx, ${count(t.status_4xx)} 4xx, ${count(t.status_5xx)} 5xx.`}
       />
+      {failures > 0 && (
+        <StackedBars
+          {...base}
+          id={`${idPrefix}-failures`}
+          title="Failures by whose"
+          layers={[
+            { label: "The app's", tone: "c5xx", values: zeroOr(pick((p) => p.failures_app)) },
+            { label: "The caller's mistakes", tone: "c4xx", values: zeroOr(pick((p) => p.failures_caller)) },
+            { label: "The gateway's", tone: "cgw", values: zeroOr(pick((p) => p.failures_gateway)) },
+          ]}
+          short={countShort}
+          full={count}
+          summary={`${count(failures)} failures ${window.during}: ${count(t.failures_app)} the app's (error rate ${t.error_rate === null ? "–" : percent(t.error_rate)}), ${count(t.failures_caller)} the caller's mistakes, ${count(t.failures_gateway)} the gateway's.`}
+        />
+      )}
       <Lines
         {...base}
         id={`${idPrefix}-latency`}
@@ -296,6 +315,8 @@ export function UsageSection(props: {
         {usage.data.percentiles === "histogram" && " Percentiles come from per-minute histograms here (within 5 %)."}
         {usage.data.sampled &&
           " Some of the range's run records were sampled; counts, bytes and status classes stay exact."}
+        {usage.data.partial &&
+          " This app's figures may miss runs of the range (the project's usage store was full); the project's figures count them all."}
       </p>
     </>
   );

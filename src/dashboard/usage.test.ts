@@ -35,16 +35,21 @@ describe("dashboard Usage pages", () => {
     expect(page.status).toBe(200);
     const shown = text(page.html);
     expect(shown).toContain("Runs 5 ");
-    expect(shown).toContain("Success 60 %");
-    expect(shown).toContain("Errors 2 0 4xx · 2 5xx");
+    // The broken app's 5xx are its own failures; no caller's mistake counts against it.
+    expect(shown).toContain("App error rate 40 % 2 the app&#39;s");
+    expect(shown).toContain("Failures 2 0 caller&#39;s · 0 gateway&#39;s");
+    expect(shown).toContain(
+      "2 failures in the last 1 hour: 2 the app&#39;s (error rate 40 %), 0 the caller&#39;s mistakes, 0 the gateway&#39;s.",
+    );
     expect(page.html).toMatch(/<a href="[^"]*range=1h" aria-current="page">1 hour<\/a>/);
     // The charts are images named by their caption and a summary of the same figures.
     expect(page.html).toContain('role="img" aria-labelledby="project-runs-title project-runs-desc"');
     expect(page.html).toContain('<desc id="project-runs-desc">5 runs in the last 1 hour: 3 2xx, 0 4xx, 2 5xx.</desc>');
     expect(page.html).toContain('aria-labelledby="project-latency-title project-latency-desc"');
-    // 1 hour is sixty one-minute bars; the runs all fall in the last one.
-    expect(page.html.match(/<rect class="hit"/g)?.length).toBe(2 * 60);
-    expect(page.html.match(/<rect class="tone-c5xx"/g)).toHaveLength(1);
+    // 1 hour is sixty one-minute bars (in the runs, failures and latency charts); the runs all fall in the last one.
+    expect(page.html.match(/<rect class="hit"/g)?.length).toBe(3 * 60);
+    // One 5xx bar in the runs chart, one bar of the app's failures in the failures chart.
+    expect(page.html.match(/<rect class="tone-c5xx"/g)).toHaveLength(2);
 
     // The broken app's page shows its own runs only.
     const app = await v.get(`/dashboard/projects/${p.projectId}/apps/${p.broken.appId}?range=1h`);
@@ -58,7 +63,7 @@ describe("dashboard Usage pages", () => {
     expect(fitted.html).toMatch(
       /<desc id="project-runs-desc">5 runs since \d\d:\d\d UTC: 3 2xx, 0 4xx, 2 5xx\.<\/desc>/,
     );
-    expect(fitted.html.match(/<rect class="hit"/g)?.length).toBe(2 * 15);
+    expect(fitted.html.match(/<rect class="hit"/g)?.length).toBe(3 * 15);
 
     // The list of apps: each app's figures over the same window, as bars and in words.
     const list = await v.get(`/dashboard/projects/${p.projectId}/apps`);
@@ -73,7 +78,7 @@ describe("dashboard Usage pages", () => {
 
     // 7 days: 168 hourly buckets, the same totals.
     const week = await v.get(`${usage}?range=7d`);
-    expect(week.html.match(/<rect class="hit"/g)?.length).toBe(2 * 168);
+    expect(week.html.match(/<rect class="hit"/g)?.length).toBe(3 * 168);
     expect(week.html).toContain("5 runs in the last 7 days");
   });
 

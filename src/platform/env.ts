@@ -19,6 +19,8 @@ interface OptionalSettings {
   CERTIFICATE_PROVIDER?: string;
   CERTIFICATE_AUTHORITY?: string;
   MAX_DOMAINS_PER_PROJECT?: string;
+  /** The apps one project may have (default 100; docs/usage.md#capacity-arithmetic). */
+  MAX_APPS_PER_PROJECT?: string;
   /** During a rotation only: the secret being replaced, still accepted to read what it signed or sealed. */
   ADMIN_TOKEN_PREVIOUS?: string;
   JWT_SECRET_PREVIOUS?: string;
@@ -140,6 +142,7 @@ const ConfigSchema = z
       .enum(["lets_encrypt", "google", "ssl_com"], { error: 'must be "lets_encrypt", "google" or "ssl_com"' })
       .default("lets_encrypt"),
     MAX_DOMAINS_PER_PROJECT: z.coerce.number({ error: "is not a number" }).int().min(1).max(10_000).default(100),
+    MAX_APPS_PER_PROJECT: z.coerce.number({ error: "is not a number" }).int().min(1).max(10_000).default(100),
     // A choice, not a platform limit: the runs share their keeper's isolate (128 MB) and its one thread (runs/keeper/keeper.ts).
     KEEPER_RUNS_MAX: z.coerce
       .number({ error: "is not a number" })
@@ -198,6 +201,8 @@ export interface Config {
   certificateAuthority: "lets_encrypt" | "google" | "ssl_com";
   /** Claims (domains in any state) one project may have. */
   maxDomainsPerProject: number;
+  /** Apps one project may have (an app is never deleted): each has rows of its own in the project's usage ledger. */
+  maxAppsPerProject: number;
   /** `KEEPER_RUNS_MAX`: the waited runs one keeper holds at once; past it a waited run is refused (503). */
   keeperRunsMax: number;
   /** Usage recording: the flush delay of an isolate's records, whether runs are recorded, the ledger's sampling bound. */
@@ -254,6 +259,7 @@ export function getConfig(env: Env): Config {
     certificateProvider: c.CERTIFICATE_PROVIDER,
     certificateAuthority: c.CERTIFICATE_AUTHORITY,
     maxDomainsPerProject: c.MAX_DOMAINS_PER_PROJECT,
+    maxAppsPerProject: c.MAX_APPS_PER_PROJECT,
     keeperRunsMax: c.KEEPER_RUNS_MAX,
     usage: usageOf(c),
   };

@@ -37,6 +37,9 @@ export interface LogFields {
 export interface InvocationFields {
   request_id: string;
   project_id?: string;
+  /** A run's id, once the run is accepted (`annotateInvocation`). */
+  run_id?: string;
+  app_name?: string;
   route?: string;
   queue?: string;
   cron?: string;
@@ -46,6 +49,15 @@ const invocation = new AsyncLocalStorage<InvocationFields>();
 
 /** Runs `work` with `fields` on every line it (and whatever it leaves in `waitUntil`) writes. */
 export const withInvocation = <T>(fields: InvocationFields, work: () => T): T => invocation.run(fields, work);
+
+/**
+ * Adds ids learnt during an invocation (a run's id once it is accepted, its app once known) to every
+ * line it writes from then on. Ids only: nothing a caller sent as data (no path, query, header or body).
+ */
+export function annotateInvocation(fields: { run_id?: string; app_name?: string }): void {
+  const store = invocation.getStore();
+  if (store) Object.assign(store, fields);
+}
 
 const WRITERS: Record<LogLevel, (line: unknown) => void> = {
   debug: (line) => console.log(line),

@@ -36,7 +36,17 @@ export function allowedMethods(app: Router, path: string, headRefused: readonly 
  * Installs the error handler and the 404/405 answer on the top-level router. `headRefused`: paths
  * whose GET handler refuses HEAD itself, so a 405's `Allow` must not offer it.
  */
-export function installErrorHandling(app: Router, { headRefused = [] }: { headRefused?: readonly RegExp[] } = {}) {
+export function installErrorHandling(
+  app: Router,
+  {
+    headRefused = [],
+    hint = () => null,
+  }: {
+    headRefused?: readonly RegExp[];
+    /** What the caller may have meant by a path no route serves (a run's URL without its function), or null. */
+    hint?: (path: string) => string | null;
+  } = {},
+) {
   app.onError(renderError);
   app.notFound((c) => {
     const allow = allowedMethods(app, c.req.path, headRefused);
@@ -44,6 +54,10 @@ export function installErrorHandling(app: Router, { headRefused = [] }: { headRe
       const detail = `${c.req.method} is not allowed on ${c.req.path}; use ${allow.join(", ")}.`;
       return renderError(new ApiError("method_not_allowed", detail, { headers: { Allow: allow.join(", ") } }), c);
     }
-    return renderError(new ApiError("not_found", `No route for ${c.req.method} ${c.req.path}.`), c);
+    const more = hint(c.req.path);
+    return renderError(
+      new ApiError("not_found", `No route for ${c.req.method} ${c.req.path}.${more === null ? "" : ` ${more}`}`),
+      c,
+    );
   });
 }

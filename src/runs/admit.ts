@@ -7,11 +7,19 @@ import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
-import { type BodyLimit, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES } from "./bodies";
+import {
+  type BodyLimit,
+  bodyTooLarge,
+  declaredBody,
+  limitedStream,
+  readLimited,
+  RUN_REQUEST_MAX_BYTES,
+} from "./bodies";
 import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
 import { outcomePath, type RunMode, type RunStart } from "./outcome";
 import { cancelAfter, waitPreference } from "./preferences";
+import { keyShard, runIdInShard } from "./keeper/shard";
 
 /**
  * The admit stage: everything checked before the app is called. The caller's key, the project's run
@@ -67,8 +75,7 @@ function webhookOf(scope: Scope, request: Request, query: URLSearchParams | null
   return { endpoint: check.url.href, secret };
 }
 
-const tooLarge = () =>
-  new ApiError("payload_too_large", `Run request bodies are limited to ${RUN_REQUEST_MAX_BYTES} bytes.`);
+const tooLarge = () => bodyTooLarge();
 
 /** How a body read whole is watched: who hears the bytes that crossed, and how long it may take. */
 export interface BodyRead {
@@ -218,8 +225,11 @@ export function startOf(
   acceptedAt: number,
 ): RunStart & { query: URLSearchParams | null } {
   const query = queryOf(request.url);
+  const id = newId("run", acceptedAt);
+  // A run under a key gets an id in the key's keeper shard: a waited run's retries reach its keeper.
+  const key = request.headers.get("idempotency-key");
   return {
-    runId: newId("run", acceptedAt),
+    runId: key === null ? id : runIdInShard(id, keyShard(caller.id, key)),
     projectId: target.projectId,
     appName: target.appName,
     path: outcomePath(target.appPath),

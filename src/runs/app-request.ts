@@ -14,14 +14,14 @@ import { appUrl } from "./path";
 
 /**
  * `{origin_url}/{path}` with the caller's query (but the gateway's own parameters), the caller's headers
- * (but its credentials, `headers.ts`), `X-Run-Id`, and the body as admitted. An async run's
- * `Idempotency-Key` is the gateway's (it names the run, `async/accept.ts`), so the app does not get it; a
- * WebSocket run keeps `Upgrade`.
+ * (but its credentials, `headers.ts`), `X-Run-Id`, and the body as admitted. An async or waited run's
+ * `Idempotency-Key` is the gateway's (it names the run: `async/accept.ts`, `keeper/keeper.ts`), so the
+ * app does not get it; a WebSocket run keeps `Upgrade`.
  */
 export function appRequestOf(request: Request, admitted: AdmittedRun): AppRequest {
   const { runId } = admitted;
   const headers = appRequestHeaders(request, runId, admitted.webSocket);
-  if (admitted.isAsync) headers.delete("idempotency-key");
+  if (admitted.isAsync || admitted.wait !== null) headers.delete("idempotency-key");
   const url = appUrl(admitted.originUrl, admitted.appPath, admitted.query);
   const { body } = admitted;
   if (admitted.runtime === "cortex" && !admitted.webSocket) {

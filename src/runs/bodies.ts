@@ -1,3 +1,4 @@
+import { ApiError, type ApiErrorOptions } from "../platform/errors";
 /**
  * The size limits on the bodies a run carries, and the helpers that hold a body to them. Sizes always
  * count decoded bytes: the runtime decodes a `Content-Encoding: gzip` (or br) answer as it is read, so
@@ -6,6 +7,22 @@
 
 /** Request bodies up to this size are accepted (413 above: before the body is read when declared, else as the bytes flow). */
 export const RUN_REQUEST_MAX_BYTES = 6 * 1024 * 1024;
+/**
+ * The 413 of a run's body over `RUN_REQUEST_MAX_BYTES`: the limit in MiB and what to do instead. The
+ * limit is the same in every mode (an async or waited run's body is read whole and stored, so
+ * `?async=true` does not raise it), and it counts decoded bytes (compressing the body does not help).
+ */
+export function bodyTooLarge(when = "The request body is larger than that.", options: ApiErrorOptions = {}): ApiError {
+  const mib = RUN_REQUEST_MAX_BYTES / (1024 * 1024);
+  return new ApiError(
+    "payload_too_large",
+    `A run's request body is limited to ${mib} MiB (${RUN_REQUEST_MAX_BYTES} bytes, counted decoded, in every mode: ` +
+      `?async=true and Prefer: wait have the same limit). ${when} Send a smaller body, or put the data where the app ` +
+      "can fetch it (an R2 or S3 object, a presigned URL) and send its URL in the body instead.",
+    { ...options, extensions: { ...options.extensions, limit_bytes: RUN_REQUEST_MAX_BYTES } },
+  );
+}
+
 /** Answers the gateway reads whole (a `cortex` JSON answer, to envelope it) up to this size, decoded; larger ones are a 502. */
 export const RUN_RESPONSE_MAX_BYTES = 10 * 1024 * 1024;
 

@@ -2,7 +2,7 @@ import type { Deps } from "../platform/deps";
 import { ApiError } from "../platform/errors";
 import { isTimeout } from "../platform/http";
 import type { CallLimits } from "./context";
-import { type BodyLimit, concat } from "./bodies";
+import { type BodyLimit, bodyTooLarge, concat } from "./bodies";
 
 /** What the gateway sends the app: built by the admit stage, the same for a synchronous run and the async consumer. */
 export interface AppRequest {
@@ -275,11 +275,7 @@ export async function callApp(
   } catch (error) {
     cancel?.removeEventListener("abort", onCancel);
     if (appRequest.bodyLimit?.exceeded())
-      throw new ApiError(
-        "payload_too_large",
-        "The request body is larger than the run's limit; the app's call was ended.",
-        meta,
-      );
+      throw bodyTooLarge("The request body grew past it as it was sent; the app's call was ended.", meta);
     // The run's own reason to end the call (its deadline, `deadline.ts`) is the caller's problem as it is.
     if (signal.reason instanceof ApiError) throw signal.reason;
     if (isTimeout(error) || signal.aborted)

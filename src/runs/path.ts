@@ -49,6 +49,23 @@ export function pathTarget(pathname: string): (RunTarget & { reserved: boolean }
   return { projectId: match[1]!, appName: match[2]!, appPath, reserved: RESERVED.test(appPath) };
 }
 
+/** A path that names a project and an app but no function of the app: `/v4/{project_id}/{app_name}`. */
+const APP_WITHOUT_PATH = new RegExp(`^${RUN_BASE}/([^/]+)/([^/]+)/?$`);
+
+/**
+ * What a caller meant by a path under `RUN_BASE` that names no function of the app: the form of a
+ * run's URL, with theirs filled in. Nothing is looked up: the same words whether the app exists or not.
+ */
+export function runPathHint(pathname: string): string | null {
+  const match = APP_WITHOUT_PATH.exec(pathname);
+  if (!match) return null;
+  const [, project, app] = match;
+  return (
+    `A run's URL names the app's function after the app: ${RUN_BASE}/{project_id}/{app_name}/{path}, ` +
+    `e.g. ${RUN_BASE}/${project}/${app}/run for a cortex app's \`run\` function, or the route of a custom app's server.`
+  );
+}
+
 /** `target` when its project id and app name are well formed; a 404 problem that says which is not. */
 export function checkedTarget(target: RunTarget): RunTarget {
   const { projectId, appName } = target;

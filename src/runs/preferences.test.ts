@@ -41,18 +41,29 @@ describe("Prefer (RFC 7240)", () => {
     expect(waitPreference("respond-async, wait=12")).toBe(12);
   });
 
-  it("ignores a wait it cannot honour, and every other preference: the run is an ordinary one", () => {
-    for (const value of [
-      "wait=0",
-      "wait=1.5",
-      "wait=-3",
-      "wait=soon",
-      "wait=9999999999999",
-      "respond-async",
-      "return=minimal",
-      "",
-    ])
+  it("ignores every other preference: the run is an ordinary one", () => {
+    for (const value of ["respond-async", "return=minimal", "handling=strict", ""])
       expect(waitPreference(value)).toBeNull();
+  });
+
+  it.each([
+    "wait=0",
+    "wait=00",
+    "wait=1.5",
+    "wait=-3",
+    "wait=soon",
+    "wait=abc",
+    'wait="5s"',
+    "respond-async, wait=1e3",
+  ])("refuses %j with a 400 naming the Prefer header, as a bad Cancel-After is", (value) => {
+    expect(refusal(() => waitPreference(value))).toMatchObject({
+      code: "validation_failed",
+      errors: [{ location: "header", field: "Prefer" }],
+    });
+  });
+
+  it("serves a wait of any length past 60 as 60 (RFC 7240 lets a server wait less than asked)", () => {
+    expect(waitPreference("wait=9999999999999")).toBe(60);
   });
 
   it("reads only the first wait when it is given twice (two headers arrive as one comma-joined value)", () => {

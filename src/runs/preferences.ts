@@ -91,18 +91,25 @@ export function preferencesOf(value: string): { name: string; value: string | nu
 /**
  * How many seconds the caller will wait (`Prefer: wait=N`), or `null` for a run that does not wait.
  * Only the first `wait` counts (RFC 7240: a preference given twice is read once). Bare `wait` (or an
- * empty value) is 60; a value past 60 is served as 60, and `Preference-Applied` says so; a value that
- * is not a positive whole number (`wait=0`, `wait=1.5`, `wait=soon`) is ignored, as RFC 7240 lets a
- * server ignore a preference it cannot honour, and the run is an ordinary one.
+ * empty value) is 60; a value past 60 is served as 60, and `Preference-Applied` says so (RFC 7240
+ * section 4.3 lets a server wait less than asked). RFC 7240 has a server ignore preferences it does not
+ * know, and this one does; but a `wait` whose value is no whole number of seconds from 1 up
+ * (`wait=0`, `wait=1.5`, `wait=soon`) is the caller's mistake about a preference the gateway serves:
+ * run as a plain synchronous run, a hang-up would end it, so it is a 400 naming the header, as a bad
+ * `Cancel-After` is, before the app is called.
  */
 export function waitPreference(header: string | null): number | null {
   if (header === null) return null;
   const wait = preferencesOf(header).find((p) => p.name === "wait");
   if (wait === undefined) return null;
   if (wait.value === null || wait.value === "") return WAIT_MAX_SECONDS;
-  if (!/^\d{1,12}$/.test(wait.value)) return null;
-  const seconds = Number(wait.value);
-  return seconds === 0 ? null : Math.min(seconds, WAIT_MAX_SECONDS);
+  if (!/^\d+$/.test(wait.value) || /^0+$/.test(wait.value))
+    throw invalidField(
+      "header",
+      "Prefer",
+      `wait must be a whole number of seconds from 1 to ${WAIT_MAX_SECONDS} (e.g. "wait=10"), not "${wait.value.slice(0, 32)}"`,
+    );
+  return Math.min(Number(wait.value), WAIT_MAX_SECONDS);
 }
 
 /** The shortest deadline a run takes (Replicate's minimum). */

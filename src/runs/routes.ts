@@ -52,10 +52,16 @@ export const RunQuery = z.looseObject({
 });
 
 export const RunHeaders = z.object({
-  "idempotency-key": z.string().optional().openapi({
-    description:
-      "With `async=true`: the same key and request within 24 hours answer the same run; a different request with the key is a 422.",
-  }),
+  "idempotency-key": z
+    .string()
+    .optional()
+    .openapi({
+      description:
+        "With `async=true` or `Prefer: wait=N`: one key, one run. The same key and request within 24 hours answer the same run and " +
+        "never call the app again: an async run's 202; a waited run's retry joins it, waits again (up to its own N s) and gets its " +
+        "answer (`Idempotent-Replayed: true`), or 202 with the run once handed over or ended; a waited run whose answer went to the " +
+        "request that waited for it is a 409 naming it. A different request with the key is a 422. Not passed to the app.",
+    }),
   prefer: z
     .string()
     .optional()
@@ -105,7 +111,8 @@ const AsyncAccepted = z
     run_id: z.string().openapi({ example: "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c" }),
     status: z.enum(["queued", "running", "succeeded", "failed", "cancelled"]).openapi({
       description:
-        "`queued` for a new async run (a replayed `Idempotency-Key` answers the run's status now); `running` for a waited run handed over.",
+        "`queued` for a new async run (a replayed `Idempotency-Key` answers the run's status now); `running` for a waited run handed " +
+        "over (a waited retry under its key: the run's status now).",
     }),
     status_url: z
       .url()
@@ -195,6 +202,10 @@ const runAnswer = {
   headers: {
     ...REQUEST_ID_HEADER,
     "X-Run-Id": stringHeader("The run's id, also in the envelope and in webhook deliveries.", true),
+    "Idempotent-Replayed": stringHeader(
+      "`true` on a waited retry under the run's `Idempotency-Key` that got the run's stored answer (the status URL's `result`).",
+      false,
+    ),
     ...PREFERENCE_APPLIED,
   },
   content: appAnswerContent,
@@ -239,12 +250,17 @@ const accepted = {
     AsyncAccepted,
     "With `async=true`: the run is queued (or, with a replayed `Idempotency-Key`, the run it started). With `Prefer: wait=N`: the " +
       "app had not answered within N s (or the caller hung up while waiting): the run is `running`, handed over; it goes on, its " +
-      "result is read at `status_url` as an async run's and delivered to its webhook.",
+      "result is read at `status_url` as an async run's and delivered to its webhook. A waited retry under the run's " +
+      "`Idempotency-Key` gets this for the run it started, once handed over or ended.",
   ),
   headers: {
     ...REQUEST_ID_HEADER,
     "X-Run-Id": stringHeader("The run's id.", true),
     Location: stringHeader("The run's `status_url`.", true),
+    "Idempotent-Replayed": stringHeader(
+      "`true` when the `Idempotency-Key` names a run made before: this is that run.",
+      false,
+    ),
     ...PREFERENCE_APPLIED,
   },
 };

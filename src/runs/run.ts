@@ -1,4 +1,5 @@
 import { ApiError } from "../platform/errors";
+import { annotateInvocation } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { admitApp, admitRequest, type AdmittedRun, identify, refusalOf, startOf } from "./admit";
 import { appRequestOf } from "./app-request";
@@ -36,6 +37,8 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
   const acceptedWall = Date.now();
   const clock = runClock(acceptedAt);
   const start = startOf(scope, request, target, caller, acceptedAt);
+  // Every line the run writes from here carries its id (an OTLP export's log records too).
+  annotateInvocation({ run_id: start.runId });
   let admitted: AdmittedRun | null = null;
   // The caller's body read whole, counted as it crossed: what a run refused for its body read of it.
   let bodyRead = 0;
@@ -45,6 +48,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
   try {
     const deployment = await admitApp(scope, target);
     appKnown = true;
+    annotateInvocation({ app_name: target.appName });
     admitted = await admitRequest(scope, request, target, start, caller, deployment, (bytes) => (bodyRead += bytes));
     caller.markUsed();
     // Under way from here until its outcome (every mode: the list of runs under way needs no D1 write);

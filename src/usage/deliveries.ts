@@ -1,6 +1,6 @@
 import { and, count, eq, gte, inArray, isNull, lt, ne, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
-import { webhookDeliveries as d } from "../db/schema";
+import { webhookDeliveries as d, webhookReceivers } from "../db/schema";
 import type { RunDelivery } from "./routes";
 
 /**
@@ -137,4 +137,16 @@ export async function receiversHealth(db: Database, projectId: string, from: num
       last_failure: h.failed_at === null ? null : { at: new Date(h.failed_at).toISOString(), reason },
     };
   });
+}
+
+/** The project's receivers by state: one row per receiver whose settings were ever changed (a paused or disabled one always has one). */
+export async function receiverStates(db: Database, projectId: string): Promise<Record<"paused" | "disabled", number>> {
+  const rows = await db
+    .select({ state: webhookReceivers.state, n: count() })
+    .from(webhookReceivers)
+    .where(eq(webhookReceivers.projectId, projectId))
+    .groupBy(webhookReceivers.state);
+  const states = { paused: 0, disabled: 0 };
+  for (const row of rows) if (row.state === "paused" || row.state === "disabled") states[row.state] = row.n;
+  return states;
 }

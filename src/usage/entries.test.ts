@@ -264,6 +264,7 @@ describe("runs on record from every entry", () => {
         retried_share: 0,
         p95_run_to_received_ms: null,
         last_failure: { at: expect.any(String), reason: expect.stringContaining("500") },
+        concurrency: 6,
       },
     ]);
   });

@@ -3,10 +3,26 @@ import { DAY_MS, HOUR_MS, MINUTE_MS } from "../platform/time";
 import { decodeCursor, encodeCursor } from "../platform/pagination";
 import { createRouter } from "../platform/router";
 import { recordCallers } from "../auth/callers";
-import { deliveryCounts, receiversHealth, runDeliveries } from "./deliveries";
+import { accepts } from "hono/accepts";
+import { deliveryCounts, receiversHealth, receiverStates, runDeliveries } from "./deliveries";
+import { exposition, families, OPENMETRICS_TEXT, PROMETHEUS_TEXT } from "./metrics";
+import { EXPORT_TYPES, type ExportFormat, exportHeaders, exportStream, formatOf } from "./exports";
+import type { Context } from "hono";
+import type { z } from "@hono/zod-openapi";
+import type { AppEnv } from "../platform/scope";
+import { defaultReceiverSettings, projectReceiverSettings } from "../webhooks/receiver-settings";
 import { ledgerOf } from "./ledger-client";
-import { ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
-import { getRun, getUsage, type INTERVALS, listReceivers, listRuns, type RunDelivery } from "./routes";
+import { RECORDS_RETENTION_MS, ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
+import {
+  getMetrics,
+  getRun,
+  getUsage,
+  type INTERVALS,
+  listReceivers,
+  listRuns,
+  type RunDelivery,
+  type RunsQuery as RunsQuerySchema,
+} from "./routes";
 import { endedInTimeout } from "./run-record";
 import type { RunFailure } from "../runs/outcome";
 import { runUrl } from "../runs/urls";
@@ -74,36 +90,147 @@ function itemOf(requestUrl: string, projectId: string, run: StoredRun, deliverie
   };
 }
 
+type RunsQuery = z.infer<typeof RunsQuerySchema>;
+type RunItem = ReturnType<typeof itemOf>;
+
+/** Runs an export holds at most: its pages (1,000 runs, one ledger call and a D1 read of their webhooks' each) stay far inside an invocation's 1,000 subrequests. */
+export const EXPORT_MAX_RUNS = 50_000;
+const EXPORT_PAGE = 1_000;
+
+/** The export's columns: a run's record as the list answers it, flat. */
+const RUN_COLUMNS: { name: string; of: (r: RunItem) => string | number | boolean | null }[] = [
+  { name: "run_id", of: (r) => r.run_id },
+  { name: "created_at", of: (r) => r.created_at },
+  { name: "app_name", of: (r) => r.app_name },
+  { name: "mode", of: (r) => r.mode },
+  { name: "method", of: (r) => r.method },
+  { name: "path", of: (r) => r.path },
+  { name: "status_code", of: (r) => r.status_code },
+  { name: "ending", of: (r) => r.ending },
+  { name: "failure_by", of: (r) => r.failure?.by ?? null },
+  {
+    name: "failure",
+    of: (r) => (r.failure === null ? null : r.failure.by === "app" ? r.failure.status : r.failure.code),
+  },
+  { name: "duration_ms", of: (r) => r.duration_ms },
+  { name: "ttfb_ms", of: (r) => r.ttfb_ms },
+  { name: "called_ms", of: (r) => r.times.called_ms },
+  { name: "answered_ms", of: (r) => r.times.answered_ms },
+  { name: "handed_over_ms", of: (r) => r.times.handed_over_ms },
+  { name: "bytes_in", of: (r) => r.bytes_in },
+  { name: "bytes_out", of: (r) => r.bytes_out },
+  { name: "caller", of: (r) => r.caller },
+  { name: "webhook_status", of: (r) => r.webhook?.status ?? null },
+  { name: "webhook_attempts", of: (r) => r.webhook?.attempts ?? null },
+  { name: "status_url", of: (r) => r.status_url },
+  { name: "request_id", of: (r) => r.request_id },
+];
+
+/** One page of the runs list (`limit + 1` rows read: the extra one says there is more), as the API answers it. */
+async function runsPage(
+  c: Context<AppEnv>,
+  projectId: string,
+  q: Omit<RunsQuery, "limit" | "cursor">,
+  range: { from?: number; to?: number },
+  after: string | undefined,
+  limit: number,
+) {
+  const { rows, sampled, scannedTo } = await ledgerOf(c.env, projectId).list({
+    app_name: q.app_name,
+    mode: q.mode,
+    status: q.status,
+    from: range.from,
+    to: range.to,
+    after,
+    limit,
+    callers: recordCallers(c.get("principal")),
+  });
+  const items = rows.slice(0, limit);
+  const deliveries = await runDeliveries(
+    c.var.scope.db,
+    projectId,
+    items.filter((r) => r.webhook === 1).map((r) => r.run_id),
+  );
+  const data = items.map((run) => itemOf(c.req.url, projectId, run, deliveries));
+  const last = items.at(-1);
+  // A short page whose scan stopped at its bound goes on below the last run examined.
+  const next = rows.length > limit && last ? last.run_id : scannedTo;
+  return { data, next, sampled };
+}
+
+/**
+ * The runs of a range as a file, every page of it: refused (400 naming `from`) when the range holds
+ * more than `EXPORT_MAX_RUNS` by the rollups' count, so an export is never cut short silently.
+ */
+async function exportRuns(c: Context<AppEnv>, projectId: string, q: RunsQuery, format: ExportFormat) {
+  const now = c.var.scope.deps.now().getTime();
+  const from = time(q.from) ?? now - RECORDS_RETENTION_MS;
+  const to = time(q.to) ?? now + 1;
+  checkedRange(from, to);
+  const held = await ledgerOf(c.env, projectId).runsIn(from, to, q.app_name);
+  if (held > EXPORT_MAX_RUNS) {
+    throw invalidField(
+      "query",
+      "from",
+      `the range holds ${held} runs; an export holds at most ${EXPORT_MAX_RUNS}`,
+      `The range holds ${held} runs; export at most ${EXPORT_MAX_RUNS} at a time: narrow it with \`from\` and \`to\` (a day, an hour) and export the parts.`,
+    );
+  }
+  let after = decodeCursor(q.cursor);
+  let done = false;
+  const body = exportStream<RunItem>(
+    format,
+    RUN_COLUMNS,
+    (item) => item,
+    async () => {
+      if (done) return null;
+      const page = await runsPage(c, projectId, q, { from, to }, after, EXPORT_PAGE);
+      if (page.next === null) done = true;
+      else after = page.next;
+      return page.data;
+    },
+  );
+  return new Response(body, { status: 200, headers: exportHeaders(format, `runs-${projectId}`) });
+}
+
+/** The usage export's columns: each point of the series, as the JSON answers it. */
+const USAGE_COLUMNS = [
+  "start",
+  "runs",
+  "status_2xx",
+  "status_4xx",
+  "status_5xx",
+  "timeouts",
+  "failures_app",
+  "failures_caller",
+  "failures_gateway",
+  "error_rate",
+  "p50_ms",
+  "p95_ms",
+  "p99_ms",
+  "bytes_in",
+  "bytes_out",
+  "deliveries_delivered",
+  "deliveries_failed",
+] as const;
+
+const exportFormat = (c: Context<AppEnv>) =>
+  formatOf(accepts(c, { header: "Accept", supports: [...EXPORT_TYPES], default: "application/json" }));
+
 export const usageRouter = createRouter()
   .openapi(listRuns, async (c) => {
     const { project_id } = c.req.valid("param");
     const q = c.req.valid("query");
+    const format = exportFormat(c);
+    if (format !== null) return (await exportRuns(c, project_id, q, format)) as never;
     const from = time(q.from);
     const to = time(q.to);
     checkedRange(from, to);
-    const after = decodeCursor(q.cursor);
-    const { rows, sampled, scannedTo } = await ledgerOf(c.env, project_id).list({
-      app_name: q.app_name,
-      mode: q.mode,
-      status: q.status,
-      from,
-      to,
-      after,
-      limit: q.limit,
-      callers: recordCallers(c.get("principal")),
-    });
-    const items = rows.slice(0, q.limit);
-    const deliveries = await runDeliveries(
-      c.var.scope.db,
-      project_id,
-      items.filter((r) => r.webhook === 1).map((r) => r.run_id),
+    const page = await runsPage(c, project_id, q, { from, to }, decodeCursor(q.cursor), q.limit);
+    return c.json(
+      { data: page.data, next_cursor: page.next === null ? null : encodeCursor(page.next), sampled: page.sampled },
+      200,
     );
-    const data = items.map((run) => itemOf(c.req.url, project_id, run, deliveries));
-    const last = items.at(-1);
-    // A short page whose scan stopped at its bound goes on below the last run examined.
-    const next_cursor =
-      rows.length > q.limit && last ? encodeCursor(last.run_id) : scannedTo ? encodeCursor(scannedTo) : null;
-    return c.json({ data, next_cursor, sampled }, 200);
   })
   .openapi(getRun, async (c) => {
     const { project_id, run_id } = c.req.valid("param");
@@ -158,11 +285,28 @@ export const usageRouter = createRouter()
       failed += d.failed;
       return { ...point, start: iso(point.start), deliveries_delivered: d.delivered, deliveries_failed: d.failed };
     });
+    const format = exportFormat(c);
+    if (format !== null) {
+      // The series as rows, one per interval (at most 2,160): a spreadsheet's sums are the totals.
+      let sent = false;
+      const body = exportStream<(typeof series)[number]>(
+        format,
+        USAGE_COLUMNS.map((name) => ({ name, of: (p) => p[name] })),
+        (p) => p,
+        async () => (sent ? null : ((sent = true), series)),
+      );
+      return new Response(body, {
+        status: 200,
+        headers: { ...exportHeaders(format, `usage-${project_id}`), "X-Usage-From": iso(from), "X-Usage-To": iso(to) },
+      }) as never;
+    }
     return c.json(
       {
         interval: q.interval,
         from: iso(from),
         to: iso(to),
+        asked: { from: iso(fromRaw), to: iso(toRaw) },
+        widened: from !== fromRaw || to !== toRaw,
         series,
         totals: {
           ...figures.totals,
@@ -172,9 +316,38 @@ export const usageRouter = createRouter()
         },
         percentiles: figures.percentiles,
         sampled: figures.sampled,
+        partial: figures.partial,
       },
       200,
     );
+  })
+  .openapi(getMetrics, async (c) => {
+    const { project_id } = c.req.valid("param");
+    const openMetrics =
+      accepts(c, {
+        header: "Accept",
+        supports: ["application/openmetrics-text", "text/plain"],
+        default: "text/plain",
+      }) === "application/openmetrics-text";
+    const now = c.var.scope.deps.now().getTime();
+    // One ledger call (a row per app and mode), one D1 count of the last hour's deliveries, one of receivers.
+    const [{ counters, refusals }, deliveries, receivers] = await Promise.all([
+      ledgerOf(c.env, project_id).counters(),
+      deliveryCounts(c.var.scope.db, project_id, { from: now - HOUR_MS, to: now + 1, step: HOUR_MS + 1 }),
+      receiverStates(c.var.scope.db, project_id),
+    ]);
+    const text = exposition(
+      families(counters, refusals, { deliveries: deliveries[0] ?? { delivered: 0, failed: 0 }, receivers }),
+      openMetrics ? "openmetrics" : "prometheus",
+    );
+    return new Response(text, {
+      status: 200,
+      headers: {
+        "Content-Type": openMetrics ? OPENMETRICS_TEXT : PROMETHEUS_TEXT,
+        "Cache-Control": "no-store",
+        Vary: "Accept",
+      },
+    }) as never;
   })
   .openapi(listReceivers, async (c) => {
     const { project_id } = c.req.valid("param");
@@ -183,5 +356,14 @@ export const usageRouter = createRouter()
     const to = time(q.to) ?? now + 1;
     const from = time(q.from) ?? now - 7 * DAY_MS;
     checkedRange(from, to);
-    return c.json({ data: await receiversHealth(c.var.scope.db, project_id, from, to) }, 200);
+    const [health, settings] = await Promise.all([
+      receiversHealth(c.var.scope.db, project_id, from, to),
+      projectReceiverSettings(c.var.scope.db, project_id),
+    ]);
+    const concurrency = new Map(settings.map((s) => [s.origin, s.concurrency]));
+    const data = health.map((h) => ({
+      ...h,
+      concurrency: concurrency.get(h.origin) ?? defaultReceiverSettings(project_id, h.origin).concurrency,
+    }));
+    return c.json({ data }, 200);
   });

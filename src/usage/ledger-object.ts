@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { RunRecord, RunStartRecord } from "./run-record";
 import type { RefusalCount } from "./refusals";
 import { usageConfigOf } from "../platform/env";
+import { RUNS_CHANGED } from "./ledger-client";
 import { DAY_MS } from "../platform/time";
 import {
   Ledger,
@@ -11,9 +12,6 @@ import {
   type BucketQuery,
   type UnderWayQuery,
 } from "./ledger";
-
-/** What a watcher hears after a batch that started or ended runs (src/usage/live.ts). */
-export const RUNS_CHANGED = "runs";
 
 /**
  * The Durable Object class of the ledgers (wrangler.toml `USAGE_LEDGER`), exported by the root
@@ -81,6 +79,14 @@ export class UsageLedger extends DurableObject<Env> {
 
   usage(q: BucketQuery): UsageFigures {
     return this.ledger.usage(q);
+  }
+
+  runsIn(from: number, to: number, app_name?: string) {
+    return this.ledger.runsIn(from, to, app_name);
+  }
+
+  counters() {
+    return this.ledger.counters();
   }
 
   stats() {

@@ -1,6 +1,6 @@
 import { type Histogram, addToHistogram, mergeHistograms } from "./percentiles";
 import { DAY_MS, HOUR_MS, MINUTE_MS } from "../platform/time";
-import { classOf } from "./run-record";
+import { classOf, type Whose, WHOSE } from "./run-record";
 
 /**
  * The ledger's rollups: counts, status classes, timeouts, bytes and a latency histogram per app and
@@ -28,6 +28,26 @@ export const GRAINS: Record<Grain, { table: string; column: string; ms: number }
 /** The project's own rows: every app's runs together. */
 export const PROJECT = "";
 
+/** Failures by whose they were (run-record.ts `whoseFailure`), a column each in every grain's rows. */
+export const FAILURE_COLUMNS = WHOSE.map((whose) => `failures_${whose}` as const);
+export const FAILURE_COLUMNS_SQL = FAILURE_COLUMNS.map((c) => `${c} INTEGER NOT NULL DEFAULT 0`).join(",\n    ");
+
+/**
+ * The migration that adds the failure columns to a ledger's rollups made before them: a column at a
+ * time, only where the table lacks it (a table made by today's schema in the same start has them all).
+ * Rows made before count no failure: which they were was not kept.
+ */
+export function addFailureColumns(sql: SqlStorage): void {
+  for (const { table } of Object.values(GRAINS)) {
+    const made = sql
+      .exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table)
+      .toArray()[0];
+    if (!made) continue;
+    for (const column of FAILURE_COLUMNS)
+      if (!made.sql.includes(column)) sql.exec(`ALTER TABLE ${table} ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
+  }
+}
+
 const columns = (column: string) => `app_name TEXT NOT NULL,
     ${column} INTEGER NOT NULL,
     runs INTEGER NOT NULL,
@@ -38,6 +58,7 @@ const columns = (column: string) => `app_name TEXT NOT NULL,
     bytes_in INTEGER NOT NULL,
     bytes_out INTEGER NOT NULL,
     hist TEXT NOT NULL,
+    ${FAILURE_COLUMNS_SQL},
     PRIMARY KEY (app_name, ${column})`;
 
 /** The hour and day tables (the minute one is the ledger's first `rollups`). */
@@ -66,6 +87,8 @@ export interface Counted {
   bytes_in: number;
   bytes_out: number;
   duration_ms: number;
+  /** Whose failure the run was; null when nobody's. */
+  whose: Whose | null;
 }
 
 /** A rollup row as stored. */
@@ -79,6 +102,9 @@ interface RollupRow {
   timeouts: number;
   bytes_in: number;
   bytes_out: number;
+  failures_app: number;
+  failures_caller: number;
+  failures_gateway: number;
   hist: string;
 }
 
@@ -122,6 +148,9 @@ export class Rollups {
         timeouts: 0,
         bytes_in: 0,
         bytes_out: 0,
+        failures_app: 0,
+        failures_caller: 0,
+        failures_gateway: 0,
         hist: {},
       };
       this.#rolls.set(key, roll);
@@ -148,6 +177,7 @@ export class Rollups {
       roll.runs++;
       roll[`status_${classOf(r.status_code)}`]++;
       if (r.timed_out) roll.timeouts++;
+      if (r.whose !== null) roll[`failures_${r.whose}`]++;
       roll.bytes_in += r.bytes_in;
       roll.bytes_out += r.bytes_out;
       addToHistogram(roll.hist, r.duration_ms);
@@ -164,23 +194,38 @@ export class Rollups {
     roll.timeouts += row.timeouts;
     roll.bytes_in += row.bytes_in;
     roll.bytes_out += row.bytes_out;
+    for (const column of FAILURE_COLUMNS) roll[column] += row[column];
     mergeHistograms(roll.hist, JSON.parse(row.hist) as Histogram);
   }
 
-  /** Writes the batch's rolls, each added to its row. */
-  write(): void {
+  /**
+   * Writes the batch's rolls, each added to its row. With `newAppRows` false (the ledger is full: past
+   * `STOP_FACTOR` times its bound, ledger.ts) an app's roll is added only to a row it already has: a
+   * new app's rows, or an app's new minute, hour or day, are not made, and their runs are counted in the
+   * project's rows alone, whose number is bounded by time (1,465 a day) whatever the apps. Answers the
+   * span of the intervals whose app rows were not made (`null`: none).
+   */
+  write(newAppRows = true): { from: number; to: number } | null {
+    let from = Infinity;
+    let to = -Infinity;
     for (const roll of this.#rolls.values()) {
-      const { table, column } = GRAINS[roll.grain];
+      const { table, column, ms } = GRAINS[roll.grain];
       const old = this.sql
         .exec<{
           hist: string;
         }>(`SELECT hist FROM ${table} WHERE app_name = ? AND ${column} = ?`, roll.app_name, roll.start)
         .toArray()[0];
+      if (!old && !newAppRows && roll.app_name !== PROJECT) {
+        from = Math.min(from, roll.start);
+        to = Math.max(to, roll.start + ms);
+        continue;
+      }
       const hist = old ? mergeHistograms(JSON.parse(old.hist) as Histogram, roll.hist) : roll.hist;
       this.sql.exec(
-        `INSERT INTO ${table} (app_name, ${column}, runs, status_2xx, status_4xx, status_5xx, timeouts, bytes_in, bytes_out, hist) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ` +
+        `INSERT INTO ${table} (app_name, ${column}, runs, status_2xx, status_4xx, status_5xx, timeouts, bytes_in, bytes_out, failures_app, failures_caller, failures_gateway, hist) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ` +
           `ON CONFLICT (app_name, ${column}) DO UPDATE SET runs = runs + excluded.runs, status_2xx = status_2xx + excluded.status_2xx, status_4xx = status_4xx + excluded.status_4xx, ` +
-          "status_5xx = status_5xx + excluded.status_5xx, timeouts = timeouts + excluded.timeouts, bytes_in = bytes_in + excluded.bytes_in, bytes_out = bytes_out + excluded.bytes_out, hist = excluded.hist",
+          "status_5xx = status_5xx + excluded.status_5xx, timeouts = timeouts + excluded.timeouts, bytes_in = bytes_in + excluded.bytes_in, bytes_out = bytes_out + excluded.bytes_out, " +
+          "failures_app = failures_app + excluded.failures_app, failures_caller = failures_caller + excluded.failures_caller, failures_gateway = failures_gateway + excluded.failures_gateway, hist = excluded.hist",
         roll.app_name,
         roll.start,
         roll.runs,
@@ -190,11 +235,15 @@ export class Rollups {
         roll.timeouts,
         roll.bytes_in,
         roll.bytes_out,
+        roll.failures_app,
+        roll.failures_caller,
+        roll.failures_gateway,
         JSON.stringify(hist),
       );
     }
     this.#rolls.clear();
     this.#derivedFrom = null;
+    return from < to ? { from, to } : null;
   }
 
   /**
@@ -218,7 +267,7 @@ export class Rollups {
       const hour = Math.floor(newest / HOUR_MS) * HOUR_MS;
       const rows = this.sql
         .exec<RollupRow & Record<string, SqlStorageValue>>(
-          "SELECT app_name, minute AS start, runs, status_2xx, status_4xx, status_5xx, timeouts, bytes_in, bytes_out, hist FROM rollups WHERE minute >= ? AND minute < ? AND app_name != ''",
+          "SELECT app_name, minute AS start, runs, status_2xx, status_4xx, status_5xx, timeouts, bytes_in, bytes_out, failures_app, failures_caller, failures_gateway, hist FROM rollups WHERE minute >= ? AND minute < ? AND app_name != ''",
           hour,
           hour + HOUR_MS,
         )
@@ -281,8 +330,12 @@ export class Rollups {
       t: number;
       bi: number;
       bo: number;
+      fa: number;
+      fc: number;
+      fg: number;
     }>(
-      `SELECT CAST((${column} - ?) / ? AS INTEGER) AS i, sum(runs) AS runs, sum(status_2xx) AS s2, sum(status_4xx) AS s4, sum(status_5xx) AS s5, sum(timeouts) AS t, sum(bytes_in) AS bi, sum(bytes_out) AS bo
+      `SELECT CAST((${column} - ?) / ? AS INTEGER) AS i, sum(runs) AS runs, sum(status_2xx) AS s2, sum(status_4xx) AS s4, sum(status_5xx) AS s5, sum(timeouts) AS t, sum(bytes_in) AS bi, sum(bytes_out) AS bo,
+              sum(failures_app) AS fa, sum(failures_caller) AS fc, sum(failures_gateway) AS fg
        FROM ${table} WHERE ${column} >= ? AND ${column} < ? AND ${appClause} GROUP BY i`,
       q.from,
       q.step,

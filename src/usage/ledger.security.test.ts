@@ -393,7 +393,8 @@ describe("attack: queries any usage:read holder can make expensive (33.4)", () =
         "DELETE FROM rollups_day",
         "DELETE FROM rollups WHERE app_name = ''",
         "DELETE FROM meta WHERE key = 'rollups_derived_from'",
-        "UPDATE meta SET value = value - 1 WHERE key = 'schema'",
+        // The migrations before the derivation's (the second) applied.
+        "UPDATE meta SET value = 1 WHERE key = 'schema'",
       ])
         state.storage.sql.exec(statement);
       return answer;
@@ -411,7 +412,8 @@ describe("attack: queries any usage:read holder can make expensive (33.4)", () =
     expect(after.done.totals).toEqual(before.totals);
     expect(after.done.series).toEqual(before.series);
     expect(after.hours).toBeGreaterThan(0);
-  });
+    // 3,000 records written, derived and read twice: seconds on a machine shared with other suites.
+  }, 30_000);
 });
 
 describe("attack: a purge too large for one call (33.5)", () => {
@@ -439,4 +441,51 @@ describe("attack: a purge too large for one call (33.5)", () => {
     expect((await stub.list({ limit: 10 })).rows).toHaveLength(1);
     void ROLLUPS_RETENTION_MS;
   }, 120_000);
+});
+
+describe("attack: rollups grow past the ledger's byte bound (40.5)", () => {
+  it("past 1.6 times the bound, 2,000 runs over 200 new apps do not grow the ledger: no new app's row is written, the project's rows count every run", async () => {
+    const now = Date.UTC(2026, 10, 21, 12);
+    const grown = await runInDurableObject(ledgerOf(env, `proj_apps_${Date.now()}`), async (_instance, state) => {
+      const sql = state.storage.sql;
+      // A ledger with records and rollups of one app, then a bound it is past 1.6 times (full).
+      new Ledger(state.storage, Number.MAX_SAFE_INTEGER).add(
+        Array.from({ length: 2_000 }, (_, i) => recordAt(now - HOUR + i * 100, "app-first")),
+      );
+      const full = new Ledger(state.storage, Math.floor(sql.databaseSize / STOP_FACTOR) - 1);
+      const appRows = () =>
+        ["rollups", "rollups_hour", "rollups_day"]
+          .map((table) => sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table} WHERE app_name != ''`).one().n)
+          .reduce((a, b) => a + b, 0);
+      const rowsBefore = appRows();
+      const before = sql.databaseSize;
+      // The attack: 200 apps (each made with builds:write, a default scope), 10 runs each, in the next minutes.
+      for (let batch = 0; batch < 10; batch++)
+        full.add(Array.from({ length: 200 }, (_, a) => recordAt(now + batch * MINUTE + a, `app-new-${a}`)));
+      const project = full.usage({ from: now - DAY, to: now + DAY, step: DAY, now });
+      const newApp = full.usage({ from: now - DAY, to: now + DAY, step: DAY, now, app_name: "app-new-7" });
+      const known = full.usage({ from: now - DAY, to: now + DAY, step: DAY, now, app_name: "app-first" });
+      // Runs of the app whose rows exist still count in them.
+      full.add([recordAt(now - HOUR + 50, "app-first")]);
+      const knownAfter = full.usage({ from: now - DAY, to: now + DAY, step: DAY, now, app_name: "app-first" });
+      return {
+        grew: sql.databaseSize - before,
+        newAppRows: appRows() - rowsBefore,
+        project,
+        newApp,
+        known,
+        knownAfter,
+      };
+    });
+    // Before the fix: 188,416 bytes, 2,400 rows (each of the 200 apps' minutes, hour and day).
+    expect(grown.grew).toBeLessThanOrEqual(4 * 4_096);
+    expect(grown.newAppRows).toBe(0);
+    // The project's own figures count every run; one app's say they miss some.
+    expect(grown.project.totals.runs).toBe(4_000);
+    expect(grown.project.partial).toBe(false);
+    expect(grown.newApp.totals.runs).toBe(0);
+    expect(grown.newApp.partial).toBe(true);
+    expect(grown.known.totals.runs).toBe(2_000);
+    expect(grown.knownAfter.totals.runs).toBe(2_001);
+  });
 });

@@ -190,4 +190,74 @@ describe("the ledger's own migrations", () => {
     // A deadline counts as a timeout, as the gateway's own time limits do.
     expect(listed.timeouts).toBe(1);
   });
+
+  it("splits failures by whose they were, at every grain, and counts each app and mode since its row began", async () => {
+    const now = Date.UTC(2026, 10, 21, 12);
+    const at = now - 2 * HOUR + 5 * MINUTE;
+    const records = [
+      record(at, { mode: "sync" }),
+      record(at + 1, { mode: "wait", status_code: 500, failure: "app:500", duration_ms: 70 }),
+      record(at + 2, { mode: "async", status_code: 502, ending: "unreachable", failure: "gateway:bad_gateway" }),
+      record(at + 3, { status_code: 404, failure: "app:404", duration_ms: 2_000 }),
+      record(at + 4, { status_code: 413, ending: "refused", failure: "gateway:payload_too_large" }),
+      record(at + 5, { status_code: 504, ending: "deadline", failure: "gateway:run_deadline" }),
+      record(at + 6, { status_code: 502, ending: "interrupted", failure: "gateway:run_interrupted" }),
+      record(at + 7, { status_code: 499, ending: "hung_up", failure: null, app_name: "other" }),
+    ];
+    const ledger = newLedger();
+    await ledger.add(records);
+    await ledger.add(records); // a batch sent again counts nothing twice
+    for (const step of [MINUTE, HOUR, 24 * HOUR]) {
+      const from = Math.floor((now - 3 * HOUR) / step) * step;
+      const { totals } = await ledger.usage({ from, to: from + Math.ceil((3 * HOUR) / step + 1) * step, step, now });
+      expect(totals).toMatchObject({ runs: 8, failures_app: 2, failures_caller: 3, failures_gateway: 1 });
+      expect(totals.error_rate).toBe(2 / 8);
+    }
+    const one = await ledger.usage({ from: now - 3 * HOUR, to: now, step: HOUR, now, app_name: "other" });
+    expect(one.totals).toMatchObject({ runs: 1, failures_app: 0, error_rate: 0 });
+
+    const { counters, refusals } = await ledger.counters();
+    expect(refusals).toEqual([]);
+    expect(counters.map((c) => [c.app_name, c.mode, c.runs])).toEqual([
+      ["app", "async", 1],
+      ["app", "sync", 5],
+      ["app", "wait", 1],
+      ["other", "sync", 1],
+    ]);
+    const sync = counters.find((c) => c.app_name === "app" && c.mode === "sync")!;
+    expect(sync).toMatchObject({
+      failures_app: 0,
+      failures_caller: 3,
+      failures_gateway: 1,
+      bytes_in: 5,
+      bytes_out: 10,
+    });
+    expect(sync.duration_ms_sum).toBe(4 * 10 + 2_000);
+    // Buckets: four runs of 10 ms (<= 0.01 s), one of 2 s (<= 2.5 s).
+    expect(sync.buckets[1]).toBe(4);
+    expect(sync.buckets[8]).toBe(1);
+    expect(sync.buckets.reduce((a, b) => a + b, 0)).toBe(5);
+  });
+
+  it("a ledger made before the failure columns gains them when it starts, its figures unchanged", async () => {
+    const now = Date.UTC(2026, 10, 21, 12);
+    const stub = newLedger();
+    const q = { from: now - 2 * HOUR, to: now, step: HOUR, now };
+    await stub.add([record(now - HOUR), record(now - HOUR + 1, { status_code: 500, failure: "app:500" })]);
+    await runInDurableObject(stub, async (_instance, state) => {
+      for (const table of ["rollups", "rollups_hour", "rollups_day"])
+        for (const column of ["failures_app", "failures_caller", "failures_gateway"])
+          state.storage.sql.exec(`ALTER TABLE ${table} DROP COLUMN ${column}`);
+      state.storage.sql.exec("UPDATE meta SET value = 2 WHERE key = 'schema'");
+    });
+    const after = await runInDurableObject(stub, async (_instance, state) => {
+      const ledger = new Ledger(state.storage, Number.MAX_SAFE_INTEGER);
+      const before = ledger.usage(q);
+      ledger.add([record(now - HOUR + 2, { status_code: 500, failure: "app:500" })]);
+      return { before: before.totals, now: ledger.usage(q).totals };
+    });
+    // Rows made before count no failure (which they were was not kept); runs after count.
+    expect(after.before).toMatchObject({ runs: 2, status_5xx: 1, failures_app: 0 });
+    expect(after.now).toMatchObject({ runs: 3, status_5xx: 2, failures_app: 1 });
+  });
 });

@@ -1,9 +1,17 @@
-import { endedInTimeout, type RunRecord, type RunStartRecord, type StatusClass } from "./run-record";
+import { endedInTimeout, type RunRecord, type RunStartRecord, type StatusClass, whoseFailure } from "./run-record";
 import { DAY_MS } from "../platform/time";
 import type { RunEnding, RunMode } from "../runs/outcome";
 import { type Histogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
+import { COUNTERS_IDLE_MS, COUNTERS_SCHEMA, Counters } from "./ledger-counters";
 import { hourOf, REFUSAL_REASONS, reasonOf, type RefusalCount } from "./refusals";
-import { DERIVE_ROLLUPS_MIGRATION, grainOf, ROLLUP_SCHEMA, Rollups } from "./ledger-rollups";
+import {
+  addFailureColumns,
+  DERIVE_ROLLUPS_MIGRATION,
+  FAILURE_COLUMNS_SQL,
+  grainOf,
+  ROLLUP_SCHEMA,
+  Rollups,
+} from "./ledger-rollups";
 
 /**
  * A project's usage ledger: one Durable Object per project (SQLite storage), the store of its run
@@ -119,6 +127,7 @@ const SCHEMA = [
     bytes_in INTEGER NOT NULL,
     bytes_out INTEGER NOT NULL,
     hist TEXT NOT NULL,
+    ${FAILURE_COLUMNS_SQL},
     PRIMARY KEY (app_name, minute)
   ) WITHOUT ROWID`,
   "CREATE INDEX IF NOT EXISTS rollups_minute ON rollups (minute)",
@@ -142,6 +151,8 @@ const SCHEMA = [
     PRIMARY KEY (hour, reason)
   ) WITHOUT ROWID`,
   ...ROLLUP_SCHEMA,
+  // Counters since each row began (a Prometheus scrape's), new tables: made in old ledgers too.
+  ...COUNTERS_SCHEMA,
 ];
 
 /**
@@ -151,7 +162,7 @@ const SCHEMA = [
  * rewrite of every record, which a full ledger cannot afford in one call. So `timed_out` and `hung_up`
  * stay, written from `ending`, and a record made before `ending` existed reads it from them.
  */
-const MIGRATIONS: readonly (readonly string[])[] = [
+const MIGRATIONS: readonly (readonly string[] | ((sql: SqlStorage) => void))[] = [
   // A run's outcome: how it ended, whose failure, its moments after acceptance.
   [
     "ALTER TABLE runs ADD COLUMN ending TEXT",
@@ -163,6 +174,9 @@ const MIGRATIONS: readonly (readonly string[])[] = [
   // The hour and day rollups: derived from the minute rollups by the alarm (ledger-rollups.ts). Tables
   // and indexes new to SCHEMA are made by it in old ledgers too (IF NOT EXISTS).
   DERIVE_ROLLUPS_MIGRATION,
+  // Failures by whose they were, in every grain's rollups (a step that checks each table: one made by
+  // today's SCHEMA in the same start already has the columns).
+  addFailureColumns,
 ];
 
 /** A record's ending, for records made before `ending` was kept too. */
@@ -231,6 +245,12 @@ export interface UsagePoint {
   p99_ms: number | null;
   bytes_in: number;
   bytes_out: number;
+  /** Failures by whose they were (run-record.ts `whoseFailure`). */
+  failures_app: number;
+  failures_caller: number;
+  failures_gateway: number;
+  /** The app's failures over the runs (0 to 1); null without runs. A caller's mistakes do not count. */
+  error_rate: number | null;
 }
 
 export interface UsageFigures {
@@ -240,6 +260,11 @@ export interface UsageFigures {
   percentiles: "exact" | "histogram";
   /** Whether records in the range were sampled (the runs list then shows one run in `SAMPLE_EVERY` for that time). */
   sampled: boolean;
+  /**
+   * One app's figures only: whether they may miss runs of the range, counted in the project's figures
+   * alone while the ledger was full (past `STOP_FACTOR` times its bound, no new row of an app is made).
+   */
+  partial: boolean;
   /**
    * Requests refused before their app was known, per reason, in the hours the range touches (counted by
    * the hour); the known reasons with zeros. Empty for one app's figures: a refusal has no app.
@@ -268,6 +293,7 @@ const bounded = <R extends RunStartRecord>(r: R): R => {
 export class Ledger {
   readonly #sql: SqlStorage;
   readonly #rollups: Rollups;
+  readonly #counters: Counters;
   #alarmChecked = false;
 
   constructor(
@@ -282,9 +308,13 @@ export class Ledger {
     const recorded = this.#meta("schema");
     let applied = recorded ?? (made.length > 0 ? 0 : MIGRATIONS.length);
     for (const statement of SCHEMA) this.#sql.exec(statement);
-    for (; applied < MIGRATIONS.length; applied++)
-      for (const statement of MIGRATIONS[applied]!) this.#sql.exec(statement);
+    for (; applied < MIGRATIONS.length; applied++) {
+      const step = MIGRATIONS[applied]!;
+      if (typeof step === "function") step(this.#sql);
+      else for (const statement of step) this.#sql.exec(statement);
+    }
     if (recorded !== applied) this.#setMeta("schema", applied);
+    this.#counters = new Counters(this.#sql);
     this.#rollups = new Rollups(this.#sql, { get: (key) => this.#meta(key), set: (key, v) => this.#setMeta(key, v) });
   }
 
@@ -306,8 +336,13 @@ export class Ledger {
    * transaction of the object's storage. Whether the ledger is full is read once a batch: a batch
    * (at most a queue batch's worth, ~10 MB) is what the bound may be passed by.
    */
-  add(records: RunRecord[], refusals: RefusalCount[] = [], starts: RunStartRecord[] = []): { added: number } {
-    this.#count(refusals);
+  add(
+    records: RunRecord[],
+    refusals: RefusalCount[] = [],
+    starts: RunStartRecord[] = [],
+    now = Date.now(),
+  ): { added: number } {
+    this.#count(refusals, now);
     this.#start(starts, records);
     let kept = this.#meta("records") ?? 0;
     let added = 0;
@@ -351,10 +386,18 @@ export class Ledger {
         if (this.#meta("sampled_since") === null) this.#setMeta("sampled_since", r.created_at);
       }
       added++;
-      this.#rollups.count({ ...r, timed_out: endedInTimeout(r.ending) });
+      const counted = { ...r, timed_out: endedInTimeout(r.ending), whose: whoseFailure(r.failure, r.status_code) };
+      this.#rollups.count(counted);
+      this.#counters.count(counted);
     }
     this.#setMeta("records", kept);
-    this.#rollups.write();
+    // Full: only rows that exist, and the project's, are written (the bound holds for any number of apps).
+    const dropped = this.#rollups.write(!stopped);
+    if (dropped) {
+      this.#setMeta("apps_dropped_until", Math.max(this.#meta("apps_dropped_until") ?? 0, dropped.to));
+      this.#setMeta("apps_dropped_since", Math.min(this.#meta("apps_dropped_since") ?? dropped.from, dropped.from));
+    }
+    this.#counters.write(now, !stopped);
     return { added };
   }
 
@@ -417,7 +460,7 @@ export class Ledger {
   }
 
   /** Adds refusal counts to their (hour, reason) rows; a reason that is no problem code counts as `other`. */
-  #count(refusals: RefusalCount[]): void {
+  #count(refusals: RefusalCount[], now: number): void {
     for (const c of refusals) {
       const count = Math.floor(Number(c.count));
       if (!Number.isFinite(count) || count <= 0 || !Number.isFinite(c.hour)) continue;
@@ -427,6 +470,7 @@ export class Ledger {
         reasonOf(String(c.reason)),
         count,
       );
+      this.#counters.refused(reasonOf(String(c.reason)), count, now);
     }
   }
 
@@ -469,6 +513,7 @@ export class Ledger {
       if (gone === 0) break;
     }
     const rollups = this.#rollups.purge(now - ROLLUPS_RETENTION_MS, PURGE_SLICE);
+    this.#counters.purge(now - COUNTERS_IDLE_MS);
     this.#sql.exec("DELETE FROM refusals WHERE hour < ?", now - ROLLUPS_RETENTION_MS);
     // Starts no record closed (their owner died): bounded by the concurrency of an hour, one statement.
     this.#sql.exec("DELETE FROM under_way WHERE created_at < ?", now - UNDER_WAY_MAX_MS);
@@ -477,6 +522,11 @@ export class Ledger {
     const until = this.#meta("sampled_until");
     if (until !== null && until < now - RECORDS_RETENTION_MS) {
       this.#sql.exec("DELETE FROM meta WHERE key IN ('sampled_since', 'sampled_until')");
+    }
+    // Likewise the apps' rows not made while the ledger was full, once that time is past the rollups' retention.
+    const dropped = this.#meta("apps_dropped_until");
+    if (dropped !== null && dropped < now - ROLLUPS_RETENTION_MS) {
+      this.#sql.exec("DELETE FROM meta WHERE key IN ('apps_dropped_since', 'apps_dropped_until')");
     }
     const deriving = this.#rollups.derive(now - ROLLUPS_RETENTION_MS);
     return { records, rollups, more: records >= PURGE_SLICE || rollups >= PURGE_SLICE || deriving };
@@ -487,6 +537,21 @@ export class Ledger {
     const rollups = this.#sql.exec<{ n: number }>("SELECT count(*) AS n FROM rollups WHERE app_name != ''").one().n;
     const refusals = this.#sql.exec<{ n: number }>("SELECT count(*) AS n FROM refusals").one().n;
     return { records: this.#meta("records") ?? 0, rollups, refusals, bytes: this.#sql.databaseSize };
+  }
+
+  /** Runs made in [from, to) (minutes touched whole), from the minute rollups: what an export of the range holds at most. */
+  runsIn(from: number, to: number, app_name?: string): number {
+    const start = Math.floor(from / 60_000) * 60_000;
+    const end = Math.max(start + 60_000, Math.ceil(to / 60_000) * 60_000);
+    let runs = 0;
+    for (const s of this.#rollups.sums("minute", { from: start, to: end, step: end - start, app: app_name }))
+      runs += s.runs;
+    return runs;
+  }
+
+  /** The counters a Prometheus scrape reads: one row per app and mode, one per refusal reason (docs/metrics.md). */
+  counters() {
+    return this.#counters.read();
   }
 
   /** Whether nothing is left to purge (an idle project's ledger then needs no alarm). */
@@ -505,6 +570,13 @@ export class Ledger {
     const since = this.#meta("sampled_since");
     const until = this.#meta("sampled_until");
     return since !== null && until !== null && since < to && until >= from;
+  }
+
+  /** Whether [from, to) meets intervals whose app rows were not made (the ledger was full). */
+  #appsDropped(from: number, to: number): boolean {
+    const since = this.#meta("apps_dropped_since");
+    const until = this.#meta("apps_dropped_until");
+    return since !== null && until !== null && since < to && until > from;
   }
 
   /** One record by its run id (of one of `callers`, when given); `null` when the ledger has none. */
@@ -584,6 +656,10 @@ export class Ledger {
       p99_ms: null,
       bytes_in: 0,
       bytes_out: 0,
+      failures_app: 0,
+      failures_caller: 0,
+      failures_gateway: 0,
+      error_rate: null,
     });
     const series = Array.from({ length: count }, (_, i) => empty(q.from + i * q.step));
     const grain = grainOf(q.step, q.from, q.to);
@@ -600,11 +676,16 @@ export class Ledger {
         timeouts: s.t,
         bytes_in: s.bi,
         bytes_out: s.bo,
+        failures_app: s.fa,
+        failures_caller: s.fc,
+        failures_gateway: s.fg,
+        error_rate: errorRate(s.fa, s.runs),
       });
     }
     const totalRuns = series.reduce((n, p) => n + p.runs, 0);
     const refused = q.app_name === undefined ? this.#refused(q.from, q.to) : {};
     const sampled = this.#sampled(q.from, q.to);
+    const partial = q.app_name !== undefined && this.#appsDropped(q.from, q.to);
     const exact = !sampled && q.from >= q.now - RECORDS_RETENTION_MS && totalRuns <= EXACT_MAX;
     const all: number[] = [];
     if (exact) {
@@ -636,11 +717,19 @@ export class Ledger {
         totals: totalsOf(series, percentilesOfHistogram(total)),
         percentiles: "histogram",
         sampled,
+        partial,
         refused,
       };
     }
     all.sort((a, b) => a - b);
-    return { series, totals: totalsOf(series, percentilesOfSorted(all)), percentiles: "exact", sampled, refused };
+    return {
+      series,
+      totals: totalsOf(series, percentilesOfSorted(all)),
+      percentiles: "exact",
+      sampled,
+      partial,
+      refused,
+    };
   }
 }
 
@@ -658,10 +747,24 @@ const percentilesOfHistogram = (h: Histogram): Percentiles => ({
   p99_ms: percentileOf(h, 99),
 });
 
+/** The app's failures over the runs; null without runs. */
+export const errorRate = (failures: number, runs: number) => (runs === 0 ? null : failures / runs);
+
 function totalsOf(series: UsagePoint[], percentiles: Percentiles): Omit<UsagePoint, "start"> {
-  const totals = { runs: 0, status_2xx: 0, status_4xx: 0, status_5xx: 0, timeouts: 0, bytes_in: 0, bytes_out: 0 };
+  const totals = {
+    runs: 0,
+    status_2xx: 0,
+    status_4xx: 0,
+    status_5xx: 0,
+    timeouts: 0,
+    bytes_in: 0,
+    bytes_out: 0,
+    failures_app: 0,
+    failures_caller: 0,
+    failures_gateway: 0,
+  };
   for (const p of series) for (const key of Object.keys(totals) as (keyof typeof totals)[]) totals[key] += p[key];
-  return { ...totals, ...percentiles };
+  return { ...totals, error_rate: errorRate(totals.failures_app, totals.runs), ...percentiles };
 }
 
 /** The lowest run id made at `ms` or later (ids begin with their time, 10 characters of Crockford base32). */

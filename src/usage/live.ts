@@ -8,8 +8,7 @@ import { idParam, jsonContent, ProjectParams, SCOPED_PROBLEMS, Timestamp } from 
 import { createRouter } from "../platform/router";
 import type { Scope } from "../platform/scope";
 import { runUrl } from "../runs/urls";
-import { ledgerOf } from "./ledger-client";
-import { RUNS_CHANGED } from "./ledger-object";
+import { ledgerOf, RUNS_CHANGED } from "./ledger-client";
 import { RUN_MODES } from "./run-record";
 
 /**

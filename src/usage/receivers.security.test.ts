@@ -86,6 +86,7 @@ describe("attack: the receivers' health read every delivery into the Worker (33.
           at: new Date(start + last + (last % 97) * 10).toISOString(),
           reason: `the receiver answered ${500 + o}`,
         },
+        concurrency: 6,
       };
     });
     expect(new Set(data.map((h) => h.origin))).toEqual(new Set(expected.map((h) => h.origin)));

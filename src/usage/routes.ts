@@ -135,6 +135,22 @@ export const RunRecordList = listOf(RunRecordSchema, "RunRecordList").extend({
   }),
 });
 
+/** The files a list or series may be asked as (`Accept`), beside JSON: docs/usage.md "Exports". */
+const exportContent = (what: string, csvExample: string, ndjsonExample: string) => ({
+  "text/csv": {
+    schema: z.string().openapi({
+      description: `${what} as CSV (RFC 4180): a header row, then one record per line (CRLF); a text a spreadsheet would read as a formula starts with \`'\`.`,
+      example: csvExample,
+    }),
+  },
+  "application/x-ndjson": {
+    schema: z.string().openapi({
+      description: `${what} as NDJSON: one JSON object per line, as the JSON answer's items.`,
+      example: ndjsonExample,
+    }),
+  },
+});
+
 export const listRuns = createRoute({
   operationId: "listRuns",
   method: "get",
@@ -146,9 +162,25 @@ export const listRuns = createRoute({
     "Every run of the project, synchronous and async, newest first, whatever its answer (an app's error, a timeout, a caller who hung up, a refusal for size). " +
     "No body is kept. Records are kept 7 days. An async run's full state stays at its `status_url`. " +
     "A service account sees the runs it made; people with the scope see the project's. " +
-    "A page examines at most 25,000 records: when the filters match few of them, it may hold fewer than `limit` runs (even none) and a `next_cursor` to go on; the list ends when `next_cursor` is null.",
+    "A page examines at most 25,000 records: when the filters match few of them, it may hold fewer than `limit` runs (even none) and a `next_cursor` to go on; the list ends when `next_cursor` is null.\n\n" +
+    "**Exports.** With `Accept: text/csv` or `Accept: application/x-ndjson`, the answer is every run of the range that matches the filters (`from` defaults to 7 days ago), " +
+    "newest first, streamed page by page; `limit` does not apply, `cursor` starts it below a run. A range of more than 50,000 runs (by the rollups' count, before the filters) is a 400 naming `from`: export it in parts.",
   request: { params: ProjectParams, query: RunsQuery },
-  responses: { 200: jsonContent(RunRecordList, "A page of runs, newest first."), ...SCOPED_PROBLEMS },
+  responses: {
+    200: {
+      description: "A page of runs, newest first (JSON); or every run of the range as CSV or NDJSON.",
+      content: {
+        "application/json": { schema: RunRecordList },
+        ...exportContent(
+          "The runs",
+          "run_id,created_at,app_name,mode,method,path,status_code,ending,failure_by,failure,duration_ms,ttfb_ms,called_ms,answered_ms,handed_over_ms,bytes_in,bytes_out,caller,webhook_status,webhook_attempts,status_url,request_id\r\n" +
+            "run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c,2026-11-21T12:00:00.000Z,hello,sync,POST,run,200,answered,,,42,,3,40,,17,120,sa:sa_01jd7m2q3r4s5t6v7w8x9y0z1a,,,,req_01jd7m2q3r4s5t6v7w8x9y0z1a\r\n",
+          '{"run_id":"run_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c","app_name":"hello","mode":"sync","status_code":200,"ending":"answered","failure":null}\n',
+        ),
+      },
+    },
+    ...SCOPED_PROBLEMS,
+  },
 });
 
 export const RunRecordParams = ProjectParams.extend({
@@ -189,6 +221,22 @@ const Figures = {
   status_4xx: z.number().int(),
   status_5xx: z.number().int(),
   timeouts: z.number().int().openapi({ description: "Runs that ended on the gateway's time limit." }),
+  failures_app: z.number().int().openapi({
+    description:
+      "Runs that were the app's failure: its own 5xx, or it could not be reached, answered too slowly, or had no deployment.",
+  }),
+  failures_caller: z.number().int().openapi({
+    description:
+      "Runs that were the caller's mistake: refused by the gateway (size, type, method, a bad parameter or header, a reused key), the app's own 4xx, or the caller's `Cancel-After` passed.",
+  }),
+  failures_gateway: z.number().int().openapi({
+    description: "Runs that were the gateway's failure: a fault of its own (a 5xx problem), an owner stopped mid-run.",
+  }),
+  error_rate: z.number().nullable().openapi({
+    description:
+      "The app's failures over the runs (0 to 1; null without runs): a caller's mistakes and the gateway's faults do not count.",
+    example: 0.02,
+  }),
   p50_ms: z.number().int().nullable().openapi({ description: "Median duration; null without runs." }),
   p95_ms: z.number().int().nullable(),
   p99_ms: z.number().int().nullable(),
@@ -206,8 +254,17 @@ export const UsagePointSchema = z.object({ start: Timestamp, ...Figures }).opena
 export const UsageSchema = z
   .object({
     interval: z.enum(INTERVALS),
-    from: Timestamp.openapi({ description: "The series' start, aligned to the interval." }),
+    from: Timestamp.openapi({
+      description: "The series' start, aligned to the interval: the range the figures cover.",
+    }),
     to: Timestamp.openapi({ description: "The series' end (exclusive), aligned to the interval." }),
+    asked: z.object({ from: Timestamp, to: Timestamp }).openapi({
+      description: "The range as asked (or defaulted: the last 24 hours), before it was widened to whole intervals.",
+    }),
+    widened: z.boolean().openapi({
+      description:
+        "True when `from` or `to` differ from `asked`: the figures cover whole intervals (UTC), so a range that does not align is widened, never narrowed. Ask with aligned bounds (or a finer interval) for exactly the range.",
+    }),
     series: z
       .array(UsagePointSchema)
       .openapi({ description: "One point per interval, oldest first; intervals without runs are zeros." }),
@@ -230,6 +287,12 @@ export const UsageSchema = z
     sampled: z.boolean().openapi({
       description: "Whether the range's run records were sampled (counts, bytes and status classes stay exact).",
     }),
+    partial: z.boolean().openapi({
+      description:
+        "With `app_name`: whether the app's figures may miss runs of the range. While a project's ledger is full (1.6 times " +
+        "`USAGE_LEDGER_BYTES_MAX`), no new row of an app is made and those runs are counted in the project's figures alone, " +
+        "which stay exact. Always false without `app_name`.",
+    }),
   })
   .openapi("Usage");
 
@@ -242,9 +305,27 @@ export const getUsage = createRoute({
   summary: "Usage over time",
   description:
     "The project's runs over time (or one app's): counts by status class, timeouts, latency percentiles, bytes each way, webhook deliveries. " +
-    "Minute rollups are kept 90 days. At most 2,160 points per answer (e.g. 36 hours by the minute, 90 days by the hour).",
+    "Minute rollups are kept 90 days. At most 2,160 points per answer (e.g. 36 hours by the minute, 90 days by the hour). " +
+    "Failures are split by whose they were (the app's, the caller's mistakes, the gateway's); `error_rate` counts the app's only. " +
+    "A range that does not align with the interval is widened to whole intervals: `from`/`to` say the range used, `asked` the one asked, `widened` whether they differ.\n\n" +
+    "**Exports.** With `Accept: text/csv` or `Accept: application/x-ndjson`, the series as rows (one per interval, the columns of a point), streamed; " +
+    "the range used is in `X-Usage-From` and `X-Usage-To`, and the totals are the rows' sums.",
   request: { params: ProjectParams, query: UsageQuery },
-  responses: { 200: jsonContent(UsageSchema, "The series and its totals."), ...SCOPED_PROBLEMS },
+  responses: {
+    200: {
+      description: "The series and its totals (JSON); or the series as CSV or NDJSON rows.",
+      content: {
+        "application/json": { schema: UsageSchema },
+        ...exportContent(
+          "The series",
+          "start,runs,status_2xx,status_4xx,status_5xx,timeouts,failures_app,failures_caller,failures_gateway,error_rate,p50_ms,p95_ms,p99_ms,bytes_in,bytes_out,deliveries_delivered,deliveries_failed\r\n" +
+            "2026-11-21T12:00:00.000Z,40,38,1,1,0,1,1,0,0.025,35,80,120,4800,9600,0,0\r\n",
+          '{"start":"2026-11-21T12:00:00.000Z","runs":40,"status_2xx":38,"failures_app":1,"error_rate":0.025}\n',
+        ),
+      },
+    },
+    ...SCOPED_PROBLEMS,
+  },
 });
 
 export const ReceiversQuery = z
@@ -267,6 +348,10 @@ export const ReceiverHealthSchema = z
       description: "95th percentile, over delivered ones, of the time from the run to the receiver's 2xx.",
     }),
     last_failure: z.object({ at: Timestamp, reason: z.string() }).nullable(),
+    concurrency: z.number().int().openapi({
+      description:
+        "Requests in flight to it at once, as set with `PATCH …/webhook-receivers/{origin}` (6 when never set; 1 is ordered).",
+    }),
   })
   .openapi("WebhookReceiverHealth");
 
@@ -285,6 +370,42 @@ export const listReceivers = createRoute({
       z.object({ data: z.array(ReceiverHealthSchema) }).openapi("WebhookReceiverHealthList"),
       "One entry per receiver origin, busiest first.",
     ),
+    ...SCOPED_PROBLEMS,
+  },
+});
+
+export const getMetrics = createRoute({
+  operationId: "getMetrics",
+  method: "get",
+  path: "/projects/{project_id}/metrics",
+  tags: ["Usage"],
+  ...requires("usage:read"),
+  summary: "Metrics for Prometheus",
+  description:
+    "The project's figures for a Prometheus (or any OpenMetrics) scrape: runs by app, mode and status class, failures by whose they were " +
+    "(`app`, `caller`, `gateway`), timeouts, run durations as a histogram, bytes each way, refusals by reason (counters since each app's row began), " +
+    "settled webhook deliveries of the last hour by outcome, and paused or disabled receivers (gauges). " +
+    "`Accept: application/openmetrics-text` answers OpenMetrics 1.0 (with `_created` and `# EOF`); anything else the Prometheus text format 0.0.4. " +
+    "Labels are bounded: app, mode, status class, whose, reason, outcome, state; never a path or a caller. A scrape reads one row per app and mode. See docs/metrics.md.",
+  request: { params: ProjectParams },
+  responses: {
+    200: {
+      description: "The metrics, in the format the `Accept` header chose.",
+      content: {
+        "text/plain; version=0.0.4": {
+          schema: z.string().openapi({
+            example:
+              '# HELP gateway_runs_total Runs that ended, by app, mode and status class.\n# TYPE gateway_runs_total counter\ngateway_runs_total{app="hello",mode="sync",status_class="2xx"} 42\n',
+          }),
+        },
+        "application/openmetrics-text; version=1.0.0": {
+          schema: z.string().openapi({
+            example:
+              '# HELP gateway_runs Runs that ended, by app, mode and status class.\n# TYPE gateway_runs counter\ngateway_runs_total{app="hello",mode="sync",status_class="2xx"} 42\ngateway_runs_created{app="hello",mode="sync",status_class="2xx"} 1795000000\n# EOF\n',
+          }),
+        },
+      },
+    },
     ...SCOPED_PROBLEMS,
   },
 });

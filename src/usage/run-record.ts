@@ -75,3 +75,31 @@ export const RUN_ENDINGS = [
 const everyMode: Exclude<RunMode, (typeof RUN_MODES)[number]> extends never ? true : never = true;
 const everyEnding: Exclude<RunEnding, (typeof RUN_ENDINGS)[number]> extends never ? true : never = true;
 void [everyMode, everyEnding];
+
+/**
+ * Whose failure a run was, as the figures split them: the app's (its own 5xx; unreachable, too slow
+ * for the gateway's limits, or without a deployment), the caller's (a request the gateway refused: size,
+ * type, method, a bad parameter or header, a reused key; the app's own 4xx, its verdict on the request;
+ * the caller's own `Cancel-After` passed), or the gateway's (a fault of its own: 5xx problems, a run
+ * whose owner was stopped). `null` when nobody failed (an answer below 400, a caller who hung up).
+ * The app's error rate counts only its own failures, so a caller's mistakes never count against it.
+ */
+export type Whose = "app" | "caller" | "gateway";
+export const WHOSE: readonly Whose[] = ["app", "caller", "gateway"];
+
+/** Gateway problems that are the app's failure: it could not be reached, answered too slowly, or had no deployment. */
+const APPS_PROBLEMS = new Set(["bad_gateway", "gateway_timeout", "no_deployment"]);
+/** The caller's own deadline (`Cancel-After`): a 504, but the caller chose it. */
+const CALLERS_PROBLEMS = new Set(["run_deadline"]);
+
+/** Whose failure a record's `failure` (`gateway:<code>`, `app:<status>`) was; the status the caller got decides a code not listed. */
+export function whoseFailure(failure: string | null, status: number): Whose | null {
+  if (failure === null) return null;
+  const colon = failure.indexOf(":");
+  const by = failure.slice(0, colon);
+  const what = failure.slice(colon + 1);
+  if (by === "app") return Number(what) >= 500 ? "app" : "caller";
+  if (APPS_PROBLEMS.has(what)) return "app";
+  if (CALLERS_PROBLEMS.has(what)) return "caller";
+  return status >= 500 ? "gateway" : "caller";
+}

@@ -183,4 +183,60 @@ describe("GET /v2/projects/{project_id}/usage", () => {
     );
     expect(byMinute.body.series.filter((p) => p.runs !== 0)).toMatchObject([{ runs: 4, p50_ms: sorted[1] }]);
   });
+
+  it("splits failures by whose they were, and the app's error rate counts only its own", async () => {
+    const app = await seedRunnable(api);
+    api.clock.advance(60 * 60_000);
+    // Two good runs, the app's own 500 and 502, a 404 of the app's (its verdict on the request), a body
+    // refused for size, and a malformed Prefer: wait: the caller's mistakes are three of seven.
+    for (const status of [200, 200, 500, 502, 404])
+      await (await api.call(`${app.runPath}?status=${status}`, { token: app.token })).text();
+    await (
+      await api.call(app.runPath, {
+        method: "POST",
+        token: app.token,
+        rawBody: "{}",
+        headers: { "Content-Type": "application/json", "Content-Length": String(7 * 1024 * 1024) },
+      })
+    ).text();
+    await (await api.call(app.runPath, { token: app.token, headers: { Prefer: "wait=abc" } })).text();
+    const res = await api.json<{ totals: Record<string, number | null> }>(
+      `/v2/projects/${app.projectId}/usage?interval=minute&from=${new Date(api.clock.now().getTime() - 60_000).toISOString()}`,
+      { token: app.token },
+    );
+    expect(res.body.totals).toMatchObject({
+      runs: 7,
+      failures_app: 2,
+      failures_caller: 3,
+      failures_gateway: 0,
+      error_rate: 2 / 7,
+    });
+  });
+
+  it("says the range it used: a range that does not align with the interval is widened to whole intervals, and the answer says so", async () => {
+    const app = await seedRunnable(api);
+    const from = "2026-11-21T10:20:00.000Z";
+    const to = "2026-11-21T11:40:00.000Z";
+    const res = await api.json<{
+      from: string;
+      to: string;
+      asked: { from: string; to: string };
+      widened: boolean;
+      series: unknown[];
+    }>(`/v2/projects/${app.projectId}/usage?interval=hour&from=${from}&to=${to}`, { token: app.token });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      from: "2026-11-21T10:00:00.000Z",
+      to: "2026-11-21T12:00:00.000Z",
+      asked: { from, to },
+      widened: true,
+    });
+    expect(res.body.series).toHaveLength(2);
+    const aligned = await api.json<{ widened: boolean; series: unknown[] }>(
+      `/v2/projects/${app.projectId}/usage?interval=minute&from=${from}&to=${to}`,
+      { token: app.token },
+    );
+    expect(aligned.body.widened).toBe(false);
+    expect(aligned.body.series).toHaveLength(80);
+  });
 });

@@ -1,6 +1,6 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import { type DeliveryMessage, deliveryMessageSchema, laneName } from "./message";
+import { type DeliveryMessage, deliveryMessageSchema, laneName, laneObject } from "./message";
 
 /**
  * The `webhook-deliveries` consumer: passes each delivery to its lane (lane.ts, `accept`) and acks it
@@ -30,7 +30,7 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, { env }: S
     [...lanes].map(async ([name, entries]) => {
       try {
         // In the batch's order: a lane drains its backlog in order of arrival.
-        await env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(name)).accept(entries.map((e) => e.message));
+        await laneObject(env, name).accept(entries.map((e) => e.message));
         for (const { msg } of entries) msg.ack();
       } catch (error) {
         for (const { msg, message } of entries) {

@@ -15,18 +15,12 @@ import { failPending } from "./store";
  *     write    → WrittenAttempt one INSERT (a trigger settles the delivery)
  *     schedule → Next           settled, a pause before attempt n+1, or interrupted
  *
- * Its lane (lane.ts) runs this for each delivery it holds; the pause is a timer inside the lane's
- * invocation, so one receiver's slowness never delays another delivery's retry. docs/webhooks.md
- * explains the limits.
+ * Its lane (lane.ts) runs one attempt at a time per delivery (`attempt`) and keeps the pause as a row
+ * with the next attempt's time, so a pause holds no connection. docs/webhooks.md explains the limits.
  */
 
 /** How a delivery's attempts ended: settled (or nothing left to do), or interrupted by D1, to be taken up again after `ms`. */
 export type DeliveryEnd = { kind: "settled" } | { kind: "interrupted"; ms: number };
-
-export interface DeliveryHooks {
-  /** Told before each pause, with when (wall clock, ms) the next attempt is due: the lane stores it, so a crash resumes on time. */
-  pausing?(dueAt: number): void;
-}
 
 const SETTLED: DeliveryEnd = { kind: "settled" };
 /** A claim D1 refused: nothing was sent for it. */
@@ -76,42 +70,59 @@ async function settleExhausted(
   return SETTLED;
 }
 
-/** One delivery, from its next attempt to its end: prepare → send → record → schedule, and the pauses between. */
-export async function deliver(
-  ctx: DeliveryContext,
-  message: DeliveryMessage,
-  hooks: DeliveryHooks = {},
-): Promise<DeliveryEnd> {
+/**
+ * How one attempt ended, for its lane: the delivery settled, its next attempt due at `dueAt` (the end of
+ * this one, `endedAt`, plus the pause; wall clock, ms), or interrupted by D1 (taken up again after `ms`).
+ */
+export type AttemptEnd = DeliveryEnd | { kind: "pause"; dueAt: number; endedAt: number };
+
+/**
+ * One attempt of a delivery: prepare → send → record → schedule. The lane runs this for each attempt
+ * and keeps the pause itself (a row with the next attempt's time), so a delivery between attempts holds
+ * no connection and no memory: `delivery` is the attempt's own unless the caller keeps one across them.
+ */
+export async function attempt(ctx: DeliveryContext, delivery: DeliveryInProgress): Promise<AttemptEnd> {
+  const { message } = delivery;
+  let prepared: Prepared;
+  try {
+    prepared = await prepare(ctx, delivery);
+  } catch (error) {
+    log("error", "webhook delivery interrupted: claim refused", {
+      delivery_id: message.id,
+      project_id: message.projectId,
+      error,
+    });
+    return { kind: "interrupted", ms: CLAIM_REFUSED_RETRY_MS };
+  }
+  if (prepared.kind === "settled") return SETTLED;
+  if (prepared.kind === "exhausted") return await settleExhausted(ctx, message, prepared);
+  // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
+  const sent =
+    prepared.kind === "ready"
+      ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold())
+      : unsent(prepared);
+  const next: Next = schedule(await writeAttempt(ctx, message.id, sent), Date.now());
+  if (next.kind === "settled") {
+    if (next.outcome === "failed") logFailure(message, sent.attempt, sent.reason, sent);
+    return SETTLED;
+  }
+  // The attempt happened but is not written: the next try claims the next attempt or settles.
+  if (next.kind === "interrupted") return next;
+  return { kind: "pause", dueAt: Date.now() + next.ms, endedAt: sent.endedAt };
+}
+
+/**
+ * One delivery, from its next attempt to its end, its pauses slept on `ctx.deps.sleep`: the attempts
+ * of one delivery in a row, as tests drive them on a fake clock (lanes run `attempt` instead).
+ */
+export async function deliver(ctx: DeliveryContext, message: DeliveryMessage): Promise<DeliveryEnd> {
   const delivery = new DeliveryInProgress(message);
   try {
     for (;;) {
-      let prepared: Prepared;
-      try {
-        prepared = await prepare(ctx, delivery);
-      } catch (error) {
-        log("error", "webhook delivery interrupted: claim refused", {
-          delivery_id: message.id,
-          project_id: message.projectId,
-          error,
-        });
-        return { kind: "interrupted", ms: CLAIM_REFUSED_RETRY_MS };
-      }
-      if (prepared.kind === "settled") return SETTLED;
-      if (prepared.kind === "exhausted") return await settleExhausted(ctx, message, prepared);
-      // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
-      const sent =
-        prepared.kind === "ready"
-          ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold())
-          : unsent(prepared);
-      const next: Next = schedule(await writeAttempt(ctx, message.id, sent), Date.now());
-      if (next.kind === "settled") {
-        if (next.outcome === "failed") logFailure(message, sent.attempt, sent.reason, sent);
-        return SETTLED;
-      }
-      // The attempt happened but is not written: the next try claims the next attempt or settles.
-      if (next.kind === "interrupted") return next;
-      hooks.pausing?.(Date.now() + next.ms);
-      if (next.ms > 0) await ctx.deps.sleep(next.ms);
+      const end = await attempt(ctx, delivery);
+      if (end.kind !== "pause") return end;
+      const ms = end.dueAt - Date.now();
+      if (ms > 0) await ctx.deps.sleep(ms);
     }
   } finally {
     delivery.release();

@@ -1,5 +1,5 @@
 import { log } from "../platform/log";
-import { type DeliveryMessage, laneName, queueMessageOf } from "./message";
+import { type DeliveryMessage, laneName, laneObject, queueMessageOf } from "./message";
 
 /**
  * How long the run's side waits for a lane to take a delivery before it sends it through the queue
@@ -40,7 +40,7 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T> {
  */
 export async function handOff(env: Env, message: DeliveryMessage): Promise<HandOff> {
   try {
-    const lane = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(message)));
+    const lane = laneObject(env, laneName(message));
     await within(lane.accept([message]), LANE_HAND_OFF_TIMEOUT_MS);
     return "lane";
   } catch (error) {

@@ -5,6 +5,8 @@ import { createRouter } from "../platform/router";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
 import { resend } from "./resend";
+import { setReceiverConcurrency } from "./receiver-concurrency";
+import { updateReceiver } from "./receiver-routes";
 import { listDeliveries, resendDelivery } from "./routes";
 
 export const deliveryJson = (d: WebhookDelivery, attempts: WebhookAttempt[]) => ({
@@ -75,4 +77,15 @@ export const webhooksRouter = createRouter()
       { data: items.map((d) => deliveryJson(d, byDelivery.get(d.id) ?? [])), next_cursor: nextCursor },
       200,
     );
+  })
+  .openapi(updateReceiver, async (c) => {
+    const { project_id, origin } = c.req.valid("param");
+    const { concurrency } = c.req.valid("json");
+    const settings = await setReceiverConcurrency(c.var.scope, project_id, origin, concurrency);
+    auditAs(c, {
+      action: "webhook_receiver.update",
+      target: { type: "webhook_receiver", id: origin },
+      details: { concurrency },
+    });
+    return c.json({ origin: settings.origin, concurrency: settings.concurrency }, 200);
   });

@@ -7,10 +7,17 @@
  */
 
 /**
- * Deliveries in progress at once per lane: each holds one connection at a time, so ≤ 6 connections,
- * and one receiver origin never sees more than 6 requests at once from one project (politeness).
+ * Requests in flight at once in one lane object (one connection each; a delivery between attempts holds
+ * none): what one invocation may hold open, and a receiver's concurrency when its customer set none.
  */
 export const LANE_CONCURRENCY = 6;
+/**
+ * The most requests in flight a customer may allow one receiver (origin). Above LANE_CONCURRENCY its
+ * deliveries are spread over ⌈concurrency ÷ 6⌉ shards of its lane (lane.ts), each its own object. Every
+ * delivery still enters through the receiver's first lane (one `accept` each), which Durable Objects'
+ * soft limit of about 1,000 requests a second bounds: 30 in flight at ≥ 30 ms an attempt stays within it.
+ */
+export const MAX_RECEIVER_CONCURRENCY = 30;
 /**
  * Body bytes held at once per lane. A delivery holds its body once (signing reuses the buffer) and the
  * runtime may hold a second and third copy while sending and hashing: worst case 3 × this = 72 MiB of
@@ -20,21 +27,23 @@ export const LANE_CONCURRENCY = 6;
 export const BODY_BUDGET_BYTES = 24 * 1024 * 1024;
 
 /**
- * Subrequests one delivery may make at worst (fetch, D1, R2 all count): 3 POSTs, 1 R2 read, 3 claims
- * and the read after a refused one, 3 outcome writes tried twice each.
+ * Subrequests one attempt may make at worst (fetch, D1, R2 all count): its POST, an R2 read of its body
+ * (read again at each attempt: a delivery between attempts holds nothing), its claim and the read after
+ * a refused one, its outcome write tried twice.
  */
-export const SUBREQUESTS_PER_DELIVERY = 3 + 1 + 3 + 1 + 3 * 2;
+export const SUBREQUESTS_PER_ATTEMPT = 1 + 1 + 1 + 1 + 2;
 /**
  * Subrequests one lane invocation (an alarm) may make: Workers Paid's 1,000 per invocation. A lane
- * starts at most this ÷ SUBREQUESTS_PER_DELIVERY deliveries (71) in one alarm, then leaves the rest of
- * its backlog to a fresh alarm (lane.ts). On Workers Free (50) set it to 50: 3 per alarm.
+ * starts at most this ÷ SUBREQUESTS_PER_ATTEMPT attempts (166) in one alarm, then leaves the rest of
+ * its backlog to a fresh alarm (lane.ts), beside one D1 read of its receiver's settings. On Workers
+ * Free (50) set it to 50: 8 per alarm.
  */
 export const LANE_SUBREQUESTS_PER_INVOCATION = 1000;
-/** Deliveries one lane alarm starts before it leaves the rest to the next alarm. */
-export const DELIVERIES_PER_LANE_INVOCATION = Math.floor(LANE_SUBREQUESTS_PER_INVOCATION / SUBREQUESTS_PER_DELIVERY);
+/** Attempts one lane alarm starts before it leaves the rest to the next alarm (one subrequest kept for the settings' read). */
+export const ATTEMPTS_PER_LANE_INVOCATION = Math.floor((LANE_SUBREQUESTS_PER_INVOCATION - 1) / SUBREQUESTS_PER_ATTEMPT);
 /**
- * Wall time after which a lane alarm starts no new delivery (alarms may run 15 minutes). Its deliveries
- * in progress finish (≤ 3 × 10 s + 2 × 4 s each), then the next alarm takes the backlog.
+ * Wall time after which a lane alarm starts no new attempt (alarms may run 15 minutes). Its attempts in
+ * flight finish (≤ 10 s each), then the next alarm takes the backlog and the retries due.
  */
 export const LANE_INVOCATION_WALL_MS = 10 * 60 * 1000;
 /** Subrequests the queue consumer makes per message at worst (every message of the batch to a lane of its own): one `accept`. */

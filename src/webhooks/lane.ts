@@ -2,73 +2,131 @@ import { DurableObject } from "cloudflare:workers";
 import type { Deps } from "../platform/deps";
 import { log } from "../platform/log";
 import { createScope } from "../platform/scope";
-import { type DeliveryContext, newDeliveryContext } from "./attempt/context";
-import { deliver, logFailure } from "./deliver";
-import { DELIVERIES_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./lane-capacity";
-import type { DeliveryMessage } from "./message";
+import { type DeliveryContext, DeliveryInProgress, newDeliveryContext } from "./attempt/context";
+import { attempt, logFailure } from "./deliver";
+import { ATTEMPTS_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./lane-capacity";
+import { type AttemptInFlight, firstAttemptFits, plannedHold, shardOf, shardShares } from "./lane-plan";
+import { type DeliveryMessage, laneName, laneObject, laneShardName, receiverLaneName, receiverOrigin } from "./message";
+import { MAX_ATTEMPTS, MAX_GAP_MS } from "./policy";
+import { defaultReceiverSettings, type ReceiverSettings, receiverSettings } from "./receiver-settings";
 
 /**
- * A delivery lane: one Durable Object per (project, receiver origin). The queue consumer passes it
- * deliveries (`accept`), which it stores in its SQLite storage before the call returns, and acks at
- * once; the lane makes the attempts on its own, from its alarm. So a receiver that answers after 10 s
- * holds only its own lane: the queue's batches, and every other lane, go on (docs/webhooks.md).
+ * A delivery lane: one Durable Object per (project, receiver origin), and per shard of it when the
+ * receiver's concurrency is above what one object may hold open. The queue consumer and the runs pass
+ * it deliveries (`accept`), which it stores in its SQLite storage before the call returns; the lane
+ * makes the attempts on its own, from its alarm. docs/webhooks.md ("Lanes", "Retries before first
+ * attempts", "A receiver's concurrency") has the why of what follows.
  *
- * Inside a lane: at most LANE_CONCURRENCY deliveries in progress (one connection each), started in
- * order of arrival; a delivery keeps its place from its first attempt to its last, pauses included, so
- * its retries never wait for a neighbour. D1 keeps the attempt count (an attempt is claimed there
- * before its request is sent), so a lane evicted mid-attempt resumes from its storage at the next
- * attempt and never makes a fourth. A row leaves the lane only when its delivery is settled.
+ * Inside a lane: at most its share of the receiver's concurrency in requests in flight; a delivery
+ * between attempts is a row with its next attempt's time and holds no connection. Retries that are
+ * due go first (earliest latest-start first); a first attempt starts only if every retry owed keeps its
+ * gap (lane-plan.ts). Concurrency 1 is ordered: the next delivery starts when the one before settled.
+ * D1 keeps the attempt count (an attempt is claimed there before its request is sent), so a lane
+ * evicted mid-attempt resumes from its storage at the next attempt and never makes a fourth.
  */
 
 /** D1 interrupting one delivery again and again (a refused claim or outcome write): the lane gives it up after this many (the sweeper settles its record). */
 const MAX_INTERRUPTIONS = 6;
 /** Waits before a delivery is taken up again after its 1st, 2nd … interruption (at least what the delivery asked for). */
 const INTERRUPTION_BACKOFF_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
-/** A resumed attempt this much after its time is logged (a delayed alarm, an eviction); D1's attempt times show the gap. */
-const LATE_MS = 1_000;
+/** The spec's gap less this is a retry's latest start: the alarm's own lateness (timers, a busy core) fits in it. */
+const GAP_MARGIN_MS = 750;
 /** A row due this soon is waited for inside the alarm rather than by a new one. */
 const HOLD_MS = 5_000;
 /**
- * An alarm whose lane is empty waits this long for the next `accept` before it ends. Runs hand their
- * deliveries to the lane one at a time (hand-off.ts); without the wait each one would cost an alarm
- * invocation of its own (its alarm set and read in storage, its scope, its D1 writes alone), where the
- * deliveries of a busy second share one alarm and its grouped D1 writes, as a queue batch's did.
+ * An alarm whose lane is empty waits this long for the next `accept` before it ends, so deliveries
+ * handed over one at a time by runs share one alarm and its grouped D1 writes.
  */
 const LINGER_MS = 2_000;
+/** While first attempts wait for the retries' sake, the lane looks again this often (or when an attempt ends). */
+const BLOCKED_RECHECK_MS = 100;
+/** Beyond the attempt's timeout, what its claim and outcome writes may add to its hold (the plan's ceiling). */
+const WRITES_MARGIN_MS = 1_000;
+/** The shortest hold the plan assumes, and how many recent holds it looks at. */
+const HOLD_FLOOR_MS = 250;
+const RECENT_HOLDS = 32;
+/** How long the lane trusts its copy of the receiver's settings when the API has not told it of a change. */
+export const SETTINGS_TTL_MS = 60_000;
 
 interface LaneRow extends Record<string, SqlStorageValue> {
   seq: number;
   id: string;
   message: string;
   due_at: number;
-  /** 1 when `due_at` is a next attempt's time (a pause stored for a crash), not the time of arrival. */
+  /** 1 when the next attempt is a retry owed within the gap (`latest_at`); 0 for a first attempt or an interrupted delivery. */
   paused: number;
+  latest_at: number | null;
+  /** Attempts this lane recorded (D1's count is the authority; this says whether a retry may follow). */
+  attempts: number;
   interruptions: number;
 }
 
-const SCHEMA = `CREATE TABLE IF NOT EXISTS lane_deliveries (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE,
-  message TEXT NOT NULL,
-  due_at INTEGER NOT NULL,
-  paused INTEGER NOT NULL DEFAULT 0,
-  interruptions INTEGER NOT NULL DEFAULT 0
-)`;
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS lane_deliveries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    message TEXT NOT NULL,
+    due_at INTEGER NOT NULL,
+    paused INTEGER NOT NULL DEFAULT 0,
+    interruptions INTEGER NOT NULL DEFAULT 0,
+    latest_at INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0
+  )`,
+  "CREATE INDEX IF NOT EXISTS lane_deliveries_retries ON lane_deliveries (paused, latest_at)",
+  // The next row due, without a scan of a backlog of thousands at every turn of the alarm.
+  "CREATE INDEX IF NOT EXISTS lane_deliveries_due ON lane_deliveries (paused, due_at)",
+  "CREATE TABLE IF NOT EXISTS lane_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+];
 
 /**
- * The lane's storage before `interruptions` had its name: the column was `runs`. Renamed in place
- * when an older lane wakes (its rows are deliveries still to make).
+ * Changes to the storage of lanes made before them, in order, each applied once (`lane_meta.schema`
+ * counts those applied; a lane made with SCHEMA as it is now starts with all of them).
  */
+const MIGRATIONS: readonly ((sql: SqlStorage) => void)[] = [
+  // `interruptions` was `runs`.
+  (sql) => {
+    const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('lane_deliveries')").toArray();
+    if (columns.some((c) => c.name === "runs"))
+      sql.exec("ALTER TABLE lane_deliveries RENAME COLUMN runs TO interruptions");
+  },
+  // A retry's latest start and the attempts made: pauses became rows (a row with `paused = 1` keeps its gap).
+  (sql) => {
+    const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('lane_deliveries')").toArray();
+    if (!columns.some((c) => c.name === "latest_at"))
+      sql.exec("ALTER TABLE lane_deliveries ADD COLUMN latest_at INTEGER");
+    if (!columns.some((c) => c.name === "attempts"))
+      sql.exec("ALTER TABLE lane_deliveries ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0");
+    // A pause stored by the former lane: owed from its time.
+    sql.exec("UPDATE lane_deliveries SET latest_at = due_at + ? WHERE paused = 1", MAX_GAP_MS - GAP_MARGIN_MS);
+  },
+];
+
+/** Applies SCHEMA and the migrations a lane's storage has not had yet. */
 function migrate(sql: SqlStorage): void {
-  const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('lane_deliveries')").toArray();
-  if (columns.some((c) => c.name === "runs"))
-    sql.exec("ALTER TABLE lane_deliveries RENAME COLUMN runs TO interruptions");
+  const made = sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lane_deliveries'").toArray();
+  sql.exec("CREATE TABLE IF NOT EXISTS lane_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+  const recorded = sql.exec<{ value: string }>("SELECT value FROM lane_meta WHERE key = 'schema'").toArray()[0];
+  let applied = recorded ? Number(recorded.value) : made.length > 0 ? 0 : MIGRATIONS.length;
+  if (made.length > 0) for (; applied < MIGRATIONS.length; applied++) MIGRATIONS[applied]!(sql);
+  for (const statement of SCHEMA) sql.exec(statement);
+  sql.exec(
+    "INSERT INTO lane_meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    String(MIGRATIONS.length),
+  );
+}
+
+/** The receiver's settings as the lane keeps them, and when it read them. */
+interface CachedSettings {
+  settings: Pick<ReceiverSettings, "projectId" | "origin" | "concurrency" | "state">;
+  readAt: number;
 }
 
 /** The lane's logic, apart from the Durable Object class so that it reads as plain code. */
 export class Lane {
   readonly #sql: SqlStorage;
-  readonly #inFlight = new Set<string>();
+  readonly #inFlight = new Map<string, AttemptInFlight>();
+  /** How long the lane's last attempts held their slots (ms), newest last. */
+  readonly #holds: number[] = [];
   #pumping = false;
   #wake: (() => void) | undefined;
 
@@ -78,15 +136,91 @@ export class Lane {
     private readonly deps: Deps,
   ) {
     this.#sql = state.storage.sql;
-    this.#sql.exec(SCHEMA);
     migrate(this.#sql);
   }
 
   /**
    * Stores `messages` in order (each once: a duplicate adds nothing) and makes sure an alarm or the
-   * running one will take them. One call per lane per queue batch.
+   * running one will take them. A receiver whose concurrency needs shards: the lane keeps its own share
+   * (shard 0) and passes each other delivery to its shard (by delivery id) before it answers, so an
+   * answer still means every delivery is stored. One call per lane per queue batch.
    */
   async accept(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
+    if (messages.length === 0) return { stored: [] };
+    if (this.#meta("share") !== null) return this.#store(messages);
+    const settings = await this.#settings(messages[0]!);
+    const shares = shardShares(settings.concurrency, LANE_CONCURRENCY);
+    if (shares.length === 1) return this.#store(messages);
+    const lane = laneName(messages[0]!);
+    const byShard = new Map<number, number[]>();
+    messages.forEach((m, i) => {
+      const k = shardOf(m.id, shares.length);
+      byShard.set(k, [...(byShard.get(k) ?? []), i]);
+    });
+    const stored: boolean[] = Array.from({ length: messages.length }, () => false);
+    await Promise.all(
+      [...byShard].map(async ([k, indexes]) => {
+        const mine = indexes.map((i) => messages[i]!);
+        const result =
+          k === 0
+            ? await this.#store(mine)
+            : await laneObject(this.env, laneShardName(lane, k)).acceptShard(mine, shares[k]!);
+        indexes.forEach((i, j) => (stored[i] = result.stored[j]!));
+      }),
+    );
+    return { stored };
+  }
+
+  /** As a shard of a receiver's lane: stores `messages` and keeps `share` as its concurrency. */
+  acceptShard(messages: DeliveryMessage[], share: number): Promise<{ stored: boolean[] }> {
+    this.configureShare(share);
+    return this.#store(messages);
+  }
+
+  /** As a shard: its share of the receiver's concurrency, from the receiver's first lane. */
+  configureShare(share: number): void {
+    if (this.#meta("share") !== String(share)) this.#setMeta("share", String(share));
+    this.#wake?.();
+  }
+
+  /**
+   * The receiver's settings changed (the API tells the lane after writing them): kept at once, and
+   * each shard told its share. Shards beyond the new count keep one request in flight until their
+   * backlog is drained (a change applies to deliveries accepted after it).
+   */
+  async configure(settings: Pick<ReceiverSettings, "projectId" | "origin" | "concurrency" | "state">): Promise<void> {
+    const before = this.#cached();
+    this.#setMeta("settings", JSON.stringify({ settings, readAt: Date.now() } satisfies CachedSettings));
+    const lane = receiverLaneName(settings.projectId, settings.origin);
+    const shares = shardShares(settings.concurrency, LANE_CONCURRENCY);
+    const known = Math.max(shares.length, shardShares(before?.settings.concurrency ?? 1, LANE_CONCURRENCY).length);
+    await Promise.all(
+      Array.from({ length: known - 1 }, (_, i) =>
+        laneObject(this.env, laneShardName(lane, i + 1)).configureShare(shares[i + 1] ?? 1),
+      ),
+    );
+    this.#wake?.();
+  }
+
+  /** Deliveries the lane holds (settled ones leave it), for tests and operators. */
+  pending(): { id: string; dueAt: number; interruptions: number }[] {
+    return this.#sql
+      .exec<{ id: string; due_at: number; interruptions: number }>(
+        "SELECT id, due_at, interruptions FROM lane_deliveries ORDER BY seq",
+      )
+      .toArray()
+      .map((r) => ({ id: r.id, dueAt: r.due_at, interruptions: r.interruptions }));
+  }
+
+  /** The requests this lane may have in flight: its share as a shard, or shard 0's share of its receiver's concurrency. */
+  concurrency(): number {
+    const share = this.#meta("share");
+    if (share !== null) return Number(share);
+    const cached = this.#cached();
+    return shardShares(cached?.settings.concurrency ?? LANE_CONCURRENCY, LANE_CONCURRENCY)[0]!;
+  }
+
+  async #store(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
     const now = Date.now();
     const stored = messages.map(
       (message) =>
@@ -105,14 +239,50 @@ export class Lane {
     return { stored };
   }
 
-  /** Deliveries the lane holds (settled ones leave it), for tests and operators. */
-  pending(): { id: string; dueAt: number; interruptions: number }[] {
-    return this.#sql
-      .exec<{ id: string; due_at: number; interruptions: number }>(
-        "SELECT id, due_at, interruptions FROM lane_deliveries ORDER BY seq",
-      )
-      .toArray()
-      .map((r) => ({ id: r.id, dueAt: r.due_at, interruptions: r.interruptions }));
+  #meta(key: string): string | null {
+    return (
+      this.#sql.exec<{ value: string }>("SELECT value FROM lane_meta WHERE key = ?", key).toArray()[0]?.value ?? null
+    );
+  }
+
+  #setMeta(key: string, value: string): void {
+    this.#sql.exec(
+      "INSERT INTO lane_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      key,
+      value,
+    );
+  }
+
+  #cached(): CachedSettings | null {
+    const value = this.#meta("settings");
+    return value === null ? null : (JSON.parse(value) as CachedSettings);
+  }
+
+  /**
+   * The receiver's settings: the lane's copy, read again from D1 when it is older than SETTINGS_TTL_MS
+   * (one read per lane a minute at most, never one per delivery). D1 unreachable: the copy, or the defaults.
+   */
+  async #settings(message: Pick<DeliveryMessage, "projectId" | "endpoint">): Promise<CachedSettings["settings"]> {
+    const cached = this.#cached();
+    if (cached && Date.now() - cached.readAt < SETTINGS_TTL_MS) return cached.settings;
+    const origin = receiverOrigin(message.endpoint);
+    try {
+      const { projectId, concurrency, state } = await receiverSettings(
+        createScope(this.env, this.state, this.deps).db,
+        message.projectId,
+        origin,
+      );
+      const settings = { projectId, origin, concurrency, state };
+      this.#setMeta("settings", JSON.stringify({ settings, readAt: Date.now() } satisfies CachedSettings));
+      return settings;
+    } catch (error) {
+      log("warn", "webhook receiver settings not read: the lane keeps its copy", {
+        project_id: message.projectId,
+        origin,
+        error,
+      });
+      return cached?.settings ?? defaultReceiverSettings(message.projectId, origin);
+    }
   }
 
   /** The alarm for the earliest due row (now if it is overdue), unless one at least as early is set. */
@@ -124,11 +294,102 @@ export class Lane {
     if (current === null || current > at) await this.state.storage.setAlarm(at);
   }
 
+  /** Rows not in flight, as the lane picks them: `sql` after WHERE, with its parameters. */
+  #rows(where: string, ...params: SqlStorageValue[]): LaneRow[] {
+    return this.#sql
+      .exec<LaneRow>(
+        `SELECT seq, id, message, due_at, paused, latest_at, attempts, interruptions FROM lane_deliveries WHERE ${where}`,
+        ...params,
+      )
+      .toArray()
+      .filter((row) => !this.#inFlight.has(row.id));
+  }
+
   /**
-   * The alarm: starts due deliveries in order of arrival while fewer than LANE_CONCURRENCY are in
-   * progress, until the lane is empty or nothing is due within HOLD_MS. Bounded per invocation
-   * (subrequests, wall time): past either bound it starts nothing new, lets its deliveries in progress
-   * finish, and leaves the rest to the next alarm.
+   * Starts what may start now, within `budget` attempts: retries that are due, earliest latest-start
+   * first, then first attempts in order of arrival while the plan lets them (or, at concurrency 1, the
+   * oldest delivery once nothing else is unsettled). Returns how many started and whether a first
+   * attempt waits for the retries' sake.
+   */
+  #startDue(ctx: DeliveryContext, now: number, budget: number): { started: number; blocked: boolean } {
+    const slots = this.concurrency();
+    let started = 0;
+    const start = (row: LaneRow) => {
+      started++;
+      this.#start(ctx, row, now);
+    };
+    if (slots === 1) {
+      // Ordered: the oldest delivery only, its retries included; the next one's first attempt waits for it to settle.
+      const [head] = this.#sql
+        .exec<LaneRow>(
+          "SELECT seq, id, message, due_at, paused, latest_at, attempts, interruptions FROM lane_deliveries ORDER BY seq LIMIT 1",
+        )
+        .toArray();
+      if (!head || this.#inFlight.size > 0) return { started, blocked: false };
+      if (head.due_at <= now && budget > 0) start(head);
+      return { started, blocked: started === 0 };
+    }
+    const free = () => Math.min(slots - this.#inFlight.size, budget - started);
+    if (free() > 0)
+      for (const row of this.#rows(
+        "paused = 1 AND due_at <= ? ORDER BY latest_at LIMIT ?",
+        now,
+        free() + this.#inFlight.size,
+      ).slice(0, free()))
+        start(row);
+    if (free() <= 0) return { started, blocked: false };
+    const firsts = this.#rows("paused = 0 AND due_at <= ? ORDER BY seq LIMIT ?", now, free() + this.#inFlight.size);
+    if (firsts.length === 0) return { started, blocked: false };
+    const retries = this.#sql
+      .exec<{ id: string; due_at: number; latest_at: number }>(
+        "SELECT id, due_at, latest_at FROM lane_deliveries WHERE paused = 1 AND latest_at IS NOT NULL",
+      )
+      .toArray()
+      .filter((r) => !this.#inFlight.has(r.id))
+      .map((r) => ({ dueAt: r.due_at, latestAt: r.latest_at }));
+    for (const row of firsts) {
+      if (free() <= 0) break;
+      const fits = firstAttemptFits(
+        {
+          now,
+          slots,
+          holdMs: this.#plannedHold(now, ctx),
+          gapMs: MAX_GAP_MS - GAP_MARGIN_MS,
+          inFlight: [...this.#inFlight.values()],
+          retries,
+        },
+        row.attempts + 1 < MAX_ATTEMPTS,
+      );
+      if (!fits) return { started, blocked: true };
+      start(row);
+    }
+    return { started, blocked: false };
+  }
+
+  #plannedHold(now: number, ctx: DeliveryContext): number {
+    let oldest = 0;
+    for (const a of this.#inFlight.values()) oldest = Math.max(oldest, now - a.startedAt);
+    return plannedHold(this.#holds, oldest, HOLD_FLOOR_MS, ctx.config.webhookTimeoutMs + WRITES_MARGIN_MS);
+  }
+
+  #start(ctx: DeliveryContext, row: LaneRow, now: number): void {
+    // An alarm the platform delayed (Cloudflare documents up to a minute during failover), or a retry
+    // the lane could not place in time: the attempts' times in D1 show the gap; this line says why.
+    if (row.paused === 1 && row.latest_at !== null && now > row.latest_at)
+      log("warn", "webhook attempt started late", { delivery_id: row.id, late_ms: now - row.latest_at });
+    this.#inFlight.set(row.id, { startedAt: now, mayRetry: row.attempts + 1 < MAX_ATTEMPTS });
+    void this.#attempt(ctx, row).finally(() => {
+      this.#holds.push(Date.now() - now);
+      if (this.#holds.length > RECENT_HOLDS) this.#holds.shift();
+      this.#inFlight.delete(row.id);
+      this.#wake?.();
+    });
+  }
+
+  /**
+   * The alarm: starts what is due (`#startDue`) until the lane is empty or nothing is due within
+   * HOLD_MS. Bounded per invocation (subrequests, wall time): past either bound it starts nothing new,
+   * lets its attempts in flight finish, and leaves the rest to the next alarm, which it sets.
    */
   async pump(): Promise<void> {
     if (this.#pumping) return;
@@ -139,39 +400,19 @@ export class Lane {
     let idleSince: number | null = null;
     const ctx = newDeliveryContext(createScope(this.env, this.state, this.deps));
     try {
+      await this.#refreshSettings();
       for (;;) {
         const now = Date.now();
-        const open = started < DELIVERIES_PER_LANE_INVOCATION && now - began < LANE_INVOCATION_WALL_MS;
-        if (open && this.#inFlight.size < LANE_CONCURRENCY) {
-          const due = this.#sql
-            .exec<LaneRow>(
-              "SELECT seq, id, message, due_at, paused, interruptions FROM lane_deliveries WHERE due_at <= ? ORDER BY seq LIMIT ?",
-              now,
-              LANE_CONCURRENCY + this.#inFlight.size,
-            )
-            .toArray()
-            .filter((row) => !this.#inFlight.has(row.id))
-            .slice(0, LANE_CONCURRENCY - this.#inFlight.size);
-          for (const row of due) {
-            // An alarm the platform delayed (Cloudflare documents up to a minute during failover): the
-            // attempts' times in D1 show the gap as it happened; this line says why.
-            const lateMs = now - row.due_at;
-            if (row.paused === 1 && lateMs > LATE_MS)
-              log("warn", "webhook attempt started late", { delivery_id: row.id, late_ms: lateMs });
-            started++;
-            this.#inFlight.add(row.id);
-            void this.#deliver(ctx, row).finally(() => {
-              this.#inFlight.delete(row.id);
-              this.#wake?.();
-            });
-          }
+        const open = started < ATTEMPTS_PER_LANE_INVOCATION && now - began < LANE_INVOCATION_WALL_MS;
+        let blocked = false;
+        if (open) {
+          const step = this.#startDue(ctx, now, ATTEMPTS_PER_LANE_INVOCATION - started);
+          started += step.started;
+          blocked = step.blocked;
         }
-        const next = this.#sql
-          .exec<{ at: number | null }>(
-            "SELECT min(due_at) AS at FROM lane_deliveries WHERE id NOT IN (SELECT value FROM json_each(?))",
-            JSON.stringify([...this.#inFlight]),
-          )
-          .one().at;
+        const nextRetry = this.#nextDue(1);
+        const nextFirst = this.#nextDue(0);
+        const next = nextRetry === null ? nextFirst : nextFirst === null ? nextRetry : Math.min(nextRetry, nextFirst);
         const idle = this.#inFlight.size === 0 && next === null;
         idleSince = idle ? (idleSince ?? now) : null;
         const lingered = idleSince !== null && now - idleSince >= LINGER_MS;
@@ -180,12 +421,17 @@ export class Lane {
           (lingered || (next !== null && (!open || next - now > HOLD_MS)) || (idle && !open))
         )
           break;
-        // Wait for a delivery to end, an `accept`, or the next due row, whichever comes first.
+        // Wait for an attempt to end, an `accept`, or the next due row, whichever comes first.
+        const full = this.#inFlight.size >= this.concurrency();
+        // Full: an attempt's end wakes the lane. Blocked (first attempts wait for the retries' sake, or for
+        // the delivery before them at concurrency 1): the next retry's time, or a look again shortly.
         const waitMs = idle
           ? LINGER_MS - (now - idleSince!)
-          : next === null || !open || this.#inFlight.size >= LANE_CONCURRENCY
+          : !open || next === null || full
             ? HOLD_MS
-            : Math.max(0, next - now);
+            : blocked
+              ? Math.max(0, Math.min(BLOCKED_RECHECK_MS, (nextRetry ?? Infinity) - now))
+              : Math.max(0, next - now);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, waitMs);
           this.#wake = () => {
@@ -196,9 +442,9 @@ export class Lane {
         this.#wake = undefined;
       }
     } finally {
-      // What one alarm did, for operators: its deliveries and the D1 round trips they took (group commit).
+      // What one alarm did, for operators: its attempts and the D1 round trips they took (group commit).
       log("info", "webhook lane alarm", {
-        deliveries: started,
+        attempts: started,
         d1_trips: ctx.writes.trips,
         d1_statements: ctx.writes.statements,
         duration_ms: Date.now() - began,
@@ -210,16 +456,38 @@ export class Lane {
     }
   }
 
-  /** One delivery's attempts (deliver.ts), and what the lane keeps of it afterwards. */
-  async #deliver(ctx: DeliveryContext, row: LaneRow): Promise<void> {
+  /** The earliest `due_at` of the rows with `paused` = `paused` that are not in flight (the index, not a scan). */
+  #nextDue(paused: 0 | 1): number | null {
+    const [row] = this.#rows("paused = ? ORDER BY due_at LIMIT ?", paused, this.#inFlight.size + 1);
+    return row ? row.due_at : null;
+  }
+
+  /** A receiver's first lane whose copy of the settings is stale reads them again (one D1 read). */
+  async #refreshSettings(): Promise<void> {
+    if (this.#meta("share") !== null) return;
+    const cached = this.#cached();
+    if (cached && Date.now() - cached.readAt < SETTINGS_TTL_MS) return;
+    const [row] = this.#rows("1 = 1 ORDER BY seq LIMIT 1");
+    if (row) await this.#settings(JSON.parse(row.message) as DeliveryMessage);
+  }
+
+  /** One attempt of a delivery (deliver.ts), and what the lane keeps of it afterwards. */
+  async #attempt(ctx: DeliveryContext, row: LaneRow): Promise<void> {
     const message = JSON.parse(row.message) as DeliveryMessage;
-    const end = await deliver(ctx, message, {
-      // Where a crash resumes: the next attempt's time, stored before the pause.
-      pausing: (dueAt) =>
-        void this.#sql.exec("UPDATE lane_deliveries SET due_at = ?, paused = 1 WHERE id = ?", dueAt, message.id),
-    });
+    const delivery = new DeliveryInProgress(message);
+    const end = await attempt(ctx, delivery).finally(() => delivery.release());
     if (end.kind === "settled") {
       this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
+      return;
+    }
+    if (end.kind === "pause") {
+      // Where a crash resumes, and what the plan owes: the next attempt's time and its latest start.
+      this.#sql.exec(
+        "UPDATE lane_deliveries SET due_at = ?, latest_at = ?, paused = 1, attempts = attempts + 1 WHERE id = ?",
+        end.dueAt,
+        end.endedAt + MAX_GAP_MS - GAP_MARGIN_MS,
+        message.id,
+      );
       return;
     }
     const interruptions = row.interruptions + 1;
@@ -231,7 +499,7 @@ export class Lane {
     }
     const delayMs = Math.max(end.ms, INTERRUPTION_BACKOFF_MS[interruptions - 1] ?? 0);
     this.#sql.exec(
-      "UPDATE lane_deliveries SET due_at = ?, paused = 0, interruptions = ? WHERE id = ?",
+      "UPDATE lane_deliveries SET due_at = ?, paused = 0, latest_at = NULL, interruptions = ? WHERE id = ?",
       Date.now() + delayMs,
       interruptions,
       message.id,
@@ -241,7 +509,8 @@ export class Lane {
 
 /**
  * The Durable Object class of the lanes, built from the Worker's `deps` as `createWorker` is (the
- * root exports it, src/index.ts). RPC: `accept(messages)`, `pending()`.
+ * root exports it, src/index.ts). RPC: `accept(messages)`, `pending()`, `configure(settings)`, and
+ * between a receiver's first lane and its shards `acceptShard`, `configureShare`.
  */
 export function webhookLaneClass(deps: Deps) {
   return class WebhookLane extends DurableObject<Env> {
@@ -254,6 +523,18 @@ export function webhookLaneClass(deps: Deps) {
 
     accept(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
       return this.lane.accept(messages);
+    }
+
+    acceptShard(messages: DeliveryMessage[], share: number): Promise<{ stored: boolean[] }> {
+      return this.lane.acceptShard(messages, share);
+    }
+
+    configureShare(share: number): void {
+      this.lane.configureShare(share);
+    }
+
+    configure(settings: Pick<ReceiverSettings, "projectId" | "origin" | "concurrency" | "state">): Promise<void> {
+      return this.lane.configure(settings);
     }
 
     pending() {

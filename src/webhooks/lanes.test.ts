@@ -321,7 +321,9 @@ describe("a lane's storage from before its columns were renamed", () => {
   it("a lane whose table still has `runs` renames it to `interruptions` in place, keeping its rows", async () => {
     const stub = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName("lane-schema-migration"));
     await runInDurableObject(stub, (_instance, state) => {
+      // A lane from before its storage had a version: no `lane_meta`.
       state.storage.sql.exec("DROP TABLE IF EXISTS lane_deliveries");
+      state.storage.sql.exec("DROP TABLE IF EXISTS lane_meta");
       state.storage.sql.exec(
         "CREATE TABLE lane_deliveries (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, message TEXT NOT NULL, due_at INTEGER NOT NULL, paused INTEGER NOT NULL DEFAULT 0, runs INTEGER NOT NULL DEFAULT 0)",
       );

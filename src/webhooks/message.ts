@@ -79,14 +79,26 @@ export const queueMessageOf = (message: DeliveryMessage): DeliveryQueueMessage =
   secret: message.secret,
 });
 
-/** The lane's name: its Durable Object id is `idFromName` of it. */
-export function laneName(message: Pick<DeliveryMessage, "projectId" | "endpoint">): string {
-  let origin: string;
+/** The receiver of an endpoint: its origin (an unparsable endpoint is its own receiver; its attempt fails). */
+export function receiverOrigin(endpoint: string): string {
   try {
-    origin = new URL(message.endpoint).origin;
+    return new URL(endpoint).origin;
   } catch {
-    // An endpoint is checked before it is stored; an unparsable one still gets a lane (its attempt fails).
-    origin = message.endpoint;
+    // An endpoint is checked before it is stored; an unparsable one still gets a lane.
+    return endpoint;
   }
-  return `${message.projectId} ${origin}`;
 }
+
+/** The name of a receiver's lane (its first shard): its Durable Object id is `idFromName` of it. */
+export const receiverLaneName = (projectId: string, origin: string) => `${projectId} ${origin}`;
+
+/** The lane a delivery enters by: its receiver's (project, origin). */
+export function laneName(message: Pick<DeliveryMessage, "projectId" | "endpoint">): string {
+  return receiverLaneName(message.projectId, receiverOrigin(message.endpoint));
+}
+
+/** Shard `k` (≥ 1) of the lane named `lane`; shard 0 is the lane itself. */
+export const laneShardName = (lane: string, k: number) => (k === 0 ? lane : `${lane} #${k}`);
+
+/** The lane object named `name` (every lane and shard is addressed by its name, through this). */
+export const laneObject = (env: Env, name: string) => env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(name));

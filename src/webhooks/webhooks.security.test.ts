@@ -9,9 +9,9 @@ import { capturingQueue, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
 import type { DeliveryMessage } from "./message";
 import {
-  DELIVERIES_PER_LANE_INVOCATION,
+  ATTEMPTS_PER_LANE_INVOCATION,
   LANE_SUBREQUESTS_PER_INVOCATION,
-  SUBREQUESTS_PER_DELIVERY,
+  SUBREQUESTS_PER_ATTEMPT,
   SUBREQUESTS_PER_ACCEPT,
 } from "./lane-capacity";
 import { MAX_GAP_MS, MAX_RETRY_DELAY_SECONDS, RETRY_DELAYS_SECONDS } from "./policy";
@@ -193,8 +193,8 @@ describe("wrangler.toml agrees with the delivery policy", () => {
       expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) * 1000).toBeLessThan(MAX_GAP_MS);
       // The consumer only passes deliveries to their lanes (one Durable Object call per lane a batch touches): within Workers Free's 50 subrequests.
       expect(consumer.max_batch_size * SUBREQUESTS_PER_ACCEPT).toBeLessThanOrEqual(50);
-      // A lane's alarm starts no more deliveries than its subrequests allow at worst.
-      expect(DELIVERIES_PER_LANE_INVOCATION * SUBREQUESTS_PER_DELIVERY).toBeLessThanOrEqual(
+      // A lane's alarm starts no more attempts than its subrequests allow at worst (one kept for its settings' read).
+      expect(ATTEMPTS_PER_LANE_INVOCATION * SUBREQUESTS_PER_ATTEMPT + 1).toBeLessThanOrEqual(
         LANE_SUBREQUESTS_PER_INVOCATION,
       );
       // The lanes are declared, with SQLite storage, in every environment.

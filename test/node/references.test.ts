@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import ignore from "ignore";
 import { describe, expect, it } from "vitest";
 
 /**
@@ -8,10 +9,33 @@ import { describe, expect, it } from "vitest";
  * end of a tracked file's path; a bare name (`admit.ts`, `usage.md`) must be some tracked file's name.
  * In code only comments are read (a string, or a call such as `response.json()`, is code); documents and
  * configurations are read whole.
+ *
+ * The repository's files are read from the tree, not from git: the tree without what `.gitignore`
+ * leaves out (installed packages, builds, local settings) is what git tracks, in a clone and in a
+ * source archive (`git archive`, which has no `.git`) alike. `.ci/run` runs the suite from an archive too.
  */
 
 const ROOT = new URL("../../", import.meta.url);
-const tracked = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" }).split("\n").filter(Boolean);
+
+/** Every file of the tree under `ROOT` that `.gitignore` does not leave out, as git names it (`src/index.ts`). */
+export function repositoryFiles(): string[] {
+  const ignored = ignore()
+    .add(readFileSync(new URL(".gitignore", ROOT), "utf8"))
+    .add(".git");
+  const files: string[] = [];
+  const walk = (folder: string) => {
+    for (const entry of readdirSync(new URL(folder || ".", ROOT), { withFileTypes: true })) {
+      const path = `${folder}${entry.name}`;
+      if (entry.isDirectory()) {
+        if (!ignored.ignores(`${path}/`)) walk(`${path}/`);
+      } else if (entry.isFile() && !ignored.ignores(path)) files.push(path);
+    }
+  };
+  walk("");
+  return files.sort();
+}
+
+const tracked = repositoryFiles();
 const names = new Set(tracked.map((file) => file.split("/").pop()!));
 
 /** Files a reader's own commands write (`curl -o` in an example), named in examples: not the repository's. */
@@ -64,6 +88,13 @@ export function missingReferences(): string[] {
 describe("references to files", () => {
   it("name only files the repository has, in comments, documents and configuration", () => {
     expect(missingReferences()).toEqual([]);
+  });
+
+  // In a clone (a source archive has no `.git`): the tree read without git misses nothing git tracks.
+  it.runIf(existsSync(new URL(".git", ROOT)))("read the tree as git tracks it: no tracked file is missed", () => {
+    const byGit = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" }).split("\n").filter(Boolean);
+    const read = new Set(tracked);
+    expect(byGit.filter((file) => !read.has(file))).toEqual([]);
   });
 
   it("are found in a comment, and not in a string of code", () => {

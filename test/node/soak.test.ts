@@ -21,6 +21,8 @@ describe("soak (small): nothing lost under load with faults", () => {
       expect(result.tally.delivered).toBeGreaterThan(0);
       expect(result.tally.failed).toBeGreaterThan(0);
       expect(result.attemptsHistogram[3]).toBeGreaterThan(0);
+      // The spec's gap between attempts, from the attempts' records (a gap over it is also a violation).
+      expect(result.longestGapMs).toBeLessThanOrEqual(5_000);
     } finally {
       await gateway.mf.dispose();
       rmSync(workdir, { recursive: true, force: true });

@@ -788,6 +788,19 @@ for (const method of ALL) {
         body: bodyFor(method).body,
       }),
   });
+  add({
+    path: RUN,
+    method,
+    status: 400,
+    problem: true,
+    why: "a Prefer: wait that is not a whole number of seconds",
+    send: () =>
+      run(method, at(world).runPath, {
+        token: at(world).token,
+        headers: { Prefer: "wait=1.5", ...bodyFor(method).headers },
+        body: bodyFor(method).body,
+      }),
+  });
 }
 
 let down: { cortex: World["cortex"]; custom: World["cortex"] };

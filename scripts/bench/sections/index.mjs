@@ -3,6 +3,7 @@
 // scripts/bench/README.md (rows are made with `figure()` from ../report.mjs, one value per repetition).
 // run.mjs runs them after its own sections, each under the noise meter, and prints their rows with
 // the others; `--sections=<id>` runs one alone.
+import burst from "./burst.mjs";
 import wait from "./wait.mjs";
 
-export const sections = [wait];
+export const sections = [wait, burst];

@@ -1,6 +1,7 @@
 import { seg } from "../api";
-import { type DashRouter, projectPath } from "../context";
-import { Badge, type BadgeTone, DataTable, ProblemMessage, when } from "../components";
+import { type DashContext, type DashRouter, projectPath } from "../context";
+import { MAX_RECEIVER_CONCURRENCY } from "../../webhooks/lane-capacity";
+import { Badge, type BadgeTone, Csrf, DataTable, ProblemMessage, when } from "../components";
 import { count, duration, percent } from "../format";
 import { renderPage } from "../layout";
 import type { Receiver, ReceiverList } from "../usage-types";
@@ -39,6 +40,29 @@ function Reason({ reason }: { reason: string }) {
     <>
       <code>{reason}</code> <span class="muted">({ERROR_TEXT[reason]})</span>
     </>
+  );
+}
+
+/** A receiver's concurrency and the form that sets it (1 = ordered; above 6 its lane is sharded). */
+function ConcurrencyForm({ c, projectId, receiver }: { c: DashContext; projectId: string; receiver: Receiver }) {
+  return (
+    <form method="post" action={projectPath(projectId, "/webhook-receivers/concurrency")} class="inline">
+      <Csrf token={c.get("csrf")} />
+      <input type="hidden" name="origin" value={receiver.origin} />
+      <input
+        type="number"
+        name="concurrency"
+        min="1"
+        max={String(MAX_RECEIVER_CONCURRENCY)}
+        value={String(receiver.concurrency)}
+        aria-label={`Requests in flight at once to ${receiver.origin}`}
+        required
+      />
+      <button type="submit" class="secondary">
+        Set
+      </button>
+      {receiver.concurrency === 1 && <span class="muted"> ordered</span>}
+    </form>
   );
 }
 
@@ -82,7 +106,16 @@ export function registerReceivers(dash: DashRouter) {
           ) : (
             <DataTable
               caption="Receivers' health"
-              columns={["Receiver", "Health", "Delivered", "Failed", "Retried", "Run → received (p95)", "Last failure"]}
+              columns={[
+                "Receiver",
+                "Health",
+                "Delivered",
+                "Failed",
+                "Retried",
+                "Run → received (p95)",
+                "Last failure",
+                "Concurrency",
+              ]}
               class="cards"
             >
               {list.data.data.map((r) => {
@@ -120,11 +153,44 @@ export function registerReceivers(dash: DashRouter) {
                         <span class="muted">none</span>
                       )}
                     </td>
+                    <td data-label="Concurrency">
+                      <ConcurrencyForm c={c} projectId={pid} receiver={r} />
+                    </td>
                   </tr>
                 );
               })}
             </DataTable>
           )}
+        </>,
+      );
+    }),
+  );
+  dash.post("/projects/:project_id/webhook-receivers/concurrency", (c) =>
+    withProject(c, async (project) => {
+      const pid = project.project_id;
+      const form = await c.req.parseBody();
+      const origin = typeof form.origin === "string" ? form.origin : "";
+      const value = typeof form.concurrency === "string" ? form.concurrency.trim() : "";
+      // A number when it reads as one; otherwise as typed, for the API to say what is wrong with it.
+      const concurrency = /^\d{1,3}$/.test(value) ? Number(value) : value;
+      const set = await c.get("api")("PATCH", `/projects/${seg(pid)}/webhook-receivers/${seg(origin)}`, {
+        concurrency,
+      });
+      if (set.ok) return c.redirect(projectPath(pid, "/webhook-receivers"), 303);
+      return renderPage(
+        c,
+        {
+          title: "Receivers",
+          projectId: pid,
+          tab: "webhook-receivers",
+          status: set.problem.status === 404 ? 404 : 400,
+        },
+        <>
+          <ProjectHeading project={project} title="Receivers" />
+          <ProblemMessage problem={set.problem} action="The concurrency was not set" />
+          <p>
+            <a href={projectPath(pid, "/webhook-receivers")}>Back to Receivers</a>
+          </p>
         </>,
       );
     }),

@@ -163,7 +163,7 @@ function UnderWay({ runs, pid, now }: { runs: RunUnderWay[]; pid: string; now: n
 
 /**
  * The line that says the page follows the project's runs, and where its events are: the script shows
- * it and listens (src/dashboard/assets.ts); without script the page is as it was when loaded.
+ * it and listens (the dashboard's script, served as /assets/dashboard.js); without script the page is as it was when loaded.
  */
 export const LiveStatus = ({ events, text, follow }: { events: string; text: string; follow?: boolean }) => (
   <p id="live-status" class="live muted" data-live={events} data-follow={follow ? "" : undefined} hidden>

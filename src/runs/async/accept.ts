@@ -64,6 +64,39 @@ function accepted(
   });
 }
 
+/** The caller's `Idempotency-Key`, checked (a 400 naming the header); `null` without one. */
+export function idempotencyKeyOf(request: Request): string | null {
+  const key = request.headers.get("idempotency-key");
+  if (key !== null && !KEY.test(key))
+    throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
+  return key;
+}
+
+/**
+ * What a key stands for, in every mode: the hash of the method, app, path, query (but the gateway's own
+ * parameters), `webhookEndpoint` and body. A UTF-8 body hashes as its text, as it always has (a key
+ * given before this change still matches); any other as an object of its base64, which no text body
+ * can equal, so different bytes never share a hash.
+ */
+export function requestHashOf(request: Request, admitted: AdmittedRun, body = storedBodyOf(admitted)): Promise<string> {
+  const query = forwardedQuery(admitted.query);
+  const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
+  return sha256Hex(
+    JSON.stringify([
+      request.method,
+      admitted.appName,
+      admitted.appPath,
+      query?.toString() ?? "",
+      admitted.webhook?.endpoint ?? null,
+      hashedBody,
+    ]),
+  );
+}
+
+/** The caller's body as a run stores it (`storedBody`), when it was read whole. */
+const storedBodyOf = (admitted: AdmittedRun) =>
+  admitted.body.kind === "bytes" ? storedBody(admitted.body.bytes) : null;
+
 /**
  * Accepts an async run after every check a synchronous run makes (key, app, deployment, body,
  * webhook): the app's request (`appRequest`, as `appRequestOf` built it for every mode) is stored with
@@ -78,30 +111,15 @@ export async function queueAsyncRun(
   appRequest: AppRequest,
 ): Promise<Response> {
   const { deps, config, db, env } = scope;
-  const key = request.headers.get("idempotency-key");
-  if (key !== null && !KEY.test(key))
-    throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
+  const key = idempotencyKeyOf(request);
   // Stored as text with the run (D1 or R2): UTF-8 as it is, any other bytes (a custom app's binary
   // upload) as base64. Admission read it whole within RUN_REQUEST_MAX_BYTES of real bytes.
-  const body = admitted.body.kind === "bytes" ? storedBody(admitted.body.bytes) : null;
+  const body = storedBodyOf(admitted);
   if (body?.encoding === "base64" && admitted.runtime === "cortex")
     throw invalidField("body", "(root)", "must be UTF-8 JSON");
   const now = deps.now();
   const { runId } = admitted;
-  const query = forwardedQuery(admitted.query);
-  // A UTF-8 body hashes as its text, as it always has (a key given before this change still matches);
-  // a base64 one as an object, which no text body can equal, so different bytes never share a hash.
-  const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
-  const requestHash = await sha256Hex(
-    JSON.stringify([
-      request.method,
-      admitted.appName,
-      admitted.appPath,
-      query?.toString() ?? "",
-      admitted.webhook?.endpoint ?? null,
-      hashedBody,
-    ]),
-  );
+  const requestHash = await requestHashOf(request, admitted, body);
 
   // The stored text counts against the row's budget: base64 is 4/3 of the bytes (`storedBody`).
   const placed =

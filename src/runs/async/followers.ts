@@ -28,8 +28,31 @@ export function readWord(text: string): Word {
   return at === -1 ? { status: text, resource: null } : { status: text.slice(0, at), resource: text.slice(at + 1) };
 }
 
+/**
+ * The most streams that follow one run at once. A run's followers are its caller and whoever it shows
+ * the run to (a page, a few tabs); each change of the run's state is passed to every one of them, a
+ * word of up to `WORD_RESOURCE_MAX` (64 KiB): 8 followers are at most 512 KiB sent per change, and 8
+ * readers of a result too large for a word (up to 10 MiB, from R2) at the run's end.
+ */
+export const FOLLOWERS_PER_RUN_MAX = 8;
+/**
+ * The most status streams open at once in one project. Each holds a Worker invocation (its memory: the
+ * events it sends, a large result at the end) and reads the run's state from the database every
+ * project shares once a minute: 64 streams are about one read a second per project. A project that
+ * follows more runs at once polls them (`GET` of the status URL) or takes their webhooks.
+ */
+export const STREAMS_PER_PROJECT_MAX = 64;
+/** The header a joiner sends with the most sockets a hub may hold, its own included (`followers-object.ts`). */
+export const FOLLOWERS_MAX_HEADER = "X-Followers-Max";
+
 /** The hub of run `runId`. */
 const hubOf = (env: Env, runId: string) => env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(runId));
+/**
+ * The count of project `projectId`'s open streams: an object of the same class, addressed by the
+ * project (`project:` cannot begin a run id), whose sockets are the streams it counts.
+ */
+const streamsOf = (env: Env, projectId: string) =>
+  env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(`project:${projectId}`));
 
 /**
  * Tells the followers of run `runId` that its state is now `status` (`resource`: the run as it is now,
@@ -65,11 +88,27 @@ export function tellIfFollowed(
   if (followed) scope.ctx.waitUntil(tellFollowers(scope.env, runId, status, resource?.() ?? null));
 }
 
-/** A stream's line to the hub of run `runId`: words of state changes arrive as messages. */
-export async function joinFollowers(env: Env, runId: string): Promise<WebSocket> {
-  const response = await hubOf(env, runId).fetch("https://run-followers/join", { headers: { Upgrade: "websocket" } });
+/** A socket held open to `hub` while it holds fewer than `max`; `null` when it holds `max` already. */
+async function holdSocket(hub: DurableObjectStub, max: number): Promise<WebSocket | null> {
+  const response = await hub.fetch("https://run-followers/join", {
+    headers: { Upgrade: "websocket", [FOLLOWERS_MAX_HEADER]: String(max) },
+  });
+  if (response.status === 429) return null;
   const socket = response.webSocket;
   if (!socket) throw new Error(`run followers hub answered ${response.status} without a WebSocket`);
   socket.accept();
   return socket;
 }
+
+/**
+ * A stream's line to the hub of run `runId`: words of state changes arrive as messages. `null` when the
+ * run has `FOLLOWERS_PER_RUN_MAX` followers already.
+ */
+export const joinFollowers = (env: Env, runId: string) => holdSocket(hubOf(env, runId), FOLLOWERS_PER_RUN_MAX);
+
+/**
+ * Counts a stream among project `projectId`'s open streams while the returned socket is open (closing
+ * it, or the stream's end however it comes, uncounts it). `null` when the project has `STREAMS_PER_PROJECT_MAX`.
+ */
+export const countStream = (env: Env, projectId: string) =>
+  holdSocket(streamsOf(env, projectId), STREAMS_PER_PROJECT_MAX);

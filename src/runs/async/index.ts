@@ -11,7 +11,7 @@ import { dropPayloads, requestKey } from "./payloads";
 import { resourceText, runJson, summary } from "./resource";
 import { tellIfFollowed } from "./followers";
 import { followRun, lastPlaceOf } from "./stream";
-import { cancelRun, runById } from "./store";
+import { cancelRun, runById, runStateById } from "./store";
 import { listAsyncRuns, readAsyncRun } from "./routes";
 import { listedCallers } from "../../auth/callers";
 
@@ -31,22 +31,24 @@ const mayRead = (runCaller: string, caller: RunCaller) =>
  * The run `runId` of `{project_id}/{app_name}` made by this caller, for a run key of that project; a 404
  * for anyone else. Admitted as a run is: the key counted against the address as a run's is, and the
  * read or cancel counted in the project's run budget (`RATE_LIMIT_RUNS`), since polling a run is traffic
- * like running one.
+ * like running one. `read` reads what the caller needs of the run: its state alone (`runStateById`)
+ * unless the answer carries its result.
  */
-async function ownRun(
+async function ownRun<Run extends Pick<AsyncRun, "projectId" | "appName" | "caller">>(
   scope: Scope,
   request: Request,
   projectId: string,
   appName: string,
   runId: string,
-): Promise<AsyncRun> {
+  read: (db: Scope["db"], runId: string) => Promise<Run | undefined>,
+): Promise<Run> {
   const caller = await admitCaller(scope, request);
   const missing = new ApiError("not_found", `No run with id '${runId}' of app '${appName}' in project '${projectId}'.`);
   // A key of another project learns nothing about this one's runs, not even whether the id exists.
   if (caller.projectId !== undefined && caller.projectId !== projectId) throw missing;
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
   await admitRun(scope, projectId);
-  const run = await runById(scope.db, runId);
+  const run = await read(scope.db, runId);
   // Another caller's run is as absent as an id that does not exist: its existence is not told either.
   if (!run || run.projectId !== projectId || run.appName !== appName || !mayRead(run.caller, caller)) throw missing;
   return run;
@@ -65,7 +67,7 @@ export async function readRun(
     throw new ApiError("method_not_allowed", "HEAD is not allowed on an async run; use GET or DELETE.", {
       headers: { Allow: "DELETE, GET" },
     });
-  const run = await ownRun(scope, request, projectId, appName, runId);
+  const run = await ownRun(scope, request, projectId, appName, runId, runById);
   return jsonResponse(await resourceText(scope.env, run));
 }
 
@@ -79,7 +81,8 @@ export async function followRunStatus(
 ): Promise<Response> {
   // A bad Last-Event-ID is refused before the run is read or the request counted.
   lastPlaceOf(request);
-  const run = await ownRun(scope, request, projectId, appName, runId);
+  // Its state only: a stream never reads the stored request, and the result only for its last event.
+  const run = await ownRun(scope, request, projectId, appName, runId, runStateById);
   return followRun(scope, request, run);
 }
 
@@ -91,7 +94,7 @@ export async function cancel(
   appName: string,
   runId: string,
 ): Promise<Response> {
-  const run = await ownRun(scope, request, projectId, appName, runId);
+  const run = await ownRun(scope, request, projectId, appName, runId, runStateById);
   const cancelled =
     run.status === "queued" ? await cancelRun(scope.db, projectId, appName, runId, scope.deps.now()) : undefined;
   if (cancelled) {
@@ -100,7 +103,7 @@ export async function cancel(
     return jsonResponse(runJson(cancelled, null));
   }
   // Not queued now: it may have been claimed or cancelled since it was read.
-  const now = cancelled ?? (await runById(scope.db, runId)) ?? run;
+  const now = cancelled ?? (await runStateById(scope.db, runId)) ?? run;
   if (now.status === "cancelled") return jsonResponse(runJson(now, null));
   throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, {
     extensions: { run_id: runId, run_status: now.status },

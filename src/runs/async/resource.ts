@@ -3,8 +3,25 @@ import { ApiError } from "../../platform/errors";
 import { rfc3339, rfc3339OrNull } from "../../platform/openapi";
 import { readPayload, resultKey } from "./payloads";
 
+/** What the run resource says of a run but its result. */
+export type Summarized = Pick<
+  AsyncRun,
+  | "id"
+  | "status"
+  | "appName"
+  | "mode"
+  | "createdAt"
+  | "startedAt"
+  | "handedOverAt"
+  | "deadlineAt"
+  | "finishedAt"
+  | "resultStatus"
+  | "errorCode"
+  | "errorMessage"
+>;
+
 /** The run resource without its result: what lists show, and the head of what the status URL answers. */
-export const summary = (run: Omit<AsyncRun, "result" | "requestBody" | "requestHeaders" | "webhookSecret">) => ({
+export const summary = (run: Summarized) => ({
   run_id: run.id,
   status: run.status,
   app_name: run.appName,
@@ -19,7 +36,7 @@ export const summary = (run: Omit<AsyncRun, "result" | "requestBody" | "requestH
 });
 
 /** The run as JSON, its stored result spliced in as it is, so `result` keeps the exact bytes of the answer. */
-export function runJson(run: AsyncRun, result: string | null): string {
+export function runJson(run: Summarized, result: string | null): string {
   return `${JSON.stringify(summary(run)).slice(0, -1)},"result":${result ?? "null"}}`;
 }
 
@@ -27,7 +44,10 @@ export function runJson(run: AsyncRun, result: string | null): string {
  * The run resource as the status URL serves it (polled, or as an event of its stream), its result read
  * from D1 or R2. A result in R2 that cannot be read this time is a 503 to retry, never a `null` result.
  */
-export async function resourceText(env: Env, run: AsyncRun): Promise<string> {
+export async function resourceText(
+  env: Env,
+  run: Summarized & Pick<AsyncRun, "result" | "resultInR2">,
+): Promise<string> {
   const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
   if (result === null && run.resultInR2) {
     throw new ApiError("service_unavailable", "The run's result could not be read this time; retry the request.", {

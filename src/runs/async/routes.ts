@@ -109,7 +109,8 @@ export const getAsyncRun = createRoute({
     "and the stream closes after the end. An event's `id` is its state's place in that order (`1` queued, `2` running, `3` the end): " +
     "reconnecting with `Last-Event-ID` sends only what came after it, and once the end was sent, 204 (an `EventSource` then stops). " +
     "An event reaches the stream within milliseconds of the change. A stream may close before the end (after about half an hour " +
-    "of an unchanged run, or when the gateway restarts) with `retry: 1000`; reconnect with `Last-Event-ID`, as an `EventSource` does.",
+    "of an unchanged run, or when the gateway restarts) with `retry: 1000`; reconnect with `Last-Event-ID`, as an `EventSource` does. " +
+    "At most 8 streams follow one run and 64 are open in one project at once; past either, 429 (`rate_limited`, with `limit`) and `Retry-After`.",
   request: { params: AsyncRunParams, headers: FollowHeaders },
   responses: {
     200: {

@@ -78,6 +78,66 @@ export async function runById(db: Database, runId: string): Promise<AsyncRun | u
   return row;
 }
 
+/**
+ * The columns of a run's state: who may read it, where it is in its life, how it ended. What a status
+ * stream reads of its run (at its start, and again each minute it waits): never the stored request (up
+ * to `INLINE_PAYLOAD_MAX_BYTES` of body, and its headers) nor the result, a few hundred bytes whatever
+ * the run carries. The result is read once, for the end (`storedResult`).
+ */
+const stateColumns = (({
+  id,
+  projectId,
+  appName,
+  caller,
+  status,
+  mode,
+  createdAt,
+  startedAt,
+  handedOverAt,
+  deadlineAt,
+  finishedAt,
+  resultStatus,
+  errorCode,
+  errorMessage,
+}) => ({
+  id,
+  projectId,
+  appName,
+  caller,
+  status,
+  mode,
+  createdAt,
+  startedAt,
+  handedOverAt,
+  deadlineAt,
+  finishedAt,
+  resultStatus,
+  errorCode,
+  errorMessage,
+}))(getTableColumns(asyncRuns));
+
+/** A run's state without its payloads (`stateColumns`). */
+export type RunState = Pick<AsyncRun, keyof typeof stateColumns>;
+
+/** The run's state (`stateColumns`), or `undefined` when there is no such run. */
+export async function runStateById(db: Database, runId: string): Promise<RunState | undefined> {
+  const [row] = await db.select(stateColumns).from(asyncRuns).where(eq(asyncRuns.id, runId)).limit(1);
+  return row;
+}
+
+/** The run's stored result (inline, or whether it is in R2), or `undefined` when there is no such run. */
+export async function storedResult(
+  db: Database,
+  runId: string,
+): Promise<Pick<AsyncRun, "result" | "resultInR2"> | undefined> {
+  const [row] = await db
+    .select({ result: asyncRuns.result, resultInR2: asyncRuns.resultInR2 })
+    .from(asyncRuns)
+    .where(eq(asyncRuns.id, runId))
+    .limit(1);
+  return row;
+}
+
 export const deleteRun = (db: Database, runId: string) => db.delete(asyncRuns).where(eq(asyncRuns.id, runId));
 
 /** The claim, rendered once per isolate (`prepared`): it runs for every async run its consumer takes. */
@@ -227,11 +287,15 @@ export async function endRun(
 }
 
 /**
- * Marks the run followed and reads it, in one write (see the top of this file for why one). The run as
- * it is now, or `undefined` when it is gone (purged).
+ * Marks the run followed and reads its state, in one write (see the top of this file for why one). The
+ * run's state as it is now (`stateColumns`: not its payloads), or `undefined` when it is gone (purged).
  */
-export async function followRunRow(db: Database, runId: string): Promise<AsyncRun | undefined> {
-  const [row] = await db.update(asyncRuns).set({ followed: true }).where(eq(asyncRuns.id, runId)).returning();
+export async function followRunRow(db: Database, runId: string): Promise<RunState | undefined> {
+  const [row] = await db
+    .update(asyncRuns)
+    .set({ followed: true })
+    .where(eq(asyncRuns.id, runId))
+    .returning(stateColumns);
   return row;
 }
 

@@ -217,6 +217,26 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect(await events.next()).toBeNull();
   });
 
+  it("closes, for its client to resume, when its project's count of streams restarts (it is no longer counted)", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const events = eventReader(await follow(api, started.body.status_url, app.token));
+    expect((await events.event())?.id).toBe("1");
+    const count = env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(`project:${app.projectId}`));
+    await runInDurableObject(count, (_instance, state) => {
+      for (const socket of state.getWebSockets()) socket.close(1012, "restarting");
+    });
+    // `retry: 1000`, then the end of the stream; the run's hub is left too.
+    expect(await events.next()).toBeNull();
+    await vi.waitFor(async () => expect(await followersOf(started.body.run_id)).toBe(0));
+    // Reconnected, the stream is counted again and goes on from its last event.
+    const resumed = eventReader(await follow(api, started.body.status_url, app.token, "1"));
+    await consume(api, started.message);
+    let end = await resumed.event();
+    if (end?.id === "2") end = await resumed.event();
+    expect(end?.id).toBe("3");
+  });
+
   it("costs a run nobody follows nothing: its owner never reaches a hub", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);

@@ -1,11 +1,18 @@
 import { SSEStreamingApi } from "hono/streaming";
-import type { AsyncRun, AsyncRunStatus } from "../../db/schema";
+import type { AsyncRunStatus } from "../../db/schema";
 import { ApiError, invalidField } from "../../platform/errors";
 import { log } from "../../platform/log";
 import type { Scope } from "../../platform/scope";
-import { joinFollowers, readWord, type Word } from "./followers";
-import { resourceText } from "./resource";
-import { followRunRow, runById } from "./store";
+import {
+  FOLLOWERS_PER_RUN_MAX,
+  countStream,
+  joinFollowers,
+  readWord,
+  STREAMS_PER_PROJECT_MAX,
+  type Word,
+} from "./followers";
+import { resourceText, runJson } from "./resource";
+import { followRunRow, type RunState, runStateById, storedResult } from "./store";
 
 /**
  * A run's status as a stream (`Accept: text/event-stream` on its status URL): the run resource as an
@@ -21,14 +28,25 @@ import { followRunRow, runById } from "./store";
  * is large), so the stream sends it without another D1 read; otherwise it reads the run and sends that.
  * A run nobody follows never has a hub.
  *
+ * What the stream reads of its run is its state (`RunState`: a few hundred bytes), never the stored
+ * request, at its start and at each recheck alike; the result is read once, for the last event, when no
+ * word brought it. A stream may wait ~35 minutes per connection on the one database every project
+ * shares, so its rechecks must not cost what the run carries (a 200 KiB body read every minute did).
+ *
  * Platform limits this stays within, for a stream held 15 minutes or more:
  * - D1 allows 50 queries per Worker invocation on Workers Free (1,000 on Paid; D1's "Queries per Worker
  *   invocation"). A stream makes ~3 before it starts (key, run, follow), one per change whose word came
- *   without the run (≤ 3), one after each lost hub, and one every `RECHECK_EVERY` keep-alives (60 s): the
+ *   without the run (≤ 3, and one for the result of the end), one after each lost hub, and one every
+ *   `RECHECK_EVERY` keep-alives (60 s): the
  *   safety net for a word its hub never passed on (an owner that died between its write and its word).
  *   At `QUERIES_MAX` it closes; the client resumes with `Last-Event-ID` in a fresh invocation. That is
  *   ~35 minutes of an unchanged run per connection.
- * - Subrequests and connections: one WebSocket to the hub, held; rejoined at most `REJOINS_MAX` times.
+ * - Subrequests and connections: two WebSockets held (of the six connections an invocation may have
+ *   open): one to the hub, rejoined at most `REJOINS_MAX` times, and one to its project's count of
+ *   streams, whose loss closes the stream (the client resumes, and is counted again).
+ *
+ * Bounded: at most `FOLLOWERS_PER_RUN_MAX` streams follow one run and `STREAMS_PER_PROJECT_MAX` are
+ * open in one project (followers.ts says why those numbers); past either, a 429 with `Retry-After`.
  * - Wall time: a Worker serving a connected client has no wall-clock limit; the hub's sockets hibernate,
  *   so the Durable Object is not held in memory (nor billed) while the stream waits.
  * - CPU: a few milliseconds per event; waiting costs none.
@@ -44,6 +62,8 @@ export const QUERIES_MAX = 40;
 export const REJOINS_MAX = 3;
 /** What an EventSource waits before it reconnects after the stream closed before the run's end. */
 export const RECONNECT_MS = 1_000;
+/** A stream refused for the streams already open: when to try again (a stream's place frees as a run ends or a client leaves). */
+export const FULL_RETRY_AFTER_S = 15;
 
 /** Each state's place in a run's life: the id of its event. */
 const PLACE: Record<AsyncRunStatus, number> = { queued: 1, running: 2, succeeded: 3, failed: 3, cancelled: 3 };
@@ -85,26 +105,46 @@ class Wakeup {
 }
 
 /**
- * The event stream of `run` (already read and authorized by the caller), from `Last-Event-ID` on.
+ * The run resource at `run`'s state: an ended run's with its result, read now (the one read of it a
+ * stream makes); a queued or running run has none.
  */
-export async function followRun(scope: Scope, request: Request, run: AsyncRun): Promise<Response> {
+async function resourceAt(scope: Scope, run: RunState): Promise<string> {
+  if (!isFinal(run.status)) return runJson(run, null);
+  const stored = (await storedResult(scope.db, run.id)) ?? { result: null, resultInR2: false };
+  return resourceText(scope.env, { ...run, ...stored });
+}
+
+/**
+ * The event stream of `run` (its state, already read and authorized by the caller), from `Last-Event-ID` on.
+ */
+export async function followRun(scope: Scope, request: Request, run: RunState): Promise<Response> {
   let sent = lastPlaceOf(request) ?? 0;
   const headers = { ...HEADERS, "X-Run-Id": run.id };
   if (isFinal(run.status)) {
     // Ended: its last event (unless the client has it), and no stream to keep open.
     if (sent >= FINAL_PLACE) return new Response(null, { status: 204, headers: { "X-Run-Id": run.id } });
     const sse = eventStream();
-    const text = await resourceText(scope.env, run);
+    const text = await resourceAt(scope, run);
     void sse.writeSSE({ id: String(FINAL_PLACE), data: text }).finally(() => sse.close());
     return new Response(sse.responseReadable, { status: 200, headers });
   }
 
+  // Joined to the run's hub, then counted among the project's streams: each refuses past its bound.
   let hub = await join(scope.env, run.id);
-  // Joined first, then marked: a change after this write is told to the hub, and one before it is read here.
-  const now = await followRunRow(scope.db, run.id);
+  let counted: WebSocket | undefined;
+  let now: RunState | undefined;
+  try {
+    counted = await countInProject(scope.env, run.projectId);
+    // Joined first, then marked: a change after this write is told to the hub, and one before it is read here.
+    now = await followRunRow(scope.db, run.id);
+  } catch (error) {
+    closeAll(hub, counted);
+    throw error;
+  }
   const sse = eventStream();
   const wakeup = new Wakeup();
   let hubLost = false;
+  let countLost = false;
   let clientGone = false;
   const words: Word[] = [];
   const listen = (socket: WebSocket) => {
@@ -120,6 +160,12 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
     socket.addEventListener("error", lost);
   };
   listen(hub);
+  const lostCount = () => {
+    countLost = true;
+    wakeup.ring();
+  };
+  counted.addEventListener("close", lostCount);
+  counted.addEventListener("error", lostCount);
   sse.onAbort(() => {
     clientGone = true;
     wakeup.ring();
@@ -133,7 +179,7 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
     }
     return place === FINAL_PLACE;
   };
-  const send = (row: AsyncRun) => sendAt(PLACE[row.status], () => resourceText(scope.env, row));
+  const send = (state: RunState) => sendAt(PLACE[state.status], () => resourceAt(scope, state));
 
   const loop = async () => {
     let queries = 0;
@@ -146,6 +192,8 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
     for (;;) {
       const woke = await Promise.race([tick, wakeup.next()]);
       if (clientGone) return;
+      // The project's count of streams restarted: this stream is no longer counted, so it ends; its client resumes.
+      if (countLost) return resumeLater();
       let reread = hubLost || rejoined;
       rejoined = false;
       if (woke === "tick") {
@@ -162,7 +210,7 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
       if (!reread) continue;
       if (queries >= QUERIES_MAX) return resumeLater();
       queries++;
-      const row = await runById(scope.db, run.id);
+      const row = await runStateById(scope.db, run.id);
       // Purged at the end of its retention while followed: nothing more will come.
       if (!row || (await send(row))) return;
       if (hubLost) {
@@ -185,14 +233,21 @@ export async function followRun(scope: Scope, request: Request, run: AsyncRun): 
       await resumeLater();
     })
     .finally(async () => {
-      try {
-        hub.close();
-      } catch {
-        // Closed by the hub already.
-      }
+      closeAll(hub, counted);
       await sse.close();
     });
   return new Response(sse.responseReadable, { status: 200, headers });
+}
+
+/** Closes what the stream held (its count, its hub), each that is there and not closed already. */
+function closeAll(...sockets: (WebSocket | undefined)[]): void {
+  for (const socket of sockets) {
+    try {
+      socket?.close();
+    } catch {
+      // Closed by its object already.
+    }
+  }
 }
 
 /** Hono's writer of server-sent events over a stream of our own (no router context needed). */
@@ -201,12 +256,38 @@ function eventStream(): SSEStreamingApi {
   return new SSEStreamingApi(writable, readable);
 }
 
-/** Joins the run's followers; a hub that cannot be reached now is a 503 to retry. */
+/** Joins the run's followers: a 429 when the run has its most, a 503 to retry when its hub cannot be reached now. */
 async function join(env: Env, runId: string): Promise<WebSocket> {
+  const hub = await reach(() => joinFollowers(env, runId), { run_id: runId });
+  if (hub) return hub;
+  throw full(
+    `This run already has ${FOLLOWERS_PER_RUN_MAX} status streams, the most one run may have. Read its state with GET (without Accept: text/event-stream), or retry after Retry-After.`,
+    FOLLOWERS_PER_RUN_MAX,
+  );
+}
+
+/** The stream counted among the project's open streams: a 429 when it has its most, a 503 to retry when its count cannot be reached now. */
+async function countInProject(env: Env, projectId: string): Promise<WebSocket> {
+  const counted = await reach(() => countStream(env, projectId), { project_id: projectId });
+  if (counted) return counted;
+  throw full(
+    `This project already has ${STREAMS_PER_PROJECT_MAX} status streams open, the most one project may have. Read the run's state with GET (without Accept: text/event-stream), or retry after Retry-After.`,
+    STREAMS_PER_PROJECT_MAX,
+  );
+}
+
+const full = (detail: string, limit: number) =>
+  new ApiError("rate_limited", detail, {
+    headers: { "Retry-After": String(FULL_RETRY_AFTER_S) },
+    extensions: { limit },
+  });
+
+/** `open()`, or a 503 to retry when the object it reaches cannot be reached now. */
+async function reach<T>(open: () => Promise<T>, ids: Record<string, string>): Promise<T> {
   try {
-    return await joinFollowers(env, runId);
+    return await open();
   } catch (error) {
-    log("warn", "run followers unreachable", { run_id: runId, error });
+    log("warn", "run followers unreachable", { ...ids, error });
     throw new ApiError(
       "service_unavailable",
       "The run's status stream could not be opened this time; retry the request.",

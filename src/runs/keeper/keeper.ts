@@ -8,8 +8,11 @@ import { offWire } from "../app-request";
 import { runMeta } from "../call";
 import { type OutcomePort, problemOutcome } from "../outcome";
 import { endInterrupted } from "./handed-over";
-import { keepCall, type KeptCall, startOf } from "./kept-call";
-import type { KeeperAnswer, KeptRun } from "./message";
+import { keepCall, type KeptCall, type RunKeyStatus, startOf } from "./kept-call";
+import type { BusyReason, KeeperAnswer, KeptRun, KeyedAnswer } from "./message";
+import { IDEMPOTENCY_WINDOW_MS } from "../async/accept";
+
+export { KEEPER_SHARDS, keeperName } from "./shard";
 
 /**
  * The keepers of waited runs: Durable Objects (`RUN_KEEPER`), one per project and shard of the run id
@@ -52,26 +55,76 @@ import type { KeeperAnswer, KeptRun } from "./message";
  *   webhook's send come after it), so runs never share that limit and it does not bound their number.
  * - What the runs share is the object's isolate: 128 MB and one thread. A run holds its request body
  *   (read whole, at most 6 MiB) until it is sent and no more of its answer than a synchronous run does
- *   (a copy of at most 4 MiB, an envelope of at most 10 MiB). How many a keeper takes at once is a
- *   choice, the setting `KEEPER_RUNS_MAX` (default 32, at most 64; 8 keepers per project): runs of a
- *   few hundred KiB leave most of the 128 MB free at 32, while 32 runs each at those limits would not
- *   fit (the keeper counts runs, not bytes). Past it a run is refused (503, `Retry-After: 1`), never
- *   queued behind the others: the caller retries or starts it with `?async=true` (a queue consumer of
- *   its own).
+ *   (a copy of at most 4 MiB, an envelope of at most 10 MiB). So a keeper takes a run only within its
+ *   count (`KEEPER_RUNS_MAX`, default 32, at most 64; 8 keepers per project), its bytes of bodies
+ *   (KEEPER_BODY_BYTES_MAX: 32 runs at the body limit would not fit), a caller's share and the room left
+ *   for callers who wait (`keeperRefusal`; docs/runs.md#admission-count-bytes-a-callers-share states the
+ *   rule and its numbers). It counts a run from before its first await (the delivery's record is a D1
+ *   write: a count taken after it let 40 runs past a cap of 32) and frees it if the run does not start.
+ *   Past them a run is refused (503, or 429 for the caller's share; `Retry-After: 1`), never queued.
+ * - A run under an `Idempotency-Key` has its run id in the key's shard (shard.ts), so its retries come
+ *   here: the keeper keeps key → run (`run_keys`, 24 hours), and a retry joins the run (`KeptCall.join`)
+ *   instead of calling the app again. No D1 round trip: the key is the keeper's.
  */
 
-/** Shards of a project's keepers: a project's waited runs in flight spread over this many objects. */
-export const KEEPER_SHARDS = 8;
 /** A run's keeper holds it from this soon after its call starts (until then the Worker's request holds the object). */
 const HOLD_FROM_MS = 5_000;
 /** One alarm holds the keeper's runs this long (of its 15 minutes of wall time), then re-arms. */
 const ALARM_HOLD_MS = 14 * 60_000;
 
-/** The keeper of `runId` of `projectId`: the name of its Durable Object, from the run id's random part. */
-export function keeperName(projectId: string, runId: string): string {
-  let hash = 0;
-  for (let i = runId.length - 8; i < runId.length; i++) hash = (hash * 31 + runId.charCodeAt(i)) >>> 0;
-  return `${projectId}:${hash % KEEPER_SHARDS}`;
+/**
+ * The bytes of request bodies a keeper holds at once: 48 MiB, eight bodies at the 6 MiB limit. Of the
+ * isolate's 128 MB this leaves about 75 MiB for what its runs hold of their answers (a copy at most
+ * 4 MiB, an envelope or a handed-over run's answer at most 10 MiB, whichever few are being read at
+ * once) and for the runtime itself. A body is charged from admission to the run's end.
+ */
+export const KEEPER_BODY_BYTES_MAX = 48 * 1024 * 1024;
+/**
+ * A caller holds at most this part of a keeper's runs (half: 16 of 32, so 128 of a project's 256): the
+ * other half stays for the project's other callers, and a caller alone never meets it by the chance of
+ * its run ids' shards (40 runs in flight put about 5 in each keeper, rarely more than 10).
+ */
+export const callerRunsMax = (runsMax: number) => Math.max(1, Math.ceil(runsMax / 2));
+/**
+ * Handed-over runs fill at most this many of a keeper's runs (three quarters: 24 of 32); past it the
+ * rest go only to callers with no handed-over run in the keeper, so callers who wait keep their room.
+ */
+export const handedOverRunsMax = (runsMax: number) => runsMax - Math.floor(runsMax / 4);
+
+/** A run a keeper holds: from its admission (before any await) to its end; `call` once it is made. */
+interface Held {
+  caller: string;
+  bytes: number;
+  handedOver: boolean;
+  /** Its call once made (`null` when it never was: the run is not taken, its slot is free). */
+  call: Promise<KeptCall | null>;
+}
+
+/** Why the keeper does not take `run` now, or `null` when it does (docs/runs.md#the-keeper). */
+export function keeperRefusal(
+  held: Iterable<Held>,
+  run: { caller: string; bytes: number },
+  runsMax: number,
+): BusyReason | null {
+  let runs = 0;
+  let bytes = run.bytes;
+  let callers = 0;
+  let handedOver = 0;
+  let callerHandedOver = false;
+  for (const h of held) {
+    runs++;
+    bytes += h.bytes;
+    if (h.caller === run.caller) callers++;
+    if (h.handedOver) {
+      handedOver++;
+      if (h.caller === run.caller) callerHandedOver = true;
+    }
+  }
+  if (callers >= callerRunsMax(runsMax)) return "caller";
+  if (handedOver >= handedOverRunsMax(runsMax) && callerHandedOver) return "handed_over";
+  if (runs >= runsMax) return "runs";
+  if (bytes > KEEPER_BODY_BYTES_MAX) return "bytes";
+  return null;
 }
 
 /** What the keeper stores of a run it holds, from "called" to the run's end (then the record goes). */
@@ -89,8 +142,29 @@ interface KeptRecord {
 
 type StoredDelivery = Omit<PendingDelivery, "secret" | "createdAt"> & { createdAt: number };
 
-/** The keeper's storage (SQLite): a record per run it holds. */
-const SCHEMA = "CREATE TABLE IF NOT EXISTS kept_runs (run_id TEXT PRIMARY KEY, record TEXT NOT NULL)";
+/**
+ * The keeper's storage (SQLite): a record per run it holds, and the runs of its callers'
+ * `Idempotency-Key`s (24 hours each; each new key removes up to KEYS_PURGED expired ones, so expired
+ * keys go faster than keys come).
+ */
+const SCHEMA = [
+  "CREATE TABLE IF NOT EXISTS kept_runs (run_id TEXT PRIMARY KEY, record TEXT NOT NULL)",
+  `CREATE TABLE IF NOT EXISTS run_keys (
+    caller TEXT NOT NULL, key TEXT NOT NULL, run_id TEXT NOT NULL, request_hash TEXT NOT NULL,
+    created_at INTEGER NOT NULL, status TEXT NOT NULL, PRIMARY KEY (caller, key)
+  ) WITHOUT ROWID`,
+  "CREATE INDEX IF NOT EXISTS run_keys_created ON run_keys (created_at)",
+  "CREATE INDEX IF NOT EXISTS run_keys_run ON run_keys (run_id)",
+];
+const KEYS_PURGED = 16;
+/** Requests under one key that may wait for its run at once, beside the one that made it (past it: the caller's 429). */
+const JOINED_MAX = 8;
+
+type RunKeyRow = {
+  run_id: string;
+  request_hash: string;
+  status: RunKeyStatus;
+};
 
 /** The keeper's logic, apart from the Durable Object class so that it reads as plain code. */
 export class Keeper {
@@ -98,6 +172,10 @@ export class Keeper {
   readonly #sql: SqlStorage;
   /** The runs this object is calling now: their records are theirs; any other record is a lost run's. */
   readonly #live = new Map<string, KeptCall>();
+  /** The runs it holds, from admission to their end: what admission counts (`keeperRefusal`). */
+  readonly #held = new Map<string, Held>();
+  /** Requests under a run's key that joined it and wait for it now (`joined`). */
+  readonly #joined = new Map<string, number>();
   /** The alarm's time as this object set it (`null`: none set since it was made, or it has fired). */
   #alarmAt: number | null = null;
   /** Whether the alarm's handler is holding the runs now (it re-arms itself when it ends). */
@@ -113,7 +191,7 @@ export class Keeper {
   ) {
     this.#storage = state.storage;
     this.#sql = state.storage.sql;
-    this.#sql.exec(SCHEMA);
+    for (const statement of SCHEMA) this.#sql.exec(statement);
   }
 
   /** The scope of a run's work here: the keeper's own (its config, its D1 client), with the run's request id. */
@@ -133,10 +211,109 @@ export class Keeper {
    */
   async run(appRequest: Request, run: KeptRun): Promise<KeeperAnswer> {
     // The Worker hands each run over once (it never retries this call): the guard is for a run in flight.
-    if (this.#live.has(run.runId)) throw new Error(`The keeper has run ${run.runId} already.`);
+    if (this.#held.has(run.runId)) throw new Error(`The keeper has run ${run.runId} already.`);
     const scope = this.#scopeOf(run.requestId);
-    if (this.#live.size >= scope.config.keeperRunsMax) return { kind: "busy" };
     const received = Date.now();
+    if (run.key) {
+      const keyed = this.#keyed(run, received);
+      if (keyed === "busy") return { kind: "busy", reason: "caller" };
+      if (keyed !== null) {
+        await appRequest.body?.cancel();
+        return { kind: "keyed", runId: keyed.runId, answer: await keyed.answer };
+      }
+    }
+    const reason = keeperRefusal(
+      this.#held.values(),
+      { caller: run.caller, bytes: run.bytesIn },
+      scope.config.keeperRunsMax,
+    );
+    if (reason !== null) return { kind: "busy", reason };
+    // The run's slot (and its key) are taken before the first await: runs arriving meanwhile count it.
+    let started!: (call: KeptCall | null) => void;
+    const held: Held = {
+      caller: run.caller,
+      bytes: run.bytesIn,
+      handedOver: false,
+      call: new Promise((resolve) => (started = resolve)),
+    };
+    this.#held.set(run.runId, held);
+    if (run.key) this.#keep(run, received);
+    let call: KeptCall;
+    try {
+      call = await this.#start(scope, appRequest, run, received, held);
+    } catch (error) {
+      // Not started (the delivery's record could not be written): nothing was called; the slot and key are free.
+      this.#held.delete(run.runId);
+      if (run.key) this.#sql.exec("DELETE FROM run_keys WHERE run_id = ?", run.runId);
+      started(null);
+      throw error;
+    }
+    started(call);
+    return call.toCaller;
+  }
+
+  /**
+   * The run a request's key names already, if any: what the request gets instead of a run of its own
+   * (`null`: the key is free, the request makes the run). A run this keeper holds is joined; an ended
+   * one answered from its key's record; a different request under the key is `reused`.
+   */
+  #keyed(run: KeptRun, now: number): { runId: string; answer: Promise<KeyedAnswer> } | "busy" | null {
+    const key = run.key!;
+    const row = this.#sql
+      .exec<RunKeyRow>(
+        "SELECT run_id, request_hash, status FROM run_keys WHERE caller = ? AND key = ? AND created_at > ?",
+        run.caller,
+        key.value,
+        now - IDEMPOTENCY_WINDOW_MS,
+      )
+      .toArray()[0];
+    if (row === undefined) return null;
+    const runId = row.run_id;
+    if (row.request_hash !== key.requestHash) return { runId, answer: Promise.resolve({ kind: "reused" }) };
+    const held = this.#held.get(runId);
+    if (held === undefined) return { runId, answer: Promise.resolve(endedAnswer(row.status)) };
+    if (this.joined(runId) >= JOINED_MAX) return "busy";
+    const until = now + Math.max(0, run.wait * 1000 - run.sentAfterMs);
+    this.#joined.set(runId, this.joined(runId) + 1);
+    const answer = held.call
+      .then(async (call): Promise<KeyedAnswer> => {
+        if (call === null) return { kind: "run", status: "failed" };
+        const joined = await call.join(until);
+        return joined.kind === "handed_over" ? { kind: "run", status: "running" } : joined;
+      })
+      .finally(() => {
+        const left = this.joined(runId) - 1;
+        if (left === 0) this.#joined.delete(runId);
+        else this.#joined.set(runId, left);
+      });
+    return { runId, answer };
+  }
+
+  /** How many requests under run `runId`'s key wait for it now, beside the one that made it. */
+  joined(runId: string): number {
+    return this.#joined.get(runId) ?? 0;
+  }
+
+  /** Records `run` as its key's run (and drops a few keys past their 24 hours). */
+  #keep(run: KeptRun, now: number): void {
+    const key = run.key!;
+    this.#sql.exec(
+      `DELETE FROM run_keys WHERE (caller, key) IN
+        (SELECT caller, key FROM run_keys WHERE created_at <= ? ORDER BY created_at LIMIT ${KEYS_PURGED})`,
+      now - IDEMPOTENCY_WINDOW_MS,
+    );
+    this.#sql.exec(
+      "INSERT OR REPLACE INTO run_keys (caller, key, run_id, request_hash, created_at, status) VALUES (?, ?, ?, ?, ?, 'running')",
+      run.caller,
+      key.value,
+      run.runId,
+      key.requestHash,
+      now,
+    );
+  }
+
+  /** Starts a taken run: its delivery on record, "called" in storage, then the app's call. */
+  async #start(scope: Scope, appRequest: Request, run: KeptRun, received: number, held: Held): Promise<KeptCall> {
     const clock = (wall = Date.now()) => run.acceptedAt + run.sentAfterMs + (wall - received);
     // The delivery is on record (its secret sealed) before the app is called, as for a synchronous run.
     const pending = run.webhook
@@ -166,6 +343,7 @@ export class Keeper {
       pending,
       clock,
       handedOver: (at) => {
+        held.handedOver = true;
         this.#sql.exec(
           "UPDATE kept_runs SET record = ? WHERE run_id = ?",
           JSON.stringify({ ...record, phase: "handed_over", handedOverAt: at }),
@@ -178,15 +356,15 @@ export class Keeper {
     });
     this.#live.set(run.runId, call);
     void call.ended.then(
-      () => this.#forget(run.runId, true),
+      () => this.#forget(run.runId, call.endedAs()),
       (error: unknown) => {
         // Its end could not be stored (D1 or R2 failing): the next alarm finds its record and ends it `interrupted`.
         log("error", "waited run not ended by its keeper", { run_id: run.runId, error });
-        this.#forget(run.runId, false);
+        this.#forget(run.runId, null);
         this.#arm(Date.now() + 1_000);
       },
     );
-    return call.toCaller;
+    return call;
   }
 
   /** The caller of `runId` hung up: while it waited, that hands the run over at once. */
@@ -202,13 +380,18 @@ export class Keeper {
   }
 
   /**
-   * A run is over (`ended`: its end is stored), or given up to the alarm: it leaves memory, and its
-   * record when it ended. An object reset before that write is committed
-   * leaves it, and the run is then taken for one its keeper lost (docs/runs.md says what that means).
+   * A run is over (`ended`: how, its end stored), or given up to the alarm (`null`): it leaves memory and
+   * frees its slot, and its record goes when it ended (its key says how). An object reset before that
+   * write is committed leaves it, and the run is then taken for one its keeper lost (docs/runs.md says
+   * what that means).
    */
-  #forget(runId: string, ended: boolean): void {
+  #forget(runId: string, ended: RunKeyStatus | null): void {
     this.#live.delete(runId);
-    if (ended) this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", runId);
+    this.#held.delete(runId);
+    if (ended !== null) {
+      this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", runId);
+      this.#sql.exec("UPDATE run_keys SET status = ? WHERE run_id = ?", ended, runId);
+    }
     if (this.#live.size === 0) this.#idle?.();
   }
 
@@ -269,8 +452,13 @@ export class Keeper {
       log("error", "waited run interrupted", { run_id: run.runId, project_id: run.projectId, phase: record.phase });
     }
     this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", run.runId);
+    this.#sql.exec("UPDATE run_keys SET status = 'failed' WHERE run_id = ?", run.runId);
   }
 }
+
+/** What a request under the key of an ended run gets: its answer is not kept; a stored run is read at its URL. */
+const endedAnswer = (status: RunKeyStatus): KeyedAnswer =>
+  status === "answered" ? { kind: "answered" } : { kind: "run", status };
 
 /** A pending delivery as the keeper stores it: without its secret in clear (it is sealed). */
 const storedDelivery = ({ secret: _secret, createdAt, ...rest }: PendingDelivery): StoredDelivery => ({

@@ -43,7 +43,27 @@ export interface KeptCall {
   ended: Promise<void>;
   /** The caller hung up: while waiting, that is the hand-over; during an answer, its ending. */
   callerLeft(): void;
+  /**
+   * A retry under the run's `Idempotency-Key` joins it, waiting until `until` (`Date.now()`): a run
+   * still waiting is handed over at once (from then on its answer is stored, so every request of the
+   * key can have it); a handed-over run's stored answer if it ends by then, else the hand-over.
+   */
+  join(until: number): Promise<Joined>;
+  /** How it ended, once `ended` resolved: its answer went to its caller, or was stored with this status. */
+  endedAs(): RunKeyStatus;
 }
+
+/** A key's run as its keeper knows it: in flight, answered to the caller who waited, or stored (its status). */
+export type RunKeyStatus = "running" | "answered" | "succeeded" | "failed";
+
+/** What a retry that joined a run gets (`join`). */
+export type Joined =
+  /** The run ended within the retry's wait: its stored answer (the status URL's `result`). */
+  | { kind: "whole"; answer: WholeAnswer }
+  /** The run goes on past the retry's wait: the retry gets the run resource (202). */
+  | { kind: "handed_over" }
+  /** The run's answer went to the request that waited for it: nothing of it is kept. */
+  | { kind: "answered" };
 
 export interface KeepParts {
   scope: Scope;
@@ -79,6 +99,11 @@ export function keepCall(parts: KeepParts): KeptCall {
   let phase: Phase = "waiting";
   let callerGone = false;
   let handedOverAt: number | null = null;
+  let endedAs: RunKeyStatus = "running";
+  let storedAnswer!: (answer: RunAnswer) => void;
+  const stored = new Promise<RunAnswer>((resolve) => (storedAnswer = resolve));
+  /** The caller's answer when the run could not be handed over (D1 refused its row). */
+  let refusedAnswer: WholeAnswer | null = null;
   let answerCaller!: (answer: KeeperAnswer) => void;
   const toCaller = new Promise<KeeperAnswer>((resolve) => (answerCaller = resolve));
   const applied = (response: Response) => {
@@ -165,7 +190,8 @@ export function keepCall(parts: KeepParts): KeptCall {
           { ...runMeta(run.runId), headers: { "Retry-After": "1", "X-Run-Id": run.runId } },
         );
         stop.abort(error);
-        answerCaller({ kind: "whole", answer: wholeOf(failureAnswer(error, run.requestId)) });
+        refusedAnswer = wholeOf(failureAnswer(error, run.requestId));
+        answerCaller({ kind: "whole", answer: refusedAnswer });
         return false;
       });
     return handingOver;
@@ -174,6 +200,7 @@ export function keepCall(parts: KeepParts): KeptCall {
   /** The caller gets a whole answer (the envelope, a problem) within the wait. */
   async function answerWhole(answer: EnvelopeAnswer, answeredAt: number | null): Promise<void> {
     phase = "answered";
+    endedAs = "answered";
     clearTimeout(waitTimer);
     answerCaller({ kind: "whole", answer: wholeOf(answer) });
     if (pending) await enqueuePending(scope, pending, answer.text);
@@ -185,6 +212,7 @@ export function keepCall(parts: KeepParts): KeptCall {
   /** The caller gets the app's answer passed through, as it streams; the run ends with its body. */
   async function answerPassedThrough(call: AppCall): Promise<void> {
     phase = "answered";
+    endedAs = "answered";
     clearTimeout(waitTimer);
     const { response, copy } = passThrough(call, context, pending !== null);
     answerCaller({ kind: "answered", response: applied(response) });
@@ -211,6 +239,7 @@ export function keepCall(parts: KeepParts): KeptCall {
   async function store(answer: RunAnswer, answeredAt: number | null): Promise<void> {
     if (!(await handingOver)) {
       // Not handed over after all (D1 refused the row): the caller was told; the run ends with that.
+      endedAs = "answered";
       const refused = new ApiError("service_unavailable", "The run could not be handed over.", runMeta(run.runId));
       parts.ended(outcomeOf({ status: refused.status, failure: refused }, { answeredAt }, 0));
       return;
@@ -224,6 +253,8 @@ export function keepCall(parts: KeepParts): KeptCall {
       { calledAt: clock(calledAt), handedOverAt, endedAt },
       answer,
     );
+    endedAs = ending.status;
+    storedAnswer(answer);
     if (pending) await enqueuePending(scope, pending, answer.text);
     parts.ended(outcomeOf(answer, { answeredAt }, ending.resultBytes));
   }
@@ -261,6 +292,20 @@ export function keepCall(parts: KeepParts): KeptCall {
       callerGone = true;
       if (phase === "waiting") void handOver();
     },
+    async join(until) {
+      if (phase === "answered") return { kind: "answered" };
+      if (phase === "waiting") void handOver();
+      if (!(await handingOver)) return { kind: "whole", answer: refusedAnswer! };
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const answer = await Promise.race([
+        stored,
+        new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), Math.max(0, until - Date.now())))),
+      ]);
+      if (timer !== undefined) clearTimeout(timer);
+      if (answer === null) return { kind: "handed_over" };
+      return { kind: "whole", answer: wholeOf({ ...answer, headers: {} }) };
+    },
+    endedAs: () => endedAs,
   };
 }
 

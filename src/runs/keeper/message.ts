@@ -36,7 +36,19 @@ export interface KeptRun {
   webhook: { endpoint: string; secret: string | undefined } | null;
   /** Bytes of the caller's body (a waited run's body is read whole before it is handed over). */
   bytesIn: number;
+  /**
+   * The caller's `Idempotency-Key` and the hash of the request it stands for (`requestHashOf`); absent
+   * or `null` without one. The run id is in the key's shard (shard.ts), so every retry reaches this keeper.
+   */
+  key?: { value: string; requestHash: string } | null;
 }
+
+/**
+ * Why a keeper did not take a run (docs/runs.md#the-keeper): it holds `KEEPER_RUNS_MAX` runs (`runs`)
+ * or its bytes of request bodies (`bytes`); the caller holds its share of them (`caller`); or the
+ * handed-over runs fill their part and this caller has one of them (`handed_over`).
+ */
+export type BusyReason = "runs" | "bytes" | "caller" | "handed_over";
 
 /** The keeper's answer to the Worker: the caller's answer, or the run handed over. */
 export type KeeperAnswer =
@@ -49,8 +61,24 @@ export type KeeperAnswer =
   | { kind: "whole"; answer: WholeAnswer }
   /** The wait ended first, or the caller left: the run's row is written, it goes on; the caller gets 202. */
   | { kind: "handed_over"; status: "running" }
-  /** The keeper holds as many runs as it may (`KEEPER_RUNS_MAX`): this one was not taken, nothing was called. */
-  | { kind: "busy" };
+  /** The keeper may not take the run now (`BusyReason`): it was not taken, nothing was called. */
+  | { kind: "busy"; reason: BusyReason }
+  /**
+   * A retry under a key that names run `runId` (its own run id was never used): `answer` is what it gets
+   * (`Joined`), or the run's state when it has ended (`status`), or `reused` for a different request.
+   */
+  | { kind: "keyed"; runId: string; answer: KeyedAnswer };
+
+/** What a request under a key that already names a run gets: never a second call of the app. */
+export type KeyedAnswer =
+  /** The run's stored answer: it ended within this request's wait. */
+  | { kind: "whole"; answer: WholeAnswer }
+  /** The run is handed over (running, or ended and stored with `status`): the run resource, 202. */
+  | { kind: "run"; status: "running" | "succeeded" | "failed" }
+  /** Its answer went to the request that waited for it, and is not kept. */
+  | { kind: "answered" }
+  /** The key was used for a different request (method, app, path, query, webhook or body). */
+  | { kind: "reused" };
 
 /** A whole answer's parts: what `responseOf` makes the caller's response of. */
 export interface WholeAnswer {

@@ -1,11 +1,11 @@
 import { ApiError } from "../../platform/errors";
 import type { Scope } from "../../platform/scope";
 import type { AdmittedRun } from "../admit";
-import { acceptedBody } from "../async/accept";
+import { acceptedBody, idempotencyKeyOf, requestHashOf } from "../async/accept";
 import { onWire } from "../app-request";
 import { type AppRequest, runMeta } from "../call";
 import { keeperName } from "./keeper";
-import type { KeeperAnswer, KeptRun } from "./message";
+import type { BusyReason, KeeperAnswer, KeptRun, KeyedAnswer } from "./message";
 import { failureAnswer, responseOf } from "../answer";
 
 /**
@@ -40,6 +40,8 @@ export async function waitRun(
 ): Promise<Response> {
   const { runId } = waited;
   const wait = admitted.wait!;
+  // With a key, the run id is in the key's shard (admit.ts `startOf`): a retry reaches the same keeper.
+  const key = idempotencyKeyOf(request);
   const kept: KeptRun = {
     v: 1,
     runId,
@@ -58,6 +60,7 @@ export async function waitRun(
     cancelAfterMs: admitted.cancelAfterMs,
     webhook: admitted.webhook,
     bytesIn: bytesInOf(admitted),
+    key: key === null ? null : { value: key, requestHash: await requestHashOf(request, admitted) },
   };
   const keeper = scope.env.RUN_KEEPER.get(scope.env.RUN_KEEPER.idFromName(keeperName(admitted.projectId, runId)));
   const signal = request.signal as AbortSignal | undefined;
@@ -86,24 +89,82 @@ export async function waitRun(
     return response;
   }
   signal?.removeEventListener("abort", left);
-  if (answer.kind === "busy") {
-    const busy = new ApiError(
-      "service_unavailable",
-      "Too many waited runs of this project are in flight (KEEPER_RUNS_MAX); retry after Retry-After, or start the run with ?async=true.",
-      { ...runMeta(runId), headers: { "Retry-After": "1", "X-Run-Id": runId } },
-    );
-    // Nothing was called: the run ends here, with this problem as its outcome.
-    notTaken(busy);
-    throw busy;
+  const refused =
+    answer.kind === "busy"
+      ? busyProblem(answer.reason, runId)
+      : answer.kind === "keyed" && answer.answer.kind === "reused"
+        ? keyReused(answer.runId)
+        : answer.kind === "keyed" && answer.answer.kind === "answered"
+          ? answerNotKept(answer.runId)
+          : null;
+  if (refused !== null) {
+    // Nothing was called: this request ends here, with this problem as its outcome (a record of its own).
+    notTaken(refused);
+    throw refused;
   }
-  return handedOver(request, admitted, runId, wait);
+  if (answer.kind === "keyed" && (answer.answer.kind === "whole" || answer.answer.kind === "run"))
+    return keyedResponse(request, admitted, answer.runId, answer.answer, wait);
+  return handedOver(request, admitted, runId, "running", wait);
+}
+
+/** The refusal of a run its keeper did not take: 503 when the keeper is full, 429 when the caller holds its share. */
+function busyProblem(reason: BusyReason, runId: string): ApiError {
+  const headers = { "Retry-After": "1", "X-Run-Id": runId };
+  const or = "retry after Retry-After, or start the run with ?async=true.";
+  const detail: Record<BusyReason, string> = {
+    runs: `Too many waited runs of this project are in flight (KEEPER_RUNS_MAX); ${or}`,
+    bytes: `The waited runs of this project in flight hold as many request bytes as they may; ${or}`,
+    caller: `This caller holds its share of this project's waited runs in flight; ${or}`,
+    handed_over: `This caller's handed-over runs fill this project's room for them; ${or}`,
+  };
+  const code = reason === "caller" || reason === "handed_over" ? "rate_limited" : "service_unavailable";
+  return new ApiError(code, detail[reason], { ...runMeta(runId), headers });
+}
+
+/** The 422 of a key used before for a different request, as an async run's (naming the key's run). */
+const keyReused = (runId: string) =>
+  new ApiError(
+    "idempotency_key_reused",
+    `The Idempotency-Key was used for run ${runId} with a different request (method, app, query, webhook or body) in the last 24 hours.`,
+    { extensions: { run_id: runId } },
+  );
+
+/** The 409 of a key whose run was answered to the request that waited for it: that answer is not kept. */
+const answerNotKept = (runId: string) =>
+  new ApiError(
+    "conflict",
+    `The Idempotency-Key names run ${runId}, whose answer went to the request that waited for it; a waited run's answer is not kept. Use a new key to run it again.`,
+    { extensions: { run_id: runId } },
+  );
+
+/** A retry under a key that names run `runId`: its stored answer, or its run resource. */
+function keyedResponse(
+  request: Request,
+  admitted: AdmittedRun,
+  runId: string,
+  answer: Extract<KeyedAnswer, { kind: "whole" | "run" }>,
+  wait: number,
+): Response {
+  const response =
+    answer.kind === "whole"
+      ? responseOf({ ...answer.answer, failure: null }, runId)
+      : handedOver(request, admitted, runId, answer.status, wait);
+  response.headers.set("Preference-Applied", `wait=${wait}`);
+  response.headers.set("Idempotent-Replayed", "true");
+  return response;
 }
 
 /** The 202 of a handed-over run: the run resource (the async 202's own shape) and `Location`. */
-function handedOver(request: Request, admitted: AdmittedRun, runId: string, wait: number): Response {
+function handedOver(
+  request: Request,
+  admitted: AdmittedRun,
+  runId: string,
+  status: "running" | "succeeded" | "failed",
+  wait: number,
+): Response {
   const body = acceptedBody(request.url, {
     id: runId,
-    status: "running",
+    status,
     projectId: admitted.projectId,
     appName: admitted.appName,
   });
