@@ -71,6 +71,7 @@ async function forward(req, res, { target, print, color }) {
       request: answer.headers["x-request-id"],
       run: answer.headers["x-run-id"],
       waited: answer.headers["preference-applied"] !== undefined,
+      replayed: answer.headers["idempotent-replayed"] === "true",
     };
     res.writeHead(answer.statusCode, answer.statusMessage, answer.rawHeaders);
     // The gateway's own problems carry the request's id; peek at one to name its code (never an app's body).
@@ -183,6 +184,9 @@ export function formatLine(line, now, color = false) {
       why = `app answered ${line.status} ${STATUS_CODES[line.status] ?? ""}`.trimEnd();
       tone = "magenta";
     }
+  } else if (isRun && line.headers.replayed) {
+    // A retry under an Idempotency-Key answers the key's run (its id is X-Run-Id): nothing was handed over.
+    why = "Idempotency-Key: the key's run, the app not called again";
   } else if (isRun && line.status === 202) {
     why = line.headers.waited
       ? "handed over: the run goes on without its caller"

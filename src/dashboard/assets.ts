@@ -78,6 +78,16 @@ export const SCRIPT = `"use strict";
     status.hidden = false;
     connect();
   }
+  // A table or a command wider than its box scrolls inside it: the box takes the keyboard's focus (arrow
+  // keys scroll it); a table's is a region named by its caption.
+  document.querySelectorAll(".table-wrap, pre").forEach(function (box) {
+    if (box.scrollWidth <= box.clientWidth) return;
+    box.setAttribute("tabindex", "0");
+    var caption = box.querySelector("caption");
+    if (!caption) return;
+    box.setAttribute("role", "region");
+    box.setAttribute("aria-label", caption.textContent);
+  });
   // The project's tabs scroll sideways on a phone: the current one is brought into view.
   var current = document.querySelector('nav.tabs a[aria-current="page"]');
   if (current && current.scrollIntoView) current.scrollIntoView({ block: "nearest", inline: "center" });
@@ -103,7 +113,8 @@ a { color: var(--accent); }
 .skip { position: absolute; left: -9999px; }
 .skip:focus { left: 1rem; top: 1rem; background: var(--bg); padding: .5rem; z-index: 10; }
 header.top { display: flex; flex-wrap: wrap; gap: .75rem 1.5rem; align-items: center; padding: .75rem 1rem; border-bottom: 1px solid var(--line); background: var(--panel); }
-header.top .brand { font-weight: 700; color: var(--fg); text-decoration: none; }
+header.top .brand { font-weight: 700; color: var(--fg); text-decoration: none; display: inline-flex; align-items: center; gap: .5rem; }
+header.top .brand img { display: block; }
 header.top form { margin: 0; display: flex; gap: .5rem; align-items: center; }
 header.top .spacer { flex: 1; }
 nav.tabs ul { list-style: none; display: flex; flex-wrap: wrap; gap: .25rem; margin: 0; padding: 0 1rem; border-bottom: 1px solid var(--line); }
@@ -247,22 +258,12 @@ figure.timeline-bar svg { margin-bottom: .25rem; }
      line that scrolls sideways inside itself. */
   header.top { gap: .4rem .6rem; padding: .5rem .75rem; }
   header.top .who, header.top .all-projects { display: none; }
-  header.top select { max-width: 10rem; }
+  header.top .brand-name { position: absolute; left: -9999px; }
+  header.top select { max-width: 8rem; }
   nav.tabs ul { flex-wrap: nowrap; overflow-x: auto; padding: 0 .5rem; scrollbar-width: thin; }
   nav.tabs a { white-space: nowrap; padding: .5rem .6rem; }
   main { padding: .75rem; }
   h1 { font-size: 1.3rem; margin: .25rem 0 .75rem; }
-  /* A run as a few lines: id and time | duration; outcome; app and request; webhook when there is one. */
-  table.runs tr { display: grid; grid-template-columns: minmax(0, 1fr) auto; column-gap: .75rem; padding: .5rem 0; }
-  table.runs td { padding: 0; min-width: 0; }
-  table.runs td[data-label]::before { content: none; }
-  table.runs td.run { grid-column: 1; grid-row: 1; font-size: .85rem; }
-  table.runs td.duration { grid-column: 2; grid-row: 1; text-align: right; font-size: .85rem; }
-  table.runs td.outcome, table.runs td.request, table.runs td.webhook { grid-column: 1 / -1; }
-  table.runs td.outcome br, table.runs td.request br { display: none; }
-  table.runs td.outcome .whose, table.runs td.outcome .muted { margin-left: .4rem; }
-  table.runs td.request code { overflow-wrap: anywhere; }
-  table.runs td.webhook.none { display: none; }
   th.optional, td.optional { display: none; }
   header.top .spacer { display: none; }
   dl.facts { grid-template-columns: 1fr; }
@@ -273,6 +274,26 @@ figure.timeline-bar svg { margin-bottom: .25rem; }
   table.cards td { border: 0; padding: .25rem 0; }
   figure.chart text { font-size: 14px; }
   table.cards td[data-label]::before { content: attr(data-label); display: block; font-size: .85rem; color: var(--muted); text-transform: uppercase; letter-spacing: .03em; }
+}
+/* After the cards' rules, so that these win on the Runs list. */
+@media (max-width: 40rem) {
+  /* A run as two or three lines: its time and id beside its duration; its outcome beside its app and
+     request; its webhook when there is one. */
+  table.runs tr { display: grid; grid-template-columns: auto minmax(0, 1fr) auto; gap: .15rem .6rem; padding: .45rem 0; }
+  table.runs td { padding: 0; min-width: 0; }
+  table.runs td.optional { display: none; }
+  table.runs td[data-label]::before { content: none; }
+  table.runs td.run { grid-column: 1 / 3; grid-row: 1; font-size: .85rem; }
+  table.runs td.duration { grid-column: 3; grid-row: 1; text-align: right; font-size: .85rem; }
+  table.runs td.duration br, table.runs td.duration .muted { display: none; }
+  table.runs td.outcome { grid-column: 1; grid-row: 2; }
+  table.runs td.request { grid-column: 2 / -1; grid-row: 2; font-size: .9rem; }
+  table.runs td.webhook { grid-column: 1 / -1; }
+  table.runs td.outcome br { display: none; }
+  table.runs td.outcome .whose, table.runs td.outcome .muted { display: block; font-size: .8rem; }
+  table.runs td.request br { display: none; }
+  table.runs td.request code { overflow-wrap: anywhere; margin-left: .3rem; }
+  table.runs td.webhook.none { display: none; }
 }
 `;
 

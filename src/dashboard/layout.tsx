@@ -65,7 +65,8 @@ export async function renderPage(c: DashContext, options: PageOptions, content: 
       </a>
       <header class="top">
         <a class="brand" href={dashPath("/projects")}>
-          Edge Gateway
+          <img src={dashPath("/assets/icon.svg")} alt="" width="24" height="24" />
+          <span class="brand-name">Edge Gateway</span>
         </a>
         <form method="get" action={dashPath("/switch")} aria-label="Project switcher">
           <label for="project-switcher" class="skip">

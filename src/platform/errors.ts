@@ -133,11 +133,18 @@ export function problemResponse(error: ApiError, requestId: string): Response {
 
 export const notFound = (what: string, id: string) => new ApiError("not_found", `No ${what} with id '${id}'.`);
 
-/** A 400 `validation_failed` listing each bad field; `detail` defaults to a count of them. */
+/**
+ * A 400 `validation_failed` listing each bad field; `detail` defaults to the one field and why (a
+ * caller reading only `detail`, as curl shows it, learns which header or field to fix), or to a count.
+ */
 export function invalidFields(errors: FieldError[], detail?: string): ApiError {
   const locations = [...new Set(errors.map((e) => e.location))];
   const where = locations.length === 1 ? `The ${locations[0]}` : "The request";
-  return new ApiError("validation_failed", detail ?? `${where} has ${errors.length} invalid field(s).`, { errors });
+  const one = errors.length === 1 ? errors[0]! : null;
+  const fallback = one
+    ? `The ${one.location} field '${one.field}' is invalid: ${one.message.replace(/\.$/, "")}.`
+    : `${where} has ${errors.length} invalid field(s).`;
+  return new ApiError("validation_failed", detail ?? fallback, { errors });
 }
 
 /** `invalidFields` for one field. */

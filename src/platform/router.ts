@@ -37,7 +37,13 @@ export function createRouter() {
         const [name, value] = Object.entries(c.req.param() as Record<string, string>).find(([key]) =>
           result.error.issues.some((issue) => issue.path[0] === key),
         ) ?? ["resource", ""];
-        throw new ApiError("not_found", `No ${name.replace(/_id$/, "").replace(/_/g, " ")} with id '${value}'.`);
+        const what = name.replace(/_id$/, "").replace(/_/g, " ");
+        // A parameter with a rule of its own (an origin, not an id) says what it must look like, so that
+        // `…/webhook-receivers/https%3A%2F%2Fhooks.example.com%2Fin` is told to drop the path.
+        const rule = result.error.issues.find((issue) => issue.path[0] === name && issue.code === "custom");
+        if (!name.endsWith("_id") && rule)
+          throw new ApiError("not_found", `No ${what} '${value}': expected ${rule.message}.`);
+        throw new ApiError("not_found", `No ${what} with id '${value}'.`);
       }
       throw invalidFields(fieldErrors(result.error, LOCATIONS[result.target] ?? result.target));
     },

@@ -34,6 +34,9 @@ describe("a caller's mistakes", () => {
       expect(body.code).toBe("validation_failed");
       expect(body.errors).toEqual([expect.objectContaining({ location: "header", field: "Prefer" })]);
       expect(body.errors![0]!.message).toContain("from 1 to 60");
+      // The detail alone (what a curl user reads first) names the header and what it must be.
+      expect(body.detail).toBe(`The header field 'Prefer' is invalid: ${body.errors![0]!.message}.`);
+      expect(body.detail).toContain("from 1 to 60");
       expect(calls).toBe(0);
     },
   );

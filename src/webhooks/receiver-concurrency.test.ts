@@ -295,6 +295,10 @@ describe("a receiver's concurrency, set by its customer", () => {
       const res = await patch(app.projectId, bad, { concurrency: 2 }, app.token);
       expect(res.status, bad).toBe(404);
       expect(res.headers.get("content-type")).toContain("application/problem+json");
+      // The problem says what an origin is, so that a caller who sent the endpoint knows to drop its path.
+      expect(res.body.detail).toBe(
+        `No origin '${bad}': expected an origin such as https://hooks.example.com (scheme, host and port only, URL-encoded in the path).`,
+      );
     }
     const expires = new Date(api.clock.now().getTime() + 24 * 3600 * 1000).toISOString();
     const reader = await api.json<{ token: string }>(`/v2/projects/${app.projectId}/service-accounts`, {

@@ -140,6 +140,22 @@ describe("a request's line", () => {
     );
   });
 
+  it("says when a retry under an Idempotency-Key answered the key's run, not that it handed one over", () => {
+    // A run that ended: its retry is a 202 with its end, and nothing goes on without its caller.
+    const replayed = {
+      ...base,
+      status: 202,
+      headers: { request: "req_2", run: "run_1", waited: true, replayed: true },
+    };
+    expect(formatLine(replayed, at + 90)).toBe(
+      "12:00:00 202 POST /v4/p/a/run 90 ms req_2 run_1 Idempotency-Key: the key's run, the app not called again",
+    );
+    const joined = { ...replayed, status: 200 };
+    expect(formatLine(joined, at + 2900)).toBe(
+      "12:00:00 200 POST /v4/p/a/run 2900 ms req_2 run_1 Idempotency-Key: the key's run, the app not called again",
+    );
+  });
+
   it("says when the caller left, and before or during the answer", () => {
     expect(formatLine({ ...base, status: null, headers: {}, left: "before the answer" }, at + 3000)).toBe(
       "12:00:00 --- POST /v4/p/a/run 3000 ms caller left before the answer",

@@ -42,7 +42,8 @@ export async function startWranglerDev(options: { dir: string; secrets: Record<s
   };
   await run(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], {
     env,
-    timeout: 60_000,
+    // A minute and more on a busy machine (72 s seen with ~12 other cores busy).
+    timeout: 180_000,
   });
   // The suite's other files start servers in parallel, so a port free a moment ago may be taken.
   for (let tries = 1; ; tries++) {
