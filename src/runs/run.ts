@@ -52,8 +52,9 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     admitted = await admitRequest(scope, request, target, start, caller, deployment, (bytes) => (bodyRead += bytes));
     caller.markUsed();
     // Under way from here until its outcome (every mode: the list of runs under way needs no D1 write);
-    // an async run once it is queued, unless the request replayed another run (that one is under way).
-    if (!admitted.isAsync) outcomes.started(scope, { ...start, mode: modeOf(admitted) });
+    // an async run once it is queued, unless the request replayed another run (that one is under way);
+    // a waited run once its keeper takes it (a retry under its key joins the key's run: no run of its own).
+    if (!admitted.isAsync && admitted.wait === null) outcomes.started(scope, { ...start, mode: modeOf(admitted) });
     // The app's request, the same for every mode: called now, by the run's keeper, or stored for its consumer.
     const appRequest = appRequestOf(request, admitted);
     if (admitted.isAsync) {

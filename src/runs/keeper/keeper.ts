@@ -238,6 +238,8 @@ export class Keeper {
     };
     this.#held.set(run.runId, held);
     if (run.key) this.#keep(run, received);
+    // Under way from here: taken as a run of its own (a request that joined its key's run is not one).
+    this.outcomes.started(scope, startOf(run));
     let call: KeptCall;
     try {
       call = await this.#start(scope, appRequest, run, received, held);

@@ -27,6 +27,31 @@ const joined = (projectId: string, runId: string) =>
   );
 
 describe("Idempotency-Key on a waited run", { timeout: 30_000 }, () => {
+  it("a retry that joins its key's run is not a run under way of its own: the list shows the key's run, then nothing", async () => {
+    const api = client();
+    const key = watchKey();
+    const app = await seedRunnable(api, `${PEER}/upstream/echo?hold=${key}&watch=${key}`);
+    const underWay = async () =>
+      (
+        await api.json<{ data: { run_id: string }[] }>(`/v2/projects/${app.projectId}/runs/under-way`, {
+          token: app.token,
+        })
+      ).body.data;
+    const headers = { Prefer: "wait=30", "Idempotency-Key": `list-${key}` };
+    const first = api.call(app.runPath, { method: "POST", body: {}, token: app.token, headers });
+    const runId = await eventually(async () => (await watchState(key)).runId, "the app is called");
+    const retry = api.call(app.runPath, { method: "POST", body: {}, token: app.token, headers });
+    await eventually(async () => (await joined(app.projectId, runId)) === 1, "the retry joins the run");
+    // The tests flush at once (USAGE_FLUSH_MS=0): a start the retry sent would be listed by now.
+    await expect.poll(underWay).toEqual([expect.objectContaining({ run_id: runId })]);
+    await releaseStream(key);
+    for (const answer of [await first, await retry]) {
+      expect(answer.headers.get("x-run-id")).toBe(runId);
+      await answer.text();
+    }
+    await expect.poll(underWay).toEqual([]);
+  });
+
   it("a client that hangs up and retries under its key finds its run: the retry waits, gets the run's answer, and the app is called once", async () => {
     const api = client();
     const key = watchKey();
