@@ -83,6 +83,13 @@ export async function projectWithEverything(api: Client) {
   )
     .bind(deliveryId, seed.projectId, at, at, at)
     .run();
+  // A receiver task of that delivery's receiver, so it can be read and cancelled.
+  const taskId = newId("wrt");
+  await env.DB.prepare(
+    "INSERT INTO webhook_receiver_tasks (id, project_id, origin, kind, dry_run, status, since, until, created_by, created_at, updated_at) VALUES (?, ?, 'https://example.com', 'recover', 1, 'counting', ?, ?, 'ops', ?, ?)",
+  )
+    .bind(taskId, seed.projectId, at - 3_600_000, at, at, at)
+    .run();
   // Queued (its queue message is only captured), so it can be read and cancelled.
   const asyncRun = await startAsync(api, seed);
   expect(asyncRun.response.status).toBe(202);
@@ -96,9 +103,10 @@ export async function projectWithEverything(api: Client) {
     build_id: buildId,
     service_account_id: victim.body.id,
     delivery_id: deliveryId,
+    // The receiver of that delivery, and its task.
+    origin: "https://example.com",
+    task_id: taskId,
     domain,
-    // A receiver of the project's webhooks: an origin.
-    origin: "https://hooks.example.com",
     member_id: members.body.data.find((m) => m.role === "viewer")!.member_id,
     invite_id: invite.body.invite_id,
     // Not a path parameter: the person `POST …/members` adds.
@@ -126,6 +134,9 @@ export function writeBody(api: Client, op: Operation, scopes?: string[], values:
   if (template.endsWith("/members")) return { email: values.outsider_email ?? "nobody@example.test", role: "viewer" };
   if (template.endsWith("/invites")) return { email: `${unique("invitee")}@example.test`, role: "developer" };
   if (template.endsWith("/webhook-receivers/{origin}")) return { concurrency: 3 };
+  if (template.endsWith("/webhook-settings")) return { auto_recover_hours: 1 };
+  if (template.endsWith("/recover"))
+    return { since: new Date(api.clock.now().getTime() - 3_600_000).toISOString(), dry_run: true };
   if (method === "patch") return { status: "building" };
   if (method !== "post") return undefined;
   if (template === "/projects") return { name: unique("project") };

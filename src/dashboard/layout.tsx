@@ -5,6 +5,24 @@ import { Csrf, ProblemMessage } from "./components";
 import { type DashContext, dashPath, projectPath } from "./context";
 import { PROJECT_NAV } from "./nav";
 
+/** A banner for each receiver of the project that is disabled or paused: its new deliveries are held. */
+function StoppedReceivers({ c, projectId }: { c: DashContext; projectId: string }) {
+  const stopped = c.get("stoppedReceivers") ?? [];
+  if (stopped.length === 0) return null;
+  const page = projectPath(projectId, "/webhook-receivers");
+  return (
+    <>
+      {stopped.map((r) => (
+        <div class={r.state === "disabled" ? "alert error" : "alert warning"} role="alert">
+          Webhook receiver <code>{r.origin}</code> is {r.state}
+          {r.cause && r.cause !== r.state ? `: ${r.cause}` : ""}. Its new deliveries are held until you{" "}
+          <a href={page}>resume it</a>.
+        </div>
+      ))}
+    </>
+  );
+}
+
 interface ProjectSummary {
   project_id: string;
   name: string;
@@ -115,6 +133,7 @@ export async function renderPage(c: DashContext, options: PageOptions, content: 
       )}
       <main id="main" tabindex={-1}>
         {!projects.ok && <ProblemMessage problem={projects.problem} action="Loading projects" />}
+        {current && <StoppedReceivers c={c} projectId={current} />}
         {content}
       </main>
     </Document>,

@@ -65,6 +65,9 @@ describe("dashboard Receivers page", () => {
     expect(paused.status).toBe(303);
     const after = await v.get(page);
     expect(rowOf(after.html, new URL(PEER).origin)).toMatch(/Paused paused .*Resume/);
+    // Every project page says so at its top.
+    const runsPage = await v.get(`/dashboard/projects/${p.projectId}/runs`);
+    expect(text(runsPage.html)).toContain(`Webhook receiver ${new URL(PEER).origin} is paused.`);
 
     // The dry-run count, then its answer on the page.
     const counted = await v.post(control, {

@@ -163,8 +163,8 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
     const kinds = [
       { name: "200", answers: [{ status: 200 }], status: "delivered", attempts: 1 },
       { name: "404", answers: [{ status: 404 }], status: "failed", attempts: 3 },
-      // (A 410 would also disable the receiver, this origin, for the rest of the table: receivers.test.ts.)
-      { name: "403", answers: [{ status: 403 }], status: "failed", attempts: 1 },
+      // A 410 also disables its receiver (receiver-controls.ts): on an origin of its own, so the table's others go on.
+      { name: "410", answers: [{ status: 410 }], status: "failed", attempts: 1, origin: PEER_MORE[0] },
       { name: "500", answers: [{ status: 500 }], status: "failed", attempts: 1 },
       {
         name: "302",
@@ -176,7 +176,9 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
       { name: "503 then 200", answers: [{ status: 503 }, { status: 200 }], status: "failed", attempts: 1 },
     ];
     const slow = await deliveriesTo(app.projectId, 14, slowAnswer);
-    const table = await Promise.all(kinds.map((k) => deliveriesTo(app.projectId, 1, k.answers, PEER_OTHER)));
+    const table = await Promise.all(
+      kinds.map((k) => deliveriesTo(app.projectId, 1, k.answers, "origin" in k ? k.origin : PEER_OTHER)),
+    );
     // Two slow deliveries before each of the table's: every batch of 10 mixes them.
     const order = kinds.flatMap((_, i) => [slow.messages[2 * i]!, slow.messages[2 * i + 1]!, table[i]!.messages[0]!]);
     await enqueue(order);

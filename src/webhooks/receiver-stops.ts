@@ -44,6 +44,9 @@ export async function afterAttempt(
         isAlertDelivery(message.runId) ? Promise.resolve() : alertDisabled(scope, message.projectId, origin, cause, at),
       );
     }
+    // What needs the project's settings (one D1 read per project and isolate every 30 s) is the lane's:
+    // a delivery driven outside a lane (tests of the attempt's steps) reads nothing more.
+    if (!states) return;
     if (sent.outcome === "delivered") await autoRecover(scope, message);
     if (sent.outcome === "failed")
       await alertExhausted(scope, message, {

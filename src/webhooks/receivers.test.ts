@@ -364,3 +364,42 @@ describe("automatic recovery", () => {
     expect(task).toEqual({ created_by: "auto-recovery", kind: "recover" });
   }, 60_000);
 });
+
+describe("scopes", () => {
+  it("recover, pause, resume and tasks need deliveries:write (403 problem with deliveries:read alone); the settings' read needs deliveries:read", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }]);
+    await runWith(app, hook.url, 0);
+    const origin = new URL(hook.url).origin;
+    const expires = new Date(api.clock.now().getTime() + 86_400_000).toISOString();
+    const reader = await api.json<{ token: string }>(`/v2/projects/${app.projectId}/service-accounts`, {
+      method: "POST",
+      body: { name: "reader", expires_at: expires, scopes: ["deliveries:read"] },
+    });
+    const token = reader.body.token;
+    for (const [rest, method, body] of [
+      ["/pause", "POST", undefined],
+      ["/resume", "POST", undefined],
+      ["/recover", "POST", { since: api.clock.now().toISOString(), dry_run: true }],
+      ["/tasks/wrt_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c", "GET", undefined],
+      ["/tasks/wrt_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c", "DELETE", undefined],
+    ] as const) {
+      const answer = await api.json<{ code: string }>(receiverPath(app, origin, rest), { method, token, body });
+      expect([rest, method, answer.status, answer.body.code]).toEqual([rest, method, 403, "insufficient_scope"]);
+    }
+    expect((await api.json(`/v2/projects/${app.projectId}/webhook-settings`, { token })).status).toBe(200);
+    const write = await api.json(`/v2/projects/${app.projectId}/webhook-settings`, {
+      method: "PATCH",
+      token,
+      body: { auto_recover_hours: 2 },
+    });
+    expect(write.status).toBe(403);
+    // A window wholly past the body retention is a 422 problem.
+    const old = await api.json<{ code: string }>(receiverPath(app, origin, "/recover"), {
+      method: "POST",
+      token: app.token,
+      body: { since: "2026-01-01T00:00:00Z", until: "2026-01-02T00:00:00Z" },
+    });
+    expect([old.status, old.body.code]).toEqual([422, "window_past_retention"]);
+  });
+});

@@ -85,6 +85,8 @@ describe("cross-project access on every route of the API description", () => {
       member_id: a.memberId,
       invite_id: a.inviteId,
       delivery_id: a.deliveryId,
+      origin: "https://example.com",
+      task_id: "wrt_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c",
       run_id: a.runId,
       // A run's `{path}`: the app's own (`run` is a cortex function's).
       path: "run",

@@ -61,6 +61,8 @@ async function fullProject(ownerEmail: string) {
     .run();
   const values: Record<string, string> = {
     delivery_id: deliveryId,
+    origin: "https://example.com",
+    task_id: "wrt_01jd7m2q3r4s5t6v7w8x9y0z1a2b3c",
     project_id: seed.projectId,
     app_id: seed.appId,
     build_id: buildId,

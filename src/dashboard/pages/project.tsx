@@ -1,3 +1,4 @@
+import { projectReceiverSettings } from "../../webhooks/receiver-settings";
 import type { Child } from "hono/jsx";
 import type { DashContext } from "../context";
 import { dashPath } from "../context";
@@ -26,6 +27,14 @@ export async function withProject(
     // The API admitted the person, so they are a member; the role decides which controls they see.
     const member = user ? await membershipOf(c.var.scope.db, project.data.project_id, user.id) : undefined;
     c.set("access", { role: user ? (member?.role ?? "viewer") : "operator" });
+    // One indexed read of the project's receiver settings: a stopped receiver is said at the top of every page.
+    const receivers = await projectReceiverSettings(c.var.scope.db, project.data.project_id).catch(() => []);
+    c.set(
+      "stoppedReceivers",
+      receivers
+        .filter((r) => r.state !== "active")
+        .map((r) => ({ origin: r.origin, state: r.state, cause: r.stateCause })),
+    );
     return body(project.data);
   }
   return renderPage(
