@@ -133,7 +133,7 @@ export function writeBody(api: Client, op: Operation, scopes?: string[], values:
   if (template.endsWith("/members/{member_id}")) return method === "patch" ? { role: "developer" } : undefined;
   if (template.endsWith("/members")) return { email: values.outsider_email ?? "nobody@example.test", role: "viewer" };
   if (template.endsWith("/invites")) return { email: `${unique("invitee")}@example.test`, role: "developer" };
-  if (template.endsWith("/webhook-settings")) return { auto_recover_hours: 1 };
+  if (template.endsWith("/webhook-settings")) return method === "patch" ? { auto_recover_hours: 1 } : undefined;
   if (template.endsWith("/recover"))
     return { since: new Date(api.clock.now().getTime() - 3_600_000).toISOString(), dry_run: true };
   if (method === "patch") return { status: "building" };
