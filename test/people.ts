@@ -54,9 +54,21 @@ export function asPerson(api: Client, user: Pick<User, "id" | "email">) {
     actingAs(request, { kind: "user", userId: user.id, email: user.email });
     const ctx = createExecutionContext();
     const response = await api.worker.fetch(request, env, ctx);
+    // An event stream (`…/runs/events`) stays open: its status is the answer, its body is let go.
+    if (response.headers.get("content-type")?.startsWith("text/event-stream")) {
+      await response.body?.cancel();
+      await waitOnExecutionContext(ctx);
+      return { status: response.status, body: null as T, headers: response.headers };
+    }
     await waitOnExecutionContext(ctx);
     const text = await response.text();
-    return { status: response.status, body: (text ? JSON.parse(text) : null) as T, headers: response.headers };
+    // JSON (problems included) parsed; any other answer (the metrics' text, a CSV) as its text.
+    const json = /json/.test(response.headers.get("content-type") ?? "");
+    return {
+      status: response.status,
+      body: (text ? (json ? JSON.parse(text) : text) : null) as T,
+      headers: response.headers,
+    };
   };
 }
 

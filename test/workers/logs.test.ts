@@ -93,7 +93,7 @@ describe("request lines", () => {
     });
   });
 
-  it("writes one line for a run through the run entry, with the run's id, and none per chunk of its answer", async () => {
+  it("writes one line for a run through the run entry, with the run's id and app, and none per chunk of its answer", async () => {
     const api = client();
     const app = await seedRunnable(api);
     lines = [];
@@ -111,6 +111,7 @@ describe("request lines", () => {
         status: 200,
         duration_ms: expect.any(Number),
         run_id: response.headers.get("x-run-id"),
+        app_name: app.appName,
       },
     ]);
     // Nothing of the call is written besides its request line.

@@ -132,7 +132,14 @@ describe("wrangler.toml environments", () => {
         { enabled: observability!.enabled, redact_query_string: observability!.redact_query_string },
         name,
       ).toEqual({ enabled: true, redact_query_string: true });
-      expect(logs, name).toEqual({ enabled: true, head_sampling_rate: 1, invocation_logs: false });
+      // Kept in Workers Logs, and sent on to the OTLP destinations the operator names (docs/operations.md).
+      expect(logs, name).toEqual({
+        enabled: true,
+        head_sampling_rate: 1,
+        invocation_logs: false,
+        persist: true,
+        destinations: [],
+      });
       expect(traces.enabled, name).toBe(true);
       rates[name] = traces.head_sampling_rate as number;
     }
