@@ -33,7 +33,11 @@ const refusal = { project_id: "proj_a", hour: 1_699_999_200_000, reason: "rate_l
 describe("queue messages", () => {
   it("usage-records: what is sent reads back as it was", () => {
     const [message] = messagesOf([record], [refusal]);
-    expect(contentsOf(JSON.parse(JSON.stringify(message)))).toEqual({ records: [record], refusals: [refusal], starts: [] });
+    expect(contentsOf(JSON.parse(JSON.stringify(message)))).toEqual({
+      records: [record],
+      refusals: [refusal],
+      starts: [],
+    });
   });
 
   it("usage-records: a version 1 message (timed_out, hung_up, no refusals) reads as version 2", () => {
