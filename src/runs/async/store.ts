@@ -84,37 +84,27 @@ export async function runById(db: Database, runId: string): Promise<AsyncRun | u
  * to `INLINE_PAYLOAD_MAX_BYTES` of body, and its headers) nor the result, a few hundred bytes whatever
  * the run carries. The result is read once, for the end (`storedResult`).
  */
-const stateColumns = (({
-  id,
-  projectId,
-  appName,
-  caller,
-  status,
-  mode,
-  createdAt,
-  startedAt,
-  handedOverAt,
-  deadlineAt,
-  finishedAt,
-  resultStatus,
-  errorCode,
-  errorMessage,
-}) => ({
-  id,
-  projectId,
-  appName,
-  caller,
-  status,
-  mode,
-  createdAt,
-  startedAt,
-  handedOverAt,
-  deadlineAt,
-  finishedAt,
-  resultStatus,
-  errorCode,
-  errorMessage,
-}))(getTableColumns(asyncRuns));
+const STATE = [
+  "id",
+  "projectId",
+  "appName",
+  "caller",
+  "status",
+  "mode",
+  "createdAt",
+  "startedAt",
+  "handedOverAt",
+  "deadlineAt",
+  "finishedAt",
+  "resultStatus",
+  "errorCode",
+  "errorMessage",
+] as const;
+const allColumns = getTableColumns(asyncRuns);
+const stateColumns = Object.fromEntries(STATE.map((name) => [name, allColumns[name]])) as Pick<
+  typeof allColumns,
+  (typeof STATE)[number]
+>;
 
 /** A run's state without its payloads (`stateColumns`). */
 export type RunState = Pick<AsyncRun, keyof typeof stateColumns>;
