@@ -2,7 +2,7 @@ import { productionDeps } from "./deps";
 import { runKeeperClass } from "./runs/keeper/keeper";
 import { webhookLaneClass } from "./webhooks/lane";
 import { receiverTaskFinished } from "./webhooks/alerts";
-import { webhookReceiverTaskClass } from "./webhooks/receiver-tasks";
+import { webhookReceiverTaskClass } from "./webhooks/receiver-task-object";
 import { usageOutcomes } from "./usage/record";
 import { createWorker } from "./worker";
 

@@ -1,4 +1,3 @@
-import { DurableObject } from "cloudflare:workers";
 import { and, eq, inArray, lt, sql } from "drizzle-orm";
 import {
   type ReceiverTaskKind,
@@ -7,10 +6,9 @@ import {
   type WebhookReceiverTask,
   webhookReceiverTasks as t,
 } from "../db/schema";
-import type { Deps } from "../platform/deps";
 import { derivedId, newId } from "../platform/ids";
 import { log } from "../platform/log";
-import { createScope, type Scope } from "../platform/scope";
+import type { Scope } from "../platform/scope";
 import { LANE_CONCURRENCY } from "./lane-capacity";
 import { type DeliveryMessage, laneName } from "./message";
 import { ORIGIN, RECEIVER_STATE_TTL_MS } from "./receiver-controls";
@@ -469,33 +467,4 @@ export async function runSlice(
   const full = { ...options, handTo: options.handTo ?? laneHandTo(scope.env) };
   if (task.status === "counting") return countSlice(scope, task);
   return task.kind === "recover" ? recoverSlice(scope, task, full) : releaseSlice(scope, task, full);
-}
-
-/**
- * The Durable Object class of the receiver tasks (one per task, `receiverTaskObject`), built from the
- * Worker's `deps` as the lanes are. Its storage holds only the task's id; its alarm runs the slices.
- */
-export function webhookReceiverTaskClass(deps: Deps, onFinished?: (scope: Scope) => OnFinished) {
-  return class WebhookReceiverTask extends DurableObject<Env> {
-    async start(taskId: string): Promise<void> {
-      await this.ctx.storage.put({ task: taskId, startedAt: Date.now() });
-      await this.ctx.storage.setAlarm(Date.now());
-    }
-
-    override async alarm(): Promise<void> {
-      const taskId = await this.ctx.storage.get<string>("task");
-      if (!taskId) return;
-      const scope = createScope(this.env, this.ctx, deps);
-      const startedAt = await this.ctx.storage.get<number>("startedAt");
-      const options = { onFinished: onFinished?.(scope), startedAt };
-      for (let i = 0; i < SLICES_PER_ALARM; i++) {
-        const next = await runSlice(scope, taskId, options);
-        if (next === null) return;
-        if (next > 0 || i === SLICES_PER_ALARM - 1) {
-          await this.ctx.storage.setAlarm(Date.now() + next);
-          return;
-        }
-      }
-    }
-  };
 }

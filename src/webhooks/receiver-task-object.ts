@@ -1,0 +1,33 @@
+import { DurableObject } from "cloudflare:workers";
+import type { Deps } from "../platform/deps";
+import { createScope, type Scope } from "../platform/scope";
+import { type OnFinished, runSlice, SLICES_PER_ALARM } from "./receiver-tasks";
+
+/**
+ * The Durable Object class of the receiver tasks (one per task, `receiverTaskObject`), built from the
+ * Worker's `deps` as the lanes are. Its storage holds only the task's id; its alarm runs the slices.
+ */
+export function webhookReceiverTaskClass(deps: Deps, onFinished?: (scope: Scope) => OnFinished) {
+  return class WebhookReceiverTask extends DurableObject<Env> {
+    async start(taskId: string): Promise<void> {
+      await this.ctx.storage.put({ task: taskId, startedAt: Date.now() });
+      await this.ctx.storage.setAlarm(Date.now());
+    }
+
+    override async alarm(): Promise<void> {
+      const taskId = await this.ctx.storage.get<string>("task");
+      if (!taskId) return;
+      const scope = createScope(this.env, this.ctx, deps);
+      const startedAt = await this.ctx.storage.get<number>("startedAt");
+      const options = { onFinished: onFinished?.(scope), startedAt };
+      for (let i = 0; i < SLICES_PER_ALARM; i++) {
+        const next = await runSlice(scope, taskId, options);
+        if (next === null) return;
+        if (next > 0 || i === SLICES_PER_ALARM - 1) {
+          await this.ctx.storage.setAlarm(Date.now() + next);
+          return;
+        }
+      }
+    }
+  };
+}
