@@ -27,8 +27,8 @@ export interface DashEnv {
     user: User | undefined;
     /** The session's role in the page's project; set by `withProject`. */
     access: Access | undefined;
-    /** The project's receivers that are paused or disabled (every project page says so at its top); set by `withProject`. */
-    stoppedReceivers: { origin: string; state: string; cause: string | null }[] | undefined;
+    /** The project's receivers that are paused, disabled or failing (every project page says so at its top); set by `withProject`. */
+    stoppedReceivers: { origin: string; state: string; cause: string | null; failingSince: Date | null }[] | undefined;
   };
 }
 

@@ -1,24 +1,37 @@
 import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { Page } from "./api";
-import { Csrf, ProblemMessage } from "./components";
+import { Csrf, ProblemMessage, when } from "./components";
 import { type DashContext, dashPath, projectPath } from "./context";
 import { PROJECT_NAV } from "./nav";
 
-/** A banner for each receiver of the project that is disabled or paused: its new deliveries are held. */
+/**
+ * A banner for each receiver of the project that is disabled or paused (its new deliveries are held),
+ * or whose deliveries fail (its last settled one failed): what to do about it, one link away.
+ */
 function StoppedReceivers({ c, projectId }: { c: DashContext; projectId: string }) {
   const stopped = c.get("stoppedReceivers") ?? [];
   if (stopped.length === 0) return null;
   const page = projectPath(projectId, "/webhook-receivers");
+  const failed = (origin: string) =>
+    projectPath(projectId, `/webhook-deliveries?${new URLSearchParams({ status: "failed", origin })}`);
   return (
     <>
-      {stopped.map((r) => (
-        <div class={r.state === "disabled" ? "alert error" : "alert warning"} role="alert">
-          Webhook receiver <code>{r.origin}</code> is {r.state}
-          {r.cause && r.cause !== r.state ? `: ${r.cause}` : ""}. Its new deliveries are held until you{" "}
-          <a href={page}>resume it</a>.
-        </div>
-      ))}
+      {stopped.map((r) =>
+        r.state === "active" ? (
+          <div class="alert error" role="alert">
+            Webhook receiver <code>{r.origin}</code> is failing: its deliveries have failed since{" "}
+            {when(r.failingSince!.toISOString())}. Once it answers again, <a href={page}>recover</a> its{" "}
+            <a href={failed(r.origin)}>failed deliveries</a>.
+          </div>
+        ) : (
+          <div class={r.state === "disabled" ? "alert error" : "alert warning"} role="alert">
+            Webhook receiver <code>{r.origin}</code> is {r.state}
+            {r.cause && r.cause !== r.state ? `: ${r.cause}` : ""}. Its new deliveries are held until you{" "}
+            <a href={page}>resume it</a>.
+          </div>
+        ),
+      )}
     </>
   );
 }

@@ -254,6 +254,11 @@ export const webhookReceivers = sqliteTable(
     /** Why it is paused or disabled (who paused it, the 410, the header, the failing span). */
     stateCause: text("state_cause"),
     stateChangedAt: timestamp("state_changed_at"),
+    /**
+     * Since when its deliveries fail: the end of the first delivery that failed after its last delivered
+     * one; null once one is delivered. Its lanes write it on each change only (receiver-controls.ts).
+     */
+    failingSince: timestamp("failing_since"),
     updatedAt: timestamp("updated_at").notNull(),
   },
   (t) => [

@@ -156,6 +156,7 @@ export async function receiversHealth(db: Database, projectId: string, from: num
       origin: h.origin,
       state: state?.state ?? "active",
       state_cause: state?.stateCause ?? null,
+      failing_since: state?.failingSince?.toISOString() ?? null,
       delivered: h.delivered,
       failed: h.failed,
       recovered: h.recovered,

@@ -346,6 +346,10 @@ export const ReceiverHealthSchema = z
         "`active`, `paused` (new deliveries held) or `disabled` (the receiver said stop, or failed for too long).",
     }),
     state_cause: z.string().nullable().openapi({ description: "Why it is paused or disabled." }),
+    failing_since: Timestamp.nullable().openapi({
+      description:
+        "Since when its deliveries fail: the end of the first failed delivery after its last delivered one; null while its last settled delivery was delivered.",
+    }),
     delivered: z.number().int(),
     failed: z.number().int().openapi({ description: "Failed, and not delivered since (see `recovered`)." }),
     recovered: z.number().int().openapi({

@@ -50,6 +50,7 @@ export const receiverJson = (r: ReceiverSettings): ReceiverJson => ({
   state: r.state,
   state_cause: r.stateCause,
   state_changed_at: rfc3339OrNull(r.stateChangedAt),
+  failing_since: rfc3339OrNull(r.failingSince),
 });
 
 export async function taskJson(

@@ -14,6 +14,7 @@ import type { Scope } from "../platform/scope";
 import type { DeliveryContext } from "./attempt/context";
 import type { DeliveryMessage } from "./message";
 import { SWEPT_REASONS } from "./policy";
+import { LANE_CONCURRENCY } from "./lane-capacity";
 import { receiverSettings } from "./receiver-settings";
 
 /**
@@ -48,22 +49,58 @@ export const HELD_PAST_RETENTION = "held_past_retention";
  */
 export const RECEIVER_STATE_TTL_MS = 1_000;
 
-/** The receivers' states a lane read, each for RECEIVER_STATE_TTL_MS: one D1 read per receiver a second at most, never one per delivery. */
+/**
+ * The receivers' states a lane read, each for RECEIVER_STATE_TTL_MS: one D1 read per receiver a second
+ * at most, never one per delivery. With the state, since when its deliveries fail (`failing_since`),
+ * which the lane writes only when it changes (`settled`).
+ */
 export class ReceiverStates {
-  readonly #read = new Map<string, { state: ReceiverState; at: number }>();
+  readonly #read = new Map<string, { state: ReceiverState; failingSince: number | null; at: number }>();
 
-  async of(db: Database, projectId: string, origin: string): Promise<ReceiverState> {
+  async #known(db: Database, projectId: string, origin: string) {
     const key = `${projectId} ${origin}`;
     const known = this.#read.get(key);
-    if (known && Date.now() - known.at < RECEIVER_STATE_TTL_MS) return known.state;
-    const { state } = await receiverSettings(db, projectId, origin);
-    this.#read.set(key, { state, at: Date.now() });
-    return state;
+    if (known && Date.now() - known.at < RECEIVER_STATE_TTL_MS) return known;
+    const { state, failingSince } = await receiverSettings(db, projectId, origin);
+    const read = { state, failingSince: failingSince?.getTime() ?? null, at: Date.now() };
+    this.#read.set(key, read);
+    return read;
+  }
+
+  async of(db: Database, projectId: string, origin: string): Promise<ReceiverState> {
+    return (await this.#known(db, projectId, origin)).state;
   }
 
   /** What the lane learnt itself (the receiver said stop): no need to read it back. */
   set(projectId: string, origin: string, state: ReceiverState): void {
-    this.#read.set(`${projectId} ${origin}`, { state, at: Date.now() });
+    const known = this.#read.get(`${projectId} ${origin}`);
+    this.#read.set(`${projectId} ${origin}`, { state, failingSince: known?.failingSince ?? null, at: Date.now() });
+  }
+
+  /**
+   * A delivery to the receiver settled: `failed` marks it failing (since `at`, unless it already was),
+   * `delivered` clears the mark. One D1 write per change of the mark, none while it stays as it is (a
+   * flapping receiver costs one write per change, beside its deliveries' several each).
+   */
+  async settled(
+    db: Database,
+    projectId: string,
+    origin: string,
+    outcome: "delivered" | "failed",
+    at: Date,
+  ): Promise<void> {
+    const known = await this.#known(db, projectId, origin);
+    if ((outcome === "failed") === (known.failingSince !== null)) return;
+    const since = outcome === "failed" ? at.getTime() : null;
+    if (since === null)
+      await db.run(sql`UPDATE ${webhookReceivers} SET failing_since = NULL
+        WHERE project_id = ${projectId} AND origin = ${origin} AND failing_since IS NOT NULL`);
+    else
+      await db.run(sql`INSERT INTO ${webhookReceivers} (project_id, origin, concurrency, state, failing_since, updated_at)
+        SELECT ${projectId}, ${origin}, ${LANE_CONCURRENCY}, 'active', ${since}, ${at.getTime()}
+        WHERE EXISTS (SELECT 1 FROM ${projects} WHERE ${projects.id} = ${projectId})
+        ON CONFLICT (project_id, origin) DO UPDATE SET failing_since = coalesce(failing_since, excluded.failing_since)`);
+    known.failingSince = since;
   }
 }
 

@@ -31,6 +31,9 @@ export const ReceiverSchema = z
     }),
     state_cause: z.string().nullable().openapi({ description: "Why it is paused or disabled." }),
     state_changed_at: Timestamp.nullable(),
+    failing_since: Timestamp.nullable().openapi({
+      description: "Since when its deliveries fail; null while its last settled delivery was delivered.",
+    }),
   })
   .openapi("WebhookReceiver");
 

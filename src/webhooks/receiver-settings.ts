@@ -15,6 +15,8 @@ export interface ReceiverSettings {
   state: ReceiverState;
   stateCause: string | null;
   stateChangedAt: Date | null;
+  /** Since when its deliveries fail (its last settled one failed); null when the last was delivered. */
+  failingSince: Date | null;
 }
 
 export const defaultReceiverSettings = (projectId: string, origin: string): ReceiverSettings => ({
@@ -24,6 +26,7 @@ export const defaultReceiverSettings = (projectId: string, origin: string): Rece
   state: "active",
   stateCause: null,
   stateChangedAt: null,
+  failingSince: null,
 });
 
 export async function receiverSettings(db: Database, projectId: string, origin: string): Promise<ReceiverSettings> {

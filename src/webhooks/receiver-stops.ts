@@ -12,7 +12,8 @@ import { disableReceiver, ORIGIN, originOf, type ReceiverStates, stopCause } fro
 /**
  * What an attempt's end does to its receiver (docs/webhook-receivers.md "Receivers that say stop"): a
  * receiver that answered 410 Gone or `webhook-delivery: disable` is disabled (once, with an audit
- * entry and an alert); a delivery that ended failed is told to the alert endpoint. The cron disables a
+ * entry and an alert); a delivery that ended failed is told to the alert endpoint and marks its
+ * receiver failing (the dashboard's banner), one delivered clears the mark. The cron disables a
  * receiver that failed every delivery for `WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS`.
  */
 
@@ -47,6 +48,8 @@ export async function afterAttempt(
     // What needs the project's settings (one D1 read per project and isolate every 30 s) is the lane's:
     // a delivery driven outside a lane (tests of the attempt's steps) reads nothing more.
     if (!states) return;
+    if (sent.outcome === "delivered" || sent.outcome === "failed")
+      await states.settled(ctx.db, message.projectId, originOf(message.endpoint), sent.outcome, ctx.deps.now());
     if (sent.outcome === "delivered") await autoRecover(scope, message);
     if (sent.outcome === "failed")
       await alertExhausted(scope, message, {

@@ -27,13 +27,13 @@ export async function withProject(
     // The API admitted the person, so they are a member; the role decides which controls they see.
     const member = user ? await membershipOf(c.var.scope.db, project.data.project_id, user.id) : undefined;
     c.set("access", { role: user ? (member?.role ?? "viewer") : "operator" });
-    // One indexed read of the project's receiver settings: a stopped receiver is said at the top of every page.
+    // One indexed read of the project's receiver settings: a stopped or failing receiver is said at the top of every page.
     const receivers = await projectReceiverSettings(c.var.scope.db, project.data.project_id).catch(() => []);
     c.set(
       "stoppedReceivers",
       receivers
-        .filter((r) => r.state !== "active")
-        .map((r) => ({ origin: r.origin, state: r.state, cause: r.stateCause })),
+        .filter((r) => r.state !== "active" || r.failingSince !== null)
+        .map((r) => ({ origin: r.origin, state: r.state, cause: r.stateCause, failingSince: r.failingSince })),
     );
     return body(project.data);
   }

@@ -1,0 +1,1 @@
+ALTER TABLE `webhook_receivers` ADD `failing_since` integer;

@@ -1,0 +1,107 @@
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { text, visitor } from "../../test/dashboard-helpers";
+import { until } from "../../test/deliveries";
+import { client } from "../../test/helpers";
+import { PEER, PEER_MORE, receiver } from "../../test/peers";
+import { callWith, seedRunnable } from "../../test/runs";
+
+/**
+ * A receiver whose deliveries fail is said at the top of every project page (issue 42, "the customer
+ * is told"), and stops being said once one is delivered: the mark its lanes write on each change
+ * (`failing_since`), on the real lanes and a real receiver (test/global/peers.mjs).
+ */
+
+const api = client();
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => undefined);
+  vi.spyOn(console, "warn").mockImplementation(() => undefined);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+type App = Awaited<ReturnType<typeof seedRunnable>>;
+
+async function runWith(app: App, endpoint: string) {
+  const response = await callWith(api, {}, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
+    method: "POST",
+    token: app.token,
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ inputs: {} }),
+  });
+  expect(response.status).toBe(200);
+  await response.text();
+}
+
+const failingSince = async (app: App, origin: string) =>
+  (
+    await env.DB.prepare("SELECT failing_since AS at FROM webhook_receivers WHERE project_id = ? AND origin = ?")
+      .bind(app.projectId, origin)
+      .first<{ at: number | null }>()
+  )?.at ?? null;
+
+describe("a failing receiver", () => {
+  it("is marked once its delivery fails, said at the top of the project's pages and in the API, and cleared when one is delivered", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 503 }], undefined, PEER_MORE[1]);
+    const origin = new URL(hook.url).origin;
+    const v = visitor(api);
+    await v.signIn();
+    const runsPage = `/dashboard/projects/${app.projectId}/runs`;
+    expect(text((await v.get(runsPage)).html)).not.toContain("is failing");
+
+    await runWith(app, hook.url);
+    const marked = await until(
+      () => failingSince(app, origin),
+      (at) => at !== null,
+      20_000,
+    );
+    const { results: settled } = await env.DB.prepare(
+      "SELECT status, completed_at FROM webhook_deliveries WHERE project_id = ?",
+    )
+      .bind(app.projectId)
+      .all<{ status: string; completed_at: number }>();
+    expect(settled).toEqual([expect.objectContaining({ status: "failed" })]);
+
+    const page = await v.get(runsPage);
+    expect(text(page.html)).toContain(`Webhook receiver ${origin} is failing: its deliveries have failed since`);
+    // What to do is one click away: its failed deliveries, and the recovery.
+    expect(page.html).toContain(
+      `href="/dashboard/projects/${app.projectId}/webhook-deliveries?status=failed&amp;origin=${encodeURIComponent(origin)}"`,
+    );
+    const health = await api.json<{ data: { origin: string; state: string; failing_since: string | null }[] }>(
+      `/v2/projects/${app.projectId}/webhook-receivers`,
+      { token: app.token },
+    );
+    expect(health.body.data).toEqual([
+      expect.objectContaining({ origin, state: "active", failing_since: new Date(marked!).toISOString() }),
+    ]);
+
+    // A second failure keeps the first one's time.
+    await runWith(app, hook.url);
+    await until(
+      () =>
+        env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE project_id = ? AND status = 'failed'")
+          .bind(app.projectId)
+          .first<{ n: number }>(),
+      (row) => row?.n === 2,
+      20_000,
+    );
+    expect(await failingSince(app, origin)).toBe(marked);
+
+    // The receiver is back: its next delivery clears the mark, and the banner goes.
+    await fetch(`${PEER}/scenarios/${hook.key}`, {
+      method: "POST",
+      body: JSON.stringify({ responses: [{ status: 200 }] }),
+    });
+    await runWith(app, hook.url);
+    await until(
+      () => failingSince(app, origin),
+      (at) => at === null,
+      20_000,
+    );
+    expect(text((await v.get(runsPage)).html)).not.toContain("is failing");
+  }, 60_000);
+});
