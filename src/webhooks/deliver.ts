@@ -87,6 +87,7 @@ export async function attempt(
   ctx: DeliveryContext,
   delivery: DeliveryInProgress,
   receivers?: ReceiverStates,
+  answered: () => void = () => undefined,
 ): Promise<AttemptEnd> {
   const { message } = delivery;
   let prepared: Prepared;
@@ -107,6 +108,8 @@ export async function attempt(
     prepared.kind === "ready"
       ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold())
       : unsent(prepared);
+  // The request is over (its lane's slot is free; its outcome is written next).
+  answered();
   const next: Next = schedule(await writeAttempt(ctx, message.id, sent), Date.now());
   // A receiver that said stop is disabled; a failed delivery is told to the alert endpoint; a
   // delivered one may start the automatic recovery (receiver-stops.ts).

@@ -33,10 +33,11 @@ export const BODY_BUDGET_BYTES = 24 * 1024 * 1024;
  */
 export const SUBREQUESTS_PER_ATTEMPT = 1 + 1 + 1 + 1 + 2;
 /**
- * Subrequests one lane invocation (an alarm) may make: Workers Paid's 1,000 per invocation. A lane
- * starts at most this ÷ SUBREQUESTS_PER_ATTEMPT attempts (166) in one alarm, then leaves the rest of
- * its backlog to a fresh alarm (lane.ts), beside one D1 read of its receiver's settings. On Workers
- * Free (50) set it to 50: 8 per alarm.
+ * Subrequests one lane invocation (an alarm) may make: 1,000, Workers Paid's former limit (today's
+ * limits page says 10,000; the lower one costs an alarm every 166 attempts, no gap: lane.ts ends an
+ * alarm only between attempts). A lane starts at most this ÷ SUBREQUESTS_PER_ATTEMPT attempts (166)
+ * in one alarm, then leaves the rest of its backlog to a fresh alarm, beside one D1 read of its
+ * receiver's settings. On Workers Free (50) set it to 50: 8 per alarm.
  */
 export const LANE_SUBREQUESTS_PER_INVOCATION = 1000;
 /** Attempts one lane alarm starts before it leaves the rest to the next alarm (one subrequest kept for the settings' read). */

@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { firstAttemptFits, type LaneState, plannedHold, retriesFit, shardOf, shardShares } from "./lane-plan";
+import {
+  alarmBudget,
+  firstAttemptFits,
+  type LaneState,
+  plannedHold,
+  plannedRetryHold,
+  retriesFit,
+  shardOf,
+  shardShares,
+} from "./lane-plan";
 
 const base: LaneState = { now: 0, slots: 6, holdMs: 100, gapMs: 4_250, inFlight: [], retries: [] };
 
@@ -73,5 +82,29 @@ describe("a receiver's shards", () => {
     for (let i = 0; i < 5_000; i++) counts[shardOf(`whd_${i.toString(36)}`, 5)]!++;
     for (const n of counts) expect(n).toBeGreaterThan(800);
     expect(shardOf("whd_abc", 3)).toBe(shardOf("whd_abc", 3));
+  });
+});
+
+describe("an alarm's budget: it reaches its bound between deliveries, never inside a retry's gap", () => {
+  it("starts first attempts only while what is left covers all three of each beside the attempts owed; retries while any is left", () => {
+    expect(alarmBudget(166, 0, true, 3)).toEqual({ retries: 166, firsts: 55 });
+    // 10 deliveries between attempts or in flight may need 20 more: 4 first attempts fit in the 32 left.
+    expect(alarmBudget(32, 20, true, 3)).toEqual({ retries: 32, firsts: 4 });
+    // Near the bound, first attempts stop and the retries owed keep what is left.
+    expect(alarmBudget(20, 20, true, 3)).toEqual({ retries: 20, firsts: 0 });
+    expect(alarmBudget(2, 20, true, 3)).toEqual({ retries: 2, firsts: 0 });
+    // Past the wall time: retries only.
+    expect(alarmBudget(166, 0, false, 3)).toEqual({ retries: 166, firsts: 0 });
+    expect(alarmBudget(0, 0, true, 3)).toEqual({ retries: 0, firsts: 0 });
+  });
+});
+
+describe("the hold planned for each retry owed", () => {
+  it("is twice the mean of the recent holds, within its floor and ceiling; the ceiling with no history", () => {
+    expect(plannedRetryHold([], 50, 1_500)).toBe(1_500);
+    // One timeout in six among quick answers: the mean, not the longest, is what the owed retries add up to.
+    expect(plannedRetryHold([20, 20, 20, 20, 20, 520], 50, 1_500)).toBeCloseTo(2 * (620 / 6));
+    expect(plannedRetryHold([5, 5], 50, 1_500)).toBe(50);
+    expect(plannedRetryHold([1_400, 1_400], 50, 1_500)).toBe(1_500);
   });
 });

@@ -25,8 +25,14 @@ export interface LaneState {
   now: number;
   /** Requests the lane may have in flight at once. */
   slots: number;
-  /** The longest the lane plans for one attempt to hold its slot (claim, request, outcome). */
+  /** The longest the lane plans for an attempt in flight (or starting now) to hold its slot (claim, request, outcome). */
   holdMs: number;
+  /**
+   * What the lane plans for each retry not yet started to hold its slot (`holdMs` when not given): the
+   * recent holds' typical length rather than their longest, since owed retries are many and their
+   * slots' sum, not any one of them, is what keeps or breaks the others' gaps.
+   */
+  retryHoldMs?: number;
   /** From the end of an attempt to the latest start of its retry (the spec's gap less a margin). */
   gapMs: number;
   inFlight: readonly AttemptInFlight[];
@@ -36,6 +42,7 @@ export interface LaneState {
 /** Whether every owed retry (those stored and those the attempts in flight may end in) finds a slot in time. */
 export function retriesFit(state: LaneState): boolean {
   const { now, holdMs, gapMs } = state;
+  const retryHoldMs = state.retryHoldMs ?? holdMs;
   const frees: number[] = state.inFlight.map((a) => Math.max(now, a.startedAt + holdMs));
   if (frees.length > state.slots) return false;
   while (frees.length < state.slots) frees.push(now);
@@ -52,7 +59,7 @@ export function retriesFit(state: LaneState): boolean {
     for (let i = 1; i < frees.length; i++) if (frees[i]! < frees[slot]!) slot = i;
     const start = Math.max(frees[slot]!, retry.dueAt);
     if (start > retry.latestAt) return false;
-    frees[slot] = start + holdMs;
+    frees[slot] = start + retryHoldMs;
   }
   return true;
 }
@@ -78,6 +85,32 @@ export function plannedHold(
   if (recent.length === 0) return ceilingMs;
   const estimate = Math.min(ceilingMs, Math.max(floorMs, 2 * Math.max(...recent)));
   return oldestInFlightMs > estimate ? ceilingMs : estimate;
+}
+
+/**
+ * What one alarm may still start, of the `left` attempts its subrequests allow: retries while any is
+ * left; first attempts only while what is left covers all MAX_ATTEMPTS of each beside the `owed`
+ * attempts of the deliveries under way, and not once the alarm's wall time is past (`wallLeft`). So
+ * an alarm reaches its bound between deliveries, never inside a retry's gap.
+ */
+export function alarmBudget(
+  left: number,
+  owed: number,
+  wallLeft: boolean,
+  maxAttempts: number,
+): { retries: number; firsts: number } {
+  const retries = Math.max(0, left);
+  return { retries, firsts: wallLeft ? Math.max(0, Math.floor((left - owed) / maxAttempts)) : 0 };
+}
+
+/**
+ * The hold a lane plans for each retry it owes, from its recent attempts' holds (ms): twice their mean,
+ * at least `floorMs`, at most `ceilingMs`; the ceiling with no history.
+ */
+export function plannedRetryHold(recent: readonly number[], floorMs: number, ceilingMs: number): number {
+  if (recent.length === 0) return ceilingMs;
+  const mean = recent.reduce((sum, ms) => sum + ms, 0) / recent.length;
+  return Math.min(ceilingMs, Math.max(floorMs, 2 * mean));
 }
 
 /**

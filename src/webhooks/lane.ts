@@ -5,7 +5,15 @@ import { createScope } from "../platform/scope";
 import { type DeliveryContext, DeliveryInProgress, newDeliveryContext } from "./attempt/context";
 import { attempt, logFailure } from "./deliver";
 import { ATTEMPTS_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./lane-capacity";
-import { type AttemptInFlight, firstAttemptFits, plannedHold, shardOf, shardShares } from "./lane-plan";
+import {
+  alarmBudget,
+  type AttemptInFlight,
+  firstAttemptFits,
+  plannedHold,
+  plannedRetryHold,
+  shardOf,
+  shardShares,
+} from "./lane-plan";
 import { type DeliveryMessage, laneName, laneObject, laneShardName, receiverLaneName, receiverOrigin } from "./message";
 import { MAX_ATTEMPTS, MAX_GAP_MS } from "./policy";
 import { defaultReceiverSettings, type ReceiverSettings, receiverSettings } from "./receiver-settings";
@@ -45,6 +53,8 @@ const BLOCKED_RECHECK_MS = 100;
 const WRITES_MARGIN_MS = 1_000;
 /** The shortest hold the plan assumes, and how many recent holds it looks at. */
 const HOLD_FLOOR_MS = 250;
+/** The shortest hold the plan assumes for each retry it owes (their sum, not their longest: lane-plan.ts). */
+const RETRY_HOLD_FLOOR_MS = 50;
 const RECENT_HOLDS = 32;
 /** How long the lane trusts its copy of the receiver's settings when the API has not told it of a change. */
 export const SETTINGS_TTL_MS = 60_000;
@@ -125,13 +135,19 @@ interface CachedSettings {
 /** The lane's logic, apart from the Durable Object class so that it reads as plain code. */
 export class Lane {
   readonly #sql: SqlStorage;
-  readonly #inFlight = new Map<string, AttemptInFlight>();
+  /**
+   * Deliveries whose attempt is under way, from its claim to its outcome written; `answered` once its
+   * request has its answer (or none was sent): from then on it holds no connection and no slot.
+   */
+  readonly #inFlight = new Map<string, AttemptInFlight & { answered: boolean }>();
   /** How long the lane's last attempts held their slots (ms), newest last. */
   readonly #holds: number[] = [];
   /** Its receiver's state, read at most once a second (a paused or disabled receiver's new deliveries are held). */
   readonly #receivers = new ReceiverStates();
   #pumping = false;
   #wake: (() => void) | undefined;
+  /** Attempts one alarm may start (lane-capacity.ts); tests lower it to cross an alarm's bound quickly. */
+  attemptsPerAlarm = ATTEMPTS_PER_LANE_INVOCATION;
 
   constructor(
     private readonly state: DurableObjectState,
@@ -314,7 +330,11 @@ export class Lane {
    * oldest delivery once nothing else is unsettled). Returns how many started and whether a first
    * attempt waits for the retries' sake.
    */
-  #startDue(ctx: DeliveryContext, now: number, budget: number): { started: number; blocked: boolean } {
+  #startDue(
+    ctx: DeliveryContext,
+    now: number,
+    budget: { retries: number; firsts: number },
+  ): { started: number; blocked: boolean } {
     const slots = this.concurrency();
     let started = 0;
     const start = (row: LaneRow) => {
@@ -329,10 +349,10 @@ export class Lane {
         )
         .toArray();
       if (!head || this.#inFlight.size > 0) return { started, blocked: false };
-      if (head.due_at <= now && budget > 0) start(head);
+      if (head.due_at <= now && (head.paused === 1 ? budget.retries : budget.firsts) > 0) start(head);
       return { started, blocked: started === 0 };
     }
-    const free = () => Math.min(slots - this.#inFlight.size, budget - started);
+    const free = () => Math.min(slots - this.#requests().length, budget.retries - started);
     if (free() > 0)
       for (const row of this.#rows(
         "paused = 1 AND due_at <= ? ORDER BY latest_at LIMIT ?",
@@ -340,8 +360,14 @@ export class Lane {
         free() + this.#inFlight.size,
       ).slice(0, free()))
         start(row);
-    if (free() <= 0) return { started, blocked: false };
-    const firsts = this.#rows("paused = 0 AND due_at <= ? ORDER BY seq LIMIT ?", now, free() + this.#inFlight.size);
+    const retriesStarted = started;
+    const freeForFirsts = () => Math.min(free(), budget.firsts - (started - retriesStarted));
+    if (freeForFirsts() <= 0) return { started, blocked: false };
+    const firsts = this.#rows(
+      "paused = 0 AND due_at <= ? ORDER BY seq LIMIT ?",
+      now,
+      freeForFirsts() + this.#inFlight.size,
+    );
     if (firsts.length === 0) return { started, blocked: false };
     const retries = this.#sql
       .exec<{ id: string; due_at: number; latest_at: number }>(
@@ -350,15 +376,23 @@ export class Lane {
       .toArray()
       .filter((r) => !this.#inFlight.has(r.id))
       .map((r) => ({ dueAt: r.due_at, latestAt: r.latest_at }));
+    // Answered attempts still writing their outcome hold no slot, but each may end in a retry owed from now.
+    for (const a of this.#inFlight.values())
+      if (a.answered && a.mayRetry) retries.push({ dueAt: now, latestAt: now + MAX_GAP_MS - GAP_MARGIN_MS });
     for (const row of firsts) {
-      if (free() <= 0) break;
+      if (freeForFirsts() <= 0) break;
       const fits = firstAttemptFits(
         {
           now,
           slots,
           holdMs: this.#plannedHold(now, ctx),
+          retryHoldMs: plannedRetryHold(
+            this.#holds,
+            RETRY_HOLD_FLOOR_MS,
+            ctx.config.webhookTimeoutMs + WRITES_MARGIN_MS,
+          ),
           gapMs: MAX_GAP_MS - GAP_MARGIN_MS,
-          inFlight: [...this.#inFlight.values()],
+          inFlight: this.#requests(),
           retries,
         },
         row.attempts + 1 < MAX_ATTEMPTS,
@@ -371,7 +405,7 @@ export class Lane {
 
   #plannedHold(now: number, ctx: DeliveryContext): number {
     let oldest = 0;
-    for (const a of this.#inFlight.values()) oldest = Math.max(oldest, now - a.startedAt);
+    for (const a of this.#requests()) oldest = Math.max(oldest, now - a.startedAt);
     return plannedHold(this.#holds, oldest, HOLD_FLOOR_MS, ctx.config.webhookTimeoutMs + WRITES_MARGIN_MS);
   }
 
@@ -380,19 +414,44 @@ export class Lane {
     // the lane could not place in time: the attempts' times in D1 show the gap; this line says why.
     if (row.paused === 1 && row.latest_at !== null && now > row.latest_at)
       log("warn", "webhook attempt started late", { delivery_id: row.id, late_ms: now - row.latest_at });
-    this.#inFlight.set(row.id, { startedAt: now, mayRetry: row.attempts + 1 < MAX_ATTEMPTS });
-    void this.#attempt(ctx, row).finally(() => {
+    const inFlight = { startedAt: now, mayRetry: row.attempts + 1 < MAX_ATTEMPTS, answered: false };
+    this.#inFlight.set(row.id, inFlight);
+    // The slot is the request's: from the claim to the receiver's answer. The outcome's write goes on
+    // without it (a D1 write is not a connection to the receiver), and the row stays taken until it ends.
+    const answered = () => {
+      if (inFlight.answered) return;
+      inFlight.answered = true;
       this.#holds.push(Date.now() - now);
       if (this.#holds.length > RECENT_HOLDS) this.#holds.shift();
+      this.#wake?.();
+    };
+    void this.#attempt(ctx, row, answered).finally(() => {
+      answered();
       this.#inFlight.delete(row.id);
       this.#wake?.();
     });
   }
 
+  /** The attempts whose request holds a slot: claimed, not answered yet. */
+  #requests(): AttemptInFlight[] {
+    return [...this.#inFlight.values()].filter((a) => !a.answered);
+  }
+
+  /**
+   * The attempts the lane's deliveries under way may still make: at most two more for each one between
+   * attempts or in flight (MAX_ATTEMPTS in all). What an alarm keeps of its budget for them.
+   */
+  #owedAttempts(): number {
+    const between = this.#sql.exec<{ n: number }>("SELECT count(*) AS n FROM lane_deliveries WHERE paused = 1").one().n;
+    return (MAX_ATTEMPTS - 1) * (between + this.#inFlight.size);
+  }
+
   /**
    * The alarm: starts what is due (`#startDue`) until the lane is empty or nothing is due within
-   * HOLD_MS. Bounded per invocation (subrequests, wall time): past either bound it starts nothing new,
-   * lets its attempts in flight finish, and leaves the rest to the next alarm, which it sets.
+   * HOLD_MS. Bounded per invocation (subrequests, wall time), and it ends only between deliveries'
+   * attempts, never inside a retry's gap: near either bound it starts no first attempt (what is left of
+   * the subrequests is kept for the retries owed), goes on starting the retries that come due, and ends
+   * at the first moment nothing is in flight, with the next alarm set (at once when something is due).
    */
   async pump(): Promise<void> {
     if (this.#pumping) return;
@@ -406,10 +465,16 @@ export class Lane {
       await this.#refreshSettings();
       for (;;) {
         const now = Date.now();
-        const open = started < ATTEMPTS_PER_LANE_INVOCATION && now - began < LANE_INVOCATION_WALL_MS;
+        const budget = alarmBudget(
+          this.attemptsPerAlarm - started,
+          this.#owedAttempts(),
+          now - began < LANE_INVOCATION_WALL_MS,
+          MAX_ATTEMPTS,
+        );
+        const open = budget.firsts > 0;
         let blocked = false;
-        if (open) {
-          const step = this.#startDue(ctx, now, ATTEMPTS_PER_LANE_INVOCATION - started);
+        if (budget.retries > 0) {
+          const step = this.#startDue(ctx, now, budget);
           started += step.started;
           blocked = step.blocked;
         }
@@ -425,16 +490,21 @@ export class Lane {
         )
           break;
         // Wait for an attempt to end, an `accept`, or the next due row, whichever comes first.
-        const full = this.#inFlight.size >= this.concurrency();
+        const full = this.#requests().length >= this.concurrency();
         // Full: an attempt's end wakes the lane. Blocked (first attempts wait for the retries' sake, or for
         // the delivery before them at concurrency 1): the next retry's time, or a look again shortly.
+        // Closed to first attempts (its bounds near): the next retry's time, so that none waits for an alarm.
         const waitMs = idle
           ? LINGER_MS - (now - idleSince!)
-          : !open || next === null || full
+          : full
             ? HOLD_MS
-            : blocked
-              ? Math.max(0, Math.min(BLOCKED_RECHECK_MS, (nextRetry ?? Infinity) - now))
-              : Math.max(0, next - now);
+            : !open
+              ? Math.max(0, Math.min(HOLD_MS, (nextRetry ?? Infinity) - now))
+              : next === null
+                ? HOLD_MS
+                : blocked
+                  ? Math.max(0, Math.min(BLOCKED_RECHECK_MS, (nextRetry ?? Infinity) - now))
+                  : Math.max(0, next - now);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, waitMs);
           this.#wake = () => {
@@ -447,6 +517,7 @@ export class Lane {
     } finally {
       // What one alarm did, for operators: its attempts and the D1 round trips they took (group commit).
       log("info", "webhook lane alarm", {
+        lane_id: this.state.id.toString(),
         attempts: started,
         d1_trips: ctx.writes.trips,
         d1_statements: ctx.writes.statements,
@@ -475,7 +546,7 @@ export class Lane {
   }
 
   /** One attempt of a delivery (deliver.ts), and what the lane keeps of it afterwards. */
-  async #attempt(ctx: DeliveryContext, row: LaneRow): Promise<void> {
+  async #attempt(ctx: DeliveryContext, row: LaneRow, answered: () => void): Promise<void> {
     const message = JSON.parse(row.message) as DeliveryMessage;
     // Taken for its first attempt while its receiver is paused or disabled: held, not attempted.
     if (row.attempts === 0 && (await holdIfStopped(ctx, this.#receivers, message))) {
@@ -483,7 +554,7 @@ export class Lane {
       return;
     }
     const delivery = new DeliveryInProgress(message);
-    const end = await attempt(ctx, delivery, this.#receivers).finally(() => delivery.release());
+    const end = await attempt(ctx, delivery, this.#receivers, answered).finally(() => delivery.release());
     if (end.kind === "settled") {
       this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
       return;

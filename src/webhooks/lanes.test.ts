@@ -11,7 +11,7 @@ import { createWorker } from "../worker";
 import { Lane } from "./lane";
 import { type DeliveryMessage, laneName } from "./message";
 import { LANE_CONCURRENCY } from "./lane-capacity";
-import { MAX_ATTEMPTS, MAX_GAP_MS } from "./policy";
+import { MAX_ATTEMPTS, MAX_GAP_MS, RETRY_DELAYS_SECONDS } from "./policy";
 import { claimAttempt } from "./store";
 
 /**
@@ -193,6 +193,56 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
       expect(await received(table[i]!.hooks[0]!.key), kind.name).toHaveLength(kind.attempts);
     }
   }, 30_000);
+});
+
+describe("an alarm's bound never falls inside a retry's gap", () => {
+  it("with 18 attempts an alarm, 12 deliveries answered 404 (after 100 or 900 ms) get their 3 attempts each, every retry on time, over several alarms", async () => {
+    const app = await seedRunnable(api);
+    // Answers of two lengths, interleaved, so that retries come due while attempts are in flight.
+    const quick = await deliveriesTo(app.projectId, 6, [{ status: 404, delayMs: 100 }], PEER_MORE[2]);
+    const slow = await deliveriesTo(app.projectId, 6, [{ status: 404, delayMs: 900 }], PEER_MORE[2]);
+    const messages = quick.messages.flatMap((m, i) => [m, slow.messages[i]!]);
+    const lane = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(messages[0]!)));
+    // The subrequests' bound of one alarm, lowered so that the deliveries cross it again and again.
+    await runInDurableObject(lane, (instance: { lane: Lane }) => {
+      instance.lane.attemptsPerAlarm = 18;
+    });
+    const lines = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    expect((await lane.accept(messages)).stored).toEqual(Array(12).fill(true));
+    for (const m of messages)
+      expect(
+        await until(
+          () => deliveryRow(m.id),
+          (r) => r?.status === "failed",
+          30_000,
+        ),
+      ).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
+    // Each alarm's line, once it has ended (the last one lingers for a moment after the last attempt).
+    const alarmsOf = () =>
+      lines.mock.calls
+        .map(([line]) => line as { message?: string; lane_id?: string; attempts?: number })
+        .filter((l) => l.message === "webhook lane alarm" && l.lane_id === lane.id.toString() && (l.attempts ?? 0) > 0);
+    const alarms = await until(
+      async () => alarmsOf(),
+      (a) => a.reduce((sum, l) => sum + l.attempts!, 0) >= 12 * MAX_ATTEMPTS,
+      10_000,
+    );
+    expect(alarms.length).toBeGreaterThanOrEqual(2);
+    expect(Math.max(...alarms.map((a) => a.attempts!))).toBeLessThanOrEqual(18);
+    expect(alarms.reduce((sum, a) => sum + a.attempts!, 0)).toBe(12 * MAX_ATTEMPTS);
+    // Each retry starts when its pause ends (give or take the outcome's write and a turn of the lane),
+    // never after attempts in flight: an alarm past its bound that stopped starting retries made them
+    // wait for its last attempts (here up to 900 ms) and a new alarm.
+    for (const m of messages) {
+      const times = await attemptTimes(m.id);
+      expect(times).toHaveLength(MAX_ATTEMPTS);
+      for (let n = 1; n < times.length; n++) {
+        const gap = times[n]!.at - (times[n - 1]!.at + times[n - 1]!.durationMs);
+        expect(gap, `gap before attempt ${n + 1}`).toBeLessThanOrEqual(MAX_GAP_MS);
+        expect(gap - RETRY_DELAYS_SECONDS[n - 1]! * 1000, `lateness of attempt ${n + 1}`).toBeLessThan(300);
+      }
+    }
+  }, 60_000);
 });
 
 describe("a lane stores a delivery once and never makes a fourth attempt", () => {
