@@ -260,6 +260,7 @@ describe("runs on record from every entry", () => {
         origin: new URL(hook.url).origin,
         state: "active",
         state_cause: null,
+        failing_since: null,
         delivered: 0,
         failed: 1,
         recovered: 0,

@@ -202,6 +202,7 @@ describe("attack: bytes in taken from Content-Length (33.3)", () => {
   it("a custom app's body declared as 100,000 bytes that breaks off after 10 is not counted as 100,000", async () => {
     const app = await seedRunnable(api, undefined, "custom");
     // A caller who breaks off: its body errors (a connection lost), as the runtime's does.
+    let sent = false;
     const short = new ReadableStream<Uint8Array>({
       pull(controller) {
         if (sent) return controller.error(new Error("connection lost"));
@@ -209,7 +210,6 @@ describe("attack: bytes in taken from Content-Length (33.3)", () => {
         controller.enqueue(new TextEncoder().encode("0123456789"));
       },
     });
-    let sent = false;
     const res = await api.call(`${app.appPath}/upload`, {
       method: "POST",
       token: app.token,

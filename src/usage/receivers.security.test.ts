@@ -79,6 +79,7 @@ describe("attack: the receivers' health read every delivery into the Worker (33.
         origin: `https://r${o}.example.com`,
         state: "active",
         state_cause: null,
+        failing_since: null,
         delivered: delivered.length,
         failed: failed.length,
         recovered: 0,
