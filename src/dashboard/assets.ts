@@ -81,7 +81,7 @@ export const SCRIPT = `"use strict";
   // A receiver's page following a task (#task-card[data-running]): its card is asked for again (one API
   // call: …/tasks/{task_id}) every second while it changes, less often while it does not (up to 5 s, none
   // while the tab is hidden), and replaced; once the task is over, the page's parts that it changed
-  // (data-poll-part: figures, held and failed deliveries) are fetched once more. Without script: Refresh.
+  // (data-poll-part: state, figures, held and failed deliveries) are fetched once more. Without script: Refresh.
   var card = document.querySelector("#task-card[data-running]");
   if (card && window.fetch && window.DOMParser) {
     var taskUrl = location.pathname.replace(/\\/$/, "") + "/tasks/" + encodeURIComponent(card.getAttribute("data-task")) + location.search;
@@ -297,6 +297,7 @@ figure.timeline-bar svg { margin-bottom: .25rem; }
 .swatch.stretch-s1 { --c: var(--p95); }
 .swatch.stretch-s2 { --c: var(--p99); }
 .not-found code { overflow-wrap: anywhere; }
+.card progress { display: block; width: 100%; max-width: 32rem; height: 1rem; margin: .5rem 0; accent-color: var(--accent); }
 @media (max-width: 40rem) {
   /* A compact header: the brand (which leads to every project), the switcher, sign-out; the tabs one
      line that scrolls sideways inside itself. */

@@ -51,7 +51,7 @@ describe.runIf(available || required)(
           if (!req.url?.startsWith("/hook"))
             return void res.writeHead(200, { "Content-Type": "application/json" }).end('{"done":true}');
           if (refusing) return void res.writeHead(503).end();
-          received.push(String(req.headers["webhook-id"] ?? req.headers["x-request-id"]));
+          received.push(String(req.headers["webhook-id"]));
           res.writeHead(204).end();
         });
       });
@@ -119,7 +119,12 @@ describe.runIf(available || required)(
           `${server.url}/v4/${projectId}/hooked/run?webhookEndpoint=${encodeURIComponent(`${peerUrl}/hook`)}`,
           {
             method: "POST",
-            headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json" },
+            // Signed: each attempt carries its message id (webhook-id), by which the receiver's log is checked.
+            headers: {
+              Authorization: `Bearer ${admin}`,
+              "Content-Type": "application/json",
+              "X-Webhook-Secret": "receiver-page-secret",
+            },
             body: JSON.stringify({ inputs: { n: 1 } }),
           },
         );
@@ -177,6 +182,12 @@ describe.runIf(available || required)(
       expect(await page.evaluate(() => (window as unknown as { kept?: string }).kept)).toBe("this page");
       expect(navigations, "the receiver's page was never reloaded").toEqual([]);
       expect(received, "every missed result, once each, oldest first").toEqual(missed);
+      // Once the task is over, the page's state and figures are brought up to date as well: the
+      // originals count as recovered, the receiver healthy.
+      await expect
+        .poll(() => page.locator("#receiver-figures").textContent())
+        .toMatch(/Delivered\s*5\s*Failed\s*0.*Recovered\s*5/s);
+      await page.locator("#receiver-state").getByText("Healthy").waitFor();
       await shot("96-receiver-recovered");
 
       // Pause: the page says so, and a new run's delivery is held and listed there.

@@ -433,7 +433,7 @@ async function receiverView(c: DashContext, project: ProjectItem) {
       <h1>
         Receiver <code>{r.origin}</code> <span class="muted">· {project.name}</span>
       </h1>
-      <section id="receiver-state" class="card" aria-labelledby="state-title">
+      <section id="receiver-state" class="card" data-poll-part aria-labelledby="state-title">
         <h2 id="state-title">State</h2>
         <p>
           <Badge tone={health.tone}>{health.label}</Badge>{" "}
