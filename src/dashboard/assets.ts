@@ -78,6 +78,50 @@ export const SCRIPT = `"use strict";
     status.hidden = false;
     connect();
   }
+  // A receiver's page following a task (#task-card[data-running]): its card is asked for again (one API
+  // call: …/tasks/{task_id}) every second while it changes, less often while it does not (up to 5 s, none
+  // while the tab is hidden), and replaced; once the task is over, the page's parts that it changed
+  // (data-poll-part: state, figures, held and failed deliveries) are fetched once more. Without script: Refresh.
+  var card = document.querySelector("#task-card[data-running]");
+  if (card && window.fetch && window.DOMParser) {
+    var taskUrl = location.pathname.replace(/\\/$/, "") + "/tasks/" + encodeURIComponent(card.getAttribute("data-task")) + location.search;
+    var wait = 1000, last = null;
+    var later = function () { setTimeout(ask, wait); };
+    var settle = function () {
+      fetch(location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (response) { return response.ok ? response.text() : null; })
+        .then(function (html) {
+          if (html === null) return;
+          var fresh = new DOMParser().parseFromString(html, "text/html");
+          document.querySelectorAll("[data-poll-part]").forEach(function (part) {
+            var next = fresh.getElementById(part.id);
+            if (next && next.innerHTML !== part.innerHTML) part.innerHTML = next.innerHTML;
+          });
+        })
+        .catch(function () {});
+    };
+    var ask = function () {
+      if (document.hidden) return later();
+      fetch(taskUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) { return response.ok ? response.json() : null; })
+        .then(function (answer) {
+          if (!answer || typeof answer.html !== "string") { wait = Math.min(wait * 2, 5000); return later(); }
+          var now = document.getElementById("task-card");
+          var changed = answer.html !== last;
+          last = answer.html;
+          if (changed && now) now.outerHTML = answer.html;
+          if (!answer.running) {
+            var summary = document.getElementById("task-summary");
+            announce(summary ? summary.textContent : "The task is over");
+            return settle();
+          }
+          wait = changed ? 1000 : Math.min(wait * 1.5, 5000);
+          later();
+        })
+        .catch(function () { wait = Math.min(wait * 2, 5000); later(); });
+    };
+    later();
+  }
   // A table or a command wider than its box scrolls inside it: the box takes the keyboard's focus (arrow
   // keys scroll it); a table's is a region named by its caption.
   document.querySelectorAll(".table-wrap, pre").forEach(function (box) {
@@ -253,6 +297,7 @@ figure.timeline-bar svg { margin-bottom: .25rem; }
 .swatch.stretch-s1 { --c: var(--p95); }
 .swatch.stretch-s2 { --c: var(--p99); }
 .not-found code { overflow-wrap: anywhere; }
+.card progress { display: block; width: 100%; max-width: 32rem; height: 1rem; margin: .5rem 0; accent-color: var(--accent); }
 @media (max-width: 40rem) {
   /* A compact header: the brand (which leads to every project), the switcher, sign-out; the tabs one
      line that scrolls sideways inside itself. */

@@ -61,8 +61,9 @@ describe("dashboard Receivers page", () => {
     expect(((await v.get(`${page}?range=24h`)).html.match(/<tr>/g) ?? []).length).toBe(1 + 3);
     // Pause from the page: the row says Paused, and Resume is offered.
     const control = `/dashboard/projects/${p.projectId}/webhook-receivers/control`;
-    const paused = await v.post(control, { origin: new URL(PEER).origin, action: "pause" });
+    const paused = await v.post(control, { origin: new URL(PEER).origin, action: "pause", back: "list" });
     expect(paused.status).toBe(303);
+    expect(paused.location).toBe(page);
     const after = await v.get(page);
     expect(rowOf(after.html, new URL(PEER).origin)).toMatch(/Paused paused .*Resume/);
     // Every project page says so at its top.
@@ -76,7 +77,11 @@ describe("dashboard Receivers page", () => {
       since: "2026-11-20T00:00:00Z",
     });
     expect(counted.status).toBe(303);
-    const task = await v.get(counted.headers.get("location")!);
+    // Its count is followed on the receiver's own page, which the row's origin links to.
+    const receiverPage = `${page}/${encodeURIComponent(new URL(DOWN).origin)}`;
+    expect(counted.location).toMatch(new RegExp(`^${receiverPage.replace(/[.?]/g, "\\$&")}\\?task=wrt_`));
+    expect(html).toContain(`<a href="${receiverPage}"><code>${new URL(DOWN).origin}</code></a>`);
+    const task = await v.get(counted.location!);
     expect(text(task.html)).toMatch(/Counting the failed deliveries|can be sent again/);
   });
 

@@ -1,5 +1,6 @@
 import type { z } from "@hono/zod-openapi";
 import type {
+  ReceiverDetailSchema,
   ReceiverHealthSchema,
   RunRecordList as RunRecordListSchema,
   RunRecordSchema,
@@ -13,3 +14,4 @@ export type Usage = z.infer<typeof UsageSchema>;
 export type UsageTotals = Usage["totals"];
 export type Receiver = z.infer<typeof ReceiverHealthSchema>;
 export type ReceiverList = { data: Receiver[] };
+export type ReceiverDetail = z.infer<typeof ReceiverDetailSchema>;

@@ -93,9 +93,10 @@ interface HealthRow {
  * `RECEIVER_ROWS_MAX`), busiest first, at most `RECEIVER_ORIGINS_MAX` origins. Aggregated by D1 in
  * one statement: counts per status, the share retried, the p95 time from the delivery's record to its
  * 2xx (nearest rank, by a window over the delivered ones), the last failure; the Worker holds one
- * row per origin, never the deliveries (50,000 endpoints of 2,048 characters were ~100 MB).
+ * row per origin, never the deliveries (50,000 endpoints of 2,048 characters were ~100 MB). With
+ * `origin`, that receiver's alone.
  */
-export async function receiversHealth(db: Database, projectId: string, from: number, to: number) {
+export async function receiversHealth(db: Database, projectId: string, from: number, to: number, origin?: string) {
   const { results } = await db.$client
     .prepare(
       `WITH recent AS (
@@ -105,6 +106,7 @@ export async function receiversHealth(db: Database, projectId: string, from: num
                 status = 'failed' AND EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.project_id = ?1
                   AND e.message_id = webhook_deliveries.message_id AND e.status = 'delivered') AS recovered
          FROM webhook_deliveries WHERE project_id = ?1 AND created_at >= ?2 AND created_at < ?3
+           ${origin === undefined ? "" : `AND ${ORIGIN_SQL} = ?6`}
          ORDER BY created_at DESC LIMIT ?4),
        counts AS (
          SELECT origin, sum(status = 'delivered') AS delivered, sum(status = 'failed' AND NOT recovered) AS failed,
@@ -126,14 +128,15 @@ export async function receiversHealth(db: Database, projectId: string, from: num
        FROM counts c LEFT JOIN failures f ON f.origin = c.origin AND f.r = 1
        ORDER BY c.delivered + c.failed + c.recovered + c.held + c.pending DESC, c.origin`,
     )
-    .bind(projectId, from, to, RECEIVER_ROWS_MAX, RECEIVER_ORIGINS_MAX)
+    // One receiver's alone (read by the index webhook_deliveries_receiver), or every receiver's.
+    .bind(projectId, from, to, RECEIVER_ROWS_MAX, RECEIVER_ORIGINS_MAX, ...(origin === undefined ? [] : [origin]))
     .all<HealthRow>();
   // Each receiver's state (paused, disabled and why), and the ones not active that had no delivery in the range.
   const states = await db.select().from(webhookReceivers).where(eq(webhookReceivers.projectId, projectId));
   const stateOf = new Map(states.map((r) => [r.origin, r]));
   const listed = new Set(results.map((h) => h.origin));
   for (const r of states)
-    if (r.state !== "active" && !listed.has(r.origin))
+    if (r.state !== "active" && !listed.has(r.origin) && (origin === undefined || r.origin === origin))
       results.push({
         origin: r.origin,
         delivered: 0,

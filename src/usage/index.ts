@@ -1,4 +1,5 @@
 import { ApiError, invalidField } from "../platform/errors";
+import { rfc3339OrNull } from "../platform/openapi";
 import { DAY_MS, HOUR_MS, MINUTE_MS } from "../platform/time";
 import { decodeCursor, encodeCursor } from "../platform/pagination";
 import { createRouter } from "../platform/router";
@@ -10,7 +11,8 @@ import { EXPORT_TYPES, type ExportFormat, exportHeaders, exportStream, formatOf 
 import type { Context } from "hono";
 import type { z } from "@hono/zod-openapi";
 import type { AppEnv } from "../platform/scope";
-import { defaultReceiverSettings, projectReceiverSettings } from "../webhooks/receiver-settings";
+import { defaultReceiverSettings, projectReceiverSettings, receiverSettings } from "../webhooks/receiver-settings";
+import { knownReceiver } from "../webhooks/receiver-api";
 import { ledgerOf } from "./ledger-client";
 import { RECORDS_RETENTION_MS, ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
 import {
@@ -18,6 +20,7 @@ import {
   getRun,
   getUsage,
   type INTERVALS,
+  getReceiver,
   listReceivers,
   listRuns,
   type RunDelivery,
@@ -366,4 +369,39 @@ export const usageRouter = createRouter()
       concurrency: concurrency.get(h.origin) ?? defaultReceiverSettings(project_id, h.origin).concurrency,
     }));
     return c.json({ data }, 200);
+  })
+  .openapi(getReceiver, async (c) => {
+    const { project_id, origin: raw } = c.req.valid("param");
+    const q = c.req.valid("query");
+    const scope = c.var.scope;
+    const origin = await knownReceiver(scope, project_id, raw);
+    const now = scope.deps.now().getTime();
+    const to = time(q.to) ?? now + 1;
+    const from = time(q.from) ?? now - 7 * DAY_MS;
+    checkedRange(from, to);
+    const [[health], settings] = await Promise.all([
+      receiversHealth(scope.db, project_id, from, to, origin),
+      receiverSettings(scope.db, project_id, origin),
+    ]);
+    return c.json(
+      {
+        // No delivery in the range: its figures are zeros.
+        ...(health ?? {
+          origin,
+          delivered: 0,
+          failed: 0,
+          recovered: 0,
+          held: 0,
+          pending: 0,
+          retried_share: 0,
+          p95_run_to_received_ms: null,
+          last_failure: null,
+        }),
+        state: settings.state,
+        state_cause: settings.stateCause,
+        state_changed_at: rfc3339OrNull(settings.stateChangedAt),
+        concurrency: settings.concurrency,
+      },
+      200,
+    );
   });

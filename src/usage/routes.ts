@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { requires } from "../auth/access";
 import { DELIVERY_STATUSES, RECEIVER_STATES } from "../db/schema";
 import { RUN_ENDINGS, RUN_MODES } from "./run-record";
+import { ReceiverParams } from "../webhooks/receiver-routes";
 import {
   idParam,
   jsonContent,
@@ -388,6 +389,23 @@ export const listReceivers = createRoute({
     ),
     ...SCOPED_PROBLEMS,
   },
+});
+
+export const ReceiverDetailSchema = ReceiverHealthSchema.extend({
+  state_changed_at: Timestamp.nullable().openapi({ description: "When it was last paused, disabled or resumed." }),
+}).openapi("WebhookReceiverDetail");
+
+export const getReceiver = createRoute({
+  operationId: "getWebhookReceiver",
+  method: "get",
+  path: "/projects/{project_id}/webhook-receivers/{origin}",
+  tags: ["Webhooks"],
+  ...requires("deliveries:read"),
+  summary: "One webhook receiver's state and health",
+  description:
+    "A receiver origin of the project (one its deliveries went to, or one with settings): its state (paused, disabled and why, since when) and its health over the deliveries made in the range, the figures of `GET …/webhook-receivers` for it alone. An origin the project never delivered to is a 404.",
+  request: { params: ReceiverParams, query: ReceiversQuery },
+  responses: { 200: jsonContent(ReceiverDetailSchema, "The receiver."), ...SCOPED_PROBLEMS },
 });
 
 export const getMetrics = createRoute({

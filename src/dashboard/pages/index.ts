@@ -6,6 +6,7 @@ import { registerDeliveries } from "./deliveries";
 import { registerDomains } from "./domains";
 import { registerMembers } from "./members";
 import { registerProjects } from "./projects";
+import { registerReceiver } from "./receiver";
 import { registerReceivers } from "./receivers";
 import { registerRun } from "./run";
 import { registerRuns } from "./runs";
@@ -25,6 +26,7 @@ export const PAGES: ((dash: DashRouter) => void)[] = [
   registerRun,
   registerDeliveries,
   registerReceivers,
+  registerReceiver,
   registerAuditLog,
   registerMembers,
 ];

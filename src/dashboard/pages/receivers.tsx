@@ -1,26 +1,15 @@
 import { seg } from "../api";
+import { can } from "../access";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { MAX_RECEIVER_CONCURRENCY } from "../../webhooks/lane-capacity";
-import { Badge, type BadgeTone, Csrf, DataTable, ProblemMessage, when } from "../components";
-import type { ReceiverTaskJson } from "../../webhooks/receiver-routes";
+import { Badge, Csrf, DataTable, ProblemMessage, when } from "../components";
 import { count, duration, percent } from "../format";
 import { renderPage } from "../layout";
 import type { Receiver, ReceiverList } from "../usage-types";
 import { ERROR_TEXT } from "./deliveries";
 import { RANGES, RangePicker, rangeOf, RunCommand, windowOf } from "../usage-view";
 import { ProjectHeading, withProject } from "./project";
-
-type Health = { tone: BadgeTone; label: string };
-
-/** A receiver's state in one word: every delivery arrived, some failed, or most failed. */
-export function healthOf(r: Receiver): Health {
-  if (r.state === "disabled") return { tone: "bad", label: "Disabled" };
-  if (r.state === "paused") return { tone: "warn", label: "Paused" };
-  const total = r.delivered + r.failed;
-  if (r.failed === 0) return { tone: "ok", label: "Healthy" };
-  if (r.failed * 2 >= total) return { tone: "bad", label: "Failing" };
-  return { tone: "warn", label: "Some failures" };
-}
+import { filteredDeliveries, healthOf, receiverPage, StateControl } from "./receiver";
 
 /** Delivered against failed as one bar: the share at a glance, the counts in its name and tooltip. */
 function ShareBar({ r }: { r: Receiver }) {
@@ -69,94 +58,21 @@ function ConcurrencyForm({ c, projectId, receiver }: { c: DashContext; projectId
   );
 }
 
-/** The deliveries page filtered to one receiver's deliveries of `status`. */
-const filtered = (pid: string, origin: string, status: string) =>
-  projectPath(pid, `/webhook-deliveries?${new URLSearchParams({ status, origin })}`);
-
-const receiverApi = (pid: string, origin: string, rest: string) =>
-  `/projects/${seg(pid)}/webhook-receivers/${encodeURIComponent(origin)}${rest}`;
-
-/** Pause or resume, and recover (a dry-run count first), for one receiver. */
+/** Pause or resume, and the recovery's dry-run count (followed on the receiver's page), for one receiver. */
 function ReceiverControls({ c, pid, r, since }: { c: DashContext; pid: string; r: Receiver; since: string }) {
-  const action = projectPath(pid, "/webhook-receivers/control");
-  const form = (name: string, label: string, extra: Record<string, string> = {}) => (
-    <form method="post" action={action} class="inline">
-      <Csrf token={c.get("csrf")} />
-      <input type="hidden" name="origin" value={r.origin} />
-      <input type="hidden" name="action" value={name} />
-      {Object.entries(extra).map(([k, v]) => (
-        <input type="hidden" name={k} value={v} />
-      ))}
-      <button type="submit" class="secondary" aria-label={`${label} ${r.origin}`}>
-        {label}
-      </button>
-    </form>
-  );
   return (
     <div class="below">
-      {r.state === "active" ? form("pause", "Pause") : form("resume", r.state === "disabled" ? "Re-enable" : "Resume")}
-      {r.failed > 0 && form("count", "Count failed to recover", { since })}
-    </div>
-  );
-}
-
-/** The task a control started, followed on the page (`?task=…&origin=…`): a dry run's count, or a progress bar. */
-async function followedTask(c: DashContext, pid: string): Promise<ReceiverTaskJson | null> {
-  const taskId = c.req.query("task");
-  const origin = c.req.query("origin");
-  if (!taskId || !origin || !/^wrt_[0-9a-z]{30}$/.test(taskId)) return null;
-  const task = await c.get("api")<ReceiverTaskJson>("GET", receiverApi(pid, origin, `/tasks/${seg(taskId)}`));
-  return task.ok ? task.data : null;
-}
-
-function TaskProgress({ c, pid, task }: { c: DashContext; pid: string; task: ReceiverTaskJson }) {
-  const running = task.status === "counting" || task.status === "sending";
-  const self = projectPath(
-    pid,
-    `/webhook-receivers?${new URLSearchParams({ task: task.task_id, origin: task.origin })}`,
-  );
-  return (
-    <div class="card" role="status" aria-label="Receiver task">
-      {task.dry_run ? (
-        running ? (
-          <p>
-            Counting the failed deliveries to {task.origin}… <a href={self}>Refresh</a>
-          </p>
-        ) : (
-          <>
-            <p>
-              <strong>{count(task.counted)}</strong> failed deliveries to <code>{task.origin}</code> can be sent again
-              {task.expired + task.unsendable > 0 && (
-                <span class="muted">
-                  {" "}
-                  ({count(task.expired + task.unsendable)} cannot: past the retention or never stored)
-                </span>
-              )}
-              .
-            </p>
-            {task.counted > 0 && (
-              <form method="post" action={projectPath(pid, "/webhook-receivers/control")}>
-                <Csrf token={c.get("csrf")} />
-                <input type="hidden" name="origin" value={task.origin} />
-                <input type="hidden" name="action" value="recover" />
-                <input type="hidden" name="since" value={task.since ?? ""} />
-                <input type="hidden" name="until" value={task.until ?? ""} />
-                <button type="submit">Recover {count(task.counted)} deliveries</button>
-              </form>
-            )}
-          </>
-        )
-      ) : (
-        <>
-          <p>
-            {task.kind === "recover" ? "Recovering" : "Sending what was held for"} <code>{task.origin}</code>:{" "}
-            {count(task.sent)} of {count(Math.max(task.counted, task.sent))} sent, {count(task.delivered)} delivered,{" "}
-            {count(task.failed)} failed ({task.status}). {running && <a href={self}>Refresh</a>}
-          </p>
-          <progress max={Math.max(task.counted, task.sent, 1)} value={task.sent}>
-            {count(task.sent)}
-          </progress>
-        </>
+      <StateControl c={c} pid={pid} origin={r.origin} state={r.state} back="list" />
+      {r.failed > 0 && (
+        <form method="post" action={projectPath(pid, "/webhook-receivers/control")} class="inline">
+          <Csrf token={c.get("csrf")} />
+          <input type="hidden" name="origin" value={r.origin} />
+          <input type="hidden" name="action" value="count" />
+          <input type="hidden" name="since" value={since} />
+          <button type="submit" class="secondary" aria-label={`Count failed to recover ${r.origin}`}>
+            Count failed to recover
+          </button>
+        </form>
       )}
     </div>
   );
@@ -164,48 +80,6 @@ function TaskProgress({ c, pid, task }: { c: DashContext; pid: string; task: Rec
 
 /** Receivers' health: per receiver origin, how its webhook deliveries fared. */
 export function registerReceivers(dash: DashRouter) {
-  dash.post("/projects/:project_id/webhook-receivers/control", (c) =>
-    withProject(c, async (project) => {
-      const pid = project.project_id;
-      const form = await c.req.parseBody();
-      const origin = typeof form.origin === "string" ? form.origin : "";
-      const action = typeof form.action === "string" ? form.action : "";
-      const since = typeof form.since === "string" ? form.since : "";
-      const until = typeof form.until === "string" && form.until ? form.until : undefined;
-      const back = projectPath(pid, "/webhook-receivers");
-      let answer;
-      if (action === "pause" || action === "resume") {
-        answer = await c.get("api")<{ task?: ReceiverTaskJson }>("POST", receiverApi(pid, origin, `/${action}`));
-        if (answer.ok && action === "resume" && answer.data.task)
-          return c.redirect(`${back}?${new URLSearchParams({ task: answer.data.task.task_id, origin })}`, 303);
-      } else if (action === "count" || action === "recover") {
-        answer = await c.get("api")<ReceiverTaskJson>("POST", receiverApi(pid, origin, "/recover"), {
-          since,
-          ...(until ? { until } : {}),
-          dry_run: action === "count",
-        });
-        if (answer.ok) return c.redirect(`${back}?${new URLSearchParams({ task: answer.data.task_id, origin })}`, 303);
-      } else return c.redirect(back, 303);
-      if (!answer.ok)
-        return renderPage(
-          c,
-          {
-            title: "Receivers",
-            projectId: pid,
-            tab: "webhook-receivers",
-            status: answer.problem.status === 404 ? 404 : 400,
-          },
-          <>
-            <ProjectHeading project={project} title="Receivers" />
-            <ProblemMessage problem={answer.problem} action="The receiver was not changed" />
-            <p>
-              <a href={back}>Back to Receivers</a>
-            </p>
-          </>,
-        );
-      return c.redirect(back, 303);
-    }),
-  );
   dash.get("/projects/:project_id/webhook-receivers", (c) =>
     withProject(c, async (project) => {
       const pid = project.project_id;
@@ -215,7 +89,8 @@ export function registerReceivers(dash: DashRouter) {
       const query = new URLSearchParams({ from: window.from, to: window.to });
       const list = await c.get("api")<ReceiverList>("GET", `/projects/${seg(pid)}/webhook-receivers?${query}`);
       const deliveries = projectPath(pid, "/webhook-deliveries");
-      const task = await followedTask(c, pid);
+      // Pause, resume, the recovery's count and the concurrency: only for someone who may use them.
+      const writable = can(c, "deliveries:write");
       return renderPage(
         c,
         {
@@ -232,7 +107,6 @@ export function registerReceivers(dash: DashRouter) {
             <a href={deliveries}>Webhook deliveries</a>.
           </p>
           <RangePicker c={c} current={range} />
-          {task && <TaskProgress c={c} pid={pid} task={task} />}
           {!list.ok ? (
             <ProblemMessage problem={list.problem} action="Loading receivers" />
           ) : list.data.data.length === 0 ? (
@@ -263,7 +137,9 @@ export function registerReceivers(dash: DashRouter) {
                 return (
                   <tr>
                     <td data-label="Receiver">
-                      <code>{r.origin}</code>
+                      <a href={receiverPage(pid, r.origin)}>
+                        <code>{r.origin}</code>
+                      </a>
                     </td>
                     <td data-label="Health">
                       <Badge tone={health.tone}>{health.label}</Badge>
@@ -271,19 +147,25 @@ export function registerReceivers(dash: DashRouter) {
                       <ShareBar r={r} />
                       {r.pending > 0 && <span class="muted">{count(r.pending)} pending</span>}
                       {r.recovered > 0 && <span class="muted"> {count(r.recovered)} recovered</span>}
-                      <ReceiverControls c={c} pid={pid} r={r} since={window.from} />
+                      {writable && <ReceiverControls c={c} pid={pid} r={r} since={window.from} />}
                     </td>
                     <td data-label="Delivered" class="num">
                       {count(r.delivered)}
                     </td>
                     <td data-label="Failed" class="num">
-                      <a href={filtered(pid, r.origin, "failed")} aria-label={`Failed deliveries to ${r.origin}`}>
+                      <a
+                        href={filteredDeliveries(pid, r.origin, "failed")}
+                        aria-label={`Failed deliveries to ${r.origin}`}
+                      >
                         {count(r.failed)}
                       </a>
                       {r.held > 0 && (
                         <>
                           <br />
-                          <a href={filtered(pid, r.origin, "held")} aria-label={`Held deliveries to ${r.origin}`}>
+                          <a
+                            href={filteredDeliveries(pid, r.origin, "held")}
+                            aria-label={`Held deliveries to ${r.origin}`}
+                          >
                             {count(r.held)} held
                           </a>
                         </>
@@ -307,7 +189,14 @@ export function registerReceivers(dash: DashRouter) {
                       )}
                     </td>
                     <td data-label="Concurrency">
-                      <ConcurrencyForm c={c} projectId={pid} receiver={r} />
+                      {writable ? (
+                        <ConcurrencyForm c={c} projectId={pid} receiver={r} />
+                      ) : (
+                        <>
+                          {count(r.concurrency)}
+                          {r.concurrency === 1 && <span class="muted"> ordered</span>}
+                        </>
+                      )}
                     </td>
                   </tr>
                 );
