@@ -12,7 +12,8 @@ import { PROJECT_NAV } from "./nav";
 function StoppedReceivers({ c, projectId }: { c: DashContext; projectId: string }) {
   const stopped = c.get("stoppedReceivers") ?? [];
   if (stopped.length === 0) return null;
-  const page = projectPath(projectId, "/webhook-receivers");
+  // The receiver's own page (pages/receiver.tsx): its controls, the recovery and its failed deliveries.
+  const page = (origin: string) => projectPath(projectId, `/webhook-receivers/${encodeURIComponent(origin)}`);
   const failed = (origin: string) =>
     projectPath(projectId, `/webhook-deliveries?${new URLSearchParams({ status: "failed", origin })}`);
   return (
@@ -21,14 +22,14 @@ function StoppedReceivers({ c, projectId }: { c: DashContext; projectId: string 
         r.state === "active" ? (
           <div class="alert error" role="alert">
             Webhook receiver <code>{r.origin}</code> is failing: its deliveries have failed since{" "}
-            {when(r.failingSince!.toISOString())}. Once it answers again, <a href={page}>recover</a> its{" "}
+            {when(r.failingSince!.toISOString())}. Once it answers again, <a href={page(r.origin)}>recover</a> its{" "}
             <a href={failed(r.origin)}>failed deliveries</a>.
           </div>
         ) : (
           <div class={r.state === "disabled" ? "alert error" : "alert warning"} role="alert">
             Webhook receiver <code>{r.origin}</code> is {r.state}
             {r.cause && r.cause !== r.state ? `: ${r.cause}` : ""}. Its new deliveries are held until you{" "}
-            <a href={page}>resume it</a>.
+            <a href={page(r.origin)}>resume it</a>.
           </div>
         ),
       )}

@@ -400,6 +400,7 @@ export const usageRouter = createRouter()
         state: settings.state,
         state_cause: settings.stateCause,
         state_changed_at: rfc3339OrNull(settings.stateChangedAt),
+        failing_since: rfc3339OrNull(settings.failingSince),
         concurrency: settings.concurrency,
       },
       200,
