@@ -214,6 +214,14 @@ describe("a receiver's page", () => {
     expect(progress.html).toContain(`<a href="${self}&amp;range=7d" class="refresh">Refresh</a>`);
     expect(words).toContain("Cancel");
 
+    // Come back to the page without the task in its address: it still follows the recovery under way.
+    const back = await v.get(page);
+    expect(back.html).toContain(`id="task-card" data-task="${recovering}" data-running=""`);
+    const detail = await api.json<{ running_task_id: string | null }>(
+      `/v2/projects/${projectId}/webhook-receivers/${encodeURIComponent(ORIGIN)}`,
+    );
+    expect(detail.body.running_task_id).toBe(recovering);
+
     // The card alone, as the dashboard's script asks for it.
     const card = await api.call(
       `/dashboard/projects/${projectId}/webhook-receivers/${encodeURIComponent(ORIGIN)}/tasks/${recovering}`,
@@ -237,6 +245,13 @@ describe("a receiver's page", () => {
     expect(text(after.html)).toMatch(/2 of 5 delivered .* · cancelled: 2 not sent\./);
     expect(after.html).not.toContain("data-running");
     expect(after.html).not.toContain('class="refresh"');
+    expect(
+      (
+        await api.json<{ running_task_id: string | null }>(
+          `/v2/projects/${projectId}/webhook-receivers/${encodeURIComponent(ORIGIN)}`,
+        )
+      ).body.running_task_id,
+    ).toBeNull();
   });
 
   it("counts from its form (a UTC time as the field gives it); a window the API refuses is its problem, shown", async () => {

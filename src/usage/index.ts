@@ -13,6 +13,7 @@ import type { z } from "@hono/zod-openapi";
 import type { AppEnv } from "../platform/scope";
 import { defaultReceiverSettings, projectReceiverSettings, receiverSettings } from "../webhooks/receiver-settings";
 import { knownReceiver } from "../webhooks/receiver-api";
+import { runningTask } from "../webhooks/receiver-tasks";
 import { ledgerOf } from "./ledger-client";
 import { RECORDS_RETENTION_MS, ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
 import {
@@ -379,9 +380,11 @@ export const usageRouter = createRouter()
     const to = time(q.to) ?? now + 1;
     const from = time(q.from) ?? now - 7 * DAY_MS;
     checkedRange(from, to);
-    const [[health], settings] = await Promise.all([
+    const [[health], settings, recovering, releasing] = await Promise.all([
       receiversHealth(scope.db, project_id, from, to, origin),
       receiverSettings(scope.db, project_id, origin),
+      runningTask(scope, project_id, origin, "recover"),
+      runningTask(scope, project_id, origin, "release"),
     ]);
     return c.json(
       {
@@ -401,6 +404,7 @@ export const usageRouter = createRouter()
         state_cause: settings.stateCause,
         state_changed_at: rfc3339OrNull(settings.stateChangedAt),
         failing_since: rfc3339OrNull(settings.failingSince),
+        running_task_id: (recovering ?? releasing)?.id ?? null,
         concurrency: settings.concurrency,
       },
       200,

@@ -393,6 +393,10 @@ export const listReceivers = createRoute({
 
 export const ReceiverDetailSchema = ReceiverHealthSchema.extend({
   state_changed_at: Timestamp.nullable().openapi({ description: "When it was last paused, disabled or resumed." }),
+  running_task_id: z.string().nullable().openapi({
+    description:
+      "The recovery (or the sending of what was held) under way for it, to follow at `…/webhook-receivers/{origin}/tasks/{task_id}`; null when none runs.",
+  }),
 }).openapi("WebhookReceiverDetail");
 
 export const getReceiver = createRoute({

@@ -419,7 +419,8 @@ async function receiverView(c: DashContext, project: ProjectItem) {
   const [held, failed, task] = await Promise.all([
     deliveries("held"),
     deliveries("failed"),
-    taskOf(c, pid, r.origin, c.req.query("task")),
+    // The task the control started, or else the one under way (so that coming back to the page still follows it).
+    taskOf(c, pid, r.origin, c.req.query("task") ?? r.running_task_id ?? undefined),
   ]);
   const health = healthOf(r);
   const writable = can(c, "deliveries:write");
