@@ -1,11 +1,11 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_SECRETS } from "../secrets";
+import { apiAs, chromiumAvailable, launchChromium, SCREENSHOTS, shotAndAudit } from "./browser";
 import { type DevServer, startWranglerDev } from "./wrangler-dev";
 
 /**
@@ -19,10 +19,7 @@ import { type DevServer, startWranglerDev } from "./wrangler-dev";
  * what the assertions need: "appears while it runs and its page reaches its end by itself"; a run is
  * under way on the page about a second after its admission), so a busy machine cannot end it early.
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const available = existsSync(CHROMIUM);
-const SCREENSHOTS = join(process.cwd(), "artifacts", "screenshots");
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+const available = chromiumAvailable;
 const LAPTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
 
@@ -50,11 +47,7 @@ describe.runIf(available)("the dashboard stays current, at laptop and phone widt
     await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
     appUrl = `http://127.0.0.1:${(app.address() as { port: number }).port}`;
     server = await startWranglerDev({ dir, secrets: TEST_SECRETS });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--no-sandbox", "--disable-gpu"],
-    });
+    browser = await launchChromium();
     context = await browser.newContext({ viewport: LAPTOP });
     page = await context.newPage();
     page.setDefaultTimeout(15_000);
@@ -67,16 +60,7 @@ describe.runIf(available)("the dashboard stays current, at laptop and phone widt
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  const api = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
-    const response = await fetch(`${server.url}/v2${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${admin}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await response.text();
-    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
-    return JSON.parse(text) as T;
-  };
+  const api = apiAs(() => server.url, admin);
   const run = (projectId: string, path: string) =>
     fetch(`${server.url}/v4/${projectId}/live/${path}`, {
       method: "POST",
@@ -84,20 +68,7 @@ describe.runIf(available)("the dashboard stays current, at laptop and phone widt
       body: "{}",
     });
 
-  /** A screenshot, and an axe-core audit (WCAG 2 A and AA) of the page as shown. */
-  async function shot(p: Page, name: string) {
-    await p.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
-    await p.evaluate(AXE_SOURCE);
-    const violations = await p.evaluate(async () => {
-      const result = await (
-        window as unknown as {
-          axe: { run(options: object): Promise<{ violations: { id: string; nodes: { target: unknown }[] }[] }> };
-        }
-      ).axe.run({ runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } });
-      return result.violations.map((v) => `${v.id}: ${JSON.stringify(v.nodes.map((n) => n.target))}`);
-    });
-    expect(violations, `accessibility of ${name}`).toEqual([]);
-  }
+  const shot = shotAndAudit;
   const sideways = (p: Page) => p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   const height = (p: Page) => p.evaluate(() => document.documentElement.scrollHeight);
 

@@ -1,12 +1,12 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server, type ServerResponse } from "node:http";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { TEST_SECRETS } from "../secrets";
 import { ensureDnsHarness } from "../global/dns-harness.mjs";
+import { CHROMIUM, chromiumAvailable, SCREENSHOTS, shotAndAudit } from "./browser";
 import { type DevServer, freePort, startWranglerDev } from "./wrangler-dev";
 
 /**
@@ -14,11 +14,8 @@ import { type DevServer, freePort, startWranglerDev } from "./wrangler-dev";
  * Without /usr/bin/chromium (or CHROMIUM_PATH) the suite is skipped with a message, unless REQUIRE_BROWSER=1 (CI), which
  * makes a missing browser a failure.
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const available = existsSync(CHROMIUM);
+const available = chromiumAvailable;
 const required = process.env.REQUIRE_BROWSER === "1";
-const SCREENSHOTS = join(process.cwd(), "artifacts", "screenshots");
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
 if (!available && !required) {
   console.warn(
@@ -46,23 +43,8 @@ describe.runIf(available)("dashboard in a browser", () => {
   let context: BrowserContext;
   let page: Page;
   const tab = (name: string) => page.getByRole("navigation", { name: "Project" }).getByRole("link", { name });
-  /** A screenshot for CI's artifacts, and an axe-core audit (WCAG 2 A and AA: labels, contrast, roles…) of the page as shown. */
-  async function shot(name: string) {
-    await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
-    // Evaluated through the DevTools protocol, which the page's CSP does not govern; the page itself stays strict.
-    await page.evaluate(AXE_SOURCE);
-    const violations = await page.evaluate(async () => {
-      const result = await (
-        window as unknown as {
-          axe: { run(options: object): Promise<{ violations: { id: string; nodes: { target: unknown }[] }[] }> };
-        }
-      ).axe.run({
-        runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] },
-      });
-      return result.violations.map((v) => `${v.id}: ${JSON.stringify(v.nodes.map((n) => n.target))}`);
-    });
-    expect(violations, `accessibility of ${name}`).toEqual([]);
-  }
+  /** A screenshot for CI's artifacts, and an axe-core audit of the page as shown (browser.ts). */
+  const shot = (name: string) => shotAndAudit(page, name);
 
   /** Each page at phone width: no sideways scrolling, a screenshot and an audit; then back to the desktop size. */
   async function atPhoneWidth(pages: readonly (readonly [name: string, path: string])[]) {

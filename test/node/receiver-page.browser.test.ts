@@ -1,11 +1,11 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_SECRETS } from "../secrets";
+import { apiAs, CHROMIUM, chromiumAvailable, launchChromium, SCREENSHOTS, shotAndAudit } from "./browser";
 import { type DevServer, startWranglerDev } from "./wrangler-dev";
 
 /**
@@ -16,11 +16,8 @@ import { type DevServer, startWranglerDev } from "./wrangler-dev";
  * resumed it is delivered. The page passes axe-core at 1280 and 390 px, without sideways scrolling at
  * 390. Skipped without Chromium unless REQUIRE_BROWSER=1 (as the other browser tests).
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const required = process.env.REQUIRE_BROWSER === "1";
-const available = existsSync(CHROMIUM);
-const SCREENSHOTS = join(process.cwd(), "artifacts", "screenshots");
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+const available = chromiumAvailable;
 const LAPTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
 /** The lanes read a receiver's state at most this old (src/webhooks/receiver-controls.ts RECEIVER_STATE_TTL_MS), and a margin. */
@@ -58,11 +55,7 @@ describe.runIf(available || required)(
       await new Promise<void>((resolve) => peer.listen(0, "127.0.0.1", resolve));
       peerUrl = `http://127.0.0.1:${(peer.address() as { port: number }).port}`;
       server = await startWranglerDev({ dir, secrets: TEST_SECRETS });
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        args: ["--no-sandbox", "--disable-gpu"],
-      });
+      browser = await launchChromium();
       page = await (await browser.newContext({ viewport: LAPTOP })).newPage();
       page.setDefaultTimeout(15_000);
     }, 300_000);
@@ -74,31 +67,9 @@ describe.runIf(available || required)(
       if (dir) rmSync(dir, { recursive: true, force: true });
     });
 
-    const api = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
-      const response = await fetch(`${server.url}/v2${path}`, {
-        method,
-        headers: { Authorization: `Bearer ${admin}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-        body: body ? JSON.stringify(body) : undefined,
-      });
-      const text = await response.text();
-      if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
-      return JSON.parse(text) as T;
-    };
+    const api = apiAs(() => server.url, admin);
 
-    /** A screenshot, and an axe-core audit (WCAG 2 A and AA) of the page as shown. */
-    async function shot(name: string) {
-      await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
-      await page.evaluate(AXE_SOURCE);
-      const violations = await page.evaluate(async () => {
-        const result = await (
-          window as unknown as {
-            axe: { run(options: object): Promise<{ violations: { id: string; nodes: { target: unknown }[] }[] }> };
-          }
-        ).axe.run({ runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } });
-        return result.violations.map((v) => `${v.id}: ${JSON.stringify(v.nodes.map((n) => n.target))}`);
-      });
-      expect(violations, `accessibility of ${name}`).toEqual([]);
-    }
+    const shot = (name: string) => shotAndAudit(page, name);
 
     it("counts 5, recovers them with a bar that reaches 5 of 5 by itself, in order; paused, a delivery is held, resumed, delivered", async () => {
       expect(available, `${CHROMIUM} is missing (REQUIRE_BROWSER=1)`).toBe(true);

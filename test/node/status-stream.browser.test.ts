@@ -1,10 +1,11 @@
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_SECRETS } from "../secrets";
+import { chromiumAvailable, launchChromium } from "./browser";
 import { type DevServer, startWranglerDev } from "./wrangler-dev";
 
 /**
@@ -13,8 +14,7 @@ import { type DevServer, startWranglerDev } from "./wrangler-dev";
  * Authorization header, so the test adds the run key to its requests (as a proxy in front would).
  * Skipped without Chromium unless REQUIRE_BROWSER=1, like the dashboard's browser tests.
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const available = existsSync(CHROMIUM);
+const available = chromiumAvailable;
 
 describe.runIf(available)("a run's status stream in a browser's EventSource", () => {
   let dir: string;
@@ -33,11 +33,7 @@ describe.runIf(available)("a run's status stream in a browser's EventSource", ()
     await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
     appUrl = `http://127.0.0.1:${(app.address() as { port: number }).port}`;
     server = await startWranglerDev({ dir, secrets: TEST_SECRETS });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--no-sandbox", "--disable-gpu"],
-    });
+    browser = await launchChromium();
   }, 120_000);
 
   afterAll(async () => {
