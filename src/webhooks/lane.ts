@@ -418,6 +418,8 @@ export class Lane {
     this.#inFlight.set(row.id, inFlight);
     // The slot is the request's: from the claim to the receiver's answer. The outcome's write goes on
     // without it (a D1 write is not a connection to the receiver), and the row stays taken until it ends.
+    // Relied on: Cloudflare's 6 simultaneous connections per invocation count fetch, KV, Cache, R2,
+    // Queues and sockets, not D1 calls; the group commit sends those writes as one batch besides.
     const answered = () => {
       if (inFlight.answered) return;
       inFlight.answered = true;
