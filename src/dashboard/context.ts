@@ -43,6 +43,17 @@ export const dashPath = (path: string) => `${DASHBOARD_BASE}${path}`;
 export const projectPath = (projectId: string, path = "") =>
   dashPath(`/projects/${encodeURIComponent(projectId)}${path}`);
 
+/** A receiver's page (pages/receiver.tsx); `query` (task, range) as given. */
+export const receiverPage = (pid: string, origin: string, query?: Record<string, string>) =>
+  projectPath(
+    pid,
+    `/webhook-receivers/${encodeURIComponent(origin)}${query && Object.keys(query).length ? `?${new URLSearchParams(query)}` : ""}`,
+  );
+
+/** The deliveries page filtered to one receiver's deliveries of `status`. */
+export const filteredDeliveries = (pid: string, origin: string, status: string) =>
+  projectPath(pid, `/webhook-deliveries?${new URLSearchParams({ status, origin })}`);
+
 /** A text field of a parsed form (`c.req.parseBody()`); "" when it is missing or a file. */
 export function formText(form: Record<string, unknown>, name: string): string {
   const value = form[name];

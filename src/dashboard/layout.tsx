@@ -2,7 +2,7 @@ import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { Page } from "./api";
 import { Csrf, ProblemMessage, when } from "./components";
-import { type DashContext, dashPath, projectPath } from "./context";
+import { type DashContext, dashPath, filteredDeliveries, projectPath, receiverPage } from "./context";
 import { PROJECT_NAV } from "./nav";
 
 /**
@@ -13,9 +13,7 @@ function StoppedReceivers({ c, projectId }: { c: DashContext; projectId: string 
   const stopped = c.get("stoppedReceivers") ?? [];
   if (stopped.length === 0) return null;
   // The receiver's own page (pages/receiver.tsx): its controls, the recovery and its failed deliveries.
-  const page = (origin: string) => projectPath(projectId, `/webhook-receivers/${encodeURIComponent(origin)}`);
-  const failed = (origin: string) =>
-    projectPath(projectId, `/webhook-deliveries?${new URLSearchParams({ status: "failed", origin })}`);
+  const page = (origin: string) => receiverPage(projectId, origin);
   return (
     <>
       {stopped.map((r) =>
@@ -23,7 +21,7 @@ function StoppedReceivers({ c, projectId }: { c: DashContext; projectId: string 
           <div class="alert error" role="alert">
             Webhook receiver <code>{r.origin}</code> is failing: its deliveries have failed since{" "}
             {when(r.failingSince!.toISOString())}. Once it answers again, <a href={page(r.origin)}>recover</a> its{" "}
-            <a href={failed(r.origin)}>failed deliveries</a>.
+            <a href={filteredDeliveries(projectId, r.origin, "failed")}>failed deliveries</a>.
           </div>
         ) : (
           <div class={r.state === "disabled" ? "alert error" : "alert warning"} role="alert">

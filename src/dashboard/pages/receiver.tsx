@@ -1,6 +1,6 @@
 import { type ApiResult, type Page, type Problem, seg } from "../api";
 import { can, NotAllowed } from "../access";
-import { type DashContext, type DashRouter, formText, projectPath } from "../context";
+import { type DashContext, type DashRouter, filteredDeliveries, formText, projectPath, receiverPage } from "../context";
 import { Badge, type BadgeTone, Csrf, DataTable, ProblemMessage, when } from "../components";
 import type { Receiver, ReceiverDetail } from "../usage-types";
 import type { ReceiverTaskJson } from "../../webhooks/receiver-routes";
@@ -33,17 +33,6 @@ export function healthOf(r: Receiver): Health {
 
 /** Deliveries of each kind shown on the page; the rest are a link away, on the deliveries page. */
 const LIST_SIZE = 10;
-
-/** The receiver's page; `query` (task, range) as given. */
-export const receiverPage = (pid: string, origin: string, query?: Record<string, string>) =>
-  projectPath(
-    pid,
-    `/webhook-receivers/${encodeURIComponent(origin)}${query && Object.keys(query).length ? `?${new URLSearchParams(query)}` : ""}`,
-  );
-
-/** The deliveries page filtered to one receiver's deliveries of `status`. */
-export const filteredDeliveries = (pid: string, origin: string, status: string) =>
-  projectPath(pid, `/webhook-deliveries?${new URLSearchParams({ status, origin })}`);
 
 export const receiverApi = (pid: string, origin: string, rest = "") =>
   `/projects/${seg(pid)}/webhook-receivers/${encodeURIComponent(origin)}${rest}`;

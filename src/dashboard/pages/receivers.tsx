@@ -1,6 +1,6 @@
 import { seg } from "../api";
 import { can } from "../access";
-import { type DashContext, type DashRouter, projectPath } from "../context";
+import { type DashContext, type DashRouter, filteredDeliveries, projectPath, receiverPage } from "../context";
 import { MAX_RECEIVER_CONCURRENCY } from "../../webhooks/lane-capacity";
 import { Badge, Csrf, DataTable, ProblemMessage, when } from "../components";
 import { count, duration, percent } from "../format";
@@ -9,7 +9,7 @@ import type { Receiver, ReceiverList } from "../usage-types";
 import { ERROR_TEXT } from "./deliveries";
 import { RANGES, RangePicker, rangeOf, RunCommand, windowOf } from "../usage-view";
 import { ProjectHeading, withProject } from "./project";
-import { filteredDeliveries, healthOf, receiverPage, StateControl } from "./receiver";
+import { healthOf, StateControl } from "./receiver";
 
 /** Delivered against failed as one bar: the share at a glance, the counts in its name and tooltip. */
 function ShareBar({ r }: { r: Receiver }) {
