@@ -1,9 +1,9 @@
 import { log } from "../platform/log";
 import { type DeliveryContext, DeliveryInProgress } from "./attempt/context";
-import { type Prepared, prepare } from "./attempt/prepare";
+import { type Prepared, prepare, signedAt } from "./attempt/prepare";
 import { writeAttempt } from "./attempt/write";
 import { type Next, schedule } from "./attempt/schedule";
-import { send, unsent } from "./attempt/send";
+import { send, type SentAttempt, unsent } from "./attempt/send";
 import type { DeliveryMessage } from "./message";
 import { failPending } from "./store";
 import type { ReceiverStates } from "./receiver-controls";
@@ -12,7 +12,9 @@ import { afterAttempt } from "./receiver-stops";
 /**
  * A delivery's attempts, start to end, as a chain of named steps (Svix's worker is the model):
  *
- *     prepare  → Prepared       claim attempt n in D1, lay out and sign its request
+ *     prepare  → Prepared       claim attempt n in D1, lay out its request (body, secret)
+ *     (slot)                    a lane claims ahead of its slots: the attempt waits for one here
+ *     sign     → SignedAttempt  its headers, signed for the moment it is sent (its recorded start)
  *     send     → SentAttempt    one POST, its timeout from the moment it is sent; its outcome
  *     write    → WrittenAttempt one INSERT (a trigger settles the delivery)
  *     schedule → Next           settled, a pause before attempt n+1, or interrupted
@@ -78,17 +80,26 @@ async function settleExhausted(
  */
 export type AttemptEnd = DeliveryEnd | { kind: "pause"; dueAt: number; endedAt: number };
 
+/** What a lane gives one attempt: its receiver's state, a slot to wait for before the send, and a call at the answer. */
+export interface AttemptLane {
+  receivers?: ReceiverStates;
+  /** Resolves when the attempt may send (its lane's slot): the claim and the body are ready before it. */
+  slot?: () => Promise<void>;
+  /** The request is over (answered, timed out, or never sent): its slot is free. */
+  answered?: () => void;
+}
+
 /**
- * One attempt of a delivery: prepare → send → record → schedule. The lane runs this for each attempt
+ * One attempt of a delivery: prepare → (its slot) → send → record → schedule. The lane runs this for each attempt
  * and keeps the pause itself (a row with the next attempt's time), so a delivery between attempts holds
  * no connection and no memory: `delivery` is the attempt's own unless the caller keeps one across them.
  */
 export async function attempt(
   ctx: DeliveryContext,
   delivery: DeliveryInProgress,
-  receivers?: ReceiverStates,
-  answered: () => void = () => undefined,
+  lane: AttemptLane = {},
 ): Promise<AttemptEnd> {
+  const { receivers, answered = () => undefined } = lane;
   const { message } = delivery;
   let prepared: Prepared;
   try {
@@ -103,11 +114,14 @@ export async function attempt(
   }
   if (prepared.kind === "settled") return SETTLED;
   if (prepared.kind === "exhausted") return await settleExhausted(ctx, message, prepared);
-  // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
-  const sent =
-    prepared.kind === "ready"
-      ? await send(ctx.deps, prepared, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold())
-      : unsent(prepared);
+  let sent: SentAttempt;
+  if (prepared.kind === "ready") {
+    // Claimed and laid out ahead of its lane's slot: it waits for one, then is stamped and signed as it is sent.
+    if (lane.slot) await lane.slot();
+    const signed = await signedAt(delivery, prepared, lane.slot ? ctx.deps.now() : prepared.at);
+    // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
+    sent = await send(ctx.deps, signed, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold());
+  } else sent = unsent(prepared);
   // The request is over (its lane's slot is free; its outcome is written next).
   answered();
   const next: Next = schedule(await writeAttempt(ctx, message.id, sent), Date.now());
@@ -135,7 +149,7 @@ export async function deliver(
   const delivery = new DeliveryInProgress(message);
   try {
     for (;;) {
-      const end = await attempt(ctx, delivery, receivers);
+      const end = await attempt(ctx, delivery, { receivers });
       if (end.kind !== "pause") return end;
       const ms = end.dueAt - Date.now();
       if (ms > 0) await ctx.deps.sleep(ms);

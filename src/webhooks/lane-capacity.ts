@@ -33,13 +33,15 @@ export const BODY_BUDGET_BYTES = 24 * 1024 * 1024;
  */
 export const SUBREQUESTS_PER_ATTEMPT = 1 + 1 + 1 + 1 + 2;
 /**
- * Subrequests one lane invocation (an alarm) may make: 1,000, Workers Paid's former limit (today's
- * limits page says 10,000; the lower one costs an alarm every 166 attempts, no gap: lane.ts ends an
- * alarm only between attempts). A lane starts at most this ÷ SUBREQUESTS_PER_ATTEMPT attempts (166)
+ * Subrequests one lane invocation (an alarm) may make: 10,000, Workers Paid's limit on today's limits
+ * page (its former one was 1,000). A lane starts at most this ÷ SUBREQUESTS_PER_ATTEMPT attempts (1,666)
  * in one alarm, then leaves the rest of its backlog to a fresh alarm, beside one D1 read of its
- * receiver's settings. On Workers Free (50) set it to 50: 8 per alarm.
+ * receiver's settings. An alarm opens first attempts only while what is left covers three for each
+ * delivery under way (lane-plan.ts `alarmBudget`): at the former 166 a receiver that asks for retries
+ * keeps a hundred or more under way, and its lane made only retries (the burst figures in
+ * docs/benchmarks.md). On Workers Free (50) set it to 50: 8 per alarm, for a receiver that rarely retries.
  */
-export const LANE_SUBREQUESTS_PER_INVOCATION = 1000;
+export const LANE_SUBREQUESTS_PER_INVOCATION = 10_000;
 /** Attempts one lane alarm starts before it leaves the rest to the next alarm (one subrequest kept for the settings' read). */
 export const ATTEMPTS_PER_LANE_INVOCATION = Math.floor((LANE_SUBREQUESTS_PER_INVOCATION - 1) / SUBREQUESTS_PER_ATTEMPT);
 /**

@@ -3,7 +3,7 @@ import type { Deps } from "../platform/deps";
 import { log } from "../platform/log";
 import { createScope } from "../platform/scope";
 import { type DeliveryContext, DeliveryInProgress, newDeliveryContext } from "./attempt/context";
-import { attempt, logFailure } from "./deliver";
+import { attempt, type AttemptLane, logFailure } from "./deliver";
 import { ATTEMPTS_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./lane-capacity";
 import {
   alarmBudget,
@@ -56,8 +56,35 @@ const HOLD_FLOOR_MS = 250;
 /** The shortest hold the plan assumes for each retry it owes (their sum, not their longest: lane-plan.ts). */
 const RETRY_HOLD_FLOOR_MS = 50;
 const RECENT_HOLDS = 32;
+/**
+ * Attempts a lane claims ahead of their slot, per slot: each is claimed in D1 and laid out while the
+ * slots' requests are out, and sent the moment one frees, so a slot holds only its request. First
+ * attempts are claimed ahead up to this many per slot, retries up to twice as many.
+ */
+const AHEAD_PER_SLOT = 1;
 /** How long the lane trusts its copy of the receiver's settings when the API has not told it of a change. */
 export const SETTINGS_TTL_MS = 60_000;
+
+/** An attempt under way in its lane, from its claim to its outcome written. */
+interface Attempting extends AttemptInFlight {
+  /**
+   * `claimed`: being claimed and laid out, or waiting for a slot (`startedAt` is its claim's time);
+   * `sending`: its request holds a slot (`startedAt` is its send's time); `answered`: its outcome is
+   * being written, and it holds no slot.
+   */
+  phase: "claimed" | "sending" | "answered";
+  /** Its row's order of arrival: first attempts take the slots in it. */
+  seq: number;
+  /** A retry's latest start; null for a first attempt (or an interrupted delivery's). */
+  latestAt: number | null;
+}
+
+/** An attempt claimed and laid out, waiting for its lane's slot. */
+interface Waiting {
+  attempting: Attempting;
+  id: string;
+  go: () => void;
+}
 
 interface LaneRow extends Record<string, SqlStorageValue> {
   seq: number;
@@ -135,15 +162,16 @@ interface CachedSettings {
 /** The lane's logic, apart from the Durable Object class so that it reads as plain code. */
 export class Lane {
   readonly #sql: SqlStorage;
-  /**
-   * Deliveries whose attempt is under way, from its claim to its outcome written; `answered` once its
-   * request has its answer (or none was sent): from then on it holds no connection and no slot.
-   */
-  readonly #inFlight = new Map<string, AttemptInFlight & { answered: boolean }>();
+  /** Deliveries whose attempt is under way, from its claim to its outcome written. */
+  readonly #inFlight = new Map<string, Attempting>();
+  /** Attempts claimed ahead, waiting for a slot: retries go first (earliest latest start), then first attempts in order. */
+  #waiting: Waiting[] = [];
   /** How long the lane's last attempts held their slots (ms), newest last. */
   readonly #holds: number[] = [];
   /** Its receiver's state, read at most once a second (a paused or disabled receiver's new deliveries are held). */
   readonly #receivers = new ReceiverStates();
+  /** `concurrency()`, read from `lane_meta` once and again after each write to it. */
+  #slots: number | undefined;
   #pumping = false;
   #wake: (() => void) | undefined;
   /** Attempts one alarm may start (lane-capacity.ts); tests lower it to cross an alarm's bound quickly. */
@@ -233,10 +261,14 @@ export class Lane {
 
   /** The requests this lane may have in flight: its share as a shard, or shard 0's share of its receiver's concurrency. */
   concurrency(): number {
+    if (this.#slots !== undefined) return this.#slots;
     const share = this.#meta("share");
-    if (share !== null) return Number(share);
-    const cached = this.#cached();
-    return shardShares(cached?.settings.concurrency ?? LANE_CONCURRENCY, LANE_CONCURRENCY)[0]!;
+    const cached = share === null ? this.#cached() : null;
+    this.#slots =
+      share !== null
+        ? Number(share)
+        : shardShares(cached?.settings.concurrency ?? LANE_CONCURRENCY, LANE_CONCURRENCY)[0]!;
+    return this.#slots;
   }
 
   async #store(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
@@ -265,6 +297,7 @@ export class Lane {
   }
 
   #setMeta(key: string, value: string): void {
+    this.#slots = undefined;
     this.#sql.exec(
       "INSERT INTO lane_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
       key,
@@ -325,10 +358,10 @@ export class Lane {
   }
 
   /**
-   * Starts what may start now, within `budget` attempts: retries that are due, earliest latest-start
-   * first, then first attempts in order of arrival while the plan lets them (or, at concurrency 1, the
-   * oldest delivery once nothing else is unsettled). Returns how many started and whether a first
-   * attempt waits for the retries' sake.
+   * Claims what may start soon, within `budget` attempts: retries that are due, earliest latest-start
+   * first, then first attempts in order of arrival, as many as the slots and AHEAD_PER_SLOT allow (the
+   * gate, `#openGate`, sends them); at concurrency 1, the oldest delivery once nothing else is
+   * unsettled. Returns how many it claimed and whether the ordered head waits for the one before it.
    */
   #startDue(
     ctx: DeliveryContext,
@@ -352,23 +385,61 @@ export class Lane {
       if (head.due_at <= now && (head.paused === 1 ? budget.retries : budget.firsts) > 0) start(head);
       return { started, blocked: started === 0 };
     }
-    const free = () => Math.min(slots - this.#requests().length, budget.retries - started);
-    if (free() > 0)
+    // Claimed ahead of their slots (the gate, `#openGate`, sends them): retries up to twice the first attempts' room.
+    const ahead = () => [...this.#inFlight.values()].filter((a) => a.phase === "claimed").length;
+    const room = (limit: number) => Math.min(limit * AHEAD_PER_SLOT * slots - ahead(), budget.retries - started);
+    if (room(2) > 0)
       for (const row of this.#rows(
         "paused = 1 AND due_at <= ? ORDER BY latest_at LIMIT ?",
         now,
-        free() + this.#inFlight.size,
-      ).slice(0, free()))
+        room(2) + this.#inFlight.size,
+      ).slice(0, room(2)))
         start(row);
     const retriesStarted = started;
-    const freeForFirsts = () => Math.min(free(), budget.firsts - (started - retriesStarted));
-    if (freeForFirsts() <= 0) return { started, blocked: false };
-    const firsts = this.#rows(
-      "paused = 0 AND due_at <= ? ORDER BY seq LIMIT ?",
-      now,
-      freeForFirsts() + this.#inFlight.size,
-    );
-    if (firsts.length === 0) return { started, blocked: false };
+    const firstRoom = () => Math.min(room(1), budget.firsts - (started - retriesStarted));
+    if (firstRoom() > 0)
+      for (const row of this.#rows(
+        "paused = 0 AND due_at <= ? ORDER BY seq LIMIT ?",
+        now,
+        firstRoom() + this.#inFlight.size,
+      ).slice(0, firstRoom()))
+        start(row);
+    return { started, blocked: false };
+  }
+
+  /**
+   * Gives free slots to the attempts waiting for one: retries first, earliest latest start first; then
+   * first attempts in order of arrival, each only if every retry owed still keeps its gap with it
+   * (lane-plan.ts). Returns whether a first attempt waits for the retries' sake.
+   */
+  #openGate(ctx: DeliveryContext): boolean {
+    const slots = this.concurrency();
+    const now = Date.now();
+    while (this.#waiting.length > 0 && this.#requests().length < slots) {
+      let next = 0;
+      for (let i = 1; i < this.#waiting.length; i++) {
+        const a = this.#waiting[i]!.attempting;
+        const b = this.#waiting[next]!.attempting;
+        const earlier =
+          a.latestAt !== null ? b.latestAt === null || a.latestAt < b.latestAt : b.latestAt === null && a.seq < b.seq;
+        if (earlier) next = i;
+      }
+      const { attempting, id, go } = this.#waiting[next]!;
+      if (attempting.latestAt === null && slots > 1 && !this.#firstFits(ctx, now, attempting.mayRetry)) return true;
+      this.#waiting.splice(next, 1);
+      // An alarm the platform delayed (Cloudflare documents up to a minute during failover), or a retry
+      // the lane could not place in time: the attempts' times in D1 show the gap; this line says why.
+      if (attempting.latestAt !== null && now > attempting.latestAt)
+        log("warn", "webhook attempt started late", { delivery_id: id, late_ms: now - attempting.latestAt });
+      attempting.phase = "sending";
+      attempting.startedAt = now;
+      go();
+    }
+    return false;
+  }
+
+  /** Whether a first attempt may take a free slot now without making a retry owed late (lane-plan.ts). */
+  #firstFits(ctx: DeliveryContext, now: number, mayRetry: boolean): boolean {
     const retries = this.#sql
       .exec<{ id: string; due_at: number; latest_at: number }>(
         "SELECT id, due_at, latest_at FROM lane_deliveries WHERE paused = 1 AND latest_at IS NOT NULL",
@@ -376,31 +447,25 @@ export class Lane {
       .toArray()
       .filter((r) => !this.#inFlight.has(r.id))
       .map((r) => ({ dueAt: r.due_at, latestAt: r.latest_at }));
-    // Answered attempts still writing their outcome hold no slot, but each may end in a retry owed from now.
-    for (const a of this.#inFlight.values())
-      if (a.answered && a.mayRetry) retries.push({ dueAt: now, latestAt: now + MAX_GAP_MS - GAP_MARGIN_MS });
-    for (const row of firsts) {
-      if (freeForFirsts() <= 0) break;
-      const fits = firstAttemptFits(
-        {
-          now,
-          slots,
-          holdMs: this.#plannedHold(now, ctx),
-          retryHoldMs: plannedRetryHold(
-            this.#holds,
-            RETRY_HOLD_FLOOR_MS,
-            ctx.config.webhookTimeoutMs + WRITES_MARGIN_MS,
-          ),
-          gapMs: MAX_GAP_MS - GAP_MARGIN_MS,
-          inFlight: this.#requests(),
-          retries,
-        },
-        row.attempts + 1 < MAX_ATTEMPTS,
-      );
-      if (!fits) return { started, blocked: true };
-      start(row);
+    for (const a of this.#inFlight.values()) {
+      // Retries being claimed: owed a slot by their latest start.
+      if (a.phase === "claimed" && a.latestAt !== null) retries.push({ dueAt: now, latestAt: a.latestAt });
+      // Answered attempts still writing their outcome hold no slot, but each may end in a retry owed from now.
+      if (a.phase === "answered" && a.mayRetry)
+        retries.push({ dueAt: now, latestAt: now + MAX_GAP_MS - GAP_MARGIN_MS });
     }
-    return { started, blocked: false };
+    return firstAttemptFits(
+      {
+        now,
+        slots: this.concurrency(),
+        holdMs: this.#plannedHold(now, ctx),
+        retryHoldMs: plannedRetryHold(this.#holds, RETRY_HOLD_FLOOR_MS, ctx.config.webhookTimeoutMs + WRITES_MARGIN_MS),
+        gapMs: MAX_GAP_MS - GAP_MARGIN_MS,
+        inFlight: this.#requests(),
+        retries,
+      },
+      mayRetry,
+    );
   }
 
   #plannedHold(now: number, ctx: DeliveryContext): number {
@@ -410,33 +475,44 @@ export class Lane {
   }
 
   #start(ctx: DeliveryContext, row: LaneRow, now: number): void {
-    // An alarm the platform delayed (Cloudflare documents up to a minute during failover), or a retry
-    // the lane could not place in time: the attempts' times in D1 show the gap; this line says why.
-    if (row.paused === 1 && row.latest_at !== null && now > row.latest_at)
-      log("warn", "webhook attempt started late", { delivery_id: row.id, late_ms: now - row.latest_at });
-    const inFlight = { startedAt: now, mayRetry: row.attempts + 1 < MAX_ATTEMPTS, answered: false };
-    this.#inFlight.set(row.id, inFlight);
-    // The slot is the request's: from the claim to the receiver's answer. The outcome's write goes on
-    // without it (a D1 write is not a connection to the receiver), and the row stays taken until it ends.
+    const attempting: Attempting = {
+      phase: "claimed",
+      startedAt: now,
+      mayRetry: row.attempts + 1 < MAX_ATTEMPTS,
+      seq: row.seq,
+      latestAt: row.paused === 1 ? row.latest_at : null,
+    };
+    this.#inFlight.set(row.id, attempting);
+    const slot = () =>
+      new Promise<void>((go) => {
+        this.#waiting.push({ attempting, id: row.id, go });
+        // No slot for it now: the pump looks again (an answer, or the plan's recheck, opens the gate).
+        if (this.#openGate(ctx) || attempting.phase === "claimed") this.#wake?.();
+      });
+    // The slot is the request's: from its send to the receiver's answer. The claim before it and the
+    // outcome's write after it go on without one (a D1 write is not a connection to the receiver).
     // Relied on: Cloudflare's 6 simultaneous connections per invocation count fetch, KV, Cache, R2,
     // Queues and sockets, not D1 calls; the group commit sends those writes as one batch besides.
     const answered = () => {
-      if (inFlight.answered) return;
-      inFlight.answered = true;
-      this.#holds.push(Date.now() - now);
-      if (this.#holds.length > RECENT_HOLDS) this.#holds.shift();
+      if (attempting.phase === "answered") return;
+      if (attempting.phase === "sending") {
+        this.#holds.push(Date.now() - attempting.startedAt);
+        if (this.#holds.length > RECENT_HOLDS) this.#holds.shift();
+      }
+      attempting.phase = "answered";
+      this.#openGate(ctx);
       this.#wake?.();
     };
-    void this.#attempt(ctx, row, answered).finally(() => {
+    void this.#attempt(ctx, row, { receivers: this.#receivers, slot, answered }).finally(() => {
       answered();
       this.#inFlight.delete(row.id);
       this.#wake?.();
     });
   }
 
-  /** The attempts whose request holds a slot: claimed, not answered yet. */
+  /** The attempts whose request holds a slot: sent, not answered yet. */
   #requests(): AttemptInFlight[] {
-    return [...this.#inFlight.values()].filter((a) => !a.answered);
+    return [...this.#inFlight.values()].filter((a) => a.phase === "sending");
   }
 
   /**
@@ -480,6 +556,8 @@ export class Lane {
           started += step.started;
           blocked = step.blocked;
         }
+        // Slots freed since the last look: given to the attempts claimed ahead (and the plan looked at again).
+        blocked = this.#openGate(ctx) || blocked;
         const nextRetry = this.#nextDue(1);
         const nextFirst = this.#nextDue(0);
         const next = nextRetry === null ? nextFirst : nextFirst === null ? nextRetry : Math.min(nextRetry, nextFirst);
@@ -548,7 +626,7 @@ export class Lane {
   }
 
   /** One attempt of a delivery (deliver.ts), and what the lane keeps of it afterwards. */
-  async #attempt(ctx: DeliveryContext, row: LaneRow, answered: () => void): Promise<void> {
+  async #attempt(ctx: DeliveryContext, row: LaneRow, lane: Required<AttemptLane>): Promise<void> {
     const message = JSON.parse(row.message) as DeliveryMessage;
     // Taken for its first attempt while its receiver is paused or disabled: held, not attempted.
     if (row.attempts === 0 && (await holdIfStopped(ctx, this.#receivers, message))) {
@@ -556,7 +634,7 @@ export class Lane {
       return;
     }
     const delivery = new DeliveryInProgress(message);
-    const end = await attempt(ctx, delivery, this.#receivers, answered).finally(() => delivery.release());
+    const end = await attempt(ctx, delivery, lane).finally(() => delivery.release());
     if (end.kind === "settled") {
       this.#sql.exec("DELETE FROM lane_deliveries WHERE id = ?", message.id);
       return;

@@ -245,6 +245,71 @@ describe("an alarm's bound never falls inside a retry's gap", () => {
   }, 60_000);
 });
 
+/** `real`, each D1 round trip (a statement's `all`, `run`, `first`, `raw`; a `batch`) started `ms` late. */
+function slowD1(real: D1Database, ms: number): D1Database {
+  const late = () => new Promise((resolve) => setTimeout(resolve, ms));
+  const realOf = new WeakMap<object, D1PreparedStatement>();
+  const slow = (statement: D1PreparedStatement): D1PreparedStatement => {
+    const proxy = new Proxy(statement, {
+      get(target, prop) {
+        if (prop === "bind") return (...args: unknown[]) => slow(target.bind(...args));
+        const value = Reflect.get(target, prop) as unknown;
+        if (prop === "all" || prop === "run" || prop === "first" || prop === "raw")
+          return async (...args: unknown[]) => {
+            await late();
+            return (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          };
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    realOf.set(proxy, statement);
+    return proxy;
+  };
+  return new Proxy(real, {
+    get(target, prop) {
+      if (prop === "prepare") return (query: string) => slow(target.prepare(query));
+      if (prop === "batch")
+        return async (statements: D1PreparedStatement[]) => {
+          await late();
+          return target.batch(statements.map((st) => realOf.get(st) ?? st));
+        };
+      const value = Reflect.get(target, prop) as unknown;
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+describe("a slot holds only its request (attempts claimed ahead)", () => {
+  it("with every D1 round trip 200 ms late, a receiver answering in 100 ms gets the 7th request as the 1st is answered, each stamped when it is sent", async () => {
+    const app = await seedRunnable(api);
+    const { hooks, messages } = await deliveriesTo(app.projectId, 12, [{ status: 200, delayMs: 100 }], PEER_MORE[3]);
+    const stub = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(messages[0]!)));
+    // The object's lane, on a D1 whose claims and outcome writes each take 200 ms more.
+    await runInDurableObject(stub, (instance: { lane: Lane }, state) => {
+      instance.lane = new Lane(state, { ...env, DB: slowD1(env.DB, 200) }, testDeps());
+    });
+    expect((await stub.accept(messages)).stored).toEqual(Array(12).fill(true));
+    for (const m of messages)
+      await until(
+        () => deliveryRow(m.id),
+        (r) => r?.status === "delivered",
+        15_000,
+      );
+    const arrivals = (await Promise.all(hooks.map((h) => received(h.key)))).map((r) => r[0]!.at);
+    const order = [...arrivals].sort((a, b) => a - b);
+    // Never more than the lane's concurrency at once: the 7th comes once the 1st is answered (100 ms) ...
+    expect(order[LANE_CONCURRENCY]! - order[0]!).toBeGreaterThanOrEqual(100);
+    // ... and at once: its claim was made while the first six were out (a claim after the answer: ≥ 300 ms).
+    expect(order[LANE_CONCURRENCY]! - order[0]!).toBeLessThan(250);
+    // The recorded start is the send, not the claim 200 ms before it.
+    for (const [i, m] of messages.entries()) {
+      const [first] = await attemptTimes(m.id);
+      expect(arrivals[i]! - first!.at, `delivery ${i}: from its recorded start to its arrival`).toBeLessThan(100);
+      expect(arrivals[i]! - first!.at).toBeGreaterThanOrEqual(0);
+    }
+  }, 30_000);
+});
+
 describe("a lane stores a delivery once and never makes a fourth attempt", () => {
   const laneOf = (message: DeliveryMessage) => env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(message)));
 

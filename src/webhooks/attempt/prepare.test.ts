@@ -8,12 +8,12 @@ import { seedRunnable } from "../../../test/runs";
 import { createScope } from "../../platform/scope";
 import { verifyWebhook } from "../verify";
 import { DeliveryInProgress, newDeliveryContext } from "./context";
-import { prepare } from "./prepare";
+import { prepare, signedAt } from "./prepare";
 
 const api = client();
 const ctx = () => newDeliveryContext(createScope(env, createExecutionContext(), testDeps({ now: api.clock.now })));
 
-describe("prepare: an attempt's claim and its signed request", () => {
+describe("prepare: an attempt's claim and its request, signed as it is sent", () => {
   it("claims attempts 1, 2, 3 in D1, then finds them exhausted; each is signed afresh over the exact bytes", async () => {
     const app = await seedRunnable(api);
     const secret = "whsec_" + btoa("prepare-test-secret");
@@ -25,7 +25,12 @@ describe("prepare: an attempt's claim and its signed request", () => {
       expect(prepared).toMatchObject({ kind: "ready", attempt, final: attempt === 3, url: message!.endpoint });
       if (prepared.kind !== "ready") return;
       expect(new TextDecoder().decode(prepared.body)).toBe('{"n":1}');
-      await expect(verifyWebhook(secret, prepared.headers, prepared.body, { now: prepared.at })).resolves.toBeDefined();
+      // Signed for the moment it is sent: a lane's slot may come a while after the claim.
+      const sentAt = new Date(prepared.at.getTime() + 7_000);
+      const signed = await signedAt(delivery, prepared, sentAt);
+      expect(signed.at).toEqual(sentAt);
+      await expect(verifyWebhook(secret, signed.headers, signed.body, { now: sentAt })).resolves.toBeDefined();
+      expect(signed.headers["webhook-timestamp"]).toBe(String(Math.floor(sentAt.getTime() / 1000)));
     }
     expect(await prepare(c, delivery)).toMatchObject({ kind: "exhausted", attempts: 3 });
     delivery.release();

@@ -8,16 +8,16 @@ import { type DeliveryContext, type DeliveryInProgress, HeldBody, PREFIX_ROOM } 
 /** Why a claimed attempt could not be sent; recorded as its `error`. */
 export type UnsendableError = "body_missing" | "body_unavailable" | "secret_unreadable";
 
-/** The first step of an attempt: its claim in D1, and its request laid out and signed. */
+/** The first step of an attempt: its claim in D1, and its request laid out (`signedAt` signs it as it is sent). */
 export type Prepared =
   /** Attempt `attempt` is this lane's to send, once. */
   | {
       kind: "ready";
       attempt: number;
       final: boolean;
+      /** Its claim's time; the send's, once signed (`signedAt`). */
       at: Date;
       url: string;
-      headers: Record<string, string>;
       body: Uint8Array;
     }
   /** Attempt `attempt` is claimed but has nothing to send: it is recorded with `error`. */
@@ -60,8 +60,7 @@ async function loadBody(env: Env, message: DeliveryMessage): Promise<HeldBody> {
 /**
  * Claims the delivery's next attempt (D1 counts it before anything is sent, so a lane that dies and
  * resumes never makes a fourth), then lays out its request: the body read once into the budget, the
- * secret opened once, fresh signature headers for this attempt's timestamp. Throws only when D1
- * refuses the claim (nothing was sent; D1's count is kept).
+ * secret opened once. Throws only when D1 refuses the claim (nothing was sent; D1's count is kept).
  */
 export async function prepare(ctx: DeliveryContext, delivery: DeliveryInProgress): Promise<Prepared> {
   const { env, config, deps, db } = ctx;
@@ -105,17 +104,31 @@ export async function prepare(ctx: DeliveryContext, delivery: DeliveryInProgress
       final,
     };
   }
-  const body = delivery.body;
+  return { kind: "ready", attempt, final, at, url: message.endpoint, body: delivery.body.bytes };
+}
+
+type Ready = Extract<Prepared, { kind: "ready" }>;
+
+/** A ready attempt's request with its headers, signed for the moment it is sent. */
+export type SignedAttempt = Ready & { headers: Record<string, string> };
+
+/**
+ * The attempt's request signed for `at`, the moment it is sent: its recorded start and its signature's
+ * timestamp (after its claim, or after it waited for its lane's slot).
+ */
+export async function signedAt(delivery: DeliveryInProgress, ready: Ready, at: Date): Promise<SignedAttempt> {
+  const { message } = delivery;
+  const body = delivery.body!;
   const headers: Record<string, string> = {
     "Content-Type": "application/json",
     "User-Agent": "edge-gateway-webhooks/1",
   };
-  if (delivery.secret !== null) {
+  if (typeof delivery.secret === "string") {
     const timestamp = Math.floor(at.getTime() / 1000);
     // The message's id, not the record's: a resend carries its original's, with this attempt's timestamp.
     const id = message.messageId ?? message.id;
     const content = body.signed(encoder.encode(`${id}.${timestamp}.`));
     Object.assign(headers, await signatureHeaders(delivery.secret, id, timestamp, body.bytes, content));
   }
-  return { kind: "ready", attempt, final, at, url: message.endpoint, headers, body: body.bytes };
+  return { ...ready, at, headers };
 }

@@ -2,9 +2,9 @@ import { describe, expect, it } from "vitest";
 import { received, receiver } from "../../../test/peers";
 import { productionDeps } from "../../deps";
 import { outcomeOf, send, unsent } from "./send";
-import type { Prepared } from "./prepare";
+import type { SignedAttempt } from "./prepare";
 
-type Ready = Extract<Prepared, { kind: "ready" }>;
+type Ready = SignedAttempt;
 const ready = (url: string, over: Partial<Ready> = {}): Ready => ({
   kind: "ready",
   attempt: 1,

@@ -2,7 +2,7 @@ import type { AttemptOutcome } from "../../db/schema";
 import type { Deps } from "../../platform/deps";
 import { isTimeout } from "../../platform/http";
 import { classifyStatus, type AttemptVerdict, type ReceiverSays, receiverSays } from "../policy";
-import type { Prepared } from "./prepare";
+import type { Prepared, SignedAttempt } from "./prepare";
 
 /** The second step: what one attempt did, as it will be recorded. */
 export interface SentAttempt {
@@ -23,7 +23,6 @@ export interface SentAttempt {
   says?: ReceiverSays;
 }
 
-type Ready = Extract<Prepared, { kind: "ready" }>;
 type Unsendable = Extract<Prepared, { kind: "unsendable" }>;
 
 /**
@@ -48,7 +47,11 @@ export function outcomeOf(
  * delivery already holds its place in its lane, so a request never times out while it waits for a
  * connection inside the runtime (which `AbortSignal.timeout` at `new Request` would allow).
  */
-export async function send(deps: Pick<Deps, "outbound">, ready: Ready, timeoutMs: number): Promise<SentAttempt> {
+export async function send(
+  deps: Pick<Deps, "outbound">,
+  ready: SignedAttempt,
+  timeoutMs: number,
+): Promise<SentAttempt> {
   const controller = new AbortController();
   const started = Date.now();
   const timer = setTimeout(
