@@ -5,9 +5,12 @@
 // a retry. The drain is taken from the end of the runs (the backlog then in the lane) to the last
 // attempt, from the attempts' own records in D1; for the second, attempts are counted (pauses excluded,
 // since a pause holds no connection). Beside it: the first attempt's p95 after its run, over the burst's
-// last 1,000 deliveries, and the longest gap between attempts (the spec's 5 s).
-import { createServer } from "node:http";
-import { listenOnLoopback } from "../peers.mjs";
+// last 1,000 deliveries, and the longest gap between attempts (the spec's 5 s). The receivers run on
+// the core wrk gets, as the outside world they stand for; the gateway keeps its own.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { figure, percentile } from "../report.mjs";
 
 const ANSWER_MS = 50;
@@ -16,28 +19,31 @@ const BOUND_PER_S = CONCURRENCY / (ANSWER_MS / 1000);
 const RUN_CONCURRENCY = 32;
 const SETTLE_MS = 20 * 60_000;
 
-/** A receiver answering after ANSWER_MS: 200, or for every `retryEvery`-th request a 404. */
-async function startReceiver(retryEvery = 0) {
-  let n = 0;
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      n++;
-      const status = retryEvery > 0 && n % retryEvery === 0 ? 404 : 200;
-      setTimeout(() => res.writeHead(status, { "Content-Type": "text/plain" }).end("ok"), ANSWER_MS);
-    });
-  });
-  server.keepAliveTimeout = 60_000;
-  const url = await listenOnLoopback(server);
+/**
+ * A receiver answering after ANSWER_MS: 200, or for every `retryEvery`-th request a 404. Its own process,
+ * on `cpu` when the bench pins (the core wrk gets), so that the lane's figures are the gateway's alone.
+ */
+async function startReceiver(retryEvery, cpu) {
+  const script = fileURLToPath(new URL("../burst-receiver.mjs", import.meta.url));
+  const args = [script, String(ANSWER_MS), String(retryEvery)];
+  const child =
+    cpu === undefined
+      ? spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] })
+      : spawn("taskset", ["-c", String(cpu), process.execPath, ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  const [line] = await once(createInterface({ input: child.stdout }), "line");
   return {
-    url,
-    close: () => new Promise((r) => (server.closeAllConnections(), server.close(r))),
+    url: line.trim(),
+    close: async () => {
+      const exited = once(child, "exit");
+      child.kill("SIGTERM");
+      await exited;
+    },
   };
 }
 
 async function burstOnce(ctx, runs, retryEvery) {
   const gateway = await ctx.startGateway(ctx.bundle);
-  const receiver = await startReceiver(retryEvery);
+  const receiver = await startReceiver(retryEvery, ctx.wrkCpu);
   const upstream = await ctx.startPeer();
   try {
     const seed = await ctx.seedRunnableApp(gateway.url, upstream.url);
