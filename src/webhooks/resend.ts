@@ -2,7 +2,7 @@ import { and, eq } from "drizzle-orm";
 import { webhookDeliveries, type WebhookDelivery } from "../db/schema";
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
-import { checkTarget } from "../platform/url-policy";
+import { checkOutboundUrl } from "../platform/url-policy";
 import { enqueuePending, writePendingDelivery } from "./enqueue";
 import { RETENTION_MS } from "./housekeeping";
 import { openSecret, type SealedSecret } from "./secret-box";
@@ -42,8 +42,8 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
     }
     throw purged;
   }
-  const target = checkTarget(original.endpoint, { allowInsecure: config.allowInsecureTargets });
-  if (!target.ok) throw new ApiError("conflict", `The delivery's endpoint is no longer allowed: it ${target.reason}.`);
+  const check = checkOutboundUrl(original.endpoint, { allowInsecure: config.allowInsecureTargets });
+  if (!check.ok) throw new ApiError("conflict", `The delivery's endpoint is no longer allowed: it ${check.reason}.`);
 
   let secret: string | undefined;
   if (original.signed) {
