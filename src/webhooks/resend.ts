@@ -3,7 +3,7 @@ import { webhookDeliveries, type WebhookDelivery } from "../db/schema";
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
 import { checkOutboundUrl } from "../platform/url-policy";
-import { enqueuePending, writePendingDelivery } from "./enqueue";
+import { handToLane, writePendingDelivery } from "./enqueue";
 import { RETENTION_MS } from "./housekeeping";
 import { openSecret, type SealedSecret } from "./secret-box";
 
@@ -76,7 +76,7 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
     { resentFrom: { id: original.id, messageId: original.messageId ?? original.id } },
   );
   if (!pending.recorded) throw new ApiError("service_unavailable", "The delivery could not be recorded; try again.");
-  await enqueuePending(scope, pending, body);
+  await handToLane(scope, pending, body);
   const [created] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, pending.id));
   return created!;
 }
