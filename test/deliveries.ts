@@ -9,7 +9,7 @@ import type { StatementGroup } from "../src/db/statement-group";
 import { Semaphore } from "../src/platform/semaphore";
 import { newDeliveryContext } from "../src/webhooks/attempt/context";
 import { deliver } from "../src/webhooks/deliver";
-import { enqueueDelivery } from "../src/webhooks/enqueue";
+import { handNewDeliveryToLane } from "../src/webhooks/enqueue";
 import { LANE_CONCURRENCY } from "../src/webhooks/lane-capacity";
 import { type DeliveryMessage, deliveryMessageSchema } from "../src/webhooks/message";
 import { type Client, testDeps } from "./helpers";
@@ -70,7 +70,7 @@ export async function deliveryMessages(
   const queueEnv = { ...env, ...capture.bindings };
   const scope = createScope(queueEnv, createExecutionContext(), testDeps({ now: api.clock.now }));
   for (const [i, body] of bodies.entries()) {
-    await enqueueDelivery(scope, { projectId, runId: `run_${endpoint.slice(-6)}_${i}`, endpoint, secret, body });
+    await handNewDeliveryToLane(scope, { projectId, runId: `run_${endpoint.slice(-6)}_${i}`, endpoint, secret, body });
   }
   return capture.sent as DeliveryMessage[];
 }

@@ -20,7 +20,7 @@ export type Permission = (typeof PERMISSIONS)[number];
 
 /**
  * A new service account's permissions when its creator names none: all but minting more tokens and
- * resending webhook deliveries (a resend delivers a stored result again to its receiver: asked for by
+ * resending webhook deliveries (a resend sends a stored result again to its receiver: asked for by
  * name, never granted by default). Tokens created before keep the scopes they were given.
  */
 export const DEFAULT_PERMISSIONS: readonly Permission[] = PERMISSIONS.filter(

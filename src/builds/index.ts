@@ -8,7 +8,7 @@ import { createRouter } from "../platform/router";
 import { newId } from "../platform/ids";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { listPage } from "../platform/pagination";
-import { checkTarget } from "../platform/url-policy";
+import { checkOutboundUrl } from "../platform/url-policy";
 import { forgetDeployment } from "../apps/deployments";
 import { cancelBuild, getBuild, listBuilds, reportBuild, startBuild } from "./routes";
 
@@ -87,8 +87,8 @@ export const buildsRouter = createRouter()
     const report = c.req.valid("json");
     auditAs(c, { action: "build.report", target: { type: "build", id: build_id }, details: { status: report.status } });
     if (report.status === "succeeded") {
-      // The gateway will send runs there: the same SSRF rules as webhook targets.
-      const check = checkTarget(report.origin_url, { allowInsecure: c.var.scope.config.allowInsecureTargets });
+      // The gateway will send runs there: the same SSRF rules as webhook endpoints.
+      const check = checkOutboundUrl(report.origin_url, { allowInsecure: c.var.scope.config.allowInsecureTargets });
       if (!check.ok) {
         throw invalidField("body", "origin_url", check.reason);
       }

@@ -125,7 +125,7 @@ export const requireSignIn = (apiFetch: ApiFetch) =>
     return next();
   });
 
-/** Only a path of the dashboard itself may be a redirect target after sign-in (no open redirect). */
+/** Sign-in sends its user back only to a path of the dashboard itself (no open redirect). */
 export function safeNext(value: unknown): string {
   if (typeof value === "string" && /^\/dashboard(\/[A-Za-z0-9_\-/]*)?$/.test(value) && !value.includes("//"))
     return value;

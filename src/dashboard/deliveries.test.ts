@@ -7,7 +7,7 @@ import { DOWN, receiver } from "../../test/peers";
 import { capturingQueue, seedRunnable } from "../../test/runs";
 import { drive, runWithWebhook } from "../../test/webhooks";
 import { createScope } from "../platform/scope";
-import { enqueueDelivery } from "../webhooks/enqueue";
+import { handNewDeliveryToLane } from "../webhooks/enqueue";
 
 // Failed deliveries log an error line by design.
 beforeEach(() => {
@@ -122,7 +122,7 @@ describe("dashboard webhook deliveries", () => {
         secret: undefined,
         body: "{}",
       };
-      ids.push(await enqueueDelivery(scope, request));
+      ids.push(await handNewDeliveryToLane(scope, request));
     }
     const v = visitor(api);
     await v.signIn();

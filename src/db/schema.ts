@@ -183,7 +183,7 @@ export const webhookDeliveries = sqliteTable(
      * Always written; the migration that added it set it to `id` on existing rows (they were sent so).
      */
     messageId: text("message_id"),
-    /** The app whose run this delivers (usage figures per app count deliveries by it); null on rows from before it was kept. */
+    /** The app whose run this delivery copies (usage figures per app count deliveries by it); null on rows from before it was kept. */
     appName: text("app_name"),
     /** The receiver task that sent it (`webhook_receiver_tasks`): a recovery's resend, or a held delivery a resume released. */
     taskId: text("task_id"),

@@ -11,7 +11,7 @@ export const OPENAPI_INFO = {
     "custom domains and webhook deliveries) and the run endpoint `/v4/{project_id}/{app_name}/{path}`, which runs " +
     "an app's current deployment at `{path}` (a `cortex` function such as `run`, or any route of a `custom` server: " +
     "the OpenAI SDK works with `baseURL` `/v4/{project_id}/{app_name}/v1`), streams the app's own answer back or wraps a " +
-    "function's JSON in the run envelope, runs it asynchronously on request, and can deliver the answer to a signed webhook. " +
+    "function's JSON in the run envelope, runs it asynchronously on request, and can send the answer to a signed webhook. " +
     "Authenticate with `Authorization: Bearer <token>`: a service account token of the project, or the " +
     "operator's admin token (runs also take an HS256 JWT). Errors are RFC 9457 problem+json with a stable " +
     "`code` and the `request_id` also sent as `X-Request-Id`. Lists take `limit` and `cursor` and answer " +

@@ -16,7 +16,7 @@ export const jsonBody = (maxBytes: number) => {
     const type = c.req.header("content-type");
     const length = c.req.header("content-length");
     // A body-less action (POST …/builds, …/validate) as fetch and curl send it: `Content-Length: 0`, or
-    // no length, no chunking and no type; some runtimes still hand over an empty stream.
+    // no length, no chunking and no type; some runtimes still give an empty stream.
     const empty =
       c.req.raw.body === null ||
       length === "0" ||

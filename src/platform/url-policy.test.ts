@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { checkTarget } from "./url-policy";
+import { checkOutboundUrl } from "./url-policy";
 
 const strict = { allowInsecure: false };
 const dev = { allowInsecure: true };
 
-describe("target URL policy (webhook receivers and app origins)", () => {
+describe("outbound URL policy (webhook receivers and app origins)", () => {
   it.each([
     "https://hooks.example.com/receive",
     "https://hooks.example.com:8443/x?y=1",
@@ -12,7 +12,7 @@ describe("target URL policy (webhook receivers and app origins)", () => {
     "https://[2606:4700:4700::1111]/hook",
     "https://xn--bcher-kva.example/hook",
   ])("accepts %s", (url) => {
-    expect(checkTarget(url, strict).ok).toBe(true);
+    expect(checkOutboundUrl(url, strict).ok).toBe(true);
   });
 
   it.each([
@@ -28,7 +28,7 @@ describe("target URL policy (webhook receivers and app origins)", () => {
     ["https://receiver/", /fully qualified/],
     [`https://example.com/${"a".repeat(2100)}`, /2048/],
   ])("refuses %s", (url, reason) => {
-    const check = checkTarget(url, strict);
+    const check = checkOutboundUrl(url, strict);
     expect(check.ok).toBe(false);
     if (!check.ok) expect(check.reason).toMatch(reason);
   });
@@ -78,17 +78,17 @@ describe("target URL policy (webhook receivers and app origins)", () => {
     "[2002:7f00:1::1]",
     "[100::1]",
   ])("refuses the IP literal %s", (host) => {
-    const check = checkTarget(`https://${host}/hook`, strict);
+    const check = checkOutboundUrl(`https://${host}/hook`, strict);
     expect(check.ok).toBe(false);
   });
 
   it("allows http and loopback only under ALLOW_INSECURE_TARGETS, never private ranges", () => {
-    expect(checkTarget("http://127.0.0.1:8787/hook", dev).ok).toBe(true);
-    expect(checkTarget("http://localhost:8787/hook", dev).ok).toBe(true);
-    expect(checkTarget("http://[::1]:8787/hook", dev).ok).toBe(true);
-    expect(checkTarget("http://127.0.0.1:8787/hook", strict).ok).toBe(false);
-    expect(checkTarget("http://10.0.0.1/hook", dev).ok).toBe(false);
-    expect(checkTarget("http://169.254.169.254/latest/meta-data", dev).ok).toBe(false);
-    expect(checkTarget("http://user:pw@127.0.0.1/", dev).ok).toBe(false);
+    expect(checkOutboundUrl("http://127.0.0.1:8787/hook", dev).ok).toBe(true);
+    expect(checkOutboundUrl("http://localhost:8787/hook", dev).ok).toBe(true);
+    expect(checkOutboundUrl("http://[::1]:8787/hook", dev).ok).toBe(true);
+    expect(checkOutboundUrl("http://127.0.0.1:8787/hook", strict).ok).toBe(false);
+    expect(checkOutboundUrl("http://10.0.0.1/hook", dev).ok).toBe(false);
+    expect(checkOutboundUrl("http://169.254.169.254/latest/meta-data", dev).ok).toBe(false);
+    expect(checkOutboundUrl("http://user:pw@127.0.0.1/", dev).ok).toBe(false);
   });
 });

@@ -4,14 +4,14 @@
  * (`0x7f.1`, `2130706433`, `127.1`) into dotted decimal and every IPv6 one into its short form,
  * so checking the parsed hostname covers them all.
  */
-export type TargetCheck = { ok: true; url: URL } | { ok: false; reason: string };
+export type OutboundUrlCheck = { ok: true; url: URL } | { ok: false; reason: string };
 
-export interface TargetPolicy {
+export interface OutboundUrlPolicy {
   /** `ALLOW_INSECURE_TARGETS`: also `http:` and loopback, for local development. */
   allowInsecure: boolean;
 }
 
-export const MAX_TARGET_URL_LENGTH = 2048;
+export const MAX_OUTBOUND_URL_LENGTH = 2048;
 
 // Ranges that are not publicly routable: "this network", private, CGNAT, loopback, link-local,
 // IETF protocol assignments, documentation, 6to4 relay, benchmarking, multicast, reserved, broadcast.
@@ -95,9 +95,9 @@ function classifyHost(hostname: string): AddressKind | "single_label" {
 }
 
 /** Whether the gateway may send to `raw`; when not, a reason fit for a 400's field error. */
-export function checkTarget(raw: string, policy: TargetPolicy): TargetCheck {
-  if (raw.length > MAX_TARGET_URL_LENGTH)
-    return { ok: false, reason: `must be at most ${MAX_TARGET_URL_LENGTH} characters` };
+export function checkOutboundUrl(raw: string, policy: OutboundUrlPolicy): OutboundUrlCheck {
+  if (raw.length > MAX_OUTBOUND_URL_LENGTH)
+    return { ok: false, reason: `must be at most ${MAX_OUTBOUND_URL_LENGTH} characters` };
   let url: URL;
   try {
     url = new URL(raw);
@@ -129,3 +129,6 @@ export function checkTarget(raw: string, policy: TargetPolicy): TargetCheck {
       return { ok: false, reason: "must not point to a private, link-local, reserved or multicast address" };
   }
 }
+
+/** The former name of `checkOutboundUrl`, for runs/admit.ts until the one-run change (issue 43) renames its call. */
+export const checkTarget = checkOutboundUrl;

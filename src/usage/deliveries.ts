@@ -69,7 +69,7 @@ export const RECEIVER_ORIGINS_MAX = 100;
 
 /**
  * The origin of an endpoint, in SQL: the scheme and host (and port) before the path's first `/`.
- * Endpoints are stored as the URL parser printed them (`checkTarget`: lower-case host, no default
+ * Endpoints are stored as the URL parser printed them (`checkOutboundUrl`: lower-case host, no default
  * port, no user info, a path of at least `/`), so this is `new URL(endpoint).origin`.
  */
 const ORIGIN_SQL = WEBHOOK_ORIGIN_SQL;

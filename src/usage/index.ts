@@ -15,7 +15,7 @@ import { defaultReceiverSettings, projectReceiverSettings, receiverSettings } fr
 import { knownReceiver } from "../webhooks/receiver-api";
 import { runningTask } from "../webhooks/receiver-tasks";
 import { ledgerOf } from "./ledger-client";
-import { RECORDS_RETENTION_MS, ROLLUPS_RETENTION_MS, type StoredRun } from "./ledger";
+import { RECORDS_RETENTION_MS, ROLLUPS_RETENTION_MS, type LedgerRecord } from "./ledger";
 import {
   getMetrics,
   getRun,
@@ -54,43 +54,44 @@ function storedFailure(stored: string | null): RunFailure | null {
   return by === "app" ? { by: "app", status: Number(what) } : { by: "gateway", code: what };
 }
 
-const statusUrlOf = (requestUrl: string, projectId: string, run: StoredRun) =>
-  runUrl(requestUrl, { projectId, appName: run.app_name, runId: run.run_id });
+const statusUrlOf = (requestUrl: string, projectId: string, record: LedgerRecord) =>
+  runUrl(requestUrl, { projectId, appName: record.app_name, runId: record.run_id });
 
-/** A stored run as the API answers it, with its webhook's delivery when one was asked. */
-function itemOf(requestUrl: string, projectId: string, run: StoredRun, deliveries: Map<string, RunDelivery>) {
+/** A run's record as the API answers it, with its webhook's delivery when one was asked. */
+function itemOf(requestUrl: string, projectId: string, record: LedgerRecord, deliveries: Map<string, RunDelivery>) {
   return {
-    run_id: run.run_id,
-    app_name: run.app_name,
-    mode: run.mode,
-    method: run.method,
-    path: run.path,
-    status_code: run.status_code,
-    ending: run.ending,
-    failure: storedFailure(run.failure),
-    timed_out: endedInTimeout(run.ending),
-    hung_up: run.ending === "hung_up",
-    handed_over: run.handed_over_ms !== null,
-    duration_ms: run.duration_ms,
-    ttfb_ms: run.ttfb_ms,
+    run_id: record.run_id,
+    app_name: record.app_name,
+    mode: record.mode,
+    method: record.method,
+    path: record.path,
+    status_code: record.status_code,
+    ending: record.ending,
+    failure: storedFailure(record.failure),
+    timed_out: endedInTimeout(record.ending),
+    hung_up: record.ending === "hung_up",
+    handed_over: record.handed_over_ms !== null,
+    duration_ms: record.duration_ms,
+    ttfb_ms: record.ttfb_ms,
     times: {
-      called_ms: run.called_ms,
-      answered_ms: run.answered_ms,
-      first_byte_ms: run.ttfb_ms,
-      handed_over_ms: run.handed_over_ms,
-      ended_ms: run.duration_ms,
+      called_ms: record.called_ms,
+      answered_ms: record.answered_ms,
+      first_byte_ms: record.ttfb_ms,
+      handed_over_ms: record.handed_over_ms,
+      ended_ms: record.duration_ms,
     },
-    bytes_in: run.bytes_in,
-    bytes_out: run.bytes_out,
-    caller: run.caller,
-    // A webhook was asked; its delivery record may still be on its way (a pending row is written first).
+    bytes_in: record.bytes_in,
+    bytes_out: record.bytes_out,
+    caller: record.caller,
+    // A webhook was asked; its delivery's row may still be on its way (the pending row is written first).
     webhook:
-      run.webhook === 1
-        ? (deliveries.get(run.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 })
+      record.webhook === 1
+        ? (deliveries.get(record.run_id) ?? { delivery_id: null, status: "pending" as const, attempts: 0 })
         : null,
-    status_url: run.mode === "async" || run.handed_over_ms !== null ? statusUrlOf(requestUrl, projectId, run) : null,
-    request_id: run.request_id,
-    created_at: iso(run.created_at),
+    status_url:
+      record.mode === "async" || record.handed_over_ms !== null ? statusUrlOf(requestUrl, projectId, record) : null,
+    request_id: record.request_id,
+    created_at: iso(record.created_at),
   };
 }
 

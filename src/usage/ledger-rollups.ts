@@ -161,7 +161,7 @@ export class Rollups {
   /** Counts a run into the rolls of the batch (written by `write`). */
   count(r: Counted): void {
     this.#derivedFrom ??= this.derivedFrom();
-    const targets: [Grain, string][] =
+    const grainsAndApps: [Grain, string][] =
       r.created_at >= this.#derivedFrom
         ? [
             ["minute", r.app_name],
@@ -172,7 +172,7 @@ export class Rollups {
             ["day", PROJECT],
           ]
         : [["minute", r.app_name]];
-    for (const [grain, app] of targets) {
+    for (const [grain, app] of grainsAndApps) {
       const roll = this.#roll(grain, app, r.created_at);
       roll.runs++;
       roll[`status_${classOf(r.status_code)}`]++;

@@ -53,7 +53,7 @@ export const FIELD_MAX = {
 /**
  * Percentiles are computed from the records themselves up to this many in a range; past it, from the
  * histograms (within 5 %). 100,000 took 250–630 ms on the shared machine (sorting and reading every
- * duration), past the worst query's 200 ms target.
+ * duration), past the worst query's 200 ms goal.
  */
 export const EXACT_MAX = 25_000;
 /** Records deleted per statement when purging. */
@@ -69,7 +69,7 @@ export const SLICE_PAUSE_MS = 1_000;
 /**
  * Records a runs list examines at most, through one index: a filter that matches few of them answers a
  * short page and a `next_cursor` to go on from where the scan stopped. 100,000 took 205–456 ms on the
- * shared machine (the bench), past the 200 ms target; a quarter of that keeps the worst list well inside it.
+ * shared machine (the bench), past the 200 ms goal; a quarter of that keeps the worst list well inside it.
  */
 export const SCAN_MAX = 25_000;
 /**
@@ -206,7 +206,7 @@ export interface RecordQuery {
 }
 
 /** A record as the ledger answers it: `webhook` as 0 or 1, as SQLite keeps it. */
-export interface StoredRun extends Omit<RunRecord, "webhook" | "project_id" | "ending"> {
+export interface LedgerRecord extends Omit<RunRecord, "webhook" | "project_id" | "ending"> {
   ending: RunEnding;
   webhook: number;
 }
@@ -580,9 +580,9 @@ export class Ledger {
   }
 
   /** One record by its run id (of one of `callers`, when given); `null` when the ledger has none. */
-  record(runId: string, callers?: string[]): StoredRun | null {
+  record(runId: string, callers?: string[]): LedgerRecord | null {
     const row = this.#sql
-      .exec<StoredRun & Record<string, SqlStorageValue>>(`${SELECT_RUNS} WHERE run_id = ?`, runId)
+      .exec<LedgerRecord & Record<string, SqlStorageValue>>(`${SELECT_RUNS} WHERE run_id = ?`, runId)
       .toArray()[0];
     return row && (callers === undefined || callers.includes(row.caller)) ? row : null;
   }
@@ -594,7 +594,7 @@ export class Ledger {
    * `to` bound the scan too); every other filter is applied to what was scanned. When the scan ended
    * before the page was full, `scannedTo` is the last run id examined: the next page goes on below it.
    */
-  list(q: RecordQuery): { rows: StoredRun[]; sampled: boolean; scannedTo: string | null } {
+  list(q: RecordQuery): { rows: LedgerRecord[]; sampled: boolean; scannedTo: string | null } {
     const path: string[] = [];
     const pathArgs: SqlStorageValue[] = [];
     const filter: string[] = [];
@@ -624,7 +624,7 @@ export class Ledger {
     const scan = `SELECT run_id FROM runs ${path.length ? `WHERE ${path.join(" AND ")}` : ""} ORDER BY run_id DESC LIMIT ${Math.floor(this.scanMax)}`;
     const sql = `${SELECT_RUNS} WHERE run_id IN (${scan})${filter.length ? ` AND ${filter.join(" AND ")}` : ""} ORDER BY run_id DESC LIMIT ?`;
     const rows = this.#sql
-      .exec<StoredRun & Record<string, SqlStorageValue>>(sql, ...pathArgs, ...filterArgs, q.limit + 1)
+      .exec<LedgerRecord & Record<string, SqlStorageValue>>(sql, ...pathArgs, ...filterArgs, q.limit + 1)
       .toArray();
     let scannedTo: string | null = null;
     if (rows.length <= q.limit) {

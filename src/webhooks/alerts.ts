@@ -3,7 +3,7 @@ import { type WebhookProjectSettings, webhookProjectSettings, type WebhookReceiv
 import { newId } from "../platform/ids";
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import { enqueueDelivery } from "./enqueue";
+import { handNewDeliveryToLane } from "./enqueue";
 import type { DeliveryMessage } from "./message";
 import { originOf } from "./receiver-controls";
 import type { OnFinished } from "./receiver-tasks";
@@ -79,7 +79,7 @@ export async function raiseAlert(
             scope.config.previous.webhookEncryptionKey,
           );
     const body = JSON.stringify({ id, type, timestamp: at.toISOString(), project_id: projectId, data });
-    await enqueueDelivery(scope, { projectId, runId: id, endpoint: settings.alertEndpoint, secret, body });
+    await handNewDeliveryToLane(scope, { projectId, runId: id, endpoint: settings.alertEndpoint, secret, body });
     return id;
   } catch (error) {
     log("error", "webhook alert not sent", { project_id: projectId, type, error });

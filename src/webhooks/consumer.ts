@@ -3,7 +3,7 @@ import type { Scope } from "../platform/scope";
 import { type DeliveryMessage, deliveryMessageSchema, laneName, laneObject } from "./message";
 
 /**
- * The `webhook-deliveries` consumer: passes each delivery to its lane (lane.ts, `accept`) and acks it
+ * The `webhook-deliveries` consumer: hands each delivery to its lane (lane.ts, `accept`) and acks it
  * once the lane has stored it. Its time per batch is one Durable Object call per lane the batch
  * touches, whatever the receivers do: Queues decide consumer concurrency after a batch ends, so a
  * batch held by a slow receiver would hold every delivery queued behind it. A delivery its lane did

@@ -5,7 +5,7 @@ import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
 import { pendingInsert, type PendingRow } from "./store";
 import type { DeliveryMessage } from "./message";
-import { handOff } from "./hand-off";
+import { handMessageToLane } from "./hand-off";
 import { type SealedSecret, sealSecret } from "./secret-box";
 import { logError } from "../platform/log";
 import { retry } from "../platform/retry";
@@ -25,7 +25,7 @@ export interface DeliveryRequest extends DeliveryAddress {
   body: string;
 }
 
-/** A delivery whose `pending` row exists: what `writePendingDelivery` returns and `enqueueDelivery` takes. */
+/** A delivery whose `pending` row exists: what `writePendingDelivery` returns and `handToLane` takes. */
 export interface PendingDelivery extends DeliveryAddress {
   id: string;
   /** What receivers see as the message's id: `id`, or the original's on a resend. */
@@ -36,7 +36,7 @@ export interface PendingDelivery extends DeliveryAddress {
   sealed: SealedSecret | null;
 }
 
-export const HAND_OFF_TRIES = 3;
+export const HAND_TO_LANE_TRIES = 3;
 export const bodyKey = (deliveryId: string) => `webhook-bodies/${deliveryId}`;
 
 const encoder = new TextEncoder();
@@ -110,7 +110,7 @@ export async function writePending(
   return pending;
 }
 
-/** A delivery already on record, `pending` as its row says, to be handed on again (a lost hand-off's recovery). */
+/** A delivery whose row says `pending`, to be handed to its lane again (when the first time was lost). */
 export function pendingOf(row: typeof webhookDeliveries.$inferSelect): PendingDelivery {
   return {
     id: row.id,
@@ -155,12 +155,12 @@ async function messageOf(
 }
 
 /**
- * Hands a delivery whose row exists on: to its lane at once, or through the queue when the lane cannot
- * take it (hand-off.ts). Runs in `waitUntil` after the caller has its answer, so it never throws: a
- * failed hand-off is retried, and if neither the lane nor the queue takes it the record says `failed`
+ * Hands a delivery whose row exists to its lane: at once, or through the queue when the lane cannot
+ * take it (`handMessageToLane`). Runs in `waitUntil` after the caller has its answer, so it never
+ * throws: a failed try is retried, and if neither the lane nor the queue takes it the row says `failed`
  * with the reason, so nothing is lost silently.
  */
-export async function enqueuePending(scope: Scope, pending: PendingDelivery, body: string): Promise<string> {
+export async function handToLane(scope: Scope, pending: PendingDelivery, body: string): Promise<string> {
   const { env } = scope;
   const { id } = pending;
   const bodyBytes = encoder.encode(body).byteLength;
@@ -171,9 +171,9 @@ export async function enqueuePending(scope: Scope, pending: PendingDelivery, bod
       async () => {
         const message = await messageOf(env, pending, body, bodyBytes);
         stored = "r2" in message.body;
-        await handOff(env, message);
+        await handMessageToLane(env, message);
       },
-      { tries: HAND_OFF_TRIES, sleep: scope.deps.sleep, pauseMs: (attempt) => 100 * 2 ** attempt },
+      { tries: HAND_TO_LANE_TRIES, sleep: scope.deps.sleep, pauseMs: (attempt) => 100 * 2 ** attempt },
     );
     return id;
   } catch (error) {
@@ -231,32 +231,37 @@ export type DeliveryBody = { text: string } | { unsent: string };
 /**
  * A synchronous run's delivery, in one call from the run: the `pending` row is written before this
  * returns (the run calls its app after it, so a caller who hangs up never leaves the delivery
- * unaccounted for), and the body is handed on once `body` resolves, in `waitUntil` (spec 6: the
- * delivery does not block the response); a run that did not finish settles its record `failed`.
+ * unaccounted for), and the body is handed to its lane once `body` resolves, in `waitUntil` (spec 6:
+ * the delivery does not block the response); a run that did not finish settles its row `failed`.
  */
-export async function deliverRunCopy(
+export async function handRunCopyToLane(
   scope: Scope,
   address: DeliveryAddress,
   body: Promise<DeliveryBody>,
 ): Promise<void> {
   const pending = await writePendingDelivery(scope, address);
-  const handedOn = body.then(
+  const handed = body.then(
     async (copy) => {
-      if ("text" in copy) await enqueuePending(scope, pending, copy.text);
+      if ("text" in copy) await handToLane(scope, pending, copy.text);
       else await settleUnsent(scope, pending, copy.unsent);
     },
     () => settleUnsent(scope, pending, "run_interrupted"),
   );
   scope.ctx.waitUntil(
-    handedOn.then(
+    handed.then(
       () => undefined,
       () => undefined,
     ),
   );
 }
 
-/** Records a delivery and hands it on: `writePendingDelivery` then `enqueuePending`, for a body known already. */
-export async function enqueueDelivery(scope: Scope, request: DeliveryRequest): Promise<string> {
+/** Writes a delivery's row and hands it to its lane: `writePendingDelivery` then `handToLane`, for a body known already. */
+export async function handNewDeliveryToLane(scope: Scope, request: DeliveryRequest): Promise<string> {
   const pending = await writePendingDelivery(scope, request);
-  return enqueuePending(scope, pending, request.body);
+  return handToLane(scope, pending, request.body);
 }
+
+// The former names of `handToLane` and `handRunCopyToLane`, for runs/ until the one-run change (issue 43)
+// renames its calls.
+export const enqueuePending = handToLane;
+export const deliverRunCopy = handRunCopyToLane;

@@ -8,10 +8,10 @@ import { type DeliveryMessage, laneName, laneObject, queueMessageOf } from "./me
  * it twice: the second copy adds nothing (the lane keeps each delivery once; D1's claim refuses an
  * attempt of a settled one).
  */
-export const LANE_HAND_OFF_TIMEOUT_MS = 5_000;
+export const HAND_TO_LANE_TIMEOUT_MS = 5_000;
 
 /** Where a delivery went: straight to its lane, or into the queue (whose consumer hands it to the lane). */
-export type HandOff = "lane" | "queue";
+export type HandedVia = "lane" | "queue";
 
 /** `work`, or an error once `ms` passed without its answer. */
 async function within<T>(work: Promise<T>, ms: number): Promise<T> {
@@ -27,21 +27,21 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T> {
 }
 
 /**
- * Hands a delivery whose record exists to its lane (lane.ts `accept`), which stores it in its SQLite
+ * Hands a delivery whose row exists to its lane (lane.ts `accept`), which stores it in its SQLite
  * storage before the call returns: from then on the delivery survives the runtime's restart (the
  * lane's alarm takes it up), as it would in the queue, and its first attempt starts at once rather
  * than after the queue's batch wait (`max_batch_timeout`, 1 s). When the lane cannot be reached (an
- * error, an overloaded object, no answer within LANE_HAND_OFF_TIMEOUT_MS), the delivery goes to the
+ * error, an overloaded object, no answer within HAND_TO_LANE_TIMEOUT_MS), the delivery goes to the
  * queue, whose consumer hands it to the lane as before; only when both fail does this throw.
  *
  * Platform limits relied on: one Durable Object call is one subrequest of the invocation (the queue
  * send it replaces was one too); the message is the queue's (a large body waits in R2), so what a
  * lane stores stays within its 2 MB row.
  */
-export async function handOff(env: Env, message: DeliveryMessage): Promise<HandOff> {
+export async function handMessageToLane(env: Env, message: DeliveryMessage): Promise<HandedVia> {
   try {
     const lane = laneObject(env, laneName(message));
-    await within(lane.accept([message]), LANE_HAND_OFF_TIMEOUT_MS);
+    await within(lane.accept([message]), HAND_TO_LANE_TIMEOUT_MS);
     return "lane";
   } catch (error) {
     log("warn", "webhook delivery handed to the queue: its lane could not take it", {

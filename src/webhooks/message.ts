@@ -43,7 +43,7 @@ export type DeliveryQueueMessage = z.infer<typeof deliveryMessageV2>;
 
 /**
  * The contract of the `webhook-deliveries` queue (and its dead-letter queue): what the run path
- * (`hand-off.ts`, when the lane cannot take it) sends, read back as a `DeliveryMessage` by the consumer
+ * (`handMessageToLane`, when the lane cannot take it) sends, read back as a `DeliveryMessage` by the consumer
  * (`consumer.ts`) before a lane stores it. A claim shares its D1 batch with other deliveries', so a
  * message that could make its statement fail (a missing `created_at` bound as NaN into a NOT NULL
  * column) must be turned away, not written. At-least-once: a message queued by older code may reach

@@ -5,7 +5,7 @@ import { ApiError, invalidField } from "../platform/errors";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { createRouter } from "../platform/router";
 import type { Scope } from "../platform/scope";
-import { checkTarget } from "../platform/url-policy";
+import { checkOutboundUrl } from "../platform/url-policy";
 import { forgetProjectWebhookSettings, projectWebhookSettings } from "./alerts";
 import { RETENTION_MS } from "./housekeeping";
 import { ORIGIN } from "./receiver-controls";
@@ -231,8 +231,8 @@ export const receiverControlsRouter = createRouter()
     const { project_id } = c.req.valid("param");
     const body = c.req.valid("json");
     if (body.alert_endpoint) {
-      const target = checkTarget(body.alert_endpoint, { allowInsecure: scope.config.allowInsecureTargets });
-      if (!target.ok) throw invalidField("body", "alert_endpoint", target.reason);
+      const check = checkOutboundUrl(body.alert_endpoint, { allowInsecure: scope.config.allowInsecureTargets });
+      if (!check.ok) throw invalidField("body", "alert_endpoint", check.reason);
     }
     const current = await projectWebhookSettings(scope, project_id, true);
     const alertSecret =

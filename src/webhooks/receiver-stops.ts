@@ -17,7 +17,7 @@ import { disableReceiver, ORIGIN, originOf, type ReceiverStates, stopCause } fro
  * receiver that failed every delivery for `WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS`.
  */
 
-/** The lane's delivery context as a scope for the alerts (which record and hand on a delivery of their own). */
+/** The lane's delivery context as a scope for the alerts (which write a delivery of their own and hand it to its lane). */
 const scopeOf = (ctx: DeliveryContext): Scope => ({
   requestId: "lane",
   env: ctx.env,

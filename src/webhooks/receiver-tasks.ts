@@ -25,7 +25,7 @@ import { openSecret, type SealedSecret, sealSecret } from "./secret-box";
 
 /** Deliveries one counting slice reads (ids and dates only). */
 export const COUNT_SLICE = 1_000;
-/** Deliveries one sending slice hands on: a D1 batch of their rows (≤ 5 rows of 17 columns per statement: D1 binds ≤ 100 parameters). */
+/** Deliveries one sending slice hands to the lane: a D1 batch of their rows (≤ 5 rows of 17 columns per statement: D1 binds ≤ 100 parameters). */
 export const SEND_SLICE = 30;
 /**
  * A task's deliveries not yet settled at once: it hands more only as its lane settles them, so it goes
@@ -116,7 +116,7 @@ export async function runningTask(scope: Pick<Scope, "db">, projectId: string, o
   return row ?? null;
 }
 
-/** Cancels a task that is still running: its slices stop; deliveries it already handed on go on. */
+/** Cancels a task that is still running: its slices stop; deliveries it already handed to the lane go on. */
 export async function cancelTask(scope: Pick<Scope, "db" | "deps">, taskId: string): Promise<void> {
   const now = scope.deps.now();
   await scope.db
@@ -254,7 +254,7 @@ const ROWS_PER_INSERT = 5;
 /** `id IN (…)` as one bound parameter (D1 binds at most 100 per statement). */
 const idIn = (ids: string[]) => sql`${d.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
 
-/** Deliveries the task sent that are still on their way, and those of them never attempted for a while (handed on again). */
+/** Deliveries the task sent that are still on their way, and those of them never attempted for a while (handed to the lane again). */
 async function inFlight(scope: Scope, task: Task, handTo: HandTo, slice: number): Promise<number> {
   const [{ n }] = (await scope.db
     .select({ n: sql<number>`count(*)` })
@@ -352,8 +352,8 @@ async function recoverSlice(scope: Scope, task: Task, options: SliceOptions) {
     try {
       await handTo(resends.map((r) => messageOfRecord(r as WebhookDelivery)));
     } catch (error) {
-      // On record, pending, never attempted: `inFlight` hands them on again.
-      log("warn", "webhook recovery: the lane did not take a slice; it is handed on again later", {
+      // Written, pending, never attempted: `inFlight` hands them to the lane again.
+      log("warn", "webhook recovery: the lane did not take a slice; it is handed to the lane again later", {
         task_id: task.id,
         error,
       });
@@ -404,7 +404,7 @@ async function releaseSlice(scope: Scope, task: Task, options: SliceOptions) {
   try {
     await handTo(released.map(messageOfRecord));
   } catch (error) {
-    log("warn", "webhook release: the lane did not take a slice; it is handed on again later", {
+    log("warn", "webhook release: the lane did not take a slice; it is handed to the lane again later", {
       task_id: task.id,
       error,
     });

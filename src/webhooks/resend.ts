@@ -2,8 +2,8 @@ import { and, eq } from "drizzle-orm";
 import { webhookDeliveries, type WebhookDelivery } from "../db/schema";
 import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
-import { checkTarget } from "../platform/url-policy";
-import { enqueuePending, writePendingDelivery } from "./enqueue";
+import { checkOutboundUrl } from "../platform/url-policy";
+import { handToLane, writePendingDelivery } from "./enqueue";
 import { RETENTION_MS } from "./housekeeping";
 import { openSecret, type SealedSecret } from "./secret-box";
 
@@ -42,8 +42,8 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
     }
     throw purged;
   }
-  const target = checkTarget(original.endpoint, { allowInsecure: config.allowInsecureTargets });
-  if (!target.ok) throw new ApiError("conflict", `The delivery's endpoint is no longer allowed: it ${target.reason}.`);
+  const check = checkOutboundUrl(original.endpoint, { allowInsecure: config.allowInsecureTargets });
+  if (!check.ok) throw new ApiError("conflict", `The delivery's endpoint is no longer allowed: it ${check.reason}.`);
 
   let secret: string | undefined;
   if (original.signed) {
@@ -76,7 +76,7 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
     { resentFrom: { id: original.id, messageId: original.messageId ?? original.id } },
   );
   if (!pending.recorded) throw new ApiError("service_unavailable", "The delivery could not be recorded; try again.");
-  await enqueuePending(scope, pending, body);
+  await handToLane(scope, pending, body);
   const [created] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, pending.id));
   return created!;
 }

@@ -7,9 +7,9 @@ import type { DeliveryMessage } from "./message";
 import { MAX_ATTEMPTS, SWEPT_REASONS } from "./policy";
 
 /**
- * The D1 statements of a delivery's life. D1 is where the attempt count lives: the queue delivers
- * at least once and may redeliver after a crash, so `msg.attempts` says how often the queue handed
- * the message over, not how often the receiver was called.
+ * The D1 statements of a delivery's life. D1 is where the attempt count lives: the queue sends a
+ * message at least once and may send it again after a crash, so `msg.attempts` says how often the
+ * queue sent the message, not how often the receiver was called.
  *
  * A first-attempt success costs 3 statements: the `pending` row before the run
  * (`writePendingDelivery`), the claim of attempt 1 (`claimAttempt`), the attempt's outcome

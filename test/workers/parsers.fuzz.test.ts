@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { sign } from "hono/jwt";
 import { describe, expect, it } from "vitest";
 import { checkHostname } from "../../src/domains/hostname";
-import { checkTarget } from "../../src/platform/url-policy";
+import { checkOutboundUrl } from "../../src/platform/url-policy";
 import { signatureHeaders } from "../../src/webhooks/sign";
 import { verifyWebhook, WebhookVerificationError } from "../../src/webhooks/verify";
 import { client } from "../helpers";
@@ -121,7 +121,7 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
   it("refuses every spelling of every address in a blocked IPv4 range", () => {
     fc.assert(
       fc.property(fromCidrs(BLOCKED_V4).chain(v4Spelling), (host) => {
-        const check = checkTarget(`https://${host}/hook`, strict);
+        const check = checkOutboundUrl(`https://${host}/hook`, strict);
         expect(check.ok, host).toBe(false);
       }),
       { numRuns: 2000 },
@@ -133,7 +133,7 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
       fc.property(
         fromCidrs(PUBLIC_V4).chain((v) => fc.tuple(fc.constant(v), v4Spelling(v))),
         ([value, host]) => {
-          const check = checkTarget(`https://${host}/hook`, strict);
+          const check = checkOutboundUrl(`https://${host}/hook`, strict);
           expect(check.ok, host).toBe(true);
           if (check.ok)
             expect(check.url.hostname).toBe(
@@ -148,7 +148,7 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
   it.each(BLOCKED_V6)("refuses every spelling of %s", (_name, arbitrary) => {
     fc.assert(
       fc.property(arbitrary.chain(v6Spelling), (host) => {
-        expect(checkTarget(`https://[${host}]/hook`, strict).ok, host).toBe(false);
+        expect(checkOutboundUrl(`https://[${host}]/hook`, strict).ok, host).toBe(false);
       }),
       RUNS,
     );
@@ -162,7 +162,7 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
           .chain((g0) => groups([g0]))
           .chain(v6Spelling),
         (host) => {
-          expect(checkTarget(`https://[${host}]/hook`, strict).ok, host).toBe(true);
+          expect(checkOutboundUrl(`https://[${host}]/hook`, strict).ok, host).toBe(true);
         },
       ),
       RUNS,
@@ -175,15 +175,15 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
         fc.oneof(...BLOCKED_V6.map(([, a]) => a)).chain(v6Spelling),
         fc.stringMatching(/^[a-z0-9]{1,8}$/),
         (host, zone) => {
-          expect(checkTarget(`https://[${host}%25${zone}]/`, strict).ok).toBe(false);
-          expect(checkTarget(`http://[${host}%${zone}]/`, { allowInsecure: true }).ok).toBe(false);
+          expect(checkOutboundUrl(`https://[${host}%25${zone}]/`, strict).ok).toBe(false);
+          expect(checkOutboundUrl(`http://[${host}%${zone}]/`, { allowInsecure: true }).ok).toBe(false);
         },
       ),
       RUNS,
     );
     fc.assert(
       fc.property(fromCidrs(BLOCKED_V4.filter(([base]) => base !== 0x7f000000)).chain(v4Spelling), (host) => {
-        expect(checkTarget(`http://${host}/`, { allowInsecure: true }).ok, host).toBe(false);
+        expect(checkOutboundUrl(`http://${host}/`, { allowInsecure: true }).ok, host).toBe(false);
       }),
       RUNS,
     );
@@ -193,9 +193,11 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
     const dots = fc.constantFrom("..", "...", "....");
     fc.assert(
       fc.property(fromCidrs(BLOCKED_V4).chain(v4Spelling), dots, (host, extra) => {
-        expect(checkTarget(`https://${host.replace(/\.$/, "")}${extra}/hook`, strict).ok, host + extra).toBe(false);
+        expect(checkOutboundUrl(`https://${host.replace(/\.$/, "")}${extra}/hook`, strict).ok, host + extra).toBe(
+          false,
+        );
         expect(
-          checkTarget(`http://${host.replace(/\.$/, "")}${extra}/hook`, { allowInsecure: true }).ok,
+          checkOutboundUrl(`http://${host.replace(/\.$/, "")}${extra}/hook`, { allowInsecure: true }).ok,
           host + extra,
         ).toBe(false);
       }),
@@ -206,13 +208,13 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
         const labels = domain.split(".");
         const cut = at % labels.length;
         const host = [...labels.slice(0, cut), "", ...labels.slice(cut)].join(".");
-        expect(checkTarget(`https://${host}/`, strict).ok, host).toBe(false);
-        expect(checkTarget(`https://${domain}${extra}/`, strict).ok, domain + extra).toBe(false);
-        expect(checkTarget(`https://${domain}./`, strict).ok, `${domain}.`).toBe(true);
+        expect(checkOutboundUrl(`https://${host}/`, strict).ok, host).toBe(false);
+        expect(checkOutboundUrl(`https://${domain}${extra}/`, strict).ok, domain + extra).toBe(false);
+        expect(checkOutboundUrl(`https://${domain}./`, strict).ok, `${domain}.`).toBe(true);
       }),
       RUNS,
     );
-    expect(checkTarget("https://10.0.0.1../", strict)).toEqual({
+    expect(checkOutboundUrl("https://10.0.0.1../", strict)).toEqual({
       ok: false,
       reason: "must not have an empty label in its host name",
     });
@@ -241,7 +243,7 @@ describe("property: webhookEndpoint / origin_url policy against every IP spellin
     );
     fc.assert(
       fc.property(anything, (raw) => {
-        const check = checkTarget(raw, strict);
+        const check = checkOutboundUrl(raw, strict);
         if (!check.ok) return;
         expect(check.url.protocol).toBe("https:");
         expect(check.url.username + check.url.password).toBe("");

@@ -56,7 +56,7 @@ const SCOPE_TEXT: Record<Permission, string> = {
   "domains:read": "read custom domains",
   "domains:write": "add, validate and remove custom domains",
   "deliveries:read": "read webhook deliveries",
-  "deliveries:write": "resend webhook deliveries (not a default: a resend delivers a stored result again)",
+  "deliveries:write": "resend webhook deliveries (not a default: a resend sends a stored result again)",
   "service_accounts:write": "list, create and revoke API keys (within its own scopes and expiry)",
   "audit:read": "read the audit log",
   "usage:read": "read the runs list and usage figures",
