@@ -44,7 +44,7 @@ const GAP_MARGIN_MS = 750;
 const HOLD_MS = 5_000;
 /**
  * An alarm whose lane is empty waits this long for the next `accept` before it ends, so deliveries
- * handed over one at a time by runs share one alarm and its grouped D1 writes.
+ * handed to it one at a time by runs share one alarm and its grouped D1 writes.
  */
 const LINGER_MS = 2_000;
 /** While first attempts wait for the retries' sake, the lane looks again this often (or when an attempt ends). */

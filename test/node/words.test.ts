@@ -111,7 +111,6 @@ const ALLOWED: Record<string, Record<string, string>> = {
   "platform/url-policy.ts": { target: `\`checkTarget\`, called by runs/admit.ts (${RUNS})` },
   "webhooks/enqueue.ts": { deliver: `\`deliverRunCopy\`, called by runs/webhook.ts (${RUNS})` },
   // The lead's file at the time of writing: "deliveries handed over one at a time by runs" (say "handed to it").
-  "webhooks/lane.ts": { "hand over": 'a comment of the lane\'s, to be said "handed to it" by whoever edits it next' },
   "runs/admit.ts": { target: RUNS },
   "runs/answer.ts": { "hand on": RUNS },
   "runs/app-request.ts": { target: RUNS },
