@@ -110,7 +110,6 @@ const ALLOWED: Record<string, Record<string, string>> = {
   // Former names kept as aliases for runs/ until the one-run change renames its calls.
   "platform/url-policy.ts": { target: `\`checkTarget\`, called by runs/admit.ts (${RUNS})` },
   "webhooks/enqueue.ts": { deliver: `\`deliverRunCopy\`, called by runs/webhook.ts (${RUNS})` },
-  // The lead's file at the time of writing: "deliveries handed over one at a time by runs" (say "handed to it").
   "runs/admit.ts": { target: RUNS },
   "runs/answer.ts": { "hand on": RUNS },
   "runs/app-request.ts": { target: RUNS },
