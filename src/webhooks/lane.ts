@@ -113,6 +113,9 @@ const SCHEMA = [
   "CREATE INDEX IF NOT EXISTS lane_deliveries_retries ON lane_deliveries (paused, latest_at)",
   // The next row due, without a scan of a backlog of thousands at every turn of the alarm.
   "CREATE INDEX IF NOT EXISTS lane_deliveries_due ON lane_deliveries (paused, due_at)",
+  // First attempts in order of arrival (`INDEXED BY` in `#startDue`): by the due index, SQLite sorted
+  // every due row of the backlog at each turn (0.5 ms at 8,000 rows against 0.05 ms).
+  "CREATE INDEX IF NOT EXISTS lane_deliveries_firsts ON lane_deliveries (paused, seq)",
   "CREATE TABLE IF NOT EXISTS lane_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 ];
 
@@ -348,9 +351,14 @@ export class Lane {
 
   /** Rows not in flight, as the lane picks them: `sql` after WHERE, with its parameters. */
   #rows(where: string, ...params: SqlStorageValue[]): LaneRow[] {
+    return this.#rowsFrom("lane_deliveries", where, ...params);
+  }
+
+  /** `#rows`, from `from`: the table, or the table with the index it must use named. */
+  #rowsFrom(from: string, where: string, ...params: SqlStorageValue[]): LaneRow[] {
     return this.#sql
       .exec<LaneRow>(
-        `SELECT seq, id, message, due_at, paused, latest_at, attempts, interruptions FROM lane_deliveries WHERE ${where}`,
+        `SELECT seq, id, message, due_at, paused, latest_at, attempts, interruptions FROM ${from} WHERE ${where}`,
         ...params,
       )
       .toArray()
@@ -398,7 +406,8 @@ export class Lane {
     const retriesStarted = started;
     const firstRoom = () => Math.min(room(1), budget.firsts - (started - retriesStarted));
     if (firstRoom() > 0)
-      for (const row of this.#rows(
+      for (const row of this.#rowsFrom(
+        "lane_deliveries INDEXED BY lane_deliveries_firsts",
         "paused = 0 AND due_at <= ? ORDER BY seq LIMIT ?",
         now,
         firstRoom() + this.#inFlight.size,
