@@ -4,7 +4,8 @@
 // every request in 50 ms, one where one answer in three (every third request) is a 404, which asks for
 // a retry. The drain is taken from the end of the runs (the backlog then in the lane) to the last
 // attempt, from the attempts' own records in D1; for the second, attempts are counted (pauses excluded,
-// since a pause holds no connection). Beside it: the first attempt's p95 after its run, over the burst's
+// since a pause holds no connection) while the backlog lasts: to the start of its last first attempt,
+// after which the lane only waits out the last retries' pauses (the whole drain is printed beside it). Beside it: the first attempt's p95 after its run, over the burst's
 // last 1,000 deliveries, and the longest gap between attempts (the spec's 5 s). The receivers run on
 // the core wrk gets, as the outside world they stand for; the gateway keeps its own.
 import { spawn } from "node:child_process";
@@ -94,12 +95,19 @@ async function burstOnce(ctx, runs, retryEvery) {
         longestGap = Math.max(longestGap, list[i].at - (list[i - 1].at + list[i - 1].duration_ms));
     }
     const deliveriesAfter = new Set(after.filter((a) => a.attempt === 1).map((a) => a.delivery_id)).size;
+    // While the backlog lasts (to the start of its last first attempt) a slot left free is the lane's:
+    // first attempts are there to fill it. After it, the lane only waits out the last retries' pauses.
+    const lastFirstAt = Math.max(...after.filter((a) => a.attempt === 1).map((a) => a.at));
+    const backlogS = (lastFirstAt - sentAt) / 1000;
+    const backlogAttempts = after.filter((a) => a.at <= lastFirstAt).length;
     return {
       runs,
       backlogAtEnd: deliveriesAfter,
       attemptsAfter: after.length,
       drainS,
       attemptsPerS: after.length / drainS,
+      backlogS,
+      backlogAttemptsPerS: backlogAttempts / backlogS,
       deliveriesPerS: deliveriesAfter / drainS,
       delivered,
       meanAttemptMs: attempts.reduce((s, a) => s + a.duration_ms, 0) / attempts.length,
@@ -133,7 +141,7 @@ export default {
     const notes = [...fast, ...retried].map(
       (r, i) =>
         `${i < fast.length ? "200s" : "1 in 3 a 404"}: ${r.runs} runs, ${r.backlogAtEnd} still to attempt when the runs ended, drained in ${r.drainS.toFixed(1)} s, ` +
-        `${r.attemptsAfter} attempts (${r.attemptsPerS.toFixed(1)}/s), ${r.delivered} delivered, mean attempt ${r.meanAttemptMs.toFixed(0)} ms (${r.meanDrainAttemptMs.toFixed(0)} ms in the drain), ` +
+        `${r.attemptsAfter} attempts (${r.attemptsPerS.toFixed(1)}/s; ${r.backlogAttemptsPerS.toFixed(1)}/s in the ${r.backlogS.toFixed(1)} s of the backlog), ${r.delivered} delivered, mean attempt ${r.meanAttemptMs.toFixed(0)} ms (${r.meanDrainAttemptMs.toFixed(0)} ms in the drain), ` +
         `first attempt p95 after its run ${r.p95FirstAfterRunMs} ms (last 1,000), longest gap ${r.longestGapMs} ms`,
     );
     return {
@@ -154,13 +162,18 @@ export default {
           { unit: "ms", digits: 0, key: "burst-fast-p95" },
         ),
         figure(
-          `${runs} deliveries, one answer in three a 404 (retried): drained attempts/s ÷ bound`,
-          pick(retried, (r) => r.attemptsPerS / BOUND_PER_S),
+          `${runs} deliveries, one answer in three a 404 (retried): attempts/s while the backlog lasts ÷ bound`,
+          pick(retried, (r) => r.backlogAttemptsPerS / BOUND_PER_S),
           { unit: "×", digits: 2, key: "burst-retried", target: [">=", 0.8] },
         ),
         figure(
+          "… attempts/s over the whole drain (its end: the last retries' pauses, the lane waiting) ÷ bound",
+          pick(retried, (r) => r.attemptsPerS / BOUND_PER_S),
+          { unit: "×", digits: 2, key: "burst-retried-drain" },
+        ),
+        figure(
           "… ÷ the bound at the attempt time this machine measured (6 ÷ mean recorded attempt of the drain)",
-          pick(retried, (r) => r.attemptsPerS / (CONCURRENCY / (r.meanDrainAttemptMs / 1000))),
+          pick(retried, (r) => r.backlogAttemptsPerS / (CONCURRENCY / (r.meanDrainAttemptMs / 1000))),
           { unit: "×", digits: 2, key: "burst-retried-measured", target: [">=", 0.8] },
         ),
         figure(
