@@ -59,7 +59,8 @@ const RECENT_HOLDS = 32;
 /**
  * Attempts a lane claims ahead of their slot, per slot: each is claimed in D1 and laid out while the
  * slots' requests are out, and sent the moment one frees, so a slot holds only its request. First
- * attempts are claimed ahead up to this many per slot, retries up to twice as many.
+ * attempts are claimed ahead up to this many per slot, and retries, on a count of their own, up to
+ * twice as many.
  */
 const AHEAD_PER_SLOT = 1;
 /** How long the lane trusts its copy of the receiver's settings when the API has not told it of a change. */
@@ -393,18 +394,25 @@ export class Lane {
       if (head.due_at <= now && (head.paused === 1 ? budget.retries : budget.firsts) > 0) start(head);
       return { started, blocked: started === 0 };
     }
-    // Claimed ahead of their slots (the gate, `#openGate`, sends them): retries up to twice the first attempts' room.
-    const ahead = () => [...this.#inFlight.values()].filter((a) => a.phase === "claimed").length;
-    const room = (limit: number) => Math.min(limit * AHEAD_PER_SLOT * slots - ahead(), budget.retries - started);
-    if (room(2) > 0)
+    // Claimed ahead of their slots (the gate, `#openGate`, sends them), each kind on its own count, so
+    // that retries being claimed never leave the next free slot without a first attempt ready for it.
+    const ahead = (retries: boolean) =>
+      [...this.#inFlight.values()].filter((a) => a.phase === "claimed" && (a.latestAt !== null) === retries).length;
+    const retryRoom = Math.min(2 * AHEAD_PER_SLOT * slots - ahead(true), budget.retries);
+    if (retryRoom > 0)
       for (const row of this.#rows(
         "paused = 1 AND due_at <= ? ORDER BY latest_at LIMIT ?",
         now,
-        room(2) + this.#inFlight.size,
-      ).slice(0, room(2)))
+        retryRoom + this.#inFlight.size,
+      ).slice(0, retryRoom))
         start(row);
     const retriesStarted = started;
-    const firstRoom = () => Math.min(room(1), budget.firsts - (started - retriesStarted));
+    const firstRoom = () =>
+      Math.min(
+        AHEAD_PER_SLOT * slots - ahead(false),
+        budget.retries - started,
+        budget.firsts - (started - retriesStarted),
+      );
     if (firstRoom() > 0)
       for (const row of this.#rowsFrom(
         "lane_deliveries INDEXED BY lane_deliveries_firsts",
