@@ -1,9 +1,8 @@
 import { env } from "cloudflare:workers";
-import { keeperName } from "../src/runs/keeper/keeper";
+import { keeperName, keeperObject } from "../src/runs/keeper/shard";
 
 /** The keeper (Durable Object) of run `runId` of `projectId`. */
-export const keeperOf = (projectId: string, runId: string) =>
-  env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(keeperName(projectId, runId)));
+export const keeperOf = (projectId: string, runId: string) => keeperObject(env, keeperName(projectId, runId));
 
 /**
  * Waits (bounded: 10 s) until `check` gives a value: a keeper works on after its caller's answer, on

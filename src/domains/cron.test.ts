@@ -40,6 +40,32 @@ describe("automatic validation (cron */30 and the domain-validations queue)", ()
     for (const name of names) expect(w.checksOf(name)).toBe(1);
   });
 
+  it("checks domains whose messages were queued before messages carried a version (a deploy between send and delivery)", async () => {
+    const w = world();
+    const seed = await seedProject(w.api);
+    const names = Array.from(
+      { length: INLINE_CHECKS_PER_CRON + 3 },
+      (_, i) => `${uniqueLabel(`old${i}`)}.example.test`,
+    );
+    for (const name of names) {
+      w.dns.set(name, "ok");
+      await addDomain(w.api, seed, name);
+    }
+    w.api.clock.advance(HALF_HOUR);
+    await w.cron();
+    expect(w.sent.length).toBeGreaterThan(0);
+    // As the code before versions sent them: no `v`.
+    const unversioned = w.sent.splice(0).map(({ v, ...body }) => (void v, body));
+    w.sent.push(...(unversioned as typeof w.sent));
+    const results = await w.drainQueue();
+    expect(results.flatMap((r) => r.retryMessages)).toEqual([]);
+    expect(results.flatMap((r) => r.explicitAcks)).toHaveLength(unversioned.length);
+    for (const name of names) {
+      expect(w.checksOf(name)).toBe(1);
+      expect((await read(w.api, seed, name)).status).toBe("validated");
+    }
+  });
+
   it("skips a redelivered message for a domain already checked since the claim", async () => {
     const w = world();
     const seed = await seedProject(w.api);
@@ -49,6 +75,7 @@ describe("automatic validation (cron */30 and the domain-validations queue)", ()
     await w.cron();
     const message = w.sent[0];
     expect(message).toMatchObject({
+      v: 1,
       domain_id: expect.stringMatching(/^dom_/),
       claimed_at: w.api.clock.now().getTime(),
     });

@@ -7,7 +7,7 @@ import { removeExpiredClaims } from "./expiry";
 import { MAX_QUERIES_PER_CHECK } from "./rules";
 import { nextTick } from "./store";
 import { refreshCertificate, validateDomain } from "./validate";
-import type { ValidationMessage } from "./validation-message";
+import { validationMessage } from "./validation-message";
 import { log } from "../platform/log";
 
 /*
@@ -81,9 +81,7 @@ export async function domainValidationCron(
   const rest = claimed.slice(INLINE_CHECKS_PER_CRON);
   for (let i = 0; i < rest.length; i += SEND_BATCH_LIMIT) {
     await s.env.DOMAIN_QUEUE.sendBatch(
-      rest
-        .slice(i, i + SEND_BATCH_LIMIT)
-        .map((d) => ({ body: { domain_id: d.id, claimed_at: now.getTime() } satisfies ValidationMessage })),
+      rest.slice(i, i + SEND_BATCH_LIMIT).map((d) => ({ body: validationMessage(d.id, now.getTime()) })),
     );
   }
   logFailures(await eachLimited(inline, CHECK_CONCURRENCY, (d) => validateDomain(s, d)), "domain check");

@@ -1,5 +1,5 @@
 import type { Domain } from "../db/schema";
-import type { ValidationMessage } from "./validation-message";
+import { validationMessage } from "./validation-message";
 import { log } from "../platform/log";
 
 /**
@@ -18,7 +18,7 @@ export const FIRST_ATTEMPT_DELAY_S = 15;
  */
 export async function sendFirstAttempt(env: Env, domain: Domain, now: Date): Promise<void> {
   try {
-    await env.DOMAIN_QUEUE.send({ domain_id: domain.id, claimed_at: now.getTime() } satisfies ValidationMessage, {
+    await env.DOMAIN_QUEUE.send(validationMessage(domain.id, now.getTime()), {
       delaySeconds: FIRST_ATTEMPT_DELAY_S,
     });
   } catch (error) {

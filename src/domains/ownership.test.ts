@@ -116,7 +116,7 @@ describe("automatic attempts", () => {
     const sent = zones.domainQueue.splice(0);
     expect(sent).toEqual([
       {
-        body: { domain_id: expect.stringMatching(/^dom_/), claimed_at: zones.clock.now().getTime() },
+        body: { v: 1, domain_id: expect.stringMatching(/^dom_/), claimed_at: zones.clock.now().getTime() },
         options: { delaySeconds: FIRST_ATTEMPT_DELAY_S },
       },
     ]);

@@ -287,7 +287,11 @@ function countingStorage(storage: DurableObjectStorage) {
     },
   });
   const counted = new Proxy(storage, {
-    get: (target, prop) => (prop === "sql" ? sql : (Reflect.get(target, prop) as unknown)),
+    get: (target, prop) => {
+      if (prop === "sql") return sql;
+      const value = Reflect.get(target, prop) as unknown;
+      return typeof value === "function" ? value.bind(target) : value;
+    },
   });
   return {
     storage: counted,

@@ -169,6 +169,11 @@ describe("the ledger's own migrations", () => {
         status_code INTEGER NOT NULL, timed_out INTEGER NOT NULL, hung_up INTEGER NOT NULL, duration_ms INTEGER NOT NULL,
         ttfb_ms INTEGER, bytes_in INTEGER NOT NULL, bytes_out INTEGER NOT NULL, caller TEXT NOT NULL, webhook INTEGER NOT NULL,
         request_id TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID`);
+      // The minute rollups as the first ledgers made them (no failure columns).
+      sql.exec(`CREATE TABLE rollups (
+        app_name TEXT NOT NULL, minute INTEGER NOT NULL, runs INTEGER NOT NULL, status_2xx INTEGER NOT NULL,
+        status_4xx INTEGER NOT NULL, status_5xx INTEGER NOT NULL, timeouts INTEGER NOT NULL, bytes_in INTEGER NOT NULL,
+        bytes_out INTEGER NOT NULL, hist TEXT NOT NULL, PRIMARY KEY (app_name, minute)) WITHOUT ROWID`);
       sql.exec("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)");
       sql.exec(
         "INSERT INTO runs VALUES ('run_0000000000old', 'app', 'sync', 'GET', 'run', 200, 0, 1, 40, 3, 0, 9, 'sa:x', 0, 'req_old', ?)",

@@ -1,5 +1,6 @@
 import { endedInTimeout, type RunRecord, type RunStartRecord, type StatusClass, whoseFailure } from "./run-record";
 import { DAY_MS } from "../platform/time";
+import { migrateStorage, type StorageStep } from "../platform/object-storage";
 import type { RunEnding, RunMode } from "../runs/outcome";
 import { type Histogram, mergeHistograms, percentileOf, percentileOfSorted } from "./percentiles";
 import { COUNTERS_IDLE_MS, COUNTERS_SCHEMA, Counters } from "./ledger-counters";
@@ -156,13 +157,13 @@ const SCHEMA = [
 ];
 
 /**
- * Changes to the tables of ledgers made before them, in order, each applied once (`meta.schema` counts
- * those applied; a ledger made with SCHEMA as it is now starts with all of them). Only cheap changes:
- * a column added is a change of the table's definition, while a column dropped or a row rewritten is a
- * rewrite of every record, which a full ledger cannot afford in one call. So `timed_out` and `hung_up`
- * stay, written from `ending`, and a record made before `ending` existed reads it from them.
+ * Changes to the tables of ledgers made before them, in order, each applied once (`migrateStorage`, its
+ * version under `meta.schema`). Only cheap changes: a column added is a change of the table's
+ * definition, while a column dropped or a row rewritten is a rewrite of every record, which a full
+ * ledger cannot afford in one call. So `timed_out` and `hung_up` stay, written from `ending`, and a
+ * record made before `ending` existed reads it from them.
  */
-const MIGRATIONS: readonly (readonly string[] | ((sql: SqlStorage) => void))[] = [
+const MIGRATIONS: readonly StorageStep[] = [
   // A run's outcome: how it ended, whose failure, its moments after acceptance.
   [
     "ALTER TABLE runs ADD COLUMN ending TEXT",
@@ -174,8 +175,8 @@ const MIGRATIONS: readonly (readonly string[] | ((sql: SqlStorage) => void))[] =
   // The hour and day rollups: derived from the minute rollups by the alarm (ledger-rollups.ts). Tables
   // and indexes new to SCHEMA are made by it in old ledgers too (IF NOT EXISTS).
   DERIVE_ROLLUPS_MIGRATION,
-  // Failures by whose they were, in every grain's rollups (a step that checks each table: one made by
-  // today's SCHEMA in the same start already has the columns).
+  // Failures by whose they were, in every grain's rollups (a step that checks each table: one not made
+  // yet is made by today's SCHEMA after the steps, with the columns).
   addFailureColumns,
 ];
 
@@ -303,17 +304,12 @@ export class Ledger {
     private readonly scanMax = SCAN_MAX,
   ) {
     this.#sql = storage.sql;
-    this.#sql.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)");
-    const made = this.#sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").toArray();
-    const recorded = this.#meta("schema");
-    let applied = recorded ?? (made.length > 0 ? 0 : MIGRATIONS.length);
-    for (const statement of SCHEMA) this.#sql.exec(statement);
-    for (; applied < MIGRATIONS.length; applied++) {
-      const step = MIGRATIONS[applied]!;
-      if (typeof step === "function") step(this.#sql);
-      else for (const statement of step) this.#sql.exec(statement);
-    }
-    if (recorded !== applied) this.#setMeta("schema", applied);
+    migrateStorage(storage, {
+      meta: { table: "meta", value: "INTEGER" },
+      made: "runs",
+      schema: SCHEMA,
+      steps: MIGRATIONS,
+    });
     this.#counters = new Counters(this.#sql);
     this.#rollups = new Rollups(this.#sql, { get: (key) => this.#meta(key), set: (key, v) => this.#setMeta(key, v) });
   }

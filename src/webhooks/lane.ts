@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Deps } from "../platform/deps";
 import { log } from "../platform/log";
+import { migrateStorage, type StorageShape } from "../platform/object-storage";
 import { createScope } from "../platform/scope";
 import { type DeliveryContext, DeliveryInProgress, newDeliveryContext } from "./attempt/context";
 import { attempt, type AttemptLane, logFailure } from "./deliver";
@@ -117,12 +118,11 @@ const SCHEMA = [
   // First attempts in order of arrival (`INDEXED BY` in `#startDue`): by the due index, SQLite sorted
   // every due row of the backlog at each turn (0.5 ms at 8,000 rows against 0.05 ms).
   "CREATE INDEX IF NOT EXISTS lane_deliveries_firsts ON lane_deliveries (paused, seq)",
-  "CREATE TABLE IF NOT EXISTS lane_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 ];
 
 /**
- * Changes to the storage of lanes made before them, in order, each applied once (`lane_meta.schema`
- * counts those applied; a lane made with SCHEMA as it is now starts with all of them).
+ * Changes to the storage of lanes made before them, in order, each applied once (`migrateStorage`, its
+ * version under `lane_meta.schema`, the table where the lane keeps its share and settings too).
  */
 const MIGRATIONS: readonly ((sql: SqlStorage) => void)[] = [
   // `interruptions` was `runs`.
@@ -143,19 +143,12 @@ const MIGRATIONS: readonly ((sql: SqlStorage) => void)[] = [
   },
 ];
 
-/** Applies SCHEMA and the migrations a lane's storage has not had yet. */
-function migrate(sql: SqlStorage): void {
-  const made = sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lane_deliveries'").toArray();
-  sql.exec("CREATE TABLE IF NOT EXISTS lane_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
-  const recorded = sql.exec<{ value: string }>("SELECT value FROM lane_meta WHERE key = 'schema'").toArray()[0];
-  let applied = recorded ? Number(recorded.value) : made.length > 0 ? 0 : MIGRATIONS.length;
-  if (made.length > 0) for (; applied < MIGRATIONS.length; applied++) MIGRATIONS[applied]!(sql);
-  for (const statement of SCHEMA) sql.exec(statement);
-  sql.exec(
-    "INSERT INTO lane_meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-    String(MIGRATIONS.length),
-  );
-}
+const STORAGE: StorageShape = {
+  meta: { table: "lane_meta", value: "TEXT" },
+  made: "lane_deliveries",
+  schema: SCHEMA,
+  steps: MIGRATIONS,
+};
 
 /** The receiver's settings as the lane keeps them, and when it read them. */
 interface CachedSettings {
@@ -187,7 +180,7 @@ export class Lane {
     private readonly deps: Deps,
   ) {
     this.#sql = state.storage.sql;
-    migrate(this.#sql);
+    migrateStorage(state.storage, STORAGE);
   }
 
   /**

@@ -9,7 +9,7 @@ import { createDb } from "../db/client";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
 import { Lane } from "./lane";
-import { type DeliveryMessage, laneName } from "./message";
+import { type DeliveryMessage, laneName, laneObject } from "./message";
 import { LANE_CONCURRENCY } from "./lane-capacity";
 import { MAX_ATTEMPTS, MAX_GAP_MS, RETRY_DELAYS_SECONDS } from "./policy";
 import { claimAttempt } from "./store";
@@ -202,7 +202,7 @@ describe("an alarm's bound never falls inside a retry's gap", () => {
     const quick = await deliveriesTo(app.projectId, 6, [{ status: 404, delayMs: 100 }], PEER_MORE[2]);
     const slow = await deliveriesTo(app.projectId, 6, [{ status: 404, delayMs: 900 }], PEER_MORE[2]);
     const messages = quick.messages.flatMap((m, i) => [m, slow.messages[i]!]);
-    const lane = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(messages[0]!)));
+    const lane = laneObject(env, laneName(messages[0]!));
     // The subrequests' bound of one alarm, lowered so that the deliveries cross it again and again.
     await runInDurableObject(lane, (instance: { lane: Lane }) => {
       instance.lane.attemptsPerAlarm = 18;
@@ -311,7 +311,7 @@ describe("a slot holds only its request (attempts claimed ahead)", () => {
 });
 
 describe("a lane stores a delivery once and never makes a fourth attempt", () => {
-  const laneOf = (message: DeliveryMessage) => env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(message)));
+  const laneOf = (message: DeliveryMessage) => laneObject(env, laneName(message));
 
   it("a duplicate (passed directly and through the queue) adds no attempt, and the lane forgets a delivery once it is settled", async () => {
     const app = await seedRunnable(api);
@@ -360,7 +360,7 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
     const app = await seedRunnable(api);
     const { messages } = await deliveriesTo(app.projectId, 1, [{ status: 200 }], PEER_OTHER);
     const unavailable = {
-      idFromName: (name: string) => env.WEBHOOK_LANES.idFromName(name),
+      idFromName: (name: string) => name,
       get: () => ({ accept: () => Promise.reject(new Error("Durable Object overloaded")) }),
     };
     const batch = createMessageBatch(QUEUES.webhookDeliveries, [
@@ -376,8 +376,7 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
 });
 
 describe("a run hands its delivery straight to its lane (the queue is the fallback)", () => {
-  const laneOf = (message: Pick<DeliveryMessage, "projectId" | "endpoint">) =>
-    env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(message)));
+  const laneOf = (message: Pick<DeliveryMessage, "projectId" | "endpoint">) => laneObject(env, laneName(message));
   const run = async (endpoint: string, overrides: Parameters<typeof callWith>[1] = {}) => {
     const app = await seedRunnable(api);
     const response = await callWith(api, overrides, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
@@ -437,7 +436,7 @@ async function attemptTimes(id: string) {
 
 describe("a lane's storage from before its columns were renamed", () => {
   it("a lane whose table still has `runs` renames it to `interruptions` in place, keeping its rows", async () => {
-    const stub = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName("lane-schema-migration"));
+    const stub = laneObject(env, "lane-schema-migration");
     await runInDurableObject(stub, (_instance, state) => {
       // A lane from before its storage had a version: no `lane_meta`.
       state.storage.sql.exec("DROP TABLE IF EXISTS lane_deliveries");

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { asyncRunMessageOf } from "../../src/runs/async/message";
-import { validationMessageOf } from "../../src/domains/validation-message";
+import { validationMessage, validationMessageOf } from "../../src/domains/validation-message";
 import { contentsOf, messagesOf } from "../../src/usage/message";
 import type { RunRecord } from "../../src/usage/run-record";
 import { type DeliveryMessage, deliveryMessageSchema, queueMessageOf } from "../../src/webhooks/message";
@@ -75,8 +75,22 @@ describe("queue messages", () => {
     expect(asyncRunMessageOf({ v: 1, run_id: "run_01" })?.run_id).toBe("run_01");
     expect(asyncRunMessageOf({ v: 1, runId: "run_01" })).toBeNull();
     expect(asyncRunMessageOf({ v: 2, run_id: "run_01" })).toBeNull();
-    expect(validationMessageOf({ domain_id: "dom_1", claimed_at: 5 })).toEqual({ domain_id: "dom_1", claimed_at: 5 });
+    expect(validationMessageOf({ v: 1, domain_id: "dom_1", claimed_at: 5 })).toEqual(validationMessage("dom_1", 5));
+    expect(validationMessageOf({ v: 1, domain_id: "dom_1", claimed_at: "5" })).toBeNull();
+  });
+
+  it("domain-validations: sent as version 1; an unversioned message queued before it still read, as version 1", () => {
+    const sent = JSON.parse(JSON.stringify(validationMessage("dom_1", 5))) as Record<string, unknown>;
+    expect(sent).toEqual({ v: 1, domain_id: "dom_1", claimed_at: 5 });
+    expect(validationMessageOf({ domain_id: "dom_1", claimed_at: 5 })).toEqual({
+      v: 1,
+      domain_id: "dom_1",
+      claimed_at: 5,
+    });
+    // A version this code does not know, or a field of the wrong kind, is turned away (not read as unversioned).
+    expect(validationMessageOf({ v: 2, domain_id: "dom_1", claimed_at: 5 })).toBeNull();
     expect(validationMessageOf({ domain_id: "dom_1", claimed_at: "5" })).toBeNull();
+    expect(validationMessageOf({ domain_id: "", claimed_at: 5 })).toBeNull();
   });
 
   it("webhook-deliveries: sent as version 2 in snake_case, read back as the delivery; version 1 (camelCase) still read", () => {

@@ -45,14 +45,15 @@ export const STREAMS_PER_PROJECT_MAX = 64;
 /** The header a joiner sends with the most sockets a hub may hold, its own included (`followers-object.ts`). */
 export const FOLLOWERS_MAX_HEADER = "X-Followers-Max";
 
+/** The followers object named `name` (a hub or a project's count, below): every one is addressed through this. */
+export const followersObject = (env: Env, name: string) => env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(name));
 /** The hub of run `runId`. */
-const hubOf = (env: Env, runId: string) => env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(runId));
+const hubOf = (env: Env, runId: string) => followersObject(env, runId);
 /**
  * The count of project `projectId`'s open streams: an object of the same class, addressed by the
  * project (`project:` cannot begin a run id), whose sockets are the streams it counts.
  */
-const streamsOf = (env: Env, projectId: string) =>
-  env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(`project:${projectId}`));
+const streamsOf = (env: Env, projectId: string) => followersObject(env, `project:${projectId}`);
 
 /**
  * Tells the followers of run `runId` that its state is now `status` (`resource`: the run as it is now,

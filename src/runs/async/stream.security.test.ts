@@ -6,7 +6,7 @@ import { eventReader, follow, heldSleeps } from "../../../test/event-streams";
 import { type Read, readingD1 } from "../../../test/faulty-d1";
 import { client } from "../../../test/helpers";
 import { callWith, seedRunnable } from "../../../test/runs";
-import { FOLLOWERS_PER_RUN_MAX, STREAMS_PER_PROJECT_MAX, WORD_RESOURCE_MAX } from "./followers";
+import { FOLLOWERS_PER_RUN_MAX, followersObject, STREAMS_PER_PROJECT_MAX, WORD_RESOURCE_MAX } from "./followers";
 import { FULL_RETRY_AFTER_S, RECHECK_EVERY } from "./stream";
 
 /** A run's status stream against callers who would make it costly for everyone (issue 40). */
@@ -68,9 +68,7 @@ describe("attack: status streams that re-read whole runs from the shared databas
 
 /** The sockets the followers object named `name` holds: a run's hub (its id) or a project's count (`project:` and its id). */
 const socketsOf = (name: string) =>
-  runInDurableObject(env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(name)), (_instance, state) =>
-    Promise.resolve(state.getWebSockets().length),
-  );
+  runInDurableObject(followersObject(env, name), (_instance, state) => Promise.resolve(state.getWebSockets().length));
 
 /** Opens `n` status streams of each of `urls` at once; the answers, in no particular order. */
 const followAll = (urls: string[], n: number, token: string) =>

@@ -7,7 +7,7 @@ import { client } from "../../../test/helpers";
 import { createDb } from "../../db/client";
 import { claimRun, runById } from "./store";
 import { RECHECK_EVERY } from "./stream";
-import { WORD_RESOURCE_MAX } from "./followers";
+import { followersObject, WORD_RESOURCE_MAX } from "./followers";
 import { faultyD1 } from "../../../test/faulty-d1";
 import { callWith, seedRunnable } from "../../../test/runs";
 
@@ -27,8 +27,7 @@ afterEach(() => {
 });
 
 /** The hub's own count of the streams that follow `runId` (telling them a word nobody acts on). */
-const followersOf = (runId: string) =>
-  env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(runId)).changed("queued") as Promise<number>;
+const followersOf = (runId: string) => followersObject(env, runId).changed("queued") as Promise<number>;
 
 /** Hands `message` to the consumer with the app's answer held: resolves once the app is called. */
 async function consumeHeld(message: unknown) {
@@ -206,7 +205,7 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect((await events.event())?.id).toBe("1");
     // Claimed behind the stream's back, then the hub restarts (its sockets closed): no word ever came.
     await claimRun(db, started.body.run_id, "arm-lost-hub", api.clock.now());
-    const hub = env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(started.body.run_id));
+    const hub = followersObject(env, started.body.run_id);
     await runInDurableObject(hub, (_instance, state) => {
       for (const socket of state.getWebSockets()) socket.close(1012, "restarting");
     });
@@ -222,7 +221,7 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     const started = await startAsync(api, app);
     const events = eventReader(await follow(api, started.body.status_url, app.token));
     expect((await events.event())?.id).toBe("1");
-    const count = env.RUN_FOLLOWERS.get(env.RUN_FOLLOWERS.idFromName(`project:${app.projectId}`));
+    const count = followersObject(env, `project:${app.projectId}`);
     await runInDurableObject(count, (_instance, state) => {
       for (const socket of state.getWebSockets()) socket.close(1012, "restarting");
     });
@@ -242,7 +241,7 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     const started = await startAsync(api, app);
     let reached = 0;
     const counting = {
-      idFromName: (name: string) => env.RUN_FOLLOWERS.idFromName(name),
+      idFromName: (name: string) => name,
       get: () => {
         reached++;
         throw new Error("no hub for a run nobody follows");

@@ -9,7 +9,7 @@ import { TEST_SECRETS } from "../../../test/secrets";
 import { getConfig } from "../../platform/env";
 import { callerRunsMax, handedOverRunsMax, KEEPER_BODY_BYTES_MAX } from "./keeper";
 import type { KeeperAnswer, KeptRun } from "./message";
-import { keyShard } from "./shard";
+import { keyShard, keeperObject } from "./shard";
 
 // The keepers of waited runs against callers who would fill them (issue 40): the cap a webhook's D1
 // write let runs past, a keeper's bytes, and one caller (or its handed-over runs) taking everyone's room.
@@ -25,8 +25,7 @@ const RUNS_MAX = getConfig(env).keeperRunsMax;
 const MiB = 1024 * 1024;
 
 /** A keeper of its own for one test, in `projectId`'s name (its hand-overs write that project's rows). */
-const keeperNamed = (projectId: string, key: string) =>
-  env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(`${projectId}:${key}`));
+const keeperNamed = (projectId: string, key: string) => keeperObject(env, `${projectId}:${key}`);
 
 function keptRun(projectId: string, runId: string, parts: Partial<KeptRun> = {}): KeptRun {
   return {

@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Deps } from "../../platform/deps";
 import { ApiError, problemBody } from "../../platform/errors";
 import { log } from "../../platform/log";
+import { migrateStorage, type StorageShape } from "../../platform/object-storage";
 import { createScope, type Scope } from "../../platform/scope";
 import { enqueuePending, type PendingDelivery, writePendingDelivery } from "../../webhooks/enqueue";
 import { offWire } from "../app-request";
@@ -156,6 +157,13 @@ const SCHEMA = [
   "CREATE INDEX IF NOT EXISTS run_keys_created ON run_keys (created_at)",
   "CREATE INDEX IF NOT EXISTS run_keys_run ON run_keys (run_id)",
 ];
+/** Its version in `meta` (`migrateStorage`); no change since the first keepers, which kept none. */
+const STORAGE: StorageShape = {
+  meta: { table: "meta", value: "INTEGER" },
+  made: "kept_runs",
+  schema: SCHEMA,
+  steps: [],
+};
 const KEYS_PURGED = 16;
 /** Requests under one key that may wait for its run at once, beside the one that made it (past it: the caller's 429). */
 const JOINED_MAX = 8;
@@ -191,7 +199,7 @@ export class Keeper {
   ) {
     this.#storage = state.storage;
     this.#sql = state.storage.sql;
-    for (const statement of SCHEMA) this.#sql.exec(statement);
+    migrateStorage(state.storage, STORAGE);
   }
 
   /** The scope of a run's work here: the keeper's own (its config, its D1 client), with the run's request id. */

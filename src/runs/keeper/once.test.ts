@@ -7,6 +7,7 @@ import { eventually, keeperOf } from "../../../test/keepers";
 import { seedRunnable } from "../../../test/runs";
 import type { KeptRun } from "./message";
 import { getConfig } from "../../platform/env";
+import { keeperObject } from "./shard";
 
 // Exactly one app call per waited run, whatever happens to its keeper: an evicted or restarted object
 // (`ctx.abort()` resets it as the platform would), a retried alarm, a second hand-off. The local runtime's
@@ -172,7 +173,7 @@ describe("a keeper's capacity", { timeout: 30_000 }, () => {
   });
   it("refuses a run past KEEPER_RUNS_MAX at once, calling nothing, and takes runs again once some ended", async () => {
     const key = watchKey();
-    const keeper = env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(`proj_capacity:${key}`));
+    const keeper = keeperObject(env, `proj_capacity:${key}`);
     // Callers of their own: a caller holds at most half of a keeper (the keeper's security tests).
     const kept = (runId: string, caller = `sa:${runId}`): KeptRun => ({
       v: 1,

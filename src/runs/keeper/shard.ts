@@ -22,6 +22,9 @@ export const shardOf = (runId: string): number => tailHash(runId) % KEEPER_SHARD
 /** The keeper of `runId` of `projectId`: the name of its Durable Object. */
 export const keeperName = (projectId: string, runId: string): string => `${projectId}:${shardOf(runId)}`;
 
+/** The keeper object named `name` (`keeperName`): every keeper is addressed through this. */
+export const keeperObject = (env: Env, name: string) => env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(name));
+
 /**
  * The shard of a caller's `Idempotency-Key` (FNV-1a over caller and key). Not a secret: a caller who
  * chooses keys chooses its keeper, and its share of that keeper is bounded as any caller's is.

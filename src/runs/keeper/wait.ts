@@ -4,7 +4,7 @@ import type { AdmittedRun } from "../admit";
 import { acceptedBody, idempotencyKeyOf, requestHashOf } from "../async/accept";
 import { onWire } from "../app-request";
 import { type AppRequest, runMeta } from "../call";
-import { keeperName } from "./keeper";
+import { keeperName, keeperObject } from "./shard";
 import type { BusyReason, KeeperAnswer, KeptRun, KeyedAnswer } from "./message";
 import { failureAnswer, responseOf } from "../answer";
 
@@ -62,7 +62,7 @@ export async function waitRun(
     bytesIn: bytesInOf(admitted),
     key: key === null ? null : { value: key, requestHash: await requestHashOf(request, admitted) },
   };
-  const keeper = scope.env.RUN_KEEPER.get(scope.env.RUN_KEEPER.idFromName(keeperName(admitted.projectId, runId)));
+  const keeper = keeperObject(scope.env, keeperName(admitted.projectId, runId));
   const signal = request.signal as AbortSignal | undefined;
   // `waitUntil`: the caller is gone, and the Worker has 30 s more for this one call.
   const left = () => scope.ctx.waitUntil(keeper.callerLeft(runId).catch(() => undefined));
