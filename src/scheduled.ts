@@ -2,6 +2,7 @@ import { domainValidationCron } from "./domains/cron";
 import type { Scope } from "./platform/scope";
 import { CRONS } from "./platform/triggers";
 import { receiverHousekeeping, webhookHousekeeping } from "./webhooks/housekeeping";
+import { retentionCron } from "./retention";
 import { sweepAsyncRuns } from "./runs/async/sweep";
 import { usageOutcomes } from "./usage/record";
 
@@ -20,5 +21,8 @@ export const cronHandlers: Record<string, CronHandler> = {
   },
   [CRONS.asyncRuns]: async (_controller, scope) => {
     await sweepAsyncRuns(scope, usageOutcomes);
+  },
+  [CRONS.retention]: async (_controller, scope) => {
+    await retentionCron(scope);
   },
 };

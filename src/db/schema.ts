@@ -196,6 +196,14 @@ export const webhookDeliveries = sqliteTable(
     // The sweeper's and the retention purge's scans.
     index("webhook_deliveries_pending").on(t.status, t.updatedAt),
     index("webhook_deliveries_created").on(t.createdAt),
+    // The retention purge's two steps (src/webhooks/retention.ts), each over exactly the rows it may
+    // take, oldest first: settled deliveries whose body is kept, and those whose body is gone.
+    index("webhook_deliveries_unpurged")
+      .on(t.createdAt)
+      .where(sql`${t.bodyPurgedAt} is null and ${t.status} in ('delivered', 'failed')`),
+    index("webhook_deliveries_expiring")
+      .on(t.createdAt)
+      .where(sql`${t.bodyPurgedAt} is not null and ${t.status} in ('delivered', 'failed')`),
     // A receiver's deliveries by time (recover, held, the failing span): its origin is
     // `webhookOriginSql`, the expression the queries repeat word for word so SQLite uses this index.
     index("webhook_deliveries_receiver").on(t.projectId, sql.raw(WEBHOOK_ORIGIN_SQL), t.createdAt),
@@ -499,6 +507,10 @@ export const asyncRuns = sqliteTable(
     index("async_runs_finished")
       .on(t.finishedAt)
       .where(sql`${t.finishedAt} is not null`),
+    // Keys past their 24 hours, freed in slices oldest first (src/runs/async/store.ts, `releaseKeys`).
+    index("async_runs_keyed")
+      .on(t.createdAt)
+      .where(sql`${t.idempotencyKey} is not null`),
     // Finished runs whose result was not handed to the webhook pipeline (their consumer died in between).
     index("async_runs_undelivered")
       .on(t.finishedAt)

@@ -97,6 +97,15 @@ const UsageSettings = z.object({
     .default(5 * 1024 ** 3),
 });
 
+/** A retention in whole days, at least one, at most a year. */
+const days = (fallback: number) =>
+  z.coerce
+    .number({ error: "is not a number of days" })
+    .int("is not a whole number of days")
+    .min(1, "must be at least 1")
+    .max(365, "must be at most 365")
+    .default(fallback);
+
 const ConfigSchema = z
   .object({
     SERVICE_DOMAIN: z.string({ error: "is not set" }).trim().toLowerCase().regex(HOSTNAME, "is not a hostname"),
@@ -127,6 +136,10 @@ const ConfigSchema = z
       .min(1)
       .max(24 * 30, "must be at most 720 (30 days)")
       .default(24),
+    // The delivery log's retention (docs/webhooks.md#retention): records and attempts, and the bodies and
+    // sealed secrets kept for resending, which go first.
+    WEBHOOK_RECORD_RETENTION_DAYS: days(30),
+    WEBHOOK_BODY_RETENTION_DAYS: days(7),
     OIDC_ISSUER: optional(z.url({ protocol: /^https?$/, error: "is not an http(s) URL" })),
     OIDC_CLIENT_ID: optional(z.string().max(512)),
     OIDC_CLIENT_SECRET: optional(z.string().max(4096)),
@@ -161,6 +174,10 @@ const ConfigSchema = z
       )
       .default(32),
     ...UsageSettings.shape,
+  })
+  .refine((c) => c.WEBHOOK_BODY_RETENTION_DAYS <= c.WEBHOOK_RECORD_RETENTION_DAYS, {
+    message: "must be at most WEBHOOK_RECORD_RETENTION_DAYS (a body is purged before its record)",
+    path: ["WEBHOOK_BODY_RETENTION_DAYS"],
   })
   .refine((c) => Boolean(c.CF_API_TOKEN) === Boolean(c.CF_ZONE_ID), {
     message: "CF_API_TOKEN and CF_ZONE_ID are set together or not at all",
@@ -200,6 +217,11 @@ export interface Config {
   webhookTimeoutMs: number;
   /** `WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS` in ms: a receiver whose every delivery failed this long is disabled. */
   receiverDisableAfterMs: number;
+  /**
+   * The delivery log's retention after a delivery is created: its body and sealed secret (resend) for
+   * `bodiesMs`, its record and attempts for `recordsMs` (≥ `bodiesMs`). Settled deliveries only.
+   */
+  webhookRetention: { bodiesMs: number; recordsMs: number };
   /** People's sign-in (OpenID Connect); null: the dashboard offers only the operator's admin-token sign-in. */
   oidc: { issuer: string; clientId: string; clientSecret: string } | null;
   /** How long the async-run consumer waits for the app's answer. */
@@ -261,6 +283,10 @@ export function getConfig(env: Env): Config {
     runStreamIdleMs: c.RUN_STREAM_IDLE_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
     receiverDisableAfterMs: c.WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS * 3_600_000,
+    webhookRetention: {
+      bodiesMs: c.WEBHOOK_BODY_RETENTION_DAYS * 86_400_000,
+      recordsMs: c.WEBHOOK_RECORD_RETENTION_DAYS * 86_400_000,
+    },
     oidc:
       c.OIDC_ISSUER && c.OIDC_CLIENT_ID && c.OIDC_CLIENT_SECRET
         ? { issuer: c.OIDC_ISSUER, clientId: c.OIDC_CLIENT_ID, clientSecret: c.OIDC_CLIENT_SECRET }

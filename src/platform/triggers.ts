@@ -6,6 +6,8 @@ export const CRONS = {
   domainValidation: "*/30 * * * *",
   /** Async runs: interrupted and stale ones settled, results past retention purged. */
   asyncRuns: "*/5 * * * *",
+  /** The retention purge of the delivery log and of async runs, in slices until caught up (src/retention.ts). */
+  retention: "* * * * *",
 } as const;
 
 export const QUEUES = {

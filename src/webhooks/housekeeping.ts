@@ -1,11 +1,11 @@
-import { and, eq, isNull, lt, ne, sql } from "drizzle-orm";
+import { and, eq, lt, sql } from "drizzle-orm";
 import { webhookDeliveries } from "../db/schema";
 import type { Scope } from "../platform/scope";
 import { logFailure } from "./deliver";
 import { SWEPT_REASONS } from "./policy";
 import { expireHeld } from "./receiver-controls";
 import { disableFailing } from "./receiver-stops";
-import { log } from "../platform/log";
+import { purgeBodies } from "./retention";
 
 const [NEVER_ATTEMPTED, STALLED] = SWEPT_REASONS;
 
@@ -21,7 +21,10 @@ const [NEVER_ATTEMPTED, STALLED] = SWEPT_REASONS;
  * ≤ WEBHOOK_TIMEOUT_MS with ≤ 5 s between them, and a few queue redeliveries after a crash.
  */
 export const STALE_AFTER_MS = 30 * 60 * 1000;
-/** Bodies and sealed secrets are kept this long after a delivery is created, for resending; then purged (resend: 410). */
+/**
+ * Bodies and sealed secrets are kept this long after a delivery is created, for resending; then purged
+ * (resend: 410). The default of `WEBHOOK_BODY_RETENTION_DAYS` (`config.webhookRetention.bodiesMs`).
+ */
 export const RETENTION_MS = 7 * 24 * 3600 * 1000;
 /** Rows settled or purged per cron run, each in one statement (a bigger backlog goes on at the next run). */
 export const SWEEP_LIMIT = 1000;
@@ -60,34 +63,13 @@ export async function sweepStalled({ db, deps }: Scope): Promise<number> {
   return settled.length;
 }
 
-/** Forgets the bodies and sealed secrets of settled deliveries older than the retention. */
-export async function purgeExpired({ env, db, deps }: Scope): Promise<number> {
-  const now = deps.now();
-  const expired = db
-    .select({ id: webhookDeliveries.id })
-    .from(webhookDeliveries)
-    .where(
-      and(
-        lt(webhookDeliveries.createdAt, new Date(now.getTime() - RETENTION_MS)),
-        isNull(webhookDeliveries.bodyPurgedAt),
-        ne(webhookDeliveries.status, "pending"),
-      ),
-    )
-    .limit(PURGE_LIMIT);
-  // The R2 key stays on the row (it is not secret) so RETURNING can name the objects to delete.
-  const purged = await db
-    .update(webhookDeliveries)
-    .set({ body: null, sealedSecret: null, bodyPurgedAt: now })
-    .where(sql`${webhookDeliveries.id} IN ${expired}`)
-    .returning({ key: webhookDeliveries.bodyKey });
-  const keys = purged.flatMap((p) => (p.key ? [p.key] : []));
-  if (keys.length > 0) {
-    await env.WEBHOOK_BODIES.delete(keys).catch((error: unknown) => {
-      // Rows say purged, so nothing reads these objects again; the bucket's lifecycle rule (docs/webhooks.md) removes them.
-      log("error", "webhook bodies not deleted from R2", { keys: keys.length, error });
-    });
-  }
-  return purged.length;
+/**
+ * One slice of the body purge (src/webhooks/retention.ts), as this cron always made; the `* * * * *`
+ * cron drains the rest (src/retention.ts).
+ */
+export async function purgeExpired(scope: Scope): Promise<number> {
+  const before = new Date(scope.deps.now().getTime() - scope.config.webhookRetention.bodiesMs);
+  return purgeBodies(scope, before, PURGE_LIMIT);
 }
 
 /** The webhook part of the cron. */
@@ -100,7 +82,7 @@ export async function webhookHousekeeping(scope: Scope): Promise<{ swept: number
  * receivers that failed every delivery for the configured span are disabled.
  */
 export async function receiverHousekeeping(scope: Scope): Promise<{ expired: number; disabled: number }> {
-  const expired = await expireHeld(scope, RETENTION_MS);
+  const expired = await expireHeld(scope, scope.config.webhookRetention.bodiesMs);
   const disabled = await disableFailing(scope, scope.config.receiverDisableAfterMs);
   return { expired, disabled };
 }

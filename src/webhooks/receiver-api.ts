@@ -7,7 +7,6 @@ import { createRouter } from "../platform/router";
 import type { Scope } from "../platform/scope";
 import { checkOutboundUrl } from "../platform/url-policy";
 import { forgetProjectWebhookSettings, projectWebhookSettings } from "./alerts";
-import { RETENTION_MS } from "./housekeeping";
 import { ORIGIN } from "./receiver-controls";
 import {
   cancelReceiverTask,
@@ -54,7 +53,7 @@ export const receiverJson = (r: ReceiverSettings): ReceiverJson => ({
 });
 
 export async function taskJson(
-  scope: Pick<Scope, "db" | "deps">,
+  scope: Pick<Scope, "db" | "deps" | "config">,
   task: WebhookReceiverTask,
 ): Promise<ReceiverTaskJson> {
   const progress = await taskProgress(scope, task.id);
@@ -71,7 +70,7 @@ export async function taskJson(
     ...progress,
     expired: task.expired,
     unsendable: task.unsendable,
-    retention_starts_at: rfc3339(new Date(scope.deps.now().getTime() - RETENTION_MS)),
+    retention_starts_at: rfc3339(new Date(scope.deps.now().getTime() - scope.config.webhookRetention.bodiesMs)),
     created_at: rfc3339(task.createdAt),
     finished_at: rfc3339OrNull(task.finishedAt),
   };
@@ -130,11 +129,12 @@ export const receiverControlsRouter = createRouter()
     const since = Date.parse(body.since);
     const until = Math.min(body.until === undefined ? now : Date.parse(body.until), now);
     if (since >= until) throw invalidField("body", "since", "must be before until (and before now)");
-    const retentionStart = now - RETENTION_MS;
+    const retention = scope.config.webhookRetention.bodiesMs;
+    const retentionStart = now - retention;
     if (until <= retentionStart)
       throw new ApiError(
         "window_past_retention",
-        `The window ends before ${new Date(retentionStart).toISOString()}: bodies are kept ${RETENTION_MS / 86_400_000} days, so nothing in it can be sent again.`,
+        `The window ends before ${new Date(retentionStart).toISOString()}: bodies are kept ${retention / 86_400_000} days, so nothing in it can be sent again.`,
       );
     if (!body.dry_run) {
       const running = await runningTask(scope, project_id, origin, "recover");

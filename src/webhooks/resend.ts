@@ -4,10 +4,8 @@ import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
 import { checkOutboundUrl } from "../platform/url-policy";
 import { handToLane, writePendingDelivery } from "./enqueue";
-import { RETENTION_MS } from "./housekeeping";
 import { openSecret, type SealedSecret } from "./secret-box";
 
-const RETENTION_DAYS = RETENTION_MS / 86_400_000;
 /** Why a delivery ends without its body ever reaching the consumer, which is what stores it for resending. */
 const NEVER_QUEUED = new Set(["run_interrupted", "enqueue_failed", "never_attempted"]);
 
@@ -26,7 +24,7 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
   if (!original) throw new ApiError("not_found", `No webhook delivery '${deliveryId}' in project '${projectId}'.`);
   const purged = new ApiError(
     "gone",
-    `The body of delivery '${deliveryId}' is no longer kept: bodies and secrets are kept ${RETENTION_DAYS} days for resending.`,
+    `The body of delivery '${deliveryId}' is no longer kept: bodies and secrets are kept ${config.webhookRetention.bodiesMs / 86_400_000} days for resending.`,
   );
   if (original.bodyPurgedAt) throw purged;
   if (original.body === null && original.bodyKey === null) {

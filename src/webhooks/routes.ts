@@ -109,7 +109,7 @@ export const resendDelivery = createRoute({
   ...requires("deliveries:write"),
   summary: "Resend a webhook delivery",
   description:
-    "Sends the stored body of a delivery again to the same endpoint, as a new delivery (its own `delivery_id`, `resent_from` = this one). It is the same message: `webhook-id` and `X-Request-Id` (`request_id`) are the original's, so a receiver that de-duplicates by them recognises the resend; the timestamp and signature are fresh (signed with the original secret), so receivers' timestamp tolerance passes. Bodies and sealed secrets are kept for 7 days after the original delivery was created; after that the answer is 410. A delivery still pending, or one that ended before its body reached the queue (`run_interrupted`, `enqueue_failed`, `never_attempted`), has nothing to resend: 409.",
+    "Sends the stored body of a delivery again to the same endpoint, as a new delivery (its own `delivery_id`, `resent_from` = this one). It is the same message: `webhook-id` and `X-Request-Id` (`request_id`) are the original's, so a receiver that de-duplicates by them recognises the resend; the timestamp and signature are fresh (signed with the original secret), so receivers' timestamp tolerance passes. Bodies and sealed secrets are kept for `WEBHOOK_BODY_RETENTION_DAYS` (7 by default) after the original delivery was created; after that the answer is 410, and after `WEBHOOK_RECORD_RETENTION_DAYS` (30 by default) the record itself is gone: 404. A delivery still pending, or one that ended before its body reached the queue (`run_interrupted`, `enqueue_failed`, `never_attempted`), has nothing to resend: 409.",
   request: { params: DeliveryParams },
   responses: {
     201: jsonContent(DeliverySchema, "The new delivery, `pending`."),

@@ -354,24 +354,41 @@ export async function staleRuns(
 }
 
 /** Finished runs whose retention is over: their ids and which of them have payloads in R2. */
+/** Finished runs before `finishedBefore`, oldest first (`async_runs_finished` holds exactly these). */
 export async function expiredRuns(db: Database, finishedBefore: Date, limit: number) {
   return db
     .select({ id: asyncRuns.id, requestInR2: asyncRuns.requestInR2, resultInR2: asyncRuns.resultInR2 })
     .from(asyncRuns)
     .where(and(isNotNull(asyncRuns.finishedAt), lt(asyncRuns.finishedAt, finishedBefore)))
+    .orderBy(asyncRuns.finishedAt)
     .limit(limit);
 }
 
+/** Deletes these runs in one round trip (a batch: one transaction), a statement per 100 ids. */
 export async function deleteRuns(db: Database, ids: string[]): Promise<void> {
   // D1 binds at most 100 parameters per statement.
+  const statements = [];
   for (let i = 0; i < ids.length; i += 100)
-    await db.delete(asyncRuns).where(inArray(asyncRuns.id, ids.slice(i, i + 100)));
+    statements.push(db.delete(asyncRuns).where(inArray(asyncRuns.id, ids.slice(i, i + 100))));
+  const [first, ...rest] = statements;
+  if (first) await db.batch([first, ...rest]);
 }
 
-/** Frees every `Idempotency-Key` older than `before` (Stripe's rule: a key holds for 24 hours). */
-export async function releaseKeys(db: Database, before: Date): Promise<void> {
-  await db
+/**
+ * Frees up to `limit` `Idempotency-Key`s older than `before`, oldest first (Stripe's rule: a key holds
+ * for 24 hours); how many it freed. `async_runs_keyed` holds exactly the keyed runs, by age.
+ */
+export async function releaseKeys(db: Database, before: Date, limit: number): Promise<number> {
+  const keyed = db
+    .select({ id: asyncRuns.id })
+    .from(asyncRuns)
+    .where(and(isNotNull(asyncRuns.idempotencyKey), lt(asyncRuns.createdAt, before)))
+    .orderBy(asyncRuns.createdAt)
+    .limit(limit);
+  const freed = await db
     .update(asyncRuns)
     .set({ idempotencyKey: null })
-    .where(and(isNotNull(asyncRuns.idempotencyKey), lt(asyncRuns.createdAt, before)));
+    .where(sql`${asyncRuns.id} IN ${keyed}`)
+    .returning({ id: asyncRuns.id });
+  return freed.length;
 }

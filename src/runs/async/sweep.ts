@@ -1,3 +1,4 @@
+import type { PurgeStep } from "../../platform/purge";
 import type { Scope } from "../../platform/scope";
 import { IDEMPOTENCY_WINDOW_MS } from "./accept";
 import { handOnResult, endUnanswered } from "./lifecycle";
@@ -40,6 +41,47 @@ export const HANDOVER_MAX_MS = 2 * 60_000;
  */
 export const ENDS_PER_SWEEP = 6;
 export const PURGES_PER_SWEEP = 200;
+/** Keys freed per statement; the `* * * * *` cron frees the rest in slices (`asyncRunSteps`). */
+export const KEYS_PER_SLICE = 1000;
+
+/**
+ * Deletes up to `rows` runs finished before `finishedBefore`, oldest first, and their R2 payloads; how
+ * many. Three subrequests: the select, one R2 delete (≤ 2 keys a run, so ≤ 500 runs a slice), one batch.
+ */
+export async function purgeRuns(scope: Scope, finishedBefore: Date, rows: number): Promise<number> {
+  const expired = await expiredRuns(scope.db, finishedBefore, Math.min(rows, RUN_SLICE_MAX));
+  const keys = expired.flatMap((r) => [
+    ...(r.requestInR2 ? [requestKey(r.id)] : []),
+    ...(r.resultInR2 ? [resultKey(r.id)] : []),
+  ]);
+  // Payloads first: a row deleted before its payload would leave the payload with nothing pointing at it.
+  await dropPayloads(scope.env, keys);
+  await deleteRuns(
+    scope.db,
+    expired.map((r) => r.id),
+  );
+  return expired.length;
+}
+
+/** R2 deletes at most 1,000 keys per call, and a run has two at most. */
+export const RUN_SLICE_MAX = 500;
+
+/**
+ * Async runs' retention steps at `now` for the purge in slices (src/platform/purge.ts): finished runs
+ * past `RUN_RETENTION_MS` with their payloads, and `Idempotency-Key`s past their 24 hours. A run in
+ * flight (`queued`, `running`) has no `finished_at`, so no step ever takes it.
+ */
+export function asyncRunSteps(scope: Scope): PurgeStep[] {
+  const now = scope.deps.now().getTime();
+  return [
+    { name: "async_runs", subrequests: 3, slice: (rows) => purgeRuns(scope, new Date(now - RUN_RETENTION_MS), rows) },
+    {
+      name: "idempotency_keys",
+      subrequests: 1,
+      slice: (rows) => releaseKeys(scope.db, new Date(now - IDEMPOTENCY_WINDOW_MS), rows),
+    },
+  ];
+}
 
 /** The `*\/5 * * * *` cron: settles runs left running or queued too long, purges past retention, frees old keys. */
 export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promise<void> {
@@ -75,25 +117,15 @@ export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promi
     if (result !== null) await enqueuePending(scope, pendingOf(delivery), result);
   }
 
-  const expired = await expiredRuns(db, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
-  const keys = expired.flatMap((r) => [
-    ...(r.requestInR2 ? [requestKey(r.id)] : []),
-    ...(r.resultInR2 ? [resultKey(r.id)] : []),
-  ]);
-  // Payloads first: a row deleted before its payload would leave the payload with nothing pointing at it.
-  await dropPayloads(env, keys);
-  await deleteRuns(
-    db,
-    expired.map((r) => r.id),
-  );
-  await releaseKeys(db, new Date(now - IDEMPOTENCY_WINDOW_MS));
-  if (running.length + queued.length + undelivered.length + unsent.length + expired.length > 0) {
+  const purged = await purgeRuns(scope, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
+  await releaseKeys(db, new Date(now - IDEMPOTENCY_WINDOW_MS), KEYS_PER_SLICE);
+  if (running.length + queued.length + undelivered.length + unsent.length + purged > 0) {
     log("info", "async runs swept", {
       interrupted: running.length,
       expired: queued.length,
       handed_over: undelivered.length,
       handed_on_again: unsent.length,
-      purged: expired.length,
+      purged,
     });
   }
 }
