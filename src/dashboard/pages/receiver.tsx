@@ -2,13 +2,13 @@ import { type ApiResult, type Page, type Problem, seg } from "../api";
 import { can, NotAllowed } from "../access";
 import { type DashContext, type DashRouter, filteredDeliveries, formText, projectPath, receiverPage } from "../context";
 import { Badge, type BadgeTone, Csrf, DataTable, ProblemMessage, when } from "../components";
-import type { Receiver, ReceiverDetail } from "../usage-types";
+import type { Delivery, ProjectItem, Receiver, ReceiverDetail } from "../api-types";
 import type { ReceiverTaskJson } from "../../webhooks/receiver-routes";
 import { count, duration, percent } from "../format";
 import { renderPage } from "../layout";
-import { Attempts, type Delivery, ERROR_TEXT, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
+import { Attempts, ERROR_TEXT, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
 import { RANGES, RangePicker, rangeOf, windowOf } from "../usage-view";
-import { type ProjectItem, withProject } from "./project";
+import { withProject } from "./project";
 
 /**
  * A receiver's own page (`…/webhook-receivers/{origin}`): its state and controls (pause, resume or
