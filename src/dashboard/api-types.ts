@@ -14,11 +14,14 @@ import type {
   RunRecordSchema,
   UsageSchema,
 } from "../usage/routes";
+import type { ReceiverSchema, ResumeAnswer, TaskSchema } from "../webhooks/receiver-routes";
 import type { AttemptSchema, DeliverySchema } from "../webhooks/routes";
 
 /**
  * What the dashboard reads from the API: the routes' own schemas, inferred, never copied, so a field the
  * API changes is a type error on the page that shows it (test/node/dashboard-types.test.ts keeps it so).
+ * Requests are not typed here on purpose: a page sends the form's values as they were typed, and the API
+ * judges them (its problem names the field).
  */
 
 /** The JSON a route answers with `status`, inferred from the route's schema (for answers with no schema of their own). */
@@ -50,3 +53,7 @@ export type UsageTotals = Usage["totals"];
 export type Receiver = z.infer<typeof ReceiverHealthSchema>;
 export type ReceiverList = AnswerOf<typeof listReceivers>;
 export type ReceiverDetail = z.infer<typeof ReceiverDetailSchema>;
+/** A receiver's controls: what pause answers (its settings), what resume answers (and the task releasing what was held). */
+export type ReceiverState = z.infer<typeof ReceiverSchema>;
+export type ReceiverResumed = z.infer<typeof ResumeAnswer>;
+export type ReceiverTask = z.infer<typeof TaskSchema>;
