@@ -1,6 +1,8 @@
+import type { z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { actingAs } from "../auth/internal";
 import type { Principal } from "../auth/principal";
+import type { listOf } from "../platform/openapi";
 import { insideRequest, type Scope } from "../platform/scope";
 
 /** How the dashboard reaches the management API: the Worker's own fetch, in-process, no network hop. */
@@ -19,10 +21,8 @@ export interface Problem {
 
 export type ApiResult<T> = { ok: true; status: number; data: T } | { ok: false; problem: Problem };
 
-export interface Page<T> {
-  data: T[];
-  next_cursor: string | null;
-}
+/** A page of a list, as every list route answers it (`listOf`, src/platform/openapi.ts): its items and the next cursor. */
+export type Page<T> = Omit<z.infer<ReturnType<typeof listOf>>, "data"> & { data: T[] };
 
 function parseJson(text: string): unknown {
   try {

@@ -1,4 +1,5 @@
 import { type Page, seg } from "./api";
+import type { Member, ServiceAccountItem } from "./api-types";
 import { can } from "./access";
 import type { DashContext } from "./context";
 
@@ -20,15 +21,9 @@ export async function callerNames(c: DashContext, projectId: string): Promise<Ca
   const api = c.get("api");
   const [keys, people] = await Promise.all([
     can(c, "service_accounts:write")
-      ? api<Page<{ id: string; name: string }>>(
-          "GET",
-          `/projects/${seg(projectId)}/service-accounts?limit=${NAMES_READ}`,
-        )
+      ? api<Page<ServiceAccountItem>>("GET", `/projects/${seg(projectId)}/service-accounts?limit=${NAMES_READ}`)
       : null,
-    api<Page<{ user_id: string; name: string | null; email: string | null }>>(
-      "GET",
-      `/projects/${seg(projectId)}/members?limit=${NAMES_READ}`,
-    ),
+    api<Page<Member>>("GET", `/projects/${seg(projectId)}/members?limit=${NAMES_READ}`),
   ]);
   return {
     keys: new Map(keys?.ok ? keys.data.data.map((k) => [k.id, k.name]) : []),

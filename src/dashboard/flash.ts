@@ -1,6 +1,7 @@
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { type DashContext, dashPath } from "./context";
 import { aesKeyFromSecret } from "../platform/crypto";
+import { fromBase64Url, toBase64Url } from "../platform/encoding";
 
 /**
  * A value that must survive exactly one redirect (POST/redirect/GET) without ever being in a URL: the
@@ -18,14 +19,6 @@ const cookiePath = (c: DashContext) => (https(c) ? "/" : dashPath(""));
 /** What the sealed value is bound to: this session, and the page that may show it. */
 const boundTo = (c: DashContext, page: string) => encoder.encode(`${c.get("session").sid}\n${page}`);
 
-const toBase64url = (bytes: Uint8Array) =>
-  btoa(String.fromCharCode(...bytes))
-    .replace(/\+/g, "-")
-    .replace(/\//g, "_")
-    .replace(/=+$/, "");
-const fromBase64url = (text: string) =>
-  Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0));
-
 /** Seals `value` for the next GET of `page` in this session. */
 export async function setFlash(c: DashContext, page: string, value: unknown): Promise<void> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
@@ -39,7 +32,7 @@ export async function setFlash(c: DashContext, page: string, value: unknown): Pr
   const cookie = new Uint8Array(iv.length + sealed.length);
   cookie.set(iv);
   cookie.set(sealed, iv.length);
-  setCookie(c, cookieName(c), toBase64url(cookie), {
+  setCookie(c, cookieName(c), toBase64Url(cookie), {
     httpOnly: true,
     secure: https(c),
     sameSite: "Strict",
@@ -57,7 +50,7 @@ export async function takeFlash<T>(c: DashContext, page: string): Promise<T | un
   // The current admin token's key, then during a rotation the previous one's (a flash lives 2 minutes).
   for (const token of previous.adminToken === undefined ? [adminToken] : [adminToken, previous.adminToken]) {
     try {
-      const bytes = fromBase64url(value);
+      const bytes = fromBase64Url(value);
       const plain = await crypto.subtle.decrypt(
         { name: "AES-GCM", iv: bytes.subarray(0, 12), additionalData: boundTo(c, page) },
         await flashKey(token),

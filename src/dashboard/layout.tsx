@@ -1,6 +1,7 @@
 import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { Page } from "./api";
+import type { ProjectItem } from "./api-types";
 import { Csrf, ProblemMessage, when } from "./components";
 import { type DashContext, dashPath, filteredDeliveries, projectPath, receiverPage } from "./context";
 import { PROJECT_NAV } from "./nav";
@@ -33,11 +34,6 @@ function StoppedReceivers({ c, projectId }: { c: DashContext; projectId: string 
       )}
     </>
   );
-}
-
-interface ProjectSummary {
-  project_id: string;
-  name: string;
 }
 
 export interface PageOptions {
@@ -82,8 +78,9 @@ function signedInAs(c: DashContext): string {
 
 /** A page of the signed-in dashboard: header with the project switcher and sign-out, the project's tabs, content. */
 export async function renderPage(c: DashContext, options: PageOptions, content: Child) {
-  const projects = await c.get("api")<Page<ProjectSummary>>("GET", "/projects?limit=100");
-  const list = projects.ok ? projects.data.data : [];
+  const projects = await c.get("api")<Page<ProjectItem>>("GET", "/projects?limit=100");
+  // The switcher shows names; a project not in the first page is listed by its id.
+  const list: Pick<ProjectItem, "project_id" | "name">[] = projects.ok ? projects.data.data : [];
   const current = options.projectId;
   if (current && !list.some((p) => p.project_id === current)) list.push({ project_id: current, name: current });
   const csrf = c.get("csrf");

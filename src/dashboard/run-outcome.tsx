@@ -1,7 +1,7 @@
 import { seg } from "./api";
 import { Badge, type BadgeTone } from "./components";
 import { projectPath } from "./context";
-import type { RunRecordItem } from "./usage-types";
+import type { RunRecordItem } from "./api-types";
 import { CLIENT_CLOSED } from "../runs/outcome";
 
 /** A run's own page in the dashboard. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { timelineOf } from "./pages/run";
-import type { RunRecordItem } from "./usage-types";
+import type { RunRecordItem } from "./api-types";
 
 const ACCEPTED = "2026-11-25T12:00:00.000Z";
 const T = Date.parse(ACCEPTED);

@@ -25,8 +25,6 @@ export interface Session {
 const encoder = new TextEncoder();
 const keys = new Map<string, Promise<CryptoKey>>();
 
-const base64url = toBase64Url;
-
 function fromBase64url(text: string): Uint8Array | null {
   if (!/^[A-Za-z0-9_-]*$/.test(text)) return null;
   try {
@@ -64,7 +62,7 @@ export function sessionKey(adminToken: string): Promise<CryptoKey> {
 
 export function newSession(now: number, signedIn: boolean, userId?: string): Session {
   return {
-    sid: base64url(crypto.getRandomValues(new Uint8Array(18))),
+    sid: toBase64Url(crypto.getRandomValues(new Uint8Array(18))),
     signedIn,
     expiresAt: now + (signedIn ? SESSION_TTL_MS : ANONYMOUS_TTL_MS),
     ...(userId ? { userId } : {}),
@@ -72,13 +70,13 @@ export function newSession(now: number, signedIn: boolean, userId?: string): Ses
 }
 
 export async function encodeSession(key: CryptoKey, session: Session): Promise<string> {
-  const payload = base64url(
+  const payload = toBase64Url(
     encoder.encode(
       JSON.stringify({ v: 1, sid: session.sid, in: session.signedIn, exp: session.expiresAt, u: session.userId }),
     ),
   );
   const signature = await crypto.subtle.sign("HMAC", key, encoder.encode(`session.${payload}`));
-  return `${payload}.${base64url(signature)}`;
+  return `${payload}.${toBase64Url(signature)}`;
 }
 
 /** The session in a cookie value, or null when it is forged, malformed or expired. */
@@ -109,7 +107,7 @@ export async function decodeSession(key: CryptoKey, value: string | undefined, n
 
 /** The synchroniser token of a session: every form of the session carries it. */
 export async function csrfToken(key: CryptoKey, session: Session): Promise<string> {
-  return base64url(await crypto.subtle.sign("HMAC", key, encoder.encode(`csrf.${session.sid}`)));
+  return toBase64Url(await crypto.subtle.sign("HMAC", key, encoder.encode(`csrf.${session.sid}`)));
 }
 
 export async function csrfTokenValid(key: CryptoKey, session: Session, token: unknown): Promise<boolean> {

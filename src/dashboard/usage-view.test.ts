@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Usage } from "./usage-types";
+import type { Usage } from "./api-types";
 import { fitWindow } from "./usage-view";
 
 const MINUTE = 60_000;

@@ -4,7 +4,7 @@ import { bucketLabel, INTERVAL_MS, type Interval, Lines, StackedBars } from "./c
 import { type DashContext, projectPath } from "./context";
 import { ProblemMessage } from "./components";
 import { bytes, count, countShort, duration, durationAxis, percent } from "./format";
-import type { Usage, UsageTotals } from "./usage-types";
+import type { Usage, UsageTotals } from "./api-types";
 
 /** The time ranges a person picks from; each shows its own bucket size (60, 24 and 168 bars). */
 export const RANGES = {

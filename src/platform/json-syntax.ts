@@ -1,17 +1,8 @@
 /**
- * Whether bytes or text are one JSON text (RFC 8259), decided without building it.
- *
- * `JSON.parse` to check a body builds its whole object graph and throws it away: a 6 MiB body of
- * `{"a":[{},{},…]}` allocates about 112 MiB on V8 while it parses, near the 128 MB an isolate has for
- * every request it serves. This is a state machine over bytes: it holds the nesting (one byte a level,
- * up to `JSON_MAX_DEPTH`) and a few counters, and allocates nothing per value. It takes input in pieces
- * (`push`) so a body can be checked as it arrives.
- *
- * Hand-written because no well-kept library does only this: the streaming parsers (stream-json,
- * @streamparser/json, clarinet, jsonparse) hand every key and value to the caller as a string or
- * number, and jsonc-parser reads JSON with comments, recursively. Its verdict is `JSON.parse`'s,
- * checked by property tests beside it, except that bytes must be well-formed UTF-8 (RFC 8259 §8.1:
- * the decoding `JSON.parse` is usually fed replaces bad bytes) and nesting is bounded.
+ * Whether bytes or text are one JSON text (RFC 8259), decided without building it: a state machine over
+ * bytes, fed in pieces (`push`), holding the nesting (one byte a level, up to `JSON_MAX_DEPTH`) and a few
+ * counters. `JSON.parse` of a 6 MiB body can allocate ~112 MiB on V8, near an isolate's 128 MB limit.
+ * Why by hand, and how its verdict matches `JSON.parse`'s: docs/run-proxy.md#design-notes.
  */
 
 /**

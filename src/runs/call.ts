@@ -110,29 +110,13 @@ interface Watch {
 
 /**
  * The app's body relayed to `sink` as it arrives, under a watch that ends the call when the app stays
- * silent `idleMs`: a stream may run as long as it keeps talking. Each read returns at once with what
- * has arrived (a token of an event stream as soon as it comes), up to the read's size. Two buffers take
- * turns: while the chunk in one is lent to `sink`, the next read fills the other, so the app's side and
- * the caller's side move at the same time rather than by turns; a third read waits until `sink` took
- * the lent chunk. So nothing is read ahead of a slow sink by more than one chunk (a slow caller sets the
- * pace), nothing is held but those two buffers (no garbage per chunk for the collector to find later),
- * and no JavaScript stream stands between the app and the caller (`stream()` writes into the runtime's
- * own pipe).
- *
- * Silence is counted only while a read waits for the app, never while `sink` waits for the caller: a
- * caller who reads slowly is not the app going quiet. One timer looks at the pending read's age when
- * it fires and sets itself again for the rest of the period, so the run ends between `idleMs` and
- * 2 × `idleMs` after the app's last byte at worst, at the cost of one timer per period, not per chunk.
+ * silent `idleMs`: silence counts only while a read waits for the app, never while `sink` waits for the
+ * caller, and one timer per period ends the run between `idleMs` and 2 × `idleMs` after the app's last
+ * byte. Two buffers take turns, so nothing is read ahead of a slow sink by more than one chunk and no
+ * garbage is left per chunk; why, and what it costs: docs/runs.md#streaming-and-timeouts.
  *
  * Resolves when the body ended; rejects with `StreamIdle`, the read's error (the call broken or
  * ended), or what `sink` threw (the app's call is then ended at once, even while a read waits).
- *
- * What the watch costs, measured on the bare Worker alone (a chunked 100 MiB body, `docs/benchmarks.md`):
- * the runtime's own pipe (`pipeTo` an `IdentityTransformStream`) costs what returning the app's body
- * does; any read in JavaScript costs CPU per byte as well as per chunk: these byob reads (about 56 KiB
- * each) about 3× the pipe's CPU per GiB, reads of at least 768 KiB still 2×, a default reader (4 KiB
- * chunks) 15×, a pass-through `TransformStream` noting each chunk's time 21×. The byte count and the
- * silence watch need the bytes seen, so this is the cheapest watch the runtime allows.
  */
 async function relay(
   body: ReadableStream<Uint8Array>,
@@ -222,15 +206,11 @@ async function relay(
 }
 
 /**
- * Calls the app. Hand-written rather than `hono/proxy`: the headers each way follow the gateway's own
- * rules (`appRequestHeaders`, `passedBackHeaders`: credentials, the webhook secret and headers that would
- * act on the shared hostname stay out), the envelope path reads the answer without a re-wrapped
- * Response, and a run is one Request and one Response, not two of each.
- *
+ * Calls the app (by hand rather than with `hono/proxy`: docs/runs.md#the-run-stage-by-stage says why).
  * `RUN_TIMEOUT_MS` bounds the wait for the response headers (504); after them, only silence longer than
- * `idleMs` ends the call. `cancel` ends it at once: the caller hung up (a run without a webhook), or
- * its grace after a hang-up is over (a run with one). Redirects are not followed: the caller's headers
- * must not travel to wherever the app points.
+ * `idleMs` ends the call. `cancel` ends it at once: the caller hung up (a run without a webhook), or its
+ * grace after a hang-up is over (a run with one). Redirects are not followed: the caller's headers must
+ * not travel to wherever the app points.
  *
  * Platform limits relied on: the call holds one of the invocation's 6 simultaneous outbound
  * connections for as long as the body flows (a webhook run opens its second, the queue send, only after

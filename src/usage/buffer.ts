@@ -8,21 +8,10 @@ import type { RunRefusal } from "../runs/outcome";
 import { hourOf, reasonOf, type RefusalCount } from "./refusals";
 
 /**
- * The isolate's buffer of run records. A record costs the run one push into an array; the records
- * leave in batches (one ledger call, or one queue send for several projects: `flush`), in the
- * `waitUntil` of the run that filled the batch or of the run that started the flush timer. One call per
- * run would cost about 0.25 ms of CPU (a Durable Object RPC, measured in the benchmark); a batch of n
- * divides that by n.
- *
- * A run's start (`holdStart`, at its admission) waits here the same way, so that the ledger knows the
- * runs under way without a D1 write on the run's path; when the run's record comes before the start has
- * left (a run shorter than the flush delay, the common case), the start is dropped and never sent: a
- * short run costs one more map entry, set and deleted, and the ledger nothing.
- *
- * Loss window: records wait at most `USAGE_FLUSH_MS` (1 s by default) in memory, always under a
- * pending `waitUntil`, which the platform honours for 30 s even after the caller hangs up. They are lost
- * only if the isolate dies abruptly within that window (a crash, an exceeded memory limit), or if the
- * ledger refuses a batch twice; both are logged, never seen by a caller.
+ * The isolate's buffer of run records and run starts: a record costs the run one push; they leave in
+ * batches (`flush`) in a run's `waitUntil`. Why, and what it costs: docs/usage.md#where-records-are-kept-and-why.
+ * Relies on `waitUntil` being honoured for 30 s after a hang-up: records wait at most `USAGE_FLUSH_MS`
+ * under one, and are lost only if the isolate dies abruptly meanwhile (logged; docs/usage.md, "Loss window").
  */
 
 /** A batch this large leaves at once, in the `waitUntil` of the run that filled it. */

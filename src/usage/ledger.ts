@@ -16,19 +16,11 @@ import {
 
 /**
  * A project's usage ledger: one Durable Object per project (SQLite storage), the store of its run
- * records (7 days) and their rollups by the minute, hour and day (90 days; src/usage/ledger-rollups.ts). Runs reach it in batches from each isolate's
- * buffer (src/usage/buffer.ts); the API's runs list and usage figures are its queries, the same code
- * in production, `npm run dev`, the tests and the benchmark. docs/usage.md has the capacity arithmetic.
- *
- * Rollups are exact whatever the volume: every record adds to its app's and its project's rows of each
- * grain, counts and bytes and a latency histogram. Every query is bounded whatever the records or the
- * apps: the usage figures read the rollups of their own grain (at most 2,160 rows), the runs list scans
- * at most `SCAN_MAX` records through one index (the caller's, the app's, or the run ids'). The records themselves are bounded in bytes by `BYTES_MAX` (the object's
- * storage is 10 GB): once the database is that large, one record in `SAMPLE_EVERY` is kept, and past
- * `STOP_FACTOR` times that, none (the rollups still count every run); the answers that read records
- * say so. Every string a record stores is cut to a fixed length (`FIELD_MAX`),
- * so a record's bytes are bounded whatever the caller sent. Requests refused before their app was known
- * are not records: they are counted per hour and reason (`refusals`, src/usage/refusals.ts).
+ * records (7 days) and their rollups by the minute, hour and day (90 days; ledger-rollups.ts), fed in
+ * batches by each isolate's buffer (buffer.ts); the runs list and usage figures are its queries. Why,
+ * and its bounds: docs/usage.md#where-records-are-kept-and-why, #capacity-arithmetic, #the-worst-query.
+ * Every query reads at most `SCAN_MAX` records or one grain's rollups; records are bounded in bytes by
+ * `BYTES_MAX` (an object's storage is at most 10 GB), then sampled, and each stored string is cut to `FIELD_MAX`.
  */
 
 export const RECORDS_RETENTION_MS = 7 * DAY_MS;

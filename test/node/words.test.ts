@@ -114,7 +114,6 @@ const ALLOWED: Record<string, Record<string, string>> = {
   "runs/answer.ts": { "hand on": RUNS },
   "runs/app-request.ts": { target: RUNS },
   "runs/async/accept.ts": { target: RUNS },
-  "runs/async/consumer.ts": { "hand off": RUNS },
   "runs/async/lifecycle.ts": { deliver: RUNS },
   "runs/async/store.ts": { deliver: RUNS, "hand off": RUNS, target: RUNS },
   "runs/async/sweep.ts": { "hand off": RUNS },

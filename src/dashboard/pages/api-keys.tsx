@@ -1,6 +1,7 @@
 import { DEFAULT_PERMISSIONS, type Permission, PERMISSIONS } from "../../auth/permissions";
 import { DAY_MS } from "../../platform/time";
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
+import type { CreatedServiceAccount, ProjectItem, ServiceAccountItem } from "../api-types";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
 import {
   Badge,
@@ -19,18 +20,7 @@ import { can, NotAllowed } from "../access";
 import { ago } from "../format";
 import { takeFlash, setFlash } from "../flash";
 import { renderPage } from "../layout";
-import { type ProjectItem, ProjectHeading, withProject } from "./project";
-
-interface ServiceAccountItem {
-  id: string;
-  name: string;
-  token_prefix: string;
-  scopes: string[];
-  expires_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-  created_by: { kind: "user" | "service_account" | "operator"; id: string };
-}
+import { ProjectHeading, withProject } from "./project";
 
 /** Who made a key: it ends with them (when they leave, become a viewer, or the key that made it is revoked). */
 function createdBy(a: ServiceAccountItem, all: readonly ServiceAccountItem[], me: string | undefined) {
@@ -93,7 +83,7 @@ interface Form {
   expiresOn: string;
   scopes: readonly string[];
   problem?: Problem;
-  created?: ServiceAccountItem & { token: string };
+  created?: CreatedServiceAccount;
   /** Just revoked (from the redirect after revoking): named from the list, never from the URL's text. */
   revokedId?: string | undefined;
 }
@@ -104,7 +94,7 @@ function Status({ account, now }: { account: ServiceAccountItem; now: number }) 
   return <Badge tone="ok">Active</Badge>;
 }
 
-function NewToken({ account }: { account: ServiceAccountItem & { token: string } }) {
+function NewToken({ account }: { account: CreatedServiceAccount }) {
   return (
     <section class="alert warning" aria-labelledby="new-token-title" role="status">
       <h2 id="new-token-title">Token for “{account.name}”</h2>
@@ -271,7 +261,7 @@ const NEW_TOKEN_FLASH = (projectId: string) => `api-keys:${projectId}`;
 export function registerApiKeys(dash: DashRouter) {
   dash.get("/projects/:project_id/api-keys", (c) =>
     withProject(c, async (project) => {
-      const created = await takeFlash<ServiceAccountItem & { token: string }>(c, NEW_TOKEN_FLASH(project.project_id));
+      const created = await takeFlash<CreatedServiceAccount>(c, NEW_TOKEN_FLASH(project.project_id));
       return apiKeysPage(c, project, {
         name: "",
         expiresOn: "",
@@ -292,7 +282,7 @@ export function registerApiKeys(dash: DashRouter) {
       const scopes = (Array.isArray(checked) ? checked : checked === undefined ? [] : [checked]).filter(
         (v): v is string => typeof v === "string",
       );
-      const created = await c.get("api")<ServiceAccountItem & { token: string }>(
+      const created = await c.get("api")<CreatedServiceAccount>(
         "POST",
         `/projects/${seg(project.project_id)}/service-accounts`,
         {

@@ -15,27 +15,9 @@ import { renderPage } from "../layout";
 import { Sparkline } from "../charts";
 import { count, duration } from "../format";
 import { eachLimited } from "../../platform/concurrency";
-import type { Usage } from "../usage-types";
+import type { AppItem, BuildItem, ProjectItem, Usage } from "../api-types";
 import { RangePicker, rangeOf, UsageSection, usageFor, usageQuery, type UsageWindow } from "../usage-view";
-import { type ProjectItem, ProjectHeading, withProject } from "./project";
-
-interface AppItem {
-  app_id: string;
-  name: string;
-  region: string;
-  runtime: string;
-  current_deployment: { build_id: string; origin_url: string; deployed_at: string } | null;
-}
-
-interface BuildItem {
-  build_id: string;
-  status: "queued" | "building" | "succeeded" | "failed" | "cancelled";
-  origin_url: string | null;
-  error: string | null;
-  created_at: string;
-  finished_at: string | null;
-  cancelled_at: string | null;
-}
+import { ProjectHeading, withProject } from "./project";
 
 const STATUS_BADGE: Record<BuildItem["status"], BadgeTone> = {
   queued: "info",

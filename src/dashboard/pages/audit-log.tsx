@@ -1,10 +1,11 @@
 import type { z } from "@hono/zod-openapi";
 import type { AuditEntrySchema } from "../../audit/routes";
 import { type Page, seg } from "../api";
+import type { ProjectItem } from "../api-types";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { DataTable, Field, FilterActions, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
-import { type ProjectItem, ProjectHeading, withProject } from "./project";
+import { ProjectHeading, withProject } from "./project";
 
 type Entry = z.infer<typeof AuditEntrySchema>;
 

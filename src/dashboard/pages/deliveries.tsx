@@ -1,4 +1,5 @@
 import { type Page, type Problem, seg } from "../api";
+import type { Attempt, Delivery, ProjectItem } from "../api-types";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import {
   Badge,
@@ -12,31 +13,7 @@ import {
   when,
 } from "../components";
 import { renderPage } from "../layout";
-import { type ProjectItem, ProjectHeading, withProject } from "./project";
-
-interface Attempt {
-  attempt: number;
-  at: string;
-  status_code: number | null;
-  error: string | null;
-  duration_ms: number;
-}
-
-export interface Delivery {
-  delivery_id: string;
-  request_id: string;
-  run_id: string;
-  endpoint: string;
-  signed: boolean;
-  body_bytes: number;
-  status: "pending" | "held" | "delivered" | "failed";
-  attempts: Attempt[];
-  last_status_code: number | null;
-  last_error: string | null;
-  created_at: string;
-  completed_at: string | null;
-  resent_from: string | null;
-}
+import { ProjectHeading, withProject } from "./project";
 
 export const STATUS_TONE: Record<Delivery["status"], BadgeTone> = {
   pending: "info",

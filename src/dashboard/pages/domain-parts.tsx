@@ -1,23 +1,7 @@
 import { seg } from "../api";
+import type { DomainItem } from "../api-types";
 import { Badge, type BadgeTone, CopyValue, Csrf, DataTable, when } from "../components";
 import { projectPath } from "../context";
-
-/** A custom domain as the API answers it (src/domains/routes.ts). */
-export interface DomainItem {
-  domain: string;
-  region: string;
-  status: "pending" | "validated" | "failed";
-  dns_record: { type: "CNAME" | "ALIAS"; name: string; value: string };
-  ownership_record: { type: "TXT"; name: string; value: string };
-  ownership_required: boolean;
-  last_error: { code: string; message: string } | null;
-  last_checked_at: string | null;
-  next_check_at: string | null;
-  auto_validation_ends_at: string;
-  validated_at: string | null;
-  certificate_status: "none" | "pending" | "active" | "failed";
-  created_at: string;
-}
 
 const STATUS_TONE: Record<DomainItem["status"], BadgeTone> = { pending: "info", validated: "ok", failed: "bad" };
 export const STATUS_LABEL: Record<DomainItem["status"], string> = {

@@ -1,4 +1,5 @@
 import { type ApiResult, listQuery, type Page, type Problem, seg } from "../api";
+import type { DomainItem, ProjectItem } from "../api-types";
 import { type DashContext, type DashRouter, formText, projectPath } from "../context";
 import {
   CloseDialog,
@@ -15,16 +16,8 @@ import {
 } from "../components";
 import { can, NotAllowed } from "../access";
 import { renderPage } from "../layout";
-import {
-  CheckResult,
-  DnsRecord,
-  type DomainItem,
-  domainPath,
-  StatusBadge,
-  StatusFacts,
-  ValidateForm,
-} from "./domain-parts";
-import { type ProjectItem, ProjectHeading, withProject } from "./project";
+import { CheckResult, DnsRecord, domainPath, StatusBadge, StatusFacts, ValidateForm } from "./domain-parts";
+import { ProjectHeading, withProject } from "./project";
 
 /** Only a name that could be a hostname is echoed back from the URL ("… was removed"). */
 const HOSTNAME = /^[a-z0-9.-]{1,253}$/;

@@ -1,28 +1,19 @@
-import type { z } from "@hono/zod-openapi";
-import type { ChangedMemberSchema, InviteSchema, MemberSchema } from "../../members/routes";
-import type { ServiceAccountSchema } from "../../service-accounts/routes";
 import { ROLE_PERMISSIONS } from "../../auth/roles";
 import { ROLES, type Role } from "../../db/schema";
 import type { Child } from "hono/jsx";
 import { type ApiResult, type Page, type Problem, seg } from "../api";
+import type { ChangedMember, Invite, Member, ProjectItem, ServiceAccountItem as MemberToken } from "../api-types";
 import { canManageMembers, NotAllowed } from "../access";
 import { type DashContext, type DashRouter, dashPath, formText, projectPath } from "../context";
 import { ConfirmForm, Csrf, DataTable, Field, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
-import { type ProjectItem, ProjectHeading, withProject } from "./project";
+import { ProjectHeading, withProject } from "./project";
 
 const ROLE_HINT: Record<Role, string> = {
   owner: "everything, members too",
   developer: "apps, builds, domains, deliveries and API keys",
   viewer: "reads only; the API keys they created end",
 };
-
-// What the API answers: its own response schemas, not copies.
-type Member = z.infer<typeof MemberSchema>;
-type Invite = z.infer<typeof InviteSchema>;
-
-type MemberToken = z.infer<typeof ServiceAccountSchema>;
-type ChangedMember = z.infer<typeof ChangedMemberSchema>;
 
 /** A role that may not create tokens: a member moved to it loses the tokens they created. */
 const endsTokens = (role: Role) => !ROLE_PERMISSIONS[role].includes("service_accounts:write");

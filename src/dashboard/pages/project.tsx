@@ -1,16 +1,11 @@
 import { projectReceiverSettings } from "../../webhooks/receiver-settings";
 import type { Child } from "hono/jsx";
+import type { ProjectItem } from "../api-types";
 import type { DashContext } from "../context";
 import { dashPath } from "../context";
 import { ProblemMessage } from "../components";
 import { renderPage } from "../layout";
 import { membershipOf } from "../../auth/membership";
-
-export interface ProjectItem {
-  project_id: string;
-  name: string;
-  created_at: string;
-}
 
 /**
  * Loads the page's project through the API first, so an unknown id (or one the API refuses) shows the

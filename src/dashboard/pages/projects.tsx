@@ -1,17 +1,12 @@
 import { listQuery, type Page, type Problem } from "../api";
+import type { ProjectItem } from "../api-types";
 import { type DashContext, type DashRouter, dashPath, formText, projectPath } from "../context";
 import { Csrf, DataTable, Field, Pager, ProblemMessage, when } from "../components";
 import { renderPage } from "../layout";
 import { PROJECT_NAV } from "../nav";
 
-interface ProjectSummary {
-  project_id: string;
-  name: string;
-  created_at: string;
-}
-
 async function projectsPage(c: DashContext, form: { name: string; problem?: Problem }) {
-  const projects = await c.get("api")<Page<ProjectSummary>>("GET", `/projects?${listQuery(c, 100)}`);
+  const projects = await c.get("api")<Page<ProjectItem>>("GET", `/projects?${listQuery(c, 100)}`);
   return renderPage(
     c,
     { title: "Projects", status: form.problem ? (form.problem.status === 400 ? 400 : 409) : 200 },
@@ -78,7 +73,7 @@ export function registerProjects(dash: DashRouter) {
   dash.post("/projects", async (c) => {
     const form = await c.req.parseBody();
     const name = formText(form, "name");
-    const created = await c.get("api")<ProjectSummary>("POST", "/projects", { name });
+    const created = await c.get("api")<ProjectItem>("POST", "/projects", { name });
     if (!created.ok) return projectsPage(c, { name, problem: created.problem });
     return c.redirect(projectPath(created.data.project_id, "/apps"), 303);
   });

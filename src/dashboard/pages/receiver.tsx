@@ -2,13 +2,20 @@ import { type ApiResult, type Page, type Problem, seg } from "../api";
 import { can, NotAllowed } from "../access";
 import { type DashContext, type DashRouter, filteredDeliveries, formText, projectPath, receiverPage } from "../context";
 import { Badge, type BadgeTone, Csrf, DataTable, ProblemMessage, when } from "../components";
-import type { Receiver, ReceiverDetail } from "../usage-types";
-import type { ReceiverTaskJson } from "../../webhooks/receiver-routes";
+import type {
+  Delivery,
+  ProjectItem,
+  Receiver,
+  ReceiverDetail,
+  ReceiverResumed,
+  ReceiverState,
+  ReceiverTask,
+} from "../api-types";
 import { count, duration, percent } from "../format";
 import { renderPage } from "../layout";
-import { Attempts, type Delivery, ERROR_TEXT, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
+import { Attempts, ERROR_TEXT, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
 import { RANGES, RangePicker, rangeOf, windowOf } from "../usage-view";
-import { type ProjectItem, withProject } from "./project";
+import { withProject } from "./project";
 
 /**
  * A receiver's own page (`…/webhook-receivers/{origin}`): its state and controls (pause, resume or
@@ -38,7 +45,7 @@ export const receiverApi = (pid: string, origin: string, rest = "") =>
   `/projects/${seg(pid)}/webhook-receivers/${encodeURIComponent(origin)}${rest}`;
 
 const TASK_ID = /^wrt_[0-9a-z]{30}$/;
-const running = (task: ReceiverTaskJson) => task.status === "counting" || task.status === "sending";
+const running = (task: ReceiverTask) => task.status === "counting" || task.status === "sending";
 
 /**
  * A time from a `datetime-local` field (`2026-11-27T16:00`, read as UTC, as the page says) as RFC 3339;
@@ -96,17 +103,7 @@ export function StateControl(props: { c: DashContext; pid: string; origin: strin
 }
 
 /** A task's card: a dry run's count (with the button that starts the recovery), or a progress bar. */
-export function TaskCard({
-  c,
-  pid,
-  task,
-  range,
-}: {
-  c: DashContext;
-  pid: string;
-  task: ReceiverTaskJson;
-  range: string;
-}) {
+export function TaskCard({ c, pid, task, range }: { c: DashContext; pid: string; task: ReceiverTask; range: string }) {
   const live = running(task);
   const self = receiverPage(pid, task.origin, { task: task.task_id, range });
   const refresh = live && (
@@ -206,7 +203,7 @@ export function TaskCard({
 /** The task a control started (`?task=…`), read through the API (it needs `deliveries:write`). */
 async function taskOf(c: DashContext, pid: string, origin: string, taskId: string | undefined) {
   if (!taskId || !TASK_ID.test(taskId) || !can(c, "deliveries:write")) return null;
-  return c.get("api")<ReceiverTaskJson>("GET", receiverApi(pid, origin, `/tasks/${seg(taskId)}`));
+  return c.get("api")<ReceiverTask>("GET", receiverApi(pid, origin, `/tasks/${seg(taskId)}`));
 }
 
 function DeliveryList(props: {
@@ -522,14 +519,14 @@ export function registerReceiver(dash: DashRouter) {
           303,
         );
       if (action === "pause" || action === "resume") {
-        const answer = await api<{ task?: ReceiverTaskJson }>("POST", receiverApi(pid, origin, `/${action}`));
+        const answer = await api<ReceiverState | ReceiverResumed>("POST", receiverApi(pid, origin, `/${action}`));
         if (!answer.ok) return refused(c, project, origin, answer.problem);
         // From the list, back to the list; from the receiver's page, the release of what was held is followed there.
-        return back(toList ? undefined : answer.data.task?.task_id);
+        return back(toList || !("task" in answer.data) ? undefined : answer.data.task.task_id);
       }
       if (action === "count" || action === "recover") {
         const until = formText(form, "until").trim();
-        const answer = await api<ReceiverTaskJson>("POST", receiverApi(pid, origin, "/recover"), {
+        const answer = await api<ReceiverTask>("POST", receiverApi(pid, origin, "/recover"), {
           since: utcTime(formText(form, "since")),
           ...(until ? { until: utcTime(until) } : {}),
           dry_run: action === "count",
@@ -539,7 +536,7 @@ export function registerReceiver(dash: DashRouter) {
       }
       if (action === "cancel") {
         const taskId = formText(form, "task");
-        const answer = await api<ReceiverTaskJson>(
+        const answer = await api<ReceiverTask>(
           "DELETE",
           receiverApi(pid, origin, `/tasks/${seg(TASK_ID.test(taskId) ? taskId : "wrt_unknown")}`),
         );

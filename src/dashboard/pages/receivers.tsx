@@ -5,7 +5,7 @@ import { MAX_RECEIVER_CONCURRENCY } from "../../webhooks/lane-capacity";
 import { Badge, Csrf, DataTable, ProblemMessage, when } from "../components";
 import { count, duration, percent } from "../format";
 import { renderPage } from "../layout";
-import type { Receiver, ReceiverList } from "../usage-types";
+import type { Receiver, ReceiverList } from "../api-types";
 import { ERROR_TEXT } from "./deliveries";
 import { RANGES, RangePicker, rangeOf, RunCommand, windowOf } from "../usage-view";
 import { ProjectHeading, withProject } from "./project";

@@ -8,17 +8,13 @@ import { type DashContext, type DashRouter, projectPath } from "../context";
 import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
 import { endingText, OutcomeBadge } from "../run-outcome";
-import type { RunRecordItem } from "../usage-types";
-import type { RunUnderWaySchema } from "../../usage/live";
+import type { Delivery, ProjectItem, RunRecordItem, RunUnderWay } from "../api-types";
 import { LiveStatus } from "./runs";
-import { Attempts, type Delivery, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
-import { type ProjectItem, ProjectHeading, withProject } from "./project";
+import { Attempts, Outcome, STATUS_LABEL, STATUS_TONE } from "./deliveries";
+import { ProjectHeading, withProject } from "./project";
 
 /** An async or handed-over run's own state and stored result (`GET /v2/projects/{project_id}/async-runs/{run_id}`). */
 type AsyncRunItem = z.infer<typeof AsyncRunSchema>;
-
-/** A run under way, as `GET /v2/projects/{project_id}/runs/under-way?run_id=` answers it. */
-type RunUnderWay = z.infer<typeof RunUnderWaySchema>;
 
 /** The most of a stored result the page shows; the rest is a link away (the status URL). */
 const RESULT_SHOWN_CHARS = 20_000;
@@ -37,7 +33,7 @@ export interface Moment {
 export function timelineOf(
   record: RunRecordItem | null,
   run: AsyncRunItem | null,
-  underWay: { created_at: string } | null = null,
+  underWay: Pick<RunUnderWay, "created_at"> | null = null,
 ): Moment[] {
   const acceptedAt = Date.parse(record?.created_at ?? run?.created_at ?? underWay?.created_at ?? "");
   if (Number.isNaN(acceptedAt)) return [];

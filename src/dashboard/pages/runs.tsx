@@ -1,5 +1,3 @@
-import type { z } from "@hono/zod-openapi";
-import type { RunUnderWaySchema } from "../../usage/live";
 import { type Page, seg } from "../api";
 import { type DashContext, type DashRouter, projectPath } from "../context";
 import { Badge, type BadgeTone, DataTable, FilterActions, Pager, ProblemMessage, when } from "../components";
@@ -7,9 +5,9 @@ import { Caller, callerNames, type CallerNames } from "../callers";
 import { OutcomeBadge, runPath } from "../run-outcome";
 import { bytes, duration } from "../format";
 import { renderPage } from "../layout";
-import type { RunRecordItem, RunRecordPage } from "../usage-types";
+import type { AppItem, ProjectItem, RunRecordItem, RunRecordPage, RunUnderWay, RunUnderWayList } from "../api-types";
 import { RANGES, type Range, RunCommand } from "../usage-view";
-import { type ProjectItem, ProjectHeading, withProject } from "./project";
+import { ProjectHeading, withProject } from "./project";
 
 const PAGE_SIZE = 25;
 const UNDER_WAY_SHOWN = 10;
@@ -121,9 +119,6 @@ function RunRow({ r, pid, names }: { r: RunRecordItem; pid: string; names: Calle
   );
 }
 
-/** A run admitted and not ended yet, as `GET /v2/projects/{project_id}/runs/under-way` answers it. */
-type RunUnderWay = z.infer<typeof RunUnderWaySchema>;
-
 /**
  * The runs under way, every mode (a synchronous run too, while its caller waits): the list below holds
  * runs once they ended. From the project's usage ledger (no D1 read), with the runs list's app and mode
@@ -132,7 +127,7 @@ type RunUnderWay = z.infer<typeof RunUnderWaySchema>;
 async function underWay(c: DashContext, pid: string, filters: Filters): Promise<RunUnderWay[]> {
   const query = new URLSearchParams({ limit: String(UNDER_WAY_SHOWN) });
   if (filters.app_name) query.set("app_name", filters.app_name);
-  const list = await c.get("api")<{ data: RunUnderWay[] }>("GET", `/projects/${seg(pid)}/runs/under-way?${query}`);
+  const list = await c.get("api")<RunUnderWayList>("GET", `/projects/${seg(pid)}/runs/under-way?${query}`);
   return list.ok ? list.data.data.filter((r) => !filters.mode || r.mode === filters.mode) : [];
 }
 
@@ -187,7 +182,7 @@ async function runsPage(c: DashContext, project: ProjectItem) {
   const api = c.get("api");
   const [list, apps, pending, names] = await Promise.all([
     api<RunRecordPage>("GET", `/projects/${seg(pid)}/runs?${query}`),
-    api<Page<{ name: string }>>("GET", `/projects/${seg(pid)}/apps?limit=100`),
+    api<Page<AppItem>>("GET", `/projects/${seg(pid)}/apps?limit=100`),
     // Runs under way are news: only the first page (newest runs) shows and follows them.
     cursor ? [] : underWay(c, pid, filters),
     callerNames(c, pid),

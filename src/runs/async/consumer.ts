@@ -17,21 +17,10 @@ import { tellIfFollowed } from "./followers";
 import { runJson } from "./resource";
 
 /**
- * The `async-runs` consumer. `max_batch_size = 1` (wrangler.toml): each run gets an invocation of its
- * own, so it has the invocation's whole 15 minutes of wall time (ASYNC_RUN_TIMEOUT_MS ≤ 14 min leaves
- * the last one to store the result), its 128 MB (an answer up to 10 MiB is held a few times over while
- * it is checked, enveloped and stored) and its 6 connections; throughput comes from the consumer's
- * concurrency, not from batching. A larger batch still works: its messages run side by side, each
- * holding one connection at a time (the app, R2 or queue), so up to 6 stay within the limit.
- * Subrequests per run: about 9 (claim, request body, the app call, result, the finish with its delivery's
- * record in one batch, R2 body, the hand-off to the delivery's lane, clean-up), well inside the 50 of
- * Workers Free.
- *
- * Execution is at most once. The claim (`queued → running`, one conditional write naming this queue
- * message) comes before the app call, and after it the message is never handed back for another
- * execution. The queue redelivers a message only after the invocation that had it ended without
- * acknowledging it; so a message that finds its run `running` under its own claim knows its consumer
- * died, and ends the run `failed` (`interrupted`). Any other copy finds the run not `queued` and stops.
+ * The `async-runs` consumer: claims a run (`queued → running`) before calling its app, at most once
+ * (docs/runs.md#at-most-once). Limits relied on (docs/runs.md#limits-and-where-they-come-from):
+ * `max_batch_size = 1` gives each run an invocation's 15 minutes of wall time, 128 MB and 6 connections;
+ * about 9 subrequests per run, within the 50 of Workers Free.
  */
 
 /** D1 writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */

@@ -16,47 +16,17 @@ import { followRunRow, type RunState, runStateById, storedResult } from "./store
 
 /**
  * A run's status as a stream (`Accept: text/event-stream` on its status URL): the run resource as an
- * event each time its state changes (queued, running, then its end), a comment every 15 s, and the
- * stream closes after the end. An event's id is its state's place in that order, so `Last-Event-ID`
- * resumes: only a state after it is sent. Asked again after the end was sent, the stream answers 204,
- * which tells an EventSource to stop reconnecting.
- *
- * How a change reaches the stream within milliseconds without anyone polling D1: the stream joins the
- * run's followers (`followers.ts`, a Durable Object per followed run), then marks the run followed and
- * reads it in one D1 write; each owner's conditional write returns that flag and, when set, tells the
- * hub, which tells the stream. The owner's word carries the run as it just wrote it (unless its result
- * is large), so the stream sends it without another D1 read; otherwise it reads the run and sends that.
- * A run nobody follows never has a hub.
- *
- * What the stream reads of its run is its state (`RunState`: a few hundred bytes), never the stored
- * request, at its start and at each recheck alike; the result is read once, for the last event, when no
- * word brought it. A stream may wait ~35 minutes per connection on the one database every project
- * shares, so its rechecks must not cost what the run carries (a 200 KiB body read every minute did).
- *
- * Platform limits this stays within, for a stream held 15 minutes or more:
- * - D1 allows 50 queries per Worker invocation on Workers Free (1,000 on Paid; D1's "Queries per Worker
- *   invocation"). A stream makes ~3 before it starts (key, run, follow), one per change whose word came
- *   without the run (≤ 3, and one for the result of the end), one after each lost hub, and one every
- *   `RECHECK_EVERY` keep-alives (60 s): the
- *   safety net for a word its hub never passed on (an owner that died between its write and its word).
- *   At `QUERIES_MAX` it closes; the client resumes with `Last-Event-ID` in a fresh invocation. That is
- *   ~35 minutes of an unchanged run per connection.
- * - Subrequests and connections: two WebSockets held (of the six connections an invocation may have
- *   open): one to the hub, rejoined at most `REJOINS_MAX` times, and one to its project's count of
- *   streams, whose loss closes the stream (the client resumes, and is counted again).
- *
- * Bounded: at most `FOLLOWERS_PER_RUN_MAX` streams follow one run and `STREAMS_PER_PROJECT_MAX` are
- * open in one project (followers.ts says why those numbers); past either, a 429 with `Retry-After`.
- * - Wall time: a Worker serving a connected client has no wall-clock limit; the hub's sockets hibernate,
- *   so the Durable Object is not held in memory (nor billed) while the stream waits.
- * - CPU: a few milliseconds per event; waiting costs none.
+ * event each time its state changes, a comment every 15 s, closed after the end; `Last-Event-ID`
+ * resumes. It holds two WebSockets (its run's hub, its project's count) of an invocation's six
+ * connections. How a change reaches it and the limits it stays within:
+ * docs/runs.md#how-a-stream-is-told-and-the-limits-it-stays-within.
  */
 
 /** A comment this often keeps proxies and clients from closing an idle stream (fal's 15 s). */
 export const KEEP_ALIVE_MS = 15_000;
 /** Every this many keep-alives the stream reads the run again, whether or not it was told of a change. */
 export const RECHECK_EVERY = 4;
-/** D1 queries the loop may make in one invocation before it closes and lets the client resume (see above). */
+/** D1 queries the loop makes in one invocation before it closes and lets the client resume: D1 allows 50 per invocation on Workers Free. */
 export const QUERIES_MAX = 40;
 /** Times a stream joins its hub again after losing it (an evicted or restarted hub) before it closes instead. */
 export const REJOINS_MAX = 3;

@@ -16,56 +16,16 @@ import { IDEMPOTENCY_WINDOW_MS } from "../async/accept";
 export { KEEPER_SHARDS, keeperName } from "./shard";
 
 /**
- * The keepers of waited runs: Durable Objects (`RUN_KEEPER`), one per project and shard of the run id
- * (`keeperName`). A keeper owns the app call of each waited run it takes, from before the call is made
- * to the run's end, whoever waits for it. The Worker hands it the app request (`run`); the keeper
- * records "called" in its storage before the call goes out, makes it (`kept-call.ts`), and answers the
- * Worker with the app's answer or, past the wait, the hand-over.
+ * The keepers of waited runs (`RUN_KEEPER`), one per project and shard of the run id: each owns the app
+ * call of the waited runs it takes, from before the call to the run's end, whoever waits for it. Why one
+ * keeper holds many runs, its admission and the "called" write's decision (no `sync()`):
+ * docs/runs.md#the-keeper; exactly one call per run: docs/runs.md#a-run-the-platform-interrupts-mid-call.
  *
- * Why a keeper holds many runs rather than one object per run: reaching a Durable Object that does not
- * exist yet makes it (its storage too), which costs tens of milliseconds locally; a keeper that is
- * already in memory is reached in well under one. A fast app's waited run must cost about what a
- * synchronous run does (docs/benchmarks.md).
- *
- * Exactly one call per run, whatever fails. Platform facts this rests on:
- * - A Durable Object stays in memory while it serves a request or runs its alarm handler; an outbound
- *   `fetch` alone does not keep it (once no request is in progress it may be evicted). So the keeper's
- *   alarm holds its runs: armed when a run starts, its handler waits while any run is in flight (15
- *   minutes of wall time per alarm invocation: it holds 14, then re-arms). A call outlives one alarm
- *   only across that re-arm (the next invocation is due at once; for those milliseconds no handler
- *   holds the object). No call needs more: a handed-over run's call ends within
- *   `ASYNC_RUN_TIMEOUT_MS` (at most 14 min) of its start, and `Cancel-After` with `Prefer: wait` is at
- *   most 15 min (runs/preferences.ts): the bound of what a keeper owns.
- * - Storage writes are confirmed before any outgoing message leaves the object (the output gate): a
- *   run's "called" row is durable before its app's request is sent.
- * - The "called" write, decided: a plain SQLite write, no `sync()` and no `allowUnconfirmed`. The output
- *   gate already holds the app's request until the write is durable, so an explicit `sync()` adds only
- *   a wait the gate makes anyway (locally a second commit); `allowUnconfirmed` would let the request
- *   leave before the commit, and a keeper reset in that window would leave a run the app saw with no
- *   row: nobody would end it `interrupted`, its status URL, usage record and webhook would never come
- *   (the app is still never called twice: nothing re-calls a run without a row). We keep every called
- *   run findable and pay the commit before the call: locally a SQLite commit and its fsync in the
- *   workerd process (the bench's 'wait' section measures it alone, `wait-write-p50`/`wait-write-cpu`);
- *   on Cloudflare a replicated write, I/O rather than the Worker's CPU.
- * - An alarm runs at least once, and is retried when its handler throws or the object is reset while
- *   it runs. A row "called" with no call in this object's memory belongs to an object that was reset
- *   mid-call (evicted, restarted, `ctx.abort()`): the alarm ends that run `interrupted`, and its app is
- *   never called again.
- * - A Durable Object makes 6 outbound connections at a time per request it serves: each run comes in as
- *   its own request (the Worker's RPC) and holds one connection at a time (its app call; D1, R2 and the
- *   webhook's send come after it), so runs never share that limit and it does not bound their number.
- * - What the runs share is the object's isolate: 128 MB and one thread. A run holds its request body
- *   (read whole, at most 6 MiB) until it is sent and no more of its answer than a synchronous run does
- *   (a copy of at most 4 MiB, an envelope of at most 10 MiB). So a keeper takes a run only within its
- *   count (`KEEPER_RUNS_MAX`, default 32, at most 64; 8 keepers per project), its bytes of bodies
- *   (KEEPER_BODY_BYTES_MAX: 32 runs at the body limit would not fit), a caller's share and the room left
- *   for callers who wait (`keeperRefusal`; docs/runs.md#admission-count-bytes-a-callers-share states the
- *   rule and its numbers). It counts a run from before its first await (the delivery's record is a D1
- *   write: a count taken after it let 40 runs past a cap of 32) and frees it if the run does not start.
- *   Past them a run is refused (503, or 429 for the caller's share; `Retry-After: 1`), never queued.
- * - A run under an `Idempotency-Key` has its run id in the key's shard (shard.ts), so its retries come
- *   here: the keeper keeps key → run (`run_keys`, 24 hours), and a retry joins the run (`KeptCall.join`)
- *   instead of calling the app again. No D1 round trip: the key is the keeper's.
+ * Platform limits relied on:
+ * - a Durable Object stays in memory for a request or an alarm handler, not for an outbound `fetch`;
+ * - an alarm handler has 15 minutes of wall time, runs at least once and is retried;
+ * - storage writes are durable before the object's messages leave (the output gate);
+ * - 6 outbound connections per request it serves, 128 MB and one thread per isolate, shared by its runs.
  */
 
 /** A run's keeper holds it from this soon after its call starts (until then the Worker's request holds the object). */
