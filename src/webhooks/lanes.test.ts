@@ -283,7 +283,7 @@ describe("a slot holds only its request (attempts claimed ahead)", () => {
   it("with every D1 round trip 200 ms late, a receiver answering in 100 ms gets the 7th request as the 1st is answered, each stamped when it is sent", async () => {
     const app = await seedRunnable(api);
     const { hooks, messages } = await deliveriesTo(app.projectId, 12, [{ status: 200, delayMs: 100 }], PEER_MORE[3]);
-    const stub = env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(laneName(messages[0]!)));
+    const stub = laneObject(env, laneName(messages[0]!));
     // The object's lane, on a D1 whose claims and outcome writes each take 200 ms more.
     await runInDurableObject(stub, (instance: { lane: Lane }, state) => {
       instance.lane = new Lane(state, { ...env, DB: slowD1(env.DB, 200) }, testDeps());
