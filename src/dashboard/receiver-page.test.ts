@@ -186,7 +186,8 @@ describe("a receiver's page", () => {
     expect(text(following.html)).toContain("Sending what was held");
     expect(text(following.html)).toMatch(/State Healthy Active/);
     await releasesOver(projectId);
-  });
+    // Two release tasks on real Durable Objects, each to its end: over 4 s on a quiet machine, past the default 5 s on a busy one.
+  }, 20_000);
 
   it("a dry run's count offers the recovery; a running recovery is a progress bar with Refresh and Cancel, and its card alone for the script", async () => {
     const { api, v, page, projectId } = await signedIn();
