@@ -1,8 +1,8 @@
 import type { Scope } from "../platform/scope";
 import type { AdmittedRun } from "./admit";
 import type { Answered } from "./answer";
-import type { BodyEnd } from "./call";
-import { CLIENT_CLOSED, type OutcomePort, problemOutcome, type RunOutcome, type RunStart } from "./outcome";
+import type { OutcomePort, RunStart } from "./outcome";
+import { type RunEvent, runEvents } from "./run-events";
 
 /**
  * The end of a run the Worker owns (a synchronous run, a WebSocket's handshake): its one outcome,
@@ -16,8 +16,10 @@ import { CLIENT_CLOSED, type OutcomePort, problemOutcome, type RunOutcome, type 
  * Once the answer is the caller's, its body's end is the run's (`endWhenAnswered`).
  */
 export interface RunEnd {
-  /** Hands the outcome on, if nothing did before. */
-  ended(outcome: RunOutcome): void;
+  /** Records what happened to the run (`run-events.ts`). */
+  record(event: RunEvent): void;
+  /** Ends the run now with `bytesOut` of answer, its outcome folded from its events, if nothing ended it before. */
+  ended(bytesOut: number): void;
   /** The app's call is being sent now (a hang-up from here on says it was called). */
   calling(): void;
   /**
@@ -44,8 +46,8 @@ export function openEnd(
   webhook: () => boolean,
 ): RunEnd {
   const signal = request.signal as AbortSignal | undefined;
+  const events = runEvents(start, (outcome) => outcomes.ended(scope, outcome));
   let done = false;
-  let calledAt: number | null = null;
   let release = () => undefined as void;
   scope.ctx.waitUntil(new Promise<void>((resolve) => (release = resolve)));
   const close = () => {
@@ -57,40 +59,24 @@ export function openEnd(
   function holdAgain() {
     if (!done) scope.ctx.waitUntil(new Promise<void>((resolve) => (release = resolve)));
   }
+  const ended = (bytesOut: number) => {
+    if (done) return;
+    // Handed on before the hold is let go: what the port starts joins `waitUntil` while it is held.
+    events.ended({ at: clock(), bytesIn: bytesIn(), bytesOut, webhook: webhook() });
+    close();
+  };
   function onHangUp() {
     if (done || webhook()) return;
-    const { acceptedAt, ...facts } = start;
-    close();
-    outcomes.ended(scope, {
-      ...facts,
-      status: CLIENT_CLOSED,
-      ending: "hung_up",
-      failure: null,
-      times: {
-        acceptedAt,
-        calledAt,
-        answeredAt: null,
-        firstByteAt: null,
-        handedOverAt: null,
-        endedAt: clock(),
-      },
-      bytesIn: bytesIn(),
-      bytesOut: 0,
-      webhook: webhook(),
-    });
+    events.record({ kind: "hung_up" });
+    ended(0);
   }
   if (signal?.aborted) queueMicrotask(onHangUp);
   else signal?.addEventListener("abort", onHangUp, { once: true });
   return {
-    ended(outcome) {
-      if (done) return;
-      done = true;
-      // Handed on before the hold is let go: what the port starts joins `waitUntil` while it is held.
-      outcomes.ended(scope, outcome);
-      close();
-    },
+    record: (event) => events.record(event),
+    ended,
     calling() {
-      calledAt = clock();
+      events.record({ kind: "called", at: clock() });
     },
     answered() {
       signal?.removeEventListener("abort", onHangUp);
@@ -102,37 +88,6 @@ export function openEnd(
     hungUp: () => signal?.aborted === true,
   };
 }
-
-/** The parts of an outcome whose answer was the app's (`status`), before its bytes are counted. */
-export function answeredOutcome(
-  start: RunStart,
-  status: number,
-  at: { calledAt: number; answeredAt: number; endedAt: number; firstByteAt?: number | null },
-): Omit<RunOutcome, "bytesIn" | "bytesOut" | "webhook"> {
-  const { acceptedAt, ...facts } = start;
-  return {
-    ...facts,
-    status,
-    ending: "answered",
-    failure: status >= 400 ? { by: "app", status } : null,
-    times: {
-      acceptedAt,
-      calledAt: at.calledAt,
-      answeredAt: at.answeredAt,
-      firstByteAt: at.firstByteAt ?? null,
-      handedOverAt: null,
-      endedAt: at.endedAt,
-    },
-  };
-}
-
-/** How a passed-through answer's body ended, as the run's ending and the gateway's failure, if any. */
-export const BODY_ENDS: Record<BodyEnd, { ending: RunOutcome["ending"]; code: string | null }> = {
-  done: { ending: "answered", code: null },
-  cancelled: { ending: "hung_up", code: null },
-  idle: { ending: "timeout", code: "gateway_timeout" },
-  broken: { ending: "unreachable", code: "bad_gateway" },
-};
 
 /** The caller's body as it reached the app: read whole, or counted as it flowed. */
 export function bytesIn({ body }: AdmittedRun): number {
@@ -147,36 +102,28 @@ export function bytesIn({ body }: AdmittedRun): number {
  */
 export function endWhenAnswered(
   end: RunEnd,
-  start: RunStart,
-  admitted: AdmittedRun,
   answered: Answered,
   clock: (wall?: number) => number,
   deadline?: AbortSignal,
 ): void {
   end.answered();
-  const webhook = admitted.webhook !== null;
   const { call, response } = answered;
+  const hungUp = () => {
+    if (end.hungUp()) end.record({ kind: "hung_up" });
+  };
   if (call === null) {
     // The app gave no answer: the gateway's problem is the caller's.
-    end.ended(
-      problemOutcome(
-        start,
-        answered.problem!,
-        {
-          calledAt: answered.calledAt === null ? null : clock(answered.calledAt),
-          endedAt: clock(),
-          hungUp: end.hungUp(),
-        },
-        { bytesIn: bytesIn(admitted), bytesOut: answered.size ?? 0, webhook },
-      ),
-    );
+    if (answered.calledAt !== null) end.record({ kind: "called", at: clock(answered.calledAt) });
+    end.record({ kind: "failed", problem: answered.problem! });
+    hungUp();
+    end.ended(answered.size ?? 0);
     return;
   }
-  const at = { calledAt: clock(call.startedAt), answeredAt: clock(call.answeredAt) };
+  end.record({ kind: "called", at: clock(call.startedAt) });
+  end.record({ kind: "answered", at: clock(call.answeredAt), status: response.status });
   if (answered.size !== null) {
-    const outcome = answeredOutcome(start, response.status, { ...at, endedAt: clock() });
-    if (end.hungUp()) outcome.ending = "hung_up";
-    end.ended({ ...outcome, bytesIn: bytesIn(admitted), bytesOut: answered.size, webhook });
+    hungUp();
+    end.ended(answered.size);
     return;
   }
   const { tally } = call;
@@ -184,17 +131,13 @@ export function endWhenAnswered(
     // A cancelled answer is the caller gone: the runtime may cancel the body before it aborts
     // `request.signal` (so under `wrangler dev`), and nothing else of ours cancels it.
     // The run's deadline ends a body as a hang-up would (its call cancelled): it is the deadline's end.
-    const { ending, code } =
-      deadline?.aborted === true && how !== "done"
-        ? { ending: "deadline" as const, code: "run_deadline" }
-        : BODY_ENDS[end.hungUp() && how !== "idle" ? "cancelled" : how];
-    const outcome = answeredOutcome(start, response.status, {
-      ...at,
-      endedAt: clock(),
+    if (deadline?.aborted === true) end.record({ kind: "deadline" });
+    hungUp();
+    end.record({
+      kind: "body_ended",
+      how,
       firstByteAt: tally.firstByteAt === null ? null : clock(tally.firstByteAt),
     });
-    outcome.ending = ending;
-    if (code !== null) outcome.failure = { by: "gateway", code };
-    end.ended({ ...outcome, bytesIn: bytesIn(admitted), bytesOut: tally.bytes, webhook });
+    end.ended(tally.bytes);
   });
 }

@@ -2,8 +2,9 @@ import type { Scope } from "../platform/scope";
 
 /**
  * A run's outcome: what the caller got, and why, as one value. The run's owner (the Worker serving a
- * synchronous run, the run's keeper for a waited run, the queue consumer of an async run) produces it
- * once, when the run has ended, and hands it whole to whoever records it (usage). No stage fills a
+ * synchronous run, the run's keeper for a waited run, the queue consumer of an async run) records the
+ * run's events and ends it once; the outcome is folded from those events in one place
+ * (`run-events.ts` `foldOutcome`) and handed whole to whoever records it (usage). No stage fills a
  * recorder as it goes; a refusal about a run never becomes that run's outcome.
  *
  * The words (docs/architecture.md, glossary): a *run* is one call of an app through the gateway, from
@@ -147,42 +148,8 @@ const ENDING_OF_PROBLEM: Record<string, RunEnding> = {
 export const endingOfProblem = (error: { code: string; status: number }): RunEnding =>
   ENDING_OF_PROBLEM[error.code] ?? (error.status >= 500 ? "error" : "refused");
 
-/** Whose failure a run's answer was: the gateway's problem, or the app's own status of 400 and above. */
-export function failureOf(status: number, problem: { code: string } | null): RunFailure | null {
-  if (problem !== null) return { by: "gateway", code: problem.code };
-  return status >= 400 ? { by: "app", status } : null;
-}
-
 /** `path` as an outcome carries it: at most `OUTCOME_PATH_MAX` characters. */
 export const outcomePath = (path: string) => (path.length > OUTCOME_PATH_MAX ? path.slice(0, OUTCOME_PATH_MAX) : path);
-
-/**
- * The outcome of a run the gateway answered with a problem of its own and no app's answer (a refusal
- * once the app was known, an app that could not be reached or did not answer in time, a fault).
- */
-export function problemOutcome(
-  start: RunStart,
-  error: { code: string; status: number },
-  at: { calledAt?: number | null; endedAt: number; hungUp?: boolean },
-  bytes: { bytesIn: number; bytesOut: number; webhook: boolean },
-): RunOutcome {
-  const { acceptedAt, ...facts } = start;
-  return {
-    ...facts,
-    status: error.status,
-    ending: at.hungUp ? "hung_up" : endingOfProblem(error),
-    failure: { by: "gateway", code: error.code },
-    times: {
-      acceptedAt,
-      calledAt: at.calledAt ?? null,
-      answeredAt: null,
-      firstByteAt: null,
-      handedOverAt: null,
-      endedAt: at.endedAt,
-    },
-    ...bytes,
-  };
-}
 
 /** The status a run's outcome carries when its caller left before any answer (nginx's "client closed request"). */
 export const CLIENT_CLOSED = 499;

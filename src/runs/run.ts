@@ -7,8 +7,9 @@ import { callAndAnswer } from "./answer";
 import { queueAsyncRun } from "./async/accept";
 import type { RunContext } from "./context";
 import { webSocketRun } from "./handshake";
-import { answeredOutcome, bytesIn, endWhenAnswered, openEnd } from "./end";
-import { type OutcomePort, problemOutcome, runClock } from "./outcome";
+import { bytesIn, endWhenAnswered, openEnd } from "./end";
+import { type OutcomePort, runClock } from "./outcome";
+import { runEvents } from "./run-events";
 import type { RunTarget } from "./path";
 import { startWebhook } from "./webhook";
 import type { AppRequest } from "./call";
@@ -24,9 +25,9 @@ import { waitRun } from "./keeper/wait";
  * by its queue consumer (`async/consumer.ts`, the owner of its app call); a waited run's app call is
  * its keeper's (`keeper/wait.ts`); a WebSocket is passed through (`handshake.ts`).
  *
- * The run ends with one `RunOutcome`, handed to `outcomes` once (`end.ts`): here when the caller's
- * answer has ended, the caller hung up, or the run was refused once its app was known; by its owner
- * otherwise (the consumer, the keeper). A request refused before its app was known (the project's
+ * The run ends with one `RunOutcome`, folded from its events (`run-events.ts`) and handed to `outcomes`
+ * once (`end.ts`): here when the caller's answer has ended, the caller hung up, or the run was refused
+ * once its app was known; by its owner otherwise (the consumer, the keeper). A request refused before its app was known (the project's
  * budget spent, no such app) is a refusal, counted; one refused before its caller was (401, 403) is
  * neither.
  */
@@ -51,6 +52,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     annotateInvocation({ app_name: target.appName });
     admitted = await admitRequest(scope, request, target, start, caller, deployment, (bytes) => (bodyRead += bytes));
     caller.markUsed();
+    end.record({ kind: "admitted", mode: modeOf(admitted) });
     // Under way from here until its outcome (every mode: the list of runs under way needs no D1 write);
     // an async run once it is queued, unless the request replayed another run (that one is under way);
     // a waited run once its keeper takes it (a retry under its key joins the key's run: no run of its own).
@@ -66,13 +68,9 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     }
     if (admitted.webSocket) {
       const response = await webSocketRun(scope, appRequest);
-      const at = clock();
-      end.ended({
-        ...answeredOutcome(start, response.status, { calledAt: start.acceptedAt, answeredAt: at, endedAt: at }),
-        bytesIn: 0,
-        bytesOut: 0,
-        webhook: false,
-      });
+      end.record({ kind: "called", at: start.acceptedAt });
+      end.record({ kind: "answered", at: clock(), status: response.status });
+      end.ended(0);
       return response;
     }
     if (admitted.wait !== null) {
@@ -86,16 +84,11 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
         admitted,
         appRequest,
         { runId: start.runId, acceptedAt, acceptedWall, path: start.path },
-        (refused) =>
-          outcomes.ended(
-            scope,
-            problemOutcome(
-              start,
-              refused,
-              { endedAt: clock() },
-              { bytesIn: bytesIn(waited), bytesOut: 0, webhook: waited.webhook !== null },
-            ),
-          ),
+        (refused) => {
+          const events = runEvents(start, (outcome) => outcomes.ended(scope, outcome));
+          events.record({ kind: "failed", problem: refused });
+          events.ended({ at: clock(), bytesIn: bytesIn(waited), bytesOut: 0, webhook: waited.webhook !== null });
+        },
       );
     }
     const context = contextOf(scope, admitted, appRequest);
@@ -120,14 +113,13 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     // Handed on in `waitUntil` from the start, so the webhook gets its copy even if the caller goes.
     webhook?.carry(answering.then((answered) => answered.copy!));
     // Ended from the answer itself, not from this function's continuation, which a hang-up cancels.
-    const ran = admitted;
     void answering.then((answered) => {
       if (deadline) {
         // A whole answer (envelope, problem) has ended its call already; a passed-through one ends with its body.
         if (answered.size === null && answered.call) void answered.call.tally.ended.finally(deadline.dispose);
         else deadline.dispose();
       }
-      endWhenAnswered(end, start, ran, answered, clock, deadline?.signal);
+      endWhenAnswered(end, answered, clock, deadline?.signal);
     });
     return (await answering).response;
   } catch (error) {
@@ -138,14 +130,9 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
       outcomes.refused(scope, { projectId: target.projectId, reason, at: clock() });
     } else {
       const problem = error instanceof ApiError ? error : new ApiError("internal_error", "The run failed.");
-      end.ended(
-        problemOutcome(
-          { ...start, mode: admitted === null ? start.mode : modeOf(admitted) },
-          problem,
-          { endedAt: clock(), hungUp: end.hungUp() },
-          { bytesIn: bytesSoFar(), bytesOut: 0, webhook: (admitted?.webhook ?? null) !== null },
-        ),
-      );
+      end.record({ kind: "failed", problem });
+      if (end.hungUp()) end.record({ kind: "hung_up" });
+      end.ended(0);
     }
     throw error;
   }

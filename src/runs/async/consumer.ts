@@ -5,7 +5,7 @@ import { answerRun } from "../answer";
 import type { RunContext } from "../context";
 import { appPathOfRun, storedAppRequest } from "../app-request";
 import { enqueuePending } from "../../webhooks/enqueue";
-import { asyncOutcome, asyncTimes, endingOf, endUnanswered, handOverOf } from "./lifecycle";
+import { endingOf, endUnanswered, handOverOf, storedRunEvents } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { logError } from "../../platform/log";
@@ -82,15 +82,16 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
     return;
   }
   tellIfFollowed(scope, run.id, ending.status, ended.followed, () => runJson({ ...run, ...ending }, answer.text));
-  outcomes.ended(scope, {
-    ...asyncOutcome(run, appPathOfRun(run, originUrl), answer.status, answer.failure?.code ?? null),
-    times: {
-      ...asyncTimes(run, clock()),
-      calledAt: clock(answer.calledAt),
-      answeredAt: answer.answeredAt === null ? null : clock(answer.answeredAt),
-    },
+  const events = storedRunEvents(scope, run, appPathOfRun(run, originUrl), outcomes);
+  events.record({ kind: "called", at: clock(answer.calledAt) });
+  if (answer.answeredAt !== null)
+    events.record({ kind: "answered", at: clock(answer.answeredAt), status: answer.status });
+  if (answer.failure !== null) events.record({ kind: "failed", problem: answer.failure });
+  events.ended({
+    at: clock(),
     bytesIn: body?.byteLength ?? 0,
     bytesOut: ending.resultBytes,
+    webhook: run.webhookEndpoint !== null,
   });
   if (handOver?.pending) await enqueuePending(scope, handOver.pending, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);

@@ -8,7 +8,8 @@ import { appPathOfRun } from "../app-request";
 import { byteLength, placePayload, resultKey } from "./payloads";
 import { type StoredEnding, endRun, handedOver, type HandOver } from "./store";
 import { logError } from "../../platform/log";
-import { endingOfProblem, failureOf, type OutcomePort, outcomePath, type RunOutcome } from "../outcome";
+import { type OutcomePort, outcomePath, type RunStart } from "../outcome";
+import { type RunEvents, runEvents } from "../run-events";
 import { tellIfFollowed } from "./followers";
 import { runJson } from "./resource";
 
@@ -155,18 +156,17 @@ export async function endUnanswered(
   tellIfFollowed(scope, run.id, "failed", ended.followed, () => runJson({ ...run, ...ending }, text));
   // A deadline is a run the caller made and its deadline ended: recorded, as a timeout.
   if (why === "interrupted" || why === "deadline") {
-    const endedAt = scope.deps.now().getTime();
     const problem = unansweredProblem(why);
-    outcomes.ended(scope, {
-      ...asyncOutcome(run, appPathOfRun(run, null), PROBLEMS[problem].status, problem),
-      times: {
-        ...asyncTimes(run, endedAt),
-        // The claim came just before the call: whether the app was called is not known, only that it may
-        // have been. A run past its deadline while queued was never called.
-        calledAt: why === "interrupted" ? (run.startedAt?.getTime() ?? null) : null,
-      },
+    const events = storedRunEvents(scope, run, appPathOfRun(run, null), outcomes);
+    // The claim came just before the call: whether the app was called is not known, only that it may
+    // have been. A run past its deadline while queued was never called.
+    if (why === "interrupted" && run.startedAt) events.record({ kind: "called", at: run.startedAt.getTime() });
+    events.record({ kind: "failed", problem: { code: problem, status: PROBLEMS[problem].status } });
+    events.ended({
+      at: scope.deps.now().getTime(),
       bytesIn: 0,
       bytesOut: byteLength(text),
+      webhook: run.webhookEndpoint !== null,
     });
   }
   logError(`async run ${why}`, {
@@ -179,15 +179,12 @@ export async function endUnanswered(
   return true;
 }
 
-/** The parts of an async run's outcome its row holds: who, which app and path, and its status and failure. */
-export function asyncOutcome(
-  run: AsyncRun,
-  path: string,
-  status: number,
-  problemCode: string | null,
-): Omit<RunOutcome, "times" | "bytesIn" | "bytesOut"> {
-  const failure = failureOf(status, problemCode === null ? null : { code: problemCode });
-  return {
+/**
+ * A stored run's events as its row begins them (its hand-over, a waited run's), its start from the row:
+ * who, which app and `path`, how asked, when accepted. Its outcome goes to `outcomes`.
+ */
+export function storedRunEvents(scope: Scope, run: AsyncRun, path: string, outcomes: OutcomePort): RunEvents {
+  const start: RunStart = {
     runId: run.id,
     projectId: run.projectId,
     appName: run.appName,
@@ -196,19 +193,9 @@ export function asyncOutcome(
     mode: run.mode,
     caller: run.caller,
     requestId: run.requestId,
-    status,
-    ending: problemCode === null ? "answered" : endingOfProblem({ code: problemCode, status }),
-    failure,
-    webhook: run.webhookEndpoint !== null,
+    acceptedAt: run.createdAt.getTime(),
   };
+  const events = runEvents(start, (outcome) => outcomes.ended(scope, outcome));
+  if (run.handedOverAt) events.record({ kind: "handed_over", at: run.handedOverAt.getTime() });
+  return events;
 }
-
-/** A stored run's moments as its row has them: accepted, handed over (a waited run), ended at `endedAt`. */
-export const asyncTimes = (run: AsyncRun, endedAt: number): RunOutcome["times"] => ({
-  acceptedAt: run.createdAt.getTime(),
-  calledAt: null,
-  answeredAt: null,
-  firstByteAt: null,
-  handedOverAt: run.handedOverAt?.getTime() ?? null,
-  endedAt,
-});

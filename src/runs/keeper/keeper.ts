@@ -7,7 +7,8 @@ import { createScope, type Scope } from "../../platform/scope";
 import { enqueuePending, type PendingDelivery, writePendingDelivery } from "../../webhooks/enqueue";
 import { offWire } from "../app-request";
 import { runMeta } from "../call";
-import { type OutcomePort, problemOutcome } from "../outcome";
+import type { OutcomePort } from "../outcome";
+import { runEvents } from "../run-events";
 import { endInterrupted } from "./handed-over";
 import { keepCall, type KeptCall, type RunKeyStatus, startOf } from "./kept-call";
 import type { BusyReason, KeeperAnswer, KeptRun, KeyedAnswer } from "./message";
@@ -411,14 +412,11 @@ export class Keeper {
     );
     if (ended) {
       if (pending) await enqueuePending(scope, pending, text);
-      const outcome = problemOutcome(
-        startOf(run),
-        error,
-        { calledAt: record.calledAt, endedAt },
-        { bytesIn: run.bytesIn, bytesOut: 0, webhook: pending !== null },
-      );
-      outcome.times.handedOverAt = record.handedOverAt;
-      this.outcomes.ended(scope, outcome);
+      const events = runEvents(startOf(run), (outcome) => this.outcomes.ended(scope, outcome));
+      events.record({ kind: "called", at: record.calledAt });
+      if (record.handedOverAt !== null) events.record({ kind: "handed_over", at: record.handedOverAt });
+      events.record({ kind: "failed", problem: error });
+      events.ended({ at: endedAt, bytesIn: run.bytesIn, bytesOut: 0, webhook: pending !== null });
       log("error", "waited run interrupted", { run_id: run.runId, project_id: run.projectId, phase: record.phase });
     }
     this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", run.runId);

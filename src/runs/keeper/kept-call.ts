@@ -13,8 +13,8 @@ import {
 import { type AppCall, type AppRequest, callApp, runMeta } from "../call";
 import type { RunContext } from "../context";
 import { deadlineOf, withDeadline } from "../deadline";
-import { answeredOutcome, BODY_ENDS } from "../end";
-import { endingOfProblem, problemOutcome, type RunOutcome, type RunStart } from "../outcome";
+import type { RunOutcome, RunStart } from "../outcome";
+import { runEvents } from "../run-events";
 import { byteLength } from "../async/payloads";
 import { endHandedOver, insertHandedOver } from "./handed-over";
 import type { KeeperAnswer, KeptRun, WholeAnswer } from "./message";
@@ -97,7 +97,6 @@ export function keepCall(parts: KeepParts): KeptCall {
     run.cancelAfterMs === null ? null : deadlineOf(run.runId, run.cancelAfterMs, sinceAcceptance(), deps.sleep);
   const signal = withDeadline(stop.signal, deadline);
   let phase: Phase = "waiting";
-  let callerGone = false;
   let handedOverAt: number | null = null;
   let endedAs: RunKeyStatus = "running";
   let storedAnswer!: (answer: RunAnswer) => void;
@@ -114,35 +113,16 @@ export function keepCall(parts: KeepParts): KeptCall {
   const calledAt = Date.now();
   const calling = callApp(deps, appRequest, run.limits, signal);
 
-  const start = startOf(run);
-  const bytes = (bytesOut: number) => ({ bytesIn: run.bytesIn, bytesOut, webhook: pending !== null });
-
-  /** The run's outcome once it has ended: the gateway's problem, or the app's answer (`status`). */
-  function outcomeOf(
-    answer: { status: number; failure: ApiError | null },
-    at: { answeredAt: number | null; firstByteAt?: number | null },
-    bytesOut: number,
-  ): RunOutcome {
-    const endedAt = clock();
-    const outcome =
-      answer.failure !== null || at.answeredAt === null
-        ? problemOutcome(
-            start,
-            answer.failure ?? { code: "bad_gateway", status: answer.status },
-            { calledAt: clock(calledAt), endedAt },
-            bytes(bytesOut),
-          )
-        : {
-            ...answeredOutcome(start, answer.status, {
-              calledAt: clock(calledAt),
-              answeredAt: clock(at.answeredAt),
-              endedAt,
-              firstByteAt: at.firstByteAt === undefined || at.firstByteAt === null ? null : clock(at.firstByteAt),
-            }),
-            ...bytes(bytesOut),
-          };
-    outcome.times.handedOverAt = handedOverAt;
-    return outcome;
+  const events = runEvents(startOf(run), parts.ended);
+  events.record({ kind: "called", at: clock(calledAt) });
+  /** The run's one end, now, with `bytesOut` of answer. */
+  const end = (bytesOut: number) =>
+    events.ended({ at: clock(), bytesIn: run.bytesIn, bytesOut, webhook: pending !== null });
+  /** The app's answer (`status`, at `answeredAt`), or the gateway's problem when it gave none. */
+  function answeredWith(answer: { status: number; failure: ApiError | null }, answeredAt: number | null) {
+    if (answer.failure === null && answeredAt !== null)
+      events.record({ kind: "answered", at: clock(answeredAt), status: answer.status });
+    else events.record({ kind: "failed", problem: answer.failure ?? { code: "bad_gateway", status: answer.status } });
   }
 
   /** Why the call ended early, when the keeper ended it (its deadline, the hand-over's limit). */
@@ -164,6 +144,7 @@ export function keepCall(parts: KeepParts): KeptCall {
       .then(() => {
         handedOverAt = at;
         phase = "handed_over";
+        events.record({ kind: "handed_over", at });
         parts.handedOver(at);
         // Nobody waits any more: bounded as an async run's call is.
         const left = handedOverLimit(scope) - (Date.now() - calledAt);
@@ -204,9 +185,8 @@ export function keepCall(parts: KeepParts): KeptCall {
     clearTimeout(waitTimer);
     answerCaller({ kind: "whole", answer: wholeOf(answer) });
     if (pending) await enqueuePending(scope, pending, answer.text);
-    const outcome = outcomeOf(answer, { answeredAt }, byteLength(answer.text));
-    if (callerGone && outcome.ending === "answered") outcome.ending = "hung_up";
-    parts.ended(outcome);
+    answeredWith(answer, answeredAt);
+    end(byteLength(answer.text));
   }
 
   /** The caller gets the app's answer passed through, as it streams; the run ends with its body. */
@@ -219,20 +199,12 @@ export function keepCall(parts: KeepParts): KeptCall {
     const how = await call.tally.ended;
     const document = copy ? await copy : null;
     if (pending && document) await enqueuePending(scope, pending, document.text);
-    const outcome = outcomeOf(
-      { status: call.response.status, failure: null },
-      { answeredAt: call.answeredAt, firstByteAt: call.tally.firstByteAt },
-      call.tally.bytes,
-    );
+    answeredWith({ status: call.response.status, failure: null }, call.answeredAt);
     // The keeper's own reason to end the body (its deadline) says how it ended; else how the body did.
-    const stopped = endedBy();
-    const { ending, code } =
-      stopped !== null && how !== "done"
-        ? { ending: endingOfProblem(stopped), code: stopped.code }
-        : BODY_ENDS[callerGone && how !== "idle" ? "cancelled" : how];
-    outcome.ending = ending;
-    if (code !== null) outcome.failure = { by: "gateway", code };
-    parts.ended(outcome);
+    if (endedBy()?.code === "run_deadline") events.record({ kind: "deadline" });
+    const { firstByteAt } = call.tally;
+    events.record({ kind: "body_ended", how, firstByteAt: firstByteAt === null ? null : clock(firstByteAt) });
+    end(call.tally.bytes);
   }
 
   /** Nobody waits: the answer is stored as an async run's, and delivered to the webhook. */
@@ -241,7 +213,8 @@ export function keepCall(parts: KeepParts): KeptCall {
       // Not handed over after all (D1 refused the row): the caller was told; the run ends with that.
       endedAs = "answered";
       const refused = new ApiError("service_unavailable", "The run could not be handed over.", runMeta(run.runId));
-      parts.ended(outcomeOf({ status: refused.status, failure: refused }, { answeredAt }, 0));
+      answeredWith({ status: refused.status, failure: refused }, answeredAt);
+      end(0);
       return;
     }
     const endedAt = clock();
@@ -256,7 +229,8 @@ export function keepCall(parts: KeepParts): KeptCall {
     endedAs = ending.status;
     storedAnswer(answer);
     if (pending) await enqueuePending(scope, pending, answer.text);
-    parts.ended(outcomeOf(answer, { answeredAt }, ending.resultBytes));
+    answeredWith(answer, answeredAt);
+    end(ending.resultBytes);
   }
 
   const asProblem = (error: unknown): ApiError =>
@@ -289,7 +263,8 @@ export function keepCall(parts: KeepParts): KeptCall {
     toCaller,
     ended,
     callerLeft() {
-      callerGone = true;
+      // While waiting, a hang-up is the hand-over; once the answer is the caller's, it ends the run.
+      if (phase === "answered") events.record({ kind: "hung_up" });
       if (phase === "waiting") void handOver();
     },
     async join(until) {
