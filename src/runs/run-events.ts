@@ -112,7 +112,7 @@ export function foldOutcome(start: RunStart, events: readonly RunEvent[], end: R
 /** One run's events as its owner records them, and its one end. */
 export interface RunEvents {
   record(event: RunEvent): void;
-  /** Ends the run: its outcome, folded from its events and handed on; false when it had ended before. */
+  /** Ends the run: its outcome, folded from its events and given to `hand` (the owner’s record of it); false when it had ended before. */
   ended(end: RunEnded): boolean;
 }
 
