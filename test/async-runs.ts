@@ -36,6 +36,8 @@ export async function startAsync(
     method?: string;
     headers?: Record<string, string>;
     token?: string;
+    /** Settings of the accepting Worker (the run is admitted under them: its limits travel with it). */
+    bindings?: Record<string, string>;
   } = {},
 ) {
   const capture = capturingQueue();
@@ -46,7 +48,7 @@ export async function startAsync(
   };
   const response = await callWith(
     api,
-    { ASYNC_RUN_QUEUE: capture.queue },
+    { ...options.bindings, ASYNC_RUN_QUEUE: capture.queue },
     `${app.runPath}?async=true${options.query ? `&${options.query}` : ""}`,
     {
       method,

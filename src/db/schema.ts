@@ -494,6 +494,10 @@ export const asyncRuns = sqliteTable(
     // Set by the first stream that follows the run (src/runs/async/stream.ts), before it reads the state:
     // an owner's conditional write returns it, and only then does the owner tell the run's followers.
     followed: integer("followed", { mode: "boolean" }).notNull().default(false),
+    // The admitted run (src/runs/admitted.ts, JSON, its webhook secret in `webhook_secret`): what the
+    // consumer executes, as admitted (its runtime, limits, deadline). Forgotten with the request when the
+    // run ends. `null` on rows from before it, and on a waited run's row (its keeper holds the run).
+    admitted: text("admitted"),
   },
   (t) => [
     index("async_runs_project").on(t.projectId, t.id),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../platform/errors";
-import { type AdmittedRun, asyncRequested, bodyOf } from "./admit";
+import { asyncRequested, bodyOf } from "./admit";
 import { appRequestOf } from "./app-request";
 import { RUN_REQUEST_MAX_BYTES } from "./bodies";
 
@@ -58,15 +58,15 @@ describe("the admit stage (admit → AdmittedRun)", () => {
     const request = new Request("https://gateway.test/v4/p/a/v1/x?q=1&async=false&webhookEndpoint=h", {
       headers: { authorization: "Bearer egsa_x", cookie: "c=1", "x-webhook-secret": "s", "x-app": "kept" },
     });
-    const admitted = {
+    const appRequest = appRequestOf(request, {
       runId: "run_1",
       appPath: "v1/x",
       originUrl: "https://app.example/base/",
       runtime: "cortex",
       query: new URLSearchParams("q=1&async=false&webhookEndpoint=h"),
       body: { kind: "none" },
-    } as AdmittedRun;
-    const appRequest = appRequestOf(request, admitted);
+      kind: "sync",
+    });
     expect(appRequest.url).toBe("https://app.example/base/v1/x?q=1");
     for (const name of ["authorization", "cookie", "x-webhook-secret"])
       expect(appRequest.headers.has(name), name).toBe(false);

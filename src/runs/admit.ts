@@ -8,18 +8,23 @@ import { checkTarget } from "../platform/url-policy";
 import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
 import {
-  type BodyLimit,
   bodyTooLarge,
   declaredBody,
   limitedStream,
   readLimited,
   RUN_REQUEST_MAX_BYTES,
+  type RunBody,
 } from "./bodies";
 import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
 import { outcomePath, type RunMode, type RunStart } from "./outcome";
 import { cancelAfter, waitPreference } from "./preferences";
 import { keyShard, runIdInShard } from "./keeper/shard";
+import { sealSecret } from "../webhooks/secret-box";
+import { appRequestOf } from "./app-request";
+import type { AppRequest } from "./call";
+import type { AdmittedMode, AdmittedRun } from "./admitted";
+import { idempotencyKeyOf, requestHashOf } from "./idempotency";
 
 /**
  * The admit stage: everything checked before the app is called. The caller's key, the project's run
@@ -35,28 +40,14 @@ export interface Webhook {
   secret: string | undefined;
 }
 
-/** The caller's body as the app will get it. */
-export type RunBody =
-  | { kind: "none" }
-  /** Read whole: a `cortex` run's JSON object, or any body of an async run (it is stored). */
-  | { kind: "bytes"; bytes: Uint8Array }
-  /** A `custom` app's body, any type, streamed to it as it arrives and counted against the limit. */
-  | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit };
-
-export interface AdmittedRun extends RunTarget {
-  runId: string;
-  caller: RunCaller;
-  runtime: "cortex" | "custom";
-  originUrl: string;
-  /** The caller's query string, parsed only when there is one (most runs have none). */
-  query: URLSearchParams | null;
-  webhook: Webhook | null;
-  isAsync: boolean;
-  /** `Prefer: wait=N`: seconds the caller waits before the run is handed over; `null` for a run that does not wait. */
-  wait: number | null;
-  /** `Cancel-After`: the deadline in milliseconds after acceptance; `null` for none. */
-  cancelAfterMs: number | null;
-  webSocket: boolean;
+/**
+ * What admission gives the run's owner: the admitted run (the one value that travels, admitted.ts), the
+ * app's request built from it (`appRequestOf`: called now, by the keeper, or stored for the consumer),
+ * and the caller's body as admitted (a streamed body is counted as it flows: `bytesIn`).
+ */
+export interface Admission {
+  run: AdmittedRun;
+  appRequest: AppRequest;
   body: RunBody;
 }
 
@@ -245,17 +236,18 @@ export function startOf(
 /**
  * Admits the request to the app `deployment`: a problem for anything that must not reach it (the method,
  * the gateway's own parameters, the body). Nothing here calls the app. `read` hears the bytes of a body
- * read whole as they cross, so a run refused for its body counts what it read.
+ * read whole as they cross, so a run refused for its body counts what it read. The run's mode is worked
+ * out here, once; its webhook secret is sealed under the run's id, and its key's request hashed.
  */
 export async function admitRequest(
   scope: Scope,
   request: Request,
   target: RunTarget,
-  start: { runId: string; query: URLSearchParams | null },
-  caller: RunCaller,
+  start: RunStart & { query: URLSearchParams | null },
   deployment: Deployment,
   read?: (bytes: number) => void,
-): Promise<AdmittedRun> {
+): Promise<Admission> {
+  const { config } = scope;
   const allowed: readonly string[] = METHODS_OF[deployment.runtime];
   // HEAD included: Hono would answer it by running the app for a body nobody receives.
   if (!allowed.includes(request.method)) {
@@ -265,7 +257,7 @@ export async function admitRequest(
     });
   }
   const webSocket = isWebSocket(request);
-  const { query } = start;
+  const { query, runId } = start;
   // Webhooks apply to HTTP runs only (spec 4.2); on a WebSocket the parameter is ignored.
   const webhook = webSocket ? null : webhookOf(scope, request, query);
   const isAsync = asyncRequested(query);
@@ -273,27 +265,78 @@ export async function admitRequest(
   // A WebSocket is a pass-through of its own: it neither waits nor takes a deadline. `?async=true` wins
   // over `Prefer: wait` (a preference may be ignored; the parameter is a demand).
   const wait = isAsync || webSocket ? null : waitPreference(request.headers.get("prefer"));
+  const kind = webSocket ? "websocket" : isAsync ? "async" : wait !== null ? "wait" : "sync";
+  const key = kind === "async" || kind === "wait" ? idempotencyKeyOf(request) : null;
   const deadline = webSocket ? null : request.headers.get("cancel-after");
   const cancelAfterMs =
-    deadline === null ? null : cancelAfter(deadline, isAsync ? "async" : wait !== null ? "wait" : "sync");
+    deadline === null ? null : cancelAfter(deadline, kind === "async" ? "async" : kind === "wait" ? "wait" : "sync");
   // A waited run's body is read whole, as an async run's is: it crosses to the run's keeper in one
   // piece, and its size limit is a 413 here rather than a broken upload in the keeper's call.
-  const body = await bodyOf(request, deployment.runtime, isAsync || wait !== null, {
+  const body = await bodyOf(request, deployment.runtime, kind === "async" || kind === "wait", {
     read,
-    timeoutMs: scope.config.runTimeoutMs,
+    timeoutMs: config.runTimeoutMs,
   });
-  return {
-    ...target,
-    runId: start.runId,
-    caller,
-    runtime: deployment.runtime,
+  const appRequest = appRequestOf(request, {
+    runId,
+    appPath: target.appPath,
     originUrl: deployment.originUrl,
+    runtime: deployment.runtime,
     query,
-    webhook,
-    isAsync,
-    wait,
-    cancelAfterMs,
-    webSocket,
     body,
+    kind,
+  });
+  const bytes = body.kind === "bytes" ? body.bytes : null;
+  const requestKey =
+    key === null
+      ? null
+      : {
+          value: key,
+          requestHash: await requestHashOf({
+            method: request.method,
+            appName: target.appName,
+            appPath: target.appPath,
+            query,
+            webhookEndpoint: webhook?.endpoint ?? null,
+            body: bytes,
+          }),
+        };
+  const mode: AdmittedMode =
+    kind === "wait"
+      ? { kind, seconds: wait!, key: requestKey }
+      : kind === "async"
+        ? { kind, key: requestKey }
+        : { kind };
+  const run: AdmittedRun = {
+    v: 1,
+    runId,
+    projectId: target.projectId,
+    appName: target.appName,
+    appPath: target.appPath,
+    method: request.method,
+    caller: start.caller,
+    requestId: scope.requestId,
+    runtime: deployment.runtime,
+    acceptHeader: appRequest.headers.get("accept"),
+    limits: {
+      // An async run's call may take ASYNC_RUN_TIMEOUT_MS (its consumer has 15 minutes); any other the run's timeout.
+      headersMs: kind === "async" ? config.asyncRunTimeoutMs : config.runTimeoutMs,
+      idleMs: config.runStreamIdleMs,
+    },
+    acceptedAt: start.acceptedAt,
+    cancelAfterMs,
+    webhook:
+      webhook === null
+        ? null
+        : {
+            endpoint: webhook.endpoint,
+            // Sealed at once, bound to the run's id: no owner holds it in clear (webhooks/secret-box.ts).
+            secret:
+              webhook.secret === undefined
+                ? null
+                : await sealSecret(config.webhookEncryptionKey, runId, webhook.secret),
+          },
+    bytesIn: bytes?.byteLength ?? 0,
+    mode,
   };
+  return { run, appRequest, body };
 }

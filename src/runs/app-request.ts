@@ -1,5 +1,6 @@
 import type { AsyncRun } from "../db/schema";
-import type { AdmittedRun } from "./admit";
+import type { RunBody } from "./bodies";
+import type { AdmittedMode } from "./admitted";
 import type { AppRequest } from "./call";
 import { appRequestHeaders } from "./headers";
 import { appUrl } from "./path";
@@ -18,13 +19,24 @@ import { appUrl } from "./path";
  * `Idempotency-Key` is the gateway's (it names the run: `async/accept.ts`, `keeper/keeper.ts`), so the
  * app does not get it; a WebSocket run keeps `Upgrade`.
  */
-export function appRequestOf(request: Request, admitted: AdmittedRun): AppRequest {
-  const { runId } = admitted;
-  const headers = appRequestHeaders(request, runId, admitted.webSocket);
-  if (admitted.isAsync || admitted.wait !== null) headers.delete("idempotency-key");
-  const url = appUrl(admitted.originUrl, admitted.appPath, admitted.query);
-  const { body } = admitted;
-  if (admitted.runtime === "cortex" && !admitted.webSocket) {
+export function appRequestOf(
+  request: Request,
+  run: {
+    runId: string;
+    appPath: string;
+    originUrl: string;
+    runtime: "cortex" | "custom";
+    query: URLSearchParams | null;
+    body: RunBody;
+    kind: AdmittedMode["kind"];
+  },
+): AppRequest {
+  const { runId, body, kind } = run;
+  const webSocket = kind === "websocket";
+  const headers = appRequestHeaders(request, runId, webSocket);
+  if (kind === "async" || kind === "wait") headers.delete("idempotency-key");
+  const url = appUrl(run.originUrl, run.appPath, run.query);
+  if (run.runtime === "cortex" && !webSocket) {
     // A function's arguments are JSON, and so is the answer the envelope needs, unless the caller asked otherwise.
     if (body.kind === "bytes" && !headers.has("content-type")) headers.set("Content-Type", "application/json");
     if (!headers.has("accept")) headers.set("Accept", "application/json");

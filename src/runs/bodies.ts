@@ -148,3 +148,11 @@ export function declaredBody(
     limit: { exceeded: () => false, size: () => (crossed ? length : 0), onExceeded: () => undefined },
   };
 }
+
+/** The caller's body as the app will get it. */
+export type RunBody =
+  | { kind: "none" }
+  /** Read whole: a `cortex` run's JSON object, or any body of an async run (it is stored). */
+  | { kind: "bytes"; bytes: Uint8Array }
+  /** A `custom` app's body, any type, streamed to it as it arrives and counted against the limit. */
+  | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit };

@@ -1,6 +1,9 @@
+import type { AdmittedRun } from "./admitted";
+
 /**
- * One run as its stages see it once it has an id: made once (a synchronous run in `run.ts`, an async
- * one in its queue consumer) and handed down to the call and the answer, never rebuilt between them.
+ * One run as its stages see it once it has an id: made once by its owner from the admitted run
+ * (`contextOf`: the Worker, the keeper, the queue consumer) and handed down to the call and the answer,
+ * never rebuilt between them.
  */
 export interface RunContext {
   runId: string;
@@ -20,3 +23,13 @@ export interface CallLimits {
   /** Between two chunks of its body (`RUN_STREAM_IDLE_MS`). */
   idleMs: number;
 }
+
+/** The context of admitted run `run`, on its owner's clock `now`. */
+export const contextOf = (run: AdmittedRun, now: () => Date): RunContext => ({
+  runId: run.runId,
+  runtime: run.runtime,
+  acceptHeader: run.acceptHeader,
+  requestId: run.requestId,
+  now,
+  limits: run.limits,
+});

@@ -1,5 +1,5 @@
 import type { Scope } from "../platform/scope";
-import type { AdmittedRun } from "./admit";
+import type { RunBody } from "./bodies";
 import type { Answered } from "./answer";
 import type { OutcomePort, RunStart } from "./outcome";
 import { type RunEvent, runEvents } from "./run-events";
@@ -90,7 +90,7 @@ export function openEnd(
 }
 
 /** The caller's body as it reached the app: read whole, or counted as it flowed. */
-export function bytesIn({ body }: AdmittedRun): number {
+export function bytesIn({ body }: { body: RunBody }): number {
   if (body.kind === "bytes") return body.bytes.byteLength;
   return body.kind === "stream" ? body.limit.size() : 0;
 }

@@ -1,24 +1,24 @@
 import { ApiError } from "../platform/errors";
 import { annotateInvocation } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import { admitApp, admitRequest, type AdmittedRun, identify, refusalOf, startOf } from "./admit";
-import { appRequestOf } from "./app-request";
+import { admitApp, admitRequest, type Admission, identify, refusalOf, startOf } from "./admit";
+import { isMode, outcomeMode } from "./admitted";
 import { callAndAnswer } from "./answer";
 import { queueAsyncRun } from "./async/accept";
-import type { RunContext } from "./context";
+import { contextOf } from "./context";
 import { webSocketRun } from "./handshake";
 import { bytesIn, endWhenAnswered, openEnd } from "./end";
 import { type OutcomePort, runClock } from "./outcome";
 import { runEvents } from "./run-events";
 import type { RunTarget } from "./path";
 import { startWebhook } from "./webhook";
-import type { AppRequest } from "./call";
 import { deadlineOf, withDeadline } from "./deadline";
 import { waitRun } from "./keeper/wait";
 
 /**
  * A run of `{project_id}/{app_name}/{path}`, top to bottom, one stage a file, each returning a named
- * state: `identify` → `RunCaller`, `admitApp` → the app's deployment, `admitRequest` → `AdmittedRun`,
+ * state: `identify` → `RunCaller`, `admitApp` → the app's deployment, `admitRequest` → the `AdmittedRun`
+ * (admitted.ts: the one value of the run, its mode among it) and the app's request,
  * `callAndAnswer` → `Answered` (`callApp` → `AppCall`, then the envelope or the app's own answer passed
  * through as it streams), and the copy handed on to the webhook (`startWebhook` → `RunWebhook`). The
  * kinds of run that differ branch once, each into its own stage: an async run is accepted here and run
@@ -40,64 +40,62 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
   const start = startOf(scope, request, target, caller, acceptedAt);
   // Every line the run writes from here carries its id (an OTLP export's log records too).
   annotateInvocation({ run_id: start.runId });
-  let admitted: AdmittedRun | null = null;
+  let admission: Admission | null = null;
   // The caller's body read whole, counted as it crossed: what a run refused for its body read of it.
   let bodyRead = 0;
-  const bytesSoFar = () => (admitted ? bytesIn(admitted) : bodyRead);
-  const end = openEnd(scope, outcomes, request, start, clock, bytesSoFar, () => (admitted?.webhook ?? null) !== null);
+  const bytesSoFar = () => (admission ? bytesIn(admission) : bodyRead);
+  const end = openEnd(
+    scope,
+    outcomes,
+    request,
+    start,
+    clock,
+    bytesSoFar,
+    () => (admission?.run.webhook ?? null) !== null,
+  );
   let appKnown = false;
   try {
     const deployment = await admitApp(scope, target);
     appKnown = true;
     annotateInvocation({ app_name: target.appName });
-    admitted = await admitRequest(scope, request, target, start, caller, deployment, (bytes) => (bodyRead += bytes));
+    admission = await admitRequest(scope, request, target, start, deployment, (bytes) => (bodyRead += bytes));
+    const { run: admitted, appRequest } = admission;
     caller.markUsed();
-    end.record({ kind: "admitted", mode: modeOf(admitted) });
+    const mode = outcomeMode(admitted.mode);
+    end.record({ kind: "admitted", mode });
     // Under way from here until its outcome (every mode: the list of runs under way needs no D1 write);
     // an async run once it is queued, unless the request replayed another run (that one is under way);
     // a waited run once its keeper takes it (a retry under its key joins the key's run: no run of its own).
-    if (!admitted.isAsync && admitted.wait === null) outcomes.started(scope, { ...start, mode: modeOf(admitted) });
-    // The app's request, the same for every mode: called now, by the run's keeper, or stored for its consumer.
-    const appRequest = appRequestOf(request, admitted);
-    if (admitted.isAsync) {
+    if (mode === "sync") outcomes.started(scope, { ...start, mode });
+    if (isMode(admitted, "async")) {
       // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
-      const response = await queueAsyncRun(scope, request, admitted, appRequest);
+      const response = await queueAsyncRun(scope, request, admission);
       end.handedOff();
       if (response.headers.get("idempotent-replayed") !== "true") outcomes.started(scope, { ...start, mode: "async" });
       return response;
     }
-    if (admitted.webSocket) {
+    if (isMode(admitted, "websocket")) {
       const response = await webSocketRun(scope, appRequest);
       end.record({ kind: "called", at: start.acceptedAt });
       end.record({ kind: "answered", at: clock(), status: response.status });
       end.ended(0);
       return response;
     }
-    if (admitted.wait !== null) {
+    if (isMode(admitted, "wait")) {
       // A waited run's app call, and so its outcome, is its keeper's: it may outlive this invocation.
       // Unless the keeper does not take it (it holds as many runs as it may): then it ends here.
       end.handedOff();
-      const waited = admitted;
-      return await waitRun(
-        scope,
-        request,
-        admitted,
-        appRequest,
-        { runId: start.runId, acceptedAt, acceptedWall, path: start.path },
-        (refused) => {
-          const events = runEvents(start, (outcome) => outcomes.ended(scope, outcome));
-          events.record({ kind: "failed", problem: refused });
-          events.ended({ at: clock(), bytesIn: bytesIn(waited), bytesOut: 0, webhook: waited.webhook !== null });
-        },
-      );
+      return await waitRun(scope, request, admitted, appRequest, Date.now() - acceptedWall, (refused) => {
+        const events = runEvents(start, (outcome) => outcomes.ended(scope, outcome));
+        events.record({ kind: "failed", problem: refused });
+        events.ended({ at: clock(), bytesIn: admitted.bytesIn, bytesOut: 0, webhook: admitted.webhook !== null });
+      });
     }
-    const context = contextOf(scope, admitted, appRequest);
+    const context = contextOf(admitted, scope.deps.now);
 
     // With a webhook the delivery is on record before the app is called, and a caller who hangs up
     // leaves the run its grace; without one, the caller's hang-up (`request.signal`) ends the app's call at once.
-    const webhook = admitted.webhook
-      ? await startWebhook(scope, request, admitted.webhook, admitted, start.runId)
-      : null;
+    const webhook = admitted.webhook ? await startWebhook(scope, request, admitted) : null;
     const deadline =
       admitted.cancelAfterMs === null
         ? null
@@ -136,20 +134,4 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     }
     throw error;
   }
-}
-
-/** How an admitted run was asked. */
-const modeOf = (admitted: AdmittedRun) => (admitted.isAsync ? "async" : admitted.wait !== null ? "wait" : "sync");
-
-/** The run's context, made once it is admitted and has its id. */
-function contextOf(scope: Scope, admitted: AdmittedRun, appRequest: AppRequest): RunContext {
-  const { deps, config } = scope;
-  return {
-    runId: admitted.runId,
-    runtime: admitted.runtime,
-    acceptHeader: appRequest.headers.get("accept"),
-    requestId: scope.requestId,
-    now: deps.now,
-    limits: { headersMs: config.runTimeoutMs, idleMs: config.runStreamIdleMs },
-  };
 }

@@ -22,13 +22,12 @@ async function stage(request = new Request("https://gateway.test/v4/p/a/run")) {
     testDeps({ sleep: async () => undefined }),
   );
   const runId = newId("run");
-  const webhook = await startWebhook(
-    scope,
-    request,
-    { endpoint: "https://hooks.example/in", secret: undefined },
-    { projectId: app.projectId, appName: app.appName },
+  const webhook = await startWebhook(scope, request, {
     runId,
-  );
+    projectId: app.projectId,
+    appName: app.appName,
+    webhook: { endpoint: "https://hooks.example/in", secret: null },
+  });
   const row = () =>
     env.DB.prepare("SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?")
       .bind(runId)

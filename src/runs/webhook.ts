@@ -1,6 +1,7 @@
 import type { Scope } from "../platform/scope";
 import { type DeliveryBody, deliverRunCopy } from "../webhooks/enqueue";
-import type { Webhook } from "./admit";
+import { openSecret } from "../webhooks/secret-box";
+import type { AdmittedRun } from "./admitted";
 import type { RunAnswer } from "./answer";
 import { cutShortAfterHangUp } from "./hang-up";
 
@@ -27,14 +28,14 @@ export interface RunWebhook {
 export async function startWebhook(
   scope: Scope,
   request: Request,
-  webhook: Webhook,
-  target: { projectId: string; appName: string },
-  runId: string,
+  run: Pick<AdmittedRun, "runId" | "projectId" | "appName" | "webhook">,
 ): Promise<RunWebhook> {
-  const { projectId, appName } = target;
+  const { projectId, appName, runId } = run;
+  const { endpoint } = run.webhook!;
   let bodyOf: (body: DeliveryBody) => void = () => undefined;
   const body = new Promise<DeliveryBody>((resolve) => (bodyOf = resolve));
-  await deliverRunCopy(scope, { projectId, appName, runId, endpoint: webhook.endpoint, secret: webhook.secret }, body);
+  const secret = await webhookSecretOf(scope, run);
+  await deliverRunCopy(scope, { projectId, appName, runId, endpoint, secret }, body);
   const cutShort = cutShortAfterHangUp(request, scope.deps);
   return {
     signal: cutShort.signal,
@@ -47,4 +48,17 @@ export async function startWebhook(
         .finally(() => cutShort.dispose());
     },
   };
+}
+
+/**
+ * The run's webhook secret in clear, for its delivery to seal under its own id (webhooks/enqueue.ts):
+ * admission sealed it under the run's id; opened with the previous key too during a rotation.
+ */
+export async function webhookSecretOf(
+  { config }: Pick<Scope, "config">,
+  run: Pick<AdmittedRun, "runId" | "webhook">,
+): Promise<string | undefined> {
+  const sealed = run.webhook?.secret ?? null;
+  if (sealed === null) return undefined;
+  return openSecret(config.webhookEncryptionKey, run.runId, sealed, config.previous.webhookEncryptionKey);
 }

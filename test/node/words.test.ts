@@ -123,10 +123,9 @@ const ALLOWED: Record<string, Record<string, string>> = {
   "runs/keeper/handed-over.ts": { target: RUNS },
   "runs/keeper/keeper.ts": { target: RUNS },
   "runs/keeper/kept-call.ts": { "hand on": RUNS },
-  "runs/keeper/message.ts": { "hand off": RUNS },
   "runs/keeper/wait.ts": { "hand on": RUNS },
   "runs/run.ts": { "hand off": RUNS, "hand on": RUNS },
-  "runs/webhook.ts": { deliver: RUNS, target: RUNS },
+  "runs/webhook.ts": { deliver: RUNS },
 };
 
 function sourceFiles(folder = ""): string[] {

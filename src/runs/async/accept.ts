@@ -1,31 +1,18 @@
 import { ApiError, invalidField } from "../../platform/errors";
-import { sha256Hex } from "../../platform/crypto";
-import { sealSecret } from "../../webhooks/secret-box";
-import { isGatewayParam } from "../path";
-import type { AppRequest } from "../call";
 import { runUrls } from "../urls";
 import type { Scope } from "../../platform/scope";
 import { dropPayloads, placePayload, requestKey, storedBody } from "./payloads";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./message";
 import type { AsyncRun } from "../../db/schema";
-import type { AdmittedRun } from "../admit";
+import type { Admission } from "../admit";
+import type { AdmittedRun } from "../admitted";
+import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
 import { log } from "../../platform/log";
 import { retry } from "../../platform/retry";
 
-/** Stripe's rule: a key answers the same run for 24 hours, then may name a new one. */
-export const IDEMPOTENCY_WINDOW_MS = 24 * 3600 * 1000;
-const KEY = /^[\x21-\x7e]{1,255}$/;
 /** Queue sends tried before the caller is told to try again (nothing is left behind then). */
 const QUEUE_SEND_TRIES = 2;
-
-/** The caller's query without our own parameters, as the request's hash has always named it. */
-function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
-  if (query === null) return null;
-  const kept = new URLSearchParams();
-  for (const [name, value] of query) if (!isGatewayParam(name)) kept.append(name, value);
-  return kept;
-}
 
 /**
  * The body of a 202 that hands the caller a run to follow (an async run, or a waited run handed over):
@@ -64,39 +51,6 @@ function accepted(
   });
 }
 
-/** The caller's `Idempotency-Key`, checked (a 400 naming the header); `null` without one. */
-export function idempotencyKeyOf(request: Request): string | null {
-  const key = request.headers.get("idempotency-key");
-  if (key !== null && !KEY.test(key))
-    throw invalidField("header", "Idempotency-Key", "must be 1 to 255 visible ASCII characters");
-  return key;
-}
-
-/**
- * What a key stands for, in every mode: the hash of the method, app, path, query (but the gateway's own
- * parameters), `webhookEndpoint` and body. A UTF-8 body hashes as its text, as it always has (a key
- * given before this change still matches); any other as an object of its base64, which no text body
- * can equal, so different bytes never share a hash.
- */
-export function requestHashOf(request: Request, admitted: AdmittedRun, body = storedBodyOf(admitted)): Promise<string> {
-  const query = forwardedQuery(admitted.query);
-  const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
-  return sha256Hex(
-    JSON.stringify([
-      request.method,
-      admitted.appName,
-      admitted.appPath,
-      query?.toString() ?? "",
-      admitted.webhook?.endpoint ?? null,
-      hashedBody,
-    ]),
-  );
-}
-
-/** The caller's body as a run stores it (`storedBody`), when it was read whole. */
-const storedBodyOf = (admitted: AdmittedRun) =>
-  admitted.body.kind === "bytes" ? storedBody(admitted.body.bytes) : null;
-
 /**
  * Accepts an async run after every check a synchronous run makes (key, app, deployment, body,
  * webhook): the app's request (`appRequest`, as `appRequestOf` built it for every mode) is stored with
@@ -104,48 +58,45 @@ const storedBodyOf = (admitted: AdmittedRun) =>
  * `Idempotency-Key` the same request within 24 hours answers the same run; a different request with
  * that key is a 422.
  */
-export async function queueAsyncRun(
-  scope: Scope,
-  request: Request,
-  admitted: AdmittedRun,
-  appRequest: AppRequest,
-): Promise<Response> {
-  const { deps, config, db, env } = scope;
-  const key = idempotencyKeyOf(request);
+export async function queueAsyncRun(scope: Scope, request: Request, admission: Admission): Promise<Response> {
+  const { deps, db, env } = scope;
+  const { run: admitted, appRequest } = admission;
+  if (admitted.mode.kind !== "async") throw new Error("queueAsyncRun takes async runs only.");
+  const key = admitted.mode.key;
   // Stored as text with the run (D1 or R2): UTF-8 as it is, any other bytes (a custom app's binary
   // upload) as base64. Admission read it whole within RUN_REQUEST_MAX_BYTES of real bytes.
-  const body = storedBodyOf(admitted);
+  const body = appRequest.body instanceof Uint8Array ? storedBody(appRequest.body) : null;
   if (body?.encoding === "base64" && admitted.runtime === "cortex")
     throw invalidField("body", "(root)", "must be UTF-8 JSON");
   const now = deps.now();
   const { runId } = admitted;
-  const requestHash = await requestHashOf(request, admitted, body);
 
   // The stored text counts against the row's budget: base64 is 4/3 of the bytes (`storedBody`).
   const placed =
     body === null
       ? { inline: null, inR2: false }
       : await placePayload(env, requestKey(runId), body.text, body.storedBytes);
-  const secret = admitted.webhook?.secret;
   const run = {
     id: runId,
     projectId: admitted.projectId,
     appName: admitted.appName,
-    caller: admitted.caller.id,
+    caller: admitted.caller,
     status: "queued" as const,
-    method: request.method,
+    method: appRequest.method,
     target: appRequest.url,
     appPath: admitted.appPath,
     requestHeaders: JSON.stringify([...appRequest.headers]),
     requestBody: placed.inline,
     requestInR2: placed.inR2,
     requestBodyEncoding: body?.encoding ?? "utf8",
-    requestId: scope.requestId,
-    idempotencyKey: key,
-    requestHash,
+    requestId: admitted.requestId,
+    idempotencyKey: key?.value ?? null,
+    requestHash: key?.requestHash ?? "",
     webhookEndpoint: admitted.webhook?.endpoint ?? null,
-    webhookSecret:
-      secret === undefined ? null : JSON.stringify(await sealSecret(config.webhookEncryptionKey, runId, secret)),
+    // Sealed under the run's id at admission; kept in its own column, forgotten once the delivery has it.
+    webhookSecret: admitted.webhook?.secret ? JSON.stringify(admitted.webhook.secret) : null,
+    // The admitted run, as its consumer executes it (the secret is in its column, not here).
+    admitted: JSON.stringify(storedAdmitted(admitted)),
     createdAt: now,
     // `Cancel-After`, counted from acceptance: the consumer never calls the app past it (consumer.ts).
     deadlineAt: admitted.cancelAfterMs === null ? null : new Date(now.getTime() + admitted.cancelAfterMs),
@@ -163,12 +114,12 @@ export async function queueAsyncRun(
   if (!inserted) {
     // Only the key can clash (ids are unique): this caller took it in this project, and nothing was
     // written. Another caller's use of the same key is no clash: keys are per caller, like the runs.
-    let existing = await runByKey(db, admitted.projectId, admitted.caller.id, key ?? "");
+    let existing = await runByKey(db, admitted.projectId, admitted.caller, key?.value ?? "");
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
       // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
       await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
       if (await insertRun(db, run)) return send(scope, request, run, dropBody);
-      existing = await runByKey(db, admitted.projectId, admitted.caller.id, key ?? "");
+      existing = await runByKey(db, admitted.projectId, admitted.caller, key?.value ?? "");
     }
     await dropBody();
     if (!existing)
@@ -176,7 +127,7 @@ export async function queueAsyncRun(
         "conflict",
         "A run with this Idempotency-Key was being changed at the same moment; retry the request.",
       );
-    if (existing.requestHash !== requestHash) {
+    if (existing.requestHash !== key?.requestHash) {
       throw new ApiError(
         "idempotency_key_reused",
         `The Idempotency-Key was used for run ${existing.id} with a different request (method, app, query, webhook or body) in the last 24 hours.`,
@@ -209,3 +160,7 @@ async function send(
     headers: { "Retry-After": "1" },
   });
 }
+
+/** The admitted run as an async run's row keeps it: all of it but the webhook's secret (in its own column). */
+const storedAdmitted = (run: AdmittedRun): AdmittedRun =>
+  run.webhook === null ? run : { ...run, webhook: { endpoint: run.webhook.endpoint, secret: null } };

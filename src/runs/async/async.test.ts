@@ -198,11 +198,12 @@ describe("an async run's life: queued → running → succeeded | failed | cance
     });
   });
 
-  it("ends failed with a reason when the app outlives ASYNC_RUN_TIMEOUT_MS", async () => {
+  it("ends failed with a reason when the app outlives ASYNC_RUN_TIMEOUT_MS (the run's, as it was admitted)", async () => {
     const app = await seedRunnable(api, `${PEER}/upstream/echo?delay=1500`);
-    const started = await startAsync(api, app);
+    const started = await startAsync(api, app, { bindings: { ASYNC_RUN_TIMEOUT_MS: "200" } });
     const before = Date.now();
-    await consume(api, started.message, { bindings: { ASYNC_RUN_TIMEOUT_MS: "200" } });
+    // The consumer's own setting does not change a run admitted before: its limits travel with it.
+    await consume(api, started.message, { bindings: { ASYNC_RUN_TIMEOUT_MS: "60000" } });
     expect(Date.now() - before).toBeLessThan(1_200);
     const done = await poll(api, started.body.status_url, app.token);
     expect(done.body).toMatchObject({

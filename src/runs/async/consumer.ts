@@ -2,7 +2,8 @@ import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
 import { deploymentOf } from "../../apps/deployments";
 import { answerRun } from "../answer";
-import type { RunContext } from "../context";
+import { contextOf } from "../context";
+import { type AdmittedRun, admittedRunOf } from "../admitted";
 import { appPathOfRun, storedAppRequest } from "../app-request";
 import { enqueuePending } from "../../webhooks/enqueue";
 import { endingOf, endUnanswered, handOverOf, storedRunEvents } from "./lifecycle";
@@ -26,20 +27,44 @@ import { runJson } from "./resource";
 /** D1 writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
 const END_TRIES = 3;
 
-/** The run's app as deployed now: its runtime decides its answer's form; an app deleted since answers as a `custom` one (passed through). */
-async function currentDeployment(
-  scope: Scope,
-  run: AsyncRun,
-): Promise<{ runtime: "cortex" | "custom"; originUrl: string | null }> {
+/**
+ * The admitted run a row keeps (`admitted`, as admission made it): its consumer calls the app as the run
+ * was admitted, so an app redeployed between the 202 and the call answers in the form it was asked of.
+ * A row from before that column has none: its run is rebuilt from the row and the app's deployment now
+ * (an app deleted since answers as a `custom` one, passed through).
+ */
+async function admittedOf(scope: Scope, run: AsyncRun): Promise<AdmittedRun> {
+  const stored = run.admitted === null ? null : admittedRunOf(JSON.parse(run.admitted));
+  if (stored !== null) return stored;
+  let deployment: { runtime: "cortex" | "custom"; originUrl: string | null };
   try {
-    return await deploymentOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime());
+    deployment = await deploymentOf(scope.db, run.projectId, run.appName, scope.deps.now().getTime());
   } catch {
-    return { runtime: "custom", originUrl: null };
+    deployment = { runtime: "custom", originUrl: null };
   }
+  const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
+  return {
+    v: 1,
+    runId: run.id,
+    projectId: run.projectId,
+    appName: run.appName,
+    appPath: appPathOfRun(run, deployment.originUrl),
+    method: run.method,
+    caller: run.caller,
+    requestId: run.requestId,
+    runtime: deployment.runtime,
+    acceptHeader: headers.get("accept"),
+    limits: { headersMs: scope.config.asyncRunTimeoutMs, idleMs: scope.config.runStreamIdleMs },
+    acceptedAt: run.createdAt.getTime(),
+    cancelAfterMs: run.deadlineAt === null ? null : run.deadlineAt.getTime() - run.createdAt.getTime(),
+    webhook: run.webhookEndpoint === null ? null : { endpoint: run.webhookEndpoint, secret: null },
+    bytesIn: 0,
+    mode: { kind: "async", key: null },
+  };
 }
 
 async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes: OutcomePort): Promise<void> {
-  const { env, config, deps, db } = scope;
+  const { env, deps, db } = scope;
   const clock = runClock(deps.now().getTime());
   const stored = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
   if (stored === null && run.requestInR2) {
@@ -51,15 +76,8 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   const body = stored === null ? null : bodyBytes(stored, run.requestBodyEncoding);
   // The app's request as `appRequestOf` built it at acceptance.
   const appRequest = storedAppRequest(run, body);
-  const { runtime, originUrl } = await currentDeployment(scope, run);
-  const context: RunContext = {
-    runId: run.id,
-    runtime,
-    acceptHeader: appRequest.headers.get("accept"),
-    requestId: run.requestId,
-    now: deps.now,
-    limits: { headersMs: config.asyncRunTimeoutMs, idleMs: config.runStreamIdleMs },
-  };
+  const admitted = await admittedOf(scope, run);
+  const context = contextOf(admitted, deps.now);
   // ASYNC_RUN_TIMEOUT_MS bounds the whole run here, a stream included: the invocation has 15 minutes.
   // A deadline (`Cancel-After`, counted from acceptance) may end it sooner.
   const created = run.createdAt.getTime();
@@ -67,7 +85,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
     run.deadlineAt === null
       ? null
       : deadlineOf(run.id, run.deadlineAt.getTime() - created, deps.now().getTime() - created, deps.sleep);
-  const cancel = withDeadline(AbortSignal.timeout(config.asyncRunTimeoutMs), deadline);
+  const cancel = withDeadline(AbortSignal.timeout(admitted.limits.headersMs), deadline);
   const answer = await answerRun(deps, appRequest, context, cancel).finally(() => deadline?.dispose());
   const ending = await endingOf(env, run.id, answer, deps.now());
   // The webhook's delivery is written with the run's end (one D1 batch), and handed on after it.
@@ -82,7 +100,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
     return;
   }
   tellIfFollowed(scope, run.id, ending.status, ended.followed, () => runJson({ ...run, ...ending }, answer.text));
-  const events = storedRunEvents(scope, run, appPathOfRun(run, originUrl), outcomes);
+  const events = storedRunEvents(scope, run, admitted.appPath, outcomes);
   events.record({ kind: "called", at: clock(answer.calledAt) });
   if (answer.answeredAt !== null)
     events.record({ kind: "answered", at: clock(answer.answeredAt), status: answer.status });

@@ -21,12 +21,13 @@ export type NewAsyncRun = typeof asyncRuns.$inferInsert;
 
 /**
  * What an ended run forgets of its request: the body, the forwarded headers (an app's own `X-Api-Key`
- * among them) and the query of its target. Nothing reads them once the run cannot start any more;
+ * among them), the admitted run and the query of its target. Nothing reads them once the run cannot start any more;
  * the state, result and error stay for the retention.
  */
 const FORGET_REQUEST = {
   requestBody: null,
   requestHeaders: "[]",
+  admitted: null,
   target: sql`CASE WHEN instr(${asyncRuns.target}, '?') > 0 THEN substr(${asyncRuns.target}, 1, instr(${asyncRuns.target}, '?') - 1) ELSE ${asyncRuns.target} END`,
 };
 
@@ -231,7 +232,8 @@ const endStatement = prepared<Record<keyof StoredEnding | "id" | "from" | "claim
     Object.entries(endingColumns).map(([key, column]) => sql`${name(column)} = ${placeholder(key, column)}`),
     sql`, `,
   )},
-    ${name(r.requestBody)} = NULL, ${name(r.requestHeaders)} = '[]', ${name(r.target)} = ${FORGET_REQUEST.target},
+    ${name(r.requestBody)} = NULL, ${name(r.requestHeaders)} = '[]', ${name(r.admitted)} = NULL,
+    ${name(r.target)} = ${FORGET_REQUEST.target},
     ${name(r.deliveryId)} = coalesce(${placeholder("deliveryId", r.deliveryId)}, ${r.deliveryId}),
     ${name(r.webhookSecret)} = CASE WHEN ${placeholder("deliveryId", r.deliveryId)} IS NULL THEN ${r.webhookSecret} ELSE NULL END
     WHERE ${r.id} = ${placeholder("id", r.id)} AND ${r.status} = ${placeholder("from", r.status)}

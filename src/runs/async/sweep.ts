@@ -1,6 +1,6 @@
 import type { PurgeStep } from "../../platform/purge";
 import type { Scope } from "../../platform/scope";
-import { IDEMPOTENCY_WINDOW_MS } from "./accept";
+import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
 import { handOnResult, endUnanswered } from "./lifecycle";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import {

@@ -6,7 +6,7 @@ import { tellIfFollowed } from "../async/followers";
 import { endingOf, problemEnding } from "../async/lifecycle";
 import { runJson } from "../async/resource";
 import { type StoredEnding, endRun, insertRun } from "../async/store";
-import type { KeptRun } from "./message";
+import type { AdmittedRun } from "../admitted";
 
 /**
  * A waited run's row in D1 (`async_runs`, as an async run's): written when the run is handed over, so
@@ -25,7 +25,7 @@ export interface RowTimes {
 }
 
 /** The row of a waited run, as written at its hand-over: nothing of its request is kept (it is called already). */
-function rowOf(run: KeptRun, target: string, pending: PendingDelivery | null, at: RowTimes) {
+function rowOf(run: AdmittedRun, target: string, pending: PendingDelivery | null, at: RowTimes) {
   return {
     id: run.runId,
     projectId: run.projectId,
@@ -35,8 +35,7 @@ function rowOf(run: KeptRun, target: string, pending: PendingDelivery | null, at
     method: run.method,
     // Without its query: an ended run forgets it anyway (store.ts), and this one is called already.
     target: target.split("?")[0]!,
-    // The app's path as the outcome names it (`KeptRun.path`).
-    appPath: run.path,
+    appPath: run.appPath,
     requestHeaders: "[]",
     requestBody: null,
     requestInR2: false,
@@ -53,6 +52,8 @@ function rowOf(run: KeptRun, target: string, pending: PendingDelivery | null, at
     startedAt: new Date(at.calledAt),
     handedOverAt: at.handedOverAt === null ? null : new Date(at.handedOverAt),
     mode: "wait" as const,
+    // Its keeper holds the run: the row is its state and result, never executed from.
+    admitted: null,
     deadlineAt: run.cancelAfterMs === null ? null : new Date(run.acceptedAt + run.cancelAfterMs),
   };
 }
@@ -60,7 +61,7 @@ function rowOf(run: KeptRun, target: string, pending: PendingDelivery | null, at
 /** The hand-over: the run's row, `running` since its call. `false` when the row was there already. */
 export async function insertHandedOver(
   scope: Scope,
-  run: KeptRun,
+  run: AdmittedRun,
   target: string,
   pending: PendingDelivery | null,
   at: RowTimes,
@@ -87,7 +88,7 @@ async function endRow(
 /** Ends the handed-over run with its answer, stored as an async run's (large results in R2). */
 export async function endHandedOver(
   scope: Scope,
-  run: KeptRun,
+  run: AdmittedRun,
   target: string,
   pending: PendingDelivery | null,
   at: RowTimes & { endedAt: number },
@@ -105,7 +106,7 @@ export async function endHandedOver(
  */
 export async function endInterrupted(
   scope: Scope,
-  run: KeptRun,
+  run: AdmittedRun,
   target: string,
   pending: PendingDelivery | null,
   at: RowTimes & { endedAt: number },

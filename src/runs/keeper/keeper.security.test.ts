@@ -2,13 +2,13 @@ import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../../test/helpers";
-import { eventually } from "../../../test/keepers";
+import { eventually, sealedWebhook, waitedRun } from "../../../test/keepers";
 import { appCalls, PEER, receiver, releaseStream, watchKey } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
 import { TEST_SECRETS } from "../../../test/secrets";
 import { getConfig } from "../../platform/env";
 import { callerRunsMax, handedOverRunsMax, KEEPER_BODY_BYTES_MAX } from "./keeper";
-import type { KeeperAnswer, KeptRun } from "./message";
+import type { KeeperAnswer } from "./message";
 import { keyShard, keeperObject } from "./shard";
 
 // The keepers of waited runs against callers who would fill them (issue 40): the cap a webhook's D1
@@ -26,29 +26,6 @@ const MiB = 1024 * 1024;
 
 /** A keeper of its own for one test, in `projectId`'s name (its hand-overs write that project's rows). */
 const keeperNamed = (projectId: string, key: string) => keeperObject(env, `${projectId}:${key}`);
-
-function keptRun(projectId: string, runId: string, parts: Partial<KeptRun> = {}): KeptRun {
-  return {
-    v: 1,
-    runId,
-    projectId,
-    appName: "x",
-    path: "run",
-    method: "GET",
-    caller: `sa:${runId}`,
-    requestId: `req_${runId}`,
-    runtime: "custom",
-    acceptHeader: null,
-    limits: { headersMs: 30_000, idleMs: 30_000 },
-    acceptedAt: Date.now(),
-    sentAfterMs: 0,
-    wait: 60,
-    cancelAfterMs: null,
-    webhook: null,
-    bytesIn: 0,
-    ...parts,
-  };
-}
 
 /** The app's request of run `runId`: held by the peer until `hold` is released (none: answered at once). */
 const appRequest = (runId: string, hold?: string) =>
@@ -68,8 +45,13 @@ describe("attack: waited runs with a webhook past the keeper's cap (40, finding 
     const keeper = keeperNamed(app.projectId, `flood-${key}`);
     const ids = Array.from({ length: 40 }, (_, i) => `run_flood_${key}_${i}`);
     // Forty callers, so no caller's share is what stops them: only the keeper's count may.
-    const webhook = { endpoint: hook.url, secret: "s3cret" };
-    const answers = ids.map((id) => keeper.run(appRequest(id, key), keptRun(app.projectId, id, { webhook })));
+    const answers = ids.map(async (id) =>
+      keeper.run(
+        appRequest(id, key),
+        waitedRun(app.projectId, id, { webhook: await sealedWebhook(id, hook.url, "s3cret") }),
+        0,
+      ),
+    );
     let busy = 0;
     for (const answer of answers) void answer.then((a) => (a.kind === "busy" ? busy++ : null));
     await eventually(async () => busy === 40 - RUNS_MAX, "the runs past the cap are refused");
@@ -93,15 +75,16 @@ describe("attack: waited runs with a webhook past the keeper's cap (40, finding 
     const ids = Array.from({ length: full + 2 }, (_, i) => `run_bytes_${key}_${i}`);
     const taken = ids
       .slice(0, full)
-      .map((id) => keeper.run(appRequest(id, key), keptRun(app.projectId, id, { bytesIn: 6 * MiB })));
+      .map((id) => keeper.run(appRequest(id, key), waitedRun(app.projectId, id, { bytesIn: 6 * MiB }), 0));
     await eventually(async () => (await appCalls(ids[full - 1]!)) === 1, "the runs that fit are called");
     const refused = await keeper.run(
       appRequest(ids[full]!, key),
-      keptRun(app.projectId, ids[full]!, { bytesIn: 6 * MiB }),
+      waitedRun(app.projectId, ids[full]!, { bytesIn: 6 * MiB }),
+      0,
     );
     expect(refused).toEqual({ kind: "busy", reason: "bytes" });
     expect(await appCalls(ids[full]!)).toBe(0);
-    const small = await keeper.run(appRequest(ids[full + 1]!), keptRun(app.projectId, ids[full + 1]!));
+    const small = await keeper.run(appRequest(ids[full + 1]!), waitedRun(app.projectId, ids[full + 1]!), 0);
     expect(small.kind).toBe("answered");
     await drain(small);
     await releaseStream(key);
@@ -118,17 +101,18 @@ describe("attack: one caller fills a project's keepers (40, finding 2)", { timeo
     const share = callerRunsMax(RUNS_MAX);
     const greedy = (i: number) => `run_greedy_${key}_${i}`;
     const held = Array.from({ length: share }, (_, i) =>
-      keeper.run(appRequest(greedy(i), key), keptRun(app.projectId, greedy(i), { caller: "sa:greedy" })),
+      keeper.run(appRequest(greedy(i), key), waitedRun(app.projectId, greedy(i), { caller: "sa:greedy" }), 0),
     );
     await eventually(async () => (await appCalls(greedy(share - 1))) === 1, "the greedy caller's runs are called");
     const more = await keeper.run(
       appRequest(greedy(share), key),
-      keptRun(app.projectId, greedy(share), { caller: "sa:greedy" }),
+      waitedRun(app.projectId, greedy(share), { caller: "sa:greedy" }),
+      0,
     );
     expect(more).toEqual({ kind: "busy", reason: "caller" });
     expect(await appCalls(greedy(share))).toBe(0);
     const other = `run_other_${key}`;
-    const answer = await keeper.run(appRequest(other), keptRun(app.projectId, other, { caller: "sa:other" }));
+    const answer = await keeper.run(appRequest(other), waitedRun(app.projectId, other, { caller: "sa:other" }), 0);
     expect(answer.kind).toBe("answered");
     await drain(answer);
     await releaseStream(key);
@@ -146,20 +130,20 @@ describe("attack: one caller fills a project's keepers (40, finding 2)", { timeo
     callers[callers.length - 1] = "sa:one-slow";
     const slow = callers.map((caller, i) => {
       const id = `run_slow_${key}_${i}`;
-      return keeper.run(appRequest(id, key), keptRun(app.projectId, id, { caller, wait: 1 }));
+      return keeper.run(appRequest(id, key), waitedRun(app.projectId, id, { caller, seconds: 1 }), 0);
     });
     const handed = await Promise.all(slow);
     expect(handed.every((a) => a.kind === "handed_over")).toBe(true);
     // Below its share and the keeper below its count, but its runs outlast their wait: refused.
     const again = `run_again_${key}`;
-    expect(await keeper.run(appRequest(again), keptRun(app.projectId, again, { caller: "sa:one-slow" }))).toEqual({
+    expect(await keeper.run(appRequest(again), waitedRun(app.projectId, again, { caller: "sa:one-slow" }), 0)).toEqual({
       kind: "busy",
       reason: "handed_over",
     });
     expect(await appCalls(again)).toBe(0);
     // A caller whose runs are answered within their wait still gets the room left.
     const waiter = `run_waiter_${key}`;
-    const answer = await keeper.run(appRequest(waiter), keptRun(app.projectId, waiter, { caller: "sa:waiter" }));
+    const answer = await keeper.run(appRequest(waiter), waitedRun(app.projectId, waiter, { caller: "sa:waiter" }), 0);
     expect(answer.kind).toBe("answered");
     await drain(answer);
     await releaseStream(key);
@@ -184,7 +168,7 @@ describe("a full keeper through the Worker (40, Must 3)", { timeout: 30_000 }, (
     const keeper = keeperNamed(app.projectId, "0");
     const fill = Array.from({ length: RUNS_MAX }, (_, i) => {
       const id = `run_fill_${key}_${i}`;
-      return keeper.run(appRequest(id, key), keptRun(app.projectId, id));
+      return keeper.run(appRequest(id, key), waitedRun(app.projectId, id), 0);
     });
     await eventually(async () => (await appCalls(`run_fill_${key}_${RUNS_MAX - 1}`)) === 1, "the keeper is full");
     const response = await api.call(app.runPath, {

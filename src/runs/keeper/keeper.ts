@@ -10,9 +10,11 @@ import { runMeta } from "../call";
 import type { OutcomePort } from "../outcome";
 import { runEvents } from "../run-events";
 import { endInterrupted } from "./handed-over";
-import { keepCall, type KeptCall, type RunKeyStatus, startOf } from "./kept-call";
-import type { BusyReason, KeeperAnswer, KeptRun, KeyedAnswer } from "./message";
-import { IDEMPOTENCY_WINDOW_MS } from "../async/accept";
+import { keepCall, type KeptCall, type RunKeyStatus } from "./kept-call";
+import { type BusyReason, type KeeperAnswer, type KeyedAnswer, keptRunOf } from "./message";
+import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
+import { type AdmittedRun, type AdmittedRunIn, admittedRunOf, startOfAdmitted } from "../admitted";
+import { webhookSecretOf } from "../webhook";
 
 export { KEEPER_SHARDS, keeperName } from "./shard";
 
@@ -92,8 +94,8 @@ export function keeperRefusal(
 /** What the keeper stores of a run it holds, from "called" to the run's end (then the record goes). */
 interface KeptRecord {
   phase: "called" | "handed_over";
-  /** The run as the Worker handed it, but its webhook secret (sealed in `delivery`). */
-  run: KeptRun;
+  /** The run as the Worker handed it (its webhook secret sealed); a record from before the admitted run: `keptRunOf`. */
+  run: AdmittedRun;
   /** The app's URL it called. */
   target: string;
   /** The run's delivery, on record before the call (its secret sealed); null without a webhook. */
@@ -178,13 +180,18 @@ export class Keeper {
    * is durable (no `sync()`: see the decision above). A SQLite write costs the local runtime about half
    * a millisecond of CPU (its commit); the run makes two (this one, and the record's removal at its end).
    */
-  async run(appRequest: Request, run: KeptRun): Promise<KeeperAnswer> {
+  async run(appRequest: Request, admitted: AdmittedRun, sentAfterMs: number): Promise<KeeperAnswer> {
+    // Checked on arrival: a Worker of another version may hand it over (a gradual deployment).
+    const checked = admittedRunOf(admitted);
+    if (checked === null || checked.mode.kind !== "wait")
+      throw new Error("The keeper takes admitted waited runs only.");
+    const run = checked as AdmittedRunIn<"wait">;
     // The Worker hands each run over once (it never retries this call): the guard is for a run in flight.
     if (this.#held.has(run.runId)) throw new Error(`The keeper has run ${run.runId} already.`);
     const scope = this.#scopeOf(run.requestId);
     const received = Date.now();
-    if (run.key) {
-      const keyed = this.#keyed(run, received);
+    if (run.mode.key) {
+      const keyed = this.#keyed(run, sentAfterMs, received);
       if (keyed === "busy") return { kind: "busy", reason: "caller" };
       if (keyed !== null) {
         await appRequest.body?.cancel();
@@ -206,16 +213,16 @@ export class Keeper {
       call: new Promise((resolve) => (started = resolve)),
     };
     this.#held.set(run.runId, held);
-    if (run.key) this.#keep(run, received);
+    if (run.mode.key) this.#keep(run, received);
     // Under way from here: taken as a run of its own (a request that joined its key's run is not one).
-    this.outcomes.started(scope, startOf(run));
+    this.outcomes.started(scope, startOfAdmitted(run));
     let call: KeptCall;
     try {
-      call = await this.#start(scope, appRequest, run, received, held);
+      call = await this.#start(scope, appRequest, run, sentAfterMs, received, held);
     } catch (error) {
       // Not started (the delivery's record could not be written): nothing was called; the slot and key are free.
       this.#held.delete(run.runId);
-      if (run.key) this.#sql.exec("DELETE FROM run_keys WHERE run_id = ?", run.runId);
+      if (run.mode.key) this.#sql.exec("DELETE FROM run_keys WHERE run_id = ?", run.runId);
       started(null);
       throw error;
     }
@@ -228,8 +235,12 @@ export class Keeper {
    * (`null`: the key is free, the request makes the run). A run this keeper holds is joined; an ended
    * one answered from its key's record; a different request under the key is `reused`.
    */
-  #keyed(run: KeptRun, now: number): { runId: string; answer: Promise<KeyedAnswer> } | "busy" | null {
-    const key = run.key!;
+  #keyed(
+    run: AdmittedRunIn<"wait">,
+    sentAfterMs: number,
+    now: number,
+  ): { runId: string; answer: Promise<KeyedAnswer> } | "busy" | null {
+    const key = run.mode.key!;
     const row = this.#sql
       .exec<RunKeyRow>(
         "SELECT run_id, request_hash, status FROM run_keys WHERE caller = ? AND key = ? AND created_at > ?",
@@ -244,7 +255,7 @@ export class Keeper {
     const held = this.#held.get(runId);
     if (held === undefined) return { runId, answer: Promise.resolve(endedAnswer(row.status)) };
     if (this.joined(runId) >= JOINED_MAX) return "busy";
-    const until = now + Math.max(0, run.wait * 1000 - run.sentAfterMs);
+    const until = now + Math.max(0, run.mode.seconds * 1000 - sentAfterMs);
     this.#joined.set(runId, this.joined(runId) + 1);
     const answer = held.call
       .then(async (call): Promise<KeyedAnswer> => {
@@ -266,8 +277,8 @@ export class Keeper {
   }
 
   /** Records `run` as its key's run (and drops a few keys past their 24 hours). */
-  #keep(run: KeptRun, now: number): void {
-    const key = run.key!;
+  #keep(run: AdmittedRunIn<"wait">, now: number): void {
+    const key = run.mode.key!;
     this.#sql.exec(
       `DELETE FROM run_keys WHERE (caller, key) IN
         (SELECT caller, key FROM run_keys WHERE created_at <= ? ORDER BY created_at LIMIT ${KEYS_PURGED})`,
@@ -284,21 +295,28 @@ export class Keeper {
   }
 
   /** Starts a taken run: its delivery on record, "called" in storage, then the app's call. */
-  async #start(scope: Scope, appRequest: Request, run: KeptRun, received: number, held: Held): Promise<KeptCall> {
-    const clock = (wall = Date.now()) => run.acceptedAt + run.sentAfterMs + (wall - received);
-    // The delivery is on record (its secret sealed) before the app is called, as for a synchronous run.
+  async #start(
+    scope: Scope,
+    appRequest: Request,
+    run: AdmittedRunIn<"wait">,
+    sentAfterMs: number,
+    received: number,
+    held: Held,
+  ): Promise<KeptCall> {
+    const clock = (wall = Date.now()) => run.acceptedAt + sentAfterMs + (wall - received);
+    // The delivery is on record (its secret sealed under its own id) before the app is called, as for a synchronous run.
     const pending = run.webhook
       ? await writePendingDelivery(scope, {
           projectId: run.projectId,
           appName: run.appName,
           runId: run.runId,
           endpoint: run.webhook.endpoint,
-          secret: run.webhook.secret,
+          secret: await webhookSecretOf(scope, run),
         })
       : null;
     const record: KeptRecord = {
       phase: "called",
-      run: { ...run, webhook: null },
+      run,
       target: appRequest.url,
       delivery: pending === null ? null : storedDelivery(pending),
       calledAt: clock(),
@@ -310,6 +328,7 @@ export class Keeper {
     const call = keepCall({
       scope,
       run,
+      sentAfterMs,
       appRequest: offWire(appRequest, run.runId),
       pending,
       clock,
@@ -376,7 +395,7 @@ export class Keeper {
     try {
       const rows = this.#sql.exec<{ run_id: string; record: string }>("SELECT run_id, record FROM kept_runs").toArray();
       for (const row of rows)
-        if (!this.#live.has(row.run_id)) await this.#interrupted(JSON.parse(row.record) as KeptRecord);
+        if (!this.#live.has(row.run_id)) await this.#interrupted(row.run_id, JSON.parse(row.record) as KeptRecord);
       if (this.#live.size === 0) return;
       let timer: ReturnType<typeof setTimeout> | undefined;
       await Promise.race([
@@ -392,8 +411,14 @@ export class Keeper {
   }
 
   /** Ends a run this object lost mid-call: stored (and delivered) as `interrupted`, never called again. */
-  async #interrupted(record: KeptRecord): Promise<void> {
-    const { run } = record;
+  async #interrupted(runId: string, record: KeptRecord): Promise<void> {
+    const run = keptRunOf(record.run);
+    if (run === null) {
+      // Not a run this code can read: dropped (logged), so the alarm does not meet it again.
+      log("error", "waited run record unreadable", { run_id: runId });
+      this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", runId);
+      return;
+    }
     const scope = this.#scopeOf(run.requestId);
     const pending = record.delivery === null ? null : pendingOf(record.delivery);
     const endedAt = Math.max(this.deps.now().getTime(), record.handedOverAt ?? record.calledAt);
@@ -412,7 +437,7 @@ export class Keeper {
     );
     if (ended) {
       if (pending) await enqueuePending(scope, pending, text);
-      const events = runEvents(startOf(run), (outcome) => this.outcomes.ended(scope, outcome));
+      const events = runEvents(startOfAdmitted(run), (outcome) => this.outcomes.ended(scope, outcome));
       events.record({ kind: "called", at: record.calledAt });
       if (record.handedOverAt !== null) events.record({ kind: "handed_over", at: record.handedOverAt });
       events.record({ kind: "failed", problem: error });
@@ -443,7 +468,7 @@ const pendingOf = ({ createdAt, ...rest }: StoredDelivery): PendingDelivery => (
 
 /**
  * The Durable Object class of the keepers, built from the Worker's `deps` and the root's outcome port
- * (src/index.ts). RPC: `run(appRequest, kept)`, `callerLeft(runId)`.
+ * (src/index.ts). RPC: `run(appRequest, run, sentAfterMs)`, `callerLeft(runId)`.
  */
 export function runKeeperClass(deps: Deps, outcomes: OutcomePort) {
   return class RunKeeper extends DurableObject<Env> {
@@ -454,8 +479,8 @@ export function runKeeperClass(deps: Deps, outcomes: OutcomePort) {
       this.keeper = new Keeper(state, env, deps, outcomes);
     }
 
-    run(appRequest: Request, kept: KeptRun): Promise<KeeperAnswer> {
-      return this.keeper.run(appRequest, kept);
+    run(appRequest: Request, run: AdmittedRun, sentAfterMs: number): Promise<KeeperAnswer> {
+      return this.keeper.run(appRequest, run, sentAfterMs);
     }
 
     callerLeft(runId: string): void {

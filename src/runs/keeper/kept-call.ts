@@ -11,13 +11,14 @@ import {
   type RunAnswer,
 } from "../answer";
 import { type AppCall, type AppRequest, callApp, runMeta } from "../call";
-import type { RunContext } from "../context";
+import { contextOf } from "../context";
 import { deadlineOf, withDeadline } from "../deadline";
-import type { RunOutcome, RunStart } from "../outcome";
+import type { RunOutcome } from "../outcome";
 import { runEvents } from "../run-events";
 import { byteLength } from "../async/payloads";
 import { endHandedOver, insertHandedOver } from "./handed-over";
-import type { KeeperAnswer, KeptRun, WholeAnswer } from "./message";
+import type { KeeperAnswer, WholeAnswer } from "./message";
+import { type AdmittedRunIn, startOfAdmitted } from "../admitted";
 
 /**
  * One waited run's app call, as its keeper makes it: the call starts at once; the caller gets the
@@ -67,7 +68,9 @@ export type Joined =
 
 export interface KeepParts {
   scope: Scope;
-  run: KeptRun;
+  run: AdmittedRunIn<"wait">;
+  /** The Worker's wall milliseconds from the run's acceptance to the moment it sent the run here. */
+  sentAfterMs: number;
   appRequest: AppRequest;
   pending: PendingDelivery | null;
   /** The run's clock (epoch ms), continued from the Worker's at acceptance; `at(wall)` places a `Date.now()`. */
@@ -80,18 +83,12 @@ export interface KeepParts {
 
 /** Starts the app's call of `run` and keeps it to its end. */
 export function keepCall(parts: KeepParts): KeptCall {
-  const { scope, run, appRequest, pending, clock } = parts;
+  const { scope, run, sentAfterMs, appRequest, pending, clock } = parts;
   const { deps } = scope;
   const received = Date.now();
-  const context: RunContext = {
-    runId: run.runId,
-    runtime: run.runtime,
-    acceptHeader: run.acceptHeader,
-    requestId: run.requestId,
-    now: () => new Date(clock()),
-    limits: run.limits,
-  };
-  const sinceAcceptance = () => run.sentAfterMs + (Date.now() - received);
+  const context = contextOf(run, () => new Date(clock()));
+  const wait = run.mode.seconds;
+  const sinceAcceptance = () => sentAfterMs + (Date.now() - received);
   const stop = new AbortController();
   const deadline =
     run.cancelAfterMs === null ? null : deadlineOf(run.runId, run.cancelAfterMs, sinceAcceptance(), deps.sleep);
@@ -106,14 +103,14 @@ export function keepCall(parts: KeepParts): KeptCall {
   let answerCaller!: (answer: KeeperAnswer) => void;
   const toCaller = new Promise<KeeperAnswer>((resolve) => (answerCaller = resolve));
   const applied = (response: Response) => {
-    response.headers.set("Preference-Applied", `wait=${run.wait}`);
+    response.headers.set("Preference-Applied", `wait=${wait}`);
     return response;
   };
 
   const calledAt = Date.now();
   const calling = callApp(deps, appRequest, run.limits, signal);
 
-  const events = runEvents(startOf(run), parts.ended);
+  const events = runEvents(startOfAdmitted(run), parts.ended);
   events.record({ kind: "called", at: clock(calledAt) });
   /** The run's one end, now, with `bytesOut` of answer. */
   const end = (bytesOut: number) =>
@@ -129,7 +126,7 @@ export function keepCall(parts: KeepParts): KeptCall {
   const endedBy = (): ApiError | null => (signal.reason instanceof ApiError ? signal.reason : null);
 
   // Past the wait, or at a hang-up while waiting: the hand-over.
-  const waitTimer = setTimeout(() => void handOver(), Math.max(0, run.wait * 1000 - sinceAcceptance()));
+  const waitTimer = setTimeout(() => void handOver(), Math.max(0, wait * 1000 - sinceAcceptance()));
   let handingOver: Promise<boolean> | null = null;
 
   function handOver(): Promise<boolean> {
@@ -290,17 +287,4 @@ const wholeOf = (answer: EnvelopeAnswer): WholeAnswer => ({
   text: answer.text,
   contentType: answer.contentType,
   headers: { ...answer.headers, ...answer.failure?.headers },
-});
-
-/** A waited run as its outcome says it (`RunStart`), on the run's clock. */
-export const startOf = (run: KeptRun): RunStart => ({
-  runId: run.runId,
-  projectId: run.projectId,
-  appName: run.appName,
-  path: run.path,
-  method: run.method,
-  mode: "wait",
-  caller: run.caller,
-  requestId: run.requestId,
-  acceptedAt: run.acceptedAt,
 });

@@ -1,46 +1,61 @@
-import type { CallLimits } from "../context";
+import { type AdmittedRun, admittedRunOf } from "../admitted";
 
 /**
  * The contract between the Worker and a waited run's keeper (`RunKeeper`, a Durable Object per project
- * and shard of run ids): an RPC, `run(appRequest, kept)`, whose answer is `KeeperAnswer`, and
- * `callerLeft(runId)`. The app request crosses as a
- * `Request` (its body streamed); everything else as the plain values below, versioned.
+ * and shard of run ids): an RPC, `run(appRequest, run, sentAfterMs)`, whose answer is `KeeperAnswer`,
+ * and `callerLeft(runId)`. The app request crosses as a `Request` (its body streamed); the run as the
+ * admitted run (admitted.ts), checked on arrival; `sentAfterMs` is the Worker's wall milliseconds from
+ * acceptance to the moment it sent the run (the wait and the deadline count from acceptance).
  */
 
-/** What the Worker hands the keeper beside the app request. */
-export interface KeptRun {
+/**
+ * A waited run as keepers stored it before the admitted run (`v: 1` with `wait` beside its fields):
+ * records of runs in flight at an upgrade are read as admitted runs, so their keeper can still end them.
+ */
+interface KeptRunV1 {
   v: 1;
   runId: string;
   projectId: string;
   appName: string;
-  /** The app's path under the app, for the run's outcome. */
   path: string;
   method: string;
-  /** Who ran it (`sa:<id>`, …): the run's caller, who alone reads it once handed over. */
   caller: string;
-  /** The request that started the run: its problems quote it. */
   requestId: string;
   runtime: "cortex" | "custom";
-  /** The caller's `Accept`, as the app gets it. */
   acceptHeader: string | null;
-  limits: CallLimits;
-  /** The run's clock at acceptance (epoch ms): the keeper's moments go on from it. */
+  limits: { headersMs: number; idleMs: number };
   acceptedAt: number;
-  /** Wall milliseconds from acceptance to this hand-off: the wait and the deadline count from acceptance. */
-  sentAfterMs: number;
-  /** Seconds the caller waits (`Prefer: wait=N`) before the run is handed over. */
   wait: number;
-  /** `Cancel-After` in milliseconds after acceptance; `null` for none. */
   cancelAfterMs: number | null;
-  /** `webhookEndpoint` and `X-Webhook-Secret`: the secret is sealed into the delivery's record at once, never kept. */
-  webhook: { endpoint: string; secret: string | undefined } | null;
-  /** Bytes of the caller's body (a waited run's body is read whole before it is handed over). */
   bytesIn: number;
-  /**
-   * The caller's `Idempotency-Key` and the hash of the request it stands for (`requestHashOf`); absent
-   * or `null` without one. The run id is in the key's shard (shard.ts), so every retry reaches this keeper.
-   */
   key?: { value: string; requestHash: string } | null;
+}
+
+/** A run a keeper's record holds: an admitted run, or one stored before it (`KeptRunV1`); `null` for neither. */
+export function keptRunOf(stored: unknown): AdmittedRun | null {
+  const run = admittedRunOf(stored);
+  if (run !== null) return run;
+  const old = stored as Partial<KeptRunV1> | null;
+  if (old?.v !== 1 || typeof old.wait !== "number" || typeof old.runId !== "string") return null;
+  return admittedRunOf({
+    v: 1,
+    runId: old.runId,
+    projectId: old.projectId,
+    appName: old.appName,
+    appPath: old.path,
+    method: old.method,
+    caller: old.caller,
+    requestId: old.requestId,
+    runtime: old.runtime,
+    acceptHeader: old.acceptHeader,
+    limits: old.limits,
+    acceptedAt: old.acceptedAt,
+    cancelAfterMs: old.cancelAfterMs,
+    // The old record kept no webhook: its delivery is the record's own.
+    webhook: null,
+    bytesIn: old.bytesIn,
+    mode: { kind: "wait", seconds: Math.max(1, old.wait), key: old.key ?? null },
+  });
 }
 
 /**

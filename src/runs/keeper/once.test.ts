@@ -3,9 +3,8 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type Client, client } from "../../../test/helpers";
 import { appCalls, PEER, received, receiver, releaseStream, watchKey, watchState } from "../../../test/peers";
-import { eventually, keeperOf } from "../../../test/keepers";
+import { eventually, keeperOf, waitedRun } from "../../../test/keepers";
 import { seedRunnable } from "../../../test/runs";
-import type { KeptRun } from "./message";
 import { getConfig } from "../../platform/env";
 import { keeperObject } from "./shard";
 
@@ -131,27 +130,15 @@ describe("a keeper takes one run, once", { timeout: 20_000 }, () => {
     const api = client();
     const key = watchKey();
     const { app, runId } = await handedOverRun(api, key);
-    const kept: KeptRun = {
-      v: 1,
-      runId,
-      projectId: "proj_x",
-      appName: "x",
-      path: "run",
-      method: "GET",
+    const kept = waitedRun("proj_x", runId, {
       caller: "admin",
       requestId: "req_x",
       runtime: "cortex",
-      acceptHeader: null,
       limits: { headersMs: 1000, idleMs: 1000 },
-      acceptedAt: Date.now(),
-      sentAfterMs: 0,
-      wait: 1,
-      cancelAfterMs: null,
-      webhook: null,
-      bytesIn: 0,
-    };
+      seconds: 1,
+    });
     const second = await keeperOf(app.projectId, runId)
-      .run(new Request(`${PEER}/upstream/echo?again=1`), kept)
+      .run(new Request(`${PEER}/upstream/echo?again=1`), kept, 0)
       .then(
         () => "answered",
         (error: unknown) => String(error),
@@ -175,35 +162,18 @@ describe("a keeper's capacity", { timeout: 30_000 }, () => {
     const key = watchKey();
     const keeper = keeperObject(env, `proj_capacity:${key}`);
     // Callers of their own: a caller holds at most half of a keeper (the keeper's security tests).
-    const kept = (runId: string, caller = `sa:${runId}`): KeptRun => ({
-      v: 1,
-      runId,
-      projectId: "proj_capacity",
-      appName: "x",
-      path: "run",
-      method: "GET",
-      caller,
-      requestId: "req_capacity",
-      runtime: "custom",
-      acceptHeader: null,
-      limits: { headersMs: 30_000, idleMs: 30_000 },
-      acceptedAt: Date.now(),
-      sentAfterMs: 0,
-      wait: 60,
-      cancelAfterMs: null,
-      webhook: null,
-      bytesIn: 0,
-    });
+    const kept = (runId: string, caller = `sa:${runId}`) =>
+      waitedRun("proj_capacity", runId, { caller, requestId: "req_capacity" });
     const held = (i: number) =>
       new Request(`${PEER}/upstream/echo?hold=${key}`, { headers: { "X-Run-Id": `run_capacity_${key}_${i}` } });
     const taken = Array.from({ length: KEEPER_RUNS_MAX }, (_, i) =>
-      keeper.run(held(i), kept(`run_capacity_${key}_${i}`)),
+      keeper.run(held(i), kept(`run_capacity_${key}_${i}`), 0),
     );
     await eventually(
       async () => (await appCalls(`run_capacity_${key}_${KEEPER_RUNS_MAX - 1}`)) === 1,
       "every run called",
     );
-    const refused = await keeper.run(held(KEEPER_RUNS_MAX), kept(`run_capacity_${key}_${KEEPER_RUNS_MAX}`));
+    const refused = await keeper.run(held(KEEPER_RUNS_MAX), kept(`run_capacity_${key}_${KEEPER_RUNS_MAX}`), 0);
     expect(refused).toEqual({ kind: "busy", reason: "runs" });
     expect(await appCalls(`run_capacity_${key}_${KEEPER_RUNS_MAX}`)).toBe(0);
     await releaseStream(key);
@@ -213,6 +183,7 @@ describe("a keeper's capacity", { timeout: 30_000 }, () => {
     const again = await keeper.run(
       new Request(`${PEER}/upstream/echo`, { headers: { "X-Run-Id": `run_capacity_${key}_again` } }),
       kept(`run_capacity_${key}_again`),
+      0,
     );
     expect(again.kind).toBe("answered");
     if (again.kind === "answered") await again.response.arrayBuffer();

@@ -1,11 +1,11 @@
 import { ApiError } from "../../platform/errors";
 import type { Scope } from "../../platform/scope";
-import type { AdmittedRun } from "../admit";
-import { acceptedBody, idempotencyKeyOf, requestHashOf } from "../async/accept";
+import type { AdmittedRunIn } from "../admitted";
+import { acceptedBody } from "../async/accept";
 import { onWire } from "../app-request";
 import { type AppRequest, runMeta } from "../call";
 import { keeperName, keeperObject } from "./shard";
-import type { BusyReason, KeeperAnswer, KeptRun, KeyedAnswer } from "./message";
+import type { BusyReason, KeeperAnswer, KeyedAnswer } from "./message";
 import { failureAnswer, responseOf } from "../answer";
 
 /**
@@ -16,60 +16,30 @@ import { failureAnswer, responseOf } from "../answer";
  * tells the keeper at once (`callerLeft`, in `waitUntil`): the run is handed over, never ended.
  */
 
-/** The run as the Worker knows it when it hands it over: its id, when it was accepted, on which clock. */
-export interface WaitedRun {
-  runId: string;
-  /** The run's clock at acceptance (epoch ms). */
-  acceptedAt: number;
-  /** `Date.now()` at acceptance: the wait and the deadline count from it. */
-  acceptedWall: number;
-  /** The app's path for the outcome. */
-  path: string;
-}
-
-/** The caller's body's size: a waited run's body was read whole by the admit stage (or there is none). */
-const bytesInOf = ({ body }: AdmittedRun): number => (body.kind === "bytes" ? body.bytes.byteLength : 0);
-
+/**
+ * Hands the admitted run `run` to its keeper (`sentAfterMs` after its acceptance, by the Worker's wall
+ * clock: the keeper's clock goes on from there) and answers the caller with what the keeper answers.
+ * `notTaken` ends a run its keeper refused (nothing was called).
+ */
 export async function waitRun(
   scope: Scope,
   request: Request,
-  admitted: AdmittedRun,
+  run: AdmittedRunIn<"wait">,
   appRequest: AppRequest,
-  waited: WaitedRun,
+  sentAfterMs: number,
   notTaken: (error: ApiError) => void,
 ): Promise<Response> {
-  const { runId } = waited;
-  const wait = admitted.wait!;
+  const { runId } = run;
+  const wait = run.mode.seconds;
   // With a key, the run id is in the key's shard (admit.ts `startOf`): a retry reaches the same keeper.
-  const key = idempotencyKeyOf(request);
-  const kept: KeptRun = {
-    v: 1,
-    runId,
-    projectId: admitted.projectId,
-    appName: admitted.appName,
-    path: waited.path,
-    method: appRequest.method,
-    caller: admitted.caller.id,
-    requestId: scope.requestId,
-    runtime: admitted.runtime,
-    acceptHeader: appRequest.headers.get("accept"),
-    limits: { headersMs: scope.config.runTimeoutMs, idleMs: scope.config.runStreamIdleMs },
-    acceptedAt: waited.acceptedAt,
-    sentAfterMs: Date.now() - waited.acceptedWall,
-    wait,
-    cancelAfterMs: admitted.cancelAfterMs,
-    webhook: admitted.webhook,
-    bytesIn: bytesInOf(admitted),
-    key: key === null ? null : { value: key, requestHash: await requestHashOf(request, admitted) },
-  };
-  const keeper = keeperObject(scope.env, keeperName(admitted.projectId, runId));
+  const keeper = keeperObject(scope.env, keeperName(run.projectId, runId));
   const signal = request.signal as AbortSignal | undefined;
   // `waitUntil`: the caller is gone, and the Worker has 30 s more for this one call.
   const left = () => scope.ctx.waitUntil(keeper.callerLeft(runId).catch(() => undefined));
   signal?.addEventListener("abort", left, { once: true });
   let answer: KeeperAnswer;
   try {
-    answer = await keeper.run(onWire(appRequest), kept);
+    answer = await keeper.run(onWire(appRequest), run, sentAfterMs);
   } catch (error) {
     signal?.removeEventListener("abort", left);
     // The keeper was reset before it answered (a restart, an eviction): its alarm ends the run
@@ -103,8 +73,8 @@ export async function waitRun(
     throw refused;
   }
   if (answer.kind === "keyed" && (answer.answer.kind === "whole" || answer.answer.kind === "run"))
-    return keyedResponse(request, admitted, answer.runId, answer.answer, wait);
-  return handedOver(request, admitted, runId, "running", wait);
+    return keyedResponse(request, run, answer.runId, answer.answer, wait);
+  return handedOver(request, run, runId, "running", wait);
 }
 
 /** The refusal of a run its keeper did not take: 503 when the keeper is full, 429 when the caller holds its share. */
@@ -140,7 +110,7 @@ const answerNotKept = (runId: string) =>
 /** A retry under a key that names run `runId`: its stored answer, or its run resource. */
 function keyedResponse(
   request: Request,
-  admitted: AdmittedRun,
+  run: AdmittedRunIn<"wait">,
   runId: string,
   answer: Extract<KeyedAnswer, { kind: "whole" | "run" }>,
   wait: number,
@@ -148,7 +118,7 @@ function keyedResponse(
   const response =
     answer.kind === "whole"
       ? responseOf({ ...answer.answer, failure: null }, runId)
-      : handedOver(request, admitted, runId, answer.status, wait);
+      : handedOver(request, run, runId, answer.status, wait);
   response.headers.set("Preference-Applied", `wait=${wait}`);
   response.headers.set("Idempotent-Replayed", "true");
   return response;
@@ -157,7 +127,7 @@ function keyedResponse(
 /** The 202 of a handed-over run: the run resource (the async 202's own shape) and `Location`. */
 function handedOver(
   request: Request,
-  admitted: AdmittedRun,
+  run: AdmittedRunIn<"wait">,
   runId: string,
   status: "running" | "succeeded" | "failed",
   wait: number,
@@ -165,8 +135,8 @@ function handedOver(
   const body = acceptedBody(request.url, {
     id: runId,
     status,
-    projectId: admitted.projectId,
-    appName: admitted.appName,
+    projectId: run.projectId,
+    appName: run.appName,
   });
   return new Response(JSON.stringify(body), {
     status: 202,

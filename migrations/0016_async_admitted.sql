@@ -1,0 +1,1 @@
+ALTER TABLE `async_runs` ADD `admitted` text;

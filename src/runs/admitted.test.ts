@@ -1,0 +1,149 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { consume, poll, startAsync } from "../../test/async-runs";
+import { client } from "../../test/helpers";
+import { eventually, keeperOf, waitedRun } from "../../test/keepers";
+import { seedRunnable } from "../../test/runs";
+import { forgetDeployment } from "../apps/deployments";
+import { admittedRunOf } from "./admitted";
+import { keptRunOf } from "./keeper/message";
+
+// One admitted run (admitted.ts), made by admission and carried as it is: what the async store keeps
+// and its consumer executes, what a keeper takes; and the runs stored before it, still read.
+
+const api = client();
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => undefined);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const storedAdmitted = async (runId: string) =>
+  (
+    await env.DB.prepare("SELECT admitted FROM async_runs WHERE id = ?")
+      .bind(runId)
+      .first<{ admitted: string | null }>()
+  )?.admitted ?? null;
+
+/** The app `appId` as a redeploy from another runtime leaves it: `custom` now, known at once to this isolate. */
+async function redeployAsCustom(appId: string) {
+  await env.DB.prepare("UPDATE apps SET runtime = 'custom' WHERE id = ?").bind(appId).run();
+  forgetDeployment(appId);
+}
+
+describe("the admitted run", { timeout: 20_000 }, () => {
+  it("is one value per mode: its mode a union, checked on the way in (a stored or received run)", () => {
+    const run = waitedRun("proj_a", "run_a", { seconds: 5, key: { value: "k", requestHash: "h" } });
+    expect(admittedRunOf(JSON.parse(JSON.stringify(run)))).toEqual(run);
+    expect(admittedRunOf({ ...run, mode: { kind: "wait" } })).toBeNull();
+    expect(admittedRunOf({ ...run, mode: { kind: "sometimes" } })).toBeNull();
+    expect(admittedRunOf({ ...run, webhook: { endpoint: "https://h.example/", secret: "in clear" } })).toBeNull();
+    expect(admittedRunOf({ ...run, mode: { kind: "async", key: null } })?.mode).toEqual({ kind: "async", key: null });
+  });
+
+  it("is what an async run's row keeps (but its secret, sealed in its own column), and forgotten once the run ends", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app, {
+      query: `webhookEndpoint=${encodeURIComponent("https://hooks.example/in")}`,
+      headers: { "X-Webhook-Secret": "s3cret", "Cancel-After": "60" },
+    });
+    const runId = started.body.run_id;
+    const admitted = admittedRunOf(JSON.parse((await storedAdmitted(runId))!));
+    expect(admitted).toMatchObject({
+      runId,
+      projectId: app.projectId,
+      appName: app.appName,
+      appPath: "run",
+      method: "POST",
+      runtime: "cortex",
+      acceptHeader: "application/json",
+      cancelAfterMs: 60_000,
+      webhook: { endpoint: "https://hooks.example/in", secret: null },
+      mode: { kind: "async", key: null },
+    });
+    const row = await env.DB.prepare("SELECT webhook_secret FROM async_runs WHERE id = ?")
+      .bind(runId)
+      .first<{ webhook_secret: string }>();
+    expect(JSON.parse(row!.webhook_secret)).toEqual({ iv: expect.any(String), ct: expect.any(String) });
+    expect(row!.webhook_secret).not.toContain("s3cret");
+    await consume(api, started.message);
+    expect(await storedAdmitted(runId)).toBeNull();
+  });
+
+  it("is executed by the async consumer as it was admitted: an app redeployed from cortex to custom after the 202 still answers in the envelope", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    await redeployAsCustom(app.appId);
+    await consume(api, started.message);
+    const done = await poll(api, started.body.status_url, app.token);
+    expect(done.body.status).toBe("succeeded");
+    expect(Object.keys(done.body.result as object)).toEqual(["run_id", "result", "run_time_ms", "timestamp"]);
+  });
+
+  it("an async run stored before the admitted run (no `admitted`) still runs, with the app as deployed now", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    await env.DB.prepare("UPDATE async_runs SET admitted = NULL WHERE id = ?").bind(started.body.run_id).run();
+    await redeployAsCustom(app.appId);
+    await consume(api, started.message);
+    const done = await poll(api, started.body.status_url, app.token);
+    expect(done.body.status).toBe("succeeded");
+    // Answered as a custom app's run is (the app's own answer), not in a cortex app's envelope.
+    expect(Object.keys(done.body.result as object)).not.toEqual(["run_id", "result", "run_time_ms", "timestamp"]);
+  });
+
+  it("a keeper's record of a run in flight from before the admitted run is still read, and its run ended `interrupted`", async () => {
+    const app = await seedRunnable(api);
+    const runId = `run_${crypto.randomUUID().replaceAll("-", "").slice(0, 26)}`;
+    const old = {
+      v: 1,
+      runId,
+      projectId: app.projectId,
+      appName: app.appName,
+      path: "run",
+      method: "POST",
+      caller: "admin",
+      requestId: "req_old",
+      runtime: "cortex",
+      acceptHeader: "application/json",
+      limits: { headersMs: 30_000, idleMs: 30_000 },
+      acceptedAt: Date.now() - 5_000,
+      sentAfterMs: 3,
+      wait: 10,
+      cancelAfterMs: null,
+      webhook: null,
+      bytesIn: 2,
+      key: null,
+    };
+    expect(keptRunOf(old)).toMatchObject({ runId, appPath: "run", mode: { kind: "wait", seconds: 10, key: null } });
+    const record = {
+      phase: "called",
+      run: old,
+      target: "https://app.example/run",
+      delivery: null,
+      calledAt: Date.now() - 4_000,
+      handedOverAt: null,
+    };
+    const keeper = keeperOf(app.projectId, runId);
+    await runInDurableObject(keeper, (_instance, state) => {
+      state.storage.sql.exec("INSERT INTO kept_runs (run_id, record) VALUES (?, ?)", runId, JSON.stringify(record));
+      // As the keeper that stored it had: its alarm set, to hold the run (or end it once lost).
+      void state.storage.setAlarm(Date.now());
+    });
+    await runDurableObjectAlarm(keeper);
+    const row = await eventually(
+      () =>
+        env.DB.prepare("SELECT status, mode, error_code FROM async_runs WHERE id = ?")
+          .bind(runId)
+          .first<{ status: string; mode: string; error_code: string }>(),
+      "the run's row, ended",
+    );
+    expect(row).toEqual({ status: "failed", mode: "wait", error_code: "interrupted" });
+    await runInDurableObject(keeper, (_instance, state) => {
+      expect(state.storage.sql.exec("SELECT run_id FROM kept_runs").toArray()).toEqual([]);
+    });
+  });
+});
