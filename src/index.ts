@@ -1,5 +1,5 @@
 import { productionDeps } from "./deps";
-import { runKeeperClass } from "./runs/keeper/keeper";
+import { runKeeperClass } from "./runs/wait/keeper";
 import { webhookLaneClass } from "./webhooks/lane";
 import { receiverTaskFinished } from "./webhooks/alerts";
 import { webhookReceiverTaskClass } from "./webhooks/receiver-task-object";

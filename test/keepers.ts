@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { keeperName, keeperObject } from "../src/runs/keeper/shard";
+import { keeperName, keeperObject } from "../src/runs/wait/shard";
 import type { AdmittedRun, AdmittedRunIn, RunKey } from "../src/runs/admitted";
 import { getConfig } from "../src/platform/env";
 import { sealSecret } from "../src/webhooks/secret-box";

@@ -485,7 +485,7 @@ export const asyncRuns = sqliteTable(
     startedAt: timestamp("started_at"),
     finishedAt: timestamp("finished_at"),
     // How the run was asked for: `async` (`?async=true`), or `wait` (`Prefer: wait`, handed over to its
-    // keeper when the app had not answered in time; src/runs/keeper/): its row is written at hand-over.
+    // keeper when the app had not answered in time; src/runs/wait/): its row is written at hand-over.
     mode: text("mode", { enum: STATUS_URL_MODES }).notNull().default("async"),
     // When a waited run's caller stopped waiting (202, or hung up): the hand-over to its keeper.
     handedOverAt: timestamp("handed_over_at"),

@@ -163,7 +163,7 @@ const ConfigSchema = z
       .default("lets_encrypt"),
     MAX_DOMAINS_PER_PROJECT: z.coerce.number({ error: "is not a number" }).int().min(1).max(10_000).default(100),
     MAX_APPS_PER_PROJECT: z.coerce.number({ error: "is not a number" }).int().min(1).max(10_000).default(100),
-    // A choice, not a platform limit: the runs share their keeper's isolate (128 MB) and its one thread (runs/keeper/keeper.ts).
+    // A choice, not a platform limit: the runs share their keeper's isolate (128 MB) and its one thread (runs/wait/keeper.ts).
     KEEPER_RUNS_MAX: z.coerce
       .number({ error: "is not a number" })
       .int()

@@ -7,19 +7,12 @@ import type { Scope } from "../platform/scope";
 import { checkTarget } from "../platform/url-policy";
 import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
-import {
-  bodyTooLarge,
-  declaredBody,
-  limitedStream,
-  readLimited,
-  RUN_REQUEST_MAX_BYTES,
-  type RunBody,
-} from "./bodies";
+import { bodyTooLarge, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES, type RunBody } from "./bodies";
 import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
 import { outcomePath, type RunMode, type RunStart } from "./outcome";
 import { cancelAfter, waitPreference } from "./preferences";
-import { keyShard, runIdInShard } from "./keeper/shard";
+import { keyShard, runIdInShard } from "./wait/shard";
 import { sealSecret } from "../webhooks/secret-box";
 import { appRequestOf } from "./app-request";
 import type { AppRequest } from "./call";

@@ -7,7 +7,7 @@ import { eventually, keeperOf, waitedRun } from "../../test/keepers";
 import { seedRunnable } from "../../test/runs";
 import { forgetDeployment } from "../apps/deployments";
 import { admittedRunOf } from "./admitted";
-import { keptRunOf } from "./keeper/message";
+import { keptRunOf } from "./wait/message";
 
 // One admitted run (admitted.ts), made by admission and carried as it is: what the async store keeps
 // and its consumer executes, what a keeper takes; and the runs stored before it, still read.

@@ -4,7 +4,7 @@ import { outcomePath, type RunMode, type RunStart } from "./outcome";
 /**
  * The admitted run: what admission knows of a run once it has let it through, as one value. Admission
  * makes it once (admit.ts `admitRequest`), and it travels as it is: the Worker runs a synchronous run
- * or a WebSocket from it, a waited run's keeper takes it over RPC (keeper/keeper.ts), an async run's
+ * or a WebSocket from it, a waited run's keeper takes it over RPC (wait/keeper.ts), an async run's
  * store keeps it with the run (`async_runs.admitted`) and its queue consumer executes it as admitted,
  * never reading the app's deployment again. Plain values only (it crosses to Durable Objects and into
  * storage), the webhook's secret sealed; the caller's body travels beside it in the app's request.

@@ -16,7 +16,7 @@ import { appUrl } from "./path";
 /**
  * `{origin_url}/{path}` with the caller's query (but the gateway's own parameters), the caller's headers
  * (but its credentials, `headers.ts`), `X-Run-Id`, and the body as admitted. An async or waited run's
- * `Idempotency-Key` is the gateway's (it names the run: `async/accept.ts`, `keeper/keeper.ts`), so the
+ * `Idempotency-Key` is the gateway's (it names the run: `async/accept.ts`, `wait/keeper.ts`), so the
  * app does not get it; a WebSocket run keeps `Upgrade`.
  */
 export function appRequestOf(

@@ -252,7 +252,7 @@ async function upstream(req, res, url) {
 
 // A WebSocket echo with no library: the handshake of RFC 6455 and single, small text frames.
 function upgrade(req, socket) {
-  // A handshake the gateway must not follow, and one that never finishes (runs/handshake.ts).
+  // A handshake the gateway must not follow, and one that never finishes (runs/sync/handshake.ts).
   if (req.url.startsWith("/upstream/ws-redirect")) {
     // `Connection: close`: a client must not reuse a connection this peer ends after the answer.
     socket.end("HTTP/1.1 302 Found\r\nLocation: /upstream/ws\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");

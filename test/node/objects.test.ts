@@ -16,7 +16,7 @@ const ADDRESSING: Record<string, { file: string; fn: string }> = {
   WebhookLane: { file: "src/webhooks/message.ts", fn: "laneObject" },
   WebhookReceiverTask: { file: "src/webhooks/receiver-tasks.ts", fn: "receiverTaskObject" },
   UsageLedger: { file: "src/usage/ledger-client.ts", fn: "ledgerOf" },
-  RunKeeper: { file: "src/runs/keeper/shard.ts", fn: "keeperObject" },
+  RunKeeper: { file: "src/runs/wait/shard.ts", fn: "keeperObject" },
   RunFollowers: { file: "src/runs/async/followers.ts", fn: "followersObject" },
 };
 
@@ -104,9 +104,9 @@ describe("one way to address each Durable Object class", () => {
     const keeper =
       "export const keeperObject = (env: Env, name: string) => env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(name));\n";
     const files = {
-      "src/runs/keeper/shard.ts": keeper,
+      "src/runs/wait/shard.ts": keeper,
       // Inline, as wait.ts did.
-      "src/runs/keeper/wait.ts":
+      "src/runs/wait/wait.ts":
         "const keeper = scope.env.RUN_KEEPER.get(\n  scope.env.RUN_KEEPER.idFromName(name),\n);\n",
       // Another class's binding inside the keeper's function.
       "src/webhooks/message.ts": "export const laneObject = (env: Env, name: string) => env.RUN_KEEPER.get(id);\n",
@@ -116,8 +116,8 @@ describe("one way to address each Durable Object class", () => {
       "test/runs.ts": "const fake = { idFromName: (name: string) => name, get: () => ({}) };\n",
     };
     expect(strayAddresses(files, bindings)).toEqual([
-      "src/runs/keeper/wait.ts:1: const keeper = scope.env.RUN_KEEPER.get(",
-      "src/runs/keeper/wait.ts:2: scope.env.RUN_KEEPER.idFromName(name),",
+      "src/runs/wait/wait.ts:1: const keeper = scope.env.RUN_KEEPER.get(",
+      "src/runs/wait/wait.ts:2: scope.env.RUN_KEEPER.idFromName(name),",
       "src/webhooks/message.ts:1: export const laneObject = (env: Env, name: string) => env.RUN_KEEPER.get(id);",
       "test/helpers.ts:2: const ledger = ns.get(ns.newUniqueId());",
     ]);

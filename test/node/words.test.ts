@@ -119,12 +119,12 @@ const ALLOWED: Record<string, Record<string, string>> = {
   "runs/async/sweep.ts": { "hand off": RUNS },
   "runs/call.ts": { "hand on": RUNS },
   "runs/end.ts": { "hand off": RUNS, "hand on": RUNS },
-  "runs/handshake.ts": { target: RUNS },
-  "runs/keeper/handed-over.ts": { target: RUNS },
-  "runs/keeper/keeper.ts": { target: RUNS },
-  "runs/keeper/kept-call.ts": { "hand on": RUNS },
-  "runs/keeper/wait.ts": { "hand on": RUNS },
-  "runs/run.ts": { "hand off": RUNS, "hand on": RUNS },
+  "runs/sync/handshake.ts": { target: RUNS },
+  "runs/wait/handed-over.ts": { target: RUNS },
+  "runs/wait/keeper.ts": { target: RUNS },
+  "runs/wait/kept-call.ts": { "hand on": RUNS },
+  "runs/wait/wait.ts": { "hand on": RUNS },
+  "runs/run.ts": { "hand off": RUNS },
   "runs/webhook.ts": { deliver: RUNS },
 };
 
@@ -179,7 +179,7 @@ describe("one word per idea (the glossary, docs/architecture.md)", () => {
 
   it("finds a word of another idea in code and comments, and passes the word's own places and kept names", () => {
     const rule: WordRule[] = [
-      { idea: "hand-over", words: ["hand over", "handed over"], onlyIn: ["runs/keeper/"], kept: [] },
+      { idea: "hand-over", words: ["hand over", "handed over"], onlyIn: ["runs/wait/"], kept: [] },
       { idea: "deployment", words: ["upstream"], onlyIn: null, kept: ["Upstream failed"] },
     ];
     const text = [
@@ -195,7 +195,7 @@ describe("one word per idea (the glossary, docs/architecture.md)", () => {
       "3 hand over",
       "5 upstream",
     ]);
-    expect(faultsIn("runs/keeper/keeper.ts", text, rule).map((f) => `${f.line} ${f.word}`)).toEqual(["5 upstream"]);
+    expect(faultsIn("runs/wait/keeper.ts", text, rule).map((f) => `${f.line} ${f.word}`)).toEqual(["5 upstream"]);
     expect(wordsOf("LANE_HAND_OFF_TIMEOUT_MS handOnResult hand-off.ts URLTarget")).toBe(
       "lane hand off timeout ms hand on result hand off.ts url target",
     );

@@ -81,7 +81,7 @@ async function follow(url, headers, maxMs) {
 
 /**
  * The keeper's "called" write (its SQLite INSERT before the app call, which the output gate makes the
- * call wait for) taken out of the built bundle (src/runs/keeper/keeper.ts, `run`).
+ * call wait for) taken out of the built bundle (src/runs/wait/keeper.ts, `run`).
  */
 const UNWRITTEN = [
   /this\.#sql\.exec\("INSERT INTO kept_runs \(run_id, record\) VALUES \(\?, \?\)", [^;]+\);\n(\s+)(this\.#arm\([^;]+\);)/,

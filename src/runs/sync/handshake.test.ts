@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { client } from "../../test/helpers";
-import { PEER } from "../../test/peers";
-import { callWith, seedRunnable } from "../../test/runs";
+import { client } from "../../../test/helpers";
+import { PEER } from "../../../test/peers";
+import { callWith, seedRunnable } from "../../../test/runs";
 
 describe("WebSocket handshake with the app", () => {
   it("does not follow a redirect: the upgrade is refused with 502", async () => {

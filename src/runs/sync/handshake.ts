@@ -1,6 +1,6 @@
-import { ApiError } from "../platform/errors";
-import type { Scope } from "../platform/scope";
-import { type AppRequest, runMeta } from "./call";
+import { ApiError } from "../../platform/errors";
+import type { Scope } from "../../platform/scope";
+import { type AppRequest, runMeta } from "../call";
 
 /**
  * The app's answer to a WebSocket upgrade. A redirect is not followed (`redirect: "manual"`: the
