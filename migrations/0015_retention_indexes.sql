@@ -1,3 +1,3 @@
-CREATE INDEX `async_runs_keyed` ON `async_runs` (`created_at`) WHERE "async_runs"."idempotency_key" is not null;--> statement-breakpoint
-CREATE INDEX `webhook_deliveries_unpurged` ON `webhook_deliveries` (`created_at`) WHERE "webhook_deliveries"."body_purged_at" is null and "webhook_deliveries"."status" in ('delivered', 'failed');--> statement-breakpoint
-CREATE INDEX `webhook_deliveries_expiring` ON `webhook_deliveries` (`created_at`) WHERE "webhook_deliveries"."body_purged_at" is not null and "webhook_deliveries"."status" in ('delivered', 'failed');
+CREATE INDEX IF NOT EXISTS `async_runs_keyed` ON `async_runs` (`created_at`) WHERE "async_runs"."idempotency_key" is not null;--> statement-breakpoint
+CREATE INDEX IF NOT EXISTS `webhook_deliveries_unpurged` ON `webhook_deliveries` (`created_at`) WHERE "webhook_deliveries"."body_purged_at" is null and "webhook_deliveries"."status" in ('delivered', 'failed');--> statement-breakpoint
+CREATE INDEX IF NOT EXISTS `webhook_deliveries_expiring` ON `webhook_deliveries` (`created_at`) WHERE "webhook_deliveries"."body_purged_at" is not null and "webhook_deliveries"."status" in ('delivered', 'failed');

@@ -5,6 +5,7 @@ import { consume, poll, startAsync } from "../../test/async-runs";
 import { client } from "../../test/helpers";
 import { eventually, keeperOf, waitedRun } from "../../test/keepers";
 import { seedRunnable } from "../../test/runs";
+import { appCalls, PEER, received, receiver } from "../../test/peers";
 import { forgetDeployment } from "../apps/deployments";
 import { admittedRunOf } from "./admitted";
 import { keptRunOf } from "./wait/message";
@@ -145,5 +146,42 @@ describe("the admitted run", { timeout: 20_000 }, () => {
     await runInDurableObject(keeper, (_instance, state) => {
       expect(state.storage.sql.exec("SELECT run_id FROM kept_runs").toArray()).toEqual([]);
     });
+  });
+
+  it("a keeper still takes a run from a Worker of the code before (its RPC `run`, the old shape, the secret in clear), and signs its delivery with that secret", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 200 }], "old-worker-secret");
+    const runId = `run_${crypto.randomUUID().replaceAll("-", "").slice(0, 26)}`;
+    const kept = {
+      v: 1,
+      runId,
+      projectId: app.projectId,
+      appName: app.appName,
+      path: "run",
+      method: "GET",
+      caller: "sa:old",
+      requestId: "req_old_worker",
+      runtime: "custom",
+      acceptHeader: null,
+      limits: { headersMs: 30_000, idleMs: 30_000 },
+      acceptedAt: Date.now(),
+      sentAfterMs: 0,
+      wait: 30,
+      cancelAfterMs: null,
+      webhook: { endpoint: hook.url, secret: "old-worker-secret" },
+      bytesIn: 0,
+      key: null,
+    };
+    const keeper = keeperOf(app.projectId, runId);
+    const request = new Request(`${PEER}/upstream/echo`, { headers: { "X-Run-Id": runId } });
+    const answer = await keeper.run(request, kept);
+    expect(answer.kind).toBe("answered");
+    if (answer.kind === "answered") await answer.response.arrayBuffer();
+    expect(await appCalls(runId)).toBe(1);
+    const [delivery] = await eventually(async () => {
+      const got = await received(hook.key);
+      return got.length > 0 ? got : null;
+    }, "the run's delivery");
+    expect(delivery!.signatures).toEqual({ node: true, openssl: true, standard: true });
   });
 });

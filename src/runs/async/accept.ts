@@ -97,9 +97,9 @@ export async function queueAsyncRun(scope: Scope, request: Request, admission: A
     webhookSecret: admitted.webhook?.secret ? JSON.stringify(admitted.webhook.secret) : null,
     // The admitted run, as its consumer executes it (the secret is in its column, not here).
     admitted: JSON.stringify(storedAdmitted(admitted)),
-    createdAt: now,
+    createdAt: new Date(admitted.acceptedAt),
     // `Cancel-After`, counted from acceptance: the consumer never calls the app past it (consumer.ts).
-    deadlineAt: admitted.cancelAfterMs === null ? null : new Date(now.getTime() + admitted.cancelAfterMs),
+    deadlineAt: admitted.cancelAfterMs === null ? null : new Date(admitted.acceptedAt + admitted.cancelAfterMs),
   };
   const dropBody = () => (placed.inR2 ? dropPayloads(env, [requestKey(runId)]) : Promise.resolve());
 

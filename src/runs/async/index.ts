@@ -131,6 +131,7 @@ export const asyncRunsRouter = createRouter()
       requestBody: _body,
       requestHeaders: _headers,
       webhookSecret: _secret,
+      admitted: _admitted,
       ...columns
     } = getTableColumns(asyncRuns);
     const rows = await c.var.scope.db

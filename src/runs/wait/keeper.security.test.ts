@@ -46,7 +46,7 @@ describe("attack: waited runs with a webhook past the keeper's cap (40, finding 
     const ids = Array.from({ length: 40 }, (_, i) => `run_flood_${key}_${i}`);
     // Forty callers, so no caller's share is what stops them: only the keeper's count may.
     const answers = ids.map(async (id) =>
-      keeper.run(
+      keeper.take(
         appRequest(id, key),
         waitedRun(app.projectId, id, { webhook: await sealedWebhook(id, hook.url, "s3cret") }),
         0,
@@ -75,16 +75,16 @@ describe("attack: waited runs with a webhook past the keeper's cap (40, finding 
     const ids = Array.from({ length: full + 2 }, (_, i) => `run_bytes_${key}_${i}`);
     const taken = ids
       .slice(0, full)
-      .map((id) => keeper.run(appRequest(id, key), waitedRun(app.projectId, id, { bytesIn: 6 * MiB }), 0));
+      .map((id) => keeper.take(appRequest(id, key), waitedRun(app.projectId, id, { bytesIn: 6 * MiB }), 0));
     await eventually(async () => (await appCalls(ids[full - 1]!)) === 1, "the runs that fit are called");
-    const refused = await keeper.run(
+    const refused = await keeper.take(
       appRequest(ids[full]!, key),
       waitedRun(app.projectId, ids[full]!, { bytesIn: 6 * MiB }),
       0,
     );
     expect(refused).toEqual({ kind: "busy", reason: "bytes" });
     expect(await appCalls(ids[full]!)).toBe(0);
-    const small = await keeper.run(appRequest(ids[full + 1]!), waitedRun(app.projectId, ids[full + 1]!), 0);
+    const small = await keeper.take(appRequest(ids[full + 1]!), waitedRun(app.projectId, ids[full + 1]!), 0);
     expect(small.kind).toBe("answered");
     await drain(small);
     await releaseStream(key);
@@ -101,10 +101,10 @@ describe("attack: one caller fills a project's keepers (40, finding 2)", { timeo
     const share = callerRunsMax(RUNS_MAX);
     const greedy = (i: number) => `run_greedy_${key}_${i}`;
     const held = Array.from({ length: share }, (_, i) =>
-      keeper.run(appRequest(greedy(i), key), waitedRun(app.projectId, greedy(i), { caller: "sa:greedy" }), 0),
+      keeper.take(appRequest(greedy(i), key), waitedRun(app.projectId, greedy(i), { caller: "sa:greedy" }), 0),
     );
     await eventually(async () => (await appCalls(greedy(share - 1))) === 1, "the greedy caller's runs are called");
-    const more = await keeper.run(
+    const more = await keeper.take(
       appRequest(greedy(share), key),
       waitedRun(app.projectId, greedy(share), { caller: "sa:greedy" }),
       0,
@@ -112,7 +112,7 @@ describe("attack: one caller fills a project's keepers (40, finding 2)", { timeo
     expect(more).toEqual({ kind: "busy", reason: "caller" });
     expect(await appCalls(greedy(share))).toBe(0);
     const other = `run_other_${key}`;
-    const answer = await keeper.run(appRequest(other), waitedRun(app.projectId, other, { caller: "sa:other" }), 0);
+    const answer = await keeper.take(appRequest(other), waitedRun(app.projectId, other, { caller: "sa:other" }), 0);
     expect(answer.kind).toBe("answered");
     await drain(answer);
     await releaseStream(key);
@@ -130,20 +130,22 @@ describe("attack: one caller fills a project's keepers (40, finding 2)", { timeo
     callers[callers.length - 1] = "sa:one-slow";
     const slow = callers.map((caller, i) => {
       const id = `run_slow_${key}_${i}`;
-      return keeper.run(appRequest(id, key), waitedRun(app.projectId, id, { caller, seconds: 1 }), 0);
+      return keeper.take(appRequest(id, key), waitedRun(app.projectId, id, { caller, seconds: 1 }), 0);
     });
     const handed = await Promise.all(slow);
     expect(handed.every((a) => a.kind === "handed_over")).toBe(true);
     // Below its share and the keeper below its count, but its runs outlast their wait: refused.
     const again = `run_again_${key}`;
-    expect(await keeper.run(appRequest(again), waitedRun(app.projectId, again, { caller: "sa:one-slow" }), 0)).toEqual({
-      kind: "busy",
-      reason: "handed_over",
-    });
+    expect(await keeper.take(appRequest(again), waitedRun(app.projectId, again, { caller: "sa:one-slow" }), 0)).toEqual(
+      {
+        kind: "busy",
+        reason: "handed_over",
+      },
+    );
     expect(await appCalls(again)).toBe(0);
     // A caller whose runs are answered within their wait still gets the room left.
     const waiter = `run_waiter_${key}`;
-    const answer = await keeper.run(appRequest(waiter), waitedRun(app.projectId, waiter, { caller: "sa:waiter" }), 0);
+    const answer = await keeper.take(appRequest(waiter), waitedRun(app.projectId, waiter, { caller: "sa:waiter" }), 0);
     expect(answer.kind).toBe("answered");
     await drain(answer);
     await releaseStream(key);
@@ -168,7 +170,7 @@ describe("a full keeper through the Worker (40, Must 3)", { timeout: 30_000 }, (
     const keeper = keeperNamed(app.projectId, "0");
     const fill = Array.from({ length: RUNS_MAX }, (_, i) => {
       const id = `run_fill_${key}_${i}`;
-      return keeper.run(appRequest(id, key), waitedRun(app.projectId, id), 0);
+      return keeper.take(appRequest(id, key), waitedRun(app.projectId, id), 0);
     });
     await eventually(async () => (await appCalls(`run_fill_${key}_${RUNS_MAX - 1}`)) === 1, "the keeper is full");
     const response = await api.call(app.runPath, {

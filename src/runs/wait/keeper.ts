@@ -11,7 +11,10 @@ import type { OutcomePort } from "../outcome";
 import { runEvents } from "../run-events";
 import { endInterrupted } from "./handed-over";
 import { keepCall, type KeptCall, type RunKeyStatus } from "./kept-call";
-import { type BusyReason, type KeeperAnswer, type KeyedAnswer, keptRunOf } from "./message";
+import { admittedOfV1, type BusyReason, type KeeperAnswer, type KeyedAnswer, keptRunOf } from "./message";
+import { getConfig } from "../../platform/env";
+import { sealSecret } from "../../webhooks/secret-box";
+import { outcomePath } from "../outcome";
 import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
 import { type AdmittedRun, type AdmittedRunIn, admittedRunOf, startOfAdmitted } from "../admitted";
 import { webhookSecretOf } from "../webhook";
@@ -180,7 +183,7 @@ export class Keeper {
    * is durable (no `sync()`: see the decision above). A SQLite write costs the local runtime about half
    * a millisecond of CPU (its commit); the run makes two (this one, and the record's removal at its end).
    */
-  async run(appRequest: Request, admitted: AdmittedRun, sentAfterMs: number): Promise<KeeperAnswer> {
+  async take(appRequest: Request, admitted: AdmittedRun, sentAfterMs: number): Promise<KeeperAnswer> {
     // Checked on arrival: a Worker of another version may hand it over (a gradual deployment).
     const checked = admittedRunOf(admitted);
     if (checked === null || checked.mode.kind !== "wait")
@@ -305,18 +308,11 @@ export class Keeper {
   ): Promise<KeptCall> {
     const clock = (wall = Date.now()) => run.acceptedAt + sentAfterMs + (wall - received);
     // The delivery is on record (its secret sealed under its own id) before the app is called, as for a synchronous run.
-    const pending = run.webhook
-      ? await writePendingDelivery(scope, {
-          projectId: run.projectId,
-          appName: run.appName,
-          runId: run.runId,
-          endpoint: run.webhook.endpoint,
-          secret: await webhookSecretOf(scope, run),
-        })
-      : null;
+    const pending = run.webhook ? await this.#deliveryOf(scope, run, run.webhook.endpoint) : null;
     const record: KeptRecord = {
       phase: "called",
-      run,
+      // `path` beside the run for one release: a keeper of the code before reads a record's path there (a rollback).
+      run: { ...run, path: outcomePath(run.appPath) } as AdmittedRun,
       target: appRequest.url,
       delivery: pending === null ? null : storedDelivery(pending),
       calledAt: clock(),
@@ -355,6 +351,32 @@ export class Keeper {
       },
     );
     return call;
+  }
+
+  /**
+   * The run's delivery, on record before its app is called. Its secret was sealed by the Worker that
+   * admitted it: during a rotation of `WEBHOOK_ENCRYPTION_KEY` a keeper on the code before may not open
+   * it; then the run goes on without its delivery (logged), as an async run's hand-over does.
+   */
+  async #deliveryOf(scope: Scope, run: AdmittedRun, endpoint: string): Promise<PendingDelivery | null> {
+    let secret: string | undefined;
+    try {
+      secret = await webhookSecretOf(scope, run);
+    } catch (error) {
+      log("error", "waited run webhook not delivered: secret unreadable", {
+        run_id: run.runId,
+        project_id: run.projectId,
+        error,
+      });
+      return null;
+    }
+    return writePendingDelivery(scope, {
+      projectId: run.projectId,
+      appName: run.appName,
+      runId: run.runId,
+      endpoint,
+      secret,
+    });
   }
 
   /** The caller of `runId` hung up: while it waited, that hands the run over at once. */
@@ -414,9 +436,11 @@ export class Keeper {
   async #interrupted(runId: string, record: KeptRecord): Promise<void> {
     const run = keptRunOf(record.run);
     if (run === null) {
-      // Not a run this code can read: dropped (logged), so the alarm does not meet it again.
+      // Not a run this code can read: dropped (logged), so the alarm does not meet it again; its key
+      // says it failed, and a row it was handed over with is ended by the sweep (runs/async/sweep.ts).
       log("error", "waited run record unreadable", { run_id: runId });
       this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", runId);
+      this.#sql.exec("UPDATE run_keys SET status = 'failed' WHERE run_id = ?", runId);
       return;
     }
     const scope = this.#scopeOf(run.requestId);
@@ -468,7 +492,9 @@ const pendingOf = ({ createdAt, ...rest }: StoredDelivery): PendingDelivery => (
 
 /**
  * The Durable Object class of the keepers, built from the Worker's `deps` and the root's outcome port
- * (src/index.ts). RPC: `run(appRequest, run, sentAfterMs)`, `callerLeft(runId)`.
+ * (src/index.ts). RPC: `take(appRequest, run, sentAfterMs)`, `callerLeft(runId)`; `run(appRequest, kept)`
+ * for one release, for a Worker of the code before (a gradual deployment: a Worker and the objects it
+ * calls may run different versions): its run (`KeptRunV1`) taken as the admitted run it stands for.
  */
 export function runKeeperClass(deps: Deps, outcomes: OutcomePort) {
   return class RunKeeper extends DurableObject<Env> {
@@ -479,8 +505,16 @@ export function runKeeperClass(deps: Deps, outcomes: OutcomePort) {
       this.keeper = new Keeper(state, env, deps, outcomes);
     }
 
-    run(appRequest: Request, run: AdmittedRun, sentAfterMs: number): Promise<KeeperAnswer> {
-      return this.keeper.run(appRequest, run, sentAfterMs);
+    take(appRequest: Request, run: AdmittedRun, sentAfterMs: number): Promise<KeeperAnswer> {
+      return this.keeper.take(appRequest, run, sentAfterMs);
+    }
+
+    /** The RPC of the code before the admitted run (remove once no Worker of it runs). */
+    async run(appRequest: Request, kept: unknown): Promise<KeeperAnswer> {
+      const config = getConfig(this.env);
+      const taken = await admittedOfV1(kept, (runId, secret) => sealSecret(config.webhookEncryptionKey, runId, secret));
+      if (taken === null) throw new Error("The keeper takes admitted waited runs only.");
+      return this.keeper.take(appRequest, taken.run, taken.sentAfterMs);
     }
 
     callerLeft(runId: string): void {

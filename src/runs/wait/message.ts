@@ -25,10 +25,33 @@ interface KeptRunV1 {
   acceptHeader: string | null;
   limits: { headersMs: number; idleMs: number };
   acceptedAt: number;
+  sentAfterMs: number;
   wait: number;
   cancelAfterMs: number | null;
   bytesIn: number;
   key?: { value: string; requestHash: string } | null;
+}
+
+/**
+ * What a Worker of the code before hands a keeper (`run(appRequest, kept)`): a `KeptRunV1` with its
+ * webhook's secret in clear, sealed here under the run id (`seal`); `null` for anything else.
+ */
+export async function admittedOfV1(
+  kept: unknown,
+  seal: (runId: string, secret: string) => Promise<{ iv: string; ct: string }>,
+): Promise<{ run: AdmittedRun; sentAfterMs: number } | null> {
+  const admitted = admittedRunOf(kept);
+  if (admitted !== null) return { run: admitted, sentAfterMs: 0 };
+  const old = kept as (Partial<KeptRunV1> & { webhook?: { endpoint: string; secret?: unknown } | null }) | null;
+  const run = keptRunOf(kept);
+  if (run === null || old === null) return null;
+  const webhook = old.webhook
+    ? {
+        endpoint: old.webhook.endpoint,
+        secret: typeof old.webhook.secret === "string" ? await seal(run.runId, old.webhook.secret) : null,
+      }
+    : null;
+  return { run: { ...run, webhook }, sentAfterMs: typeof old.sentAfterMs === "number" ? old.sentAfterMs : 0 };
 }
 
 /** A run a keeper's record holds: an admitted run, or one stored before it (`KeptRunV1`); `null` for neither. */

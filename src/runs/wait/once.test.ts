@@ -138,7 +138,7 @@ describe("a keeper takes one run, once", { timeout: 20_000 }, () => {
       seconds: 1,
     });
     const second = await keeperOf(app.projectId, runId)
-      .run(new Request(`${PEER}/upstream/echo?again=1`), kept, 0)
+      .take(new Request(`${PEER}/upstream/echo?again=1`), kept, 0)
       .then(
         () => "answered",
         (error: unknown) => String(error),
@@ -167,20 +167,20 @@ describe("a keeper's capacity", { timeout: 30_000 }, () => {
     const held = (i: number) =>
       new Request(`${PEER}/upstream/echo?hold=${key}`, { headers: { "X-Run-Id": `run_capacity_${key}_${i}` } });
     const taken = Array.from({ length: KEEPER_RUNS_MAX }, (_, i) =>
-      keeper.run(held(i), kept(`run_capacity_${key}_${i}`), 0),
+      keeper.take(held(i), kept(`run_capacity_${key}_${i}`), 0),
     );
     await eventually(
       async () => (await appCalls(`run_capacity_${key}_${KEEPER_RUNS_MAX - 1}`)) === 1,
       "every run called",
     );
-    const refused = await keeper.run(held(KEEPER_RUNS_MAX), kept(`run_capacity_${key}_${KEEPER_RUNS_MAX}`), 0);
+    const refused = await keeper.take(held(KEEPER_RUNS_MAX), kept(`run_capacity_${key}_${KEEPER_RUNS_MAX}`), 0);
     expect(refused).toEqual({ kind: "busy", reason: "runs" });
     expect(await appCalls(`run_capacity_${key}_${KEEPER_RUNS_MAX}`)).toBe(0);
     await releaseStream(key);
     const answers = await Promise.all(taken);
     expect(answers.every((a) => a.kind === "answered")).toBe(true);
     for (const a of answers) if (a.kind === "answered") await a.response.arrayBuffer();
-    const again = await keeper.run(
+    const again = await keeper.take(
       new Request(`${PEER}/upstream/echo`, { headers: { "X-Run-Id": `run_capacity_${key}_again` } }),
       kept(`run_capacity_${key}_again`),
       0,

@@ -39,7 +39,7 @@ export async function waitRun(
   signal?.addEventListener("abort", left, { once: true });
   let answer: KeeperAnswer;
   try {
-    answer = await keeper.run(onWire(appRequest), run, sentAfterMs);
+    answer = await keeper.take(onWire(appRequest), run, sentAfterMs);
   } catch (error) {
     signal?.removeEventListener("abort", left);
     // The keeper was reset before it answered (a restart, an eviction): its alarm ends the run
