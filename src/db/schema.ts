@@ -447,9 +447,10 @@ export const asyncRuns = sqliteTable(
     status: text("status", { enum: ASYNC_RUN_STATUSES }).notNull(),
     // The app request as the app will get it, fixed when the run was accepted.
     method: text("method").notNull(),
-    target: text("target").notNull(),
+    // The app's URL (`{origin_url}/{path}?query`); its SQL column keeps the name it was stored under.
+    appUrl: text("target").notNull(),
     // The app's path the run calls (`run`, `v1/chat/completions`: `RunTarget.appPath`, no query), kept at
-    // acceptance. `null` on rows from before this column: their path is read back from `target`.
+    // acceptance. `null` on rows from before this column: their path is read back from `appUrl`.
     appPath: text("app_path"),
     requestHeaders: text("request_headers").notNull(),
     // The caller's body: here when small, in R2 (`requestInR2`) when large; cleared once the run ends.

@@ -129,6 +129,3 @@ export function checkOutboundUrl(raw: string, policy: OutboundUrlPolicy): Outbou
       return { ok: false, reason: "must not point to a private, link-local, reserved or multicast address" };
   }
 }
-
-/** The former name of `checkOutboundUrl`, for runs/admit.ts until the one-run change (issue 43) renames its call. */
-export const checkTarget = checkOutboundUrl;

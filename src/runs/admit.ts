@@ -4,7 +4,7 @@ import { ApiError, invalidField } from "../platform/errors";
 import { isJsonType } from "../platform/http";
 import { jsonSyntaxOf } from "../platform/json-syntax";
 import type { Scope } from "../platform/scope";
-import { checkTarget } from "../platform/url-policy";
+import { checkOutboundUrl } from "../platform/url-policy";
 import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
 import { bodyTooLarge, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES, type RunBody } from "./bodies";
@@ -21,7 +21,7 @@ import { idempotencyKeyOf, requestHashOf } from "./idempotency";
 
 /**
  * The admit stage: everything checked before the app is called. The caller's key, the project's run
- * budget, the target (the app's deployment and runtime), the method, the gateway's own parameters and
+ * budget, the app (its deployment and runtime), the method, the gateway's own parameters and
  * the body, in three steps: `identify` (the caller), `admitApp` (the budget and the app), `admitRequest`
  * (the rest). Nothing here calls the app.
  */
@@ -51,7 +51,7 @@ function webhookOf(scope: Scope, request: Request, query: URLSearchParams | null
   if (endpoints.length === 0) return null;
   if (endpoints.length > 1) throw invalidField("query", "webhookEndpoint", "must be given once");
   const secret = request.headers.get("x-webhook-secret") ?? undefined;
-  const check = checkTarget(endpoints[0]!, { allowInsecure: scope.config.allowInsecureTargets });
+  const check = checkOutboundUrl(endpoints[0]!, { allowInsecure: scope.config.allowInsecureTargets });
   if (!check.ok) throw invalidField("query", "webhookEndpoint", check.reason);
   if (secret !== undefined && (secret.length === 0 || secret.length > MAX_SECRET_LENGTH)) {
     throw invalidField("header", "X-Webhook-Secret", `must be 1 to ${MAX_SECRET_LENGTH} characters`);

@@ -178,7 +178,7 @@ const sizeOf = (text: string) => utf8.encode(text).byteLength;
 /** The document of an answer nobody streams (an async run): the body read to its end into the copy. */
 export const collectAnswer = (call: AppCall, context: RunContext): Promise<RunAnswer> => collect(call, null, context);
 
-/** The answer stage's state: what the caller gets, and what the run hands on and records. */
+/** The answer stage's state: what the caller gets, and what the run gives its webhook and its outcome. */
 export interface Answered {
   response: Response;
   /** The app's call it answers; null when the app gave no answer (the problem is the answer). */
@@ -189,7 +189,7 @@ export interface Answered {
   calledAt: number | null;
   /** The bytes of a whole answer (the envelope, a problem); null for a passed-through one, counted as it streams. */
   size: number | null;
-  /** The copy handed on (webhook), when one was asked for: resolves once the answer is whole. */
+  /** The copy for the webhook, when one was asked for: resolves once the answer is whole. */
   copy: Promise<RunAnswer> | null;
 }
 
@@ -221,7 +221,7 @@ export function failed(error: ApiError, context: RunContext, calledAt: number | 
 
 /**
  * The call and the answer stages of a synchronous run: the caller's answer to the app's, or the
- * problem when the app gave none (502, 504, 413), which is the copy handed on too. `cancel` ends the
+ * problem when the app gave none (502, 504, 413), which is the webhook's copy too. `cancel` ends the
  * app's call (the caller hung up, or a webhook run's grace after it is over).
  */
 export async function callAndAnswer(

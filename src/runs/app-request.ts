@@ -48,11 +48,11 @@ export function appRequestOf(
 
 /** An async run's app request as its row keeps it (`appRequestOf`'s, stored at acceptance), for its consumer. */
 export function storedAppRequest(
-  run: Pick<AsyncRun, "id" | "target" | "method" | "requestHeaders">,
+  run: Pick<AsyncRun, "id" | "appUrl" | "method" | "requestHeaders">,
   body: Uint8Array | null,
 ): AppRequest {
   const headers = new Headers(JSON.parse(run.requestHeaders) as [string, string][]);
-  return { url: run.target, method: run.method, headers, body, runId: run.id };
+  return { url: run.appUrl, method: run.method, headers, body, runId: run.id };
 }
 
 /** A waited run's app request as it crosses to its keeper (RPC): a `Request` (its body read whole by then). */
@@ -70,12 +70,12 @@ export const offWire = (request: Request, runId: string): AppRequest => ({
 
 /**
  * The app's path an async run's outcome names (`run`, `v1/chat/completions`, no query): kept in its row
- * since acceptance (`app_path`); a row from before that column reads it back from its stored `target`,
+ * since acceptance (`app_path`); a row from before that column reads it back from its stored `appUrl`,
  * less the origin's base path when the app's deployment is still known.
  */
-export function appPathOfRun(run: Pick<AsyncRun, "appPath" | "target">, originUrl: string | null): string {
+export function appPathOfRun(run: Pick<AsyncRun, "appPath" | "appUrl">, originUrl: string | null): string {
   if (run.appPath !== null) return run.appPath;
-  const path = new URL(run.target).pathname;
+  const path = new URL(run.appUrl).pathname;
   const base = originUrl === null ? null : new URL(originUrl).pathname.replace(/\/+$/, "");
   return (base !== null && path.startsWith(`${base}/`) ? path.slice(base.length + 1) : path.replace(/^\/+/, "")) || "/";
 }

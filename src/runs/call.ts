@@ -338,7 +338,7 @@ export async function callApp(
       const declared = raw.headers.has("content-encoding") ? null : Number(length);
       const fixed = declared !== null && Number.isSafeInteger(declared) ? declared : null;
       if (fixed !== null && fixed <= SEEN_AT_ONCE_BYTES) {
-        // A small body (an image, a JSON document) is handed on as it is: it follows its headers at once,
+        // A small body (an image, a JSON document) goes on as it is: it follows its headers at once,
         // so it is counted whole now. Watching its end would cost a pipe per run (`npm run bench`, runcost).
         // The hang-up listener stays: a caller who goes while the app stalls mid-body still ends its call.
         tally.bytes = fixed;

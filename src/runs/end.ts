@@ -31,7 +31,7 @@ export interface RunEnd {
    */
   answered(): void;
   /** The run is no longer this invocation's to end (an accepted async run: its consumer's). */
-  handedOff(): void;
+  endsElsewhere(): void;
   /** Whether the caller has hung up. */
   hungUp(): boolean;
 }
@@ -61,7 +61,7 @@ export function openEnd(
   }
   const ended = (bytesOut: number) => {
     if (done) return;
-    // Handed on before the hold is let go: what the port starts joins `waitUntil` while it is held.
+    // Given to the port before the hold is let go: what the port starts joins `waitUntil` while it is held.
     events.ended({ at: clock(), bytesIn: bytesIn(), bytesOut, webhook: webhook() });
     close();
   };
@@ -84,7 +84,7 @@ export function openEnd(
       if (signal?.aborted) holdAgain();
       else signal?.addEventListener("abort", holdAgain, { once: true });
     },
-    handedOff: close,
+    endsElsewhere: close,
     hungUp: () => signal?.aborted === true,
   };
 }

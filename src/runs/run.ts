@@ -64,7 +64,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     if (isMode(admitted, "async")) {
       // An accepted async run's outcome is its consumer's; a replayed one's is the run it replays.
       const response = await queueAsyncRun(scope, request, admission);
-      end.handedOff();
+      end.endsElsewhere();
       if (response.headers.get("idempotent-replayed") !== "true") outcomes.started(scope, { ...start, mode: "async" });
       return response;
     }
@@ -73,7 +73,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     if (isMode(admitted, "wait")) {
       // A waited run's app call, and so its outcome, is its keeper's: it may outlive this invocation.
       // Unless the keeper does not take it (it holds as many runs as it may): then it ends here.
-      end.handedOff();
+      end.endsElsewhere();
       return await waitRun(scope, request, admitted, appRequest, owner.sinceAcceptance(), (refused) => {
         const events = runEvents(start, (outcome) => outcomes.ended(scope, outcome));
         events.record({ kind: "failed", problem: refused });
@@ -86,7 +86,7 @@ export async function run(scope: Scope, request: Request, target: RunTarget, out
     const reason = appKnown ? null : refusalOf(error);
     // Refused before the app was known (its budget, no such app): counted, never a run.
     if (reason !== null) {
-      end.handedOff();
+      end.endsElsewhere();
       outcomes.refused(scope, { projectId: target.projectId, reason, at: clock() });
     } else {
       const problem = error instanceof ApiError ? error : new ApiError("internal_error", "The run failed.");

@@ -1,5 +1,5 @@
 import type { Scope } from "../platform/scope";
-import { type DeliveryBody, deliverRunCopy } from "../webhooks/enqueue";
+import { type DeliveryBody, handRunCopyToLane } from "../webhooks/enqueue";
 import { openSecret } from "../webhooks/secret-box";
 import type { AdmittedRun } from "./admitted";
 import type { RunAnswer } from "./answer";
@@ -20,7 +20,7 @@ export interface RunWebhook {
 }
 
 /**
- * The run's delivery, handed to `webhooks/` in one call (`deliverRunCopy`), on record (`pending`)
+ * The run's delivery, handed to `webhooks/` in one call (`handRunCopyToLane`), on record (`pending`)
  * before the app is called, whatever happens to the run afterwards. Its body is the copy of the answer
  * once `carry` has it, or `run_interrupted` for a run that did not finish (cut short after a hang-up,
  * or broken by an error).
@@ -35,7 +35,7 @@ export async function startWebhook(
   let bodyOf: (body: DeliveryBody) => void = () => undefined;
   const body = new Promise<DeliveryBody>((resolve) => (bodyOf = resolve));
   const secret = await webhookSecretOf(scope, run);
-  await deliverRunCopy(scope, { projectId, appName, runId, endpoint, secret }, body);
+  await handRunCopyToLane(scope, { projectId, appName, runId, endpoint, secret }, body);
   const cutShort = cutShortAfterHangUp(request, scope.deps);
   return {
     signal: cutShort.signal,

@@ -260,8 +260,3 @@ export async function handNewDeliveryToLane(scope: Scope, request: DeliveryReque
   const pending = await writePendingDelivery(scope, request);
   return handToLane(scope, pending, request.body);
 }
-
-// The former names of `handToLane` and `handRunCopyToLane`, for runs/ until the one-run change (issue 43)
-// renames its calls.
-export const enqueuePending = handToLane;
-export const deliverRunCopy = handRunCopyToLane;

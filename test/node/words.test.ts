@@ -93,7 +93,6 @@ export function faultsIn(file: string, text: string, rules: WordRule[]): Fault[]
  * Files (or folders, ending in `/`) under `src/` allowed a glossary word (its first form) for another
  * idea, with the reason. Kept short: every entry is a word not yet renamed, or another field's own word.
  */
-const RUNS = "runs/: removed by the one-run change (issue 43), which rewrites runs/";
 const AUDIT = "an audit entry's target (`target: {type, id}`), a field of the audit API";
 const DNS = "a DNS record's target (a CNAME's), DNS's word, and the domain error code WRONG_TARGET";
 const ALLOWED: Record<string, Record<string, string>> = {
@@ -101,31 +100,16 @@ const ALLOWED: Record<string, Record<string, string>> = {
   "dashboard/pages/audit-log.tsx": { target: AUDIT },
   "domains/": { target: DNS },
   "dashboard/pages/domain-parts.tsx": { target: DNS },
-  "db/schema.ts": { target: `${DNS}; the async_runs column \`target\` (${RUNS})` },
+  "db/schema.ts": { target: `${DNS}; the async_runs column \`target\` (stored data: its field is \`appUrl\`)` },
+  // A keeper's record of a run in flight keeps the app's URL under the name it was stored with.
+  "runs/wait/keeper.ts": {
+    target: "a keeper record's stored field `target` (records of runs in flight at an upgrade)",
+  },
   // Libraries' own words: drizzle's conflict target, zod-openapi's validation target.
   "auth/users.ts": { target: "drizzle's `onConflictDoUpdate({ target })`" },
   "webhooks/receiver-api.ts": { target: "drizzle's `onConflictDoUpdate({ target })`" },
   "webhooks/receiver-settings.ts": { target: "drizzle's `onConflictDoUpdate({ target })`" },
   "platform/router.ts": { target: "zod-openapi's validation `target` (param, query, json…)" },
-  // Former names kept as aliases for runs/ until the one-run change renames its calls.
-  "platform/url-policy.ts": { target: `\`checkTarget\`, called by runs/admit.ts (${RUNS})` },
-  "webhooks/enqueue.ts": { deliver: `\`deliverRunCopy\`, called by runs/webhook.ts (${RUNS})` },
-  "runs/admit.ts": { target: RUNS },
-  "runs/answer.ts": { "hand on": RUNS },
-  "runs/app-request.ts": { target: RUNS },
-  "runs/async/accept.ts": { target: RUNS },
-  "runs/async/lifecycle.ts": { deliver: RUNS },
-  "runs/async/store.ts": { deliver: RUNS, "hand off": RUNS, target: RUNS },
-  "runs/async/sweep.ts": { "hand off": RUNS },
-  "runs/call.ts": { "hand on": RUNS },
-  "runs/end.ts": { "hand off": RUNS, "hand on": RUNS },
-  "runs/sync/handshake.ts": { target: RUNS },
-  "runs/wait/handed-over.ts": { target: RUNS },
-  "runs/wait/keeper.ts": { target: RUNS },
-  "runs/wait/kept-call.ts": { "hand on": RUNS },
-  "runs/wait/wait.ts": { "hand on": RUNS },
-  "runs/run.ts": { "hand off": RUNS },
-  "runs/webhook.ts": { deliver: RUNS },
 };
 
 function sourceFiles(folder = ""): string[] {

@@ -83,7 +83,7 @@ export async function queueAsyncRun(scope: Scope, request: Request, admission: A
     caller: admitted.caller,
     status: "queued" as const,
     method: appRequest.method,
-    target: appRequest.url,
+    appUrl: appRequest.url,
     appPath: admitted.appPath,
     requestHeaders: JSON.stringify([...appRequest.headers]),
     requestBody: placed.inline,

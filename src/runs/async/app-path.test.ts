@@ -31,12 +31,12 @@ async function recordedPath(api: Client, projectId: string, runId: string): Prom
 }
 
 describe("an async run's app path", () => {
-  it("is read from the row, or from the stored target on a row without it", () => {
-    const target = "https://app.example/base/v1/things?q=1";
-    expect(appPathOfRun({ appPath: "v1/things", target }, null)).toBe("v1/things");
-    expect(appPathOfRun({ appPath: null, target }, "https://app.example/base/")).toBe("v1/things");
+  it("is read from the row, or from the stored app URL on a row without it", () => {
+    const appUrl = "https://app.example/base/v1/things?q=1";
+    expect(appPathOfRun({ appPath: "v1/things", appUrl }, null)).toBe("v1/things");
+    expect(appPathOfRun({ appPath: null, appUrl }, "https://app.example/base/")).toBe("v1/things");
     // The app's deployment unknown (deleted since): the whole path, as before the column.
-    expect(appPathOfRun({ appPath: null, target }, null)).toBe("base/v1/things");
+    expect(appPathOfRun({ appPath: null, appUrl }, null)).toBe("base/v1/things");
   });
 
   it("is stored at acceptance and named by the run's record; an old row without it still runs", async () => {

@@ -5,8 +5,8 @@ import { answerRun } from "../answer";
 import { contextOf } from "../context";
 import { type AdmittedRun, admittedRunOf } from "../admitted";
 import { appPathOfRun, storedAppRequest } from "../app-request";
-import { enqueuePending } from "../../webhooks/enqueue";
-import { endingOf, endUnanswered, handOverOf, storedRunEvents } from "./lifecycle";
+import { handToLane } from "../../webhooks/enqueue";
+import { endingOf, endUnanswered, resultDeliveryOf, storedRunEvents } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { claimRun, endRun, runById } from "./store";
 import { logError } from "../../platform/log";
@@ -89,8 +89,8 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   const answer = await answerRun(deps, appRequest, context, cancel).finally(() => deadline?.dispose());
   const ending = await endingOf(env, run.id, answer, deps.now());
   // The webhook's delivery is written with the run's end (one D1 batch), and handed on after it.
-  const handOver = await handOverOf(scope, run);
-  const ended = await retry(() => endRun(db, run.id, "running", messageId, ending, handOver ?? undefined), {
+  const delivery = await resultDeliveryOf(scope, run);
+  const ended = await retry(() => endRun(db, run.id, "running", messageId, ending, delivery ?? undefined), {
     tries: END_TRIES,
     sleep: deps.sleep,
     pauseMs: (tries) => 50 * tries,
@@ -111,7 +111,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
     bytesOut: ending.resultBytes,
     webhook: run.webhookEndpoint !== null,
   });
-  if (handOver?.pending) await enqueuePending(scope, handOver.pending, answer.text);
+  if (delivery?.pending) await handToLane(scope, delivery.pending, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }
 

@@ -1,12 +1,12 @@
 import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, type ProblemCode, PROBLEMS } from "../../platform/errors";
-import { enqueuePending, type PendingDelivery, preparePending, writePending } from "../../webhooks/enqueue";
+import { handToLane, type PendingDelivery, preparePending, writePending } from "../../webhooks/enqueue";
 import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
 import type { RunAnswer } from "../answer";
 import { appPathOfRun } from "../app-request";
 import { byteLength, placePayload, resultKey } from "./payloads";
-import { type StoredEnding, endRun, handedOver, type HandOver } from "./store";
+import { type StoredEnding, endRun, deliveryNoted, type ResultDelivery } from "./store";
 import { logError } from "../../platform/log";
 import { type OutcomePort, outcomePath, type RunStart } from "../outcome";
 import { type RunEvents, runEvents } from "../run-events";
@@ -59,13 +59,13 @@ export function unansweredText(run: Pick<AsyncRun, "id" | "requestId">, why: Una
 }
 
 /**
- * The webhook delivery a finished run hands over, prepared but not written (`preparePending`): `null`
+ * The webhook delivery of a finished run's result, prepared but not written (`preparePending`): `null`
  * when the run has no webhook; `deliveryId: "none"` (no delivery) when its secret cannot be read.
  */
-export async function handOverOf(
+export async function resultDeliveryOf(
   scope: Scope,
   run: AsyncRun,
-): Promise<(HandOver & { pending: PendingDelivery | null }) | null> {
+): Promise<(ResultDelivery & { pending: PendingDelivery | null }) | null> {
   if (!run.webhookEndpoint) return null;
   let secret: string | undefined;
   if (run.webhookSecret) {
@@ -100,16 +100,16 @@ export async function handOverOf(
  * Hands a finished run's stored answer to the webhook pipeline: one delivery, its body the result's
  * exact bytes; then the run records the delivery's id and forgets the secret. For a run ended without
  * its delivery (`endUnanswered`, or the cron's recovery); the consumer writes the delivery with the
- * run's end (`endRun` with a `HandOver`) and only hands it on afterwards (`enqueuePending`).
+ * run's end (`endRun` with a `ResultDelivery`) and only hands it on afterwards (`handToLane`).
  */
 export async function handOnResult(scope: Scope, run: AsyncRun, text: string): Promise<void> {
-  const handOver = await handOverOf(scope, run);
-  if (!handOver) return;
-  if (handOver.pending && handOver.row) {
-    const pending = await writePending(scope, { pending: handOver.pending, row: handOver.row });
-    await enqueuePending(scope, pending, text);
+  const delivery = await resultDeliveryOf(scope, run);
+  if (!delivery) return;
+  if (delivery.pending && delivery.row) {
+    const pending = await writePending(scope, { pending: delivery.pending, row: delivery.row });
+    await handToLane(scope, pending, text);
   }
-  await handedOver(scope.db, run.id, handOver.deliveryId);
+  await deliveryNoted(scope.db, run.id, delivery.deliveryId);
 }
 
 /**
@@ -138,7 +138,7 @@ export function problemEnding(
 
 /**
  * Ends a run that will never have an app's answer (its consumer died, or it was never started), at
- * most once: only the write that moves it from `from` delivers. `claimedBy` narrows a running run to
+ * most once: only the write that moves it from `from` gives it to the webhook. `claimedBy` narrows a running run to
  * the claim of one queue message.
  */
 export async function endUnanswered(

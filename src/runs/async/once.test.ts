@@ -10,7 +10,7 @@ import { createDb } from "../../db/client";
 import { CRONS } from "../../platform/triggers";
 import { createWorker } from "../../worker";
 import { claimRun, runById } from "./store";
-import { HANDOVER_MAX_MS, QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
+import { RESULT_DELIVERY_MAX_MS, QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
 import type { DeliveryMessage } from "../../webhooks/message";
 
 const api = client();
@@ -280,7 +280,7 @@ describe("the cron sweep", () => {
       );
     await sweepWith();
     expect(capture.sent).toEqual([]);
-    local.clock.advance(HANDOVER_MAX_MS + 1_000);
+    local.clock.advance(RESULT_DELIVERY_MAX_MS + 1_000);
     await sweepWith();
     await sweepWith();
     const sentFor = (runId: string) => (capture.sent as DeliveryMessage[]).filter((m) => m.runId === runId);
@@ -320,7 +320,7 @@ describe("the cron sweep", () => {
     const sentForRun = () => (capture.sent as DeliveryMessage[]).filter((m) => m.runId === run!.id);
     await sweep();
     expect(sentForRun()).toEqual([]);
-    local.clock.advance(HANDOVER_MAX_MS + 1_000);
+    local.clock.advance(RESULT_DELIVERY_MAX_MS + 1_000);
     for (let sweeps = 0; sweeps < 10 && sentForRun().length === 0; sweeps++) await sweep();
     const [message] = sentForRun();
     expect(message).toMatchObject({ id: run!.deliveryId, runId: run!.id, body: { inline: run!.result } });

@@ -21,14 +21,14 @@ export type NewAsyncRun = typeof asyncRuns.$inferInsert;
 
 /**
  * What an ended run forgets of its request: the body, the forwarded headers (an app's own `X-Api-Key`
- * among them), the admitted run and the query of its target. Nothing reads them once the run cannot start any more;
+ * among them), the admitted run and the query of its app URL. Nothing reads them once the run cannot start any more;
  * the state, result and error stay for the retention.
  */
 const FORGET_REQUEST = {
   requestBody: null,
   requestHeaders: "[]",
   admitted: null,
-  target: sql`CASE WHEN instr(${asyncRuns.target}, '?') > 0 THEN substr(${asyncRuns.target}, 1, instr(${asyncRuns.target}, '?') - 1) ELSE ${asyncRuns.target} END`,
+  appUrl: sql`CASE WHEN instr(${asyncRuns.appUrl}, '?') > 0 THEN substr(${asyncRuns.appUrl}, 1, instr(${asyncRuns.appUrl}, '?') - 1) ELSE ${asyncRuns.appUrl} END`,
 };
 
 /**
@@ -178,7 +178,7 @@ export async function cancelRun(
   return row;
 }
 
-/** What a finished run keeps: its state, answer and error. The request is forgotten; the sealed secret waits for the hand-off. */
+/** What a finished run keeps: its state, answer and error. The request is forgotten; the sealed secret waits until the delivery has it. */
 export interface StoredEnding {
   status: Extract<AsyncRunStatus, "succeeded" | "failed">;
   resultStatus: number;
@@ -197,11 +197,11 @@ export interface Ended {
 }
 
 /**
- * A run's webhook delivery, handed over when the run ends: `deliveryId` is what the run records (`none`
+ * The delivery of a run's result, made when the run ends: `deliveryId` is what the run records (`none`
  * when there will be none: its secret could not be read), `row` the delivery's `pending` row, written
  * in the same D1 batch that ends the run (webhooks/enqueue.ts `preparePending`).
  */
-export interface HandOver {
+export interface ResultDelivery {
   deliveryId: string;
   row: PendingRow | null;
 }
@@ -224,7 +224,7 @@ const endingColumns = {
 
 /**
  * The end of a run, rendered once per isolate (`prepared`): its ending, the request forgotten, and the
- * hand-over when there is one (the delivery's id recorded, the sealed secret forgotten), in one
+ * delivery when there is one (its id recorded, the sealed secret forgotten), in one
  * conditional write that answers whether a stream follows the run.
  */
 const endStatement = prepared<Record<keyof StoredEnding | "id" | "from" | "claimedBy" | "deliveryId", unknown>>(
@@ -233,7 +233,7 @@ const endStatement = prepared<Record<keyof StoredEnding | "id" | "from" | "claim
     sql`, `,
   )},
     ${name(r.requestBody)} = NULL, ${name(r.requestHeaders)} = '[]', ${name(r.admitted)} = NULL,
-    ${name(r.target)} = ${FORGET_REQUEST.target},
+    ${name(r.appUrl)} = ${FORGET_REQUEST.appUrl},
     ${name(r.deliveryId)} = coalesce(${placeholder("deliveryId", r.deliveryId)}, ${r.deliveryId}),
     ${name(r.webhookSecret)} = CASE WHEN ${placeholder("deliveryId", r.deliveryId)} IS NULL THEN ${r.webhookSecret} ELSE NULL END
     WHERE ${r.id} = ${placeholder("id", r.id)} AND ${r.status} = ${placeholder("from", r.status)}
@@ -249,12 +249,12 @@ const deliveryStatement = pendingInsert(
 
 /**
  * Ends a run that is in state `from` (and, when given, claimed by `claimedBy`). `Ended` when this write
- * ended it; `undefined` when someone else already had (the caller then must not deliver anything).
+ * ended it; `undefined` when someone else already had (the caller then must not give the webhook anything).
  *
- * With `handOver`, the run records its delivery in the same write, and the delivery's `pending` row
+ * With `delivery`, the run records its delivery in the same write, and the delivery's `pending` row
  * goes with it in one D1 batch (one round trip, one transaction): written only if the end was, so a
- * run ended by someone else gets no second delivery. A run's end, its delivery's record and the
- * hand-over were three round trips.
+ * run ended by someone else gets no second delivery. A run's end, its delivery's record and the note
+ * of its id were three round trips.
  */
 export async function endRun(
   db: Database,
@@ -262,17 +262,17 @@ export async function endRun(
   from: "queued" | "running",
   claimedBy: string | null,
   ending: StoredEnding,
-  handOver?: HandOver,
+  delivery?: ResultDelivery,
 ): Promise<Ended | undefined> {
   const end = endStatement(db, {
     ...ending,
     id: runId,
     from,
     claimedBy,
-    deliveryId: handOver?.deliveryId ?? null,
+    deliveryId: delivery?.deliveryId ?? null,
   });
-  const [ended] = handOver?.row
-    ? await db.$client.batch<{ followed: number }>([end, deliveryStatement(db, handOver.row)])
+  const [ended] = delivery?.row
+    ? await db.$client.batch<{ followed: number }>([end, deliveryStatement(db, delivery.row)])
     : [await end.all<{ followed: number }>()];
   const [row] = ended!.results;
   return row ? { followed: Boolean(row.followed) } : undefined;
@@ -292,11 +292,11 @@ export async function followRunRow(db: Database, runId: string): Promise<RunStat
 }
 
 /** The run's result was handed to the webhook pipeline as `deliveryId` (`none`: it will not be); the secret is forgotten. */
-export async function handedOver(db: Database, runId: string, deliveryId: string): Promise<void> {
+export async function deliveryNoted(db: Database, runId: string, deliveryId: string): Promise<void> {
   await db.update(asyncRuns).set({ deliveryId, webhookSecret: null }).where(eq(asyncRuns.id, runId));
 }
 
-/** Finished runs with a webhook whose result was never handed over, finished before `before`. */
+/** Finished runs with a webhook whose result never reached its delivery, finished before `before`. */
 export async function undeliveredRuns(db: Database, before: Date, limit: number): Promise<AsyncRun[]> {
   return db
     .select()
@@ -314,7 +314,7 @@ export async function undeliveredRuns(db: Database, before: Date, limit: number)
 }
 
 /**
- * Finished runs whose delivery was recorded with their end (`endRun` with a `HandOver`) and has had no
+ * Finished runs whose delivery was recorded with their end (`endRun` with a `ResultDelivery`) and has had no
  * attempt, recorded between `since` and `before`: the consumer that ended them may have died before
  * handing it on. Oldest first; one older than `since` is left to the webhooks' sweeper, which settles it.
  */

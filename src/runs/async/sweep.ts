@@ -6,14 +6,14 @@ import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
 import {
   deleteRuns,
   expiredRuns,
-  handedOver,
+  deliveryNoted,
   recordedDelivery,
   releaseKeys,
   staleRuns,
   undeliveredRuns,
   unsentDeliveries,
 } from "./store";
-import { enqueuePending, pendingOf } from "../../webhooks/enqueue";
+import { handToLane, pendingOf } from "../../webhooks/enqueue";
 import { STALE_AFTER_MS } from "../../webhooks/housekeeping";
 import { log } from "../../platform/log";
 import type { OutcomePort } from "../outcome";
@@ -27,14 +27,14 @@ export const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
 export const RUNNING_MAX_MS = 16 * 60_000;
 /** A run still `queued` after this was never picked up (its message was lost): it ends `failed` (`expired`), never run. */
 export const QUEUED_MAX_MS = 24 * 3600 * 1000;
-/** A consumer hands a result to the webhook pipeline within a second of ending the run; one still not handed over after this never will be by it. */
-export const HANDOVER_MAX_MS = 2 * 60_000;
+/** A consumer gives a result to the webhook pipeline within a second of ending the run; one still without its delivery after this never will have it from it. */
+export const RESULT_DELIVERY_MAX_MS = 2 * 60_000;
 
 /*
  * Subrequest budget of one cron run, planned for Workers Free's 50 (D1, R2, queue and Durable Object
- * calls counted): 3 selects (running, queued, undelivered) + ≤ 6 runs ended or handed over × ≤ 7
+ * calls counted): 3 selects (running, queued, undelivered) + ≤ 6 runs ended or given their delivery × ≤ 7
  * (conditional write or delivery lookup, R2 read of the result, the delivery's D1 insert, R2 put, the
- * hand-off to its lane or the queue, the hand-over write) + 1 select of expired runs + 2 deletes (100
+ * handing to its lane or the queue, the write noting its delivery) + 1 select of expired runs + 2 deletes (100
  * ids each) + 1 R2 delete (≤ 1,000 keys) + 1 key release = 50. The select of deliveries recorded but
  * never handed on is made only when fewer than 6 runs took their share (then ≤ 5 × 7 + 1 + 4 + 5 ≤ 45).
  * What is left over waits for the next run, 5 minutes later.
@@ -89,19 +89,19 @@ export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promi
   const now = deps.now().getTime();
   const running = await staleRuns(db, "running", new Date(now - RUNNING_MAX_MS), ENDS_PER_SWEEP);
   const queued = await staleRuns(db, "queued", new Date(now - QUEUED_MAX_MS), ENDS_PER_SWEEP - running.length);
-  // One at a time: each delivery hand-off opens connections (R2, queue), and Workers allow 6 at once.
+  // One at a time: handing each delivery to its lane opens connections (R2, queue), and Workers allow 6 at once.
   for (const run of running) await endUnanswered(scope, run, "running", null, "interrupted", outcomes);
   for (const run of queued) await endUnanswered(scope, run, "queued", null, "expired", outcomes);
   const undelivered = await undeliveredRuns(
     db,
-    new Date(now - HANDOVER_MAX_MS),
+    new Date(now - RESULT_DELIVERY_MAX_MS),
     ENDS_PER_SWEEP - running.length - queued.length,
   );
   for (const run of undelivered) {
     // The consumer died after recording the delivery but before noting it: one record is enough.
     const recorded = await recordedDelivery(db, run.projectId, run.id);
     if (recorded) {
-      await handedOver(db, run.id, recorded);
+      await deliveryNoted(db, run.id, recorded);
       continue;
     }
     const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
@@ -111,10 +111,12 @@ export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promi
   // again (a copy its lane or the queue already has adds nothing).
   const room = ENDS_PER_SWEEP - running.length - queued.length - undelivered.length;
   const unsent =
-    room > 0 ? await unsentDeliveries(db, new Date(now - STALE_AFTER_MS), new Date(now - HANDOVER_MAX_MS), room) : [];
+    room > 0
+      ? await unsentDeliveries(db, new Date(now - STALE_AFTER_MS), new Date(now - RESULT_DELIVERY_MAX_MS), room)
+      : [];
   for (const { run, delivery } of unsent) {
     const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
-    if (result !== null) await enqueuePending(scope, pendingOf(delivery), result);
+    if (result !== null) await handToLane(scope, pendingOf(delivery), result);
   }
 
   const purged = await purgeRuns(scope, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);

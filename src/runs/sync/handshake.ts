@@ -10,7 +10,7 @@ import { type AppRequest, runMeta } from "../call";
  */
 export async function webSocketHandshake(
   scope: Scope,
-  target: string,
+  appUrl: string,
   headers: Headers,
   runId: string,
 ): Promise<Response> {
@@ -25,7 +25,7 @@ export async function webSocketHandshake(
     timeoutMs,
   );
   try {
-    return await scope.deps.outbound.fetch(new Request(target, { headers, redirect: "manual", signal }));
+    return await scope.deps.outbound.fetch(new Request(appUrl, { headers, redirect: "manual", signal }));
   } catch (error) {
     const facts = runMeta(runId);
     // workerd does not always reject with the signal's TimeoutError: an upgrade cut short by the abort

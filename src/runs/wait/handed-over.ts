@@ -25,7 +25,7 @@ export interface RowTimes {
 }
 
 /** The row of a waited run, as written at its hand-over: nothing of its request is kept (it is called already). */
-function rowOf(run: AdmittedRun, target: string, pending: PendingDelivery | null, at: RowTimes) {
+function rowOf(run: AdmittedRun, appUrl: string, pending: PendingDelivery | null, at: RowTimes) {
   return {
     id: run.runId,
     projectId: run.projectId,
@@ -34,7 +34,7 @@ function rowOf(run: AdmittedRun, target: string, pending: PendingDelivery | null
     status: "running" as AsyncRun["status"],
     method: run.method,
     // Without its query: an ended run forgets it anyway (store.ts), and this one is called already.
-    target: target.split("?")[0]!,
+    appUrl: appUrl.split("?")[0]!,
     appPath: run.appPath,
     requestHeaders: "[]",
     requestBody: null,
@@ -62,11 +62,11 @@ function rowOf(run: AdmittedRun, target: string, pending: PendingDelivery | null
 export async function insertHandedOver(
   scope: Scope,
   run: AdmittedRun,
-  target: string,
+  appUrl: string,
   pending: PendingDelivery | null,
   at: RowTimes,
 ): Promise<boolean> {
-  return insertRun(scope.db, rowOf(run, target, pending, at));
+  return insertRun(scope.db, rowOf(run, appUrl, pending, at));
 }
 
 /**
@@ -89,13 +89,13 @@ async function endRow(
 export async function endHandedOver(
   scope: Scope,
   run: AdmittedRun,
-  target: string,
+  appUrl: string,
   pending: PendingDelivery | null,
   at: RowTimes & { endedAt: number },
   answer: RunAnswer,
 ): Promise<{ ended: boolean; ending: StoredEnding }> {
   const ending = await endingOf(scope.env, run.runId, answer, new Date(at.endedAt));
-  const ended = await endRow(scope, rowOf(run, target, pending, at), ending, answer.text);
+  const ended = await endRow(scope, rowOf(run, appUrl, pending, at), ending, answer.text);
   return { ended, ending };
 }
 
@@ -107,14 +107,14 @@ export async function endHandedOver(
 export async function endInterrupted(
   scope: Scope,
   run: AdmittedRun,
-  target: string,
+  appUrl: string,
   pending: PendingDelivery | null,
   at: RowTimes & { endedAt: number },
   text: string,
   message: string,
 ): Promise<boolean> {
   const ending = problemEnding("run_interrupted", text, "interrupted", message, new Date(at.endedAt));
-  const row = rowOf(run, target, pending, at);
+  const row = rowOf(run, appUrl, pending, at);
   // A row written at hand-over (whatever the keeper's record had time to say) ends here; one already
   // ended is left as it is.
   if (await endRow(scope, row, ending, text)) return true;

@@ -4,7 +4,7 @@ import { ApiError, problemBody } from "../../platform/errors";
 import { log } from "../../platform/log";
 import { migrateStorage, type StorageShape } from "../../platform/object-storage";
 import { createScope, type Scope } from "../../platform/scope";
-import { enqueuePending, type PendingDelivery, writePendingDelivery } from "../../webhooks/enqueue";
+import { handToLane, type PendingDelivery, writePendingDelivery } from "../../webhooks/enqueue";
 import { offWire } from "../app-request";
 import { runMeta } from "../call";
 import type { OutcomePort } from "../outcome";
@@ -460,7 +460,7 @@ export class Keeper {
       message,
     );
     if (ended) {
-      if (pending) await enqueuePending(scope, pending, text);
+      if (pending) await handToLane(scope, pending, text);
       const events = runEvents(startOfAdmitted(run), (outcome) => this.outcomes.ended(scope, outcome));
       events.record({ kind: "called", at: record.calledAt });
       if (record.handedOverAt !== null) events.record({ kind: "handed_over", at: record.handedOverAt });
@@ -483,7 +483,7 @@ const storedDelivery = ({ secret: _secret, createdAt, ...rest }: PendingDelivery
   createdAt: createdAt.getTime(),
 });
 
-/** A stored pending delivery, as `enqueuePending` takes it. */
+/** A stored pending delivery, as `handToLane` takes it. */
 const pendingOf = ({ createdAt, ...rest }: StoredDelivery): PendingDelivery => ({
   ...rest,
   secret: undefined,

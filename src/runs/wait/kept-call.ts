@@ -1,6 +1,6 @@
 import { ApiError } from "../../platform/errors";
 import type { Scope } from "../../platform/scope";
-import { enqueuePending, type PendingDelivery } from "../../webhooks/enqueue";
+import { handToLane, type PendingDelivery } from "../../webhooks/enqueue";
 import {
   collectAnswer,
   envelopeAnswer,
@@ -40,7 +40,7 @@ const handedOverLimit = (scope: Scope) => scope.config.asyncRunTimeoutMs;
 export interface KeptCall {
   /** The caller's answer, or the hand-over: what the keeper's `run` returns. */
   toCaller: Promise<KeeperAnswer>;
-  /** Resolves once the run has ended and its outcome is handed on (its storage may then go). */
+  /** Resolves once the run has ended and its outcome is given to the port (its storage may then go). */
   ended: Promise<void>;
   /** The caller hung up: while waiting, that is the hand-over; during an answer, its ending. */
   callerLeft(): void;
@@ -181,7 +181,7 @@ export function keepCall(parts: KeepParts): KeptCall {
     endedAs = "answered";
     clearTimeout(waitTimer);
     answerCaller({ kind: "whole", answer: wholeOf(answer) });
-    if (pending) await enqueuePending(scope, pending, answer.text);
+    if (pending) await handToLane(scope, pending, answer.text);
     answeredWith(answer, answeredAt);
     end(byteLength(answer.text));
   }
@@ -195,7 +195,7 @@ export function keepCall(parts: KeepParts): KeptCall {
     answerCaller({ kind: "answered", response: applied(response) });
     const how = await call.tally.ended;
     const document = copy ? await copy : null;
-    if (pending && document) await enqueuePending(scope, pending, document.text);
+    if (pending && document) await handToLane(scope, pending, document.text);
     answeredWith({ status: call.response.status, failure: null }, call.answeredAt);
     // The keeper's own reason to end the body (its deadline) says how it ended; else how the body did.
     if (endedBy()?.code === "run_deadline") events.record({ kind: "deadline" });
@@ -225,7 +225,7 @@ export function keepCall(parts: KeepParts): KeptCall {
     );
     endedAs = ending.status;
     storedAnswer(answer);
-    if (pending) await enqueuePending(scope, pending, answer.text);
+    if (pending) await handToLane(scope, pending, answer.text);
     answeredWith(answer, answeredAt);
     end(ending.resultBytes);
   }

@@ -43,7 +43,7 @@ export async function waitRun(
   } catch (error) {
     signal?.removeEventListener("abort", left);
     // The keeper was reset before it answered (a restart, an eviction): its alarm ends the run
-    // `interrupted` (and hands on its outcome), and the run's status URL says so; the app is never
+    // `interrupted` (and gives the port its outcome), and the run's status URL says so; the app is never
     // called again for it. Answered here, not thrown: the run's outcome is the keeper's.
     const interrupted = new ApiError(
       "run_interrupted",
