@@ -42,6 +42,29 @@ module.exports = {
       to: { path: "^src/runs/(?!(outcome|urls)\\.ts$)" },
     },
     {
+      name: "runs-owners-apart",
+      severity: "error",
+      comment:
+        "Each mode's owner (runs/sync/, runs/wait/, runs/async/) builds on the shared core of runs/ and not on another owner; a waited run's keeper may use the async store, since a handed-over run is stored and read as an async run (docs/runs.md).",
+      from: { path: "^src/runs/(sync|async)/", pathNot: "\\.test\\.tsx?$" },
+      to: { path: "^src/runs/(sync|wait|async)/", pathNot: "^src/runs/$1/" },
+    },
+    {
+      name: "runs-wait-not-into-sync",
+      severity: "error",
+      comment: "A waited run's keeper builds on the core (and the async store), never on the Worker's synchronous owner.",
+      from: { path: "^src/runs/wait/", pathNot: "\\.test\\.tsx?$" },
+      to: { path: "^src/runs/sync/" },
+    },
+    {
+      name: "runs-core-below-owners",
+      severity: "error",
+      comment:
+        "The shared core of runs/ (admission, the admitted run, app request, call, answer, outcome) imports no owner folder: only run.ts and router.ts, which hand a run or a route to its owner, do. Admission reads the keepers' run-id shards (runs/wait/shard.ts: a keyed run's id is in its key's shard).",
+      from: { path: "^src/runs/[^/]+$", pathNot: ["^src/runs/(run|router)\\.ts$", "\\.test\\.tsx?$"] },
+      to: { path: "^src/runs/(sync|wait|async)/", pathNot: "^src/runs/wait/shard\\.ts$" },
+    },
+    {
       name: "runs-never-import-usage",
       severity: "error",
       comment: "A run's outcome reaches usage through the root (OutcomePort), never by an import.",

@@ -1,4 +1,6 @@
 import { ApiError, type ApiErrorOptions } from "../platform/errors";
+import { toBase64 } from "../platform/encoding";
+import type { RequestBodyEncoding } from "../db/schema";
 /**
  * The size limits on the bodies a run carries, and the helpers that hold a body to them. Sizes always
  * count decoded bytes: the runtime decodes a `Content-Encoding: gzip` (or br) answer as it is read, so
@@ -156,3 +158,25 @@ export type RunBody =
   | { kind: "bytes"; bytes: Uint8Array }
   /** A `custom` app's body, any type, streamed to it as it arrives and counted against the limit. */
   | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit };
+
+/**
+ * A request body as the text stored with its run: its own text when it is UTF-8 (JSON, form fields,
+ * text: readable in the row as sent), base64 for any other bytes (a custom app's binary upload). The
+ * stored text is what counts against the row's budget, so a binary body goes to R2 past
+ * `INLINE_PAYLOAD_MAX_BYTES` of base64 (about 192 KiB of bytes); within `RUN_REQUEST_MAX_BYTES` (6 MiB)
+ * its base64 is at most 8 MiB, well inside an R2 object.
+ */
+export function storedBody(bytes: Uint8Array): { text: string; encoding: RequestBodyEncoding; storedBytes: number } {
+  try {
+    // `fatal`: only well-formed UTF-8, which encodes back to exactly these bytes; `ignoreBOM` keeps a BOM.
+    return {
+      text: new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes),
+      encoding: "utf8",
+      storedBytes: bytes.byteLength,
+    };
+  } catch {
+    const text = toBase64(bytes);
+    // Base64 is ASCII: one byte a character.
+    return { text, encoding: "base64", storedBytes: text.length };
+  }
+}

@@ -1,7 +1,7 @@
 import { invalidField } from "../platform/errors";
 import { sha256Hex } from "../platform/crypto";
 import { isGatewayParam } from "./path";
-import { storedBody } from "./async/payloads";
+import { storedBody } from "./bodies";
 
 /**
  * `Idempotency-Key`, the same in every mode that keeps a run under it (a waited run, an async run): the

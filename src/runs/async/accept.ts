@@ -1,7 +1,8 @@
 import { ApiError, invalidField } from "../../platform/errors";
 import { runUrls } from "../urls";
 import type { Scope } from "../../platform/scope";
-import { dropPayloads, placePayload, requestKey, storedBody } from "./payloads";
+import { dropPayloads, placePayload, requestKey } from "./payloads";
+import { storedBody } from "../bodies";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./message";
 import type { AsyncRun } from "../../db/schema";

@@ -1,5 +1,5 @@
 import { log } from "../../platform/log";
-import { fromBase64, toBase64 } from "../../platform/encoding";
+import { fromBase64 } from "../../platform/encoding";
 import type { RequestBodyEncoding } from "../../db/schema";
 
 /**
@@ -13,28 +13,6 @@ export const requestKey = (runId: string) => `runs/${runId}/request`;
 export const resultKey = (runId: string) => `runs/${runId}/result`;
 
 export const byteLength = (text: string) => new TextEncoder().encode(text).byteLength;
-
-/**
- * A request body as the text stored with its run: its own text when it is UTF-8 (JSON, form fields,
- * text: readable in the row as sent), base64 for any other bytes (a custom app's binary upload). The
- * stored text is what counts against the row's budget, so a binary body goes to R2 past
- * `INLINE_PAYLOAD_MAX_BYTES` of base64 (about 192 KiB of bytes); within `RUN_REQUEST_MAX_BYTES` (6 MiB)
- * its base64 is at most 8 MiB, well inside an R2 object.
- */
-export function storedBody(bytes: Uint8Array): { text: string; encoding: RequestBodyEncoding; storedBytes: number } {
-  try {
-    // `fatal`: only well-formed UTF-8, which encodes back to exactly these bytes; `ignoreBOM` keeps a BOM.
-    return {
-      text: new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes),
-      encoding: "utf8",
-      storedBytes: bytes.byteLength,
-    };
-  } catch {
-    const text = toBase64(bytes);
-    // Base64 is ASCII: one byte a character.
-    return { text, encoding: "base64", storedBytes: text.length };
-  }
-}
 
 /** The exact bytes of a stored request body (bytes, not text, so nothing adds a `Content-Type` the caller did not send). */
 export const bodyBytes = (text: string, encoding: RequestBodyEncoding): Uint8Array =>
