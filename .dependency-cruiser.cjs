@@ -52,7 +52,8 @@ module.exports = {
     {
       name: "runs-wait-not-into-sync",
       severity: "error",
-      comment: "A waited run's keeper builds on the core (and the async store), never on the Worker's synchronous owner.",
+      comment:
+        "A waited run's keeper builds on the core (and the async store), never on the Worker's synchronous owner.",
       from: { path: "^src/runs/wait/", pathNot: "\\.test\\.tsx?$" },
       to: { path: "^src/runs/sync/" },
     },
