@@ -22,6 +22,33 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
+/** A waited run in the shape of the code before the admitted run (`KeptRunV1`): a `custom` app's `GET run`, waiting 30 s. */
+const keptRunV1 = (
+  app: { projectId: string; appName: string },
+  runId: string,
+  parts: Record<string, unknown> = {},
+) => ({
+  v: 1,
+  runId,
+  projectId: app.projectId,
+  appName: app.appName,
+  path: "run",
+  method: "GET",
+  caller: "sa:old",
+  requestId: "req_old",
+  runtime: "custom",
+  acceptHeader: null as string | null,
+  limits: { headersMs: 30_000, idleMs: 30_000 },
+  acceptedAt: Date.now(),
+  sentAfterMs: 0,
+  wait: 30,
+  cancelAfterMs: null,
+  webhook: null as { endpoint: string; secret: string } | null,
+  bytesIn: 0,
+  key: null,
+  ...parts,
+});
+
 const storedAdmitted = async (runId: string) =>
   (
     await env.DB.prepare("SELECT admitted FROM async_runs WHERE id = ?")
@@ -99,26 +126,16 @@ describe("the admitted run", { timeout: 20_000 }, () => {
   it("a keeper's record of a run in flight from before the admitted run is still read, and its run ended `interrupted`", async () => {
     const app = await seedRunnable(api);
     const runId = `run_${crypto.randomUUID().replaceAll("-", "").slice(0, 26)}`;
-    const old = {
-      v: 1,
-      runId,
-      projectId: app.projectId,
-      appName: app.appName,
-      path: "run",
+    const old = keptRunV1(app, runId, {
       method: "POST",
       caller: "admin",
-      requestId: "req_old",
       runtime: "cortex",
       acceptHeader: "application/json",
-      limits: { headersMs: 30_000, idleMs: 30_000 },
       acceptedAt: Date.now() - 5_000,
       sentAfterMs: 3,
       wait: 10,
-      cancelAfterMs: null,
-      webhook: null,
       bytesIn: 2,
-      key: null,
-    };
+    });
     expect(keptRunOf(old)).toMatchObject({ runId, appPath: "run", mode: { kind: "wait", seconds: 10, key: null } });
     const record = {
       phase: "called",
@@ -152,26 +169,11 @@ describe("the admitted run", { timeout: 20_000 }, () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }], "old-worker-secret");
     const runId = `run_${crypto.randomUUID().replaceAll("-", "").slice(0, 26)}`;
-    const kept = {
-      v: 1,
-      runId,
-      projectId: app.projectId,
-      appName: app.appName,
-      path: "run",
-      method: "GET",
+    const kept = keptRunV1(app, runId, {
       caller: "sa:old",
       requestId: "req_old_worker",
-      runtime: "custom",
-      acceptHeader: null,
-      limits: { headersMs: 30_000, idleMs: 30_000 },
-      acceptedAt: Date.now(),
-      sentAfterMs: 0,
-      wait: 30,
-      cancelAfterMs: null,
       webhook: { endpoint: hook.url, secret: "old-worker-secret" },
-      bytesIn: 0,
-      key: null,
-    };
+    });
     const keeper = keeperOf(app.projectId, runId);
     const request = new Request(`${PEER}/upstream/echo`, { headers: { "X-Run-Id": runId } });
     const answer = await keeper.run(request, kept);
