@@ -28,7 +28,7 @@ import { idempotencyKeyOf, requestHashOf } from "./idempotency";
 
 const MAX_SECRET_LENGTH = 1024;
 
-export interface Webhook {
+interface Webhook {
   endpoint: string;
   secret: string | undefined;
 }
@@ -261,8 +261,7 @@ export async function admitRequest(
   const kind = webSocket ? "websocket" : isAsync ? "async" : wait !== null ? "wait" : "sync";
   const key = kind === "async" || kind === "wait" ? idempotencyKeyOf(request) : null;
   const deadline = webSocket ? null : request.headers.get("cancel-after");
-  const cancelAfterMs =
-    deadline === null ? null : cancelAfter(deadline, kind === "async" ? "async" : kind === "wait" ? "wait" : "sync");
+  const cancelAfterMs = deadline === null ? null : cancelAfter(deadline, kind === "websocket" ? "sync" : kind);
   // A waited run's body is read whole, as an async run's is: it crosses to the run's keeper in one
   // piece, and its size limit is a 413 here rather than a broken upload in the keeper's call.
   const body = await bodyOf(request, deployment.runtime, kind === "async" || kind === "wait", {
