@@ -1,6 +1,7 @@
 import type { Scope } from "../platform/scope";
 import { type DeliveryBody, handRunCopyToLane } from "../webhooks/enqueue";
 import { openSecret } from "../webhooks/secret-box";
+import { log } from "../platform/log";
 import type { AdmittedRun } from "./admitted";
 import type { RunAnswer } from "./answer";
 import { cutShortAfterHangUp } from "./hang-up";
@@ -61,4 +62,25 @@ export async function webhookSecretOf(
   const sealed = run.webhook?.secret ?? null;
   if (sealed === null) return undefined;
   return openSecret(config.webhookEncryptionKey, run.runId, sealed, config.previous.webhookEncryptionKey);
+}
+
+/**
+ * `webhookSecretOf` for an owner that outlives a key rotation (a keeper, the async consumer): `null`,
+ * logged, when neither key opens the secret. The run then goes on without its delivery: an unsigned one
+ * would be refused by a receiver that checks.
+ */
+export async function openableWebhookSecret(
+  scope: Pick<Scope, "config">,
+  run: Pick<AdmittedRun, "runId" | "projectId" | "webhook">,
+): Promise<{ secret: string | undefined } | null> {
+  try {
+    return { secret: await webhookSecretOf(scope, run) };
+  } catch (error) {
+    log("error", "run webhook not delivered: secret unreadable", {
+      run_id: run.runId,
+      project_id: run.projectId,
+      error,
+    });
+    return null;
+  }
 }

@@ -2,7 +2,8 @@ import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, type ProblemCode, PROBLEMS } from "../../platform/errors";
 import { handToLane, type PendingDelivery, preparePending, writePending } from "../../webhooks/enqueue";
-import { openSecret, type SealedSecret } from "../../webhooks/secret-box";
+import type { SealedSecret } from "../../webhooks/secret-box";
+import { openableWebhookSecret } from "../webhook";
 import type { RunAnswer } from "../answer";
 import { appPathOfRun } from "../app-request";
 import { byteLength, placePayload, resultKey } from "./payloads";
@@ -67,31 +68,22 @@ export async function resultDeliveryOf(
   run: AsyncRun,
 ): Promise<(ResultDelivery & { pending: PendingDelivery | null }) | null> {
   if (!run.webhookEndpoint) return null;
-  let secret: string | undefined;
-  if (run.webhookSecret) {
-    try {
-      secret = await openSecret(
-        scope.config.webhookEncryptionKey,
-        run.id,
-        JSON.parse(run.webhookSecret) as SealedSecret,
-        scope.config.previous.webhookEncryptionKey,
-      );
-    } catch (error) {
-      // Only a changed WEBHOOK_ENCRYPTION_KEY gets here: an unsigned delivery would be refused by a receiver that checks.
-      logError("async run webhook not delivered: secret unreadable", {
-        run_id: run.id,
-        project_id: run.projectId,
-        error,
-      });
-      return { deliveryId: "none", row: null, pending: null };
-    }
-  }
+  // Sealed under the run's id at admission (its own column); only a changed WEBHOOK_ENCRYPTION_KEY fails to open it.
+  const opened = await openableWebhookSecret(scope, {
+    runId: run.id,
+    projectId: run.projectId,
+    webhook: {
+      endpoint: run.webhookEndpoint,
+      secret: run.webhookSecret === null ? null : (JSON.parse(run.webhookSecret) as SealedSecret),
+    },
+  });
+  if (opened === null) return { deliveryId: "none", row: null, pending: null };
   const { pending, row } = await preparePending(scope, {
     projectId: run.projectId,
     appName: run.appName,
     runId: run.id,
     endpoint: run.webhookEndpoint,
-    secret,
+    secret: opened.secret,
   });
   return { deliveryId: pending.id, row, pending };
 }

@@ -16,8 +16,8 @@ import { getConfig } from "../../platform/env";
 import { sealSecret } from "../../webhooks/secret-box";
 import { outcomePath } from "../outcome";
 import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
-import { type AdmittedRun, type AdmittedRunIn, admittedRunOf, startOfAdmitted } from "../admitted";
-import { webhookSecretOf } from "../webhook";
+import { type AdmittedRun, type AdmittedRunIn, admittedRunOf, isMode, startOfAdmitted } from "../admitted";
+import { openableWebhookSecret } from "../webhook";
 
 export { KEEPER_SHARDS, keeperName } from "./shard";
 
@@ -185,10 +185,8 @@ export class Keeper {
    */
   async take(appRequest: Request, admitted: AdmittedRun, sentAfterMs: number): Promise<KeeperAnswer> {
     // Checked on arrival: a Worker of another version may hand it over (a gradual deployment).
-    const checked = admittedRunOf(admitted);
-    if (checked === null || checked.mode.kind !== "wait")
-      throw new Error("The keeper takes admitted waited runs only.");
-    const run = checked as AdmittedRunIn<"wait">;
+    const run = admittedRunOf(admitted);
+    if (run === null || !isMode(run, "wait")) throw new Error("The keeper takes admitted waited runs only.");
     // The Worker hands each run over once (it never retries this call): the guard is for a run in flight.
     if (this.#held.has(run.runId)) throw new Error(`The keeper has run ${run.runId} already.`);
     const scope = this.#scopeOf(run.requestId);
@@ -356,26 +354,17 @@ export class Keeper {
   /**
    * The run's delivery, on record before its app is called. Its secret was sealed by the Worker that
    * admitted it: during a rotation of `WEBHOOK_ENCRYPTION_KEY` a keeper on the code before may not open
-   * it; then the run goes on without its delivery (logged), as an async run's hand-over does.
+   * it; then the run goes on without its delivery (`openableWebhookSecret`), as an async run's does.
    */
   async #deliveryOf(scope: Scope, run: AdmittedRun, endpoint: string): Promise<PendingDelivery | null> {
-    let secret: string | undefined;
-    try {
-      secret = await webhookSecretOf(scope, run);
-    } catch (error) {
-      log("error", "waited run webhook not delivered: secret unreadable", {
-        run_id: run.runId,
-        project_id: run.projectId,
-        error,
-      });
-      return null;
-    }
+    const opened = await openableWebhookSecret(scope, run);
+    if (opened === null) return null;
     return writePendingDelivery(scope, {
       projectId: run.projectId,
       appName: run.appName,
       runId: run.runId,
       endpoint,
-      secret,
+      secret: opened.secret,
     });
   }
 
