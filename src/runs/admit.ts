@@ -7,7 +7,16 @@ import type { Scope } from "../platform/scope";
 import { checkOutboundUrl } from "../platform/url-policy";
 import { admitCaller, admitRun } from "./rate-limits";
 import { METHODS_OF, type RunTarget } from "./path";
-import { bodyTooLarge, declaredBody, limitedStream, readLimited, RUN_REQUEST_MAX_BYTES, type RunBody } from "./bodies";
+import {
+  bodyTooLarge,
+  declaredBody,
+  limitedStream,
+  readLimited,
+  RUN_REQUEST_MAX_BYTES,
+  type RunBody,
+  type StoredBody,
+  storedBody,
+} from "./bodies";
 import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
 import { outcomePath, type RunMode, type RunStart } from "./outcome";
@@ -36,12 +45,14 @@ interface Webhook {
 /**
  * What admission gives the run's owner: the admitted run (the one value that travels, admitted.ts), the
  * app's request built from it (`appRequestOf`: called now, by the keeper, or stored for the consumer),
- * and the caller's body as admitted (a streamed body is counted as it flows: `bytesIn`).
+ * the caller's body as admitted (a streamed body is counted as it flows: `bytesIn`), and, for a run kept
+ * under a key or stored (async), that body as a run stores it, made once for the key's hash and the store.
  */
 export interface Admission {
   run: AdmittedRun;
   appRequest: AppRequest;
   body: RunBody;
+  stored: StoredBody | null;
 }
 
 /** `webhookEndpoint` and `X-Webhook-Secret`, checked before anything runs. */
@@ -278,6 +289,7 @@ export async function admitRequest(
     kind,
   });
   const bytes = body.kind === "bytes" ? body.bytes : null;
+  const stored = bytes !== null && (kind === "async" || key !== null) ? storedBody(bytes) : null;
   const requestKey =
     key === null
       ? null
@@ -289,7 +301,7 @@ export async function admitRequest(
             appPath: target.appPath,
             query,
             webhookEndpoint: webhook?.endpoint ?? null,
-            body: bytes,
+            body: stored,
           }),
         };
   const mode: AdmittedMode =
@@ -330,5 +342,5 @@ export async function admitRequest(
     bytesIn: bytes?.byteLength ?? 0,
     mode,
   };
-  return { run, appRequest, body };
+  return { run, appRequest, body, stored };
 }

@@ -159,6 +159,14 @@ export type RunBody =
   /** A `custom` app's body, any type, streamed to it as it arrives and counted against the limit. */
   | { kind: "stream"; stream: ReadableStream<Uint8Array>; limit: BodyLimit };
 
+/** A request body as the text a run stores (`storedBody`). */
+export interface StoredBody {
+  text: string;
+  encoding: RequestBodyEncoding;
+  /** What the text counts against a row's budget (base64 is 4/3 of the bytes). */
+  storedBytes: number;
+}
+
 /**
  * A request body as the text stored with its run: its own text when it is UTF-8 (JSON, form fields,
  * text: readable in the row as sent), base64 for any other bytes (a custom app's binary upload). The
@@ -166,7 +174,7 @@ export type RunBody =
  * `INLINE_PAYLOAD_MAX_BYTES` of base64 (about 192 KiB of bytes); within `RUN_REQUEST_MAX_BYTES` (6 MiB)
  * its base64 is at most 8 MiB, well inside an R2 object.
  */
-export function storedBody(bytes: Uint8Array): { text: string; encoding: RequestBodyEncoding; storedBytes: number } {
+export function storedBody(bytes: Uint8Array): StoredBody {
   try {
     // `fatal`: only well-formed UTF-8, which encodes back to exactly these bytes; `ignoreBOM` keeps a BOM.
     return {

@@ -1,7 +1,7 @@
 import { invalidField } from "../platform/errors";
 import { sha256Hex } from "../platform/crypto";
 import { isGatewayParam } from "./path";
-import { storedBody } from "./bodies";
+import type { StoredBody } from "./bodies";
 
 /**
  * `Idempotency-Key`, the same in every mode that keeps a run under it (a waited run, an async run): the
@@ -30,14 +30,14 @@ function forwardedQuery(query: URLSearchParams | null): URLSearchParams | null {
   return kept;
 }
 
-/** What a request's hash covers: its method, app, path, query, webhook endpoint, and body read whole. */
+/** What a request's hash covers: its method, app, path, query, webhook endpoint, and body read whole (as a run stores it). */
 export interface HashedRequest {
   method: string;
   appName: string;
   appPath: string;
   query: URLSearchParams | null;
   webhookEndpoint: string | null;
-  body: Uint8Array | null;
+  body: StoredBody | null;
 }
 
 /**
@@ -48,7 +48,7 @@ export interface HashedRequest {
  */
 export function requestHashOf(request: HashedRequest): Promise<string> {
   const query = forwardedQuery(request.query);
-  const body = request.body === null ? null : storedBody(request.body);
+  const { body } = request;
   const hashedBody = body === null ? null : body.encoding === "utf8" ? body.text : { base64: body.text };
   return sha256Hex(
     JSON.stringify([

@@ -2,7 +2,6 @@ import { ApiError, invalidField } from "../../platform/errors";
 import { runUrls } from "../urls";
 import type { Scope } from "../../platform/scope";
 import { dropPayloads, placePayload, requestKey } from "./payloads";
-import { storedBody } from "../bodies";
 import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
 import type { AsyncRunMessage } from "./message";
 import type { AsyncRun } from "../../db/schema";
@@ -61,12 +60,11 @@ function accepted(
  */
 export async function queueAsyncRun(scope: Scope, request: Request, admission: Admission): Promise<Response> {
   const { deps, db, env } = scope;
-  const { run: admitted, appRequest } = admission;
+  const { run: admitted, appRequest, stored: body } = admission;
   if (admitted.mode.kind !== "async") throw new Error("queueAsyncRun takes async runs only.");
   const key = admitted.mode.key;
   // Stored as text with the run (D1 or R2): UTF-8 as it is, any other bytes (a custom app's binary
   // upload) as base64. Admission read it whole within RUN_REQUEST_MAX_BYTES of real bytes.
-  const body = appRequest.body instanceof Uint8Array ? storedBody(appRequest.body) : null;
   if (body?.encoding === "base64" && admitted.runtime === "cortex")
     throw invalidField("body", "(root)", "must be UTF-8 JSON");
   const now = deps.now();
