@@ -27,22 +27,37 @@ export const MAX_RECEIVER_CONCURRENCY = 30;
 export const BODY_BUDGET_BYTES = 24 * 1024 * 1024;
 
 /**
- * Subrequests one attempt may make at worst (fetch, D1, R2 all count): its POST, an R2 read of its body
- * (read again at each attempt: a delivery between attempts holds nothing), its claim and the read after
- * a refused one, its outcome write tried twice.
+ * Subrequests one attempt itself may make at worst (fetch, D1, R2 all count): its POST, an R2 read of
+ * its body (read again at each attempt: a delivery between attempts holds nothing), its claim and the
+ * read after a refused one, its outcome write tried twice.
  */
-export const SUBREQUESTS_PER_ATTEMPT = 1 + 1 + 1 + 1 + 2;
+export const SUBREQUESTS_OF_ATTEMPT = 1 + 1 + 1 + 1 + 2;
+/**
+ * What comes with an attempt may add at worst. Before it: its receiver's state read, and the delivery
+ * held when the receiver is stopped (receiver-controls.ts `holdIfStopped`). After it (receiver-stops.ts
+ * `afterAttempt`): a receiver that said stop disabled (a write) and the alert of it (the project's
+ * settings, the alert's record, its lane's `accept`, the queue when that fails), the receiver's state
+ * settled (a read and a write), then its automatic recovery (the settings, a select, the running task,
+ * the task's creation and its start) or, for a failed delivery, its alert (four, as above).
+ */
+export const SUBREQUESTS_AROUND_ATTEMPT = 2 + (1 + 4) + 2 + Math.max(5, 4);
+/** An attempt's worst case, what the lane's alarm keeps for each attempt it starts or has in flight. */
+export const SUBREQUESTS_PER_ATTEMPT = SUBREQUESTS_OF_ATTEMPT + SUBREQUESTS_AROUND_ATTEMPT;
 /**
  * Subrequests one lane invocation (an alarm) may make: 10,000, Workers Paid's limit on today's limits
- * page (its former one was 1,000). A lane starts at most this ÷ SUBREQUESTS_PER_ATTEMPT attempts (1,666)
- * in one alarm, then leaves the rest of its backlog to a fresh alarm, beside one D1 read of its
+ * page (its former one was 1,000). The alarm counts the subrequests it really makes (a `SubrequestMeter`
+ * on its bindings and outbound fetch) and starts an attempt only while what is left covers the worst
+ * case of it and of every attempt in flight (`attemptsLeft` in lane.ts), beside one D1 read of its
  * receiver's settings. An alarm opens first attempts only while what is left covers three for each
- * delivery under way (lane-plan.ts `alarmBudget`): at the former 166 a receiver that asks for retries
- * keeps a hundred or more under way, and its lane made only retries (the burst figures in
- * docs/benchmarks.md). On Workers Free (50) set it to 50: 8 per alarm, for a receiver that rarely retries.
+ * delivery under way (lane-plan.ts `alarmBudget`). Measured in the burst (docs/benchmarks.md): an
+ * attempt costs about 1.4 subrequests (its POST and its share of the group commit's D1 trips), so an
+ * alarm makes thousands of attempts where the worst case allows 499; each alarm's end costs a receiver
+ * that asks for retries some 300 ms of idle slots (docs/webhooks.md, "An alarm's end"). On Workers
+ * Free (50) set it to 50: two attempts at worst per alarm, more as they are counted, for a receiver
+ * that rarely retries.
  */
 export const LANE_SUBREQUESTS_PER_INVOCATION = 10_000;
-/** Attempts one lane alarm starts before it leaves the rest to the next alarm (one subrequest kept for the settings' read). */
+/** The fewest attempts an alarm is sure to start, every one at its worst case (one subrequest kept for the settings' read). */
 export const ATTEMPTS_PER_LANE_INVOCATION = Math.floor((LANE_SUBREQUESTS_PER_INVOCATION - 1) / SUBREQUESTS_PER_ATTEMPT);
 /**
  * Wall time after which a lane alarm starts no new attempt (alarms may run 15 minutes). Its attempts in

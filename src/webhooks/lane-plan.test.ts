@@ -85,7 +85,7 @@ describe("a receiver's shards", () => {
   });
 });
 
-describe("an alarm's budget: it reaches its bound between deliveries, never inside a retry's gap", () => {
+describe("an alarm's budget: near its bound it keeps what the retries owed may need", () => {
   it("starts first attempts only while what is left covers all three of each beside the attempts owed; retries while any is left", () => {
     expect(alarmBudget(166, 0, true, 3)).toEqual({ retries: 166, firsts: 55 });
     // 10 deliveries between attempts or in flight may need 20 more: 4 first attempts fit in the 32 left.

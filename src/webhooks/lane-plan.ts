@@ -91,7 +91,8 @@ export function plannedHold(
  * What one alarm may still start, of the `left` attempts its subrequests allow: retries while any is
  * left; first attempts only while what is left covers all MAX_ATTEMPTS of each beside the `owed`
  * attempts of the deliveries under way, and not once the alarm's wall time is past (`wallLeft`). So
- * an alarm reaches its bound between deliveries, never inside a retry's gap.
+ * an alarm near its bound keeps what every retry owed may need, and its end never makes one miss its
+ * gap (lane.ts `pump`).
  */
 export function alarmBudget(
   left: number,

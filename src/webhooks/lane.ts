@@ -3,9 +3,15 @@ import type { Deps } from "../platform/deps";
 import { log } from "../platform/log";
 import { migrateStorage, type StorageShape } from "../platform/object-storage";
 import { createScope } from "../platform/scope";
+import { SubrequestMeter } from "../platform/subrequests";
 import { type DeliveryContext, DeliveryInProgress, newDeliveryContext } from "./attempt/context";
 import { attempt, type AttemptLane, logFailure } from "./deliver";
-import { ATTEMPTS_PER_LANE_INVOCATION, LANE_CONCURRENCY, LANE_INVOCATION_WALL_MS } from "./lane-capacity";
+import {
+  LANE_CONCURRENCY,
+  LANE_INVOCATION_WALL_MS,
+  LANE_SUBREQUESTS_PER_INVOCATION,
+  SUBREQUESTS_PER_ATTEMPT,
+} from "./lane-capacity";
 import {
   alarmBudget,
   type AttemptInFlight,
@@ -40,7 +46,7 @@ const MAX_INTERRUPTIONS = 6;
 /** Waits before a delivery is taken up again after its 1st, 2nd … interruption (at least what the delivery asked for). */
 const INTERRUPTION_BACKOFF_MS = [1_000, 5_000, 30_000, 60_000, 300_000];
 /** The spec's gap less this is a retry's latest start: the alarm's own lateness (timers, a busy core) fits in it. */
-const GAP_MARGIN_MS = 750;
+export const GAP_MARGIN_MS = 750;
 /** A row due this soon is waited for inside the alarm rather than by a new one. */
 const HOLD_MS = 5_000;
 /**
@@ -48,6 +54,12 @@ const HOLD_MS = 5_000;
  * handed to it one at a time by runs share one alarm and its grouped D1 writes.
  */
 const LINGER_MS = 2_000;
+/**
+ * From an alarm's end to the next one's start, as the lane plans for it when it lets a retry wait for the
+ * next alarm (`#nextAlarmBy`): an alarm set for now starts within milliseconds; a delayed one (failover)
+ * can still make a retry late, as it can any delivery between attempts.
+ */
+const NEXT_ALARM_MS = 1_000;
 /** While first attempts wait for the retries' sake, the lane looks again this often (or when an attempt ends). */
 const BLOCKED_RECHECK_MS = 100;
 /** Beyond the attempt's timeout, what its claim and outcome writes may add to its hold (the plan's ceiling). */
@@ -64,6 +76,12 @@ const RECENT_HOLDS = 32;
  * twice as many.
  */
 const AHEAD_PER_SLOT = 1;
+/**
+ * How long before its time a retry is claimed: long enough for its claim's round trip (the group
+ * commit's window and D1), so that it is ready when it comes due rather than claimed then while the
+ * slot the plan kept for it stands idle. It is sent at its time, not before.
+ */
+const RETRY_LEAD_MS = 100;
 /** How long the lane trusts its copy of the receiver's settings when the API has not told it of a change. */
 export const SETTINGS_TTL_MS = 60_000;
 
@@ -79,6 +97,8 @@ interface Attempting extends AttemptInFlight {
   seq: number;
   /** A retry's latest start; null for a first attempt (or an interrupted delivery's). */
   latestAt: number | null;
+  /** Its row's time: a retry claimed ahead of it (RETRY_LEAD_MS) waits for it before its send. */
+  dueAt: number;
 }
 
 /** An attempt claimed and laid out, waiting for its lane's slot. */
@@ -171,8 +191,8 @@ export class Lane {
   #slots: number | undefined;
   #pumping = false;
   #wake: (() => void) | undefined;
-  /** Attempts one alarm may start (lane-capacity.ts); tests lower it to cross an alarm's bound quickly. */
-  attemptsPerAlarm = ATTEMPTS_PER_LANE_INVOCATION;
+  /** Subrequests one alarm may make (lane-capacity.ts); tests lower it to cross an alarm's bound quickly. */
+  subrequestsPerAlarm = LANE_SUBREQUESTS_PER_INVOCATION;
 
   constructor(
     private readonly state: DurableObjectState,
@@ -334,9 +354,16 @@ export class Lane {
     }
   }
 
-  /** The alarm for the earliest due row (now if it is overdue), unless one at least as early is set. */
+  /**
+   * The alarm for the earliest due row (now if it is overdue), unless one at least as early is set. While
+   * the retries owed need more than a whole alarm's subrequests, the earliest retry's: an alarm for a first
+   * attempt would start nothing and end, again and again.
+   */
   async #arm(): Promise<void> {
-    const next = this.#sql.exec<{ at: number | null }>("SELECT min(due_at) AS at FROM lane_deliveries").one().at;
+    const where = this.#freshAlarmOpens() ? "" : " WHERE paused = 1";
+    const next = this.#sql
+      .exec<{ at: number | null }>(`SELECT min(due_at) AS at FROM lane_deliveries${where}`)
+      .one().at;
     if (next === null) return;
     const at = Math.max(next, Date.now());
     const current = await this.state.storage.getAlarm();
@@ -360,15 +387,22 @@ export class Lane {
   }
 
   /**
-   * Claims what may start soon, within `budget` attempts: retries that are due, earliest latest-start
-   * first, then first attempts in order of arrival, as many as the slots and AHEAD_PER_SLOT allow (the
-   * gate, `#openGate`, sends them); at concurrency 1, the oldest delivery once nothing else is
-   * unsettled. Returns how many it claimed and whether the ordered head waits for the one before it.
+   * Claims what may start soon, within `budget` attempts: retries due within RETRY_LEAD_MS (at once when
+   * the alarm is closed, and then only those that cannot wait for the next alarm: `urgentBefore`),
+   * earliest latest-start first, then first attempts in order of arrival, as many as the slots and
+   * AHEAD_PER_SLOT allow (the gate, `#openGate`, sends them); at concurrency 1, the oldest delivery once
+   * nothing else is unsettled. Returns how many it claimed and whether the ordered head waits for the
+   * one before it.
    */
   #startDue(
     ctx: DeliveryContext,
     now: number,
     budget: { retries: number; firsts: number },
+    /**
+     * Closed to first attempts (not `undefined`): retries as they come due, with no lead; when a number,
+     * only those whose latest start comes before it (the next alarm's, `#nextAlarmBy`).
+     */
+    urgentBefore?: number | null,
   ): { started: number; blocked: boolean } {
     const slots = this.concurrency();
     let started = 0;
@@ -389,13 +423,13 @@ export class Lane {
     }
     // Claimed ahead of their slots (the gate, `#openGate`, sends them), each kind on its own count, so
     // that retries being claimed never leave the next free slot without a first attempt ready for it.
-    const ahead = (retries: boolean) =>
-      [...this.#inFlight.values()].filter((a) => a.phase === "claimed" && (a.latestAt !== null) === retries).length;
+    const ahead = (retries: boolean) => this.#claimedAhead(retries);
     const retryRoom = Math.min(2 * AHEAD_PER_SLOT * slots - ahead(true), budget.retries);
     if (retryRoom > 0)
       for (const row of this.#rows(
-        "paused = 1 AND due_at <= ? ORDER BY latest_at LIMIT ?",
-        now,
+        "paused = 1 AND due_at <= ? AND (latest_at IS NULL OR latest_at <= ?) ORDER BY latest_at LIMIT ?",
+        urgentBefore === undefined ? now + RETRY_LEAD_MS : now,
+        urgentBefore ?? Number.MAX_SAFE_INTEGER,
         retryRoom + this.#inFlight.size,
       ).slice(0, retryRoom))
         start(row);
@@ -418,22 +452,27 @@ export class Lane {
   }
 
   /**
-   * Gives free slots to the attempts waiting for one: retries first, earliest latest start first; then
-   * first attempts in order of arrival, each only if every retry owed still keeps its gap with it
-   * (lane-plan.ts). Returns whether a first attempt waits for the retries' sake.
+   * Gives free slots to the attempts waiting for one: retries first (each once its time has come: one
+   * claimed ahead of it waits), earliest latest start first; then first attempts in order of arrival,
+   * each only if every retry owed still keeps its gap with it (lane-plan.ts). Returns whether a first
+   * attempt waits for the retries' sake.
    */
   #openGate(ctx: DeliveryContext): boolean {
     const slots = this.concurrency();
     const now = Date.now();
     while (this.#waiting.length > 0 && this.#requests().length < slots) {
-      let next = 0;
-      for (let i = 1; i < this.#waiting.length; i++) {
+      let next = -1;
+      for (let i = 0; i < this.#waiting.length; i++) {
         const a = this.#waiting[i]!.attempting;
-        const b = this.#waiting[next]!.attempting;
+        // A retry claimed ahead of its time waits for it (the pump wakes then: `#nextWaiting`).
+        if (a.dueAt > now) continue;
+        const b = next === -1 ? undefined : this.#waiting[next]!.attempting;
         const earlier =
-          a.latestAt !== null ? b.latestAt === null || a.latestAt < b.latestAt : b.latestAt === null && a.seq < b.seq;
+          b === undefined ||
+          (a.latestAt !== null ? b.latestAt === null || a.latestAt < b.latestAt : b.latestAt === null && a.seq < b.seq);
         if (earlier) next = i;
       }
+      if (next === -1) return false;
       const { attempting, id, go } = this.#waiting[next]!;
       if (attempting.latestAt === null && slots > 1 && !this.#firstFits(ctx, now, attempting.mayRetry)) return true;
       this.#waiting.splice(next, 1);
@@ -459,7 +498,8 @@ export class Lane {
       .map((r) => ({ dueAt: r.due_at, latestAt: r.latest_at }));
     for (const a of this.#inFlight.values()) {
       // Retries being claimed: owed a slot by their latest start.
-      if (a.phase === "claimed" && a.latestAt !== null) retries.push({ dueAt: now, latestAt: a.latestAt });
+      if (a.phase === "claimed" && a.latestAt !== null)
+        retries.push({ dueAt: Math.max(now, a.dueAt), latestAt: a.latestAt });
       // Answered attempts still writing their outcome hold no slot, but each may end in a retry owed from now.
       if (a.phase === "answered" && a.mayRetry)
         retries.push({ dueAt: now, latestAt: now + MAX_GAP_MS - GAP_MARGIN_MS });
@@ -491,13 +531,16 @@ export class Lane {
       mayRetry: row.attempts + 1 < MAX_ATTEMPTS,
       seq: row.seq,
       latestAt: row.paused === 1 ? row.latest_at : null,
+      dueAt: row.due_at,
     };
     this.#inFlight.set(row.id, attempting);
     const slot = () =>
       new Promise<void>((go) => {
         this.#waiting.push({ attempting, id: row.id, go });
-        // No slot for it now: the pump looks again (an answer, or the plan's recheck, opens the gate).
-        if (this.#openGate(ctx) || attempting.phase === "claimed") this.#wake?.();
+        this.#openGate(ctx);
+        // The pump looks again: sent, its place ahead is free for the next claim; not, an answer or the
+        // plan's recheck opens the gate.
+        this.#wake?.();
       });
     // The slot is the request's: from its send to the receiver's answer. The claim before it and the
     // outcome's write after it go on without one (a D1 write is not a connection to the receiver).
@@ -536,10 +579,11 @@ export class Lane {
 
   /**
    * The alarm: starts what is due (`#startDue`) until the lane is empty or nothing is due within
-   * HOLD_MS. Bounded per invocation (subrequests, wall time), and it ends only between deliveries'
-   * attempts, never inside a retry's gap: near either bound it starts no first attempt (what is left of
-   * the subrequests is kept for the retries owed), goes on starting the retries that come due, and ends
-   * at the first moment nothing is in flight, with the next alarm set (at once when something is due).
+   * HOLD_MS. Bounded per invocation (subrequests as made, wall time), and its end never makes a retry
+   * miss its gap: near either bound it closes to first attempts for good (what is left of the
+   * subrequests is kept for the retries owed), starts only the retries that cannot wait for the next
+   * alarm (`#nextAlarmBy`), and ends at the first moment nothing is in flight, with the next alarm set
+   * (at once when something is due).
    */
   async pump(): Promise<void> {
     if (this.#pumping) return;
@@ -548,28 +592,48 @@ export class Lane {
     let started = 0;
     /** Since when the lane has held nothing (no row, nothing in flight), while the alarm waits for an `accept`. */
     let idleSince: number | null = null;
-    const ctx = newDeliveryContext(createScope(this.env, this.state, this.deps));
+    let closed = false;
+    let freshOpens: boolean | undefined;
+    // The alarm's subrequests as it makes them: its budget is what is left of the limit, less the worst
+    // case of each attempt in flight, not the worst case of every attempt made (lane-capacity.ts).
+    const meter = new SubrequestMeter();
+    const ctx = newDeliveryContext(createScope(meter.env(this.env), this.state, meter.deps(this.deps)));
     try {
       await this.#refreshSettings();
       for (;;) {
         const now = Date.now();
         const budget = alarmBudget(
-          this.attemptsPerAlarm - started,
+          attemptsLeft(this.subrequestsPerAlarm - meter.made, this.#inFlight.size),
           this.#owedAttempts(),
           now - began < LANE_INVOCATION_WALL_MS,
           MAX_ATTEMPTS,
         );
-        const open = budget.firsts > 0;
+        // Once closed to first attempts, the alarm stays closed: it is ending. Reopened each time an attempt's
+        // worst case was given back, it let a few first attempts in at a time and kept ending for seconds.
+        closed ||= budget.firsts === 0;
+        const open = !closed;
+        // Ending early for a fresh alarm's budget helps only if that budget would open first attempts: a
+        // lane whose retries owed need more than a whole alarm starts its retries as they come due.
+        if (!open && freshOpens === undefined) freshOpens = this.#freshAlarmOpens();
         let blocked = false;
         if (budget.retries > 0) {
-          const step = this.#startDue(ctx, now, budget);
+          const step = open
+            ? this.#startDue(ctx, now, budget)
+            : this.#startDue(ctx, now, { ...budget, firsts: 0 }, freshOpens ? this.#nextAlarmBy(ctx, now) : null);
           started += step.started;
           blocked = step.blocked;
         }
         // Slots freed since the last look: given to the attempts claimed ahead (and the plan looked at again).
         blocked = this.#openGate(ctx) || blocked;
-        const nextRetry = this.#nextDue(1);
-        const nextFirst = this.#nextDue(0);
+        // The next retry's time: when a row's is near enough to claim it (while the lane has room to claim
+        // retries ahead), or the time of one claimed ahead and waiting for it.
+        // Ordered (concurrency 1) and closed lanes claim a retry at its time, not ahead of it. A first row
+        // while as many first attempts as the lane claims ahead are being claimed: their claims wake it.
+        const slots = this.concurrency();
+        const lead = open && slots > 1 ? RETRY_LEAD_MS : 0;
+        const retryRow = this.#claimedAhead(true) < 2 * AHEAD_PER_SLOT * slots ? this.#nextDue(1) : null;
+        const nextRetry = earliest(retryRow === null ? null : retryRow - lead, this.#nextWaiting(now));
+        const nextFirst = this.#claimedAhead(false) < AHEAD_PER_SLOT * slots ? this.#nextDue(0) : null;
         const next = nextRetry === null ? nextFirst : nextFirst === null ? nextRetry : Math.min(nextRetry, nextFirst);
         const idle = this.#inFlight.size === 0 && next === null;
         idleSince = idle ? (idleSince ?? now) : null;
@@ -580,16 +644,19 @@ export class Lane {
         )
           break;
         // Wait for an attempt to end, an `accept`, or the next due row, whichever comes first.
-        const full = this.#requests().length >= this.concurrency();
+        const full = this.#requests().length >= slots;
         // Full: an attempt's end wakes the lane. Blocked (first attempts wait for the retries' sake, or for
         // the delivery before them at concurrency 1): the next retry's time, or a look again shortly.
-        // Closed to first attempts (its bounds near): the next retry's time, so that none waits for an alarm.
+        // Closed to first attempts (its bounds near): a look again shortly, for retries that cannot wait for
+        // the next alarm (`#nextAlarmBy`); the alarm ends once nothing is in flight.
         const waitMs = idle
           ? LINGER_MS - (now - idleSince!)
           : full
             ? HOLD_MS
             : !open
-              ? Math.max(0, Math.min(HOLD_MS, (nextRetry ?? Infinity) - now))
+              ? freshOpens
+                ? BLOCKED_RECHECK_MS
+                : Math.max(0, Math.min(HOLD_MS, (nextRetry ?? Infinity) - now))
               : next === null
                 ? HOLD_MS
                 : blocked
@@ -609,6 +676,7 @@ export class Lane {
       log("info", "webhook lane alarm", {
         lane_id: this.state.id.toString(),
         attempts: started,
+        subrequests: meter.made,
         d1_trips: ctx.writes.trips,
         d1_statements: ctx.writes.statements,
         duration_ms: Date.now() - began,
@@ -618,6 +686,40 @@ export class Lane {
       this.#wake = undefined;
       await this.#arm();
     }
+  }
+
+  /**
+   * Closed to first attempts, the alarm ends at the first moment nothing is in flight and the next one
+   * starts at once: by the end of the longest hold planned for what is in flight, and NEXT_ALARM_MS.
+   * A retry whose latest start comes after that waits for the next alarm rather than keep this one
+   * (and its slots, idle but for the retries) going while more retries come due.
+   */
+  #nextAlarmBy(ctx: DeliveryContext, now: number): number {
+    const hold = this.#plannedHold(now, ctx);
+    let end = now;
+    for (const a of this.#inFlight.values())
+      end = Math.max(end, a.phase === "sending" ? a.startedAt + hold : now + hold);
+    return end + NEXT_ALARM_MS;
+  }
+
+  /** Whether an alarm starting now, its subrequests all left, would open first attempts beside the retries owed. */
+  #freshAlarmOpens(): boolean {
+    return alarmBudget(attemptsLeft(this.subrequestsPerAlarm, 0), this.#owedAttempts(), true, MAX_ATTEMPTS).firsts > 0;
+  }
+
+  /** Attempts claimed and not sent yet: retries (`true`) or first attempts. */
+  #claimedAhead(retries: boolean): number {
+    let n = 0;
+    for (const a of this.#inFlight.values()) if (a.phase === "claimed" && (a.latestAt !== null) === retries) n++;
+    return n;
+  }
+
+  /** The earliest time of a retry claimed ahead that waits for it (after `now`), or null. */
+  #nextWaiting(now: number): number | null {
+    let at: number | null = null;
+    for (const { attempting } of this.#waiting)
+      if (attempting.dueAt > now) at = at === null ? attempting.dueAt : Math.min(at, attempting.dueAt);
+    return at;
   }
 
   /** The earliest `due_at` of the rows with `paused` = `paused` that are not in flight (the index, not a scan). */
@@ -715,6 +817,17 @@ export function webhookLaneClass(deps: Deps) {
     }
   };
 }
+
+/**
+ * The attempts an alarm may still start with `subrequests` left of its limit: each at its worst case
+ * (SUBREQUESTS_PER_ATTEMPT), after the worst case of each attempt `inFlight` and the one subrequest kept
+ * for the receiver's settings.
+ */
+export const attemptsLeft = (subrequests: number, inFlight: number): number =>
+  Math.max(0, Math.floor((subrequests - 1 - SUBREQUESTS_PER_ATTEMPT * inFlight) / SUBREQUESTS_PER_ATTEMPT));
+
+const earliest = (a: number | null, b: number | null): number | null =>
+  a === null ? b : b === null ? a : Math.min(a, b);
 
 export type WebhookLaneClass = ReturnType<typeof webhookLaneClass>;
 export type WebhookLane = InstanceType<WebhookLaneClass>;

@@ -7,9 +7,11 @@ import { passToLanes } from "../../test/deliveries";
 import { received, receiver } from "../../test/peers";
 import { capturingQueue, seedRunnable } from "../../test/runs";
 import { deliveriesOf, drive, runWithWebhook } from "../../test/webhooks";
+import { attemptsLeft } from "./lane";
 import type { DeliveryMessage } from "./message";
 import {
   ATTEMPTS_PER_LANE_INVOCATION,
+  LANE_CONCURRENCY,
   LANE_SUBREQUESTS_PER_INVOCATION,
   SUBREQUESTS_PER_ATTEMPT,
   SUBREQUESTS_PER_ACCEPT,
@@ -193,10 +195,15 @@ describe("wrangler.toml agrees with the delivery policy", () => {
       expect(Math.max(...RETRY_DELAYS_SECONDS, MAX_RETRY_DELAY_SECONDS) * 1000).toBeLessThan(MAX_GAP_MS);
       // The consumer only passes deliveries to their lanes (one Durable Object call per lane a batch touches): within Workers Free's 50 subrequests.
       expect(consumer.max_batch_size * SUBREQUESTS_PER_ACCEPT).toBeLessThanOrEqual(50);
-      // A lane's alarm starts no more attempts than its subrequests allow at worst (one kept for its settings' read).
-      expect(ATTEMPTS_PER_LANE_INVOCATION * SUBREQUESTS_PER_ATTEMPT + 1).toBeLessThanOrEqual(
-        LANE_SUBREQUESTS_PER_INVOCATION,
-      );
+      // A lane's alarm starts an attempt only while its worst case fits beside the subrequests made and the
+      // worst case of the attempts in flight (one kept for its settings' read); a fresh one, at least 499.
+      expect(attemptsLeft(LANE_SUBREQUESTS_PER_INVOCATION, 0)).toBe(ATTEMPTS_PER_LANE_INVOCATION);
+      for (let made = 0; made <= LANE_SUBREQUESTS_PER_INVOCATION; made += 7)
+        for (let inFlight = 0; inFlight <= LANE_CONCURRENCY; inFlight++)
+          if (attemptsLeft(LANE_SUBREQUESTS_PER_INVOCATION - made, inFlight) >= 1)
+            expect(made + SUBREQUESTS_PER_ATTEMPT * (inFlight + 1) + 1).toBeLessThanOrEqual(
+              LANE_SUBREQUESTS_PER_INVOCATION,
+            );
       // The lanes are declared, with SQLite storage, in every environment.
       expect(section.durable_objects?.bindings).toContainEqual({ name: "WEBHOOK_LANES", class_name: "WebhookLane" });
       expect(section.migrations?.flatMap((m) => m.new_sqlite_classes ?? [])).toContain("WebhookLane");
