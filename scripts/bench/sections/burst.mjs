@@ -10,6 +10,7 @@
 // the core wrk gets, as the outside world they stand for; the gateway keeps its own.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { appendFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { figure, percentile } from "../report.mjs";
@@ -43,7 +44,18 @@ async function startReceiver(retryEvery, cpu) {
 }
 
 async function burstOnce(ctx, runs, retryEvery) {
-  const gateway = await ctx.startGateway(ctx.bundle);
+  // BENCH_LANE_LOG=<file>: each lane alarm's log line (attempts, subrequests, D1 trips, duration) appended there.
+  const laneLog = process.env.BENCH_LANE_LOG;
+  const gateway = await ctx.startGateway(ctx.bundle, {
+    sharedOptions: laneLog
+      ? {
+          handleStructuredLogs: (l) => {
+            if (String(l.message).includes("webhook lane alarm"))
+              appendFileSync(laneLog, `${retryEvery ? "retried" : "fast"} ${l.timestamp} ${l.message}\n`);
+          },
+        }
+      : {},
+  });
   const receiver = await startReceiver(retryEvery, ctx.wrkCpu);
   const upstream = await ctx.startPeer();
   try {
