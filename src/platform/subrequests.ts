@@ -7,12 +7,12 @@ import type { Deps } from "./deps";
  * through bindings wrapped here, rather than charging each piece of work its worst case.
  */
 
-/** `real` with `before` awaited ahead of each D1 round trip: a statement's `all`, `run`, `first`, `raw`, or a `batch` or `exec`. */
-export function aroundD1(real: D1Database, before: () => unknown): D1Database {
+/** `database` with `before` awaited ahead of each D1 round trip: a statement's `all`, `run`, `first`, `raw`, or a `batch` or `exec`. */
+export function aroundD1(database: D1Database, before: () => unknown): D1Database {
   // `batch` takes the statements `prepare` made: the real ones behind the wrappers.
   const realOf = new WeakMap<object, D1PreparedStatement>();
-  const statement = (target: D1PreparedStatement): D1PreparedStatement => {
-    const wrapped = new Proxy(target, {
+  const statement = (real: D1PreparedStatement): D1PreparedStatement => {
+    const wrapped = new Proxy(real, {
       get(t, prop) {
         if (prop === "bind") return (...values: unknown[]) => statement(t.bind(...values));
         const value = Reflect.get(t, prop) as unknown;
@@ -24,10 +24,10 @@ export function aroundD1(real: D1Database, before: () => unknown): D1Database {
         return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(t) : value;
       },
     });
-    realOf.set(wrapped, target);
+    realOf.set(wrapped, real);
     return wrapped;
   };
-  return new Proxy(real, {
+  return new Proxy(database, {
     get(t, prop) {
       if (prop === "prepare") return (query: string) => statement(t.prepare(query));
       if (prop === "batch")
@@ -46,9 +46,9 @@ export function aroundD1(real: D1Database, before: () => unknown): D1Database {
   });
 }
 
-/** `target` with `before` run ahead of each call of its methods: an R2 bucket, a queue, a Durable Object's stub. */
-function aroundCalls<T extends object>(target: T, before: () => void): T {
-  return new Proxy(target, {
+/** `binding` with `before` run ahead of each call of its methods: an R2 bucket, a queue, a Durable Object's stub. */
+function aroundCalls<T extends object>(binding: T, before: () => void): T {
+  return new Proxy(binding, {
     get(t, prop) {
       const value = Reflect.get(t, prop) as unknown;
       if (typeof value !== "function" || prop === "then") return value;

@@ -625,10 +625,10 @@ export class Lane {
         }
         // Slots freed since the last look: given to the attempts claimed ahead (and the plan looked at again).
         blocked = this.#openGate(ctx) || blocked;
-        // The next retry's time: when a row's is near enough to claim it (while the lane has room to claim
-        // retries ahead), or the time of one claimed ahead and waiting for it.
-        // Ordered (concurrency 1) and closed lanes claim a retry at its time, not ahead of it. A first row
-        // while as many first attempts as the lane claims ahead are being claimed: their claims wake it.
+        // The next retry's time: a row's, less the lead it is claimed with (none when ordered or closed),
+        // while the lane has room to claim retries ahead; or that of one claimed ahead and waiting for it.
+        // The next first row's only while the lane has room to claim first attempts ahead (a landed claim
+        // wakes it): waiting for a row it cannot claim yet was a spin.
         const slots = this.concurrency();
         const lead = open && slots > 1 ? RETRY_LEAD_MS : 0;
         const retryRow = this.#claimedAhead(true) < 2 * AHEAD_PER_SLOT * slots ? this.#nextDue(1) : null;

@@ -6,7 +6,7 @@ import { client, testDeps } from "../../test/helpers";
 import { PEER_MORE, PEER_OTHER, received, receiver } from "../../test/peers";
 import { callWith, capturingQueue, seedRunnable, unreachableLanes } from "../../test/runs";
 import { createDb } from "../db/client";
-import { aroundD1 } from "../platform/subrequests";
+import { aroundD1, SubrequestMeter } from "../platform/subrequests";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
 import { GAP_MARGIN_MS, Lane } from "./lane";
@@ -251,6 +251,16 @@ describe("an alarm's bound never makes a retry miss its gap", () => {
       }
     }
   }, 60_000);
+});
+
+describe("a lane's alarm counts its subrequests", () => {
+  it("a call to a Durable Object through the metered env is one (the alert of a receiver passes a delivery to its lane)", async () => {
+    const meter = new SubrequestMeter();
+    const lane = laneObject(meter.env(env), "metered-lane");
+    expect(meter.made).toBe(0);
+    expect(await lane.pending()).toEqual([]);
+    expect(meter.made).toBe(1);
+  });
 });
 
 describe("a lane whose retries owed need more than a whole alarm", () => {
