@@ -1,3 +1,4 @@
+import { auditLogSteps } from "./audit/retention";
 import { log } from "./platform/log";
 import { drain, type PurgeBudget } from "./platform/purge";
 import type { Scope } from "./platform/scope";
@@ -5,8 +6,8 @@ import { asyncRunSteps } from "./runs/async/sweep";
 import { deliveryLogSteps } from "./webhooks/retention";
 
 /**
- * The `* * * * *` cron: every store in D1 that grows with traffic (the delivery log, async runs) purged
- * past its retention, in slices, until caught up or this budget is spent; what is left goes on a
+ * The `* * * * *` cron: every store in D1 that grows with traffic (the delivery log, async runs), and
+ * the audit log, which grows with the management writes of every project, purged past its retention, in slices, until caught up or this budget is spent; what is left goes on a
  * minute later. The arithmetic (docs/webhooks.md#retention):
  *
  * - **Writer**: a slice is one D1 round trip of ≤ 500 rows over an index of exactly the rows it takes,
@@ -23,9 +24,9 @@ import { deliveryLogSteps } from "./webhooks/retention";
  */
 export const RETENTION_BUDGET: PurgeBudget = { rows: 500, subrequests: 400, wallMs: 40_000 };
 
-/** Runs the retention purge of the delivery log and async runs. */
+/** Runs the retention purge of the delivery log, async runs and the audit log. */
 export async function retentionCron(scope: Scope, budget: PurgeBudget = RETENTION_BUDGET) {
-  const steps = [...deliveryLogSteps(scope), ...asyncRunSteps(scope)];
+  const steps = [...deliveryLogSteps(scope), ...asyncRunSteps(scope), ...auditLogSteps(scope)];
   const report = await drain(steps, budget, () => Date.now());
   const removed = Object.values(report.removed).reduce((a, b) => a + b, 0);
   if (removed > 0 || !report.done) {

@@ -140,6 +140,14 @@ const ConfigSchema = z
     // sealed secrets kept for resending, which go first.
     WEBHOOK_RECORD_RETENTION_DAYS: days(30),
     WEBHOOK_BODY_RETENTION_DAYS: days(7),
+    // The audit log's retention (docs/operations.md#retention): 90 days by default (docs/architecture.md has
+    // what a longer one costs the shared database); at least 30 days, at most 10 years.
+    AUDIT_LOG_RETENTION_DAYS: z.coerce
+      .number({ error: "is not a number of days" })
+      .int("is not a whole number of days")
+      .min(30, "must be at least 30")
+      .max(3650, "must be at most 3650 (10 years)")
+      .default(90),
     OIDC_ISSUER: optional(z.url({ protocol: /^https?$/, error: "is not an http(s) URL" })),
     OIDC_CLIENT_ID: optional(z.string().max(512)),
     OIDC_CLIENT_SECRET: optional(z.string().max(4096)),
@@ -222,6 +230,8 @@ export interface Config {
    * `bodiesMs`, its record and attempts for `recordsMs` (≥ `bodiesMs`). Settled deliveries only.
    */
   webhookRetention: { bodiesMs: number; recordsMs: number };
+  /** `AUDIT_LOG_RETENTION_DAYS` in ms: an audit entry is deleted this long after it was written. */
+  auditRetentionMs: number;
   /** People's sign-in (OpenID Connect); null: the dashboard offers only the operator's admin-token sign-in. */
   oidc: { issuer: string; clientId: string; clientSecret: string } | null;
   /** How long the async-run consumer waits for the app's answer. */
@@ -287,6 +297,7 @@ export function getConfig(env: Env): Config {
       bodiesMs: c.WEBHOOK_BODY_RETENTION_DAYS * 86_400_000,
       recordsMs: c.WEBHOOK_RECORD_RETENTION_DAYS * 86_400_000,
     },
+    auditRetentionMs: c.AUDIT_LOG_RETENTION_DAYS * 86_400_000,
     oidc:
       c.OIDC_ISSUER && c.OIDC_CLIENT_ID && c.OIDC_CLIENT_SECRET
         ? { issuer: c.OIDC_ISSUER, clientId: c.OIDC_CLIENT_ID, clientSecret: c.OIDC_CLIENT_SECRET }

@@ -57,6 +57,13 @@ export function newId(prefix: IdPrefix, now = Date.now()): string {
   return `${prefix}_${timePart(now)}${decoder.decode(random)}`;
 }
 
+/**
+ * The least id of `prefix` made at `now` or later: every id made before `now` sorts below it, every id
+ * made at or after it sorts at or above it (the time part leads, the random part follows). A retention
+ * purge deletes by it over the primary key's index, with no index on a timestamp.
+ */
+export const idFloor = (prefix: IdPrefix, now: number): string => `${prefix}_${timePart(now)}`;
+
 /** The part of an id after its prefix, as a regular expression's source: 30 characters of Crockford base32. */
 export const ID_BODY = "[0-9a-hjkmnp-tv-z]{30}";
 
