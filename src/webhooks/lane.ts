@@ -645,13 +645,13 @@ export class Lane {
           break;
         // Wait for an attempt to end, an `accept`, or the next due row, whichever comes first.
         const full = this.#requests().length >= slots;
-        // Full: an attempt's end wakes the lane. Blocked (first attempts wait for the retries' sake, or for
+        // Full, or nothing more to start (the subrequests spent): an attempt's end wakes the lane. Blocked (first attempts wait for the retries' sake, or for
         // the delivery before them at concurrency 1): the next retry's time, or a look again shortly.
         // Closed to first attempts (its bounds near): a look again shortly, for retries that cannot wait for
         // the next alarm (`#nextAlarmBy`); the alarm ends once nothing is in flight.
         const waitMs = idle
           ? LINGER_MS - (now - idleSince!)
-          : full
+          : full || budget.retries === 0
             ? HOLD_MS
             : !open
               ? freshOpens
