@@ -423,8 +423,7 @@ export class Lane {
     }
     // Claimed ahead of their slots (the gate, `#openGate`, sends them), each kind on its own count, so
     // that retries being claimed never leave the next free slot without a first attempt ready for it.
-    const ahead = (retries: boolean) => this.#claimedAhead(retries);
-    const retryRoom = Math.min(2 * AHEAD_PER_SLOT * slots - ahead(true), budget.retries);
+    const retryRoom = Math.min(2 * AHEAD_PER_SLOT * slots - this.#claimedAhead(true), budget.retries);
     if (retryRoom > 0)
       for (const row of this.#rows(
         "paused = 1 AND due_at <= ? AND (latest_at IS NULL OR latest_at <= ?) ORDER BY latest_at LIMIT ?",
@@ -436,7 +435,7 @@ export class Lane {
     const retriesStarted = started;
     const firstRoom = () =>
       Math.min(
-        AHEAD_PER_SLOT * slots - ahead(false),
+        AHEAD_PER_SLOT * slots - this.#claimedAhead(false),
         budget.retries - started,
         budget.firsts - (started - retriesStarted),
       );

@@ -196,6 +196,27 @@ describe("a slow receiver holds only its own lane (real queue broker, real Durab
   }, 30_000);
 });
 
+/** The lane of `message`, its alarms bounded at `subrequests` each. */
+async function laneWithSubrequests(message: DeliveryMessage, subrequests: number) {
+  const lane = laneObject(env, laneName(message));
+  await runInDurableObject(lane, (instance: { lane: Lane }) => {
+    instance.lane.subrequestsPerAlarm = subrequests;
+  });
+  return lane;
+}
+
+/** Waits for each of `messages` (to receivers answering 404) to fail after its last attempt, within `withinMs`. */
+async function failedAfterEveryAttempt(messages: DeliveryMessage[], withinMs: number) {
+  for (const m of messages)
+    expect(
+      await until(
+        () => deliveryRow(m.id),
+        (r) => r?.status === "failed",
+        withinMs,
+      ),
+    ).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
+}
+
 describe("an alarm's bound never makes a retry miss its gap", () => {
   it("with 200 subrequests an alarm, 12 deliveries answered 404 (after 100 or 900 ms) get their 3 attempts each over several alarms, every retry within its gap", async () => {
     const app = await seedRunnable(api);
@@ -203,21 +224,11 @@ describe("an alarm's bound never makes a retry miss its gap", () => {
     const quick = await deliveriesTo(app.projectId, 6, [{ status: 404, delayMs: 100 }], PEER_MORE[2]);
     const slow = await deliveriesTo(app.projectId, 6, [{ status: 404, delayMs: 900 }], PEER_MORE[2]);
     const messages = quick.messages.flatMap((m, i) => [m, slow.messages[i]!]);
-    const lane = laneObject(env, laneName(messages[0]!));
     // The subrequests' bound of one alarm, lowered so that the deliveries cross it again and again.
-    await runInDurableObject(lane, (instance: { lane: Lane }) => {
-      instance.lane.subrequestsPerAlarm = 200;
-    });
+    const lane = await laneWithSubrequests(messages[0]!, 200);
     const lines = vi.spyOn(console, "log").mockImplementation(() => undefined);
     expect((await lane.accept(messages)).stored).toEqual(Array(12).fill(true));
-    for (const m of messages)
-      expect(
-        await until(
-          () => deliveryRow(m.id),
-          (r) => r?.status === "failed",
-          30_000,
-        ),
-      ).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS, last_status_code: 404 });
+    await failedAfterEveryAttempt(messages, 30_000);
     // Each alarm's line, once it has ended (the last one lingers for a moment after the last attempt).
     const alarmsOf = () =>
       lines.mock.calls
@@ -267,22 +278,12 @@ describe("a lane whose retries owed need more than a whole alarm", () => {
   it("starts its retries as they come due and sets its next alarm for them, not again and again for first attempts it cannot start", async () => {
     const app = await seedRunnable(api);
     const { messages } = await deliveriesTo(app.projectId, 8, [{ status: 404, delayMs: 50 }], PEER_MORE[2]);
-    const lane = laneObject(env, laneName(messages[0]!));
     // 200 subrequests: a fresh alarm keeps 9 attempts at worst, so it opens first attempts only while at most
     // 3 deliveries are under way; with 4 under way even a fresh one is closed.
-    await runInDurableObject(lane, (instance: { lane: Lane }) => {
-      instance.lane.subrequestsPerAlarm = 200;
-    });
+    const lane = await laneWithSubrequests(messages[0]!, 200);
     const lines = vi.spyOn(console, "log").mockImplementation(() => undefined);
     expect((await lane.accept(messages)).stored).toEqual(Array(8).fill(true));
-    for (const m of messages)
-      expect(
-        await until(
-          () => deliveryRow(m.id),
-          (r) => r?.status === "failed",
-          40_000,
-        ),
-      ).toMatchObject({ status: "failed", attempt_count: MAX_ATTEMPTS });
+    await failedAfterEveryAttempt(messages, 40_000);
     const alarms = lines.mock.calls
       .map(([line]) => line as { message?: string; lane_id?: string })
       .filter((l) => l.message === "webhook lane alarm" && l.lane_id === lane.id.toString());
