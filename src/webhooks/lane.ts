@@ -188,10 +188,11 @@ export class Lane {
    * out of every pick meanwhile. Why: a write locks the object's output gate until it is confirmed, and
    * every request the lane sends after it waits for that (Cloudflare's output gate; measured here:
    * 3.5 ms added to each attempt that follows a write). Lost in a crash, a row comes back and its
-   * claim in D1 finds the delivery settled (the record is the authority): nothing is sent twice.
+   * claim in D1 finds the delivery settled (the record is the authority): nothing is sent twice. (One
+   * its lane gave up on stays pending in D1: it gets its next attempt, within the three.)
    */
   readonly #settled = new Map<string, { paused: boolean }>();
-  #flushedAt = 0;
+  #flushedAt = Date.now();
   /** Attempts claimed ahead, waiting for a slot: retries go first (earliest latest start), then first attempts in order. */
   #waiting: Waiting[] = [];
   /** How long the lane's last attempts held their slots (ms), newest last. */
@@ -202,6 +203,8 @@ export class Lane {
   #slots: number | undefined;
   #pumping = false;
   #wake: (() => void) | undefined;
+  /** How often the pump deletes settled rows (`#settled`); tests raise it to see one write take them all. */
+  settledFlushMs = SETTLED_FLUSH_MS;
   /** Subrequests one alarm may make (lane-capacity.ts); tests lower it to cross an alarm's bound quickly. */
   subrequestsPerAlarm = LANE_SUBREQUESTS_PER_INVOCATION;
 
@@ -277,7 +280,10 @@ export class Lane {
     this.#wake?.();
   }
 
-  /** Deliveries the lane holds (settled ones leave it), for tests and operators. */
+  /**
+   * Deliveries the lane holds (settled ones leave it), for tests and operators. It writes (the settled
+   * rows' delete): a call while attempts go out makes the next one wait for that write.
+   */
   pending(): { id: string; dueAt: number; interruptions: number }[] {
     this.#flushSettled();
     return this.#sql
@@ -301,6 +307,9 @@ export class Lane {
   }
 
   async #store(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
+    // Settled rows go first, in the same commit as these: a delivery released after its lane held it comes
+    // back with its id, and must find its row gone, not count as a duplicate (receiver-tasks.ts).
+    this.#flushSettled();
     const now = Date.now();
     const stored = messages.map(
       (message) =>
@@ -314,11 +323,7 @@ export class Lane {
           .toArray().length === 1,
     );
     if (this.#pumping) this.#wake?.();
-    else {
-      // Its rows are written now (this answer waits for them): the settled ones go in the same commit.
-      this.#flushSettled();
-      await this.#arm();
-    }
+    else await this.#arm();
     // The writes are durable before this answer leaves the object (output gate): the consumer may ack.
     return { stored };
   }
@@ -409,7 +414,7 @@ export class Lane {
 
   /** Deletes the rows of settled deliveries in one statement, at most once every SETTLED_FLUSH_MS unless `now`. */
   #flushSettled(now = true): void {
-    if (this.#settled.size === 0 || (!now && Date.now() - this.#flushedAt < SETTLED_FLUSH_MS)) return;
+    if (this.#settled.size === 0 || (!now && Date.now() - this.#flushedAt < this.settledFlushMs)) return;
     const ids = [...this.#settled.keys()];
     // SQLite's 100 bound parameters per statement on Cloudflare: in slices.
     for (let i = 0; i < ids.length; i += 100) {
@@ -699,8 +704,10 @@ export class Lane {
                 : blocked
                   ? Math.max(0, Math.min(BLOCKED_RECHECK_MS, (nextRetry ?? Infinity) - now))
                   : Math.max(0, next - now);
+        // Settled rows wait at most `settledFlushMs` for their delete, whatever else the lane waits for.
+        const flushIn = this.#settled.size > 0 ? Math.max(0, this.settledFlushMs - (now - this.#flushedAt)) : Infinity;
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, waitMs);
+          const timer = setTimeout(resolve, Math.min(waitMs, flushIn));
           this.#wake = () => {
             clearTimeout(timer);
             resolve();

@@ -370,6 +370,8 @@ describe("a settled delivery's row is deleted with others, not by a write of its
     const writes: string[] = [];
     await runInDurableObject(stub, (instance: { lane: Lane }, state) => {
       instance.lane = new Lane(countingWrites(state, writes), env, testDeps());
+      // One flush for the whole burst, whatever this machine's pace (250 ms by default).
+      instance.lane.settledFlushMs = 60_000;
     });
     expect((await stub.accept(messages)).stored).toEqual(Array(30).fill(true));
     for (const m of messages)
@@ -385,9 +387,10 @@ describe("a settled delivery's row is deleted with others, not by a write of its
     );
     // Each write locks the object's output gate until it is confirmed, and every request sent after it waits
     // (3.5 ms an attempt here): one DELETE a delivery made every attempt wait for one.
+    // (A delivery's record may read delivered a moment before its lane settles it: a second flush.)
     const deletes = writes.filter((w) => w.startsWith("DELETE FROM lane_deliveries"));
     expect(deletes.length).toBeGreaterThanOrEqual(1);
-    expect(deletes.length).toBeLessThanOrEqual(5);
+    expect(deletes.length).toBeLessThanOrEqual(3);
     for (const h of hooks) expect(await received(h.key)).toHaveLength(1);
     // The lane died before a delete was written: the row is there again, and the record says delivered.
     const [again] = messages;
@@ -409,6 +412,37 @@ describe("a settled delivery's row is deleted with others, not by a write of its
     expect(await received(hooks[0]!.key)).toHaveLength(1);
     expect((await attemptRows(again!.id)).map((a) => a.attempt)).toEqual([1]);
   }, 30_000);
+
+  it("a delivery accepted again while its settled row waits for its delete is stored (a release after its lane held it)", async () => {
+    const app = await seedRunnable(api);
+    const { hooks, messages } = await deliveriesTo(app.projectId, 1, [{ status: 200 }], PEER_MORE[3]);
+    const message = messages[0]!;
+    const stub = laneObject(env, laneName(message));
+    await runInDurableObject(stub, (instance: { lane: Lane }) => {
+      instance.lane.settledFlushMs = 60_000;
+    });
+    expect((await stub.accept([message])).stored).toEqual([true]);
+    await until(
+      () => deliveryRow(message.id),
+      (r) => r?.status === "delivered",
+      10_000,
+    );
+    // Settled, its row not deleted yet: a release (receiver-tasks.ts) sends the same id back, and a copy
+    // taken for a duplicate would leave a released delivery with no lane.
+    await until(
+      () => runInDurableObject(stub, (_i, state) => state.storage.sql.exec("SELECT id FROM lane_deliveries").toArray()),
+      (rows) => rows.length === 1,
+      3_000,
+    );
+    expect((await stub.accept([message])).stored).toEqual([true]);
+    // Here the record says delivered, so its claim settles it: still one request.
+    await until(
+      () => stub.pending(),
+      (p) => p.length === 0,
+      5_000,
+    );
+    expect(await received(hooks[0]!.key)).toHaveLength(1);
+  }, 20_000);
 });
 
 describe("a lane stores a delivery once and never makes a fourth attempt", () => {
