@@ -1,6 +1,9 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import { type DeliveryMessage, deliveryMessageSchema, laneName, laneObject } from "./message";
+import { logFailure } from "./deliver";
+import { LaneFullError } from "./lane-capacity";
+import { acceptInLane, type DeliveryMessage, deliveryMessageSchema, laneName } from "./message";
+import { failPending } from "./store";
 
 /**
  * The `webhook-deliveries` consumer: hands each delivery to its lane (lane.ts, `accept`) and acks it
@@ -8,9 +11,10 @@ import { type DeliveryMessage, deliveryMessageSchema, laneName, laneObject } fro
  * touches, whatever the receivers do: Queues decide consumer concurrency after a batch ends, so a
  * batch held by a slow receiver would hold every delivery queued behind it. A delivery its lane did
  * not accept is retried by the queue and, past `max_retries`, ends in the dead-letter queue
- * (dead-letter.ts).
+ * (dead-letter.ts); one its lane refused for being full (lane-capacity.ts `LANE_BYTES_MAX`) is settled
+ * `failed` at once (`receiver_backlog_full`): retries would find it as full.
  */
-export async function consumeDeliveries(batch: MessageBatch<unknown>, { env }: Scope): Promise<void> {
+export async function consumeDeliveries(batch: MessageBatch<unknown>, { env, db, deps }: Scope): Promise<void> {
   const lanes = new Map<string, { msg: Message<unknown>; message: DeliveryMessage }[]>();
   for (const msg of batch.messages) {
     const parsed = deliveryMessageSchema.safeParse(msg.body);
@@ -30,9 +34,22 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, { env }: S
     [...lanes].map(async ([name, entries]) => {
       try {
         // In the batch's order: a lane drains its backlog in order of arrival.
-        await laneObject(env, name).accept(entries.map((e) => e.message));
+        await acceptInLane(
+          env,
+          name,
+          entries.map((e) => e.message),
+        );
         for (const { msg } of entries) msg.ack();
       } catch (error) {
+        if (error instanceof LaneFullError) {
+          // The rest (a shard not full) were stored: acked.
+          for (const [i, { msg }] of entries.entries()) if (!error.refused[i]) msg.ack();
+          return await settleRefused(
+            db,
+            deps.now(),
+            entries.filter((_, i) => error.refused[i]),
+          );
+        }
         for (const { msg, message } of entries) {
           log("error", "webhook delivery not accepted by its lane", {
             queue: batch.queue,
@@ -47,4 +64,23 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, { env }: S
       }
     }),
   );
+}
+
+/** Deliveries a full lane refused: each settled `failed` (unless settled meanwhile) and acked; D1 down, retried. */
+async function settleRefused(
+  db: Scope["db"],
+  at: Date,
+  entries: { msg: Message<unknown>; message: DeliveryMessage }[],
+): Promise<void> {
+  for (const { msg, message } of entries) {
+    try {
+      const settled = await failPending(db, message.id, at, "receiver_backlog_full");
+      if (settled)
+        logFailure(message, settled.attempts, "its receiver's lane is full: its backlog holds LANE_BYTES_MAX");
+      msg.ack();
+    } catch (error) {
+      log("error", "webhook delivery refused by its full lane not settled", { delivery_id: message.id, error });
+      msg.retry({ delaySeconds: 30 });
+    }
+  }
 }

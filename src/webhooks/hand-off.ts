@@ -1,5 +1,5 @@
 import { log } from "../platform/log";
-import { type DeliveryMessage, laneName, laneObject, queueMessageOf } from "./message";
+import { acceptInLane, type DeliveryMessage, laneName, queueMessageOf } from "./message";
 
 /**
  * How long the run's side waits for a lane to take a delivery before it sends it through the queue
@@ -40,8 +40,8 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T> {
  */
 export async function handMessageToLane(env: Env, message: DeliveryMessage): Promise<HandedVia> {
   try {
-    const lane = laneObject(env, laneName(message));
-    await within(lane.accept([message]), HAND_TO_LANE_TIMEOUT_MS);
+    // A full lane (LaneFullError) too: the queue's consumer settles the delivery `receiver_backlog_full`.
+    await within(acceptInLane(env, laneName(message), [message]), HAND_TO_LANE_TIMEOUT_MS);
     return "lane";
   } catch (error) {
     log("warn", "webhook delivery handed to the queue: its lane could not take it", {

@@ -27,6 +27,32 @@ export const MAX_RECEIVER_CONCURRENCY = 30;
 export const BODY_BUDGET_BYTES = 24 * 1024 * 1024;
 
 /**
+ * The bytes one lane object keeps (its SQLite database: a row per delivery not settled, its body inline
+ * up to 64 KiB, a reference to R2 past it). A Durable Object holds at most 10 GB; a receiver that takes
+ * deliveries slower than they come (it answers, slowly) would fill it. Past this bound the lane refuses
+ * new deliveries (`Accepted.refused`) and its consumer settles each `failed` (`receiver_backlog_full`), to be
+ * recovered by the customer once the backlog has drained. 1 GiB is 16,000 deliveries of the largest
+ * inline body, about a million of 1 KiB: at the receiver's bound (6 ÷ 50 ms) some two hours of backlog.
+ */
+export const LANE_BYTES_MAX = 1024 * 1024 * 1024;
+/**
+ * A lane's answer to `accept`: for each message whether it was stored now (false: it was there already),
+ * and, when an object was full, which messages it refused (stored nowhere).
+ */
+export interface Accepted {
+  stored: boolean[];
+  refused?: boolean[];
+}
+
+/** Deliveries a full lane refused (`acceptInLane`), by their index in the call. */
+export class LaneFullError extends Error {
+  constructor(readonly refused: boolean[]) {
+    super(`webhook lane full: ${refused.filter(Boolean).length} deliveries refused (LANE_BYTES_MAX)`);
+    this.name = "LaneFullError";
+  }
+}
+
+/**
  * Subrequests one attempt itself may make at worst (fetch, D1, R2 all count): its POST, an R2 read of
  * its body (read again at each attempt: a delivery between attempts holds nothing), its claim and the
  * read after a refused one, its outcome write tried twice.

@@ -7,6 +7,8 @@ import { SubrequestMeter } from "../platform/subrequests";
 import { type DeliveryContext, DeliveryInProgress, newDeliveryContext } from "./attempt/context";
 import { attempt, type AttemptLane, logFailure } from "./deliver";
 import {
+  type Accepted,
+  LANE_BYTES_MAX,
   LANE_CONCURRENCY,
   LANE_INVOCATION_WALL_MS,
   LANE_SUBREQUESTS_PER_INVOCATION,
@@ -205,6 +207,8 @@ export class Lane {
   #wake: (() => void) | undefined;
   /** How often the pump deletes settled rows (`#settled`); tests raise it to see one write take them all. */
   settledFlushMs = SETTLED_FLUSH_MS;
+  /** The bytes past which the lane refuses new deliveries (lane-capacity.ts); tests lower it. */
+  bytesMax = LANE_BYTES_MAX;
   /** Subrequests one alarm may make (lane-capacity.ts); tests lower it to cross an alarm's bound quickly. */
   subrequestsPerAlarm = LANE_SUBREQUESTS_PER_INVOCATION;
 
@@ -223,7 +227,7 @@ export class Lane {
    * (shard 0) and passes each other delivery to its shard (by delivery id) before it answers, so an
    * answer still means every delivery is stored. One call per lane per queue batch.
    */
-  async accept(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
+  async accept(messages: DeliveryMessage[]): Promise<Accepted> {
     if (messages.length === 0) return { stored: [] };
     if (this.#meta("share") !== null) return this.#store(messages);
     const settings = await this.#settings(messages[0]!);
@@ -236,6 +240,7 @@ export class Lane {
       byShard.set(k, [...(byShard.get(k) ?? []), i]);
     });
     const stored: boolean[] = Array.from({ length: messages.length }, () => false);
+    const refused: boolean[] = Array.from({ length: messages.length }, () => false);
     await Promise.all(
       [...byShard].map(async ([k, indexes]) => {
         const mine = indexes.map((i) => messages[i]!);
@@ -243,14 +248,17 @@ export class Lane {
           k === 0
             ? await this.#store(mine)
             : await laneObject(this.env, laneShardName(lane, k)).acceptShard(mine, shares[k]!);
-        indexes.forEach((i, j) => (stored[i] = result.stored[j]!));
+        indexes.forEach((i, j) => {
+          stored[i] = result.stored[j]!;
+          refused[i] = result.refused?.[j] ?? false;
+        });
       }),
     );
-    return { stored };
+    return refused.includes(true) ? { stored, refused } : { stored };
   }
 
   /** As a shard of a receiver's lane: stores `messages` and keeps `share` as its concurrency. */
-  acceptShard(messages: DeliveryMessage[], share: number): Promise<{ stored: boolean[] }> {
+  acceptShard(messages: DeliveryMessage[], share: number): Promise<Accepted> {
     this.configureShare(share);
     return this.#store(messages);
   }
@@ -306,10 +314,21 @@ export class Lane {
     return this.#slots;
   }
 
-  async #store(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
+  async #store(messages: DeliveryMessage[]): Promise<Accepted> {
     // Settled rows go first, in the same commit as these: a delivery released after its lane held it comes
     // back with its id, and must find its row gone, not count as a duplicate (receiver-tasks.ts).
     this.#flushSettled();
+    // Full (LANE_BYTES_MAX): nothing more is stored, and the answer says so (`acceptInLane` throws it
+    // on the caller's side: thrown here, it would also be the object's uncaught exception).
+    const bytes = this.#sql.databaseSize;
+    if (bytes >= this.bytesMax) {
+      log("warn", "webhook lane full: deliveries refused", {
+        lane_id: this.state.id.toString(),
+        bytes,
+        refused: messages.length,
+      });
+      return { stored: messages.map(() => false), refused: messages.map(() => true) };
+    }
     const now = Date.now();
     const stored = messages.map(
       (message) =>
@@ -837,11 +856,11 @@ export function webhookLaneClass(deps: Deps) {
       this.lane = new Lane(state, env, deps);
     }
 
-    accept(messages: DeliveryMessage[]): Promise<{ stored: boolean[] }> {
+    accept(messages: DeliveryMessage[]): Promise<Accepted> {
       return this.lane.accept(messages);
     }
 
-    acceptShard(messages: DeliveryMessage[], share: number): Promise<{ stored: boolean[] }> {
+    acceptShard(messages: DeliveryMessage[], share: number): Promise<Accepted> {
       return this.lane.acceptShard(messages, share);
     }
 

@@ -10,7 +10,8 @@ import { aroundD1, SubrequestMeter } from "../platform/subrequests";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
 import { GAP_MARGIN_MS, Lane } from "./lane";
-import { type DeliveryMessage, laneName, laneObject } from "./message";
+import { acceptInLane, type DeliveryMessage, laneName, laneObject, queueMessageOf } from "./message";
+import { LaneFullError } from "./lane-capacity";
 import { LANE_CONCURRENCY } from "./lane-capacity";
 import { MAX_ATTEMPTS, MAX_GAP_MS, RETRY_DELAYS_SECONDS } from "./policy";
 import { claimAttempt } from "./store";
@@ -443,6 +444,37 @@ describe("a settled delivery's row is deleted with others, not by a write of its
     );
     expect(await received(hooks[0]!.key)).toHaveLength(1);
   }, 20_000);
+});
+
+describe("a lane keeps at most LANE_BYTES_MAX", () => {
+  it("past its bound it refuses new deliveries and stores none; its consumer settles them failed (receiver_backlog_full) and acks", async () => {
+    const app = await seedRunnable(api);
+    const { hooks, messages } = await deliveriesTo(app.projectId, 2, [{ status: 200 }], PEER_MORE[3]);
+    const stub = laneObject(env, laneName(messages[0]!));
+    // Its bound lowered to what the lane's empty tables already take.
+    await runInDurableObject(stub, (instance: { lane: Lane }, state) => {
+      instance.lane.bytesMax = state.storage.sql.databaseSize;
+    });
+    expect(await stub.accept(messages)).toEqual({ stored: [false, false], refused: [true, true] });
+    await expect(acceptInLane(env, laneName(messages[0]!), messages)).rejects.toThrow(LaneFullError);
+    expect(await stub.pending()).toEqual([]);
+    const batch = createMessageBatch(
+      QUEUES.webhookDeliveries,
+      messages.map((m, i) => ({ id: `full-${i}`, timestamp: new Date(), attempts: 1, body: queueMessageOf(m) })),
+    );
+    const ctx = createExecutionContext();
+    await createWorker(testDeps()).queue(batch, env, ctx);
+    const result = await getQueueResult(batch, ctx);
+    expect(result.retryMessages).toEqual([]);
+    expect(result.explicitAcks.sort()).toEqual(["full-0", "full-1"]);
+    for (const m of messages)
+      expect(await deliveryRow(m.id)).toMatchObject({
+        status: "failed",
+        attempt_count: 0,
+        last_error: "receiver_backlog_full",
+      });
+    for (const h of hooks) expect(await received(h.key)).toEqual([]);
+  });
 });
 
 describe("a lane stores a delivery once and never makes a fourth attempt", () => {

@@ -1,3 +1,4 @@
+import { LaneFullError } from "./lane-capacity";
 import { z } from "zod";
 import type { SealedSecret } from "./secret-box";
 
@@ -102,3 +103,14 @@ export const laneShardName = (lane: string, k: number) => (k === 0 ? lane : `${l
 
 /** The lane object named `name` (every lane and shard is addressed by its name, through this). */
 export const laneObject = (env: Env, name: string) => env.WEBHOOK_LANES.get(env.WEBHOOK_LANES.idFromName(name));
+
+/**
+ * `accept` of the lane named `name`: which messages it stored now. A full lane's refusal (its answer,
+ * lane-capacity.ts `LANE_BYTES_MAX`) is thrown here, on the caller's side, as `LaneFullError`, so that
+ * a caller that reads only `stored` never takes a refused delivery for a stored one.
+ */
+export async function acceptInLane(env: Env, name: string, messages: DeliveryMessage[]): Promise<boolean[]> {
+  const { stored, refused } = await laneObject(env, name).accept(messages);
+  if (refused?.includes(true)) throw new LaneFullError(refused);
+  return stored;
+}

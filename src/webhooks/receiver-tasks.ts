@@ -10,7 +10,7 @@ import { derivedId, newId } from "../platform/ids";
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { LANE_CONCURRENCY } from "./lane-capacity";
-import { type DeliveryMessage, laneName, laneObject } from "./message";
+import { acceptInLane, type DeliveryMessage, laneName } from "./message";
 import { ORIGIN, RECEIVER_STATE_TTL_MS } from "./receiver-controls";
 import { openSecret, type SealedSecret, sealSecret } from "./secret-box";
 
@@ -148,7 +148,8 @@ export const laneHandTo =
   (env: Env): HandTo =>
   async (messages) => {
     const byLane = Map.groupBy(messages, (m) => laneName(m));
-    for (const [name, batch] of byLane) await laneObject(env, name).accept(batch);
+    // A full lane throws (LaneFullError): the slice is handed to it again later.
+    for (const [name, batch] of byLane) await acceptInLane(env, name, batch);
   };
 
 /**

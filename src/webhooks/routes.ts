@@ -49,7 +49,7 @@ export const DeliverySchema = z
     last_status_code: z.number().int().nullable(),
     last_error: z.string().nullable().openapi({
       description:
-        "The last attempt's error, or why the delivery ended without one: `enqueue_failed` (neither its lane nor the queue could take it), `run_interrupted` (the run was cut short before its answer), `never_attempted` or `stalled` (settled by the sweeper), `dead_lettered` (the queue gave up on it), `outcome_not_recorded` (the last attempt's outcome could not be written); on a held delivery `receiver_paused` or `receiver_disabled`, and `held_past_retention` for one held longer than bodies are kept.",
+        "The last attempt's error, or why the delivery ended without one: `enqueue_failed` (neither its lane nor the queue could take it), `run_interrupted` (the run was cut short before its answer), `never_attempted` or `stalled` (settled by the sweeper), `dead_lettered` (the queue gave up on it), `receiver_backlog_full` (its receiver's lane held its bound of undelivered deliveries: recover it once the backlog has drained), `outcome_not_recorded` (the last attempt's outcome could not be written); on a held delivery `receiver_paused` or `receiver_disabled`, and `held_past_retention` for one held longer than bodies are kept.",
     }),
     created_at: Timestamp,
     updated_at: Timestamp,
