@@ -319,15 +319,20 @@ export class Lane {
     // back with its id, and must find its row gone, not count as a duplicate (receiver-tasks.ts).
     this.#flushSettled();
     // Full (LANE_BYTES_MAX): nothing more is stored, and the answer says so (`acceptInLane` throws it
-    // on the caller's side: thrown here, it would also be the object's uncaught exception).
+    // on the caller's side: thrown here, it would also be the object's uncaught exception). A copy of a
+    // delivery the lane holds is a duplicate, as ever, not a refusal: it is not to be settled failed.
     const bytes = this.#sql.databaseSize;
     if (bytes >= this.bytesMax) {
+      const refused = messages.map(
+        (m) => this.#sql.exec("SELECT 1 FROM lane_deliveries WHERE id = ?", m.id).toArray().length === 0,
+      );
       log("warn", "webhook lane full: deliveries refused", {
         lane_id: this.state.id.toString(),
         bytes,
-        refused: messages.length,
+        refused: refused.filter(Boolean).length,
       });
-      return { stored: messages.map(() => false), refused: messages.map(() => true) };
+      const stored = messages.map(() => false);
+      return refused.includes(true) ? { stored, refused } : { stored };
     }
     const now = Date.now();
     const stored = messages.map(

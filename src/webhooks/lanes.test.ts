@@ -449,15 +449,24 @@ describe("a settled delivery's row is deleted with others, not by a write of its
 describe("a lane keeps at most LANE_BYTES_MAX", () => {
   it("past its bound it refuses new deliveries and stores none; its consumer settles them failed (receiver_backlog_full) and acks", async () => {
     const app = await seedRunnable(api);
-    const { hooks, messages } = await deliveriesTo(app.projectId, 2, [{ status: 200 }], PEER_MORE[3]);
-    const stub = laneObject(env, laneName(messages[0]!));
-    // Its bound lowered to what the lane's empty tables already take.
+    const { hooks, messages: all } = await deliveriesTo(app.projectId, 3, [{ status: 200 }], PEER_MORE[3]);
+    const [held, ...messages] = all as [DeliveryMessage, ...DeliveryMessage[]];
+    const stub = laneObject(env, laneName(held));
+    // One delivery it already holds (due in an hour), and its bound lowered to what it takes now.
     await runInDurableObject(stub, (instance: { lane: Lane }, state) => {
+      state.storage.sql.exec(
+        "INSERT INTO lane_deliveries (id, message, due_at) VALUES (?, ?, ?)",
+        held.id,
+        JSON.stringify(held),
+        Date.now() + 3_600_000,
+      );
       instance.lane.bytesMax = state.storage.sql.databaseSize;
     });
+    // A copy of the one it holds is a duplicate, not a refusal (it must not be settled failed).
+    expect(await stub.accept([held])).toEqual({ stored: [false] });
     expect(await stub.accept(messages)).toEqual({ stored: [false, false], refused: [true, true] });
     await expect(acceptInLane(env, laneName(messages[0]!), messages)).rejects.toThrow(LaneFullError);
-    expect(await stub.pending()).toEqual([]);
+    expect((await stub.pending()).map((p) => p.id)).toEqual([held.id]);
     const batch = createMessageBatch(
       QUEUES.webhookDeliveries,
       messages.map((m, i) => ({ id: `full-${i}`, timestamp: new Date(), attempts: 1, body: queueMessageOf(m) })),
