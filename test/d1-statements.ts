@@ -1,8 +1,9 @@
+import { aroundD1 } from "../src/platform/subrequests";
 /**
  * D1 as a run's work sees it: every binding made by `binding(source)` records each statement it runs
  * (its SQL, who ran it, and whether the run's caller had its answer yet) and each round trip (a
- * statement's `all`, `run`, `first` or `raw`, a `batch`, an `exec`), as src/platform/subrequests.ts's
- * `aroundD1` counts them. D1PreparedStatement has no public getter of its SQL, so `prepare` keeps it.
+ * statement's `all`, `run`, `first` or `raw`, a `batch`, an `exec`), through src/platform/subrequests.ts's
+ * `aroundD1`, which gives each round trip's SQL (D1PreparedStatement has no public getter of it).
  */
 
 export interface Statement {
@@ -23,30 +24,10 @@ export function statementLog(real: D1Database) {
   const statements: Statement[] = [];
   const roundTrips: RoundTrip[] = [];
   let onPath = true;
-  const sqlOf = new WeakMap<object, string>();
-  const realOf = new WeakMap<object, D1PreparedStatement>();
 
   const record = (source: string, sql: string[]) => {
     roundTrips.push({ source, onPath, statements: sql.length });
     for (const s of sql) statements.push({ sql: s, source, onPath });
-  };
-
-  const statement = (source: string, real: D1PreparedStatement, sql: string): D1PreparedStatement => {
-    const wrapped = new Proxy(real, {
-      get(t, prop) {
-        if (prop === "bind") return (...values: unknown[]) => statement(source, t.bind(...values), sql);
-        const value = Reflect.get(t, prop) as unknown;
-        if (prop === "all" || prop === "run" || prop === "first" || prop === "raw")
-          return (...args: unknown[]) => {
-            record(source, [sql]);
-            return (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
-          };
-        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(t) : value;
-      },
-    });
-    sqlOf.set(wrapped, sql);
-    realOf.set(wrapped, real);
-    return wrapped;
   };
 
   const bindings = new Map<string, D1Database>();
@@ -54,28 +35,7 @@ export function statementLog(real: D1Database) {
   function binding(source: string): D1Database {
     const known = bindings.get(source);
     if (known) return known;
-    const made = new Proxy(real, {
-      get(t, prop) {
-        if (prop === "prepare") return (sql: string) => statement(source, t.prepare(sql), sql);
-        if (prop === "batch")
-          return (batch: D1PreparedStatement[]) => {
-            record(
-              source,
-              batch.map((s) => sqlOf.get(s) ?? "(unknown)"),
-            );
-            return t.batch(batch.map((s) => realOf.get(s) ?? s));
-          };
-        if (prop === "exec")
-          return (query: string) => {
-            record(source, [query]);
-            return t.exec(query);
-          };
-        // A session would run statements past this wrapper: none of the gateway's code opens one.
-        if (prop === "withSession") throw new Error("statementLog: withSession is not recorded");
-        const value = Reflect.get(t, prop) as unknown;
-        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(t) : value;
-      },
-    });
+    const made = aroundD1(real, (sql) => record(source, sql));
     bindings.set(source, made);
     return made;
   }

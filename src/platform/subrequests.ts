@@ -7,38 +7,47 @@ import type { Deps } from "./deps";
  * through bindings wrapped here, rather than charging each piece of work its worst case.
  */
 
-/** `database` with `before` awaited ahead of each D1 round trip: a statement's `all`, `run`, `first`, `raw`, or a `batch` or `exec`. */
-export function aroundD1(database: D1Database, before: () => unknown): D1Database {
-  // `batch` takes the statements `prepare` made: the real ones behind the wrappers.
-  const realOf = new WeakMap<object, D1PreparedStatement>();
-  const statement = (real: D1PreparedStatement): D1PreparedStatement => {
+/**
+ * `database` with `before` awaited ahead of each D1 round trip (a statement's `all`, `run`, `first`,
+ * `raw`, or a `batch` or `exec`), given the SQL of the trip's statements ("(unknown)" for a statement
+ * not prepared through this binding). A session would run statements past it: `withSession` throws.
+ */
+export function aroundD1(database: D1Database, before: (sql: string[]) => unknown): D1Database {
+  // `batch` takes the statements `prepare` made: the real ones behind the wrappers, and their SQL.
+  const realOf = new WeakMap<object, { real: D1PreparedStatement; sql: string }>();
+  const statement = (real: D1PreparedStatement, sql: string): D1PreparedStatement => {
     const wrapped = new Proxy(real, {
       get(t, prop) {
-        if (prop === "bind") return (...values: unknown[]) => statement(t.bind(...values));
+        if (prop === "bind") return (...values: unknown[]) => statement(t.bind(...values), sql);
         const value = Reflect.get(t, prop) as unknown;
         if (prop === "all" || prop === "run" || prop === "first" || prop === "raw")
           return async (...args: unknown[]) => {
-            await before();
+            await before([sql]);
             return (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
           };
         return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(t) : value;
       },
     });
-    realOf.set(wrapped, real);
+    realOf.set(wrapped, { real, sql });
     return wrapped;
   };
   return new Proxy(database, {
     get(t, prop) {
-      if (prop === "prepare") return (query: string) => statement(t.prepare(query));
+      if (prop === "prepare") return (query: string) => statement(t.prepare(query), query);
       if (prop === "batch")
         return async (statements: D1PreparedStatement[]) => {
-          await before();
-          return t.batch(statements.map((s) => realOf.get(s) ?? s));
+          await before(statements.map((s) => realOf.get(s)?.sql ?? "(unknown)"));
+          return t.batch(statements.map((s) => realOf.get(s)?.real ?? s));
         };
       if (prop === "exec")
         return async (query: string) => {
-          await before();
+          await before([query]);
           return t.exec(query);
+        };
+      // None of the gateway's code opens a session; one would go uncounted.
+      if (prop === "withSession")
+        return () => {
+          throw new Error("aroundD1: withSession is not wrapped");
         };
       const value = Reflect.get(t, prop) as unknown;
       return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(t) : value;
