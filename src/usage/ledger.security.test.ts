@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
 import { consume, startAsync } from "../../test/async-runs";
 import { callWith, seedRunnable } from "../../test/runs";
+import { recordingStorage } from "../../test/storage";
 import {
   EXACT_MAX,
   FIELD_MAX,
@@ -273,30 +274,11 @@ function recordAt(at: number, app: string, overrides: Partial<RunRecord> = {}): 
 
 /** The ledger's storage with every row its statements read counted (`rowsRead` of each cursor). */
 function countingStorage(storage: DurableObjectStorage) {
-  const cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
-  const sql = new Proxy(storage.sql, {
-    get(target, prop) {
-      if (prop === "exec")
-        return (query: string, ...bindings: unknown[]) => {
-          const cursor = target.exec(query, ...bindings);
-          cursors.push(cursor);
-          return cursor;
-        };
-      const value = Reflect.get(target, prop) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  const counted = new Proxy(storage, {
-    get: (target, prop) => {
-      if (prop === "sql") return sql;
-      const value = Reflect.get(target, prop) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  const recording = recordingStorage(storage);
   return {
-    storage: counted,
-    reset: () => void cursors.splice(0),
-    rowsRead: () => cursors.reduce((n, c) => n + c.rowsRead, 0),
+    storage: recording.storage,
+    reset: () => void recording.execs.splice(0),
+    rowsRead: () => recording.execs.reduce((n, e) => n + e.cursor.rowsRead, 0),
   };
 }
 

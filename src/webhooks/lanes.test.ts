@@ -5,6 +5,7 @@ import { attemptRows, deliveryMessages, deliveryRow, until } from "../../test/de
 import { client, testDeps } from "../../test/helpers";
 import { PEER_MORE, PEER_OTHER, received, receiver } from "../../test/peers";
 import { callWith, capturingQueue, seedRunnable, unreachableLanes } from "../../test/runs";
+import { recordingStorage, withStorage } from "../../test/storage";
 import { createDb } from "../db/client";
 import { aroundD1, SubrequestMeter } from "../platform/subrequests";
 import { QUEUES } from "../platform/triggers";
@@ -336,41 +337,15 @@ describe("a slot holds only its request (attempts claimed ahead)", () => {
   }, 30_000);
 });
 
-/** `state` whose SQL statements that write (not a SELECT) are pushed onto `writes`, as the lane makes them. */
-function countingWrites(state: DurableObjectState, writes: string[]): DurableObjectState {
-  const sql = new Proxy(state.storage.sql, {
-    get: (target, key) =>
-      key === "exec"
-        ? (query: string, ...params: SqlStorageValue[]) => {
-            if (!/^\s*SELECT/i.test(query)) writes.push(query);
-            return target.exec(query, ...params);
-          }
-        : (Reflect.get(target, key, target) as unknown),
-  });
-  const storage = new Proxy(state.storage, {
-    get: (target, key) => {
-      if (key === "sql") return sql;
-      const value = Reflect.get(target, key, target) as unknown;
-      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-  return new Proxy(state, {
-    get: (target, key) => {
-      if (key === "storage") return storage;
-      const value = Reflect.get(target, key, target) as unknown;
-      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}
-
 describe("a settled delivery's row is deleted with others, not by a write of its own", () => {
   it("30 deliveries answered at once leave the lane in a few writes, each sent once; a row that comes back (its delete lost in a crash) sends nothing", async () => {
     const app = await seedRunnable(api);
     const { hooks, messages } = await deliveriesTo(app.projectId, 30, [{ status: 200 }], PEER_MORE[3]);
     const stub = laneObject(env, laneName(messages[0]!));
-    const writes: string[] = [];
+    let recording: ReturnType<typeof recordingStorage> | undefined;
     await runInDurableObject(stub, (instance: { lane: Lane }, state) => {
-      instance.lane = new Lane(countingWrites(state, writes), env, testDeps());
+      recording = recordingStorage(state.storage);
+      instance.lane = new Lane(withStorage(state, recording.storage), env, testDeps());
       // One flush for the whole burst, whatever this machine's pace (250 ms by default).
       instance.lane.settledFlushMs = 60_000;
     });
@@ -389,7 +364,7 @@ describe("a settled delivery's row is deleted with others, not by a write of its
     // Each write locks the object's output gate until it is confirmed, and every request sent after it waits
     // (3.5 ms an attempt here): one DELETE a delivery made every attempt wait for one.
     // (A delivery's record may read delivered a moment before its lane settles it: a second flush.)
-    const deletes = writes.filter((w) => w.startsWith("DELETE FROM lane_deliveries"));
+    const deletes = recording!.execs.filter((e) => e.query.startsWith("DELETE FROM lane_deliveries"));
     expect(deletes.length).toBeGreaterThanOrEqual(1);
     expect(deletes.length).toBeLessThanOrEqual(3);
     for (const h of hooks) expect(await received(h.key)).toHaveLength(1);
