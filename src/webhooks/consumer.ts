@@ -1,9 +1,8 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import { logFailure } from "./deliver";
+import { settleAndAck } from "./dead-letter";
 import { LaneFullError } from "./lane-capacity";
 import { acceptInLane, type DeliveryMessage, deliveryMessageSchema, laneName } from "./message";
-import { failPending } from "./store";
 
 /**
  * The `webhook-deliveries` consumer: hands each delivery to its lane (lane.ts, `accept`) and acks it
@@ -42,13 +41,17 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, { env, db,
         for (const { msg } of entries) msg.ack();
       } catch (error) {
         if (error instanceof LaneFullError) {
-          // The rest (a shard not full) were stored: acked.
-          for (const [i, { msg }] of entries.entries()) if (!error.refused[i]) msg.ack();
-          return await settleRefused(
-            db,
-            deps.now(),
-            entries.filter((_, i) => error.refused[i]),
-          );
+          // Refused: settled failed at once (retries would find the lane as full); the rest (a shard
+          // not full) were stored: acked.
+          for (const [i, { msg, message }] of entries.entries())
+            if (!error.refused[i]) msg.ack();
+            else
+              await settleAndAck(db, deps.now(), msg, message, {
+                reason: "receiver_backlog_full",
+                why: "its receiver's lane is full: its backlog holds LANE_BYTES_MAX",
+                notSettled: "webhook delivery refused by its full lane not settled",
+              });
+          return;
         }
         for (const { msg, message } of entries) {
           log("error", "webhook delivery not accepted by its lane", {
@@ -64,23 +67,4 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, { env, db,
       }
     }),
   );
-}
-
-/** Deliveries a full lane refused: each settled `failed` (unless settled meanwhile) and acked; D1 down, retried. */
-async function settleRefused(
-  db: Scope["db"],
-  at: Date,
-  entries: { msg: Message<unknown>; message: DeliveryMessage }[],
-): Promise<void> {
-  for (const { msg, message } of entries) {
-    try {
-      const settled = await failPending(db, message.id, at, "receiver_backlog_full");
-      if (settled)
-        logFailure(message, settled.attempts, "its receiver's lane is full: its backlog holds LANE_BYTES_MAX");
-      msg.ack();
-    } catch (error) {
-      log("error", "webhook delivery refused by its full lane not settled", { delivery_id: message.id, error });
-      msg.retry({ delaySeconds: 30 });
-    }
-  }
 }

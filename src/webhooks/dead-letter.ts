@@ -1,6 +1,6 @@
 import type { Scope } from "../platform/scope";
 import { logFailure } from "./deliver";
-import { deliveryMessageSchema } from "./message";
+import { type DeliveryMessage, deliveryMessageSchema } from "./message";
 import { failPending } from "./store";
 import { log } from "../platform/log";
 
@@ -18,20 +18,33 @@ export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps
       msg.ack();
       continue;
     }
-    try {
-      const settled = await failPending(db, message.id, deps.now(), "dead_lettered");
-      if (settled) {
-        logFailure(
-          { id: message.id, runId: message.runId, projectId: message.projectId, endpoint: message.endpoint },
-          settled.attempts,
-          "dead-lettered: the queue gave up on it",
-        );
-      }
-      msg.ack();
-    } catch (error) {
-      // D1 still down: try later; past this queue's own retries the sweeper settles the row.
-      log("error", "dead-lettered webhook not settled", { delivery_id: message.id, error });
-      msg.retry({ delaySeconds: 30 });
-    }
+    await settleAndAck(db, deps.now(), msg, message, {
+      reason: "dead_lettered",
+      why: "dead-lettered: the queue gave up on it",
+      notSettled: "dead-lettered webhook not settled",
+    });
+  }
+}
+
+/**
+ * Settles the delivery of a message no lane took `failed` with `reason` (unless it was settled
+ * meanwhile: its record is the authority), with one `webhook delivery failed` line saying `why`, and
+ * acks the message. D1 down: a `notSettled` line and the message again in 30 s; past the queue's own
+ * retries the sweeper settles the row.
+ */
+export async function settleAndAck(
+  db: Scope["db"],
+  at: Date,
+  msg: Message<unknown>,
+  message: DeliveryMessage,
+  failure: { reason: string; why: string; notSettled: string },
+): Promise<void> {
+  try {
+    const settled = await failPending(db, message.id, at, failure.reason);
+    if (settled) logFailure(message, settled.attempts, failure.why);
+    msg.ack();
+  } catch (error) {
+    log("error", failure.notSettled, { delivery_id: message.id, error });
+    msg.retry({ delaySeconds: 30 });
   }
 }
