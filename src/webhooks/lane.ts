@@ -436,9 +436,9 @@ export class Lane {
     return this.#inFlight.size + this.#settled.size;
   }
 
-  /** Deletes the rows of settled deliveries in one statement, at most once every SETTLED_FLUSH_MS unless `now`. */
-  #flushSettled(now = true): void {
-    if (this.#settled.size === 0 || (!now && Date.now() - this.#flushedAt < this.settledFlushMs)) return;
+  /** Deletes the rows of settled deliveries in one statement: at once, or (`always` false) once `settledFlushMs` has passed since the last. */
+  #flushSettled(always = true): void {
+    if (this.#settled.size === 0 || (!always && Date.now() - this.#flushedAt < this.settledFlushMs)) return;
     const ids = [...this.#settled.keys()];
     // SQLite's 100 bound parameters per statement on Cloudflare: in slices.
     for (let i = 0; i < ids.length; i += 100) {
