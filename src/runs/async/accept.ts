@@ -2,7 +2,7 @@ import { ApiError, invalidField } from "../../platform/errors";
 import { runUrls } from "../urls";
 import type { Scope } from "../../platform/scope";
 import { dropPayloads, placePayload, requestKey } from "./payloads";
-import { deleteRun, insertRun, releaseKey, runByKey } from "./store";
+import { runRowsOf } from "./rows";
 import type { AsyncRunMessage } from "./message";
 import type { AsyncRun } from "../../db/schema";
 import type { Admission } from "../admit";
@@ -59,7 +59,7 @@ function accepted(
  * that key is a 422.
  */
 export async function queueAsyncRun(scope: Scope, request: Request, admission: Admission): Promise<Response> {
-  const { deps, db, env } = scope;
+  const { deps, env } = scope;
   const { run: admitted, appRequest, stored: body } = admission;
   if (admitted.mode.kind !== "async") throw new Error("queueAsyncRun takes async runs only.");
   const key = admitted.mode.key;
@@ -102,9 +102,10 @@ export async function queueAsyncRun(scope: Scope, request: Request, admission: A
   };
   const dropBody = () => (placed.inR2 ? dropPayloads(env, [requestKey(runId)]) : Promise.resolve());
 
+  const rows = runRowsOf(scope, admitted.projectId, runId);
   let inserted: boolean;
   try {
-    inserted = await insertRun(db, run);
+    inserted = await rows.insert(run);
   } catch (error) {
     // D1 unavailable: nothing points at a body already put in R2.
     await dropBody();
@@ -113,12 +114,12 @@ export async function queueAsyncRun(scope: Scope, request: Request, admission: A
   if (!inserted) {
     // Only the key can clash (ids are unique): this caller took it in this project, and nothing was
     // written. Another caller's use of the same key is no clash: keys are per caller, like the runs.
-    let existing = await runByKey(db, admitted.projectId, admitted.caller, key?.value ?? "");
+    let existing = await rows.byKey(admitted.caller, key?.value ?? "");
     if (existing && existing.createdAt.getTime() <= now.getTime() - IDEMPOTENCY_WINDOW_MS) {
       // The key's 24 hours are over (the cron had not freed it yet): it now names this new run.
-      await releaseKey(db, existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
-      if (await insertRun(db, run)) return send(scope, request, run, dropBody);
-      existing = await runByKey(db, admitted.projectId, admitted.caller, key?.value ?? "");
+      await rows.releaseKey(existing.id, new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS + 1));
+      if (await rows.insert(run)) return send(scope, request, run, dropBody);
+      existing = await rows.byKey(admitted.caller, key?.value ?? "");
     }
     await dropBody();
     if (!existing)
@@ -153,7 +154,7 @@ async function send(
     // all finds no run and is dropped) and the caller told to try again.
     log("error", "async run not queued", { run_id: run.id, project_id: run.projectId, error });
   }
-  await deleteRun(scope.db, run.id);
+  await runRowsOf(scope, run.projectId, run.id).remove(run.id);
   await dropBody();
   throw new ApiError("service_unavailable", "The run could not be queued; nothing was run. Retry the request.", {
     headers: { "Retry-After": "1" },

@@ -8,7 +8,7 @@ import { appPathOfRun, storedAppRequest } from "../app-request";
 import { handToLane } from "../../webhooks/enqueue";
 import { endingOf, endUnanswered, resultDeliveryOf, storedRunEvents } from "./lifecycle";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
-import { claimRun, endRun, runById } from "./store";
+import { d1RunRows, type RunRows, runRowsOf } from "./rows";
 import { logError } from "../../platform/log";
 import { retry } from "../../platform/retry";
 import { asyncRunMessageOf } from "./message";
@@ -63,13 +63,19 @@ async function admittedOf(scope: Scope, run: AsyncRun): Promise<AdmittedRun> {
   };
 }
 
-async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes: OutcomePort): Promise<void> {
-  const { env, deps, db } = scope;
+async function execute(
+  scope: Scope,
+  rows: RunRows,
+  run: AsyncRun,
+  messageId: string,
+  outcomes: OutcomePort,
+): Promise<void> {
+  const { env, deps } = scope;
   const clock = runClock(deps.now().getTime());
   const stored = await readPayload(env, requestKey(run.id), run.requestBody, run.requestInR2);
   if (stored === null && run.requestInR2) {
     // The stored request is gone: nothing can be run. Ends like a run whose consumer died.
-    await endUnanswered(scope, run, "running", messageId, "interrupted", outcomes);
+    await endUnanswered(scope, rows, run, "running", messageId, "interrupted", outcomes);
     return;
   }
   // The caller's exact bytes, whether stored as UTF-8 text or as base64.
@@ -90,7 +96,7 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
   const ending = await endingOf(env, run.id, answer, deps.now());
   // The webhook's delivery is written with the run's end (one D1 batch), and handed on after it.
   const delivery = await resultDeliveryOf(scope, run);
-  const ended = await retry(() => endRun(db, run.id, "running", messageId, ending, delivery ?? undefined), {
+  const ended = await retry(() => rows.end(run.id, "running", messageId, ending, delivery ?? undefined), {
     tries: END_TRIES,
     sleep: deps.sleep,
     pauseMs: (tries) => 50 * tries,
@@ -116,24 +122,26 @@ async function execute(scope: Scope, run: AsyncRun, messageId: string, outcomes:
 }
 
 async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePort): Promise<void> {
-  const { deps, db } = scope;
+  const { deps } = scope;
   const message = asyncRunMessageOf(msg.body);
   if (message === null) {
     logError("unreadable async run message dropped", { message_id: msg.id });
     return msg.ack();
   }
   const runId = message.run_id;
+  // A message without its project (sent before accept.ts named it) is of a run kept in D1.
+  const rows = message.project_id === undefined ? d1RunRows(scope.db, "") : runRowsOf(scope, message.project_id, runId);
   let claimed: AsyncRun | undefined;
   try {
-    claimed = await claimRun(db, runId, msg.id, deps.now());
+    claimed = await rows.claim(runId, msg.id, deps.now());
     tellIfFollowed(scope, runId, "running", claimed?.followed, () => runJson(claimed!, null));
     if (!claimed) {
-      const run = await runById(db, runId);
+      const run = await rows.byId(runId);
       // Claimed by this very message before: the invocation that had it died mid-run.
       if (run?.status === "running" && run.claimedBy === msg.id)
-        await endUnanswered(scope, run, "running", msg.id, "interrupted", outcomes);
+        await endUnanswered(scope, rows, run, "running", msg.id, "interrupted", outcomes);
       // Still queued: its deadline passed before it could start. The app is never called for it.
-      else if (run?.status === "queued") await endUnanswered(scope, run, "queued", null, "deadline", outcomes);
+      else if (run?.status === "queued") await endUnanswered(scope, rows, run, "queued", null, "deadline", outcomes);
       return msg.ack();
     }
   } catch (error) {
@@ -142,7 +150,7 @@ async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePor
     return msg.retry({ delaySeconds: 1 });
   }
   try {
-    await execute(scope, claimed, msg.id, outcomes);
+    await execute(scope, rows, claimed, msg.id, outcomes);
     msg.ack();
   } catch (error) {
     // Storage failed after the app was called. The run is never executed again: the redelivered

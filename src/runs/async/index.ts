@@ -1,5 +1,4 @@
-import { and, desc, eq, getTableColumns, inArray, lt } from "drizzle-orm";
-import { type AsyncRun, asyncRuns } from "../../db/schema";
+import type { AsyncRun } from "../../db/schema";
 import { ApiError } from "../../platform/errors";
 import { createRouter } from "../../platform/router";
 import type { Scope } from "../../platform/scope";
@@ -11,7 +10,7 @@ import { dropPayloads, requestKey } from "./payloads";
 import { resourceText, runJson, summary } from "./resource";
 import { tellIfFollowed } from "./followers";
 import { followRun, lastPlaceOf } from "./stream";
-import { cancelRun, runById, runStateById } from "./store";
+import { projectRuns, type RunRows, runRowsOf } from "./rows";
 import { listAsyncRuns, readAsyncRun } from "./routes";
 import { listedCallers } from "../../auth/callers";
 
@@ -31,7 +30,7 @@ const mayRead = (runCaller: string, caller: RunCaller) =>
  * The run `runId` of `{project_id}/{app_name}` made by this caller, for a run key of that project; a 404
  * for anyone else. Admitted as a run is: the key counted against the address as a run's is, and the
  * read or cancel counted in the project's run budget (`RATE_LIMIT_RUNS`), since polling a run is traffic
- * like running one. `read` reads what the caller needs of the run: its state alone (`runStateById`)
+ * like running one. `read` reads what the caller needs of the run: its state alone (`byState`)
  * unless the answer carries its result.
  */
 async function ownRun<Run extends Pick<AsyncRun, "projectId" | "appName" | "caller">>(
@@ -40,7 +39,7 @@ async function ownRun<Run extends Pick<AsyncRun, "projectId" | "appName" | "call
   projectId: string,
   appName: string,
   runId: string,
-  read: (db: Scope["db"], runId: string) => Promise<Run | undefined>,
+  read: (rows: RunRows, runId: string) => Promise<Run | undefined>,
 ): Promise<Run> {
   const caller = await admitCaller(scope, request);
   const missing = new ApiError("not_found", `No run with id '${runId}' of app '${appName}' in project '${projectId}'.`);
@@ -48,11 +47,14 @@ async function ownRun<Run extends Pick<AsyncRun, "projectId" | "appName" | "call
   if (caller.projectId !== undefined && caller.projectId !== projectId) throw missing;
   if (!caller.mayRun) throw insufficientScope(["runs:invoke"]);
   await admitRun(scope, projectId);
-  const run = await read(scope.db, runId);
+  const run = await read(runRowsOf(scope, projectId, runId), runId);
   // Another caller's run is as absent as an id that does not exist: its existence is not told either.
   if (!run || run.projectId !== projectId || run.appName !== appName || !mayRead(run.caller, caller)) throw missing;
   return run;
 }
+
+/** Reads a run's state alone: never its stored request or result. */
+const byState = (rows: RunRows, runId: string) => rows.stateById(runId);
 
 /** `GET …/runs/{run_id}`: the run's state and, once finished, its stored answer. */
 export async function readRun(
@@ -67,7 +69,7 @@ export async function readRun(
     throw new ApiError("method_not_allowed", "HEAD is not allowed on an async run; use GET or DELETE.", {
       headers: { Allow: "DELETE, GET" },
     });
-  const run = await ownRun(scope, request, projectId, appName, runId, runById);
+  const run = await ownRun(scope, request, projectId, appName, runId, (rows, id) => rows.byId(id));
   return jsonResponse(await resourceText(scope.env, run));
 }
 
@@ -82,7 +84,7 @@ export async function followRunStatus(
   // A bad Last-Event-ID is refused before the run is read or the request counted.
   lastPlaceOf(request);
   // Its state only: a stream never reads the stored request, and the result only for its last event.
-  const run = await ownRun(scope, request, projectId, appName, runId, runStateById);
+  const run = await ownRun(scope, request, projectId, appName, runId, byState);
   return followRun(scope, request, run);
 }
 
@@ -94,16 +96,16 @@ export async function cancel(
   appName: string,
   runId: string,
 ): Promise<Response> {
-  const run = await ownRun(scope, request, projectId, appName, runId, runStateById);
-  const cancelled =
-    run.status === "queued" ? await cancelRun(scope.db, projectId, appName, runId, scope.deps.now()) : undefined;
+  const run = await ownRun(scope, request, projectId, appName, runId, byState);
+  const rows = runRowsOf(scope, projectId, runId);
+  const cancelled = run.status === "queued" ? await rows.cancel(appName, runId, scope.deps.now()) : undefined;
   if (cancelled) {
     tellIfFollowed(scope, runId, "cancelled", cancelled.followed, () => runJson(cancelled, null));
     if (cancelled.requestInR2) await dropPayloads(scope.env, [requestKey(runId)]);
     return jsonResponse(runJson(cancelled, null));
   }
   // Not queued now: it may have been claimed or cancelled since it was read.
-  const now = cancelled ?? (await runStateById(scope.db, runId)) ?? run;
+  const now = cancelled ?? (await rows.stateById(runId)) ?? run;
   if (now.status === "cancelled") return jsonResponse(runJson(now, null));
   throw new ApiError("run_not_cancellable", `The run is ${now.status}; only a queued run can be cancelled.`, {
     extensions: { run_id: runId, run_status: now.status },
@@ -115,7 +117,7 @@ export const asyncRunsRouter = createRouter()
   .openapi(readAsyncRun, async (c) => {
     const { project_id, run_id } = c.req.valid("param");
     const callers = listedCallers(c.get("principal"));
-    const run = await runById(c.var.scope.db, run_id);
+    const run = await runRowsOf(c.var.scope, project_id, run_id).byId(run_id);
     if (!run || run.projectId !== project_id || (callers !== undefined && !callers.includes(run.caller)))
       throw new ApiError("not_found", `No run with id '${run_id}' in project '${project_id}'.`);
     return jsonResponse(await resourceText(c.var.scope.env, run)) as never;
@@ -125,28 +127,7 @@ export const asyncRunsRouter = createRouter()
     const { limit, cursor, status } = c.req.valid("query");
     const after = decodeCursor(cursor);
     const callers = listedCallers(c.get("principal"));
-    // Every column but the payloads: a page of runs must not read their results.
-    const {
-      result: _result,
-      requestBody: _body,
-      requestHeaders: _headers,
-      webhookSecret: _secret,
-      admitted: _admitted,
-      ...columns
-    } = getTableColumns(asyncRuns);
-    const rows = await c.var.scope.db
-      .select(columns)
-      .from(asyncRuns)
-      .where(
-        and(
-          eq(asyncRuns.projectId, project_id),
-          callers === undefined ? undefined : inArray(asyncRuns.caller, callers),
-          status ? eq(asyncRuns.status, status) : undefined,
-          after === undefined ? undefined : lt(asyncRuns.id, after),
-        ),
-      )
-      .orderBy(desc(asyncRuns.id))
-      .limit(limit + 1);
+    const rows = await projectRuns(c.var.scope, project_id, { callers, status, after, limit: limit + 1 });
     const { items, nextCursor } = page(rows, limit, (r) => r.id);
     const data = items.map((run) => ({
       ...summary(run),

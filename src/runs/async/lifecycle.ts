@@ -7,7 +7,8 @@ import { openableWebhookSecret } from "../webhook";
 import type { RunAnswer } from "../answer";
 import { appPathOfRun } from "../app-request";
 import { byteLength, placePayload, resultKey } from "./payloads";
-import { type StoredEnding, endRun, deliveryNoted, type ResultDelivery } from "./store";
+import type { StoredEnding, ResultDelivery } from "./store";
+import type { RunRows } from "./rows";
 import { logError } from "../../platform/log";
 import { type OutcomePort, outcomePath, type RunStart } from "../outcome";
 import { type RunEvents, runEvents } from "../run-events";
@@ -94,14 +95,14 @@ export async function resultDeliveryOf(
  * its delivery (`endUnanswered`, or the cron's recovery); the consumer writes the delivery with the
  * run's end (`endRun` with a `ResultDelivery`) and only hands it on afterwards (`handToLane`).
  */
-export async function handOnResult(scope: Scope, run: AsyncRun, text: string): Promise<void> {
+export async function handOnResult(scope: Scope, rows: RunRows, run: AsyncRun, text: string): Promise<void> {
   const delivery = await resultDeliveryOf(scope, run);
   if (!delivery) return;
   if (delivery.pending && delivery.row) {
     const pending = await writePending(scope, { pending: delivery.pending, row: delivery.row });
     await handToLane(scope, pending, text);
   }
-  await deliveryNoted(scope.db, run.id, delivery.deliveryId);
+  await rows.deliveryNoted(run.id, delivery.deliveryId);
 }
 
 /**
@@ -135,6 +136,7 @@ export function problemEnding(
  */
 export async function endUnanswered(
   scope: Scope,
+  rows: RunRows,
   run: AsyncRun,
   from: "queued" | "running",
   claimedBy: string | null,
@@ -143,7 +145,7 @@ export async function endUnanswered(
 ): Promise<boolean> {
   const text = unansweredText(run, why);
   const ending = problemEnding(unansweredProblem(why), text, why, UNANSWERED_DETAIL[why], scope.deps.now());
-  const ended = await endRun(scope.db, run.id, from, claimedBy, ending);
+  const ended = await rows.end(run.id, from, claimedBy, ending);
   if (!ended) return false;
   tellIfFollowed(scope, run.id, "failed", ended.followed, () => runJson({ ...run, ...ending }, text));
   // A deadline is a run the caller made and its deadline ended: recorded, as a timeout.
@@ -167,7 +169,7 @@ export async function endUnanswered(
     from,
     started_at: run.startedAt?.toISOString() ?? null,
   });
-  await handOnResult(scope, run, text);
+  await handOnResult(scope, rows, run, text);
   return true;
 }
 

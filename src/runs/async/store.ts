@@ -1,4 +1,4 @@
-import { and, eq, getTableColumns, gt, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
+import { and, desc, eq, getTableColumns, gt, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import type { SQLiteColumn as Column } from "drizzle-orm/sqlite-core";
 import { type AsyncRun, type AsyncRunStatus, asyncRuns, webhookDeliveries } from "../../db/schema";
@@ -127,6 +127,43 @@ export async function storedResult(
     .where(eq(asyncRuns.id, runId))
     .limit(1);
   return row;
+}
+
+/** Which of a project's runs a page lists: a caller's own (or all, `undefined`), in one state, ids below `after`. */
+export interface RunFilter {
+  callers: string[] | undefined;
+  status: AsyncRunStatus | undefined;
+  after: string | undefined;
+  limit: number;
+}
+
+/** A run as a list shows it: every column but the payloads (a page of runs must not read their results). */
+const {
+  result: _result,
+  requestBody: _body,
+  requestHeaders: _headers,
+  webhookSecret: _secret,
+  admitted: _admitted,
+  ...listedColumns
+} = getTableColumns(asyncRuns);
+export type ListedRun = Omit<AsyncRun, "result" | "requestBody" | "requestHeaders" | "webhookSecret" | "admitted">;
+
+/** Up to `limit` runs of `projectId` that `filter` lets through, newest first (ids sort by time). */
+export async function listRuns(db: Database, projectId: string, filter: RunFilter): Promise<ListedRun[]> {
+  const { callers, status, after, limit } = filter;
+  return db
+    .select(listedColumns)
+    .from(asyncRuns)
+    .where(
+      and(
+        eq(asyncRuns.projectId, projectId),
+        callers === undefined ? undefined : inArray(asyncRuns.caller, callers),
+        status ? eq(asyncRuns.status, status) : undefined,
+        after === undefined ? undefined : lt(asyncRuns.id, after),
+      ),
+    )
+    .orderBy(desc(asyncRuns.id))
+    .limit(limit);
 }
 
 export const deleteRun = (db: Database, runId: string) => db.delete(asyncRuns).where(eq(asyncRuns.id, runId));

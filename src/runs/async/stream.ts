@@ -12,7 +12,8 @@ import {
   type Word,
 } from "./followers";
 import { resourceText, runJson } from "./resource";
-import { followRunRow, type RunState, runStateById, storedResult } from "./store";
+import type { RunState } from "./store";
+import { runRowsOf } from "./rows";
 
 /**
  * A run's status as a stream (`Accept: text/event-stream` on its status URL): the run resource as an
@@ -80,7 +81,10 @@ class Wakeup {
  */
 async function resourceAt(scope: Scope, run: RunState): Promise<string> {
   if (!isFinal(run.status)) return runJson(run, null);
-  const stored = (await storedResult(scope.db, run.id)) ?? { result: null, resultInR2: false };
+  const stored = (await runRowsOf(scope, run.projectId, run.id).storedResult(run.id)) ?? {
+    result: null,
+    resultInR2: false,
+  };
   return resourceText(scope.env, { ...run, ...stored });
 }
 
@@ -99,6 +103,7 @@ export async function followRun(scope: Scope, request: Request, run: RunState): 
     return new Response(sse.responseReadable, { status: 200, headers });
   }
 
+  const rows = runRowsOf(scope, run.projectId, run.id);
   // Joined to the run's hub, then counted among the project's streams: each refuses past its bound.
   let hub = await join(scope.env, run.id);
   let counted: WebSocket | undefined;
@@ -106,7 +111,7 @@ export async function followRun(scope: Scope, request: Request, run: RunState): 
   try {
     counted = await countInProject(scope.env, run.projectId);
     // Joined first, then marked: a change after this write is told to the hub, and one before it is read here.
-    now = await followRunRow(scope.db, run.id);
+    now = await rows.follow(run.id);
   } catch (error) {
     closeAll(hub, counted);
     throw error;
@@ -180,7 +185,7 @@ export async function followRun(scope: Scope, request: Request, run: RunState): 
       if (!reread) continue;
       if (queries >= QUERIES_MAX) return resumeLater();
       queries++;
-      const row = await runStateById(scope.db, run.id);
+      const row = await rows.stateById(run.id);
       // Purged at the end of its retention while followed: nothing more will come.
       if (!row || (await send(row))) return;
       if (hubLost) {

@@ -3,16 +3,8 @@ import type { Scope } from "../../platform/scope";
 import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
 import { handOnResult, endUnanswered } from "./lifecycle";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
-import {
-  deleteRuns,
-  expiredRuns,
-  deliveryNoted,
-  recordedDelivery,
-  releaseKeys,
-  staleRuns,
-  undeliveredRuns,
-  unsentDeliveries,
-} from "./store";
+import { recordedDelivery } from "./store";
+import { d1SweptRuns, type SweptRuns } from "./rows";
 import { handToLane, pendingOf } from "../../webhooks/enqueue";
 import { STALE_AFTER_MS } from "../../webhooks/housekeeping";
 import { log } from "../../platform/log";
@@ -48,18 +40,15 @@ export const KEYS_PER_SLICE = 1000;
  * Deletes up to `rows` runs finished before `finishedBefore`, oldest first, and their R2 payloads; how
  * many. Three subrequests: the select, one R2 delete (≤ 2 keys a run, so ≤ 500 runs a slice), one batch.
  */
-export async function purgeRuns(scope: Scope, finishedBefore: Date, rows: number): Promise<number> {
-  const expired = await expiredRuns(scope.db, finishedBefore, Math.min(rows, RUN_SLICE_MAX));
+export async function purgeRuns(scope: Scope, runs: SweptRuns, finishedBefore: Date, rows: number): Promise<number> {
+  const expired = await runs.expired(finishedBefore, Math.min(rows, RUN_SLICE_MAX));
   const keys = expired.flatMap((r) => [
     ...(r.requestInR2 ? [requestKey(r.id)] : []),
     ...(r.resultInR2 ? [resultKey(r.id)] : []),
   ]);
   // Payloads first: a row deleted before its payload would leave the payload with nothing pointing at it.
   await dropPayloads(scope.env, keys);
-  await deleteRuns(
-    scope.db,
-    expired.map((r) => r.id),
-  );
+  await runs.removeAll(expired.map((r) => r.id));
   return expired.length;
 }
 
@@ -71,29 +60,37 @@ export const RUN_SLICE_MAX = 500;
  * past `RUN_RETENTION_MS` with their payloads, and `Idempotency-Key`s past their 24 hours. A run in
  * flight (`queued`, `running`) has no `finished_at`, so no step ever takes it.
  */
-export function asyncRunSteps(scope: Scope): PurgeStep[] {
+export function asyncRunSteps(scope: Scope, runs: SweptRuns = d1SweptRuns(scope.db)): PurgeStep[] {
   const now = scope.deps.now().getTime();
   return [
-    { name: "async_runs", subrequests: 3, slice: (rows) => purgeRuns(scope, new Date(now - RUN_RETENTION_MS), rows) },
+    {
+      name: "async_runs",
+      subrequests: 3,
+      slice: (rows) => purgeRuns(scope, runs, new Date(now - RUN_RETENTION_MS), rows),
+    },
     {
       name: "idempotency_keys",
       subrequests: 1,
-      slice: (rows) => releaseKeys(scope.db, new Date(now - IDEMPOTENCY_WINDOW_MS), rows),
+      slice: (rows) => runs.releaseKeys(new Date(now - IDEMPOTENCY_WINDOW_MS), rows),
     },
   ];
 }
 
 /** The `*\/5 * * * *` cron: settles runs left running or queued too long, purges past retention, frees old keys. */
-export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promise<void> {
+export async function sweepAsyncRuns(
+  scope: Scope,
+  outcomes: OutcomePort,
+  runs: SweptRuns = d1SweptRuns(scope.db),
+): Promise<void> {
   const { env, deps, db } = scope;
   const now = deps.now().getTime();
-  const running = await staleRuns(db, "running", new Date(now - RUNNING_MAX_MS), ENDS_PER_SWEEP);
-  const queued = await staleRuns(db, "queued", new Date(now - QUEUED_MAX_MS), ENDS_PER_SWEEP - running.length);
+  const running = await runs.stale("running", new Date(now - RUNNING_MAX_MS), ENDS_PER_SWEEP);
+  const queued = await runs.stale("queued", new Date(now - QUEUED_MAX_MS), ENDS_PER_SWEEP - running.length);
   // One at a time: handing each delivery to its lane opens connections (R2, queue), and Workers allow 6 at once.
-  for (const run of running) await endUnanswered(scope, run, "running", null, "interrupted", outcomes);
-  for (const run of queued) await endUnanswered(scope, run, "queued", null, "expired", outcomes);
-  const undelivered = await undeliveredRuns(
-    db,
+  for (const run of running)
+    await endUnanswered(scope, runs.rowsOf(run), run, "running", null, "interrupted", outcomes);
+  for (const run of queued) await endUnanswered(scope, runs.rowsOf(run), run, "queued", null, "expired", outcomes);
+  const undelivered = await runs.undelivered(
     new Date(now - RESULT_DELIVERY_MAX_MS),
     ENDS_PER_SWEEP - running.length - queued.length,
   );
@@ -101,26 +98,24 @@ export async function sweepAsyncRuns(scope: Scope, outcomes: OutcomePort): Promi
     // The consumer died after recording the delivery but before noting it: one record is enough.
     const recorded = await recordedDelivery(db, run.projectId, run.id);
     if (recorded) {
-      await deliveryNoted(db, run.id, recorded);
+      await runs.rowsOf(run).deliveryNoted(run.id, recorded);
       continue;
     }
     const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
-    if (result !== null) await handOnResult(scope, run, result);
+    if (result !== null) await handOnResult(scope, runs.rowsOf(run), run, result);
   }
   // The consumer wrote the delivery with the run's end and died before handing it on: hand it on
   // again (a copy its lane or the queue already has adds nothing).
   const room = ENDS_PER_SWEEP - running.length - queued.length - undelivered.length;
   const unsent =
-    room > 0
-      ? await unsentDeliveries(db, new Date(now - STALE_AFTER_MS), new Date(now - RESULT_DELIVERY_MAX_MS), room)
-      : [];
+    room > 0 ? await runs.unsent(new Date(now - STALE_AFTER_MS), new Date(now - RESULT_DELIVERY_MAX_MS), room) : [];
   for (const { run, delivery } of unsent) {
     const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
     if (result !== null) await handToLane(scope, pendingOf(delivery), result);
   }
 
-  const purged = await purgeRuns(scope, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
-  await releaseKeys(db, new Date(now - IDEMPOTENCY_WINDOW_MS), KEYS_PER_SLICE);
+  const purged = await purgeRuns(scope, runs, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
+  await runs.releaseKeys(new Date(now - IDEMPOTENCY_WINDOW_MS), KEYS_PER_SLICE);
   if (running.length + queued.length + undelivered.length + unsent.length + purged > 0) {
     log("info", "async runs swept", {
       interrupted: running.length,

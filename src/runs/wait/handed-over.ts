@@ -5,7 +5,8 @@ import type { RunAnswer } from "../answer";
 import { tellIfFollowed } from "../async/followers";
 import { endingOf, problemEnding } from "../async/lifecycle";
 import { runJson } from "../async/resource";
-import { type StoredEnding, endRun, insertRun } from "../async/store";
+import type { StoredEnding } from "../async/store";
+import { runRowsOf } from "../async/rows";
 import type { AdmittedRun } from "../admitted";
 
 /**
@@ -66,7 +67,7 @@ export async function insertHandedOver(
   pending: PendingDelivery | null,
   at: RowTimes,
 ): Promise<boolean> {
-  return insertRun(scope.db, rowOf(run, appUrl, pending, at));
+  return runRowsOf(scope, run.projectId, run.runId).insert(rowOf(run, appUrl, pending, at));
 }
 
 /**
@@ -79,7 +80,7 @@ async function endRow(
   ending: StoredEnding,
   result: string | null,
 ): Promise<boolean> {
-  const ended = await endRun(scope.db, row.id, "running", KEEPER_CLAIM, ending);
+  const ended = await runRowsOf(scope, row.projectId, row.id).end(row.id, "running", KEEPER_CLAIM, ending);
   const run: AsyncRun = { ...row, ...ending, resultType: ending.resultType, followed: true };
   tellIfFollowed(scope, row.id, ending.status, ended?.followed, () => runJson(run, result));
   return ended !== undefined;
@@ -119,5 +120,5 @@ export async function endInterrupted(
   // ended is left as it is.
   if (await endRow(scope, row, ending, text)) return true;
   if (at.handedOverAt !== null) return false;
-  return insertRun(scope.db, { ...row, ...ending });
+  return runRowsOf(scope, row.projectId, row.id).insert({ ...row, ...ending });
 }
