@@ -5,7 +5,6 @@ import { PEER, PEER_MORE, received, receiver } from "../../test/peers";
 import { callWith, seedRunnable } from "../../test/runs";
 import { until } from "../../test/deliveries";
 import { LANE_CONCURRENCY } from "./lane-capacity";
-import { RECEIVER_STATE_TTL_MS } from "./receiver-controls";
 import type { ReceiverTaskJson } from "./receiver-routes";
 
 /**
@@ -198,8 +197,7 @@ describe("pause and resume", () => {
     const paused = await api.json(receiverPath(app, origin, "/pause"), { method: "POST", token: app.token });
     expect(paused.status).toBe(200);
     expect(paused.body).toMatchObject({ origin, state: "paused", state_cause: "paused" });
-    // A lane trusts the receiver's state it read for RECEIVER_STATE_TTL_MS (1 s): the pause holds what is taken after that.
-    await new Promise((resolve) => setTimeout(resolve, RECEIVER_STATE_TTL_MS + 100));
+    // The pause is told to the receiver's lane before its answer: what the lane takes from now on is held.
     for (let i = 1; i <= 5; i++) {
       await runWith(app, hook.url, i);
       api.clock.advance(1_000);
