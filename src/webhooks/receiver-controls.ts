@@ -49,11 +49,14 @@ export const HELD_REASONS = { paused: "receiver_paused", disabled: "receiver_dis
 export const HELD_PAST_RETENTION = "held_past_retention";
 
 /**
- * How long a lane trusts the receiver's state it read. Every state change but a receiver's own stop
- * (which the lane sees itself) is a customer's action; the release task waits this long after a resume
+ * How long a lane trusts the receiver's state it read or was told: a backstop, not the way a change
+ * reaches it. Every change of the state is told to the receiver's lanes as it is written (a push:
+ * receiver-settings.ts `tellLanes`, lane.ts `configure`), so a pause takes effect at once; a lane reads
+ * the state again from D1 (the authority) once its copy is this old, which bounds how long a change
+ * whose push failed goes unseen. The release task waits twice this after a resume whose push failed
  * before it concludes that nothing more will be held (receiver-tasks.ts).
  */
-export const RECEIVER_STATE_TTL_MS = 1_000;
+export const RECEIVER_STATE_TTL_MS = 60_000;
 
 /** A receiver's state as one lane knows it. */
 interface KnownState {
@@ -69,7 +72,7 @@ interface KnownState {
 
 /**
  * The receivers' states a lane knows: told by the control plane at each change (`told`), else read from
- * D1 once what it has is RECEIVER_STATE_TTL_MS old: one D1 read per receiver a second at most, never one
+ * D1 once what it has is RECEIVER_STATE_TTL_MS old: one D1 read per receiver a minute at most, never one
  * per delivery. With the state, since when its deliveries fail (`failing_since`), which the lane writes
  * only when it changes (`settled`), read with the state. What the lane was told wins over a read begun
  * before it (its answer may predate the change), and a later change over an earlier one told after it.
