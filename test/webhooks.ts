@@ -5,6 +5,8 @@ import { createScope } from "../src/platform/scope";
 import { newDeliveryContext } from "../src/webhooks/attempt/context";
 import { deliver, type DeliveryEnd } from "../src/webhooks/deliver";
 import { deliveryMessageSchema } from "../src/webhooks/message";
+import type { ReceiverTaskJson } from "../src/webhooks/receiver-routes";
+import { until } from "./deliveries";
 import { type Client, testDeps } from "./helpers";
 import { callWith, capturingQueue } from "./runs";
 
@@ -90,4 +92,24 @@ export async function deliveriesOf(api: Client, projectId: string, runId: string
     `/v2/projects/${projectId}/webhook-deliveries?run_id=${runId}`,
   );
   return body.data;
+}
+
+/** The API path of a project's receiver `origin` (URL-encoded), and `rest` after it. */
+export const receiverPath = (app: { projectId: string }, origin: string, rest = "") =>
+  `/v2/projects/${app.projectId}/webhook-receivers/${encodeURIComponent(origin)}${rest}`;
+
+/** Polls a receiver's task until it is over (finished or cancelled); its last state. */
+export async function followTask(
+  api: Client,
+  app: { projectId: string; token: string },
+  origin: string,
+  taskId: string,
+  withinMs = 30_000,
+) {
+  return until(
+    async () =>
+      (await api.json<ReceiverTaskJson>(receiverPath(app, origin, `/tasks/${taskId}`), { token: app.token })).body,
+    (task) => task.status === "finished" || task.status === "cancelled",
+    withinMs,
+  );
 }

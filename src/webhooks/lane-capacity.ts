@@ -61,12 +61,13 @@ export const SUBREQUESTS_OF_ATTEMPT = 1 + 1 + 1 + 1 + 2;
 /**
  * What comes with an attempt may add at worst. Before it: its receiver's state read, and the delivery
  * held when the receiver is stopped (receiver-controls.ts `holdIfStopped`). After it (receiver-stops.ts
- * `afterAttempt`): a receiver that said stop disabled (a write) and the alert of it (the project's
- * settings, the alert's record, its lane's `accept`, the queue when that fails), the receiver's state
- * settled (a read and a write), then its automatic recovery (the settings, a select, the running task,
- * the task's creation and its start) or, for a failed delivery, its alert (four, as above).
+ * `afterAttempt`): a receiver that said stop disabled (its write, its audit entry, the call that tells
+ * its lanes) and the alert of it (the project's settings, the alert's record, its lane's `accept`, the
+ * queue when that fails), the receiver's state settled (a read and a write), then its automatic
+ * recovery (the settings, a select, the running task, the task's creation and its start) or, for a
+ * failed delivery, its alert (four, as above).
  */
-export const SUBREQUESTS_AROUND_ATTEMPT = 2 + (1 + 4) + 2 + Math.max(5, 4);
+export const SUBREQUESTS_AROUND_ATTEMPT = 2 + (3 + 4) + 2 + Math.max(5, 4);
 /** An attempt's worst case, what the lane's alarm keeps for each attempt it starts or has in flight. */
 export const SUBREQUESTS_PER_ATTEMPT = SUBREQUESTS_OF_ATTEMPT + SUBREQUESTS_AROUND_ATTEMPT;
 /**

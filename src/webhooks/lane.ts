@@ -25,7 +25,7 @@ import {
 } from "./lane-plan";
 import { type DeliveryMessage, laneName, laneObject, laneShardName, receiverLaneName, receiverOrigin } from "./message";
 import { MAX_ATTEMPTS, MAX_GAP_MS } from "./policy";
-import { defaultReceiverSettings, type ReceiverSettings, receiverSettings } from "./receiver-settings";
+import { defaultReceiverSettings, type LaneSettings, type ReceiverSettings } from "./receiver-settings";
 import { holdIfStopped, ReceiverStates } from "./receiver-controls";
 
 /**
@@ -86,7 +86,10 @@ const AHEAD_PER_SLOT = 1;
 const RETRY_LEAD_MS = 100;
 /** How often a pumping lane deletes the rows of the deliveries settled meanwhile (`#settled`), in one write. */
 const SETTLED_FLUSH_MS = 250;
-/** How long the lane trusts its copy of the receiver's settings when the API has not told it of a change. */
+/**
+ * How long the lane trusts its copy of the receiver's settings when the control plane has not told it of
+ * a change (`configure`): a backstop for a change it could not be told.
+ */
 export const SETTINGS_TTL_MS = 60_000;
 
 /** An attempt under way in its lane, from its claim to its outcome written. */
@@ -199,8 +202,11 @@ export class Lane {
   #waiting: Waiting[] = [];
   /** How long the lane's last attempts held their slots (ms), newest last. */
   readonly #holds: number[] = [];
-  /** Its receiver's state, read at most once a second (a paused or disabled receiver's new deliveries are held). */
-  readonly #receivers = new ReceiverStates();
+  /**
+   * Its receiver's state (a paused or disabled receiver's new deliveries are held): told at each change
+   * (`configure`, `configureShare`), read again from D1 once a minute at most as a backstop.
+   */
+  readonly #receivers = new ReceiverStates(() => this.deps.now().getTime());
   /** `concurrency()`, read from `lane_meta` once and again after each write to it. */
   #slots: number | undefined;
   #pumping = false;
@@ -259,32 +265,48 @@ export class Lane {
 
   /** As a shard of a receiver's lane: stores `messages` and keeps `share` as its concurrency. */
   acceptShard(messages: DeliveryMessage[], share: number): Promise<Accepted> {
-    this.configureShare(share);
+    this.#keepShare(share);
     return this.#store(messages);
   }
 
-  /** As a shard: its share of the receiver's concurrency, from the receiver's first lane. */
-  configureShare(share: number): void {
+  /**
+   * As a shard: its share of the receiver's concurrency, and with a change of the receiver's settings
+   * (`told`) its state, from the receiver's first lane (`configure`). Answers once the state is kept and
+   * no delivery held on the former one is still being written.
+   */
+  async configureShare(share: number, told?: LaneSettings): Promise<void> {
+    this.#keepShare(share);
+    if (!told) return;
+    this.#receivers.told(told.projectId, told.origin, told.state, told.stateVersion);
+    await this.#receivers.holdsWritten();
+  }
+
+  #keepShare(share: number): void {
     if (this.#meta("share") !== String(share)) this.#setMeta("share", String(share));
     this.#wake?.();
   }
 
   /**
-   * The receiver's settings changed (the API tells the lane after writing them): kept at once, and
-   * each shard told its share. Shards beyond the new count keep one request in flight until their
-   * backlog is drained (a change applies to deliveries accepted after it).
+   * The receiver's settings changed (the control plane tells the lane after writing them in D1: a
+   * customer's change, a disable): kept at once, and each shard told its share and the state. It answers
+   * once every lane of the receiver keeps the new state and no delivery held on the former one is still
+   * being written, so that a release after a resume has nothing more to wait for (receiver-tasks.ts).
+   * Shards beyond the new count keep one request in flight until their backlog is drained (a change of
+   * concurrency applies to deliveries accepted after it); they are told the state all the same.
    */
-  async configure(settings: Pick<ReceiverSettings, "projectId" | "origin" | "concurrency" | "state">): Promise<void> {
-    const before = this.#cached();
-    this.#setMeta("settings", JSON.stringify({ settings, readAt: Date.now() } satisfies CachedSettings));
-    const lane = receiverLaneName(settings.projectId, settings.origin);
-    const shares = shardShares(settings.concurrency, LANE_CONCURRENCY);
-    const known = Math.max(shares.length, shardShares(before?.settings.concurrency ?? 1, LANE_CONCURRENCY).length);
-    await Promise.all(
-      Array.from({ length: known - 1 }, (_, i) =>
-        laneObject(this.env, laneShardName(lane, i + 1)).configureShare(shares[i + 1] ?? 1),
+  async configure(settings: LaneSettings): Promise<void> {
+    const { projectId, origin, concurrency, state, stateVersion } = settings;
+    // Told two changes out of order (the later one reached the lane first): the later one stands.
+    if (!this.#receivers.told(projectId, origin, state, stateVersion)) return;
+    const shards = this.#keepSettings({ projectId, origin, concurrency, state });
+    const lane = receiverLaneName(projectId, origin);
+    const shares = shardShares(concurrency, LANE_CONCURRENCY);
+    await Promise.all([
+      ...Array.from({ length: shards - 1 }, (_, i) =>
+        laneObject(this.env, laneShardName(lane, i + 1)).configureShare(shares[i + 1] ?? 1, settings),
       ),
-    );
+      this.#receivers.holdsWritten(),
+    ]);
     this.#wake?.();
   }
 
@@ -373,21 +395,39 @@ export class Lane {
   }
 
   /**
+   * Keeps the receiver's settings (told or read) as the lane's copy, and returns how many lanes the
+   * receiver has had (`shards`, the most its concurrency ever asked for): a shard that a lower
+   * concurrency no longer uses may still hold deliveries, so it is told the state too.
+   */
+  #keepSettings(settings: CachedSettings["settings"]): number {
+    const before = this.#cached();
+    const shards = Math.max(
+      Number(this.#meta("shards") ?? 1),
+      shardShares(before?.settings.concurrency ?? 1, LANE_CONCURRENCY).length,
+      shardShares(settings.concurrency, LANE_CONCURRENCY).length,
+    );
+    this.#setMeta("settings", JSON.stringify({ settings, readAt: Date.now() } satisfies CachedSettings));
+    if (this.#meta("shards") !== String(shards)) this.#setMeta("shards", String(shards));
+    return shards;
+  }
+
+  /**
    * The receiver's settings: the lane's copy, read again from D1 when it is older than SETTINGS_TTL_MS
-   * (one read per lane a minute at most, never one per delivery). D1 unreachable: the copy, or the defaults.
+   * (one read per lane a minute at most, never one per delivery; the same read refreshes its copy of the
+   * receiver's state). D1 unreachable: the copy, or the defaults.
    */
   async #settings(message: Pick<DeliveryMessage, "projectId" | "endpoint">): Promise<CachedSettings["settings"]> {
     const cached = this.#cached();
     if (cached && Date.now() - cached.readAt < SETTINGS_TTL_MS) return cached.settings;
     const origin = receiverOrigin(message.endpoint);
     try {
-      const { projectId, concurrency, state } = await receiverSettings(
+      const { projectId, concurrency, state } = await this.#receivers.read(
         createScope(this.env, this.state, this.deps).db,
         message.projectId,
         origin,
       );
       const settings = { projectId, origin, concurrency, state };
-      this.#setMeta("settings", JSON.stringify({ settings, readAt: Date.now() } satisfies CachedSettings));
+      this.#keepSettings(settings);
       return settings;
     } catch (error) {
       log("warn", "webhook receiver settings not read: the lane keeps its copy", {
@@ -869,11 +909,11 @@ export function webhookLaneClass(deps: Deps) {
       return this.lane.acceptShard(messages, share);
     }
 
-    configureShare(share: number): void {
-      this.lane.configureShare(share);
+    configureShare(share: number, told?: LaneSettings): Promise<void> {
+      return this.lane.configureShare(share, told);
     }
 
-    configure(settings: Pick<ReceiverSettings, "projectId" | "origin" | "concurrency" | "state">): Promise<void> {
+    configure(settings: LaneSettings): Promise<void> {
       return this.lane.configure(settings);
     }
 

@@ -19,7 +19,7 @@ import {
   recoverReceiver,
   resumeReceiver,
 } from "./receiver-routes";
-import { type ReceiverSettings, receiverSettings, updateReceiverSettings } from "./receiver-settings";
+import { changeReceiverSettings, type ReceiverSettings, receiverSettings, tellLanes } from "./receiver-settings";
 import { cancelTask, createTask, runningTask, startTask, taskProgress } from "./receiver-tasks";
 import { sealSecret } from "./secret-box";
 
@@ -178,17 +178,14 @@ export const receiverControlsRouter = createRouter()
     const { project_id, origin: raw } = c.req.valid("param");
     const origin = await knownReceiver(scope, project_id, raw);
     const current = await receiverSettings(scope.db, project_id, origin);
-    // A disabled receiver stays disabled (its cause is the receiver's); pausing it changes nothing.
-    const settings =
-      current.state === "active"
-        ? await updateReceiverSettings(
-            scope.db,
-            project_id,
-            origin,
-            { state: "paused", stateCause: "paused" },
-            scope.deps.now(),
-          )
-        : current;
+    let settings = current;
+    if (current.state === "active")
+      settings = (await changeReceiverSettings(scope, project_id, origin, { state: "paused", stateCause: "paused" }))
+        .settings;
+    // A disabled receiver stays disabled (its cause is the receiver's); pausing it changes nothing. Its
+    // lanes are told the state all the same: a pause asked again takes effect at once even when they
+    // could not be told the first time.
+    else await tellLanes(scope.env, current);
     auditAs(c, { action: "webhook_receiver.pause", target: { type: "webhook_receiver", id: origin } });
     return c.json(receiverJson(settings), 200);
   })
@@ -196,7 +193,7 @@ export const receiverControlsRouter = createRouter()
     const scope = c.var.scope;
     const { project_id, origin: raw } = c.req.valid("param");
     const origin = await knownReceiver(scope, project_id, raw);
-    const settings = await updateReceiverSettings(scope.db, project_id, origin, { state: "active" }, scope.deps.now());
+    const { settings, told } = await changeReceiverSettings(scope, project_id, origin, { state: "active" });
     const task = await createTask(scope, {
       projectId: project_id,
       origin,
@@ -206,7 +203,8 @@ export const receiverControlsRouter = createRouter()
       until: null,
       createdBy: actorId(c.get("principal") as never),
     });
-    await startTask(scope.env, task.id);
+    // The release need not wait for the lanes' copies of the state to age when they were told (`told`).
+    await startTask(scope.env, task.id, { statePushed: told });
     auditAs(c, {
       action: "webhook_receiver.resume",
       target: { type: "webhook_receiver", id: origin },

@@ -1,7 +1,5 @@
-import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
-import { laneObject, receiverLaneName } from "./message";
-import { type ReceiverSettings, updateReceiverSettings } from "./receiver-settings";
+import { changeReceiverSettings, type ReceiverSettings } from "./receiver-settings";
 
 /**
  * Sets a receiver's concurrency: written in D1 (the control plane), then told to the receiver's lane,
@@ -14,20 +12,5 @@ export async function setReceiverConcurrency(
   origin: string,
   concurrency: number,
 ): Promise<ReceiverSettings> {
-  const settings = await updateReceiverSettings(scope.db, projectId, origin, { concurrency }, scope.deps.now());
-  try {
-    await laneObject(scope.env, receiverLaneName(projectId, origin)).configure({
-      projectId,
-      origin,
-      concurrency: settings.concurrency,
-      state: settings.state,
-    });
-  } catch (error) {
-    log("warn", "webhook receiver's lane not told of its new settings: it reads them within a minute", {
-      project_id: projectId,
-      origin,
-      error,
-    });
-  }
-  return settings;
+  return (await changeReceiverSettings(scope, projectId, origin, { concurrency })).settings;
 }

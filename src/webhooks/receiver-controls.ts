@@ -15,7 +15,13 @@ import type { DeliveryContext } from "./attempt/context";
 import type { DeliveryMessage } from "./message";
 import { SWEPT_REASONS } from "./policy";
 import { LANE_CONCURRENCY } from "./lane-capacity";
-import { receiverSettings } from "./receiver-settings";
+import {
+  type ReceiverSettings,
+  receiverSettings,
+  STATE_CHANGED_AT,
+  stateVersion,
+  tellLanes,
+} from "./receiver-settings";
 
 /**
  * A receiver's controls (docs/webhook-receivers.md "Receivers you control"): the hold of a paused or
@@ -43,44 +49,128 @@ export const HELD_REASONS = { paused: "receiver_paused", disabled: "receiver_dis
 export const HELD_PAST_RETENTION = "held_past_retention";
 
 /**
- * How long a lane trusts the receiver's state it read. Every state change but a receiver's own stop
- * (which the lane sees itself) is a customer's action; the release task waits this long after a resume
+ * How long a lane trusts the receiver's state it read or was told: a backstop, not the way a change
+ * reaches it. Every change of the state is told to the receiver's lanes as it is written (a push:
+ * receiver-settings.ts `tellLanes`, lane.ts `configure`), so a pause takes effect at once; a lane reads
+ * the state again from D1 (the authority) once its copy is this old, which bounds how long a change
+ * whose push failed goes unseen. The release task waits twice this after a resume whose push failed
  * before it concludes that nothing more will be held (receiver-tasks.ts).
  */
-export const RECEIVER_STATE_TTL_MS = 1_000;
+export const RECEIVER_STATE_TTL_MS = 60_000;
+
+/** A receiver's state as one lane knows it. */
+interface KnownState {
+  state: ReceiverState;
+  /** The order of its change (receiver-settings.ts `stateVersion`): a lane told an older one keeps this. */
+  version: number;
+  /** When the lane read the state or was told it (its clock, ms). */
+  stateAt: number;
+  failingSince: number | null;
+  /** When the lane read `failing_since` (0: never), which only its lanes write. */
+  failingAt: number;
+}
 
 /**
- * The receivers' states a lane read, each for RECEIVER_STATE_TTL_MS: one D1 read per receiver a second
- * at most, never one per delivery. With the state, since when its deliveries fail (`failing_since`),
- * which the lane writes only when it changes (`settled`).
+ * The receivers' states a lane knows: told by the control plane at each change (`told`), else read from
+ * D1 once what it has is RECEIVER_STATE_TTL_MS old: one D1 read per receiver a minute at most, never one
+ * per delivery. With the state, since when its deliveries fail (`failing_since`), which the lane writes
+ * only when it changes (`settled`), read with the state. What the lane was told wins over a read begun
+ * before it (its answer may predate the change), and a later change over an earlier one told after it.
  */
 export class ReceiverStates {
-  readonly #read = new Map<string, { state: ReceiverState; failingSince: number | null; at: number }>();
+  readonly #known = new Map<string, KnownState>();
+  /** Counts what the lane was told: a read begun before the last tell does not overwrite it. */
+  #tells = 0;
+  /** Deliveries being held on the state as the lane knew it (their D1 writes under way). */
+  readonly #holding = new Set<Promise<unknown>>();
 
-  async #known(db: Database, projectId: string, origin: string) {
+  /** `now`: the lane's clock (ms), which tests move by hand. */
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /**
+   * The receiver's settings read from D1, what the lane knows of its state refreshed by them (unless it
+   * was told of a change meanwhile): a read that serves both the lane's settings and its states.
+   */
+  async read(db: Database, projectId: string, origin: string): Promise<ReceiverSettings> {
+    const tells = this.#tells;
+    const settings = await receiverSettings(db, projectId, origin);
+    const at = this.now();
     const key = `${projectId} ${origin}`;
-    const known = this.#read.get(key);
-    if (known && Date.now() - known.at < RECEIVER_STATE_TTL_MS) return known;
-    const { state, failingSince } = await receiverSettings(db, projectId, origin);
-    const read = { state, failingSince: failingSince?.getTime() ?? null, at: Date.now() };
-    this.#read.set(key, read);
-    return read;
+    const before = this.#known.get(key);
+    const version = stateVersion(settings);
+    const current = !before || (tells === this.#tells && version >= before.version);
+    this.#known.set(key, {
+      ...(current ? { state: settings.state, version, stateAt: at } : before),
+      failingSince: settings.failingSince?.getTime() ?? null,
+      failingAt: at,
+    });
+    return settings;
   }
 
-  async of(db: Database, projectId: string, origin: string): Promise<ReceiverState> {
-    return (await this.#known(db, projectId, origin)).state;
+  /** What the lane knows of the receiver, read again when the part asked for is older than RECEIVER_STATE_TTL_MS. */
+  async #fresh(db: Database, projectId: string, origin: string, part: "stateAt" | "failingAt") {
+    const key = `${projectId} ${origin}`;
+    const known = this.#known.get(key);
+    if (known && this.now() - known[part] < RECEIVER_STATE_TTL_MS) return known;
+    await this.read(db, projectId, origin);
+    return this.#known.get(key)!;
+  }
+
+  /**
+   * The lane was told the receiver's state (a change written in D1 and pushed to it): kept at once, for
+   * RECEIVER_STATE_TTL_MS, unless it knows a later change (`version`). False when it was older.
+   */
+  told(projectId: string, origin: string, state: ReceiverState, version: number): boolean {
+    const key = `${projectId} ${origin}`;
+    const before = this.#known.get(key);
+    if (before && version < before.version) return false;
+    this.#tells++;
+    this.#known.set(key, {
+      state,
+      version,
+      stateAt: this.now(),
+      failingSince: before?.failingSince ?? null,
+      failingAt: before?.failingAt ?? 0,
+    });
+    return true;
   }
 
   /** What the lane learnt itself (the receiver said stop): no need to read it back. */
   set(projectId: string, origin: string, state: ReceiverState): void {
-    const known = this.#read.get(`${projectId} ${origin}`);
-    this.#read.set(`${projectId} ${origin}`, { state, failingSince: known?.failingSince ?? null, at: Date.now() });
+    this.told(projectId, origin, state, this.#known.get(`${projectId} ${origin}`)?.version ?? 0);
+  }
+
+  /**
+   * Whether a delivery about to take its first attempt is held: `hold` (its write) runs when the
+   * receiver is not active, and `holdsWritten` waits for it until it is done.
+   */
+  async holding(
+    db: Database,
+    projectId: string,
+    origin: string,
+    hold: (state: Exclude<ReceiverState, "active">) => Promise<boolean>,
+  ): Promise<boolean> {
+    const { state } = await this.#fresh(db, projectId, origin, "stateAt");
+    if (state === "active") return false;
+    const held = hold(state);
+    this.#holding.add(held);
+    return held.finally(() => this.#holding.delete(held));
+  }
+
+  /**
+   * Resolves once every delivery held on the state as the lane knew it before this call is written:
+   * after a resume was told, nothing is held on the former state any more (the release task counts on it).
+   */
+  async holdsWritten(): Promise<void> {
+    await Promise.allSettled([...this.#holding]);
   }
 
   /**
    * A delivery to the receiver settled: `failed` marks it failing (since `at`, unless it already was),
    * `delivered` clears the mark. One D1 write per change of the mark, none while it stays as it is (a
-   * flapping receiver costs one write per change, beside its deliveries' several each).
+   * flapping receiver costs one write per change, beside its deliveries' several each). Each lane of a
+   * receiver keeps its own copy of the mark: with shards, one may miss another's change until it reads
+   * the mark again (RECEIVER_STATE_TTL_MS).
    */
   async settled(
     db: Database,
@@ -89,7 +179,7 @@ export class ReceiverStates {
     outcome: "delivered" | "failed",
     at: Date,
   ): Promise<void> {
-    const known = await this.#known(db, projectId, origin);
+    const known = await this.#fresh(db, projectId, origin, "failingAt");
     if ((outcome === "failed") === (known.failingSince !== null)) return;
     const since = outcome === "failed" ? at.getTime() : null;
     if (since === null)
@@ -100,7 +190,8 @@ export class ReceiverStates {
         SELECT ${projectId}, ${origin}, ${LANE_CONCURRENCY}, 'active', ${since}, ${at.getTime()}
         WHERE EXISTS (SELECT 1 FROM ${projects} WHERE ${projects.id} = ${projectId})
         ON CONFLICT (project_id, origin) DO UPDATE SET failing_since = coalesce(failing_since, excluded.failing_since)`);
-    known.failingSince = since;
+    const now = this.#known.get(`${projectId} ${origin}`);
+    if (now) now.failingSince = since;
   }
 }
 
@@ -152,9 +243,9 @@ export async function holdIfStopped(
   message: DeliveryMessage,
 ): Promise<boolean> {
   try {
-    const state = await states.of(ctx.db, message.projectId, originOf(message.endpoint));
-    if (state === "active") return false;
-    return await holdDelivery(ctx.db, message, state, ctx.deps.now());
+    return await states.holding(ctx.db, message.projectId, originOf(message.endpoint), (state) =>
+      holdDelivery(ctx.db, message, state, ctx.deps.now()),
+    );
   } catch (error) {
     log("warn", "webhook receiver state not read: the delivery goes on", {
       delivery_id: message.id,
@@ -170,26 +261,30 @@ const GATEWAY_ACTOR = { actorKind: "operator", actorId: "gateway", actorName: "t
 
 /**
  * Disables a receiver (its later deliveries are held) with its cause, once: a receiver already
- * disabled is left as it is and nothing more is written. Each disable leaves an audit entry and tells
- * the project's alert endpoint (`webhook.receiver.disabled`, alerts.ts). True when this call disabled it.
+ * disabled is left as it is and nothing more is written. Each disable leaves an audit entry, is told to
+ * the receiver's lanes (`tellLanes`: its other shards stop too) and to the project's alert endpoint
+ * (`webhook.receiver.disabled`, alerts.ts). True when this call disabled it.
  */
 export async function disableReceiver(
-  scope: Pick<Scope, "db" | "deps">,
+  scope: Pick<Scope, "db" | "deps" | "env">,
   projectId: string,
   origin: string,
   cause: string,
   onDisabled?: (at: Date) => Promise<void>,
 ): Promise<boolean> {
   const at = scope.deps.now();
-  const rows = await scope.db.all<{ project_id: string }>(sql`INSERT INTO ${webhookReceivers}
+  const [row] = await scope.db.all<{
+    concurrency: number;
+    state_changed_at: number;
+  }>(sql`INSERT INTO ${webhookReceivers}
       (project_id, origin, concurrency, state, state_cause, state_changed_at, updated_at)
     SELECT ${projectId}, ${origin}, 6, 'disabled', ${cause}, ${at.getTime()}, ${at.getTime()}
     WHERE EXISTS (SELECT 1 FROM ${projects} WHERE ${projects.id} = ${projectId})
     ON CONFLICT (project_id, origin) DO UPDATE SET state = 'disabled', state_cause = excluded.state_cause,
-      state_changed_at = excluded.state_changed_at, updated_at = excluded.updated_at
+      state_changed_at = ${STATE_CHANGED_AT}, updated_at = excluded.updated_at
     WHERE state != 'disabled'
-    RETURNING project_id`);
-  if (rows.length === 0) return false;
+    RETURNING concurrency, state_changed_at`);
+  if (!row) return false;
   log("warn", "webhook receiver disabled", { project_id: projectId, origin, cause });
   const auditId = newId("aud", at.getTime());
   await scope.db
@@ -209,6 +304,13 @@ export async function disableReceiver(
     .catch((error: unknown) =>
       log("error", "audit entry not written", { audit_id: auditId, project_id: projectId, error }),
     );
+  await tellLanes(scope.env, {
+    projectId,
+    origin,
+    concurrency: row.concurrency,
+    state: "disabled",
+    stateChangedAt: new Date(row.state_changed_at),
+  });
   await onDisabled?.(at);
   return true;
 }

@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Deps } from "../platform/deps";
 import { createScope, type Scope } from "../platform/scope";
-import { type OnFinished, runSlice, SLICES_PER_ALARM } from "./receiver-tasks";
+import { type OnFinished, runSlice, SLICES_PER_ALARM, type TaskStart } from "./receiver-tasks";
 
 /**
  * The Durable Object class of the receiver tasks (one per task, `receiverTaskObject`), built from the
@@ -9,8 +9,8 @@ import { type OnFinished, runSlice, SLICES_PER_ALARM } from "./receiver-tasks";
  */
 export function webhookReceiverTaskClass(deps: Deps, onFinished?: (scope: Scope) => OnFinished) {
   return class WebhookReceiverTask extends DurableObject<Env> {
-    async start(taskId: string): Promise<void> {
-      await this.ctx.storage.put({ task: taskId, startedAt: Date.now() });
+    async start(taskId: string, start: TaskStart = {}): Promise<void> {
+      await this.ctx.storage.put({ task: taskId, startedAt: Date.now(), statePushed: start.statePushed === true });
       await this.ctx.storage.setAlarm(Date.now());
     }
 
@@ -19,7 +19,9 @@ export function webhookReceiverTaskClass(deps: Deps, onFinished?: (scope: Scope)
       if (!taskId) return;
       const scope = createScope(this.env, this.ctx, deps);
       const startedAt = await this.ctx.storage.get<number>("startedAt");
-      const options = { onFinished: onFinished?.(scope), startedAt };
+      // A task started before `statePushed` was stored has none: its release waits as for a failed push.
+      const statePushed = await this.ctx.storage.get<boolean>("statePushed");
+      const options = { onFinished: onFinished?.(scope), startedAt, statePushed };
       for (let i = 0; i < SLICES_PER_ALARM; i++) {
         const next = await runSlice(scope, taskId, options);
         if (next === null) return;

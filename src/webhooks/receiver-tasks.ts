@@ -94,8 +94,13 @@ export async function createTask(scope: Pick<Scope, "db" | "deps">, task: NewTas
 export const receiverTaskObject = (env: Env, taskId: string) =>
   env.WEBHOOK_RECEIVER_TASKS.get(env.WEBHOOK_RECEIVER_TASKS.idFromName(taskId));
 
-export async function startTask(env: Env, taskId: string): Promise<void> {
-  await receiverTaskObject(env, taskId).start(taskId);
+/** How a task was started: for a release, whether the receiver's lanes were told of the resume (`tellLanes`). */
+export interface TaskStart {
+  statePushed?: boolean;
+}
+
+export async function startTask(env: Env, taskId: string, start: TaskStart = {}): Promise<void> {
+  await receiverTaskObject(env, taskId).start(taskId, start);
 }
 
 /** The running (not finished, not cancelled) task of `kind` on a receiver, if any. */
@@ -365,17 +370,27 @@ async function recoverSlice(scope: Scope, task: Task, options: SliceOptions) {
 }
 
 /**
+ * How long after its start a release waits before it looks for what is held: none when the resume was
+ * told to the receiver's lanes (`statePushed`: each answered once it held the new state and had written
+ * every delivery it held on the former one). Else a lane may still trust a copy of the paused state it
+ * read before the resume (for RECEIVER_STATE_TTL_MS from the read's answer, which may come after the
+ * task's start) and hold what comes meanwhile: twice the TTL covers that copy, its read and its holds.
+ */
+export const releaseWaitMs = (statePushed: boolean | undefined): number =>
+  statePushed ? 0 : 2 * RECEIVER_STATE_TTL_MS;
+
+/**
  * One slice of a release: the oldest held deliveries back to `pending` (with the task's id), handed to
- * their lane in order. Ends once nothing is held, nothing it sent is on its way, and every lane's copy
- * of the receiver's state is newer than the resume (after that, nothing new is held).
+ * their lane in order. Ends once nothing is held, nothing it sent is on its way, and every lane knows
+ * the receiver resumed (after that, nothing new is held).
  */
 async function releaseSlice(scope: Scope, task: Task, options: SliceOptions) {
   const { handTo, onFinished } = options;
   const sizes = options.sizes ?? DEFAULT_SIZES;
-  // A lane that read the receiver paused less than RECEIVER_STATE_TTL_MS ago would hold again what is
-  // released now: the release starts once every lane's copy is newer than the resume (the task's
-  // start, on the wall clock the lanes' copies age by).
-  const stale = (options.startedAt ?? 0) + 2 * RECEIVER_STATE_TTL_MS - Date.now();
+  // A lane that still takes the receiver for paused would hold again what is released now: the release
+  // starts once every lane knows of the resume (from the task's start, on the wall clock the lanes'
+  // copies age by).
+  const stale = (options.startedAt ?? 0) + releaseWaitMs(options.statePushed) - Date.now();
   if (stale > 0) return stale;
   const pending = await inFlight(scope, task, handTo, sizes.sendSlice);
   const room = sizes.inFlight - pending;
@@ -456,6 +471,8 @@ export interface SliceOptions {
   onFinished?: OnFinished;
   /** When the task's object started it (wall clock, ms). */
   startedAt?: number;
+  /** A release's: whether the resume was told to the receiver's lanes (`releaseWaitMs`). */
+  statePushed?: boolean;
 }
 
 export async function runSlice(

@@ -3,9 +3,9 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
 import { PEER, PEER_MORE, received, receiver } from "../../test/peers";
 import { callWith, seedRunnable } from "../../test/runs";
+import { followTask, receiverPath } from "../../test/webhooks";
 import { until } from "../../test/deliveries";
 import { LANE_CONCURRENCY } from "./lane-capacity";
-import { RECEIVER_STATE_TTL_MS } from "./receiver-controls";
 import type { ReceiverTaskJson } from "./receiver-routes";
 
 /**
@@ -26,9 +26,6 @@ afterEach(() => {
 });
 
 type App = Awaited<ReturnType<typeof seedRunnable>>;
-
-const receiverPath = (app: App, origin: string, rest: string) =>
-  `/v2/projects/${app.projectId}/webhook-receivers/${encodeURIComponent(origin)}${rest}`;
 
 /** A run of `app` with its webhook to `endpoint`, its delivery handed to the real lane. */
 async function runWith(app: App, endpoint: string, n: number) {
@@ -57,16 +54,6 @@ async function deliveries(app: App) {
       resent_from: string | null;
     }>();
   return results;
-}
-
-/** Polls the task until it is over; its last state. */
-async function followTask(app: App, origin: string, taskId: string, withinMs = 30_000) {
-  return until(
-    async () =>
-      (await api.json<ReceiverTaskJson>(receiverPath(app, origin, `/tasks/${taskId}`), { token: app.token })).body,
-    (task) => task.status === "finished" || task.status === "cancelled",
-    withinMs,
-  );
 }
 
 /**
@@ -114,7 +101,7 @@ describe("recover", () => {
     });
     expect(dry.status).toBe(202);
     expect(dry.body).toMatchObject({ kind: "recover", status: "counting", dry_run: true });
-    const counted = await followTask(app, origin, dry.body.task_id);
+    const counted = await followTask(api, app, origin, dry.body.task_id);
     expect(counted).toMatchObject({ status: "finished", counted: 20, sent: 0, expired: 0, unsendable: 0 });
     expect(await received(hook.key)).toHaveLength(0);
 
@@ -124,7 +111,7 @@ describe("recover", () => {
       body: { since },
     });
     expect(recover.status).toBe(202);
-    const done = await followTask(app, origin, recover.body.task_id);
+    const done = await followTask(api, app, origin, recover.body.task_id);
     expect(done).toMatchObject({ status: "finished", counted: 20, sent: 20, delivered: 20, failed: 0, pending: 0 });
     const got = await received(hook.key);
     const expected = failed.map((r) => r.message_id);
@@ -170,7 +157,7 @@ describe("recover", () => {
     });
     expect(again.status).toBe(202);
     const before = (await received(hook.key)).length;
-    expect(await followTask(app, origin, again.body.task_id)).toMatchObject({
+    expect(await followTask(api, app, origin, again.body.task_id)).toMatchObject({
       status: "finished",
       counted: 0,
       sent: 0,
@@ -198,8 +185,7 @@ describe("pause and resume", () => {
     const paused = await api.json(receiverPath(app, origin, "/pause"), { method: "POST", token: app.token });
     expect(paused.status).toBe(200);
     expect(paused.body).toMatchObject({ origin, state: "paused", state_cause: "paused" });
-    // A lane trusts the receiver's state it read for RECEIVER_STATE_TTL_MS (1 s): the pause holds what is taken after that.
-    await new Promise((resolve) => setTimeout(resolve, RECEIVER_STATE_TTL_MS + 100));
+    // The pause is told to the receiver's lane before its answer: what the lane takes from now on is held.
     for (let i = 1; i <= 5; i++) {
       await runWith(app, hook.url, i);
       api.clock.advance(1_000);
@@ -231,7 +217,7 @@ describe("pause and resume", () => {
     expect(resumed.status).toBe(200);
     expect(resumed.body.receiver.state).toBe("active");
     expect(resumed.body.task).toMatchObject({ kind: "release", status: "sending" });
-    const done = await followTask(app, origin, resumed.body.task.task_id);
+    const done = await followTask(api, app, origin, resumed.body.task.task_id);
     expect(done).toMatchObject({ status: "finished", sent: 5, delivered: 5, failed: 0 });
     const ids = firstArrivals(await received(hook.key)).slice(1);
     const expected = held.slice(1).map((r) => r.message_id);

@@ -196,7 +196,7 @@ describe("wrangler.toml agrees with the delivery policy", () => {
       // The consumer only passes deliveries to their lanes (one Durable Object call per lane a batch touches): within Workers Free's 50 subrequests.
       expect(consumer.max_batch_size * SUBREQUESTS_PER_ACCEPT).toBeLessThanOrEqual(50);
       // A lane's alarm starts an attempt only while its worst case fits beside the subrequests made and the
-      // worst case of the attempts in flight (one kept for its settings' read); a fresh one, at least 499.
+      // worst case of the attempts in flight (one kept for its settings' read); a fresh one, at least 454.
       expect(attemptsLeft(LANE_SUBREQUESTS_PER_INVOCATION, 0)).toBe(ATTEMPTS_PER_LANE_INVOCATION);
       for (let made = 0; made <= LANE_SUBREQUESTS_PER_INVOCATION; made += 7)
         for (let inFlight = 0; inFlight <= LANE_CONCURRENCY; inFlight++)
