@@ -33,6 +33,10 @@ export default defineConfig(async () => {
                   // receivers that time out (src/webhooks/lanes.test.ts) hold their lanes for 10 s, not 38 s.
                   // Every other test that needs a timeout sets its own.
                   WEBHOOK_TIMEOUT_MS: "2000",
+                  // Test-only: a keeper's alarm does not sweep its runs. The alarm keeps the real clock, and
+                  // the tests' runs are stamped by a fake one a week behind it, so every run would look
+                  // stale to it; tests sweep a keeper with their own clock (test/async-runs.ts `sweepKept`).
+                  KEEPER_SWEEP: "manual",
                   // Run records leave their isolate at once rather than after a second, so a test's next
                   // request (its client waits for the request's waitUntil) reads them in the ledger.
                   USAGE_FLUSH_MS: "0",

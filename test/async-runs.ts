@@ -1,4 +1,4 @@
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import type { Deps } from "../src/platform/deps";
 import { QUEUES } from "../src/platform/triggers";
@@ -6,6 +6,9 @@ import { createWorker } from "../src/worker";
 import type { AsyncRunMessage } from "../src/runs/async/message";
 import { type Client, testDeps } from "./helpers";
 import { callWith, capturingQueue } from "./runs";
+import { keptRunRows, type RunRows } from "../src/runs/async/rows";
+import { keeperName, keeperObject } from "../src/runs/wait/shard";
+import type { RunKeeper } from "../src/index";
 
 export interface Accepted {
   run_id: string;
@@ -140,4 +143,109 @@ export function gatedOutbound() {
       return calls;
     },
   };
+}
+
+/** What names a run's keeper: the run's id and its status URL (`{RUN_BASE}/{project_id}/{app}/runs/{run_id}`). */
+export interface KeptRunAddress {
+  run_id: string;
+  status_url: string;
+}
+
+const projectOf = (run: KeptRunAddress) => new URL(run.status_url).pathname.split("/")[2]!;
+
+/** The address of run `runId` of `projectId` when a test has no 202 of it (a waited run's id from its record). */
+export const runAddress = (projectId: string, runId: string): KeptRunAddress => ({
+  run_id: runId,
+  status_url: `http://localhost/v4/${projectId}/app/runs/${runId}`,
+});
+
+/** The keeper that keeps `run` (its project's, in the shard of its id). */
+export const keeperOf = (run: KeptRunAddress) =>
+  keeperObject(env, keeperName(projectOf(run), run.run_id)) as DurableObjectStub<RunKeeper>;
+
+/** The rows of `run`'s keeper, as its owners reach them (`RunRows`). */
+export function keptRows(run: KeptRunAddress): RunRows {
+  const keeper = keeperOf(run);
+  return keptRunRows((op, args) => keeper.runs(op, args));
+}
+
+/** `run`'s row in its keeper, as D1's `runById` read it before the move. */
+export const keptRun = (run: KeptRunAddress) => keptRows(run).byId(run.run_id);
+
+/** Runs `query` on the SQLite storage of `run`'s keeper (its `async_runs` table): what a test changes by hand. */
+export function keptSql(run: KeptRunAddress, query: string, ...values: SqlStorageValue[]) {
+  return runInDurableObject(keeperOf(run), (_instance, state) => state.storage.sql.exec(query, ...values).toArray());
+}
+
+/**
+ * The sweep of `run`'s keeper at `now` (its alarm's first step), as the cron swept D1 before the move;
+ * with `bindings` (a capturing queue) in place of the keeper's own.
+ */
+export function sweepKept(run: KeptRunAddress, now: () => Date, bindings?: Partial<Env>) {
+  return runInDurableObject(keeperOf(run), (instance: RunKeeper) => instance.keeper.sweep({ now, bindings }));
+}
+
+/** The error a Durable Object call fails with when the platform lost the object (its `retryable` mark). */
+export const keeperUnavailable = () => Object.assign(new Error("Network connection lost."), { retryable: true });
+
+/**
+ * A `RUN_KEEPER` binding whose keepers fail the operations on their runs named `op` (as a keeper the
+ * platform reset mid-call does, or one that cannot be reached): every other call goes through.
+ */
+export function failingKeepers(op: string) {
+  return new Proxy(env.RUN_KEEPER, {
+    get(target, prop) {
+      if (prop === "get")
+        return (id: DurableObjectId) => {
+          const stub = target.get(id);
+          return new Proxy(stub, {
+            get(s, name) {
+              if (name === "runs")
+                return (called: string, args: unknown[]) =>
+                  called === op ? Promise.reject(keeperUnavailable()) : s.runs(called as never, args);
+              const value = Reflect.get(s, name, s) as unknown;
+              return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(s) : value;
+            },
+          });
+        };
+      const value = Reflect.get(target, prop, target) as unknown;
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+/** One operation a `readingKeepers` keeper was asked on its runs: its name and the size of its answer (as JSON). */
+export interface KeptRead {
+  op: string;
+  bytes: number;
+}
+
+/**
+ * A `RUN_KEEPER` binding whose keepers tell what they were asked of their runs (`runs(op, args)`) and how
+ * much they answered, in `reads`, as `readingD1` (test/faulty-d1.ts) does for D1: a test holds a path to
+ * the runs it reads (a state read that leaves the payloads out, a read that must come once or never).
+ */
+export function readingKeepers(reads: KeptRead[]) {
+  const bind = <T extends object>(target: T, prop: string | symbol) => {
+    const value = Reflect.get(target, prop, target) as unknown;
+    return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+  };
+  return new Proxy(env.RUN_KEEPER, {
+    get(target, prop) {
+      if (prop !== "get") return bind(target, prop);
+      return (id: DurableObjectId) => {
+        const stub = target.get(id);
+        return new Proxy(stub, {
+          get(s, name) {
+            if (name !== "runs") return bind(s, name);
+            return async (op: string, args: unknown[]) => {
+              const answer: unknown = await s.runs(op as never, args);
+              reads.push({ op, bytes: answer === undefined || answer === null ? 0 : JSON.stringify(answer).length });
+              return answer;
+            };
+          },
+        });
+      };
+    },
+  });
 }

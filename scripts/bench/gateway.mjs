@@ -194,3 +194,39 @@ export async function seedRunnableApp(gatewayUrl, upstreamUrl) {
   await call(token, "PATCH", build, { status: "succeeded", origin_url: upstreamUrl });
   return { projectId: project_id, token, appName: "bench-app", runPath: `/v4/${project_id}/bench-app/run` };
 }
+
+/** Shards of a project's keepers (src/runs/wait/shard.ts `KEEPER_SHARDS`). */
+const KEEPER_SHARDS = 8;
+
+/**
+ * Every run with a status URL (of every project, or of `projectId`), as its keeper keeps it
+ * (src/runs/async/kept-runs.ts): each project's 8 keepers asked through their RPC (`runs("page")`), the
+ * columns named as in SQL. With `withResults`, each finished run's stored result too (`runs("storedResult")`).
+ */
+export async function storedRuns(gateway, { withResults = false, projectId } = {}) {
+  const projects =
+    projectId === undefined ? (await gateway.db.prepare("SELECT id FROM projects").all()).results : [{ id: projectId }];
+  const keepers = await gateway.mf.getDurableObjectNamespace("RUN_KEEPER");
+  const rows = [];
+  for (const { id: projectId } of projects) {
+    for (let shard = 0; shard < KEEPER_SHARDS; shard++) {
+      const keeper = keepers.get(keepers.idFromName(`${projectId}:${shard}`));
+      const page = await keeper.runs("page", [{ callers: undefined, status: undefined, after: undefined, limit: 1e6 }]);
+      for (const run of page) {
+        const stored = withResults ? await keeper.runs("storedResult", [run.id]) : undefined;
+        rows.push({
+          id: run.id,
+          project_id: run.projectId,
+          status: run.status,
+          mode: run.mode,
+          claimed_by: run.claimedBy,
+          error_code: run.errorCode,
+          handed_over_at: run.handedOverAt,
+          result: stored?.result ?? null,
+          result_in_r2: stored?.resultInR2 ?? run.resultInR2,
+        });
+      }
+    }
+  }
+  return rows;
+}

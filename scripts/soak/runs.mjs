@@ -6,7 +6,7 @@
 //   - no result was lost (LOST, defined below);
 //   - every run the gateway took on (a 202, or a run the app saw that has a status URL) is final.
 import { request as httpRequest, Agent } from "node:http";
-import { buildBundle, seedRunnableApp, startGateway } from "../bench/gateway.mjs";
+import { buildBundle, seedRunnableApp, startGateway, storedRuns } from "../bench/gateway.mjs";
 import { answerOf, startCountingApp } from "./app.mjs";
 
 /**
@@ -127,13 +127,9 @@ async function restart(gateway, bundle, options) {
  * so the consumer finds its own claim and ends the run `interrupted`. Nothing else is touched.
  */
 async function redeliverLostMessages(gateway) {
-  const rows = (
-    await gateway.db
-      .prepare(
-        "SELECT id, project_id, status, claimed_by FROM async_runs WHERE status IN ('queued', 'running') AND mode = 'async'",
-      )
-      .all()
-  ).results;
+  const rows = (await storedRuns(gateway)).filter(
+    (run) => (run.status === "queued" || run.status === "running") && run.mode === "async",
+  );
   const producer = await gateway.mf.getQueueProducer("ASYNC_RUN_QUEUE");
   const worker = await gateway.mf.getWorker();
   let queued = 0;
@@ -234,9 +230,7 @@ export async function soakRuns({
     const deadline = Date.now() + settleTimeoutMs;
     let open;
     for (;;) {
-      open = (
-        await gateway.db.prepare("SELECT count(*) AS n FROM async_runs WHERE status IN ('queued', 'running')").first()
-      ).n;
+      open = (await storedRuns(gateway)).filter((run) => run.status === "queued" || run.status === "running").length;
       if (open === 0 && app.open === 0) break;
       if (Date.now() > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, 500));
@@ -255,13 +249,7 @@ export async function soakRuns({
 async function verify({ gateway, app, plans, outcomes, restarted, waits, open, sendSeconds, settleSeconds }) {
   const violations = [];
   const note = (list, text) => list.length < 8 && list.push(text);
-  const stored = new Map(
-    (
-      await gateway.db
-        .prepare("SELECT id, status, mode, error_code, result, result_in_r2, handed_over_at FROM async_runs")
-        .all()
-    ).results.map((r) => [r.id, r]),
-  );
+  const stored = new Map((await storedRuns(gateway, { withResults: true })).map((r) => [r.id, r]));
   const tally = {
     byMode: { sync: 0, wait: 0, async: 0 },
     callers: { answered: 0, accepted202: 0, hungUp: 0, cutByRestart: 0, otherErrors: 0, statuses: {} },

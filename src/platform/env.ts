@@ -16,6 +16,8 @@ interface OptionalSettings {
   ASYNC_RUN_TIMEOUT_MS?: string;
   /** The waited runs one keeper holds at once (default 32; docs/runs.md#the-keeper). */
   KEEPER_RUNS_MAX?: string;
+  /** Test-only: `manual` keeps a keeper's alarm from sweeping its runs (tests sweep with their own clock). */
+  KEEPER_SWEEP?: string;
   CERTIFICATE_PROVIDER?: string;
   CERTIFICATE_AUTHORITY?: string;
   MAX_DOMAINS_PER_PROJECT?: string;
@@ -129,6 +131,7 @@ const ConfigSchema = z
     RUN_TIMEOUT_MS: milliseconds(120_000),
     RUN_STREAM_IDLE_MS: milliseconds(60_000),
     WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
+    KEEPER_SWEEP: z.enum(["alarm", "manual"], { error: 'must be "alarm" or "manual"' }).default("alarm"),
     // A receiver whose every delivery failed this long is disabled (docs/webhook-receivers.md).
     WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS: z.coerce
       .number({ error: "is not a number of hours" })
@@ -223,6 +226,8 @@ export interface Config {
   runStreamIdleMs: number;
   /** How long one webhook delivery attempt waits for the receiver. */
   webhookTimeoutMs: number;
+  /** `KEEPER_SWEEP`: whether a keeper's alarm sweeps its runs (`alarm`, always but in tests) or only a test does (`manual`). */
+  keeperSweep: "alarm" | "manual";
   /** `WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS` in ms: a receiver whose every delivery failed this long is disabled. */
   receiverDisableAfterMs: number;
   /**
@@ -292,6 +297,7 @@ export function getConfig(env: Env): Config {
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     runStreamIdleMs: c.RUN_STREAM_IDLE_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
+    keeperSweep: c.KEEPER_SWEEP,
     receiverDisableAfterMs: c.WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS * 3_600_000,
     webhookRetention: {
       bodiesMs: c.WEBHOOK_BODY_RETENTION_DAYS * 86_400_000,

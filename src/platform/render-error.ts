@@ -6,12 +6,16 @@ import { describeError, log } from "./log";
 import { type AppEnv, routeOf } from "./scope";
 
 /**
- * Whether `err` (or what it wraps: drizzle puts the driver's error in `cause`) is D1 being unavailable:
- * overloaded, reset, a lost connection. Such a request changed nothing (each write is one statement or
- * one batch) and may simply be sent again. A constraint violation is a bug, not an outage.
+ * Whether `err` (or what it wraps: drizzle puts the driver's error in `cause`) is D1 or a Durable Object
+ * (a run's keeper, which keeps async runs) being unavailable: overloaded, reset, a lost connection. The
+ * platform marks a Durable Object's such errors `retryable` or `overloaded` ("Error handling", Durable
+ * Objects docs). Such a request changed nothing (each write is one statement, one batch or one
+ * object's call) and may simply be sent again. A constraint violation is a bug, not an outage.
  */
 export function isStorageUnavailable(err: unknown): boolean {
   for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const object = e as { retryable?: unknown; overloaded?: unknown };
+    if (object.retryable === true || object.overloaded === true) return true;
     if (/^D1[_ ]|\bD1 DB\b|Network connection lost|SQLITE_BUSY/i.test(e.message) && !/constraint/i.test(e.message))
       return true;
   }

@@ -1,7 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { consume, poll, startAsync } from "../../test/async-runs";
+import { consume, keptRun, keptSql, poll, startAsync } from "../../test/async-runs";
 import { client } from "../../test/helpers";
 import { eventually, keeperOf, waitedRun } from "../../test/keepers";
 import { seedRunnable } from "../../test/runs";
@@ -9,6 +9,9 @@ import { appCalls, PEER, received, receiver } from "../../test/peers";
 import { forgetDeployment } from "../apps/deployments";
 import { admittedRunOf } from "./admitted";
 import { keptRunOf } from "./wait/message";
+import { createDb } from "../db/client";
+import { insertRun } from "./async/store";
+import { forgetLegacyRuns } from "./async/rows";
 
 // One admitted run (admitted.ts), made by admission and carried as it is: what the async store keeps
 // and its consumer executes, what a keeper takes; and the runs stored before it, still read.
@@ -49,12 +52,16 @@ const keptRunV1 = (
   ...parts,
 });
 
-const storedAdmitted = async (runId: string) =>
-  (
-    await env.DB.prepare("SELECT admitted FROM async_runs WHERE id = ?")
-      .bind(runId)
-      .first<{ admitted: string | null }>()
-  )?.admitted ?? null;
+/** The admitted run `run`'s row keeps, in its keeper. */
+const storedAdmitted = async (run: { run_id: string; status_url: string }) => {
+  const [row] = (await keptSql(run, "SELECT admitted FROM async_runs WHERE id = ?", run.run_id)) as {
+    admitted: string | null;
+  }[];
+  return row?.admitted ?? null;
+};
+
+/** D1's row of run `runId`, if any: a run is never written there any more (its keeper keeps it). */
+const d1Row = (runId: string) => env.DB.prepare("SELECT id FROM async_runs WHERE id = ?").bind(runId).first();
 
 /** The app `appId` as a redeploy from another runtime leaves it: `custom` now, known at once to this isolate. */
 async function redeployAsCustom(appId: string) {
@@ -79,7 +86,7 @@ describe("the admitted run", { timeout: 20_000 }, () => {
       headers: { "X-Webhook-Secret": "s3cret", "Cancel-After": "60" },
     });
     const runId = started.body.run_id;
-    const admitted = admittedRunOf(JSON.parse((await storedAdmitted(runId))!));
+    const admitted = admittedRunOf(JSON.parse((await storedAdmitted(started.body))!));
     expect(admitted).toMatchObject({
       runId,
       projectId: app.projectId,
@@ -92,13 +99,15 @@ describe("the admitted run", { timeout: 20_000 }, () => {
       webhook: { endpoint: "https://hooks.example/in", secret: null },
       mode: { kind: "async", key: null },
     });
-    const row = await env.DB.prepare("SELECT webhook_secret FROM async_runs WHERE id = ?")
-      .bind(runId)
-      .first<{ webhook_secret: string }>();
+    const [row] = (await keptSql(started.body, "SELECT webhook_secret FROM async_runs WHERE id = ?", runId)) as {
+      webhook_secret: string;
+    }[];
     expect(JSON.parse(row!.webhook_secret)).toEqual({ iv: expect.any(String), ct: expect.any(String) });
     expect(row!.webhook_secret).not.toContain("s3cret");
+    expect(await d1Row(runId)).toBeNull();
     await consume(api, started.message);
-    expect(await storedAdmitted(runId)).toBeNull();
+    expect((await keptRun(started.body))?.status).toBe("succeeded");
+    expect(await storedAdmitted(started.body)).toBeNull();
   });
 
   it("is executed by the async consumer as it was admitted: an app redeployed from cortex to custom after the 202 still answers in the envelope", async () => {
@@ -114,13 +123,47 @@ describe("the admitted run", { timeout: 20_000 }, () => {
   it("an async run stored before the admitted run (no `admitted`) still runs, with the app as deployed now", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
-    await env.DB.prepare("UPDATE async_runs SET admitted = NULL WHERE id = ?").bind(started.body.run_id).run();
+    const cleared = await keptSql(
+      started.body,
+      "UPDATE async_runs SET admitted = NULL WHERE id = ? RETURNING id",
+      started.body.run_id,
+    );
+    expect(cleared).toHaveLength(1);
     await redeployAsCustom(app.appId);
     await consume(api, started.message);
     const done = await poll(api, started.body.status_url, app.token);
     expect(done.body.status).toBe("succeeded");
     // Answered as a custom app's run is (the app's own answer), not in a cortex app's envelope.
     expect(Object.keys(done.body.result as object)).not.toEqual(["run_id", "result", "run_time_ms", "timestamp"]);
+  });
+
+  it("an async run stored in D1 before runs moved to their keepers (and before the admitted run) still runs from D1", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const runId = started.body.run_id;
+    // The row as the code before kept it: in D1, without `admitted`; its keeper has none.
+    const kept = await keptRun(started.body);
+    expect(kept?.status).toBe("queued");
+    expect(await insertRun(createDb(env.DB), { ...kept!, admitted: null })).toBe(true);
+    await keptSql(started.body, "DELETE FROM async_runs WHERE id = ?", runId);
+    forgetLegacyRuns();
+    try {
+      await redeployAsCustom(app.appId);
+      await consume(api, started.message);
+      const done = await poll(api, started.body.status_url, app.token);
+      expect(done.body.status).toBe("succeeded");
+      expect(Object.keys(done.body.result as object)).not.toEqual(["run_id", "result", "run_time_ms", "timestamp"]);
+      // Ended where it was kept: D1's row, the keeper still without one.
+      const row = await env.DB.prepare("SELECT status FROM async_runs WHERE id = ?")
+        .bind(runId)
+        .first<{ status: string }>();
+      expect(row?.status).toBe("succeeded");
+      expect(await keptRun(started.body)).toBeUndefined();
+      expect(await appCalls(runId)).toBe(1);
+    } finally {
+      await env.DB.prepare("DELETE FROM async_runs WHERE id = ?").bind(runId).run();
+      forgetLegacyRuns();
+    }
   });
 
   it("a keeper's record of a run in flight from before the admitted run is still read, and its run ended `interrupted`", async () => {
@@ -154,12 +197,20 @@ describe("the admitted run", { timeout: 20_000 }, () => {
     await runDurableObjectAlarm(keeper);
     const row = await eventually(
       () =>
-        env.DB.prepare("SELECT status, mode, error_code FROM async_runs WHERE id = ?")
-          .bind(runId)
-          .first<{ status: string; mode: string; error_code: string }>(),
+        runInDurableObject(
+          keeper,
+          (_instance, state) =>
+            state.storage.sql
+              .exec<{ status: string; mode: string; error_code: string }>(
+                "SELECT status, mode, error_code FROM async_runs WHERE id = ?",
+                runId,
+              )
+              .toArray()[0],
+        ),
       "the run's row, ended",
     );
     expect(row).toEqual({ status: "failed", mode: "wait", error_code: "interrupted" });
+    expect(await d1Row(runId)).toBeNull();
     await runInDurableObject(keeper, (_instance, state) => {
       expect(state.storage.sql.exec("SELECT run_id FROM kept_runs").toArray()).toEqual([]);
     });

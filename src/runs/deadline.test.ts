@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { consume, gatedOutbound, poll, startAsync } from "../../test/async-runs";
+import { consume, gatedOutbound, keptSql, poll, startAsync } from "../../test/async-runs";
 import { client } from "../../test/helpers";
 import { appCalls, PEER, releaseStream, watchKey, watchState, whenClosed } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
@@ -125,10 +125,14 @@ describe("Cancel-After on an async run", { timeout: 20_000 }, () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app, { headers: { "Cancel-After": "2h30m" } });
     expect(started.response.status).toBe(202);
-    const row = await env.DB.prepare("SELECT created_at, deadline_at FROM async_runs WHERE id = ?")
-      .bind(started.body.run_id)
-      .first<{ created_at: number; deadline_at: number }>();
+    // Stored in the run's keeper, never in D1.
+    const [row] = (await keptSql(
+      started.body,
+      "SELECT created_at, deadline_at FROM async_runs WHERE id = ?",
+      started.body.run_id,
+    )) as { created_at: number; deadline_at: number }[];
     expect(row!.deadline_at - row!.created_at).toBe(9_000_000);
+    expect(await env.DB.prepare("SELECT id FROM async_runs WHERE id = ?").bind(started.body.run_id).first()).toBeNull();
   });
 
   it("never calls the app once the deadline passed while the run was queued: it ends failed, `deadline`", async () => {

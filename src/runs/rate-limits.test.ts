@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { client } from "../../test/helpers";
-import { startAsync } from "../../test/async-runs";
+import { keptRun, startAsync } from "../../test/async-runs";
 import { callWith, countingRoundTrips, seedRunnable, spentBudget } from "../../test/runs";
 import { generateToken } from "../auth/tokens";
 import { RATE_LIMITS } from "../platform/rate-limit";
@@ -41,8 +41,7 @@ describe("back-pressure on runs", () => {
       expect(limited.headers.get("retry-after")).toBe(String(RATE_LIMITS.runs.period));
     }
     // The run was not cancelled by the refused DELETE.
-    const [row] = await env.DB.prepare("SELECT status FROM async_runs WHERE id = ?1").bind(started.body.run_id).raw();
-    expect(row).toEqual(["queued"]);
+    expect((await keptRun(started.body))?.status).toBe("queued");
   }, 30_000);
 
   it("refuses an unknown well-formed token without a second D1 read", async () => {

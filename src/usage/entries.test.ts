@@ -1,15 +1,13 @@
 import { env, exports } from "cloudflare:workers";
 import type { z } from "@hono/zod-openapi";
 import { describe, expect, it, vi } from "vitest";
-import { consume, startAsync } from "../../test/async-runs";
+import { consume, keptRows, startAsync } from "../../test/async-runs";
 import { world } from "../../test/cron-world";
 import { addDomain, uniqueLabel, validate } from "../../test/domains";
 import { client, type Client } from "../../test/helpers";
 import { PEER, receiver, releaseStream, watchKey, watchState, whenClosed } from "../../test/peers";
 import { seedRunnable } from "../../test/runs";
 import { drive, runWithWebhook } from "../../test/webhooks";
-import { createDb } from "../db/client";
-import { claimRun } from "../runs/async/store";
 import { type RunRecordSchema } from "./routes";
 
 /** Runs on record from every entry and of every kind: custom domains, streams, hang-ups, async runs, webhooks. */
@@ -206,7 +204,7 @@ describe("runs on record from every entry", () => {
     const api = client();
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
-    expect(await claimRun(createDb(env.DB), started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
+    expect(await keptRows(started.body).claim(started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
     expect((await consume(api, started.message, { id: "msg-died", attempts: 2 })).acked).toBe(true);
     await consume(api, started.message, { id: "msg-died", attempts: 3 });
     expect(await runsOf(api, app)).toMatchObject([

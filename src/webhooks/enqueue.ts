@@ -1,6 +1,7 @@
 import { eq } from "drizzle-orm";
 import { webhookDeliveries } from "../db/schema";
 import { newId } from "../platform/ids";
+import type { Database } from "../db/client";
 import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
 import { pendingInsert, type PendingRow } from "./store";
@@ -95,19 +96,23 @@ export async function writePending(
   { db }: Pick<Scope, "db">,
   { pending, row }: { pending: PendingDelivery; row: PendingRow },
 ): Promise<PendingDelivery> {
+  return (await recordPending(db, row)) ? pending : { ...pending, recorded: false };
+}
+
+/** Writes a delivery's `pending` row; `false` when D1 refused it (logged): the consumer's first claim writes it from the message. */
+export async function recordPending(db: Database, row: PendingRow): Promise<boolean> {
   try {
     await insertPending(db, row).run();
+    return true;
   } catch (error) {
-    // The consumer's first claim writes the row from the message; the run goes on.
     logError("webhook delivery record not written before the run", {
-      delivery_id: pending.id,
-      run_id: pending.runId,
-      project_id: pending.projectId,
+      delivery_id: row.id as string,
+      run_id: row.runId as string,
+      project_id: row.projectId as string,
       error,
     });
-    return { ...pending, recorded: false };
+    return false;
   }
-  return pending;
 }
 
 /** A delivery whose row says `pending`, to be handed to its lane again (when the first time was lost). */

@@ -256,24 +256,18 @@ const MODES: Mode[] = [
   {
     name: "async",
     run: (w) => asyncRun(w),
-    // Measured: 3 statements, 3 round trips: the run's row (`queued`) on the path, then the consumer's
-    // claim (`running`) and its end. Issue 41's data-plane move takes it to 0.
-    today: { statements: 3, roundTrips: 3, onPath: 1, roundTripsOnPath: 1, writes: ["async_runs"], reads: [] },
+    // Was 3 statements (the run's row on the path, the consumer's claim and its end): the run is kept by
+    // its keeper now (runs/async/kept-runs.ts), and D1 is asked only whether it still holds runs of the
+    // code before, at most once a minute per isolate (runs/async/rows.ts `legacyRuns`).
+    today: NOTHING,
   },
   {
     name: "async with a webhook",
     run: async (w) => delivered(w, await asyncRun(w, webhookQuery(w))),
-    // Measured: 6 statements in 5 round trips: the async run's 3, its delivery's record written in one
-    // batch with the run's end, and the lane's claim and outcome (no read of its receiver's state, as
-    // DELIVERY says). Issue 41's data-plane move takes it to 0.
-    today: {
-      statements: 6,
-      roundTrips: 5,
-      onPath: 1,
-      roundTripsOnPath: 1,
-      writes: ["async_runs", "webhook_attempts", "webhook_deliveries"],
-      reads: ["async_runs", "projects", "webhook_deliveries"],
-    },
+    // Was 6 in 5 round trips: the async run's 3 left D1. What is left is its delivery's, as DELIVERY
+    // counts it, but none of it on the caller's path: the keeper writes the `pending` record when the
+    // consumer ends the run.
+    today: { ...DELIVERY, onPath: 0, roundTripsOnPath: 0 },
   },
   { name: "WebSocket", origin: `${PEER}/upstream/ws`, run: (w) => socketRun(w), today: NOTHING },
   // A WebSocket run has no webhook (admission drops the parameter): still a mode a caller may ask for.

@@ -1,7 +1,7 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { consume, startAsync } from "../async-runs";
+import { consume, keptRun, runAddress, startAsync } from "../async-runs";
 import { heldSleeps } from "../event-streams";
 import { type Client, client } from "../helpers";
 import { appCalls, PEER, releaseStream, watchKey, watchState } from "../peers";
@@ -157,11 +157,10 @@ describe("a waited run in usage: one record, its mode says it waited, and whethe
       { timeout: 10_000, interval: 25 },
     );
     hangUp.abort();
-    await vi.waitFor(
-      async () =>
-        expect(await env.DB.prepare("SELECT mode FROM async_runs WHERE id = ?").bind(runId).first("mode")).toBe("wait"),
-      { timeout: 10_000, interval: 25 },
-    );
+    await vi.waitFor(async () => expect((await keptRun(runAddress(app.projectId, runId)))?.mode).toBe("wait"), {
+      timeout: 10_000,
+      interval: 25,
+    });
     await releaseStream(key);
     const record = await recordOf(api, app, runId);
     expect(record).toMatchObject({ mode: "wait", handed_over: true, ending: "answered", status_code: 200 });

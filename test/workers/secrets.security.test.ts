@@ -4,7 +4,7 @@ import { sign } from "hono/jwt";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { actingAs } from "../../src/auth/internal";
 import type { DeliveryMessage } from "../../src/webhooks/message";
-import { consume, startAsync } from "../async-runs";
+import { consume, keeperUnavailable, startAsync } from "../async-runs";
 import { visitor } from "../dashboard-helpers";
 import { faultyD1, type Refused } from "../faulty-d1";
 import { ADMIN, client, seedBuild } from "../helpers";
@@ -150,12 +150,40 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
     for (const line of logged) expect(line, "a statement's parameter list").not.toMatch(/params: (?!\[redacted\])/);
   }
 
+  /**
+   * A `RUN_KEEPER` binding whose keepers fail `op` on their runs (async runs are kept there, not in D1):
+   * the arguments it refused are recorded as a refused statement's values, every string in them.
+   */
+  function faultyKeepers(op: string, refused: Refused[]) {
+    const strings = (value: unknown): string[] =>
+      typeof value === "string"
+        ? [value]
+        : value !== null && typeof value === "object"
+          ? Object.values(value).flatMap(strings)
+          : [];
+    return new Proxy(env.RUN_KEEPER, {
+      get(target, prop) {
+        if (prop !== "get") return (Reflect.get(target, prop, target) as (...a: unknown[]) => unknown).bind(target);
+        return (id: DurableObjectId) => {
+          const stub = target.get(id);
+          return {
+            runs: (called: string, args: unknown[]) => {
+              if (called !== op) return stub.runs(called as never, args);
+              refused.push({ sql: `keeper runs(${op})`, values: args.flatMap(strings) });
+              return Promise.reject(keeperUnavailable());
+            },
+          };
+        };
+      },
+    });
+  }
+
   it("async run accepted with forwarded headers, a query and a body", async () => {
     const api = client();
     const app = await seedRunnable(api);
     const refused: Refused[] = [];
-    const broken = faultyD1(env.DB, (sql) => /^insert into "async_runs"/i.test(sql), refused);
-    const response = await callWith(api, { DB: broken }, `${app.runPath}?async=true&token=${QUERY_SECRET}`, {
+    const broken = faultyKeepers("insert", refused);
+    const response = await callWith(api, { RUN_KEEPER: broken }, `${app.runPath}?async=true&token=${QUERY_SECRET}`, {
       method: "POST",
       token: app.token,
       headers: { "Content-Type": "application/json", "X-Api-Key": APP_KEY, "Idempotency-Key": "order-1" },
@@ -174,8 +202,8 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
       body: { secret: BODY_SECRET },
     });
     const refused: Refused[] = [];
-    const broken = faultyD1(env.DB, (sql) => /^update "async_runs" set .*"result"/i.test(sql), refused);
-    expect(await consume(api, started.message, { bindings: { DB: broken } })).toMatchObject({
+    const broken = faultyKeepers("end", refused);
+    expect(await consume(api, started.message, { bindings: { RUN_KEEPER: broken } })).toMatchObject({
       acked: false,
       retried: true,
     });

@@ -1,12 +1,10 @@
 import { env } from "cloudflare:workers";
-import { eq } from "drizzle-orm";
 import { describe, expect, it, vi } from "vitest";
-import { consume, startAsync } from "../../../test/async-runs";
+import { consume, keptRun, keptSql, startAsync } from "../../../test/async-runs";
 import { type Client, client } from "../../../test/helpers";
 import { PEER } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
 import { createDb } from "../../db/client";
-import { asyncRuns } from "../../db/schema";
 import { appPathOfRun } from "../app-request";
 import { runById } from "./store";
 
@@ -44,16 +42,19 @@ describe("an async run's app path", () => {
     const path = `${app.appPath}/v1/things`;
     const started = await startAsync(api, { runPath: path, token: app.token }, { query: "q=1" });
     expect(started.response.status).toBe(202);
-    const row = await runById(db, started.body.run_id);
+    // Kept by the run's keeper, never in D1.
+    expect(await runById(db, started.body.run_id)).toBeUndefined();
+    const row = await keptRun(started.body);
     expect(row!.appPath).toBe("v1/things");
     expect(await consume(api, started.message)).toMatchObject({ acked: true, retried: false });
     expect(await recordedPath(api, app.projectId, started.body.run_id)).toBe("v1/things");
 
     // A row accepted before `app_path` existed.
     const old = await startAsync(api, { runPath: path, token: app.token }, { query: "q=2" });
-    await db.update(asyncRuns).set({ appPath: null }).where(eq(asyncRuns.id, old.body.run_id));
+    await keptSql(old.body, "UPDATE async_runs SET app_path = NULL WHERE id = ?", old.body.run_id);
+    expect((await keptRun(old.body))!.appPath).toBeNull();
     expect(await consume(api, old.message)).toMatchObject({ acked: true, retried: false });
-    expect((await runById(db, old.body.run_id))!.status).toBe("succeeded");
+    expect((await keptRun(old.body))!.status).toBe("succeeded");
     expect(await recordedPath(api, app.projectId, old.body.run_id)).toBe("v1/things");
   });
 });

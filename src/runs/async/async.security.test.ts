@@ -1,17 +1,12 @@
-import { createExecutionContext, createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { consume, poll, startAsync } from "../../../test/async-runs";
+import { consume, type KeptRunAddress, keptRows, keptSql, poll, startAsync, sweepKept } from "../../../test/async-runs";
 import { text, visitor } from "../../../test/dashboard-helpers";
-import { type Client, client, testDeps } from "../../../test/helpers";
+import { client } from "../../../test/helpers";
 import { asPerson, person, signInAs } from "../../../test/people";
 import { seedRunnable } from "../../../test/runs";
 import { TEST_SECRETS } from "../../../test/secrets";
-import { createDb } from "../../db/client";
-import { CRONS } from "../../platform/triggers";
-import { createWorker } from "../../worker";
-import { claimRun } from "./store";
 import { QUEUED_MAX_MS, RUNNING_MAX_MS } from "./sweep";
 
 const api = client();
@@ -94,9 +89,13 @@ describe("async runs: who may read and cancel them", () => {
       query: `webhookEndpoint=${encodeURIComponent("http://127.0.0.1:9/hook")}`,
       headers: { "X-Webhook-Secret": secret },
     });
-    const row = await env.DB.prepare("SELECT * FROM async_runs WHERE id = ?").bind(started.body.run_id).first();
-    expect(JSON.stringify(row)).not.toContain(secret);
-    expect(JSON.stringify(row)).not.toContain(app.token);
+    // Its row is its keeper's (none in D1), with the secret sealed.
+    expect(await env.DB.prepare("SELECT * FROM async_runs WHERE id = ?").bind(started.body.run_id).first()).toBeNull();
+    const rows = await keptSql(started.body, "SELECT * FROM async_runs WHERE id = ?", started.body.run_id);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.webhook_secret).not.toBeNull();
+    expect(JSON.stringify(rows[0])).not.toContain(secret);
+    expect(JSON.stringify(rows[0])).not.toContain(app.token);
   });
 });
 
@@ -123,7 +122,7 @@ describe("a run's status stream: the status read's authorization and isolation",
       expect(res.body.code, name).toBe("not_found");
     }
     // Refused before the stream marked the run followed: its owner tells nobody.
-    const row = await env.DB.prepare("SELECT followed FROM async_runs WHERE id = ?").bind(started.body.run_id).first();
+    const [row] = await keptSql(started.body, "SELECT followed FROM async_runs WHERE id = ?", started.body.run_id);
     expect(row?.followed).toBe(0);
   });
 
@@ -282,21 +281,18 @@ describe("GET /v2/projects/{project_id}/async-runs/{run_id}: one run, for whoeve
 });
 
 describe("an async run's forwarded request does not outlive it", () => {
-  const db = createDb(env.DB);
-  const sweep = (c: Client) =>
-    createWorker(testDeps({ now: c.clock.now })).scheduled(
-      createScheduledController({ cron: CRONS.asyncRuns }),
-      env,
-      createExecutionContext(),
-    );
   const APP_KEY = "app-key-4f1d2c9b7e0a";
   const QUERY_SECRET = "query-secret-8c2e61";
-  const stored = async (runId: string) =>
-    (await env.DB.prepare(
-      "SELECT status, error_code, request_headers, target, request_body FROM async_runs WHERE id = ?",
-    )
-      .bind(runId)
-      .first())!;
+  /** The run's row in its keeper (D1 keeps none). */
+  const stored = async (run: KeptRunAddress) => {
+    const rows = await keptSql(
+      run,
+      "SELECT status, error_code, request_headers, app_url, request_body FROM async_runs WHERE id = ?",
+      run.run_id,
+    );
+    expect(rows).toHaveLength(1);
+    return rows[0]!;
+  };
 
   beforeEach(() => {
     vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -318,7 +314,7 @@ describe("an async run's forwarded request does not outlive it", () => {
       expired: await start(),
     };
     // While it waits, the run keeps what its app is to receive.
-    const waiting = JSON.stringify(await stored(runs.succeeded.body.run_id));
+    const waiting = JSON.stringify(await stored(runs.succeeded.body));
     expect(waiting).toContain(APP_KEY);
     expect(waiting).toContain(QUERY_SECRET);
 
@@ -330,15 +326,18 @@ describe("an async run's forwarded request does not outlive it", () => {
       (await local.json(new URL(runs.cancelled.body.status_url).pathname, { method: "DELETE", token: app.token }))
         .status,
     ).toBe(200);
-    await claimRun(db, runs.interrupted.body.run_id, "msg-lost", local.clock.now());
+    await keptRows(runs.interrupted.body).claim(runs.interrupted.body.run_id, "msg-lost", local.clock.now());
+    // Each keeper sweeps its own runs (as the cron swept D1's): every one of these runs' keepers.
+    const sweep = async () => {
+      for (const run of Object.values(runs)) await sweepKept(run.body, local.clock.now);
+    };
     local.clock.advance(RUNNING_MAX_MS + 1_000);
-    await sweep(local);
+    await sweep();
     local.clock.advance(QUEUED_MAX_MS);
-    // A sweep ends at most ENDS_PER_SWEEP runs, oldest first; other tests of this file left runs queued.
-    for (let i = 0; i < 10 && (await stored(runs.expired.body.run_id)).status === "queued"; i++) await sweep(local);
+    await sweep();
 
     for (const [ending, run] of Object.entries(runs)) {
-      const row = await stored(run.body.run_id);
+      const row = await stored(run.body);
       expect(`${String(row.status)}/${String(row.error_code)}`, ending).toMatch(
         {
           succeeded: /^succeeded/,
@@ -349,7 +348,7 @@ describe("an async run's forwarded request does not outlive it", () => {
         }[ending]!,
       );
       expect(row.request_headers, ending).toBe("[]");
-      expect(String(row.target), ending).not.toContain("?");
+      expect(String(row.app_url), ending).not.toContain("?");
       expect(row.request_body, ending).toBeNull();
       expect(JSON.stringify(row), ending).not.toContain(APP_KEY);
       expect(JSON.stringify(row), ending).not.toContain(QUERY_SECRET);

@@ -1,11 +1,13 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
+import { consume, gatedOutbound, keptRun, poll, startAsync } from "../../../test/async-runs";
 import { client } from "../../../test/helpers";
 import { DOWN, PEER, received, receiver, sha256Hex } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
 import { drive } from "../../../test/webhooks";
 import type { DeliveryMessage } from "../../webhooks/message";
+import { KEEPER_SHARDS, keeperObject, keeperOfShard } from "../wait/shard";
 import { runById } from "./store";
 import { createDb } from "../../db/client";
 
@@ -20,6 +22,25 @@ beforeEach(() => {
 afterEach(() => {
   vi.restoreAllMocks();
 });
+
+/** How many runs of `projectId` are stored: in D1 (none since the move) and in each of its keepers. */
+async function storedRuns(projectId: string) {
+  const inD1 = await env.DB.prepare("SELECT count(*) AS n FROM async_runs WHERE project_id = ?")
+    .bind(projectId)
+    .first<{ n: number }>();
+  let kept = 0;
+  for (let shard = 0; shard < KEEPER_SHARDS; shard++) {
+    const keeper = keeperObject(env, keeperOfShard(projectId, shard));
+    kept += await runInDurableObject(
+      keeper,
+      (_instance, state) =>
+        state.storage.sql
+          .exec<{ n: number }>("SELECT count(*) AS n FROM async_runs WHERE project_id = ?", projectId)
+          .one().n,
+    );
+  }
+  return { inD1: inD1!.n, kept };
+}
 
 interface Echo {
   method: string;
@@ -95,10 +116,10 @@ describe("?async=true: accepted at once", () => {
     const none = await startAsync(api, { runPath: `/v4/${app.projectId}/nodeploy/run`, token: app.token });
     expect(none.response.status).toBe(409);
     expect(none.sent).toEqual([]);
-    const rows = await env.DB.prepare("SELECT count(*) AS n FROM async_runs WHERE project_id = ?")
-      .bind(app.projectId)
-      .first<{ n: number }>();
-    expect(rows!.n).toBe(0);
+    expect(await storedRuns(app.projectId)).toEqual({ inD1: 0, kept: 0 });
+    // What is counted: an accepted run is kept by one of the project's keepers, never by D1.
+    expect((await startAsync(api, app)).response.status).toBe(202);
+    expect(await storedRuns(app.projectId)).toEqual({ inD1: 0, kept: 1 });
   });
 
   it("answers 503 and leaves no run behind when the queue refuses the message", async () => {
@@ -111,10 +132,7 @@ describe("?async=true: accepted at once", () => {
     );
     expect(response.status).toBe(503);
     expect(response.headers.get("retry-after")).toBe("1");
-    const rows = await env.DB.prepare("SELECT count(*) AS n FROM async_runs WHERE project_id = ?")
-      .bind(app.projectId)
-      .first<{ n: number }>();
-    expect(rows!.n).toBe(0);
+    expect(await storedRuns(app.projectId)).toEqual({ inD1: 0, kept: 0 });
   });
 });
 
@@ -157,7 +175,8 @@ describe("an async run's life: queued → running → succeeded | failed | cance
     expect(envelope.result.headers["x-run-id"]).toBe(started.body.run_id);
     expect(envelope.result.headers["x-custom"]).toBe("kept");
     expect(envelope.result.headers.authorization).toBeUndefined();
-    const stored = await runById(db, started.body.run_id);
+    expect(await runById(db, started.body.run_id)).toBeUndefined();
+    const stored = await keptRun(started.body);
     expect(done.rawResult).toBe(stored!.result);
     expect(stored!.requestBody).toBeNull();
   });
@@ -233,7 +252,7 @@ describe("an async run's life: queued → running → succeeded | failed | cance
     const app = await seedRunnable(api);
     const raw = JSON.stringify({ inputs: { pad: "é".repeat(200_000) } });
     const started = await startAsync(api, app, { rawBody: raw });
-    const queued = await runById(db, started.body.run_id);
+    const queued = await keptRun(started.body);
     expect(queued).toMatchObject({ requestInR2: true, requestBody: null });
     expect(await env.RUN_PAYLOADS.head(`runs/${started.body.run_id}/request`)).not.toBeNull();
     await consume(api, started.message);
@@ -251,7 +270,8 @@ describe("webhooks of async runs", () => {
       query: `webhookEndpoint=${encodeURIComponent(hook.url)}`,
       headers: { "X-Webhook-Secret": SECRET },
     });
-    const stored = await runById(db, started.body.run_id);
+    const stored = await keptRun(started.body);
+    expect(stored!.webhookSecret).not.toBeNull();
     expect(stored!.webhookSecret).not.toContain(SECRET);
     const { deliveries } = await consume(api, started.message);
     expect(deliveries).toHaveLength(1);
@@ -260,7 +280,7 @@ describe("webhooks of async runs", () => {
     const done = await poll(api, started.body.status_url, app.token);
     expect(got!.body).toBe(done.rawResult);
     expect(got!.signatures).toEqual({ node: true, openssl: true, standard: true });
-    expect(await runById(db, started.body.run_id)).toMatchObject({
+    expect(await keptRun(started.body)).toMatchObject({
       webhookSecret: null,
       deliveryId: got!.headers["x-request-id"],
     });
@@ -274,7 +294,7 @@ describe("webhooks of async runs", () => {
       headers: { "X-Webhook-Secret": SECRET },
     });
     const { deliveries } = await consume(api, started.message);
-    const row = await runById(db, started.body.run_id);
+    const row = await keptRun(started.body);
     expect(row).toMatchObject({ status: "succeeded", resultInR2: true, result: null });
     expect(row!.resultBytes).toBeGreaterThan(5 * 1024 * 1024);
     const done = await poll(api, started.body.status_url, app.token);

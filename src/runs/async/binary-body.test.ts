@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { sha256Hex } from "../../platform/crypto";
 import { describe, expect, it } from "vitest";
-import { consume, poll, startAsync } from "../../../test/async-runs";
+import { consume, type KeptRunAddress, keptSql, poll, startAsync } from "../../../test/async-runs";
 import { client } from "../../../test/helpers";
 import { PEER, received, receiver } from "../../../test/peers";
 import { callWith, capturingQueue, seedRunnable } from "../../../test/runs";
@@ -19,14 +19,18 @@ function randomBytes(size: number): Uint8Array {
   return bytes;
 }
 
-const stored = async (runId: string) =>
-  (await env.DB.prepare("SELECT request_body_encoding, request_in_r2, request_body FROM async_runs WHERE id = ?")
-    .bind(runId)
-    .first<{
-      request_body_encoding: string;
-      request_in_r2: number;
-      request_body: string | null;
-    }>())!;
+/** How the run's request is stored in its keeper's row (never in D1's `async_runs` since the move). */
+async function stored(run: KeptRunAddress) {
+  const inD1 = await env.DB.prepare("SELECT id FROM async_runs WHERE id = ?").bind(run.run_id).first();
+  expect(inD1).toBeNull();
+  const rows = await keptSql(
+    run,
+    "SELECT request_body_encoding, request_in_r2, request_body FROM async_runs WHERE id = ?",
+    run.run_id,
+  );
+  expect(rows).toHaveLength(1);
+  return rows[0] as { request_body_encoding: string; request_in_r2: number; request_body: string | null };
+}
 
 /**
  * An async run of a custom app whose origin is one of the peer's receivers, which records the bytes
@@ -41,7 +45,7 @@ async function runBinary(body: Uint8Array, type = "application/octet-stream") {
     { rawBody: body, headers: { "Content-Type": type } },
   );
   expect(started.response.status).toBe(202);
-  const row = await stored(started.body.run_id);
+  const row = await stored(started.body);
   const consumed = await consume(api, started.message);
   expect(consumed.acked).toBe(true);
   const done = await poll(api, started.body.status_url, origin.token);
@@ -91,7 +95,7 @@ describe("async runs of custom apps with binary bodies", () => {
     });
     expect(response.status).toBe(202);
     const accepted = (await response.json()) as { run_id: string; status_url: string };
-    expect(await stored(accepted.run_id)).toMatchObject({
+    expect(await stored(accepted)).toMatchObject({
       request_body_encoding: "utf8",
       request_body: "\ufeffhé, plain text",
     });

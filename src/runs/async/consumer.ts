@@ -6,7 +6,8 @@ import { contextOf } from "../context";
 import { type AdmittedRun, admittedRunOf } from "../admitted";
 import { appPathOfRun, storedAppRequest } from "../app-request";
 import { handToLane } from "../../webhooks/enqueue";
-import { endingOf, endUnanswered, resultDeliveryOf, storedRunEvents } from "./lifecycle";
+import { endingOf, endUnanswered, handOnAgain, resultDeliveryOf, storedRunEvents } from "./lifecycle";
+import type { Ended } from "./store";
 import { bodyBytes, dropPayloads, readPayload, requestKey } from "./payloads";
 import { d1RunRows, type RunRows, runRowsOf } from "./rows";
 import { logError } from "../../platform/log";
@@ -101,11 +102,13 @@ async function execute(
     sleep: deps.sleep,
     pauseMs: (tries) => 50 * tries,
   });
-  if (!ended) {
+  // A try whose answer was lost may have ended it: the run then has this very ending.
+  const ours = ended ?? (await endedByThis(rows, run.id, ending.finishedAt));
+  if (!ours) {
     logError("async run ended by someone else before its consumer", { run_id: run.id });
     return;
   }
-  tellIfFollowed(scope, run.id, ending.status, ended.followed, () => runJson({ ...run, ...ending }, answer.text));
+  tellIfFollowed(scope, run.id, ending.status, ours.followed, () => runJson({ ...run, ...ending }, answer.text));
   const events = storedRunEvents(scope, run, admitted.appPath, outcomes);
   events.record({ kind: "called", at: clock(answer.calledAt) });
   if (answer.answeredAt !== null)
@@ -117,8 +120,15 @@ async function execute(
     bytesOut: ending.resultBytes,
     webhook: run.webhookEndpoint !== null,
   });
-  if (delivery?.pending) await handToLane(scope, delivery.pending, answer.text);
+  if (delivery?.pending)
+    await handToLane(scope, { ...delivery.pending, recorded: ours.recorded ?? delivery.pending.recorded }, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
+}
+
+/** The run, when it ended with this very ending (`finishedAt`, to the millisecond): a write whose answer was lost. */
+async function endedByThis(rows: RunRows, runId: string, finishedAt: Date): Promise<Ended | undefined> {
+  const now = await rows.byId(runId);
+  return now?.finishedAt?.getTime() === finishedAt.getTime() ? { followed: now.followed } : undefined;
 }
 
 async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePort): Promise<void> {
@@ -142,6 +152,10 @@ async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePor
         await endUnanswered(scope, rows, run, "running", msg.id, "interrupted", outcomes);
       // Still queued: its deadline passed before it could start. The app is never called for it.
       else if (run?.status === "queued") await endUnanswered(scope, rows, run, "queued", null, "deadline", outcomes);
+      // Ended by this very message before, whose invocation died before it handed the result's
+      // delivery on: handed on again (nothing else would: the run has noted its delivery).
+      else if (run?.claimedBy === msg.id && run.deliveryId !== null && run.deliveryId !== "none")
+        await handOnAgain(scope, run);
       return msg.ack();
     }
   } catch (error) {

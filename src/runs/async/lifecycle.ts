@@ -1,13 +1,13 @@
 import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, type ProblemCode, PROBLEMS } from "../../platform/errors";
-import { handToLane, type PendingDelivery, preparePending, writePending } from "../../webhooks/enqueue";
+import { handToLane, type PendingDelivery, pendingOf, preparePending, writePending } from "../../webhooks/enqueue";
 import type { SealedSecret } from "../../webhooks/secret-box";
 import { openableWebhookSecret } from "../webhook";
 import type { RunAnswer } from "../answer";
 import { appPathOfRun } from "../app-request";
-import { byteLength, placePayload, resultKey } from "./payloads";
-import type { StoredEnding, ResultDelivery } from "./store";
+import { byteLength, placePayload, readPayload, resultKey } from "./payloads";
+import { type StoredEnding, type ResultDelivery, recordedDelivery } from "./store";
 import type { RunRows } from "./rows";
 import { logError } from "../../platform/log";
 import { type OutcomePort, outcomePath, type RunStart } from "../outcome";
@@ -103,6 +103,20 @@ export async function handOnResult(scope: Scope, rows: RunRows, run: AsyncRun, t
     await handToLane(scope, pending, text);
   }
   await rows.deliveryNoted(run.id, delivery.deliveryId);
+}
+
+/**
+ * The delivery recorded for `run`'s result, if any (the delivery log's record), handed on again when it
+ * was never attempted: its owner died after recording it and before handing it on. A copy its lane or
+ * the queue already has adds nothing (the lane and the consumer know a delivery by its id).
+ */
+export async function handOnAgain(scope: Scope, run: AsyncRun): Promise<Awaited<ReturnType<typeof recordedDelivery>>> {
+  const recorded = await recordedDelivery(scope.db, run.projectId, run.id);
+  if (recorded?.status === "pending" && recorded.attemptCount === 0) {
+    const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
+    if (result !== null) await handToLane(scope, pendingOf(recorded), result);
+  }
+  return recorded;
 }
 
 /**

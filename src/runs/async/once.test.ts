@@ -1,20 +1,25 @@
-import { createExecutionContext, createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
-import { type Client, client, testDeps } from "../../../test/helpers";
+import {
+  consume,
+  failingKeepers,
+  gatedOutbound,
+  type KeptRunAddress,
+  keptRows,
+  keptRun,
+  keptSql,
+  poll,
+  startAsync,
+  sweepKept,
+} from "../../../test/async-runs";
+import { type Client, client } from "../../../test/helpers";
 import { PEER, received, receiver } from "../../../test/peers";
 import { capturingQueue, seedRunnable } from "../../../test/runs";
 import { drive } from "../../../test/webhooks";
-import { createDb } from "../../db/client";
-import { CRONS } from "../../platform/triggers";
-import { createWorker } from "../../worker";
-import { claimRun, runById } from "./store";
 import { RESULT_DELIVERY_MAX_MS, QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
 import type { DeliveryMessage } from "../../webhooks/message";
 
 const api = client();
-const db = createDb(env.DB);
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -25,25 +30,15 @@ afterEach(() => {
 });
 
 const cancel = (statusUrl: string, token: string) => api.json(new URL(statusUrl).pathname, { method: "DELETE", token });
-/** One run of the async-runs cron at `c`'s clock. */
-const sweep = (c: Client) =>
-  createWorker(testDeps({ now: c.clock.now })).scheduled(
-    createScheduledController({ cron: CRONS.asyncRuns }),
-    env,
-    createExecutionContext(),
-  );
-
-/** A D1 binding whose statements matching `pattern` fail, as D1 does when it is unavailable. */
-function failingD1(pattern: RegExp) {
-  return new Proxy(env.DB, {
-    get(target, prop) {
-      if (prop === "prepare")
-        return (query: string) => target.prepare(pattern.test(query) ? "SELECT d1_unavailable()" : query);
-      const value = Reflect.get(target, prop, target) as unknown;
-      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}
+/** The sweep of each of `runs`' keepers at `c`'s clock (what one run of the async-runs cron did for D1's runs). */
+const sweep = async (c: Client, ...runs: KeptRunAddress[]) => {
+  for (const run of runs) await sweepKept(run, c.clock.now);
+};
+/** The delivery log's records of run `runId`. */
+const deliveryRecords = async (runId: string) =>
+  (await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?")
+    .bind(runId)
+    .first<{ n: number }>())!.n;
 
 describe("cancel: DELETE …/runs/{run_id}", () => {
   it("cancels a queued run (200), again the same 200; the consumer then runs nothing", async () => {
@@ -137,10 +132,51 @@ describe("at most once", () => {
       deps: { outbound: upstream.outbound },
     });
     const copy = await consume(api, started.message, { id: "msg-copy", deps: { outbound: upstream.outbound } });
-    expect(again).toMatchObject({ acked: true, deliveries: [] });
+    // The redelivery of the message that ended it may hand on again its delivery, never attempted: the
+    // same one (its id), never a second; a copy under another message id hands on nothing.
+    expect(again).toMatchObject({ acked: true });
+    const firstId = (first.deliveries[0] as DeliveryMessage).id;
+    for (const m of again.deliveries as DeliveryMessage[]) expect(m.id).toBe(firstId);
     expect(copy).toMatchObject({ acked: true, deliveries: [] });
+    expect(await deliveryRecords(started.body.run_id)).toBe(1);
     expect(upstream.calls).toBe(1);
     expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
+  });
+
+  it("a redelivered message hands on again the delivery written with its run's end but never handed on (its consumer died in between), under its own id", async () => {
+    const local = client();
+    const app = await seedRunnable(local);
+    const hook = await receiver();
+    const started = await startAsync(local, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    // The consumer ends the run with its delivery on record; its hand-on is kept here, as if it died then
+    // (its message never acked: the queue delivers it again).
+    const died = await consume(local, started.message, { id: "msg-ended" });
+    expect(died.deliveries).toHaveLength(1);
+    const run = await keptRun(started.body);
+    expect(run).toMatchObject({
+      status: "succeeded",
+      webhookSecret: null,
+      deliveryId: (died.deliveries[0] as DeliveryMessage).id,
+    });
+    const upstream = gatedOutbound();
+    const redelivered = await consume(local, started.message, {
+      id: "msg-ended",
+      attempts: 2,
+      deps: { outbound: upstream.outbound },
+    });
+    expect(redelivered.acked).toBe(true);
+    expect(upstream.calls).toBe(0);
+    expect(redelivered.deliveries).toHaveLength(1);
+    expect(redelivered.deliveries[0]).toMatchObject({
+      id: run!.deliveryId,
+      runId: run!.id,
+      body: { inline: run!.result },
+    });
+    expect(await deliveryRecords(run!.id)).toBe(1);
+    await drive(local, redelivered.deliveries[0]);
+    const got = await received(hook.key);
+    expect(got).toHaveLength(1);
+    expect(got[0]!.body).toBe(run!.result);
   });
 
   it("a copy arriving while the run is running does not run it too", async () => {
@@ -165,7 +201,7 @@ describe("at most once", () => {
     const hook = await receiver();
     const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
     // The first invocation claimed the run, called the app and died before writing anything else.
-    expect(await claimRun(db, started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
+    expect(await keptRows(started.body).claim(started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
     const upstream = gatedOutbound();
     const redelivered = await consume(api, started.message, {
       id: "msg-died",
@@ -187,17 +223,17 @@ describe("at most once", () => {
     });
   });
 
-  it("a consumer whose D1 write fails after the app answered hands the message back; the redelivery ends it interrupted, the app called once", async () => {
+  it("a consumer whose write of the end fails after the app answered hands the message back; the redelivery ends it interrupted, the app called once", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
     const upstream = gatedOutbound();
     const crashed = await consume(api, started.message, {
       id: "msg-crash",
       deps: { outbound: upstream.outbound },
-      bindings: { DB: failingD1(/^update "async_runs" set .*"error_code" = \?/i) },
+      bindings: { RUN_KEEPER: failingKeepers("end") },
     });
     expect(crashed).toMatchObject({ acked: false, retried: true });
-    expect((await runById(db, started.body.run_id))!.status).toBe("running");
+    expect((await keptRun(started.body))!.status).toBe("running");
     const redelivered = await consume(api, started.message, {
       id: "msg-crash",
       attempts: 2,
@@ -211,16 +247,17 @@ describe("at most once", () => {
     });
   });
 
-  it("a claim that fails (D1 unavailable) hands the message back with nothing run; the retry runs it", async () => {
+  it("a claim that fails (its keeper unavailable) hands the message back with nothing run; the retry runs it", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
     const upstream = gatedOutbound();
     const failed = await consume(api, started.message, {
       deps: { outbound: upstream.outbound },
-      bindings: { DB: failingD1(/^update "async_runs" set .*"claimed_by" = \?/i) },
+      bindings: { RUN_KEEPER: failingKeepers("claim") },
     });
     expect(failed).toMatchObject({ acked: false, retried: true });
     expect(upstream.calls).toBe(0);
+    expect((await keptRun(started.body))!.status).toBe("queued");
     await consume(api, started.message, { attempts: 2, deps: { outbound: upstream.outbound } });
     expect(upstream.calls).toBe(1);
     expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
@@ -233,19 +270,19 @@ describe("the cron sweep", () => {
     const app = await seedRunnable(local);
     const running = await startAsync(local, app);
     const queued = await startAsync(local, app);
-    await claimRun(db, running.body.run_id, "msg-lost", local.clock.now());
+    await keptRows(running.body).claim(running.body.run_id, "msg-lost", local.clock.now());
     local.clock.advance(RUNNING_MAX_MS - 1_000);
-    await sweep(local);
-    expect((await runById(db, running.body.run_id))!.status).toBe("running");
+    await sweep(local, running.body, queued.body);
+    expect((await keptRun(running.body))!.status).toBe("running");
     local.clock.advance(2_000);
-    await sweep(local);
+    await sweep(local, running.body, queued.body);
     expect((await poll(local, running.body.status_url, app.token)).body).toMatchObject({
       status: "failed",
       error: { code: "interrupted" },
     });
-    expect((await runById(db, queued.body.run_id))!.status).toBe("queued");
+    expect((await keptRun(queued.body))!.status).toBe("queued");
     local.clock.advance(QUEUED_MAX_MS);
-    await sweep(local);
+    await sweep(local, running.body, queued.body);
     expect((await poll(local, queued.body.status_url, app.token)).body).toMatchObject({
       status: "failed",
       error: { code: "expired" },
@@ -268,16 +305,12 @@ describe("the cron sweep", () => {
     // `lost`: the consumer died right after ending the run (no delivery recorded); `noted`: right after
     // the delivery was recorded, before the run noted it.
     await env.DB.prepare("DELETE FROM webhook_deliveries WHERE run_id = ?").bind(lost.body.run_id).run();
-    await env.DB.prepare("UPDATE async_runs SET delivery_id = NULL WHERE id IN (?, ?)")
-      .bind(lost.body.run_id, noted.body.run_id)
-      .run();
+    for (const run of [lost.body, noted.body])
+      await keptSql(run, "UPDATE async_runs SET delivery_id = NULL WHERE id = ?", run.run_id);
     const capture = capturingQueue();
-    const sweepWith = () =>
-      createWorker(testDeps({ now: local.clock.now })).scheduled(
-        createScheduledController({ cron: CRONS.asyncRuns }),
-        { ...env, ...capture.bindings },
-        createExecutionContext(),
-      );
+    const sweepWith = async () => {
+      for (const run of [lost.body, noted.body]) await sweepKept(run, local.clock.now, capture.bindings);
+    };
     await sweepWith();
     expect(capture.sent).toEqual([]);
     local.clock.advance(RESULT_DELIVERY_MAX_MS + 1_000);
@@ -285,49 +318,15 @@ describe("the cron sweep", () => {
     await sweepWith();
     const sentFor = (runId: string) => (capture.sent as DeliveryMessage[]).filter((m) => m.runId === runId);
     expect(sentFor(lost.body.run_id)).toHaveLength(1);
-    const stored = await runById(db, lost.body.run_id);
+    const stored = await keptRun(lost.body);
     expect(sentFor(lost.body.run_id)[0]!.body).toEqual({ inline: stored!.result });
     expect(stored!.deliveryId).toBe(sentFor(lost.body.run_id)[0]!.id);
     // `noted`'s recorded delivery, still without an attempt, may be handed on again: under its own id.
-    const notedRun = await runById(db, noted.body.run_id);
+    const notedRun = await keptRun(noted.body);
+    expect(notedRun!.deliveryId).toMatch(/^whd_/);
     for (const m of sentFor(noted.body.run_id)) expect(m.id).toBe(notedRun!.deliveryId);
-    const count = (runId: string) =>
-      env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?")
-        .bind(runId)
-        .first<{ n: number }>();
-    expect((await count(lost.body.run_id))!.n).toBe(1);
-    expect((await count(noted.body.run_id))!.n).toBe(1);
-    expect((await runById(db, noted.body.run_id))!.deliveryId).toMatch(/^whd_/);
-  });
-
-  it("hands on again a delivery written with its run's end but never handed on (its consumer died in between), under its own id", async () => {
-    const local = client();
-    const app = await seedRunnable(local);
-    const hook = await receiver();
-    const started = await startAsync(local, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
-    // The consumer ends the run with its delivery on record; its hand-on is kept here, as if it died then.
-    await consume(local, started.message);
-    const run = await runById(db, started.body.run_id);
-    expect(run).toMatchObject({ status: "succeeded", webhookSecret: null, deliveryId: expect.stringMatching(/^whd_/) });
-    const capture = capturingQueue();
-    const sweep = () =>
-      createWorker(testDeps({ now: local.clock.now })).scheduled(
-        createScheduledController({ cron: CRONS.asyncRuns }),
-        { ...env, ...capture.bindings },
-        createExecutionContext(),
-      );
-    // Other tests of this file left deliveries like it: a sweep takes the oldest few, so look for this one's.
-    const sentForRun = () => (capture.sent as DeliveryMessage[]).filter((m) => m.runId === run!.id);
-    await sweep();
-    expect(sentForRun()).toEqual([]);
-    local.clock.advance(RESULT_DELIVERY_MAX_MS + 1_000);
-    for (let sweeps = 0; sweeps < 10 && sentForRun().length === 0; sweeps++) await sweep();
-    const [message] = sentForRun();
-    expect(message).toMatchObject({ id: run!.deliveryId, runId: run!.id, body: { inline: run!.result } });
-    const { n } = (await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?")
-      .bind(run!.id)
-      .first<{ n: number }>())!;
-    expect(n).toBe(1);
+    expect(await deliveryRecords(lost.body.run_id)).toBe(1);
+    expect(await deliveryRecords(noted.body.run_id)).toBe(1);
   });
 
   it("purges finished runs and their R2 payloads after the retention, and keeps younger ones", async () => {
@@ -335,13 +334,14 @@ describe("the cron sweep", () => {
     const app = await seedRunnable(local, `${PEER}/upstream/echo?bytes=${400 * 1024}`);
     const old = await startAsync(local, app);
     await consume(local, old.message);
-    expect((await runById(db, old.body.run_id))!.resultInR2).toBe(true);
+    expect((await keptRun(old.body))!.resultInR2).toBe(true);
     local.clock.advance(RUN_RETENTION_MS - 60_000);
     const young = await startAsync(local, app);
     await consume(local, young.message);
     local.clock.advance(120_000);
-    await sweep(local);
+    await sweep(local, old.body, young.body);
     expect((await poll(local, old.body.status_url, app.token)).status).toBe(404);
+    expect(await keptRun(old.body)).toBeUndefined();
     expect(await env.RUN_PAYLOADS.head(`runs/${old.body.run_id}/result`)).toBeNull();
     expect((await poll(local, young.body.status_url, app.token)).body.status).toBe("succeeded");
   });
@@ -398,8 +398,12 @@ describe("Idempotency-Key", () => {
     const local = client();
     const app = await seedRunnable(local);
     const first = await startAsync(local, app, { headers: { "Idempotency-Key": "swept" } });
-    local.clock.advance(24 * 3_600_000 + 1);
-    await sweep(local);
-    expect((await runById(db, first.body.run_id))!.idempotencyKey).toBeNull();
+    expect((await keptRun(first.body))!.idempotencyKey).toBe("swept");
+    local.clock.advance(24 * 3_600_000 - 1_000);
+    await sweep(local, first.body);
+    expect((await keptRun(first.body))!.idempotencyKey).toBe("swept");
+    local.clock.advance(1_001);
+    await sweep(local, first.body);
+    expect((await keptRun(first.body))!.idempotencyKey).toBeNull();
   });
 });

@@ -1,6 +1,9 @@
-import type { AsyncRun } from "../../db/schema";
+import { type AsyncRun, asyncRuns } from "../../db/schema";
 import type { Database } from "../../db/client";
-import type { Ended, NewAsyncRun, ResultDelivery, RunState, StoredEnding } from "./store";
+import { ApiError } from "../../platform/errors";
+import { eachLimited } from "../../platform/concurrency";
+import { KEEPER_SHARDS, keeperName, keeperObject, keeperOfShard } from "../wait/shard";
+import type { Ended, ListedRun, NewAsyncRun, ResultDelivery, RunFilter, RunState, StoredEnding } from "./store";
 import * as d1 from "./store";
 
 /**
@@ -62,13 +65,6 @@ export function d1RunRows(db: Database, projectId: string): RunRows {
 }
 
 /**
- * The rows that hold run `runId` of `projectId`: every owner of a run (admission, its consumer, its
- * status URL, cancel, a stream, a keeper's hand-over) finds its row here, from the ids it holds.
- */
-export const runRowsOf = (scope: { db: Database }, projectId: string, _runId: string): RunRows =>
-  d1RunRows(scope.db, projectId);
-
-/**
  * What the sweep and the retention purge (sweep.ts) read and change of a store's runs, a slice at a
  * time, and the rows of a run they end. D1's for the runs it holds (`d1SweptRuns`); a keeper's alarm
  * sweeps its own the same way.
@@ -103,9 +99,140 @@ export function d1SweptRuns(db: Database): SweptRuns {
   };
 }
 
-/** A page of `projectId`'s runs, newest first, wherever they are kept. */
-export const projectRuns = (
-  scope: { db: Database },
+/** The operations a keeper answers on the runs it keeps, through its one RPC method (`runs(op, args)`). */
+export type KeptRunsOp = keyof RunRows | "page";
+/** `insert`'s answer from a keeper: written, its caller's key names another run, or the keeper's storage is full. */
+export type KeptInsert = "taken" | "key_taken" | "full";
+
+/** The keeper's storage is past its bound (kept-runs.ts): the run is not taken, and the caller may retry later. */
+export const runStoreFull = () =>
+  new ApiError(
+    "service_unavailable",
+    "The project's store of runs is full until its retention frees room; nothing was run. Retry the request later.",
+    { headers: { "Retry-After": "60" } },
+  );
+
+/** `RunRows` over a keeper's `runs(op, args)`: a Worker's stub of it, or the keeper's own method. */
+export function keptRunRows(call: (op: KeptRunsOp, args: unknown[]) => Promise<unknown>): RunRows & {
+  page(filter: RunFilter): Promise<ListedRun[]>;
+  noted(runId: string, deliveryId: string): Promise<boolean>;
+} {
+  const op =
+    <R>(name: KeptRunsOp) =>
+    (...args: unknown[]) =>
+      call(name, args) as Promise<R>;
+  return {
+    insert: async (run) => {
+      const answer = (await call("insert", [run])) as KeptInsert;
+      if (answer === "full") throw runStoreFull();
+      return answer === "taken";
+    },
+    byKey: op("byKey"),
+    releaseKey: op("releaseKey"),
+    byId: op("byId"),
+    stateById: op("stateById"),
+    storedResult: op("storedResult"),
+    remove: op("remove"),
+    claim: op("claim"),
+    cancel: op("cancel"),
+    end: op("end"),
+    follow: op("follow"),
+    deliveryNoted: async (runId, deliveryId) => {
+      await call("deliveryNoted", [runId, deliveryId]);
+    },
+    noted: op("deliveryNoted"),
+    page: op("page"),
+  };
+}
+
+/** The rows of the keeper of run `runId` of `projectId` (`keeperName`), through its stub. */
+const keeperRows = (env: Env, projectId: string, runId: string) => {
+  const keeper = keeperObject(env, keeperName(projectId, runId));
+  return keptRunRows((op, args) => keeper.runs(op, args));
+};
+
+/**
+ * Whether D1's `async_runs` may still hold runs: those kept there before runs moved to their keepers
+ * (issue 41 Must 5), read and ended where they are until the retention has taken them. Asked of D1 at
+ * most once a minute per isolate, so a warm isolate makes no D1 round trip for a run once they are gone;
+ * a Worker of the code before (a gradual deployment) that still writes there is seen within a minute.
+ */
+const LEGACY_CHECK_MS = 60_000;
+let legacy: { may: boolean; at: number } | undefined;
+export async function legacyRuns(db: Database): Promise<boolean> {
+  if (legacy !== undefined && Date.now() - legacy.at < LEGACY_CHECK_MS) return legacy.may;
+  const [row] = await db.select({ id: asyncRuns.id }).from(asyncRuns).limit(1);
+  legacy = { may: row !== undefined, at: Date.now() };
+  return legacy.may;
+}
+/** Tests that seed D1 with runs of the code before forget what the isolate learnt. */
+export const forgetLegacyRuns = () => {
+  legacy = undefined;
+};
+
+/**
+ * The rows that hold run `runId` of `projectId`: its keeper's (`keeperName`, the shard read from the
+ * id), and D1's for a run kept there before the move, while any are. Every owner of a run (admission, its
+ * consumer, its status URL, cancel, a stream, the sweep) finds its row here, from the ids it holds.
+ */
+export function runRowsOf(scope: { db: Database; env: Env }, projectId: string, runId: string): RunRows {
+  const kept = keeperRows(scope.env, projectId, runId);
+  const old = d1RunRows(scope.db, projectId);
+  const orOld =
+    <A extends unknown[], R>(
+      first: (...args: A) => Promise<R | undefined>,
+      then: (...args: A) => Promise<R | undefined>,
+    ) =>
+    async (...args: A): Promise<R | undefined> =>
+      (await first(...args)) ?? ((await legacyRuns(scope.db)) ? then(...args) : undefined);
+  return {
+    // A key a run of the code before holds in D1 is taken until its 24 hours are over (accept.ts frees
+    // it then): the new run is not kept, and the caller's request is answered by that run.
+    insert: async (run) => {
+      const key = run.idempotencyKey;
+      if (key && (await legacyRuns(scope.db)) && (await old.byKey(run.caller ?? "", key))) return false;
+      return kept.insert(run);
+    },
+    byKey: orOld(kept.byKey, old.byKey),
+    releaseKey: async (id, createdBefore) => {
+      await kept.releaseKey(id, createdBefore);
+      if (await legacyRuns(scope.db)) await old.releaseKey(id, createdBefore);
+    },
+    byId: orOld(kept.byId, old.byId),
+    stateById: orOld(kept.stateById, old.stateById),
+    storedResult: orOld(kept.storedResult, old.storedResult),
+    remove: kept.remove,
+    claim: orOld(kept.claim, old.claim),
+    cancel: orOld(kept.cancel, old.cancel),
+    end: orOld(kept.end, old.end),
+    follow: orOld(kept.follow, old.follow),
+    deliveryNoted: async (id, deliveryId) => {
+      if (!(await kept.noted(id, deliveryId)) && (await legacyRuns(scope.db))) await old.deliveryNoted(id, deliveryId);
+    },
+  };
+}
+
+/**
+ * A page of `projectId`'s runs, newest first: each of its keepers' page and D1's (while it holds runs
+ * of the code before), merged by id. At most 6 keepers are asked at once (a Worker's simultaneous
+ * connections); each answers at most `filter.limit` rows, so the merge reads at most 9 × that.
+ */
+export async function projectRuns(
+  scope: { db: Database; env: Env },
   projectId: string,
-  filter: d1.RunFilter,
-): Promise<d1.ListedRun[]> => d1.listRuns(scope.db, projectId, filter);
+  filter: RunFilter,
+): Promise<ListedRun[]> {
+  const shards = Array.from({ length: KEEPER_SHARDS }, (_, shard) => shard);
+  const pages: ListedRun[][] = [];
+  const asked = await eachLimited(shards, 6, async (shard) => {
+    const keeper = keeperObject(scope.env, keeperOfShard(projectId, shard));
+    pages.push(await keptRunRows((op, args) => keeper.runs(op, args)).page(filter));
+  });
+  const failed = asked.find((result) => result.status === "rejected");
+  if (failed) throw failed.reason;
+  if (await legacyRuns(scope.db)) pages.push(await d1.listRuns(scope.db, projectId, filter));
+  return pages
+    .flat()
+    .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+    .slice(0, filter.limit);
+}

@@ -6,6 +6,10 @@ import { driverValues, fromDriver, prepared } from "../../db/statement-group";
 import { pendingInsert, type PendingRow } from "../../webhooks/store";
 
 /**
+ * Async runs in D1's `async_runs`: where they were kept before they moved to their keepers
+ * (kept-runs.ts, the same rules over the keeper's SQLite). What D1 still holds from before the move is
+ * read, ended and purged here until its retention has taken it (rows.ts falls back to it).
+ *
  * Every change of an async run's state is one conditional write on its status, so two writers (the
  * consumer's claim and a cancel, two copies of one queue message, the consumer and the sweeper) can
  * never both win: `queued → running` (claim), `queued → cancelled` (cancel), `running → succeeded |
@@ -13,7 +17,7 @@ import { pendingInsert, type PendingRow } from "../../webhooks/store";
  *
  * Each of these writes returns the run's `followed` flag: the writer tells the run's followers
  * (`followers.ts`) only when a stream follows it, so a run nobody follows costs its owner nothing more.
- * A stream sets the flag (`followRun`) in one write that also reads the state, so D1 orders the two: a
+ * A stream sets the flag (`followRun`) in one write that also reads the state, so the store orders the two: a
  * change either comes before that write (and the stream reads it) or after it (and the owner tells).
  */
 
@@ -231,6 +235,12 @@ export interface StoredEnding {
 /** What a write that ended a run answers: whether a stream follows it. */
 export interface Ended {
   followed: boolean;
+  /**
+   * With a `ResultDelivery`, whether its `pending` record was written (`false`: D1 refused it, and the
+   * delivery's first claim writes it from its message; a delivery that never reaches a claim is then
+   * settled by writing the record, `settleUnsent`).
+   */
+  recorded?: boolean;
 }
 
 /**
@@ -366,14 +376,18 @@ export async function unsentDeliveries(db: Database, since: Date, before: Date, 
     .limit(limit);
 }
 
-/** The id of a delivery already recorded for the run, if any. */
-export async function recordedDelivery(db: Database, projectId: string, runId: string): Promise<string | undefined> {
+/** A delivery already recorded for the run (the delivery log's record), if any. */
+export async function recordedDelivery(
+  db: Database,
+  projectId: string,
+  runId: string,
+): Promise<typeof webhookDeliveries.$inferSelect | undefined> {
   const [row] = await db
-    .select({ id: webhookDeliveries.id })
+    .select()
     .from(webhookDeliveries)
     .where(and(eq(webhookDeliveries.projectId, projectId), eq(webhookDeliveries.runId, runId)))
     .limit(1);
-  return row?.id;
+  return row;
 }
 
 /** Runs in `status` since before `before` (by start for running, by creation for queued), oldest first. */

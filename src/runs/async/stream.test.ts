@@ -1,12 +1,23 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { consume, gatedOutbound, poll, startAsync } from "../../../test/async-runs";
+import {
+  consume,
+  gatedOutbound,
+  type KeptRead,
+  keptRows,
+  keptRun,
+  keptSql,
+  poll,
+  readingKeepers,
+  startAsync,
+} from "../../../test/async-runs";
 import { eventReader, follow, heldSleeps } from "../../../test/event-streams";
 import { client } from "../../../test/helpers";
-import { createDb } from "../../db/client";
-import { claimRun, runById } from "./store";
 import { RECHECK_EVERY } from "./stream";
+import { createDb } from "../../db/client";
+import { insertRun } from "./store";
+import { forgetLegacyRuns } from "./rows";
 import { followersObject, WORD_RESOURCE_MAX } from "./followers";
 import { faultyD1 } from "../../../test/faulty-d1";
 import { callWith, seedRunnable } from "../../../test/runs";
@@ -15,7 +26,6 @@ import { callWith, seedRunnable } from "../../../test/runs";
 // (a stream of an earlier test may still hold one).
 let sleeps = heldSleeps();
 const api = client({ sleep: (ms) => sleeps.sleep(ms) });
-const db = createDb(env.DB);
 
 beforeEach(() => {
   sleeps = heldSleeps();
@@ -74,18 +84,25 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect(upstream.calls).toBe(1);
   });
 
-  it("sends the run as its owner wrote it, without reading D1 again", async () => {
+  it("sends the run as its owner wrote it, without reading it again (from its keeper or D1)", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
     let readsFail = false;
     const refused: Parameters<typeof faultyD1>[2] = [];
     const db = faultyD1(env.DB, (sql) => readsFail && /^\s*select/i.test(sql), refused);
-    const response = await callWith(api, { DB: db }, new URL(started.body.status_url).pathname, {
-      token: app.token,
-      headers: { Accept: "text/event-stream" },
-    });
+    // The stream's calls on the run's keeper (the consumer has a keeper binding of its own).
+    const kept: KeptRead[] = [];
+    const response = await callWith(
+      api,
+      { DB: db, RUN_KEEPER: readingKeepers(kept) },
+      new URL(started.body.status_url).pathname,
+      { token: app.token, headers: { Accept: "text/event-stream" } },
+    );
     const events = eventReader(response);
     expect((await events.event())?.id).toBe("1");
+    // It read the run and marked it followed before its first event; from here it reads it no more.
+    expect(kept.map((r) => r.op)).toContain("follow");
+    kept.length = 0;
     // From here a read of D1 by the stream would fail (and close it early, without events).
     readsFail = true;
     const upstream = await consumeHeld(started.message);
@@ -96,6 +113,7 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
     expect(await events.next()).toBeNull();
     expect(refused).toEqual([]);
+    expect(kept).toEqual([]);
   });
 
   it("reads a run whose result is too large for its owner's word, and sends it whole", async () => {
@@ -117,8 +135,8 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     const started = await startAsync(api, app);
     const events = eventReader(await follow(api, started.body.status_url, app.token));
     expect((await events.event())?.id).toBe("1");
-    // Moved in D1 behind the stream's back: no owner told the hub.
-    await claimRun(db, started.body.run_id, "elsewhere", api.clock.now());
+    // Moved in its keeper behind the stream's back: no owner told the hub.
+    expect(await keptRows(started.body).claim(started.body.run_id, "elsewhere", api.clock.now())).toBeDefined();
     for (let i = 1; i < RECHECK_EVERY; i++) {
       await sleeps.waiting();
       sleeps.pass();
@@ -160,7 +178,7 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect(done.status).toBe(204);
     expect(await done.text()).toBe("");
     // Nothing of an ended run is followed: no hub was ever joined.
-    expect((await runById(db, started.body.run_id))?.followed).toBe(false);
+    expect((await keptRun(started.body))?.followed).toBe(false);
   });
 
   it("refuses a Last-Event-ID that is none of its ids with a 400 naming the header", async () => {
@@ -191,7 +209,7 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
   it("sends an interrupted run's end (a redelivered message finds its own claim)", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
-    await claimRun(db, started.body.run_id, "arm-dead", api.clock.now());
+    expect(await keptRows(started.body).claim(started.body.run_id, "arm-dead", api.clock.now())).toBeDefined();
     const events = eventReader(await follow(api, started.body.status_url, app.token));
     expect((await events.event())?.run.status).toBe("running");
     await consume(api, started.message, { id: "arm-dead", attempts: 2 });
@@ -204,7 +222,7 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     const events = eventReader(await follow(api, started.body.status_url, app.token));
     expect((await events.event())?.id).toBe("1");
     // Claimed behind the stream's back, then the hub restarts (its sockets closed): no word ever came.
-    await claimRun(db, started.body.run_id, "arm-lost-hub", api.clock.now());
+    expect(await keptRows(started.body).claim(started.body.run_id, "arm-lost-hub", api.clock.now())).toBeDefined();
     const hub = followersObject(env, started.body.run_id);
     await runInDurableObject(hub, (_instance, state) => {
       for (const socket of state.getWebSockets()) socket.close(1012, "restarting");
@@ -236,6 +254,34 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     expect(end?.id).toBe("3");
   });
 
+  it("follows a run kept in D1 before runs moved to their keepers: its changes reach the stream", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const runId = started.body.run_id;
+    // The run as the code before kept it: in D1; its keeper has none.
+    const row = await keptRun(started.body);
+    expect(await insertRun(createDb(env.DB), row!)).toBe(true);
+    await keptSql(started.body, "DELETE FROM async_runs WHERE id = ?", runId);
+    forgetLegacyRuns();
+    try {
+      const events = eventReader(await follow(api, started.body.status_url, app.token));
+      expect((await events.event())?.id).toBe("1");
+      const upstream = await consumeHeld(started.message);
+      expect(await events.event()).toMatchObject({ id: "2", run: { status: "running" } });
+      await upstream.release();
+      const end = await events.event();
+      expect(end).toMatchObject({ id: "3", run: { status: "succeeded", status_code: 200 } });
+      expect(end!.run).toEqual((await poll(api, started.body.status_url, app.token)).body);
+      expect(await events.next()).toBeNull();
+      const d1 = await env.DB.prepare("SELECT status, followed FROM async_runs WHERE id = ?").bind(runId).first();
+      expect(d1).toEqual({ status: "succeeded", followed: 1 });
+      expect(await keptRun(started.body)).toBeUndefined();
+    } finally {
+      await env.DB.prepare("DELETE FROM async_runs WHERE id = ?").bind(runId).run();
+      forgetLegacyRuns();
+    }
+  });
+
   it("costs a run nobody follows nothing: its owner never reaches a hub", async () => {
     const app = await seedRunnable(api);
     const started = await startAsync(api, app);
@@ -250,7 +296,7 @@ describe("a run's status as an event stream (Accept: text/event-stream)", () => 
     await consume(api, started.message, { bindings: { RUN_FOLLOWERS: counting } });
     expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
     expect(reached).toBe(0);
-    expect((await runById(db, started.body.run_id))?.followed).toBe(false);
+    expect((await keptRun(started.body))?.followed).toBe(false);
   });
 
   it("leaves the hub when its client hangs up", async () => {

@@ -1,9 +1,8 @@
 import type { PurgeStep } from "../../platform/purge";
 import type { Scope } from "../../platform/scope";
 import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
-import { handOnResult, endUnanswered } from "./lifecycle";
+import { handOnAgain, handOnResult, endUnanswered } from "./lifecycle";
 import { dropPayloads, readPayload, requestKey, resultKey } from "./payloads";
-import { recordedDelivery } from "./store";
 import { d1SweptRuns, type SweptRuns } from "./rows";
 import { handToLane, pendingOf } from "../../webhooks/enqueue";
 import { STALE_AFTER_MS } from "../../webhooks/housekeeping";
@@ -23,13 +22,15 @@ export const QUEUED_MAX_MS = 24 * 3600 * 1000;
 export const RESULT_DELIVERY_MAX_MS = 2 * 60_000;
 
 /*
- * Subrequest budget of one cron run, planned for Workers Free's 50 (D1, R2, queue and Durable Object
- * calls counted): 3 selects (running, queued, undelivered) + ≤ 6 runs ended or given their delivery × ≤ 7
+ * Subrequest budget of one sweep, planned for Workers Free's 50 (D1, R2, queue and Durable Object calls
+ * counted): 3 selects (running, queued, undelivered) + ≤ 6 runs ended or given their delivery × ≤ 7
  * (conditional write or delivery lookup, R2 read of the result, the delivery's D1 insert, R2 put, the
- * handing to its lane or the queue, the write noting its delivery) + 1 select of expired runs + 2 deletes (100
- * ids each) + 1 R2 delete (≤ 1,000 keys) + 1 key release = 50. The select of deliveries recorded but
+ * handing to its lane or the queue, the write noting its delivery) + 1 select of expired runs + 2 deletes
+ * (100 ids each) + 1 R2 delete (≤ 1,000 keys) + 1 key release = 50. The select of deliveries recorded but
  * never handed on is made only when fewer than 6 runs took their share (then ≤ 5 × 7 + 1 + 4 + 5 ≤ 45).
- * What is left over waits for the next run, 5 minutes later.
+ * A keeper's sweep makes its selects, writes and deletes in its own storage (no subrequest), so only the
+ * D1, R2 and lane calls of the runs it ends count. What is left over waits for the next sweep: a keeper's
+ * comes a second later when work is still due; the cron over D1's runs, 5 minutes later.
  */
 export const ENDS_PER_SWEEP = 6;
 export const PURGES_PER_SWEEP = 200;
@@ -76,13 +77,19 @@ export function asyncRunSteps(scope: Scope, runs: SweptRuns = d1SweptRuns(scope.
   ];
 }
 
-/** The `*\/5 * * * *` cron: settles runs left running or queued too long, purges past retention, frees old keys. */
+/**
+ * A sweep of `runs`: settles runs left running or queued too long, hands over results that never reached
+ * their delivery, purges past retention (`purges` at most), frees old keys. Each keeper sweeps its own
+ * runs from its alarm (src/runs/wait/keeper.ts); the `*\/5 * * * *` cron sweeps what D1 still holds
+ * (runs kept there before they moved to their keepers: docs/operations.md).
+ */
 export async function sweepAsyncRuns(
   scope: Scope,
   outcomes: OutcomePort,
   runs: SweptRuns = d1SweptRuns(scope.db),
+  purges = PURGES_PER_SWEEP,
 ): Promise<void> {
-  const { env, deps, db } = scope;
+  const { env, deps } = scope;
   const now = deps.now().getTime();
   const running = await runs.stale("running", new Date(now - RUNNING_MAX_MS), ENDS_PER_SWEEP);
   const queued = await runs.stale("queued", new Date(now - QUEUED_MAX_MS), ENDS_PER_SWEEP - running.length);
@@ -95,10 +102,10 @@ export async function sweepAsyncRuns(
     ENDS_PER_SWEEP - running.length - queued.length,
   );
   for (const run of undelivered) {
-    // The consumer died after recording the delivery but before noting it: one record is enough.
-    const recorded = await recordedDelivery(db, run.projectId, run.id);
+    // Its owner died after recording the delivery but before noting it: one record is enough.
+    const recorded = await handOnAgain(scope, run);
     if (recorded) {
-      await runs.rowsOf(run).deliveryNoted(run.id, recorded);
+      await runs.rowsOf(run).deliveryNoted(run.id, recorded.id);
       continue;
     }
     const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
@@ -114,7 +121,7 @@ export async function sweepAsyncRuns(
     if (result !== null) await handToLane(scope, pendingOf(delivery), result);
   }
 
-  const purged = await purgeRuns(scope, runs, new Date(now - RUN_RETENTION_MS), PURGES_PER_SWEEP);
+  const purged = await purgeRuns(scope, runs, new Date(now - RUN_RETENTION_MS), purges);
   await runs.releaseKeys(new Date(now - IDEMPOTENCY_WINDOW_MS), KEYS_PER_SLICE);
   if (running.length + queued.length + undelivered.length + unsent.length + purged > 0) {
     log("info", "async runs swept", {

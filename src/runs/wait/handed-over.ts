@@ -6,7 +6,7 @@ import { tellIfFollowed } from "../async/followers";
 import { endingOf, problemEnding } from "../async/lifecycle";
 import { runJson } from "../async/resource";
 import type { StoredEnding } from "../async/store";
-import { runRowsOf } from "../async/rows";
+import type { RunRows } from "../async/rows";
 import type { AdmittedRun } from "../admitted";
 
 /**
@@ -61,13 +61,13 @@ function rowOf(run: AdmittedRun, appUrl: string, pending: PendingDelivery | null
 
 /** The hand-over: the run's row, `running` since its call. `false` when the row was there already. */
 export async function insertHandedOver(
-  scope: Scope,
+  rows: RunRows,
   run: AdmittedRun,
   appUrl: string,
   pending: PendingDelivery | null,
   at: RowTimes,
 ): Promise<boolean> {
-  return runRowsOf(scope, run.projectId, run.runId).insert(rowOf(run, appUrl, pending, at));
+  return rows.insert(rowOf(run, appUrl, pending, at));
 }
 
 /**
@@ -76,11 +76,12 @@ export async function insertHandedOver(
  */
 async function endRow(
   scope: Scope,
+  rows: RunRows,
   row: ReturnType<typeof rowOf>,
   ending: StoredEnding,
   result: string | null,
 ): Promise<boolean> {
-  const ended = await runRowsOf(scope, row.projectId, row.id).end(row.id, "running", KEEPER_CLAIM, ending);
+  const ended = await rows.end(row.id, "running", KEEPER_CLAIM, ending);
   const run: AsyncRun = { ...row, ...ending, resultType: ending.resultType, followed: true };
   tellIfFollowed(scope, row.id, ending.status, ended?.followed, () => runJson(run, result));
   return ended !== undefined;
@@ -89,6 +90,7 @@ async function endRow(
 /** Ends the handed-over run with its answer, stored as an async run's (large results in R2). */
 export async function endHandedOver(
   scope: Scope,
+  rows: RunRows,
   run: AdmittedRun,
   appUrl: string,
   pending: PendingDelivery | null,
@@ -96,7 +98,7 @@ export async function endHandedOver(
   answer: RunAnswer,
 ): Promise<{ ended: boolean; ending: StoredEnding }> {
   const ending = await endingOf(scope.env, run.runId, answer, new Date(at.endedAt));
-  const ended = await endRow(scope, rowOf(run, appUrl, pending, at), ending, answer.text);
+  const ended = await endRow(scope, rows, rowOf(run, appUrl, pending, at), ending, answer.text);
   return { ended, ending };
 }
 
@@ -107,6 +109,7 @@ export async function endHandedOver(
  */
 export async function endInterrupted(
   scope: Scope,
+  rows: RunRows,
   run: AdmittedRun,
   appUrl: string,
   pending: PendingDelivery | null,
@@ -118,7 +121,7 @@ export async function endInterrupted(
   const row = rowOf(run, appUrl, pending, at);
   // A row written at hand-over (whatever the keeper's record had time to say) ends here; one already
   // ended is left as it is.
-  if (await endRow(scope, row, ending, text)) return true;
+  if (await endRow(scope, rows, row, ending, text)) return true;
   if (at.handedOverAt !== null) return false;
-  return runRowsOf(scope, row.projectId, row.id).insert({ ...row, ...ending });
+  return rows.insert({ ...row, ...ending });
 }

@@ -4,7 +4,7 @@ import { ApiError, problemBody } from "../../platform/errors";
 import { log } from "../../platform/log";
 import { migrateStorage, type StorageShape } from "../../platform/object-storage";
 import { createScope, type Scope } from "../../platform/scope";
-import { handToLane, type PendingDelivery, writePendingDelivery } from "../../webhooks/enqueue";
+import { handToLane, type PendingDelivery, recordPending, writePendingDelivery } from "../../webhooks/enqueue";
 import { offWire } from "../app-request";
 import { runMeta } from "../call";
 import type { OutcomePort } from "../outcome";
@@ -18,6 +18,18 @@ import { outcomePath } from "../outcome";
 import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
 import { type AdmittedRun, type AdmittedRunIn, admittedRunOf, isMode, startOfAdmitted } from "../admitted";
 import { openableWebhookSecret } from "../webhook";
+import { KEPT_RUNS_SCHEMA, KeptRuns } from "../async/kept-runs";
+import { handOnAgain } from "../async/lifecycle";
+import { type KeptRunsOp, keptRunRows, type SweptRuns } from "../async/rows";
+import type { Ended, NewAsyncRun, ResultDelivery, RunFilter, StoredEnding } from "../async/store";
+import {
+  QUEUED_MAX_MS,
+  RESULT_DELIVERY_MAX_MS,
+  RUN_RETENTION_MS,
+  RUN_SLICE_MAX,
+  RUNNING_MAX_MS,
+  sweepAsyncRuns,
+} from "../async/sweep";
 
 export { KEEPER_SHARDS, keeperName } from "./shard";
 
@@ -110,9 +122,10 @@ interface KeptRecord {
 type StoredDelivery = Omit<PendingDelivery, "secret" | "createdAt"> & { createdAt: number };
 
 /**
- * The keeper's storage (SQLite): a record per run it holds, and the runs of its callers'
+ * The keeper's storage (SQLite): a record per run it holds, the runs of its callers'
  * `Idempotency-Key`s (24 hours each; each new key removes up to KEYS_PURGED expired ones, so expired
- * keys go faster than keys come).
+ * keys go faster than keys come), and the async and handed-over runs of its shard (`KeptRuns`,
+ * runs/async/kept-runs.ts: their state, small payloads and results, for their retention).
  */
 const SCHEMA = [
   "CREATE TABLE IF NOT EXISTS kept_runs (run_id TEXT PRIMARY KEY, record TEXT NOT NULL)",
@@ -122,8 +135,12 @@ const SCHEMA = [
   ) WITHOUT ROWID`,
   "CREATE INDEX IF NOT EXISTS run_keys_created ON run_keys (created_at)",
   "CREATE INDEX IF NOT EXISTS run_keys_run ON run_keys (run_id)",
+  ...KEPT_RUNS_SCHEMA,
 ];
-/** Its version in `meta` (`migrateStorage`); no change since the first keepers, which kept none. */
+/**
+ * Its version in `meta` (`migrateStorage`); no step since the first keepers, which kept none: the runs'
+ * table and indexes came later, `IF NOT EXISTS`, and the schema alone makes them in a keeper made before.
+ */
 const STORAGE: StorageShape = {
   meta: { table: "meta", value: "INTEGER" },
   made: "kept_runs",
@@ -131,6 +148,28 @@ const STORAGE: StorageShape = {
   steps: [],
 };
 const KEYS_PURGED = 16;
+
+/**
+ * A keeper's storage past which it takes no new async or handed-over run (the caller's 503) until its
+ * retention has made room: 8 GiB of the 10 GB a Durable Object's SQLite storage may hold, the rest for
+ * the records and keys of waited runs in flight. Issue 41 Must 3: a bound, and a rule past it.
+ */
+export const KEEPER_STORAGE_BYTES_MAX = 8 * 1024 ** 3;
+/** How long each kind of run may wait before the keeper's sweep acts on it (runs/async/sweep.ts). */
+const SWEEP_AFTER = {
+  queuedMs: QUEUED_MAX_MS,
+  runningMs: RUNNING_MAX_MS,
+  undeliveredMs: RESULT_DELIVERY_MAX_MS,
+  retentionMs: RUN_RETENTION_MS,
+  keyMs: IDEMPOTENCY_WINDOW_MS,
+};
+/**
+ * A sweep follows the last one by at least this much (a slice of RUN_SLICE_MAX finished runs purged a
+ * second: more than one keeper can take, ~1,000 requests a second and 3 of them a run), and by
+ * SWEEP_RETRY_MS after one that failed (D1 or R2 unavailable), never in a loop.
+ */
+const SWEEP_GAP_MS = 1_000;
+const SWEEP_RETRY_MS = 30_000;
 /** Requests under one key that may wait for its run at once, beside the one that made it (past it: the caller's 429). */
 const JOINED_MAX = 8;
 
@@ -156,6 +195,16 @@ export class Keeper {
   #holding = false;
   #idle: (() => void) | null = null;
   #scope: Scope | undefined;
+  /** The async and handed-over runs of this keeper's shard (runs/async/kept-runs.ts). */
+  readonly runs: KeptRuns;
+  /** Whether its alarm sweeps its runs (`KEEPER_SWEEP`): always but in tests, which sweep with their own clock. */
+  sweepsByAlarm: boolean;
+  /** Each operation a Worker may ask of `runs` (`runsCall`): `RunRows` and a list's page. */
+  readonly #ops: Record<KeptRunsOp, (...args: never[]) => unknown>;
+  /** `runs` as every owner of a run reaches it (`RunRows`), for the keeper's own work on them. */
+  readonly #rows: ReturnType<typeof keptRunRows>;
+  /** `runs` as the sweep reads them (runs/async/sweep.ts). */
+  readonly #swept: SweptRuns;
 
   constructor(
     private readonly state: DurableObjectState,
@@ -166,6 +215,120 @@ export class Keeper {
     this.#storage = state.storage;
     this.#sql = state.storage.sql;
     migrateStorage(state.storage, STORAGE);
+    this.runs = new KeptRuns(this.#sql, KEEPER_STORAGE_BYTES_MAX);
+    this.sweepsByAlarm = getConfig(env).keeperSweep === "alarm";
+    // The alarm as set before this object was made (an eviction forgets `#alarmAt`): `#arm` never moves it later.
+    void state.blockConcurrencyWhile(async () => {
+      this.#alarmAt = await this.#storage.getAlarm();
+    });
+    const runs = this.runs;
+    this.#ops = {
+      insert: (run: NewAsyncRun) => {
+        const answer = runs.insert(run);
+        this.#armSweep();
+        return answer;
+      },
+      byKey: (caller: string, key: string) => runs.byKey(caller, key),
+      releaseKey: (runId: string, before: Date) => runs.releaseKey(runId, before),
+      byId: (runId: string) => runs.byId(runId),
+      stateById: (runId: string) => runs.stateById(runId),
+      storedResult: (runId: string) => runs.storedResult(runId),
+      remove: (runId: string) => runs.remove(runId),
+      claim: (runId: string, messageId: string, now: Date) => {
+        const claimed = runs.claim(runId, messageId, now);
+        if (claimed) this.#armSweep();
+        return claimed;
+      },
+      cancel: (appName: string, runId: string, now: Date) => {
+        const cancelled = runs.cancel(appName, runId, now);
+        if (cancelled) this.#armSweep();
+        return cancelled;
+      },
+      end: (
+        runId: string,
+        from: "queued" | "running",
+        claimedBy: string | null,
+        ending: StoredEnding,
+        delivery?: ResultDelivery,
+      ) => this.#endRun(runId, from, claimedBy, ending, delivery),
+      follow: (runId: string) => runs.follow(runId),
+      deliveryNoted: (runId: string, deliveryId: string) => runs.deliveryNoted(runId, deliveryId),
+      page: (filter: RunFilter) => runs.page(filter),
+    };
+    this.#rows = keptRunRows((op, args) => this.runsCall(op, args));
+    this.#swept = {
+      // A handed-over run this object is calling now is not stale, however long it runs.
+      stale: async (status, before, limit) =>
+        runs
+          .stale(status, before, limit + this.#live.size)
+          .filter((run) => !this.#live.has(run.id))
+          .slice(0, limit),
+      undelivered: async (before, limit) => runs.undelivered(before, limit),
+      // A delivery recorded with its run's end goes to its lane from the consumer that ended it, or, if
+      // that consumer died, from its message's redelivery (consumer.ts): nothing here reads D1's log for it.
+      unsent: async () => [],
+      expired: async (before, limit) => runs.expired(before, limit),
+      removeAll: async (ids) => runs.removeAll(ids),
+      releaseKeys: async (before, limit) => runs.releaseKeys(before, limit),
+      rowsOf: () => this.#rows,
+    };
+  }
+
+  /** An operation on the runs this keeper keeps (`KeptRunsOp`, with its arguments as `RunRows` takes them). */
+  async runsCall(op: KeptRunsOp, args: unknown[]): Promise<unknown> {
+    const run = this.#ops[op] as ((...args: unknown[]) => unknown) | undefined;
+    if (run === undefined) throw new Error(`The keeper has no operation '${op}' on its runs.`);
+    return run(...args);
+  }
+
+  /**
+   * Ends a run (`KeptRuns.end`); with `delivery`, its `pending` record goes to the delivery log after the
+   * end (only a run this call ended gets one), then the run notes it. A keeper stopped in between leaves
+   * the run without its delivery noted, and its sweep hands the result over again after
+   * RESULT_DELIVERY_MAX_MS, finding the record if it was written (runs/async/sweep.ts).
+   */
+  async #endRun(
+    runId: string,
+    from: "queued" | "running",
+    claimedBy: string | null,
+    ending: StoredEnding,
+    delivery?: ResultDelivery,
+  ): Promise<Ended | undefined> {
+    const ended = this.runs.end(runId, from, claimedBy, ending);
+    if (ended === undefined) return undefined;
+    let recorded = true;
+    if (delivery) {
+      if (delivery.row) recorded = await recordPending(this.#scopeOf("").db, delivery.row);
+      this.runs.deliveryNoted(runId, delivery.deliveryId);
+    }
+    this.#armSweep();
+    return { ...ended, recorded };
+  }
+
+  /** Sets the alarm for the sweep's next work (`KeptRuns.nextDue`), not before `notBefore`. */
+  #armSweep(notBefore = 0): void {
+    if (!this.sweepsByAlarm) return;
+    const due = this.runs.nextDue(SWEEP_AFTER);
+    if (due !== null) this.#arm(Math.max(due, notBefore));
+  }
+
+  /**
+   * The sweep of this keeper's runs (runs/async/sweep.ts): what is due at `now()`, a slice of each kind;
+   * when to sweep again at the soonest. The alarm's first step; tests call it with their clock (and,
+   * to watch what it sends, bindings of their own).
+   */
+  async sweep(test: { now?: () => Date; bindings?: Partial<Env> } = {}): Promise<number> {
+    const deps = { ...this.deps, now: test.now ?? this.deps.now };
+    const scope = test.bindings
+      ? createScope({ ...this.env, ...test.bindings }, this.state, deps, "sweep")
+      : { ...this.#scopeOf("sweep"), deps };
+    try {
+      await sweepAsyncRuns(scope, this.outcomes, this.#swept, RUN_SLICE_MAX);
+      return SWEEP_GAP_MS;
+    } catch (error) {
+      log("error", "a keeper's sweep of its runs failed: it tries again", { error });
+      return SWEEP_RETRY_MS;
+    }
   }
 
   /** The scope of a run's work here: the keeper's own (its config, its D1 client), with the run's request id. */
@@ -321,6 +484,7 @@ export class Keeper {
     this.#arm(Date.now() + HOLD_FROM_MS);
     const call = keepCall({
       scope,
+      rows: this.#rows,
       run,
       sentAfterMs,
       appRequest: offWire(appRequest, run.runId),
@@ -403,6 +567,8 @@ export class Keeper {
   async alarm(): Promise<void> {
     this.#alarmAt = null;
     this.#holding = true;
+    // The sweep of its runs first: it never throws (a failed one is tried again later, `sweep`).
+    const sweepAgainIn = this.sweepsByAlarm ? await this.sweep() : SWEEP_GAP_MS;
     try {
       const rows = this.#sql.exec<{ run_id: string; record: string }>("SELECT run_id, record FROM kept_runs").toArray();
       for (const row of rows)
@@ -419,6 +585,7 @@ export class Keeper {
       this.#holding = false;
     }
     if (this.#live.size > 0) this.#arm(Date.now());
+    this.#armSweep(Date.now() + sweepAgainIn);
   }
 
   /** Ends a run this object lost mid-call: stored (and delivered) as `interrupted`, never called again. */
@@ -441,6 +608,7 @@ export class Keeper {
     const text = JSON.stringify(problemBody(error, run.requestId));
     const ended = await endInterrupted(
       scope,
+      this.#rows,
       run,
       record.target,
       pending,
@@ -456,6 +624,11 @@ export class Keeper {
       events.record({ kind: "failed", problem: error });
       events.ended({ at: endedAt, bytesIn: run.bytesIn, bytesOut: 0, webhook: pending !== null });
       log("error", "waited run interrupted", { run_id: run.runId, project_id: run.projectId, phase: record.phase });
+    } else if (pending) {
+      // Its row had ended before the object stopped (its end stored, its delivery perhaps not yet given
+      // to its lane): the recorded delivery goes to its lane now if it was never attempted.
+      const row = this.runs.byId(run.runId);
+      if (row) await handOnAgain(scope, row);
     }
     this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", run.runId);
     this.#sql.exec("UPDATE run_keys SET status = 'failed' WHERE run_id = ?", run.runId);
@@ -496,6 +669,11 @@ export function runKeeperClass(deps: Deps, outcomes: OutcomePort) {
 
     take(appRequest: Request, run: AdmittedRun, sentAfterMs: number): Promise<KeeperAnswer> {
       return this.keeper.take(appRequest, run, sentAfterMs);
+    }
+
+    /** An operation on the async and handed-over runs it keeps (runs/async/rows.ts `keptRunRows`). */
+    runs(op: KeptRunsOp, args: unknown[]): Promise<unknown> {
+      return this.keeper.runsCall(op, args);
     }
 
     /** The RPC of the code before the admitted run (remove once no Worker of it runs). */

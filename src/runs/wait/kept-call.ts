@@ -17,6 +17,7 @@ import type { RunOutcome } from "../outcome";
 import { runEvents } from "../run-events";
 import { byteLength } from "../async/payloads";
 import { endHandedOver, insertHandedOver } from "./handed-over";
+import type { RunRows } from "../async/rows";
 import type { KeeperAnswer, WholeAnswer } from "./message";
 import { type AdmittedRunIn, startOfAdmitted } from "../admitted";
 
@@ -68,6 +69,8 @@ export type Joined =
 
 export interface KeepParts {
   scope: Scope;
+  /** The keeper's rows of runs: a handed-over run's row is kept there. */
+  rows: RunRows;
   run: AdmittedRunIn<"wait">;
   /** The Worker's wall milliseconds from the run's acceptance to the moment it sent the run here. */
   sentAfterMs: number;
@@ -83,7 +86,7 @@ export interface KeepParts {
 
 /** Starts the app's call of `run` and keeps it to its end. */
 export function keepCall(parts: KeepParts): KeptCall {
-  const { scope, run, sentAfterMs, appRequest, pending, clock } = parts;
+  const { scope, rows, run, sentAfterMs, appRequest, pending, clock } = parts;
   const { deps } = scope;
   const received = Date.now();
   const context = contextOf(run, () => new Date(clock()));
@@ -134,7 +137,7 @@ export function keepCall(parts: KeepParts): KeptCall {
     phase = "handing_over";
     clearTimeout(waitTimer);
     const at = clock();
-    handingOver = insertHandedOver(scope, run, appRequest.url, pending, {
+    handingOver = insertHandedOver(rows, run, appRequest.url, pending, {
       calledAt: clock(calledAt),
       handedOverAt: at,
     })
@@ -161,7 +164,7 @@ export function keepCall(parts: KeepParts): KeptCall {
         return true;
       })
       .catch(() => {
-        // D1 would not take the run: it cannot be handed over, so it is ended rather than lost unseen.
+        // Its store would not take the run (full, or failing): it cannot be handed over, so it is ended rather than lost unseen.
         const error = new ApiError(
           "service_unavailable",
           "The run could not be handed over (its store was unavailable); the app's call was ended. Retry the request.",
@@ -207,7 +210,7 @@ export function keepCall(parts: KeepParts): KeptCall {
   /** Nobody waits: the answer is stored as an async run's, and delivered to the webhook. */
   async function store(answer: RunAnswer, answeredAt: number | null): Promise<void> {
     if (!(await handingOver)) {
-      // Not handed over after all (D1 refused the row): the caller was told; the run ends with that.
+      // Not handed over after all (its store refused the row): the caller was told; the run ends with that.
       endedAs = "answered";
       const refused = new ApiError("service_unavailable", "The run could not be handed over.", runMeta(run.runId));
       answeredWith({ status: refused.status, failure: refused }, answeredAt);
@@ -217,6 +220,7 @@ export function keepCall(parts: KeepParts): KeptCall {
     const endedAt = clock();
     const { ending } = await endHandedOver(
       scope,
+      rows,
       run,
       appRequest.url,
       pending,

@@ -5,6 +5,7 @@ import { client } from "../../../test/helpers";
 import { eventually, keeperOf } from "../../../test/keepers";
 import { appCalls, PEER, releaseStream, watchKey, watchState } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
+import { keptSql } from "../../../test/async-runs";
 
 // One key, one run, in every mode (issue 40 Must 2): a waited run honours `Idempotency-Key` as an async
 // run does. Every request under the key reaches the same keeper (the run id is in the key's shard),
@@ -17,8 +18,15 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-const rowOf = (runId: string) =>
-  env.DB.prepare("SELECT status, mode FROM async_runs WHERE id = ?").bind(runId).first<{ status: string }>();
+/** Run `runId`'s row of `app`, in its keeper (a run handed over is kept there). */
+const rowOf = async (app: { appPath: string }, runId: string) => {
+  const run = { run_id: runId, status_url: `http://localhost${app.appPath}/runs/${runId}` };
+  const [row] = (await keptSql(run, "SELECT status, mode FROM async_runs WHERE id = ?", runId)) as unknown as {
+    status: string;
+    mode: string;
+  }[];
+  return row ?? null;
+};
 
 /** How many requests under `runId`'s key wait for it in its keeper now. */
 const joined = (projectId: string, runId: string) =>
@@ -73,7 +81,8 @@ describe("Idempotency-Key on a waited run", { timeout: 30_000 }, () => {
     const runId = await eventually(async () => (await watchState(key)).runId, "the app is called");
     hangUp.abort();
     void first;
-    await eventually(() => rowOf(runId), "the run is handed over at the hang-up");
+    await eventually(() => rowOf(app, runId), "the run is handed over at the hang-up");
+    expect(await env.DB.prepare("SELECT id FROM async_runs WHERE id = ?").bind(runId).first()).toBeNull();
 
     // A retry whose wait ends first: the run resource, the same run.
     const early = await api.call(app.runPath, {
@@ -104,7 +113,7 @@ describe("Idempotency-Key on a waited run", { timeout: 30_000 }, () => {
     expect(await answered.json()).toMatchObject({ run_id: runId, result: { method: "POST" } });
 
     // Once it has ended and is stored: the run resource, its end.
-    await eventually(async () => (await rowOf(runId))?.status === "succeeded", "the run is stored");
+    await eventually(async () => (await rowOf(app, runId))?.status === "succeeded", "the run is stored");
     const late = await api.call(app.runPath, {
       method: "POST",
       body: {},

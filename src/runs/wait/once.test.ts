@@ -5,6 +5,7 @@ import { type Client, client } from "../../../test/helpers";
 import { appCalls, PEER, received, receiver, releaseStream, watchKey, watchState } from "../../../test/peers";
 import { eventually, keeperOf, waitedRun } from "../../../test/keepers";
 import { seedRunnable } from "../../../test/runs";
+import { keptSql } from "../../../test/async-runs";
 import { getConfig } from "../../platform/env";
 import { keeperObject } from "./shard";
 
@@ -26,16 +27,22 @@ async function evict(projectId: string, runId: string): Promise<void> {
   }).catch(() => undefined);
 }
 
-const rowOf = (runId: string) =>
-  env.DB.prepare("SELECT status, mode, error_code, result, handed_over_at FROM async_runs WHERE id = ?")
-    .bind(runId)
-    .first<{
-      status: string;
-      mode: string;
-      error_code: string | null;
-      result: string;
-      handed_over_at: number | null;
-    }>();
+interface KeptRunRow {
+  status: string;
+  mode: string;
+  error_code: string | null;
+  result: string;
+  handed_over_at: number | null;
+}
+/** Run `runId`'s row of `app`, in its keeper (a waited run's row is kept there once it has one). */
+const rowOf = async (app: { appPath: string }, runId: string) => {
+  const run = { run_id: runId, status_url: `http://localhost${app.appPath}/runs/${runId}` };
+  const query = "SELECT status, mode, error_code, result, handed_over_at FROM async_runs WHERE id = ?";
+  const [row] = (await keptSql(run, query, runId)) as unknown as KeptRunRow[];
+  return row ?? null;
+};
+/** D1's row of run `runId`: never one (a run's row is its keeper's). */
+const d1RowOf = (runId: string) => env.DB.prepare("SELECT id FROM async_runs WHERE id = ?").bind(runId).first();
 
 /** Runs the keeper's alarm now, as the runtime does when it is due (and again when retried). */
 const alarmOf = (projectId: string, runId: string) => runDurableObjectAlarm(keeperOf(projectId, runId));
@@ -54,12 +61,13 @@ describe("a waited run's keeper reset mid-call", { timeout: 20_000 }, () => {
     const key = watchKey();
     const hook = await receiver();
     const { app, runId } = await handedOverRun(api, key, `?webhookEndpoint=${encodeURIComponent(hook.url)}`);
-    expect(await rowOf(runId)).toMatchObject({ status: "running", mode: "wait" });
+    expect(await rowOf(app, runId)).toMatchObject({ status: "running", mode: "wait" });
+    expect(await d1RowOf(runId)).toBeNull();
     await evict(app.projectId, runId);
     // The alarm runs (the runtime retries the one the reset cut short; here it is run at once).
     await alarmOf(app.projectId, runId);
     const row = await eventually(async () => {
-      const r = await rowOf(runId);
+      const r = await rowOf(app, runId);
       return r?.status === "failed" ? r : null;
     }, "the run ends");
     expect(row.error_code).toBe("interrupted");
@@ -78,11 +86,54 @@ describe("a waited run's keeper reset mid-call", { timeout: 20_000 }, () => {
     await alarmOf(app.projectId, runId);
     await releaseStream(key);
     expect(await appCalls(runId)).toBe(1);
-    expect((await rowOf(runId))!.status).toBe("failed");
+    expect((await rowOf(app, runId))!.status).toBe("failed");
     expect(await received(hook.key)).toHaveLength(1);
     await runInDurableObject(keeperOf(app.projectId, runId), async (_instance, state) => {
       expect(state.storage.sql.exec("SELECT run_id FROM kept_runs").toArray()).toEqual([]);
     });
+  });
+
+  it("after the run's end was stored but before its delivery reached its lane: the alarm sends that delivery, once", async () => {
+    const api = client();
+    const key = watchKey();
+    const hook = await receiver();
+    const { app, runId } = await handedOverRun(api, key, `?webhookEndpoint=${encodeURIComponent(hook.url)}`);
+    // The object stops right after storing the run's end (as its own call would): the row says succeeded,
+    // the delivery recorded before the call is still pending, never attempted, and no lane has it.
+    await evict(app.projectId, runId);
+    const run = { run_id: runId, status_url: `http://localhost${app.appPath}/runs/${runId}` };
+    await keptSql(
+      run,
+      `UPDATE async_runs SET status = 'succeeded', result_status = 200, result_type = 'application/json',
+        result_bytes = 16, result = '{"stored":"end"}', finished_at = ? WHERE id = ?`,
+      api.clock.now().getTime(),
+      runId,
+    );
+    const pending = await env.DB.prepare("SELECT id, status, attempt_count FROM webhook_deliveries WHERE run_id = ?")
+      .bind(runId)
+      .all<{ id: string; status: string; attempt_count: number }>();
+    expect(pending.results).toEqual([{ id: expect.stringMatching(/^whd_/), status: "pending", attempt_count: 0 }]);
+    await alarmOf(app.projectId, runId);
+    const deliveries = await eventually(async () => {
+      const got = await received(hook.key);
+      return got.length > 0 ? got : null;
+    }, "the stored end is delivered");
+    expect(deliveries).toHaveLength(1);
+    expect(deliveries[0]!.body).toBe('{"stored":"end"}');
+    // The recorded delivery itself, delivered: no second record.
+    const settled = await eventually(async () => {
+      const { results } = await env.DB.prepare("SELECT id, status FROM webhook_deliveries WHERE run_id = ?")
+        .bind(runId)
+        .all<{ id: string; status: string }>();
+      return results[0]?.status === "delivered" ? results : null;
+    }, "the delivery is settled");
+    expect(settled).toEqual([{ id: pending.results[0]!.id, status: "delivered" }]);
+    // The run stays as it ended; a retried alarm sends nothing more.
+    expect(await rowOf(app, runId)).toMatchObject({ status: "succeeded" });
+    await alarmOf(app.projectId, runId);
+    await releaseStream(key);
+    expect(await received(hook.key)).toHaveLength(1);
+    expect(await appCalls(runId)).toBe(1);
   });
 
   it("while its caller still waits: the caller gets 502 run_interrupted, and the run gets its row, ended, from the alarm", async () => {
@@ -97,9 +148,10 @@ describe("a waited run's keeper reset mid-call", { timeout: 20_000 }, () => {
     expect(await response.json()).toMatchObject({ code: "run_interrupted", run_id: runId });
     expect(response.headers.get("x-run-id")).toBe(runId);
     // The caller never had a status URL, but the run the app saw has a state.
-    expect(await rowOf(runId)).toBeNull();
+    expect(await rowOf(app, runId)).toBeNull();
     await alarmOf(app.projectId, runId);
-    expect(await rowOf(runId)).toMatchObject({
+    expect(await d1RowOf(runId)).toBeNull();
+    expect(await rowOf(app, runId)).toMatchObject({
       status: "failed",
       mode: "wait",
       error_code: "interrupted",

@@ -19,8 +19,11 @@ function tailHash(runId: string): number {
 /** The shard of run `runId`. */
 export const shardOf = (runId: string): number => tailHash(runId) % KEEPER_SHARDS;
 
+/** The keeper of `projectId`'s shard `shard`: the name of its Durable Object. */
+export const keeperOfShard = (projectId: string, shard: number): string => `${projectId}:${shard}`;
+
 /** The keeper of `runId` of `projectId`: the name of its Durable Object. */
-export const keeperName = (projectId: string, runId: string): string => `${projectId}:${shardOf(runId)}`;
+export const keeperName = (projectId: string, runId: string): string => keeperOfShard(projectId, shardOf(runId));
 
 /** The keeper object named `name` (`keeperName`): every keeper is addressed through this. */
 export const keeperObject = (env: Env, name: string) => env.RUN_KEEPER.get(env.RUN_KEEPER.idFromName(name));

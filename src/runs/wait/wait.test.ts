@@ -15,6 +15,7 @@ import {
 import { eventReader, follow } from "../../../test/event-streams";
 import { eventually, keeperOf } from "../../../test/keepers";
 import { seedRunnable } from "../../../test/runs";
+import { keptSql } from "../../../test/async-runs";
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -31,12 +32,15 @@ interface KeptRunRow {
   started_at: number | null;
   delivery_id: string | null;
 }
-const rowOf = (runId: string) =>
-  env.DB.prepare(
-    "SELECT status, mode, error_code, handed_over_at, started_at, delivery_id FROM async_runs WHERE id = ?",
-  )
-    .bind(runId)
-    .first<KeptRunRow>();
+/** Run `runId`'s row of `app`, in its keeper (a run handed over is kept there, as an async run is). */
+const rowOf = async (app: { appPath: string }, runId: string) => {
+  const run = { run_id: runId, status_url: `http://localhost${app.appPath}/runs/${runId}` };
+  const query = "SELECT status, mode, error_code, handed_over_at, started_at, delivery_id FROM async_runs WHERE id = ?";
+  const [row] = (await keptSql(run, query, runId)) as unknown as KeptRunRow[];
+  return row ?? null;
+};
+/** D1's row of run `runId`: never one (a run's row is its keeper's). */
+const d1RowOf = (runId: string) => env.DB.prepare("SELECT id FROM async_runs WHERE id = ?").bind(runId).first();
 
 /** The keeper's own state: the runs it holds (each test's project has keepers of its own). */
 const keeperState = (projectId: string, runId: string) =>
@@ -75,7 +79,8 @@ describe("Prefer: wait, a fast app", { timeout: 20_000 }, () => {
     expect(JSON.parse(body.result.body)).toEqual({ inputs: { x: 1 } });
     expect(body.result.headers["x-run-id"]).toBe(runId);
     expect(await appCalls(runId)).toBe(1);
-    expect(await rowOf(runId)).toBeNull();
+    expect(await rowOf(app, runId)).toBeNull();
+    expect(await d1RowOf(runId)).toBeNull();
     await eventually(
       async () => (await keeperState(app.projectId, runId)).rows.length === 0,
       "the keeper forgets its run",
@@ -106,7 +111,8 @@ describe("Prefer: wait, a fast app", { timeout: 20_000 }, () => {
     }
     expect(text).toContain('"i":1');
     const runId = response.headers.get("x-run-id")!;
-    expect(await rowOf(runId)).toBeNull();
+    expect(await rowOf(app, runId)).toBeNull();
+    expect(await d1RowOf(runId)).toBeNull();
     expect(await appCalls(runId)).toBe(1);
   });
 
@@ -197,8 +203,9 @@ describe("Prefer: wait, a slow app", { timeout: 20_000 }, () => {
       urls: { get: url, cancel: url, stream: url },
     });
     expect(response.headers.get("location")).toBe(url);
-    expect(await rowOf(runId)).toMatchObject({ status: "running", mode: "wait", delivery_id: null });
-    expect((await rowOf(runId))!.handed_over_at).not.toBeNull();
+    expect(await rowOf(app, runId)).toMatchObject({ status: "running", mode: "wait", delivery_id: null });
+    expect((await rowOf(app, runId))!.handed_over_at).not.toBeNull();
+    expect(await d1RowOf(runId)).toBeNull();
     expect((await statusOf(api, app, runId)).body.status).toBe("running");
     expect((await keeperState(app.projectId, runId)).rows).toEqual([{ run_id: runId, phase: "handed_over" }]);
 
@@ -229,8 +236,9 @@ describe("Prefer: wait, a slow app", { timeout: 20_000 }, () => {
     const runId = await eventually(async () => (await watchState(key)).runId, "the app is called");
     void answering;
     hangUp.abort();
-    const row = await eventually(() => rowOf(runId), "the run is handed over");
+    const row = await eventually(() => rowOf(app, runId), "the run is handed over");
     expect(row).toMatchObject({ status: "running", mode: "wait" });
+    expect(await d1RowOf(runId)).toBeNull();
     await releaseStream(key);
     const done = await eventually(async () => {
       const read = await statusOf(api, app, runId);
@@ -251,7 +259,8 @@ describe("Prefer: wait, a slow app", { timeout: 20_000 }, () => {
     });
     expect(response.status).toBe(202);
     const { run_id: runId } = (await response.json()) as { run_id: string };
-    expect((await rowOf(runId))!.delivery_id).toMatch(/^whd_/);
+    expect((await rowOf(app, runId))!.delivery_id).toMatch(/^whd_/);
+    expect(await d1RowOf(runId)).toBeNull();
     await releaseStream(key);
     const done = await eventually(async () => {
       const read = await api.call(`${app.appPath}/runs/${runId}`, { token: app.token });
