@@ -1,7 +1,15 @@
 import { getTableColumns } from "drizzle-orm";
 import { type AsyncRun, asyncRuns } from "../../db/schema";
 import { driverValues, fromDriver } from "../../db/statement-group";
-import type { Ended, ListedRun, NewAsyncRun, RunFilter, RunState, StoredEnding } from "./store";
+import {
+  type Ended,
+  type ListedRun,
+  type NewAsyncRun,
+  type RunFilter,
+  type RunState,
+  STATE,
+  type StoredEnding,
+} from "./store";
 
 /**
  * A project's async runs (and its waited runs handed over) in the SQLite storage of their keeper
@@ -58,23 +66,8 @@ const column = {
 const FIELDS = Object.keys(columns) as (keyof AsyncRun)[];
 const INSERT = `INSERT INTO async_runs (${FIELDS.map((f) => column[f]).join(", ")}) VALUES (${FIELDS.map(() => "?").join(", ")}) ON CONFLICT DO NOTHING RETURNING id`;
 
-const STATE_FIELDS = [
-  "id",
-  "projectId",
-  "appName",
-  "caller",
-  "status",
-  "mode",
-  "createdAt",
-  "startedAt",
-  "handedOverAt",
-  "deadlineAt",
-  "finishedAt",
-  "resultStatus",
-  "errorCode",
-  "errorMessage",
-] as const satisfies readonly (keyof AsyncRun)[];
-const STATE = STATE_FIELDS.map((f) => column[f]).join(", ");
+/** The state's columns (store.ts `STATE`): what a stream reads, never the payloads. */
+const STATE_COLUMNS = STATE.map((f) => column[f]).join(", ");
 const PAYLOADS = new Set<keyof AsyncRun>(["result", "requestBody", "requestHeaders", "webhookSecret", "admitted"]);
 const LISTED = FIELDS.filter((f) => !PAYLOADS.has(f))
   .map((f) => column[f])
@@ -123,7 +116,7 @@ export class KeptRuns {
   }
 
   stateById(runId: string): RunState | undefined {
-    return this.#one(`SELECT ${STATE} FROM async_runs WHERE id = ?`, runId);
+    return this.#one(`SELECT ${STATE_COLUMNS} FROM async_runs WHERE id = ?`, runId);
   }
 
   storedResult(runId: string): Pick<AsyncRun, "result" | "resultInR2"> | undefined {
@@ -188,7 +181,7 @@ export class KeptRuns {
 
   /** Marks the run followed and reads its state, in one write. */
   follow(runId: string): RunState | undefined {
-    return this.#one(`UPDATE async_runs SET followed = 1 WHERE id = ? RETURNING ${STATE}`, runId);
+    return this.#one(`UPDATE async_runs SET followed = 1 WHERE id = ? RETURNING ${STATE_COLUMNS}`, runId);
   }
 
   /** The run's result was handed to its delivery `deliveryId` (`none`: it will not be); its secret is forgotten. `false`: no such run. */

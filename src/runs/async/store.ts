@@ -89,7 +89,7 @@ export async function runById(db: Database, runId: string): Promise<AsyncRun | u
  * to `INLINE_PAYLOAD_MAX_BYTES` of body, and its headers) nor the result, a few hundred bytes whatever
  * the run carries. The result is read once, for the end (`storedResult`).
  */
-const STATE = [
+export const STATE = [
   "id",
   "projectId",
   "appName",
