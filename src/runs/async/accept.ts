@@ -107,7 +107,12 @@ export async function queueAsyncRun(scope: Scope, request: Request, admission: A
   try {
     inserted = await rows.insert(run);
   } catch (error) {
-    // D1 unavailable: nothing points at a body already put in R2.
+    // Its keeper unavailable, or its answer lost (the keeper may have written the run and stopped before
+    // answering): the run is withdrawn if it was written, so nothing is left queued that no message
+    // will ever run, and nothing points at a body already put in R2.
+    await rows.remove(runId).catch((removal: unknown) => {
+      log("error", "async run not withdrawn after its write failed", { run_id: runId, error: removal });
+    });
     await dropBody();
     throw error;
   }

@@ -25,7 +25,7 @@ import { runJson } from "./resource";
  * about 9 subrequests per run, within the 50 of Workers Free.
  */
 
-/** D1 writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
+/** Writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
 const END_TRIES = 3;
 
 /**
@@ -95,7 +95,8 @@ async function execute(
   const cancel = withDeadline(AbortSignal.timeout(admitted.limits.headersMs), deadline);
   const answer = await answerRun(deps, appRequest, context, cancel).finally(() => deadline?.dispose());
   const ending = await endingOf(env, run.id, answer, deps.now());
-  // The webhook's delivery is written with the run's end (one D1 batch), and handed on after it.
+  // The webhook's delivery is recorded with the run's end (by its keeper, or one D1 batch for a run kept
+  // there before), and handed on after it.
   const delivery = await resultDeliveryOf(scope, run);
   const ended = await retry(() => rows.end(run.id, "running", messageId, ending, delivery ?? undefined), {
     tries: END_TRIES,
@@ -103,7 +104,7 @@ async function execute(
     pauseMs: (tries) => 50 * tries,
   });
   // A try whose answer was lost may have ended it: the run then has this very ending.
-  const ours = ended ?? (await endedByThis(rows, run.id, ending.finishedAt));
+  const ours = ended ?? (await endedByThis(rows, run.id, ending.finishedAt, delivery?.deliveryId ?? null));
   if (!ours) {
     logError("async run ended by someone else before its consumer", { run_id: run.id });
     return;
@@ -120,15 +121,27 @@ async function execute(
     bytesOut: ending.resultBytes,
     webhook: run.webhookEndpoint !== null,
   });
-  if (delivery?.pending)
+  // Unless the run did not note its delivery (a keeper stopped in between: its sweep hands it on).
+  if (delivery?.pending && (!("handOn" in ours) || ours.handOn))
     await handToLane(scope, { ...delivery.pending, recorded: ours.recorded ?? delivery.pending.recorded }, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }
 
-/** The run, when it ended with this very ending (`finishedAt`, to the millisecond): a write whose answer was lost. */
-async function endedByThis(rows: RunRows, runId: string, finishedAt: Date): Promise<Ended | undefined> {
+/**
+ * The run, when a write whose answer was lost ended it: it has this very ending (`finishedAt`, to the
+ * millisecond) and, with a delivery, noted that very delivery. Whether its record was written is not
+ * known (`recorded: false`: a delivery that never reaches a claim is settled by writing it). A run ended
+ * but without its delivery noted is left to the sweep, which finds the record or makes the one delivery.
+ */
+async function endedByThis(
+  rows: RunRows,
+  runId: string,
+  finishedAt: Date,
+  deliveryId: string | null,
+): Promise<(Ended & { handOn: boolean }) | undefined> {
   const now = await rows.byId(runId);
-  return now?.finishedAt?.getTime() === finishedAt.getTime() ? { followed: now.followed } : undefined;
+  if (now?.finishedAt?.getTime() !== finishedAt.getTime()) return undefined;
+  return { followed: now.followed, recorded: false, handOn: deliveryId === null || now.deliveryId === deliveryId };
 }
 
 async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePort): Promise<void> {
@@ -146,7 +159,8 @@ async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePor
     claimed = await rows.claim(runId, msg.id, deps.now());
     tellIfFollowed(scope, runId, "running", claimed?.followed, () => runJson(claimed!, null));
     if (!claimed) {
-      const run = await rows.byId(runId);
+      // Found in D1 too, whatever the isolate learnt of it: see `claim` (rows.ts).
+      const run = (await rows.byId(runId)) ?? (await d1RunRows(scope.db, "").byId(runId));
       // Claimed by this very message before: the invocation that had it died mid-run.
       if (run?.status === "running" && run.claimedBy === msg.id)
         await endUnanswered(scope, rows, run, "running", msg.id, "interrupted", outcomes);

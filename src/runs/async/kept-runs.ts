@@ -93,7 +93,9 @@ export class KeptRuns {
   insert(run: NewAsyncRun): "taken" | "key_taken" | "full" {
     // A key's run is answered whatever the bound: a replay writes nothing.
     if (run.idempotencyKey && this.byKey(run.caller ?? "", run.idempotencyKey)) return "key_taken";
-    if (this.sql.databaseSize >= this.bytesMax) return "full";
+    // The bound refuses new work, never the record of work done: a run that has ended already (a waited
+    // run its keeper lost mid-call, whose app was called) is written whatever the bytes.
+    if (!run.finishedAt && this.sql.databaseSize >= this.bytesMax) return "full";
     const values = driverValues(asyncRuns, run);
     const rows = this.sql.exec(INSERT, ...FIELDS.map((f) => values[f] as SqlStorageValue)).toArray();
     return rows.length === 1 ? "taken" : "key_taken";

@@ -6,9 +6,20 @@ import {
 } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { consume, keeperOf, keptRun, keptSql, poll, startAsync, sweepKept } from "../../../test/async-runs";
+import {
+  consume,
+  keeperOf,
+  keeperUnavailable,
+  keptRun,
+  keptSql,
+  poll,
+  runAddress,
+  startAsync,
+  sweepKept,
+} from "../../../test/async-runs";
+import { drive } from "../../../test/webhooks";
 import { ADMIN, client, testDeps } from "../../../test/helpers";
-import { PEER } from "../../../test/peers";
+import { PEER, received, receiver } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
 import { createDb } from "../../db/client";
 import { newId } from "../../platform/ids";
@@ -19,7 +30,7 @@ import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
 import { KEEPER_SHARDS, keeperObject, keeperOfShard } from "../wait/shard";
 import { forgetLegacyRuns, legacyRuns } from "./rows";
 import { insertRun, type NewAsyncRun, runById } from "./store";
-import { RUN_RETENTION_MS, RUN_SLICE_MAX, RUNNING_MAX_MS } from "./sweep";
+import { RESULT_DELIVERY_MAX_MS, RUN_RETENTION_MS, RUN_SLICE_MAX, RUNNING_MAX_MS } from "./sweep";
 
 /**
  * Async runs kept by their keeper (issue 41): nothing of a run in D1, each keeper's storage bounded, its
@@ -72,6 +83,93 @@ describe("an async run's row lives in its keeper", () => {
     const replay = await startAsync(api, app, { headers: { "Idempotency-Key": "full-1" } });
     expect(replay.response.status).toBe(202);
     expect(replay.body.run_id).toBe(first.body.run_id);
+    // The bound refuses new work, never the record of work done: a run that has ended is written.
+    await runInDurableObject(keeperOf(first.body), (instance: RunKeeper) => {
+      const row = { ...(instance.keeper.runs.byId(first.body.run_id) as NewAsyncRun), id: newId("run") };
+      expect(
+        instance.keeper.runs.insert({ ...row, idempotencyKey: null, status: "failed", finishedAt: new Date() }),
+      ).toBe("taken");
+      expect(instance.keeper.runs.insert({ ...row, id: newId("run"), idempotencyKey: null })).toBe("full");
+    });
+  });
+
+  it("a keeper that wrote a run and lost its answer: the run is withdrawn, the caller told to retry, nothing left queued", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const inserted: string[] = [];
+    const lostAnswers = new Proxy(env.RUN_KEEPER, {
+      get(target, prop) {
+        if (prop !== "get") return (Reflect.get(target, prop, target) as (...a: unknown[]) => unknown).bind(target);
+        return (id: DurableObjectId) => {
+          const stub = target.get(id);
+          return {
+            runs: async (op: string, args: unknown[]) => {
+              const answer = await stub.runs(op as never, args);
+              if (op !== "insert") return answer;
+              inserted.push((args[0] as { id: string }).id);
+              throw keeperUnavailable();
+            },
+          };
+        };
+      },
+    });
+    const started = await startAsync(api, app, { bindings: { RUN_KEEPER: lostAnswers as unknown as string } });
+    expect(started.response.status).toBe(503);
+    expect(started.sent).toEqual([]);
+    expect(inserted).toHaveLength(1);
+    expect(await keptRun(runAddress(app.projectId, inserted[0]!))).toBeUndefined();
+  });
+
+  it("a consumer whose end was written but its answer lost: the run ends once, its delivery goes out once", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    let lost = 0;
+    const lostEnd = new Proxy(env.RUN_KEEPER, {
+      get(target, prop) {
+        if (prop !== "get") return (Reflect.get(target, prop, target) as (...a: unknown[]) => unknown).bind(target);
+        return (id: DurableObjectId) => {
+          const stub = target.get(id);
+          return {
+            runs: async (op: string, args: unknown[]) => {
+              const answer = await stub.runs(op as never, args);
+              // The first end's answer is lost on its way back; the write was made.
+              if (op === "end" && lost++ === 0) throw keeperUnavailable();
+              return answer;
+            },
+          };
+        };
+      },
+    });
+    const consumed = await consume(api, started.message, { bindings: { RUN_KEEPER: lostEnd } });
+    expect(consumed).toMatchObject({ acked: true });
+    expect(consumed.deliveries).toHaveLength(1);
+    await drive(api, consumed.deliveries[0]);
+    expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
+    const { results } = await env.DB.prepare("SELECT id, status FROM webhook_deliveries WHERE run_id = ?")
+      .bind(started.body.run_id)
+      .all();
+    expect(results).toEqual([{ id: (consumed.deliveries[0] as { id: string }).id, status: "delivered" }]);
+    expect(await received(hook.key)).toHaveLength(1);
+  });
+
+  it("a finished run whose result is gone from R2 is noted without a delivery, so no sweep meets it again", async () => {
+    const api = client();
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    await consume(api, started.message);
+    await keptSql(
+      started.body,
+      "UPDATE async_runs SET delivery_id = NULL, result = NULL, result_in_r2 = 1 WHERE id = ?",
+      started.body.run_id,
+    );
+    // Its delivery was never recorded either (the keeper stopped after the end): only the result could make one.
+    await env.DB.prepare("DELETE FROM webhook_deliveries WHERE run_id = ?").bind(started.body.run_id).run();
+    api.clock.advance(RESULT_DELIVERY_MAX_MS + 60_000);
+    await sweepKept(started.body, api.clock.now);
+    expect(await keptRun(started.body)).toMatchObject({ deliveryId: "none" });
   });
 });
 
@@ -131,6 +229,18 @@ describe("a keeper's alarm sweeps its runs", () => {
     expect(alarm).not.toBeNull();
     expect(alarm!).toBeLessThanOrEqual(row!.started_at + RUNNING_MAX_MS);
     expect(alarm!).toBeGreaterThan(Date.now());
+    // That alarm finds nothing due yet, and sets itself again: for the run's retention.
+    expect(await runDurableObjectAlarm(keeper)).toBe(true);
+    const [finished] = (await keptSql(
+      started.body,
+      "SELECT finished_at FROM async_runs WHERE id = ?",
+      started.body.run_id,
+    )) as {
+      finished_at: number;
+    }[];
+    expect(await runInDurableObject(keeper, (_instance, state) => state.storage.getAlarm())).toBe(
+      finished!.finished_at + RUN_RETENTION_MS,
+    );
     // Finished past its retention.
     await keptSql(
       started.body,
@@ -330,5 +440,12 @@ describe("runs D1 held before the move (issue 41 Must 5)", () => {
     // Other test files share no D1 with this one (storage is per file): empty means empty.
     expect(await legacyRuns(db)).toBe(false);
     expect((await poll(api, urlOf(finished.id), app.token)).status).toBe(404);
+
+    // A Worker of the code before writes one more run there (a gradual deployment) while this isolate
+    // holds D1 for empty: its message still claims and runs it.
+    const late = d1Row(app, api.clock.now());
+    expect(await insertRun(db, late)).toBe(true);
+    expect(await consume(api, { v: 1, run_id: late.id, project_id: app.projectId })).toMatchObject({ acked: true });
+    expect((await runById(db, late.id))!.status).toBe("succeeded");
   });
 });

@@ -96,6 +96,14 @@ export async function resultDeliveryOf(
  * run's end (`endRun` with a `ResultDelivery`) and only hands it on afterwards (`handToLane`).
  */
 export async function handOnResult(scope: Scope, rows: RunRows, run: AsyncRun, text: string): Promise<void> {
+  // A run whose delivery is on record already (a waited run's, recorded before its app was called) keeps
+  // it: the result goes to that delivery if it was never attempted, never to a second one.
+  if (run.deliveryId !== null && run.deliveryId !== "none") {
+    const recorded = await recordedDelivery(scope.db, run.projectId, run.id, run.deliveryId);
+    if (recorded?.status === "pending" && recorded.attemptCount === 0)
+      await handToLane(scope, pendingOf(recorded), text);
+    return;
+  }
   const delivery = await resultDeliveryOf(scope, run);
   if (!delivery) return;
   if (delivery.pending && delivery.row) {
@@ -111,7 +119,8 @@ export async function handOnResult(scope: Scope, rows: RunRows, run: AsyncRun, t
  * the queue already has adds nothing (the lane and the consumer know a delivery by its id).
  */
 export async function handOnAgain(scope: Scope, run: AsyncRun): Promise<Awaited<ReturnType<typeof recordedDelivery>>> {
-  const recorded = await recordedDelivery(scope.db, run.projectId, run.id);
+  const noted = run.deliveryId === "none" ? null : run.deliveryId;
+  const recorded = await recordedDelivery(scope.db, run.projectId, run.id, noted);
   if (recorded?.status === "pending" && recorded.attemptCount === 0) {
     const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
     if (result !== null) await handToLane(scope, pendingOf(recorded), result);

@@ -1,6 +1,7 @@
 import { type AsyncRun, asyncRuns } from "../../db/schema";
 import type { Database } from "../../db/client";
 import { ApiError } from "../../platform/errors";
+import { log } from "../../platform/log";
 import { eachLimited } from "../../platform/concurrency";
 import { KEEPER_SHARDS, keeperName, keeperObject, keeperOfShard } from "../wait/shard";
 import type { Ended, ListedRun, NewAsyncRun, ResultDelivery, RunFilter, RunState, StoredEnding } from "./store";
@@ -8,10 +9,10 @@ import * as d1 from "./store";
 
 /**
  * Where a project's async runs (and waited runs handed over) are kept: the operations the run's owners
- * make on its row, whatever holds it. D1's `async_runs` today (`d1RunRows`); the run's keeper once runs
- * leave the shared database (docs/architecture.md, "The sixth wave's moves"), each of its operations one
- * conditional write or read of one object. Every state change stays one conditional write on the
- * run's status (store.ts says why), whoever keeps the row.
+ * make on its row, whatever holds it. The run's keeper (`keptRunRows`, kept-runs.ts), each operation one
+ * conditional write or read of one object; D1's `async_runs` (`d1RunRows`) for the runs written there
+ * before they moved (docs/runs.md#where-async-runs-are-kept). Every state change stays one conditional
+ * write on the run's status (store.ts says why), whoever keeps the row.
  */
 export interface RunRows {
   /** Writes a queued run; `false` when its `Idempotency-Key` is taken by its caller (nothing was written). */
@@ -161,9 +162,16 @@ const LEGACY_CHECK_MS = 60_000;
 let legacy: { may: boolean; at: number } | undefined;
 export async function legacyRuns(db: Database): Promise<boolean> {
   if (legacy !== undefined && Date.now() - legacy.at < LEGACY_CHECK_MS) return legacy.may;
-  const [row] = await db.select({ id: asyncRuns.id }).from(asyncRuns).limit(1);
-  legacy = { may: row !== undefined, at: Date.now() };
-  return legacy.may;
+  try {
+    const [row] = await db.select({ id: asyncRuns.id }).from(asyncRuns).limit(1);
+    legacy = { may: row !== undefined, at: Date.now() };
+    return legacy.may;
+  } catch (error) {
+    // D1 unavailable: runs kept by their keepers go on without it; what it was last seen to hold stands
+    // (none, if it was never asked), and it is asked again at the next call.
+    log("warn", "D1 not asked whether it still holds async runs: taken as last seen", { error });
+    return legacy?.may ?? false;
+  }
 }
 /** Tests that seed D1 with runs of the code before forget what the isolate learnt. */
 export const forgetLegacyRuns = () => {
@@ -176,15 +184,26 @@ export const forgetLegacyRuns = () => {
  * consumer, its status URL, cancel, a stream, the sweep) finds its row here, from the ids it holds.
  */
 export function runRowsOf(scope: { db: Database; env: Env }, projectId: string, runId: string): RunRows {
-  const kept = keeperRows(scope.env, projectId, runId);
-  const old = d1RunRows(scope.db, projectId);
+  return withLegacy(scope.db, keeperRows(scope.env, projectId, runId), d1RunRows(scope.db, projectId));
+}
+
+/**
+ * `kept` (a keeper's rows), falling back to `old` (D1's, of the same project) for a run that is not
+ * kept, while D1 holds runs of the code before: `runRowsOf` for a Worker; a keeper's own rows for the
+ * runs it lost mid-call, which a keeper of the code before may have handed over to D1.
+ */
+export function withLegacy(db: Database, kept: ReturnType<typeof keptRunRows>, old: RunRows): RunRows {
+  const scope = { db };
+  /** Set once D1 answered a claim: the run is D1's, and what follows (its end) goes there too. */
+  let claimedInD1 = false;
+  const mayBeInD1 = async () => claimedInD1 || (await legacyRuns(scope.db));
   const orOld =
     <A extends unknown[], R>(
       first: (...args: A) => Promise<R | undefined>,
       then: (...args: A) => Promise<R | undefined>,
     ) =>
     async (...args: A): Promise<R | undefined> =>
-      (await first(...args)) ?? ((await legacyRuns(scope.db)) ? then(...args) : undefined);
+      (await first(...args)) ?? ((await mayBeInD1()) ? then(...args) : undefined);
   return {
     // A key a run of the code before holds in D1 is taken until its 24 hours are over (accept.ts frees
     // it then): the new run is not kept, and the caller's request is answered by that run.
@@ -202,12 +221,21 @@ export function runRowsOf(scope: { db: Database; env: Env }, projectId: string, 
     stateById: orOld(kept.stateById, old.stateById),
     storedResult: orOld(kept.storedResult, old.storedResult),
     remove: kept.remove,
-    claim: orOld(kept.claim, old.claim),
+    // Asked of D1 whenever the keeper has no queued run to claim (a copy of a message, a run ended or
+    // withdrawn: rare), cached or not: a run a Worker of the code before wrote there a moment ago (a
+    // gradual deployment) is run, not dropped as absent.
+    claim: async (...args) => {
+      const ours = await kept.claim(...args);
+      if (ours) return ours;
+      const claimed = await old.claim(...args);
+      claimedInD1 ||= claimed !== undefined;
+      return claimed;
+    },
     cancel: orOld(kept.cancel, old.cancel),
     end: orOld(kept.end, old.end),
     follow: orOld(kept.follow, old.follow),
     deliveryNoted: async (id, deliveryId) => {
-      if (!(await kept.noted(id, deliveryId)) && (await legacyRuns(scope.db))) await old.deliveryNoted(id, deliveryId);
+      if (!(await kept.noted(id, deliveryId)) && (await mayBeInD1())) await old.deliveryNoted(id, deliveryId);
     },
   };
 }

@@ -376,16 +376,26 @@ export async function unsentDeliveries(db: Database, since: Date, before: Date, 
     .limit(limit);
 }
 
-/** A delivery already recorded for the run (the delivery log's record), if any. */
+/**
+ * The delivery recorded for the run's result (the delivery log's record), if any: `deliveryId` when the
+ * run has noted one, else the first made for the run (never a resend of it).
+ */
 export async function recordedDelivery(
   db: Database,
   projectId: string,
   runId: string,
+  deliveryId?: string | null,
 ): Promise<typeof webhookDeliveries.$inferSelect | undefined> {
+  const d = webhookDeliveries;
   const [row] = await db
     .select()
-    .from(webhookDeliveries)
-    .where(and(eq(webhookDeliveries.projectId, projectId), eq(webhookDeliveries.runId, runId)))
+    .from(d)
+    .where(
+      deliveryId
+        ? and(eq(d.projectId, projectId), eq(d.id, deliveryId))
+        : and(eq(d.projectId, projectId), eq(d.runId, runId), isNull(d.resentFrom)),
+    )
+    .orderBy(d.createdAt)
     .limit(1);
   return row;
 }

@@ -110,6 +110,11 @@ export async function sweepAsyncRuns(
     }
     const result = await readPayload(env, resultKey(run.id), run.result, run.resultInR2);
     if (result !== null) await handOnResult(scope, runs.rowsOf(run), run, result);
+    else {
+      // Its result is gone from R2: it will never have a delivery. Noted, so no sweep meets it again.
+      log("error", "async run's result unreadable: no delivery", { run_id: run.id, project_id: run.projectId });
+      await runs.rowsOf(run).deliveryNoted(run.id, "none");
+    }
   }
   // The consumer wrote the delivery with the run's end and died before handing it on: hand it on
   // again (a copy its lane or the queue already has adds nothing).

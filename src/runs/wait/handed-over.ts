@@ -10,11 +10,12 @@ import type { RunRows } from "../async/rows";
 import type { AdmittedRun } from "../admitted";
 
 /**
- * A waited run's row in D1 (`async_runs`, as an async run's): written when the run is handed over, so
- * from then on it is read, followed and purged as any async run is (the same status URL, 7 days); never
- * on the answered path. The keeper is its only writer: its claim is `KEEPER_CLAIM`, which no queue
- * message ever has, so the async consumer and a cancel (queued runs only) never touch it; the cron ends
- * it `interrupted` only if its keeper is gone for good (runs/async/sweep.ts, 16 minutes).
+ * A waited run's row in its keeper (`async_runs`, as an async run's): written when the run is handed
+ * over, so from then on it is read, followed and purged as any async run is (the same status URL, 7
+ * days); never on the answered path. The keeper is its only writer: its claim is `KEEPER_CLAIM`, which
+ * no queue message ever has, so the async consumer and a cancel (queued runs only) never touch it; a
+ * keeper that lost the call ends it from its record (`endInterrupted`), and its sweep never takes a run
+ * that has one (runs/async/sweep.ts).
  */
 
 export const KEEPER_CLAIM = "keeper";

@@ -20,7 +20,7 @@ import { type AdmittedRun, type AdmittedRunIn, admittedRunOf, isMode, startOfAdm
 import { openableWebhookSecret } from "../webhook";
 import { KEPT_RUNS_SCHEMA, KeptRuns } from "../async/kept-runs";
 import { handOnAgain } from "../async/lifecycle";
-import { type KeptRunsOp, keptRunRows, type SweptRuns } from "../async/rows";
+import { d1RunRows, type KeptRunsOp, keptRunRows, type SweptRuns, withLegacy } from "../async/rows";
 import type { Ended, NewAsyncRun, ResultDelivery, RunFilter, StoredEnding } from "../async/store";
 import {
   QUEUED_MAX_MS,
@@ -257,12 +257,20 @@ export class Keeper {
     };
     this.#rows = keptRunRows((op, args) => this.runsCall(op, args));
     this.#swept = {
-      // A handed-over run this object is calling now is not stale, however long it runs.
-      stale: async (status, before, limit) =>
-        runs
-          .stale(status, before, limit + this.#live.size)
-          .filter((run) => !this.#live.has(run.id))
-          .slice(0, limit),
+      // A handed-over run this object is calling now is not stale, however long it runs; one it lost
+      // (its record is left) is ended from its record (`#interrupted`), with what the record knows.
+      stale: async (status, before, limit) => {
+        const recorded = new Set(
+          this.#sql
+            .exec<{ run_id: string }>("SELECT run_id FROM kept_runs")
+            .toArray()
+            .map((row) => row.run_id),
+        );
+        return runs
+          .stale(status, before, limit + this.#live.size + recorded.size)
+          .filter((run) => !this.#live.has(run.id) && !recorded.has(run.id))
+          .slice(0, limit);
+      },
       undelivered: async (before, limit) => runs.undelivered(before, limit),
       // A delivery recorded with its run's end goes to its lane from the consumer that ended it, or, if
       // that consumer died, from its message's redelivery (consumer.ts): nothing here reads D1's log for it.
@@ -276,7 +284,7 @@ export class Keeper {
 
   /** An operation on the runs this keeper keeps (`KeptRunsOp`, with its arguments as `RunRows` takes them). */
   async runsCall(op: KeptRunsOp, args: unknown[]): Promise<unknown> {
-    const run = this.#ops[op] as ((...args: unknown[]) => unknown) | undefined;
+    const run = Object.hasOwn(this.#ops, op) ? (this.#ops[op] as (...args: unknown[]) => unknown) : undefined;
     if (run === undefined) throw new Error(`The keeper has no operation '${op}' on its runs.`);
     return run(...args);
   }
@@ -567,25 +575,42 @@ export class Keeper {
   async alarm(): Promise<void> {
     this.#alarmAt = null;
     this.#holding = true;
-    // The sweep of its runs first: it never throws (a failed one is tried again later, `sweep`).
-    const sweepAgainIn = this.sweepsByAlarm ? await this.sweep() : SWEEP_GAP_MS;
+    let lost = 0;
+    let sweepAgainIn = SWEEP_GAP_MS;
     try {
+      // The runs a reset object lost first (their records tell how each ended), so the sweep below never
+      // takes one of them for a run left running: it skips runs with a record.
       const rows = this.#sql.exec<{ run_id: string; record: string }>("SELECT run_id, record FROM kept_runs").toArray();
-      for (const row of rows)
-        if (!this.#live.has(row.run_id)) await this.#interrupted(row.run_id, JSON.parse(row.record) as KeptRecord);
-      if (this.#live.size === 0) return;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        new Promise<void>((resolve) => (this.#idle = resolve)),
-        new Promise<void>((resolve) => (timer = setTimeout(resolve, ALARM_HOLD_MS))),
-      ]);
-      if (timer !== undefined) clearTimeout(timer);
+      for (const row of rows) {
+        if (this.#live.has(row.run_id)) continue;
+        // One record that cannot be ended now (D1 or R2 failing) does not hold up the others: it stays
+        // for the next alarm, a second later.
+        await this.#interrupted(row.run_id, JSON.parse(row.record) as KeptRecord).catch((error: unknown) => {
+          lost++;
+          log("error", "a lost waited run not ended by its keeper's alarm: it tries again", {
+            run_id: row.run_id,
+            error,
+          });
+        });
+      }
+      // Then the sweep of its runs: it never throws (a failed one is tried again later, `sweep`).
+      if (this.sweepsByAlarm) sweepAgainIn = await this.sweep();
+      if (this.#live.size > 0) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          new Promise<void>((resolve) => (this.#idle = resolve)),
+          new Promise<void>((resolve) => (timer = setTimeout(resolve, ALARM_HOLD_MS))),
+        ]);
+        if (timer !== undefined) clearTimeout(timer);
+      }
     } finally {
       this.#idle = null;
       this.#holding = false;
+      // Set again, whatever happened above: for the runs still held, for a record left, for the sweep.
+      if (this.#live.size > 0) this.#arm(Date.now());
+      if (lost > 0) this.#arm(Date.now() + 1_000);
+      this.#armSweep(Date.now() + sweepAgainIn);
     }
-    if (this.#live.size > 0) this.#arm(Date.now());
-    this.#armSweep(Date.now() + sweepAgainIn);
   }
 
   /** Ends a run this object lost mid-call: stored (and delivered) as `interrupted`, never called again. */
@@ -606,9 +631,11 @@ export class Keeper {
       "The run was interrupted: its keeper stopped while the app was working (the platform restarted or evicted it). It is not run again.";
     const error = new ApiError("run_interrupted", message, runMeta(run.runId));
     const text = JSON.stringify(problemBody(error, run.requestId));
+    // Its row is here, or in D1 when a keeper of the code before handed it over (an upgrade mid-call).
+    const rows = withLegacy(scope.db, this.#rows, d1RunRows(scope.db, run.projectId));
     const ended = await endInterrupted(
       scope,
-      this.#rows,
+      rows,
       run,
       record.target,
       pending,
@@ -627,7 +654,7 @@ export class Keeper {
     } else if (pending) {
       // Its row had ended before the object stopped (its end stored, its delivery perhaps not yet given
       // to its lane): the recorded delivery goes to its lane now if it was never attempted.
-      const row = this.runs.byId(run.runId);
+      const row = await rows.byId(run.runId);
       if (row) await handOnAgain(scope, row);
     }
     this.#sql.exec("DELETE FROM kept_runs WHERE run_id = ?", run.runId);
