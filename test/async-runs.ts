@@ -188,31 +188,42 @@ export function sweepKept(run: KeptRunAddress, now: () => Date, bindings?: Parti
 /** The error a Durable Object call fails with when the platform lost the object (its `retryable` mark). */
 export const keeperUnavailable = () => Object.assign(new Error("Network connection lost."), { retryable: true });
 
+/** The value of `prop` of `target`, a function bound to it: what a wrapped binding passes through. */
+const bound = <T extends object>(target: T, prop: string | symbol) => {
+  const value = Reflect.get(target, prop, target) as unknown;
+  return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+};
+
+/**
+ * A `RUN_KEEPER` binding whose keepers' `runs(op, args)` (every operation on their runs) goes through
+ * `intercept`, which may make the real call (`call()`), watch it, fail it or lose its answer; every
+ * other method of the binding and its stubs goes through as it is.
+ */
+export function interceptedKeepers(
+  intercept: (op: string, args: unknown[], call: () => Promise<unknown>) => Promise<unknown>,
+) {
+  return new Proxy(env.RUN_KEEPER, {
+    get(target, prop) {
+      if (prop !== "get") return bound(target, prop);
+      return (id: DurableObjectId) => {
+        const stub = target.get(id);
+        return new Proxy(stub, {
+          get(s, name) {
+            if (name !== "runs") return bound(s, name);
+            return (op: string, args: unknown[]) => intercept(op, args, () => s.runs(op as never, args));
+          },
+        });
+      };
+    },
+  });
+}
+
 /**
  * A `RUN_KEEPER` binding whose keepers fail the operations on their runs named `op` (as a keeper the
  * platform reset mid-call does, or one that cannot be reached): every other call goes through.
  */
-export function failingKeepers(op: string) {
-  return new Proxy(env.RUN_KEEPER, {
-    get(target, prop) {
-      if (prop === "get")
-        return (id: DurableObjectId) => {
-          const stub = target.get(id);
-          return new Proxy(stub, {
-            get(s, name) {
-              if (name === "runs")
-                return (called: string, args: unknown[]) =>
-                  called === op ? Promise.reject(keeperUnavailable()) : s.runs(called as never, args);
-              const value = Reflect.get(s, name, s) as unknown;
-              return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(s) : value;
-            },
-          });
-        };
-      const value = Reflect.get(target, prop, target) as unknown;
-      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}
+export const failingKeepers = (op: string) =>
+  interceptedKeepers((called, _args, call) => (called === op ? Promise.reject(keeperUnavailable()) : call()));
 
 /** One operation a `readingKeepers` keeper was asked on its runs: its name and the size of its answer (as JSON). */
 export interface KeptRead {
@@ -225,27 +236,9 @@ export interface KeptRead {
  * much they answered, in `reads`, as `readingD1` (test/faulty-d1.ts) does for D1: a test holds a path to
  * the runs it reads (a state read that leaves the payloads out, a read that must come once or never).
  */
-export function readingKeepers(reads: KeptRead[]) {
-  const bind = <T extends object>(target: T, prop: string | symbol) => {
-    const value = Reflect.get(target, prop, target) as unknown;
-    return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-  };
-  return new Proxy(env.RUN_KEEPER, {
-    get(target, prop) {
-      if (prop !== "get") return bind(target, prop);
-      return (id: DurableObjectId) => {
-        const stub = target.get(id);
-        return new Proxy(stub, {
-          get(s, name) {
-            if (name !== "runs") return bind(s, name);
-            return async (op: string, args: unknown[]) => {
-              const answer: unknown = await s.runs(op as never, args);
-              reads.push({ op, bytes: answer === undefined || answer === null ? 0 : JSON.stringify(answer).length });
-              return answer;
-            };
-          },
-        });
-      };
-    },
+export const readingKeepers = (reads: KeptRead[]) =>
+  interceptedKeepers(async (op, _args, call) => {
+    const answer = await call();
+    reads.push({ op, bytes: answer === undefined || answer === null ? 0 : JSON.stringify(answer).length });
+    return answer;
   });
-}

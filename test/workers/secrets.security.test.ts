@@ -4,7 +4,7 @@ import { sign } from "hono/jwt";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { actingAs } from "../../src/auth/internal";
 import type { DeliveryMessage } from "../../src/webhooks/message";
-import { consume, keeperUnavailable, startAsync } from "../async-runs";
+import { consume, interceptedKeepers, keeperUnavailable, startAsync } from "../async-runs";
 import { visitor } from "../dashboard-helpers";
 import { faultyD1, type Refused } from "../faulty-d1";
 import { ADMIN, client, seedBuild } from "../helpers";
@@ -161,20 +161,10 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
         : value !== null && typeof value === "object"
           ? Object.values(value).flatMap(strings)
           : [];
-    return new Proxy(env.RUN_KEEPER, {
-      get(target, prop) {
-        if (prop !== "get") return (Reflect.get(target, prop, target) as (...a: unknown[]) => unknown).bind(target);
-        return (id: DurableObjectId) => {
-          const stub = target.get(id);
-          return {
-            runs: (called: string, args: unknown[]) => {
-              if (called !== op) return stub.runs(called as never, args);
-              refused.push({ sql: `keeper runs(${op})`, values: args.flatMap(strings) });
-              return Promise.reject(keeperUnavailable());
-            },
-          };
-        };
-      },
+    return interceptedKeepers((called, args, call) => {
+      if (called !== op) return call();
+      refused.push({ sql: `keeper runs(${op})`, values: args.flatMap(strings) });
+      return Promise.reject(keeperUnavailable());
     });
   }
 

@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   consume,
   keeperOf,
+  interceptedKeepers,
   keeperUnavailable,
   keptRun,
   keptSql,
@@ -97,21 +98,11 @@ describe("an async run's row lives in its keeper", () => {
     const api = client();
     const app = await seedRunnable(api);
     const inserted: string[] = [];
-    const lostAnswers = new Proxy(env.RUN_KEEPER, {
-      get(target, prop) {
-        if (prop !== "get") return (Reflect.get(target, prop, target) as (...a: unknown[]) => unknown).bind(target);
-        return (id: DurableObjectId) => {
-          const stub = target.get(id);
-          return {
-            runs: async (op: string, args: unknown[]) => {
-              const answer = await stub.runs(op as never, args);
-              if (op !== "insert") return answer;
-              inserted.push((args[0] as { id: string }).id);
-              throw keeperUnavailable();
-            },
-          };
-        };
-      },
+    const lostAnswers = interceptedKeepers(async (op, args, call) => {
+      const answer = await call();
+      if (op !== "insert") return answer;
+      inserted.push((args[0] as { id: string }).id);
+      throw keeperUnavailable();
     });
     const started = await startAsync(api, app, { bindings: { RUN_KEEPER: lostAnswers as unknown as string } });
     expect(started.response.status).toBe(503);
@@ -126,21 +117,11 @@ describe("an async run's row lives in its keeper", () => {
     const hook = await receiver();
     const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
     let lost = 0;
-    const lostEnd = new Proxy(env.RUN_KEEPER, {
-      get(target, prop) {
-        if (prop !== "get") return (Reflect.get(target, prop, target) as (...a: unknown[]) => unknown).bind(target);
-        return (id: DurableObjectId) => {
-          const stub = target.get(id);
-          return {
-            runs: async (op: string, args: unknown[]) => {
-              const answer = await stub.runs(op as never, args);
-              // The first end's answer is lost on its way back; the write was made.
-              if (op === "end" && lost++ === 0) throw keeperUnavailable();
-              return answer;
-            },
-          };
-        };
-      },
+    const lostEnd = interceptedKeepers(async (op, _args, call) => {
+      const answer = await call();
+      // The first end's answer is lost on its way back; the write was made.
+      if (op === "end" && lost++ === 0) throw keeperUnavailable();
+      return answer;
     });
     const consumed = await consume(api, started.message, { bindings: { RUN_KEEPER: lostEnd } });
     expect(consumed).toMatchObject({ acked: true });
