@@ -16,10 +16,11 @@
 //     text's, a blob's its bytes), read through the binding (`gateway.db`). Each table whose row count
 //     changed is printed with its rows per run, so a reader sees which table grew.
 import { execFileSync } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { createServer, request as httpRequest } from "node:http";
 import { cpus, loadavg, release, tmpdir, totalmem } from "node:os";
+import { acceptOf, onShortFrames, textFrame } from "../test/global/websocket-frames.mjs";
 import { join } from "node:path";
 import { buildBundle, seedRunnableApp, startGateway } from "./bench/gateway.mjs";
 import { listenOnLoopback, startPeer } from "./bench/peers.mjs";
@@ -70,24 +71,8 @@ async function startEchoApp() {
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
     );
-    let buffer = Buffer.alloc(0);
-    socket.on("data", (data) => {
-      buffer = Buffer.concat([buffer, data]);
-      // Short masked frames only (the harness's own client sends them).
-      while (buffer.length >= 6) {
-        const opcode = buffer[0] & 0x0f;
-        const length = buffer[1] & 0x7f;
-        if (buffer.length < 6 + length) return;
-        const mask = buffer.subarray(2, 6);
-        const payload = Buffer.from(buffer.subarray(6, 6 + length).map((b, i) => b ^ mask[i % 4]));
-        buffer = buffer.subarray(6 + length);
-        if (opcode === 0x8) {
-          socket.end(Buffer.from([0x88, 0]));
-          return;
-        }
-        socket.write(Buffer.concat([Buffer.from([0x81, payload.length]), payload]));
-      }
-    });
+    // Short masked frames only (the harness's own client sends them), echoed.
+    onShortFrames(socket, (payload) => socket.write(textFrame(payload)));
     socket.on("error", () => undefined);
   });
   server.keepAliveTimeout = 60_000;
@@ -104,7 +89,6 @@ async function startEchoApp() {
 }
 
 /** Sec-WebSocket-Accept of a handshake's key. */
-const acceptOf = (key) => createHash("sha1").update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
 
 /** A masked client frame (text, or close with no body): short payloads only. */
 function clientFrame(opcode, payload = Buffer.alloc(0)) {

@@ -5,6 +5,7 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { gzipSync } from "node:zlib";
+import { acceptOf, onShortFrames, textFrame } from "./websocket-frames.mjs";
 
 /** Per receiver key: how to answer (in order, the last repeats) and what arrived. */
 const scenarios = new Map();
@@ -262,31 +263,16 @@ function upgrade(req, socket) {
     socket.on("error", () => undefined);
     return;
   }
-  const accept = createHash("sha1")
-    .update(`${req.headers["sec-websocket-key"]}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
-    .digest("base64");
+  const accept = acceptOf(req.headers["sec-websocket-key"]);
   socket.write(
     `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\nX-Seen-Run-Id: ${req.headers["x-run-id"] ?? ""}\r\n\r\n`,
   );
   const runId = req.headers["x-run-id"] ?? "";
   const authorization = req.headers.authorization ?? "";
-  let buffer = Buffer.alloc(0);
-  socket.on("data", (data) => {
-    buffer = Buffer.concat([buffer, data]);
-    while (buffer.length >= 6) {
-      const opcode = buffer[0] & 0x0f;
-      const length = buffer[1] & 0x7f; // tests send short frames only
-      if (buffer.length < 6 + length) return;
-      const mask = buffer.subarray(2, 6);
-      const payload = Buffer.from(buffer.subarray(6, 6 + length).map((b, i) => b ^ mask[i % 4]));
-      buffer = buffer.subarray(6 + length);
-      if (opcode === 0x8) {
-        socket.end(Buffer.from([0x88, 0]));
-        return;
-      }
-      const reply = Buffer.from(JSON.stringify({ echo: payload.toString("utf8"), run_id: runId, authorization }));
-      socket.write(Buffer.concat([Buffer.from([0x81, reply.length]), reply]));
-    }
+  // Tests send short frames only.
+  onShortFrames(socket, (payload) => {
+    const reply = Buffer.from(JSON.stringify({ echo: payload.toString("utf8"), run_id: runId, authorization }));
+    socket.write(textFrame(reply));
   });
   socket.on("error", () => undefined);
 }
