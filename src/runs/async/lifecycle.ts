@@ -99,9 +99,7 @@ export async function handOnResult(scope: Scope, rows: RunRows, run: AsyncRun, t
   // A run whose delivery is on record already (a waited run's, recorded before its app was called) keeps
   // it: the result goes to that delivery if it was never attempted, never to a second one.
   if (run.deliveryId !== null && run.deliveryId !== "none") {
-    const recorded = await recordedDelivery(scope.db, run.projectId, run.id, run.deliveryId);
-    if (recorded?.status === "pending" && recorded.attemptCount === 0)
-      await handToLane(scope, pendingOf(recorded), text);
+    await handOnAgain(scope, run, text);
     return;
   }
   const delivery = await resultDeliveryOf(scope, run);
@@ -116,13 +114,18 @@ export async function handOnResult(scope: Scope, rows: RunRows, run: AsyncRun, t
 /**
  * The delivery recorded for `run`'s result, if any (the delivery log's record), handed on again when it
  * was never attempted: its owner died after recording it and before handing it on. A copy its lane or
- * the queue already has adds nothing (the lane and the consumer know a delivery by its id).
+ * the queue already has adds nothing (the lane and the consumer know a delivery by its id). Its body is
+ * `text` when given, else the run's stored result.
  */
-export async function handOnAgain(scope: Scope, run: AsyncRun): Promise<Awaited<ReturnType<typeof recordedDelivery>>> {
+export async function handOnAgain(
+  scope: Scope,
+  run: AsyncRun,
+  text?: string,
+): Promise<Awaited<ReturnType<typeof recordedDelivery>>> {
   const noted = run.deliveryId === "none" ? null : run.deliveryId;
   const recorded = await recordedDelivery(scope.db, run.projectId, run.id, noted);
   if (recorded?.status === "pending" && recorded.attemptCount === 0) {
-    const result = await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2);
+    const result = text ?? (await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2));
     if (result !== null) await handToLane(scope, pendingOf(recorded), result);
   }
   return recorded;

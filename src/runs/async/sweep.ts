@@ -61,8 +61,10 @@ export const RUN_SLICE_MAX = 500;
  * past `RUN_RETENTION_MS` with their payloads, and `Idempotency-Key`s past their 24 hours. A run in
  * flight (`queued`, `running`) has no `finished_at`, so no step ever takes it.
  */
-export function asyncRunSteps(scope: Scope, runs: SweptRuns = d1SweptRuns(scope.db)): PurgeStep[] {
+export function asyncRunSteps(scope: Scope): PurgeStep[] {
   const now = scope.deps.now().getTime();
+  // The runs D1 still holds: each keeper purges its own from its alarm (`sweepAsyncRuns`).
+  const runs = d1SweptRuns(scope.db);
   return [
     {
       name: "async_runs",
