@@ -104,7 +104,8 @@ async function execute(
     pauseMs: (tries) => 50 * tries,
   });
   // A try whose answer was lost may have ended it: the run then has this very ending.
-  const ours = ended ?? (await endedByThis(rows, run.id, ending.finishedAt, delivery?.deliveryId ?? null));
+  const ours: (Ended & { handOn?: boolean }) | undefined =
+    ended ?? (await endedByThis(rows, run.id, ending.finishedAt, delivery?.deliveryId ?? null));
   if (!ours) {
     logError("async run ended by someone else before its consumer", { run_id: run.id });
     return;
@@ -122,16 +123,16 @@ async function execute(
     webhook: run.webhookEndpoint !== null,
   });
   // Unless the run did not note its delivery (a keeper stopped in between: its sweep hands it on).
-  if (delivery?.pending && (!("handOn" in ours) || ours.handOn))
+  if (delivery?.pending && ours.handOn !== false)
     await handToLane(scope, { ...delivery.pending, recorded: ours.recorded ?? delivery.pending.recorded }, answer.text);
   if (run.requestInR2) await dropPayloads(env, [requestKey(run.id)]);
 }
 
 /**
  * The run, when a write whose answer was lost ended it: it has this very ending (`finishedAt`, to the
- * millisecond) and, with a delivery, noted that very delivery. Whether its record was written is not
- * known (`recorded: false`: a delivery that never reaches a claim is settled by writing it). A run ended
- * but without its delivery noted is left to the sweep, which finds the record or makes the one delivery.
+ * millisecond). Whether its delivery's record was written is not known (`recorded: false`: a delivery
+ * that never reaches a claim is settled by writing it); it is handed on (`handOn`) only if the run noted
+ * that very delivery, else the sweep finds the record or makes the one delivery.
  */
 async function endedByThis(
   rows: RunRows,
