@@ -21,7 +21,8 @@ import type { RunCaller } from "./run-key";
 import { newId } from "../platform/ids";
 import { outcomePath, type RunMode, type RunStart } from "./outcome";
 import { cancelAfter, waitPreference } from "./preferences";
-import { keyShard, runIdInShard } from "./wait/shard";
+import { keyShard } from "./wait/shard";
+import { idInShard } from "../platform/shards";
 import { sealSecret } from "../webhooks/secret-box";
 import { appRequestOf } from "./app-request";
 import type { AppRequest } from "./call";
@@ -224,7 +225,7 @@ export function startOf(
   // A run under a key gets an id in the key's keeper shard: a waited run's retries reach its keeper.
   const key = request.headers.get("idempotency-key");
   return {
-    runId: key === null ? id : runIdInShard(id, keyShard(caller.id, key)),
+    runId: key === null ? id : idInShard(id, keyShard(caller.id, key)),
     projectId: target.projectId,
     appName: target.appName,
     path: outcomePath(target.appPath),

@@ -1,6 +1,7 @@
 import { eq } from "drizzle-orm";
 import { webhookDeliveries } from "../db/schema";
 import { newId } from "../platform/ids";
+import { idInShardOf } from "../platform/shards";
 import type { Database } from "../db/client";
 import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
@@ -52,7 +53,8 @@ export async function preparePending(
   options: { resentFrom?: { id: string; messageId: string } } = {},
 ): Promise<{ pending: PendingDelivery; row: PendingRow }> {
   const createdAt = deps.now();
-  const id = newId("whd", createdAt.getTime());
+  // In its run's shard: the delivery log's object of a run's deliveries is found from the run id (platform/shards.ts).
+  const id = idInShardOf(newId("whd", createdAt.getTime()), address.runId);
   // A resend is the same message again (Standard Webhooks: the id stays when a message is resent), so
   // receivers that de-duplicate by `webhook-id` recognise it; its timestamp and signature are fresh.
   const messageId = options.resentFrom?.messageId ?? id;

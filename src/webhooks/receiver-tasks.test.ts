@@ -3,6 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client, seedProject, testDeps } from "../../test/helpers";
 import { createScope } from "../platform/scope";
+import { shardOf } from "../platform/shards";
 import type { DeliveryMessage } from "./message";
 import { createTask, REHAND_AFTER_MS, runSlice } from "./receiver-tasks";
 
@@ -125,6 +126,13 @@ describe("a recovery of 50,000 failed deliveries", () => {
       .first();
     // One resend per sendable original, every one delivered: nothing lost, nothing twice.
     expect(resends).toEqual({ n: N - 3, originals: N - 3, delivered: N - 3 });
+    // Each in its run's shard (platform/shards.ts), as every delivery's id.
+    const { results: sample } = await env.DB.prepare(
+      "SELECT id, run_id FROM webhook_deliveries WHERE task_id = ? ORDER BY id LIMIT 100",
+    )
+      .bind(task.id)
+      .all<{ id: string; run_id: string }>();
+    for (const r of sample) expect(shardOf(r.id), r.id).toBe(shardOf(r.run_id));
     expect(new Set(handed).size).toBe(N - 3);
     expect(cut).toBeGreaterThan(0);
     expect(maxInFlight).toBeLessThanOrEqual(SIZES.inFlight);

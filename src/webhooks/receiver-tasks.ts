@@ -7,6 +7,7 @@ import {
   webhookReceiverTasks as t,
 } from "../db/schema";
 import { derivedId, newId } from "../platform/ids";
+import { idInShardOf } from "../platform/shards";
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { LANE_CONCURRENCY } from "./lane-capacity";
@@ -221,8 +222,8 @@ const cursorIs = (task: Task) =>
 
 /** A resend of `original` made by the task: its own record and id, the original's message id, the secret sealed again under the new id. */
 async function resendRecord(scope: Scope, task: Task, original: WebhookDelivery, at: Date) {
-  // One id per (task, original): a slice that runs again writes nothing twice.
-  const id = await derivedId("whd", task.createdAt.getTime(), `${task.id} ${original.id}`);
+  // One id per (task, original): a slice that runs again writes nothing twice. In the run's shard, as every delivery's.
+  const id = idInShardOf(await derivedId("whd", task.createdAt.getTime(), `${task.id} ${original.id}`), original.runId);
   let sealedSecret: string | null = null;
   if (original.signed) {
     const secret = await openSecret(

@@ -8,6 +8,7 @@ import { type DeliveryJson, drive, runWithWebhook } from "../../test/webhooks";
 import { createWorker } from "../worker";
 import type { DeliveryMessage } from "./message";
 import { RETENTION_MS } from "./housekeeping";
+import { shardOf } from "../platform/shards";
 
 const api = client();
 const SECRET = "resend-secret-0123456789";
@@ -47,6 +48,9 @@ describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
     // Its own record, the original's message id (Standard Webhooks: the id stays when a message is resent).
     expect(answer.body.delivery_id).not.toBe(original);
     expect(answer.body.request_id).toBe(original);
+    // Both in the run's shard (platform/shards.ts): a run's deliveries are found from its id.
+    expect(shardOf(original)).toBe(shardOf(answer.body.run_id));
+    expect(shardOf(answer.body.delivery_id)).toBe(shardOf(answer.body.run_id));
     expect(JSON.stringify(answer.messages)).not.toContain(SECRET);
     await drive(api, answer.messages[0]);
 

@@ -10,7 +10,8 @@ import { describe, expect, it } from "vitest";
 import { newId } from "../../src/platform/ids";
 import { QUEUES } from "../../src/platform/triggers";
 import { Keeper } from "../../src/runs/wait/keeper";
-import { KEEPER_SHARDS, runIdInShard } from "../../src/runs/wait/shard";
+import { KEEPER_SHARDS } from "../../src/runs/wait/shard";
+import { idInShard } from "../../src/platform/shards";
 import { usageOutcomes } from "../../src/usage/record";
 import { Lane } from "../../src/webhooks/lane";
 import { laneName, laneObject } from "../../src/webhooks/message";
@@ -78,7 +79,7 @@ async function worldOf(origin?: string): Promise<World> {
   );
   for (let shard = 0; shard < KEEPER_SHARDS; shard++)
     await runInDurableObject(
-      keeperOf(app.projectId, runIdInShard(newId("run"), shard)),
+      keeperOf(app.projectId, idInShard(newId("run"), shard)),
       (instance: { keeper: Keeper }, state) => {
         instance.keeper = new Keeper(state, { ...env, DB: log.binding("keeper") }, testDeps(), usageOutcomes);
       },
