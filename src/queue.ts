@@ -3,7 +3,7 @@ import type { Scope } from "./platform/scope";
 import { QUEUES } from "./platform/triggers";
 import { consumeDeliveries } from "./webhooks/consumer";
 import { settleDeadLetters } from "./webhooks/dead-letter";
-import { consumeAsyncRuns } from "./runs/async/consumer";
+import { consumeAbandonedAsyncRuns, consumeAsyncRuns } from "./runs/async/consumer";
 import { consumeUsageRecords } from "./usage/queue";
 import { usageOutcomes } from "./usage/record";
 
@@ -16,5 +16,6 @@ export const queueHandlers: Record<string, QueueHandler> = {
   [QUEUES.domainValidations]: domainValidationConsumer,
   // Each run's outcome goes to usage (src/runs/outcome.ts, OutcomePort).
   [QUEUES.asyncRuns]: (batch, scope) => consumeAsyncRuns(batch, scope, usageOutcomes),
+  [QUEUES.asyncRunDeadLetters]: (batch, scope) => consumeAbandonedAsyncRuns(batch, scope, usageOutcomes),
   [QUEUES.usageRecords]: consumeUsageRecords,
 };

@@ -36,6 +36,13 @@ describe("wrangler.toml and the handlers agree", () => {
     expect(Object.keys(queueHandlers).sort()).toEqual(Object.values(QUEUES).sort());
   });
 
+  it.each(environments)("%s: a queue that gives up on a message puts it on its dead-letter queue", (_, section) => {
+    const deadLetterOf = (queue: string) =>
+      section.queues?.consumers?.find((c) => c.queue === queue)?.dead_letter_queue;
+    expect(deadLetterOf(QUEUES.webhookDeliveries)).toBe(QUEUES.webhookDeadLetters);
+    expect(deadLetterOf(QUEUES.asyncRuns)).toBe(QUEUES.asyncRunDeadLetters);
+  });
+
   it("throws for a cron or queue it does not know", async () => {
     const worker = createWorker(productionDeps);
     await expect(

@@ -84,11 +84,13 @@ export async function consume(
     attempts?: number;
     deps?: Partial<Deps>;
     bindings?: Partial<Record<keyof Env, unknown>>;
+    /** The queue it arrives on: `async-runs`, or its dead letters' (`QUEUES.asyncRunDeadLetters`). */
+    queue?: string;
   } = {},
 ) {
   const deliveries = capturingQueue();
   const { queue: consumer } = createWorker(testDeps({ now: api.clock.now, ...options.deps }));
-  const batch = createMessageBatch(QUEUES.asyncRuns, [
+  const batch = createMessageBatch(options.queue ?? QUEUES.asyncRuns, [
     { id: options.id ?? `arm-${ids++}`, timestamp: api.clock.now(), attempts: options.attempts ?? 1, body: message },
   ]);
   const ctx = createExecutionContext();

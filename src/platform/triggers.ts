@@ -16,6 +16,8 @@ export const QUEUES = {
   webhookDeadLetters: "webhook-deliveries-dlq",
   domainValidations: "domain-validations",
   asyncRuns: "async-runs",
+  /** Where `async-runs` puts a message it gave up on: its run is settled as its last redelivery would (src/runs/async/consumer.ts). */
+  asyncRunDeadLetters: "async-runs-dlq",
   /** Run records of several projects flushed together by one isolate (src/usage/buffer.ts). */
   usageRecords: "usage-records",
 } as const;

@@ -145,7 +145,11 @@ async function endedByThis(
   return { followed: now.followed, recorded: false, handOn: deliveryId === null || now.deliveryId === deliveryId };
 }
 
-async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePort): Promise<void> {
+/**
+ * One message: `abandoned` when it is the dead-letter copy of one the `async-runs` queue gave up on
+ * (`consumeAbandonedAsyncRuns`): the claim a run holds is then taken for this message's, whatever its id.
+ */
+async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePort, abandoned = false): Promise<void> {
   const { deps } = scope;
   const message = asyncRunMessageOf(msg.body);
   if (message === null) {
@@ -162,15 +166,15 @@ async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePor
     if (!claimed) {
       // Found in D1 too, whatever the isolate learnt of it: see `claim` (rows.ts).
       const run = (await rows.byId(runId)) ?? (await d1RunRows(scope.db, "").byId(runId));
+      const ours = run !== undefined && (abandoned || run.claimedBy === msg.id);
       // Claimed by this very message before: the invocation that had it died mid-run.
-      if (run?.status === "running" && run.claimedBy === msg.id)
-        await endUnanswered(scope, rows, run, "running", msg.id, "interrupted", outcomes);
+      if (run?.status === "running" && ours)
+        await endUnanswered(scope, rows, run, "running", run.claimedBy, "interrupted", outcomes);
       // Still queued: its deadline passed before it could start. The app is never called for it.
       else if (run?.status === "queued") await endUnanswered(scope, rows, run, "queued", null, "deadline", outcomes);
       // Ended by this very message before, whose invocation died before it handed the result's
       // delivery on: handed on again (nothing else would: the run has noted its delivery).
-      else if (run?.claimedBy === msg.id && run.deliveryId !== null && run.deliveryId !== "none")
-        await handOnAgain(scope, run);
+      else if (ours && run.deliveryId !== null && run.deliveryId !== "none") await handOnAgain(scope, run);
       return msg.ack();
     }
   } catch (error) {
@@ -187,6 +191,26 @@ async function consume(msg: Message<unknown>, scope: Scope, outcomes: OutcomePor
     logError("async run crashed after its claim", { run_id: runId, attempts: msg.attempts, error });
     msg.retry({ delaySeconds: 1 });
   }
+}
+
+/**
+ * The `async-runs-dlq` consumer: each message is one the `async-runs` queue gave up on after
+ * `max_retries` (every delivery of it failed, or its invocations died), so nothing else will come for its
+ * run. It does what that message's last redelivery would have done, and its copy has an id of its own
+ * (Cloudflare keeps no promise that a dead letter keeps the id; Miniflare gives it a new one), so the
+ * claim the run holds counts as its: a run left running ends `interrupted`, a run ended whose delivery
+ * was recorded and never attempted has it handed on, a queued run is claimed and run as any message's
+ * would be (never twice: the claim is conditional). A duplicate copy of the original still running its
+ * app when this arrives (Queues send a message at least once) finds its end refused and logs it. A dead letter
+ * that fails in turn is retried by its queue, then dropped; the run's keeper sweeps what is left
+ * (runs/async/sweep.ts: running 16 minutes, queued 24 hours, a result not handed to its delivery).
+ */
+export async function consumeAbandonedAsyncRuns(
+  batch: MessageBatch<unknown>,
+  scope: Scope,
+  outcomes: OutcomePort,
+): Promise<void> {
+  await Promise.all(batch.messages.map((msg) => consume(msg, scope, outcomes, true)));
 }
 
 /** The consumer; `outcomes` receives each run's outcome when it ended (the root wires usage's). */

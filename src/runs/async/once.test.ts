@@ -18,6 +18,7 @@ import { capturingQueue, seedRunnable } from "../../../test/runs";
 import { drive } from "../../../test/webhooks";
 import { RESULT_DELIVERY_MAX_MS, QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
 import type { DeliveryMessage } from "../../webhooks/message";
+import { QUEUES } from "../../platform/triggers";
 
 const api = client();
 
@@ -177,6 +178,84 @@ describe("at most once", () => {
     const got = await received(hook.key);
     expect(got).toHaveLength(1);
     expect(got[0]!.body).toBe(run!.result);
+  });
+
+  it("a dead letter (the queue gave up on the message, its copy has an id of its own) of a run ended with its delivery never handed on hands it on; a new message would not", async () => {
+    const local = client();
+    const app = await seedRunnable(local);
+    const hook = await receiver();
+    const started = await startAsync(local, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    // The consumer ends the run with its delivery on record and dies before handing it on, on its last try.
+    const died = await consume(local, started.message, { id: "msg-last", attempts: 4 });
+    expect(died.deliveries).toHaveLength(1);
+    const run = await keptRun(started.body);
+    const upstream = gatedOutbound();
+    // Another message (a duplicate under another id) does not take the claim for its own ...
+    expect(await consume(local, started.message, { id: "msg-other", deps: { outbound: upstream.outbound } })).toEqual({
+      acked: true,
+      retried: false,
+      deliveries: [],
+    });
+    // ... the dead letter does.
+    const dead = await consume(local, started.message, {
+      id: "dl-1",
+      queue: QUEUES.asyncRunDeadLetters,
+      deps: { outbound: upstream.outbound },
+    });
+    expect(dead.acked).toBe(true);
+    expect(upstream.calls).toBe(0);
+    expect(dead.deliveries).toHaveLength(1);
+    expect(dead.deliveries[0]).toMatchObject({ id: run!.deliveryId, runId: run!.id, body: { inline: run!.result } });
+    expect(await deliveryRecords(run!.id)).toBe(1);
+    await drive(local, dead.deliveries[0]);
+    expect((await received(hook.key))[0]!.body).toBe(run!.result);
+    // Once attempted, another dead letter adds nothing.
+    expect(
+      (await consume(local, started.message, { id: "dl-2", queue: QUEUES.asyncRunDeadLetters })).deliveries,
+    ).toEqual([]);
+  });
+
+  it("a dead letter of a run left running (every try of its message died) ends it interrupted, without calling the app, and delivers that", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const started = await startAsync(api, app, { query: `webhookEndpoint=${encodeURIComponent(hook.url)}` });
+    expect(await keptRows(started.body).claim(started.body.run_id, "msg-died", api.clock.now())).toBeDefined();
+    const upstream = gatedOutbound();
+    const dead = await consume(api, started.message, {
+      id: "dl-running",
+      queue: QUEUES.asyncRunDeadLetters,
+      deps: { outbound: upstream.outbound },
+    });
+    expect(dead.acked).toBe(true);
+    expect(upstream.calls).toBe(0);
+    const done = await poll(api, started.body.status_url, app.token);
+    expect(done.body).toMatchObject({ status: "failed", error: { code: "interrupted" } });
+    expect(dead.deliveries).toHaveLength(1);
+    await drive(api, dead.deliveries[0]);
+    expect((await received(hook.key))[0]!.body).toBe(done.rawResult);
+  });
+
+  it("a dead letter of a run still queued (every claim failed) runs it, once", async () => {
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const upstream = gatedOutbound();
+    const failed = await consume(api, started.message, {
+      id: "msg-unclaimed",
+      attempts: 4,
+      bindings: { RUN_KEEPER: failingKeepers("claim") },
+    });
+    expect(failed).toMatchObject({ acked: false, retried: true });
+    expect((await keptRun(started.body))!.status).toBe("queued");
+    for (const id of ["dl-queued", "dl-queued-copy"])
+      expect(
+        await consume(api, started.message, {
+          id,
+          queue: QUEUES.asyncRunDeadLetters,
+          deps: { outbound: upstream.outbound },
+        }),
+      ).toMatchObject({ acked: true });
+    expect(upstream.calls).toBe(1);
+    expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
   });
 
   it("a copy arriving while the run is running does not run it too", async () => {
