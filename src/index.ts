@@ -3,6 +3,7 @@ import { runKeeperClass } from "./runs/wait/keeper";
 import { webhookLaneClass } from "./webhooks/lane";
 import { receiverTaskFinished } from "./webhooks/alerts";
 import { webhookReceiverTaskClass } from "./webhooks/receiver-task-object";
+import { deliveryLogClass } from "./webhooks/log-object";
 import { usageOutcomes } from "./usage/record";
 import { createWorker } from "./worker";
 
@@ -28,3 +29,7 @@ export { RunFollowers } from "./runs/async/followers-object";
 /** The receiver tasks (Durable Objects, wrangler.toml `WEBHOOK_RECEIVER_TASKS`): one per recovery or release, its slices run by its alarm. */
 export const WebhookReceiverTask = webhookReceiverTaskClass(productionDeps, receiverTaskFinished);
 export type WebhookReceiverTask = InstanceType<typeof WebhookReceiverTask>;
+
+/** The delivery logs (Durable Objects, wrangler.toml `DELIVERY_LOG`): one per project and shard of delivery ids, its retention run by its alarm. */
+export const DeliveryLog = deliveryLogClass(productionDeps);
+export type DeliveryLog = InstanceType<typeof DeliveryLog>;

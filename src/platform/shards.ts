@@ -3,7 +3,7 @@
  * last 8 characters, the random part), so every object is found from the ids the caller holds and never
  * by a lookup. A run's keeper (runs/wait/shard.ts) is named by its run id's shard; a delivery's id is
  * made in the shard of its run (`idInShardOf`), so a run and its deliveries share a shard number and a
- * run's deliveries are found in one shard's object, not in all of them (docs/architecture.md#where-each-store-lives).
+ * run's deliveries are found in one shard's object, not in all of them (docs/architecture.md#the-sixth-waves-moves-seams-agreed-before-either-moves).
  */
 
 /** Shards of a project's objects of one kind: its records spread over this many. */

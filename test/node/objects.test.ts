@@ -18,6 +18,7 @@ const ADDRESSING: Record<string, { file: string; fn: string }> = {
   UsageLedger: { file: "src/usage/ledger-client.ts", fn: "ledgerOf" },
   RunKeeper: { file: "src/runs/wait/shard.ts", fn: "keeperObject" },
   RunFollowers: { file: "src/runs/async/followers.ts", fn: "followersObject" },
+  DeliveryLog: { file: "src/webhooks/log.ts", fn: "deliveryLogObject" },
 };
 
 interface Binding {

@@ -1,0 +1,139 @@
+import { createDb, type Database } from "../db/client";
+import { d1Over, type SqlAnswer, type SqlCall } from "../platform/object-d1";
+import type { StorageShape } from "../platform/object-storage";
+import { shardOf } from "../platform/shards";
+
+/**
+ * The delivery log per project (issue 41: the data plane leaves D1): a Durable Object per project and
+ * shard (`deliveryLogName`) holds the deliveries, their attempts, inline bodies and sealed secrets in
+ * the same two tables D1 has (`DELIVERY_LOG_STORAGE`), so the delivery code's statements run there
+ * unchanged, through a `D1Database` whose every statement or batch is one call of the object
+ * (`deliveryLogDb`, platform/object-d1.ts). A delivery's id is made in its run's shard
+ * (platform/shards.ts), so a delivery, its resends and the other deliveries of its run are in one
+ * object, and the queries that relate them (a message delivered since, by its `message_id`) stay inside
+ * it. docs/architecture.md#the-sixth-waves-moves-seams-agreed-before-either-moves.
+ *
+ * Built and tested on its own; the delivery path still writes to D1 until its callers move (the next
+ * step of issue 41, written down in docs/architecture.md).
+ */
+
+/**
+ * The tables, as D1's migrations left them (migrations/0001, 0005, 0007, 0009, 0013, 0015) but for the
+ * foreign key to `projects`, which lives in D1 (a deleted project's log must then be emptied by a call of
+ * its own: part of the move, not built yet). The
+ * trigger is the one that settles a delivery from its attempt's outcome in the same statement.
+ */
+export const DELIVERY_LOG_STORAGE: StorageShape = {
+  meta: { table: "log_meta", value: "INTEGER" },
+  made: "webhook_deliveries",
+  schema: [
+    `CREATE TABLE IF NOT EXISTS "webhook_deliveries" (
+  "id" text PRIMARY KEY NOT NULL,
+  "project_id" text NOT NULL,
+  "run_id" text NOT NULL,
+  "endpoint" text NOT NULL,
+  "signed" integer NOT NULL,
+  "body_bytes" integer NOT NULL,
+  "status" text NOT NULL,
+  "attempt_count" integer DEFAULT 0 NOT NULL,
+  "last_status_code" integer,
+  "last_error" text,
+  "created_at" integer NOT NULL,
+  "updated_at" integer NOT NULL,
+  "completed_at" integer,
+  "body" text,
+  "body_key" text,
+  "sealed_secret" text,
+  "body_purged_at" integer,
+  "resent_from" text,
+  "message_id" text,
+  "app_name" text,
+  "task_id" text,
+  CONSTRAINT "webhook_deliveries_status" CHECK ("status" IN ('pending', 'held', 'delivered', 'failed'))
+)`,
+    `CREATE TABLE IF NOT EXISTS "webhook_attempts" (
+  "delivery_id" text NOT NULL,
+  "attempt" integer NOT NULL,
+  "at" integer NOT NULL,
+  "status_code" integer,
+  "error" text,
+  "duration_ms" integer NOT NULL,
+  "outcome" text,
+  PRIMARY KEY ("delivery_id", "attempt"),
+  FOREIGN KEY ("delivery_id") REFERENCES "webhook_deliveries" ("id") ON DELETE CASCADE
+)`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_created" ON "webhook_deliveries" ("created_at")`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_expiring" ON "webhook_deliveries" ("created_at")
+  WHERE "webhook_deliveries"."body_purged_at" IS NOT NULL AND "webhook_deliveries"."status" IN ('delivered', 'failed')`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_unpurged" ON "webhook_deliveries" ("created_at")
+  WHERE "webhook_deliveries"."body_purged_at" IS NULL AND "webhook_deliveries"."status" IN ('delivered', 'failed')`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_message" ON "webhook_deliveries" ("project_id", "message_id")`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_pending" ON "webhook_deliveries" ("status", "updated_at")`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_project" ON "webhook_deliveries" ("project_id", "id")`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_project_created" ON "webhook_deliveries" ("project_id", "created_at")`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_receiver" ON "webhook_deliveries" ("project_id",
+  (substr(endpoint, 1, instr(endpoint, '://') + 1 + instr(substr(endpoint, instr(endpoint, '://') + 3) || '/', '/'))), "created_at")`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_run" ON "webhook_deliveries" ("project_id", "run_id", "id")`,
+    `CREATE INDEX IF NOT EXISTS "webhook_deliveries_task" ON "webhook_deliveries" ("task_id", "status")`,
+    `CREATE TRIGGER IF NOT EXISTS "webhook_attempt_settles" AFTER INSERT ON "webhook_attempts" BEGIN
+  UPDATE "webhook_deliveries" SET
+    "last_status_code" = NEW."status_code",
+    "last_error" = NEW."error",
+    "updated_at" = NEW."at",
+    "completed_at" = CASE WHEN "status" = 'pending' AND NEW."outcome" IN ('delivered', 'failed') THEN NEW."at" ELSE "completed_at" END,
+    "status" = CASE WHEN "status" = 'pending' AND NEW."outcome" IN ('delivered', 'failed') THEN NEW."outcome" ELSE "status" END
+  WHERE "id" = NEW."delivery_id";
+END`,
+  ],
+  steps: [],
+};
+
+/** The log of `projectId`'s shard `shard`: the name of its Durable Object. */
+export const deliveryLogOfShard = (projectId: string, shard: number): string => `${projectId}:${shard}`;
+
+/** The log that holds delivery `deliveryId` (or every delivery of run `deliveryId`: the same shard). */
+export const deliveryLogName = (projectId: string, deliveryId: string): string =>
+  deliveryLogOfShard(projectId, shardOf(deliveryId));
+
+/** The log object named `name` (`deliveryLogName`): every delivery log is addressed through this. */
+export const deliveryLogObject = (env: Env, name: string) => env.DELIVERY_LOG.get(env.DELIVERY_LOG.idFromName(name));
+
+/** Calls that add deliveries (`grows`) are refused past the object's bound; others always run. */
+export interface LogCallOptions {
+  grows?: boolean;
+}
+
+/** A log past its byte bound refused a call that adds deliveries (`DELIVERY_LOG_BYTES_MAX`). */
+export class DeliveryLogFullError extends Error {
+  override name = "DeliveryLogFullError";
+  constructor(readonly log: string) {
+    super(`The delivery log ${log} is full: it takes no new delivery until its retention frees room.`);
+  }
+}
+
+/**
+ * The log named `name` as a drizzle database: each statement or batch one call of the object. With
+ * `grows`, every call is one that adds deliveries and is refused (`DeliveryLogFullError`) past the bound.
+ */
+export function deliveryLogDb(env: Env, name: string, options: LogCallOptions = {}): Database {
+  const key = `${options.grows === true} ${name}`;
+  let databases = logDatabases.get(env);
+  if (!databases) logDatabases.set(env, (databases = new Map()));
+  const known = databases.get(key);
+  if (known) return known;
+  const stub = deliveryLogObject(env, name);
+  const send = async (calls: SqlCall[]): Promise<SqlAnswer[]> => {
+    const answer = await stub.sql(calls, options);
+    if ("full" in answer) throw new DeliveryLogFullError(name);
+    return answer.answers;
+  };
+  const db = createDb(d1Over(send));
+  // drizzle builds its schema's config per database: kept per isolate, the oldest let go past the cap.
+  if (databases.size >= LOG_DATABASES_MAX) databases.delete(databases.keys().next().value!);
+  databases.set(key, db);
+  return db;
+}
+
+/** Log databases an isolate keeps made (`deliveryLogDb`), per binding set. */
+const LOG_DATABASES_MAX = 512;
+const logDatabases = new WeakMap<Env, Map<string, Database>>();
