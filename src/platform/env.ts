@@ -16,8 +16,10 @@ interface OptionalSettings {
   ASYNC_RUN_TIMEOUT_MS?: string;
   /** The waited runs one keeper holds at once (default 32; docs/runs.md#the-keeper). */
   KEEPER_RUNS_MAX?: string;
-  /** Test-only: `manual` keeps a keeper's alarm from sweeping its runs (tests sweep with their own clock). */
-  KEEPER_SWEEP?: string;
+  /** Test-only: `manual` keeps keepers' and delivery logs' alarms from sweeping their rows (tests sweep with their own clock). */
+  OBJECT_SWEEPS?: string;
+  /** Where the delivery log is written: `d1` (default) or `objects` (per project, the move under way; docs/architecture.md). */
+  DELIVERY_LOG_STORE?: string;
   CERTIFICATE_PROVIDER?: string;
   CERTIFICATE_AUTHORITY?: string;
   MAX_DOMAINS_PER_PROJECT?: string;
@@ -131,7 +133,8 @@ const ConfigSchema = z
     RUN_TIMEOUT_MS: milliseconds(120_000),
     RUN_STREAM_IDLE_MS: milliseconds(60_000),
     WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
-    KEEPER_SWEEP: z.enum(["alarm", "manual"], { error: 'must be "alarm" or "manual"' }).default("alarm"),
+    OBJECT_SWEEPS: z.enum(["alarm", "manual"], { error: 'must be "alarm" or "manual"' }).default("alarm"),
+    DELIVERY_LOG_STORE: z.enum(["d1", "objects"], { error: 'must be "d1" or "objects"' }).default("d1"),
     // A receiver whose every delivery failed this long is disabled (docs/webhook-receivers.md).
     WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS: z.coerce
       .number({ error: "is not a number of hours" })
@@ -226,8 +229,14 @@ export interface Config {
   runStreamIdleMs: number;
   /** How long one webhook delivery attempt waits for the receiver. */
   webhookTimeoutMs: number;
-  /** `KEEPER_SWEEP`: whether a keeper's alarm sweeps its runs (`alarm`, always but in tests) or only a test does (`manual`). */
-  keeperSweep: "alarm" | "manual";
+  /** `OBJECT_SWEEPS`: whether keepers' and delivery logs' alarms sweep their rows (`alarm`, always but in tests) or only a test does (`manual`). */
+  objectSweeps: "alarm" | "manual";
+  /**
+   * `DELIVERY_LOG_STORE`: where deliveries are recorded, D1 (`d1`, the default while the move is under
+   * way) or each project's delivery logs (`objects`, webhooks/log.ts). Only the paths already moved
+   * honour `objects`; the others read D1 (docs/architecture.md lists which).
+   */
+  deliveryLogStore: "d1" | "objects";
   /** `WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS` in ms: a receiver whose every delivery failed this long is disabled. */
   receiverDisableAfterMs: number;
   /**
@@ -297,7 +306,8 @@ export function getConfig(env: Env): Config {
     runTimeoutMs: c.RUN_TIMEOUT_MS,
     runStreamIdleMs: c.RUN_STREAM_IDLE_MS,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
-    keeperSweep: c.KEEPER_SWEEP,
+    objectSweeps: c.OBJECT_SWEEPS,
+    deliveryLogStore: c.DELIVERY_LOG_STORE,
     receiverDisableAfterMs: c.WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS * 3_600_000,
     webhookRetention: {
       bodiesMs: c.WEBHOOK_BODY_RETENTION_DAYS * 86_400_000,

@@ -2,6 +2,10 @@ import { and, count, eq, gte, inArray, isNull, lt, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
 import { WEBHOOK_ORIGIN_SQL, webhookDeliveries as d, webhookReceivers } from "../db/schema";
 import type { RunDelivery } from "./routes";
+import { eachLimited } from "../platform/concurrency";
+import type { Scope } from "../platform/scope";
+import { shardOf } from "../platform/shards";
+import { logDbOf, projectLogDbs } from "../webhooks/log";
 
 /**
  * What usage reads of the webhook delivery records (D1, written by the delivery pipeline): each run's
@@ -13,12 +17,26 @@ const IDS_PER_QUERY = 90;
 /** Deliveries one receivers' health answer reads at most (newest first); a busier range is summarised from these. */
 export const RECEIVER_ROWS_MAX = 50_000;
 
-/** The delivery of each run in `runIds` (the first one made; a resend is a delivery of its own). */
+/**
+ * The delivery of each run in `runIds` (the first one made; a resend is a delivery of its own): in each
+ * run's log (its shard: webhooks/log.ts), then in D1 for those not found there (recorded before the logs).
+ */
 export async function runDeliveries(
-  db: Database,
+  scope: Pick<Scope, "env" | "db" | "config">,
   projectId: string,
   runIds: string[],
 ): Promise<Map<string, RunDelivery>> {
+  if (scope.config.deliveryLogStore !== "objects") return runDeliveriesIn(scope.db, projectId, runIds);
+  const byRun = new Map<string, RunDelivery>();
+  for (const ids of Map.groupBy(runIds, shardOf).values())
+    for (const [runId, delivery] of await runDeliveriesIn(logDbOf(scope, projectId, ids[0]!), projectId, ids))
+      byRun.set(runId, delivery);
+  const missing = runIds.filter((id) => !byRun.has(id));
+  for (const [runId, delivery] of await runDeliveriesIn(scope.db, projectId, missing)) byRun.set(runId, delivery);
+  return byRun;
+}
+
+async function runDeliveriesIn(db: Database, projectId: string, runIds: string[]): Promise<Map<string, RunDelivery>> {
   const byRun = new Map<string, RunDelivery>();
   for (let i = 0; i < runIds.length; i += IDS_PER_QUERY) {
     const rows = await db
@@ -35,8 +53,27 @@ export async function runDeliveries(
   return byRun;
 }
 
-/** Settled deliveries per interval of [from, to), by the time of their run, indexed from `from`. */
+/** Settled deliveries per interval of [from, to), by the time of their run, indexed from `from`: each store's counts added. */
 export async function deliveryCounts(
+  scope: Pick<Scope, "env" | "db" | "config">,
+  projectId: string,
+  q: { from: number; to: number; step: number; appName?: string },
+) {
+  const points: { delivered: number; failed: number }[] = [];
+  const asked = await eachLimited(projectLogDbs(scope, projectId), 6, async (db) => {
+    for (const [i, point] of (await deliveryCountsIn(db, projectId, q)).entries()) {
+      if (!point) continue;
+      const sum = (points[i] ??= { delivered: 0, failed: 0 });
+      sum.delivered += point.delivered;
+      sum.failed += point.failed;
+    }
+  });
+  const failed = asked.find((result) => result.status === "rejected");
+  if (failed) throw failed.reason;
+  return points;
+}
+
+async function deliveryCountsIn(
   db: Database,
   projectId: string,
   q: { from: number; to: number; step: number; appName?: string },

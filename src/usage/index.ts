@@ -152,7 +152,7 @@ async function runsPage(
   });
   const items = rows.slice(0, limit);
   const deliveries = await runDeliveries(
-    c.var.scope.db,
+    c.var.scope,
     projectId,
     items.filter((r) => r.webhook === 1).map((r) => r.run_id),
   );
@@ -246,7 +246,7 @@ export const usageRouter = createRouter()
         `No record of run '${run_id}' in project '${project_id}': it is under way, was never made, or is older than 7 days.`,
       );
     }
-    const deliveries = await runDeliveries(c.var.scope.db, project_id, run.webhook === 1 ? [run.run_id] : []);
+    const deliveries = await runDeliveries(c.var.scope, project_id, run.webhook === 1 ? [run.run_id] : []);
     return c.json(itemOf(c.req.url, project_id, run, deliveries), 200);
   })
   .openapi(getUsage, async (c) => {
@@ -280,7 +280,7 @@ export const usageRouter = createRouter()
     }
     const [figures, deliveries] = await Promise.all([
       ledgerOf(c.env, project_id).usage({ from, to, step, app_name: q.app_name, now }),
-      deliveryCounts(c.var.scope.db, project_id, { from, to, step, appName: q.app_name }),
+      deliveryCounts(c.var.scope, project_id, { from, to, step, appName: q.app_name }),
     ]);
     let delivered = 0;
     let failed = 0;
@@ -338,7 +338,7 @@ export const usageRouter = createRouter()
     // One ledger call (a row per app and mode), one D1 count of the last hour's deliveries, one of receivers.
     const [{ counters, refusals }, deliveries, receivers] = await Promise.all([
       ledgerOf(c.env, project_id).counters(),
-      deliveryCounts(c.var.scope.db, project_id, { from: now - HOUR_MS, to: now + 1, step: HOUR_MS + 1 }),
+      deliveryCounts(c.var.scope, project_id, { from: now - HOUR_MS, to: now + 1, step: HOUR_MS + 1 }),
       receiverStates(c.var.scope.db, project_id),
     ]);
     const text = exposition(

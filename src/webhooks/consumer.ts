@@ -1,5 +1,6 @@
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
+import { logDbOf } from "./log";
 import { settleAndAck } from "./dead-letter";
 import { LaneFullError } from "./lane-capacity";
 import { acceptInLane, type DeliveryMessage, deliveryMessageSchema, laneName } from "./message";
@@ -13,7 +14,8 @@ import { acceptInLane, type DeliveryMessage, deliveryMessageSchema, laneName } f
  * (dead-letter.ts); one its lane refused for being full (lane-capacity.ts `LANE_BYTES_MAX`) is settled
  * `failed` at once (`receiver_backlog_full`): retries would find it as full.
  */
-export async function consumeDeliveries(batch: MessageBatch<unknown>, { env, db, deps }: Scope): Promise<void> {
+export async function consumeDeliveries(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
+  const { env, deps } = scope;
   const lanes = new Map<string, { msg: Message<unknown>; message: DeliveryMessage }[]>();
   for (const msg of batch.messages) {
     const parsed = deliveryMessageSchema.safeParse(msg.body);
@@ -46,7 +48,7 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, { env, db,
           for (const [i, { msg, message }] of entries.entries())
             if (!error.refused[i]) msg.ack();
             else
-              await settleAndAck(db, deps.now(), msg, message, {
+              await settleAndAck(logDbOf(scope, message.projectId, message.id), deps.now(), msg, message, {
                 reason: "receiver_backlog_full",
                 why: "its receiver's lane is full: its backlog holds LANE_BYTES_MAX",
                 notSettled: "webhook delivery refused by its full lane not settled",

@@ -1,6 +1,7 @@
 import type { Scope } from "../platform/scope";
 import { logFailure } from "./deliver";
 import { type DeliveryMessage, deliveryMessageSchema } from "./message";
+import { logDbOf } from "./log";
 import { failPending } from "./store";
 import { log } from "../platform/log";
 
@@ -9,7 +10,8 @@ import { log } from "../platform/log";
  * `max_retries` times (the Durable Object unavailable, invocations that kept dying): its delivery is settled
  * `failed` (`dead_lettered`) with one log line, unless it was settled meanwhile.
  */
-export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps }: Scope): Promise<void> {
+export async function settleDeadLetters(batch: MessageBatch<unknown>, scope: Scope): Promise<void> {
+  const { deps } = scope;
   for (const msg of batch.messages) {
     const parsed = deliveryMessageSchema.safeParse(msg.body);
     const message = parsed.success ? parsed.data : null;
@@ -18,7 +20,7 @@ export async function settleDeadLetters(batch: MessageBatch<unknown>, { db, deps
       msg.ack();
       continue;
     }
-    await settleAndAck(db, deps.now(), msg, message, {
+    await settleAndAck(logDbOf(scope, message.projectId, message.id), deps.now(), msg, message, {
       reason: "dead_lettered",
       why: "dead-lettered: the queue gave up on it",
       notSettled: "dead-lettered webhook not settled",

@@ -68,7 +68,7 @@ async function settleExhausted(
   const lostAfterMs = ctx.config.webhookTimeoutMs + 30_000;
   const age = ctx.deps.now().getTime() - claim.updatedAt.getTime();
   if (age < lostAfterMs) return { kind: "interrupted", ms: lostAfterMs - age };
-  if (await failPending(ctx.db, message.id, ctx.deps.now(), "outcome_not_recorded")) {
+  if (await failPending(ctx.log(message).db, message.id, ctx.deps.now(), "outcome_not_recorded")) {
     logFailure(message, claim.attempts, "the last attempt's outcome was never recorded");
   }
   return SETTLED;
@@ -120,11 +120,11 @@ export async function attempt(
     if (lane.slot) await lane.slot();
     const signed = await signedAt(delivery, prepared, lane.slot ? ctx.deps.now() : prepared.at);
     // Its outcome is written next: neighbours' writes wait for it (briefly) to share the round trip.
-    sent = await send(ctx.deps, signed, ctx.config.webhookTimeoutMs).finally(ctx.writes.hold());
+    sent = await send(ctx.deps, signed, ctx.config.webhookTimeoutMs).finally(ctx.log(message).writes.hold());
   } else sent = unsent(prepared);
   // The request is over (its lane's slot is free; its outcome is written next).
   answered();
-  const next: Next = schedule(await writeAttempt(ctx, message.id, sent), Date.now());
+  const next: Next = schedule(await writeAttempt(ctx, message, sent), Date.now());
   // A receiver that said stop is disabled; a failed delivery is told to the alert endpoint; a
   // delivered one may start the automatic recovery (receiver-stops.ts).
   if (sent.says || sent.outcome !== "retry") await afterAttempt(ctx, message, sent, receivers);

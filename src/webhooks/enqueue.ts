@@ -2,7 +2,7 @@ import { eq } from "drizzle-orm";
 import { webhookDeliveries } from "../db/schema";
 import { newId } from "../platform/ids";
 import { idInShardOf } from "../platform/shards";
-import type { Database } from "../db/client";
+import { DeliveryLogFullError, logDbOf } from "./log";
 import type { Scope } from "../platform/scope";
 import { INLINE_MESSAGE_MAX_BYTES } from "./policy";
 import { pendingInsert, type PendingRow } from "./store";
@@ -93,20 +93,25 @@ export async function writePendingDelivery(
   return writePending(scope, await preparePending(scope, address, options));
 }
 
-/** Writes a prepared delivery's `pending` row (`preparePending`); when D1 refuses, the first claim writes it from the message. */
+/** Writes a prepared delivery's `pending` row (`preparePending`); when its store refuses, the first claim writes it from the message. */
 export async function writePending(
-  { db }: Pick<Scope, "db">,
+  scope: Pick<Scope, "db" | "env" | "config">,
   { pending, row }: { pending: PendingDelivery; row: PendingRow },
 ): Promise<PendingDelivery> {
-  return (await recordPending(db, row)) ? pending : { ...pending, recorded: false };
+  return (await recordPending(scope, row)) ? pending : { ...pending, recorded: false };
 }
 
-/** Writes a delivery's `pending` row; `false` when D1 refused it (logged): the consumer's first claim writes it from the message. */
-export async function recordPending(db: Database, row: PendingRow): Promise<boolean> {
+/**
+ * Writes a delivery's `pending` row in its log (webhooks/log.ts `logDbOf`); `false` when the store refused
+ * it (logged): the consumer's first claim writes it from the message. A log past its bound throws
+ * (`DeliveryLogFullError`): no delivery is made that its log cannot keep.
+ */
+export async function recordPending(scope: Pick<Scope, "db" | "env" | "config">, row: PendingRow): Promise<boolean> {
   try {
-    await insertPending(db, row).run();
+    await insertPending(logDbOf(scope, row.projectId as string, row.id as string, { grows: true }), row).run();
     return true;
   } catch (error) {
+    if (error instanceof DeliveryLogFullError) throw error;
     logError("webhook delivery record not written before the run", {
       delivery_id: row.id as string,
       run_id: row.runId as string,
@@ -196,8 +201,9 @@ export async function handToLane(scope: Scope, pending: PendingDelivery, body: s
 }
 
 /** Ends a delivery that never reached the queue as `failed` with `reason`, writing the row if the run path could not. */
-export async function settleUnsent({ deps, db }: Scope, pending: PendingDelivery, reason: string): Promise<void> {
-  const at = deps.now();
+export async function settleUnsent(scope: Scope, pending: PendingDelivery, reason: string): Promise<void> {
+  const at = scope.deps.now();
+  const db = logDbOf(scope, pending.projectId, pending.id);
   try {
     if (pending.recorded) {
       await db

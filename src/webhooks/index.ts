@@ -5,7 +5,9 @@ import { ORIGIN } from "./receiver-controls";
 import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDelivery } from "../db/schema";
 import { createRouter } from "../platform/router";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
-import { listPage } from "../platform/pagination";
+import { encodeCursor, listPage } from "../platform/pagination";
+import { eachLimited } from "../platform/concurrency";
+import { projectLogDbs } from "./log";
 import { resend } from "./resend";
 import { setReceiverConcurrency } from "./receiver-concurrency";
 import { updateReceiver } from "./receiver-settings-routes";
@@ -50,7 +52,6 @@ export const webhooksRouter = createRouter()
   .openapi(listDeliveries, async (c) => {
     const { project_id } = c.req.valid("param");
     const { limit, cursor, run_id, status, origin, from, to } = c.req.valid("query");
-    const db = c.var.scope.db;
     let receiver: string | undefined;
     if (origin !== undefined) {
       try {
@@ -59,39 +60,56 @@ export const webhooksRouter = createRouter()
         throw invalidField("query", "origin", "is not an origin such as https://hooks.example.com");
       }
     }
-    const { items, nextCursor } = await listPage(db, webhookDeliveries, {
-      filter: and(
-        eq(webhookDeliveries.projectId, project_id),
-        run_id ? eq(webhookDeliveries.runId, run_id) : undefined,
-        status ? eq(webhookDeliveries.status, status) : undefined,
-        receiver === undefined ? undefined : sql`${ORIGIN} = ${receiver}`,
-        from === undefined ? undefined : gte(webhookDeliveries.createdAt, new Date(from)),
-        to === undefined ? undefined : lt(webhookDeliveries.createdAt, new Date(to)),
-      ),
-      key: webhookDeliveries.id,
-      keyOf: (d) => d.id,
-      order: "desc",
-      limit,
-      cursor,
-    });
-    const attempts =
-      items.length === 0
-        ? []
-        : await db
-            .select()
-            .from(webhookAttempts)
-            .where(
-              inArray(
-                webhookAttempts.deliveryId,
-                items.map((d) => d.id),
-              ),
-            )
-            .orderBy(asc(webhookAttempts.attempt));
-    const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
-    return c.json(
-      { data: items.map((d) => deliveryJson(d, byDelivery.get(d.id) ?? [])), next_cursor: nextCursor },
-      200,
+    const filter = and(
+      eq(webhookDeliveries.projectId, project_id),
+      run_id ? eq(webhookDeliveries.runId, run_id) : undefined,
+      status ? eq(webhookDeliveries.status, status) : undefined,
+      receiver === undefined ? undefined : sql`${ORIGIN} = ${receiver}`,
+      from === undefined ? undefined : gte(webhookDeliveries.createdAt, new Date(from)),
+      to === undefined ? undefined : lt(webhookDeliveries.createdAt, new Date(to)),
     );
+    // Each store's page (D1's, or each log's and D1's: webhooks/log.ts), merged by id, newest first; a
+    // record in a log and in D1 (one sent across the upgrade) is the log's. At most 6 asked at once.
+    const pages: { rows: (WebhookDelivery & { attempts: WebhookAttempt[] })[]; more: boolean }[] = [];
+    const asked = await eachLimited(projectLogDbs(c.var.scope, project_id, run_id), 6, async (db) => {
+      const { items, nextCursor } = await listPage(db, webhookDeliveries, {
+        filter,
+        key: webhookDeliveries.id,
+        keyOf: (d) => d.id,
+        order: "desc",
+        limit,
+        cursor,
+      });
+      const attempts =
+        items.length === 0
+          ? []
+          : await db
+              .select()
+              .from(webhookAttempts)
+              .where(
+                inArray(
+                  webhookAttempts.deliveryId,
+                  items.map((d) => d.id),
+                ),
+              )
+              .orderBy(asc(webhookAttempts.attempt));
+      const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
+      pages.push({
+        rows: items.map((d) => ({ ...d, attempts: byDelivery.get(d.id) ?? [] })),
+        more: nextCursor !== null,
+      });
+    });
+    const failed = asked.find((result) => result.status === "rejected");
+    if (failed) throw failed.reason;
+    const seen = new Set<string>();
+    const merged = pages
+      .flatMap((p) => p.rows)
+      .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+      .filter((d) => !seen.has(d.id) && seen.add(d.id));
+    const items = merged.slice(0, limit);
+    const last = items.at(-1);
+    const nextCursor = last && (merged.length > limit || pages.some((p) => p.more)) ? encodeCursor(last.id) : null;
+    return c.json({ data: items.map((d) => deliveryJson(d, d.attempts)), next_cursor: nextCursor }, 200);
   })
   .openapi(updateReceiver, async (c) => {
     const { project_id, origin } = c.req.valid("param");

@@ -785,8 +785,8 @@ export class Lane {
         lane_id: this.state.id.toString(),
         attempts: started,
         subrequests: meter.made,
-        d1_trips: ctx.writes.trips,
-        d1_statements: ctx.writes.statements,
+        d1_trips: ctx.groups().reduce((n, g) => n + g.trips, 0),
+        d1_statements: ctx.groups().reduce((n, g) => n + g.statements, 0),
         duration_ms: Date.now() - began,
       });
       // Same turn as the last look at the table: an `accept` from here on sees no pump and arms the alarm.

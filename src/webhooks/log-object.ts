@@ -4,6 +4,7 @@ import type { Deps } from "../platform/deps";
 import { log } from "../platform/log";
 import { d1Over, runSql, type SqlAnswer, type SqlCall } from "../platform/object-d1";
 import { migrateStorage } from "../platform/object-storage";
+import { getConfig } from "../platform/env";
 import { createScope, type Scope } from "../platform/scope";
 import { STALE_AFTER_MS, sweepStalled } from "./housekeeping";
 import { DELIVERY_LOG_STORAGE, type LogCallOptions } from "./log";
@@ -39,6 +40,8 @@ export function deliveryLogClass(deps: Deps) {
   return class DeliveryLog extends DurableObject<Env> {
     /** Public for tests, which lower it to reach the rule past it. */
     bytesMax = DELIVERY_LOG_BYTES_MAX;
+    /** Whether its alarm runs its retention (`OBJECT_SWEEPS`): always but in tests, which run it with their own clock. */
+    retainsByAlarm: boolean;
     /** When the alarm is set for, as this instance set it (null: not known to be set). */
     #alarmAt: number | null = null;
     readonly #db: Database;
@@ -46,6 +49,7 @@ export function deliveryLogClass(deps: Deps) {
     constructor(ctx: DurableObjectState, env: Env) {
       super(ctx, env);
       migrateStorage(ctx.storage, DELIVERY_LOG_STORAGE);
+      this.retainsByAlarm = getConfig(env).objectSweeps === "alarm";
       this.#db = createDb(d1Over(async (calls) => runSql(ctx.storage, calls)));
     }
 
@@ -115,6 +119,7 @@ export function deliveryLogClass(deps: Deps) {
 
     override async alarm(): Promise<void> {
       this.#alarmAt = null;
+      if (!this.retainsByAlarm) return;
       let next: number | undefined;
       try {
         const done = await this.retain();

@@ -1,7 +1,9 @@
 import { createDb, type Database } from "../db/client";
+import { ApiError } from "../platform/errors";
 import { d1Over, type SqlAnswer, type SqlCall } from "../platform/object-d1";
 import type { StorageShape } from "../platform/object-storage";
-import { shardOf } from "../platform/shards";
+import type { Scope } from "../platform/scope";
+import { PROJECT_SHARDS, shardOf } from "../platform/shards";
 
 /**
  * The delivery log per project (issue 41: the data plane leaves D1): a Durable Object per project and
@@ -103,11 +105,17 @@ export interface LogCallOptions {
   grows?: boolean;
 }
 
-/** A log past its byte bound refused a call that adds deliveries (`DELIVERY_LOG_BYTES_MAX`). */
-export class DeliveryLogFullError extends Error {
-  override name = "DeliveryLogFullError";
+/**
+ * A log past its byte bound refused a call that adds deliveries (`DELIVERY_LOG_BYTES_MAX`): a 503 with
+ * `Retry-After: 60` where it reaches a caller (a run with a webhook is refused before its app is called).
+ */
+export class DeliveryLogFullError extends ApiError {
   constructor(readonly log: string) {
-    super(`The delivery log ${log} is full: it takes no new delivery until its retention frees room.`);
+    super(
+      "service_unavailable",
+      "This project's webhook delivery log is full: it takes no new delivery until its retention frees room. Try again later.",
+      { headers: { "Retry-After": "60" } },
+    );
   }
 }
 
@@ -137,3 +145,30 @@ export function deliveryLogDb(env: Env, name: string, options: LogCallOptions = 
 /** Log databases an isolate keeps made (`deliveryLogDb`), per binding set. */
 const LOG_DATABASES_MAX = 512;
 const logDatabases = new WeakMap<Env, Map<string, Database>>();
+
+/**
+ * The database that records delivery `id` of `projectId` (a delivery's id, or its run's: the same
+ * shard): its project's log when `DELIVERY_LOG_STORE=objects`, else D1. With `grows`, the calls add
+ * deliveries and are refused past the log's bound.
+ */
+export function logDbOf(
+  scope: Pick<Scope, "env" | "db" | "config">,
+  projectId: string,
+  id: string,
+  options: LogCallOptions = {},
+): Database {
+  return scope.config.deliveryLogStore === "objects"
+    ? deliveryLogDb(scope.env, deliveryLogName(projectId, id), options)
+    : scope.db;
+}
+
+/**
+ * Every database that may hold `projectId`'s deliveries matching a list: D1 alone (`DELIVERY_LOG_STORE=d1`),
+ * else the log of run `runId`'s shard when the list is of one run, or all 8 of its logs, then D1 (which
+ * recorded deliveries before the logs did, kept for its retention).
+ */
+export function projectLogDbs(scope: Pick<Scope, "env" | "db" | "config">, projectId: string, runId?: string) {
+  if (scope.config.deliveryLogStore !== "objects") return [scope.db];
+  const shards = runId === undefined ? Array.from({ length: PROJECT_SHARDS }, (_, shard) => shard) : [shardOf(runId)];
+  return [...shards.map((shard) => deliveryLogDb(scope.env, deliveryLogOfShard(projectId, shard))), scope.db];
+}

@@ -211,7 +211,10 @@ export async function holdDelivery(
   message: DeliveryMessage,
   state: Exclude<ReceiverState, "active">,
   at: Date,
+  inLog = false,
 ): Promise<boolean> {
+  // D1 makes the row only while the project exists; a project's log has no `projects` (webhooks/log.ts).
+  const exists = inLog ? sql`1` : sql`EXISTS (SELECT 1 FROM ${projects} WHERE ${projects.id} = ${message.projectId})`;
   const body = "inline" in message.body ? message.body.inline : null;
   const bodyKey = "r2" in message.body ? message.body.r2 : null;
   const sealed = message.secret ? JSON.stringify(message.secret) : null;
@@ -222,7 +225,7 @@ export async function holdDelivery(
     SELECT ${message.id}, ${message.projectId}, ${message.runId}, ${message.endpoint}, ${message.secret ? 1 : 0},
       ${message.bodyBytes}, 'held', 0, ${reason}, ${message.createdAt}, ${at.getTime()}, ${body}, ${bodyKey},
       ${sealed}, ${message.messageId ?? message.id}
-    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE ${projects.id} = ${message.projectId})
+    WHERE ${exists}
     ON CONFLICT (id) DO UPDATE SET status = 'held', last_error = excluded.last_error,
       updated_at = excluded.updated_at, completed_at = NULL, body_bytes = excluded.body_bytes,
       body = coalesce(body, excluded.body), body_key = coalesce(body_key, excluded.body_key),
@@ -244,7 +247,7 @@ export async function holdIfStopped(
 ): Promise<boolean> {
   try {
     return await states.holding(ctx.db, message.projectId, originOf(message.endpoint), (state) =>
-      holdDelivery(ctx.db, message, state, ctx.deps.now()),
+      holdDelivery(ctx.log(message).db, message, state, ctx.deps.now(), ctx.config.deliveryLogStore === "objects"),
     );
   } catch (error) {
     log("warn", "webhook receiver state not read: the delivery goes on", {

@@ -4,6 +4,7 @@ import { ApiError } from "../platform/errors";
 import type { Scope } from "../platform/scope";
 import { checkOutboundUrl } from "../platform/url-policy";
 import { handToLane, writePendingDelivery } from "./enqueue";
+import { logDbOf } from "./log";
 import { openSecret, type SealedSecret } from "./secret-box";
 
 /** Why a delivery ends without its body ever reaching the consumer, which is what stores it for resending. */
@@ -16,11 +17,8 @@ const NEVER_QUEUED = new Set(["run_interrupted", "enqueue_failed", "never_attemp
  * signature at each attempt.
  */
 export async function resend(scope: Scope, projectId: string, deliveryId: string): Promise<WebhookDelivery> {
-  const { env, config, db } = scope;
-  const [original] = await db
-    .select()
-    .from(webhookDeliveries)
-    .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.projectId, projectId)));
+  const { env, config } = scope;
+  const original = await deliveryById(scope, projectId, deliveryId);
   if (!original) throw new ApiError("not_found", `No webhook delivery '${deliveryId}' in project '${projectId}'.`);
   const purged = new ApiError(
     "gone",
@@ -75,6 +73,21 @@ export async function resend(scope: Scope, projectId: string, deliveryId: string
   );
   if (!pending.recorded) throw new ApiError("service_unavailable", "The delivery could not be recorded; try again.");
   await handToLane(scope, pending, body);
-  const [created] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, pending.id));
-  return created!;
+  return (await deliveryById(scope, projectId, pending.id))!;
+}
+
+/** Delivery `deliveryId` of `projectId`: in its log (webhooks/log.ts), else in D1, which recorded deliveries before the logs did. */
+export async function deliveryById(
+  scope: Scope,
+  projectId: string,
+  deliveryId: string,
+): Promise<WebhookDelivery | undefined> {
+  const byId = (db: Scope["db"]) =>
+    db
+      .select()
+      .from(webhookDeliveries)
+      .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.projectId, projectId)));
+  const [row] = await byId(logDbOf(scope, projectId, deliveryId));
+  if (row || scope.config.deliveryLogStore !== "objects") return row;
+  return (await byId(scope.db))[0];
 }

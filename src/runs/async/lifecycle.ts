@@ -2,6 +2,7 @@ import type { AsyncRun } from "../../db/schema";
 import type { Scope } from "../../platform/scope";
 import { ApiError, problemBody, PROBLEM_CONTENT_TYPE, type ProblemCode, PROBLEMS } from "../../platform/errors";
 import { handToLane, type PendingDelivery, pendingOf, preparePending, writePending } from "../../webhooks/enqueue";
+import { logDbOf } from "../../webhooks/log";
 import type { SealedSecret } from "../../webhooks/secret-box";
 import { openableWebhookSecret } from "../webhook";
 import type { RunAnswer } from "../answer";
@@ -123,7 +124,13 @@ export async function handOnAgain(
   text?: string,
 ): Promise<Awaited<ReturnType<typeof recordedDelivery>>> {
   const noted = run.deliveryId === "none" ? null : run.deliveryId;
-  const recorded = await recordedDelivery(scope.db, run.projectId, run.id, noted);
+  // Its run's log (the same shard), then D1, which recorded deliveries before the log did.
+  const inLog = await recordedDelivery(logDbOf(scope, run.projectId, run.id), run.projectId, run.id, noted);
+  const recorded =
+    inLog ??
+    (scope.config.deliveryLogStore === "objects"
+      ? await recordedDelivery(scope.db, run.projectId, run.id, noted)
+      : undefined);
   if (recorded?.status === "pending" && recorded.attemptCount === 0) {
     const result = text ?? (await readPayload(scope.env, resultKey(run.id), run.result, run.resultInR2));
     if (result !== null) await handToLane(scope, pendingOf(recorded), result);

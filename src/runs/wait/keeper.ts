@@ -5,6 +5,7 @@ import { log } from "../../platform/log";
 import { migrateStorage, type StorageShape } from "../../platform/object-storage";
 import { createScope, type Scope } from "../../platform/scope";
 import { handToLane, type PendingDelivery, recordPending, writePendingDelivery } from "../../webhooks/enqueue";
+import { DeliveryLogFullError } from "../../webhooks/log";
 import { offWire } from "../app-request";
 import { runMeta } from "../call";
 import type { OutcomePort } from "../outcome";
@@ -197,7 +198,7 @@ export class Keeper {
   #scope: Scope | undefined;
   /** The async and handed-over runs of this keeper's shard (runs/async/kept-runs.ts). */
   readonly runs: KeptRuns;
-  /** Whether its alarm sweeps its runs (`KEEPER_SWEEP`): always but in tests, which sweep with their own clock. */
+  /** Whether its alarm sweeps its runs (`OBJECT_SWEEPS`): always but in tests, which sweep with their own clock. */
   sweepsByAlarm: boolean;
   /** Each operation a Worker may ask of `runs` (`runsCall`): `RunRows` and a list's page. */
   readonly #ops: Record<KeptRunsOp, (...args: never[]) => unknown>;
@@ -216,7 +217,7 @@ export class Keeper {
     this.#sql = state.storage.sql;
     migrateStorage(state.storage, STORAGE);
     this.runs = new KeptRuns(this.#sql, KEEPER_STORAGE_BYTES_MAX);
-    this.sweepsByAlarm = getConfig(env).keeperSweep === "alarm";
+    this.sweepsByAlarm = getConfig(env).objectSweeps === "alarm";
     // The alarm as set before this object was made (an eviction forgets `#alarmAt`): `#arm` never moves it later.
     void state.blockConcurrencyWhile(async () => {
       this.#alarmAt = await this.#storage.getAlarm();
@@ -306,7 +307,12 @@ export class Keeper {
     if (ended === undefined) return undefined;
     let recorded = true;
     if (delivery) {
-      if (delivery.row) recorded = await recordPending(this.#scopeOf("").db, delivery.row);
+      // A log past its bound: the run's claim writes the record (a run admitted before it filled keeps its delivery).
+      if (delivery.row)
+        recorded = await recordPending(this.#scopeOf(""), delivery.row).catch((error: unknown) => {
+          if (error instanceof DeliveryLogFullError) return false;
+          throw error;
+        });
       this.runs.deliveryNoted(runId, delivery.deliveryId);
     }
     this.#armSweep();

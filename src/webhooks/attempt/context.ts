@@ -5,6 +5,7 @@ import type { Config } from "../../platform/env";
 import type { Scope } from "../../platform/scope";
 import { Semaphore } from "../../platform/semaphore";
 import { BODY_BUDGET_BYTES } from "../lane-capacity";
+import { deliveryLogDb, deliveryLogName } from "../log";
 import type { DeliveryMessage } from "../message";
 
 /**
@@ -19,24 +20,49 @@ export interface DeliveryContext {
   env: Env;
   config: Config;
   deps: Deps;
+  /** D1: the control plane (receivers' settings and state). */
   db: Database;
   /** Body bytes held at once (lane-capacity.ts). */
   budget: Semaphore;
-  /** The claims and outcomes of this invocation's deliveries, written together (see `StatementGroup`). */
+  /** The claims and outcomes of this invocation's deliveries in D1, written together (see `StatementGroup`). */
   writes: StatementGroup;
+  /**
+   * The log that records `message`'s delivery and the group its claims and outcomes are written in: D1
+   * and `writes`, or its project's log (`DELIVERY_LOG_STORE=objects`) and a group of that log's own.
+   */
+  log(message: Pick<DeliveryMessage, "projectId" | "id">): { db: Database; writes: StatementGroup };
+  /** Every group this invocation wrote through, for its figures. */
+  groups(): StatementGroup[];
 }
 
-export const newDeliveryContext = (
+export function newDeliveryContext(
   scope: Scope,
   parts: Partial<Pick<DeliveryContext, "budget" | "writes">> = {},
-): DeliveryContext => ({
-  env: scope.env,
-  config: scope.config,
-  deps: scope.deps,
-  db: scope.db,
-  budget: parts.budget ?? new Semaphore(BODY_BUDGET_BYTES),
-  writes: parts.writes ?? new StatementGroup(scope.db, WRITE_WINDOW_MS),
-});
+): DeliveryContext {
+  const writes = parts.writes ?? new StatementGroup(scope.db, WRITE_WINDOW_MS);
+  const d1 = { db: scope.db, writes };
+  // A lane's deliveries span its project's shards: one group per log (at most 8), made when first written.
+  const logs = new Map<string, { db: Database; writes: StatementGroup }>();
+  return {
+    env: scope.env,
+    config: scope.config,
+    deps: scope.deps,
+    db: scope.db,
+    budget: parts.budget ?? new Semaphore(BODY_BUDGET_BYTES),
+    writes,
+    log: (message) => {
+      if (scope.config.deliveryLogStore !== "objects") return d1;
+      const name = deliveryLogName(message.projectId, message.id);
+      let log = logs.get(name);
+      if (!log) {
+        const db = deliveryLogDb(scope.env, name);
+        logs.set(name, (log = { db, writes: new StatementGroup(db, WRITE_WINDOW_MS) }));
+      }
+      return log;
+    },
+    groups: () => [writes, ...[...logs.values()].map((l) => l.writes)],
+  };
+}
 
 /** Room kept before a body for `id.timestamp.`, so the signed content is laid out without copying the body. */
 export const PREFIX_ROOM = 96;

@@ -63,10 +63,11 @@ async function loadBody(env: Env, message: DeliveryMessage): Promise<HeldBody> {
  * secret opened once. Throws only when D1 refuses the claim (nothing was sent; D1's count is kept).
  */
 export async function prepare(ctx: DeliveryContext, delivery: DeliveryInProgress): Promise<Prepared> {
-  const { env, config, deps, db } = ctx;
+  const { env, config, deps } = ctx;
   const { message } = delivery;
   const at = deps.now();
-  const claim = await claimAttempt(db, message, at, ctx.writes);
+  const log = ctx.log(message);
+  const claim = await claimAttempt(log.db, message, at, log.writes, config.deliveryLogStore === "objects");
   if (claim.kind === "settled" || claim.kind === "gone") return { kind: "settled" };
   if (claim.kind === "exhausted") return claim;
   const { attempt } = claim;

@@ -37,7 +37,7 @@ describe("record: one attempt in D1", () => {
     const [message] = await deliveryMessages(api, app.projectId, `${PEER}/hooks/record`, ["{}"]);
     await claimAttempt(createDb(env.DB), message!, new Date());
     const ctx = newDeliveryContext(createScope(env, createExecutionContext(), testDeps()));
-    expect(await writeAttempt(ctx, message!.id, sent())).toMatchObject({ recorded: true });
+    expect(await writeAttempt(ctx, message!, sent())).toMatchObject({ recorded: true });
     expect(await attemptRows(message!.id)).toEqual([
       { attempt: 1, status_code: 204, error: null, duration_ms: 12, outcome: "delivered" },
     ]);
@@ -50,7 +50,7 @@ describe("record: one attempt in D1", () => {
     const refused: unknown[] = [];
     const failing = faultyD1(env.DB, (statement) => statement.includes("webhook_attempts"), refused as never);
     const ctx = newDeliveryContext(createScope({ ...env, DB: failing } as Env, createExecutionContext(), testDeps()));
-    expect(await writeAttempt(ctx, message!.id, sent({ outcome: "retry", statusCode: 404 }))).toMatchObject({
+    expect(await writeAttempt(ctx, message!, sent({ outcome: "retry", statusCode: 404 }))).toMatchObject({
       recorded: false,
     });
     expect(await attemptRows(message!.id)).toEqual([]);

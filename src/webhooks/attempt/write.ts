@@ -2,6 +2,7 @@ import { log } from "../../platform/log";
 import { retry } from "../../platform/retry";
 import { insertAttempt } from "../store";
 import type { DeliveryContext } from "./context";
+import type { DeliveryMessage } from "../message";
 import type { SentAttempt } from "./send";
 
 /** Writes of an attempt's outcome tried before the lane gives the delivery back to its backlog. */
@@ -16,9 +17,10 @@ export interface WrittenAttempt {
 /** Records `sent` (one INSERT, its trigger settles the delivery), tried RECORD_TRIES times. */
 export async function writeAttempt(
   ctx: DeliveryContext,
-  deliveryId: string,
+  delivery: Pick<DeliveryMessage, "projectId" | "id">,
   sent: SentAttempt,
 ): Promise<WrittenAttempt> {
+  const deliveryId = delivery.id;
   const row = {
     deliveryId,
     attempt: sent.attempt,
@@ -32,7 +34,8 @@ export async function writeAttempt(
     await retry(
       async (tries) => {
         try {
-          await insertAttempt(ctx.db, row, ctx.writes);
+          const log = ctx.log(delivery);
+          await insertAttempt(log.db, row, log.writes);
         } catch (error) {
           log("error", "webhook attempt not recorded", {
             delivery_id: deliveryId,
