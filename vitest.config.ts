@@ -19,7 +19,7 @@ export default defineConfig(async () => {
         workers(
           "workers (delivery log in objects)",
           {
-            include: ["test/workers/**/*.objects.test.ts"],
+            include: ["test/workers/**/*.objects.test.ts", "test/workers/d1-statements.test.ts"],
             bindings: { DELIVERY_LOG_STORE: "objects" },
           },
           migrations,
