@@ -172,3 +172,19 @@ export function projectLogDbs(scope: Pick<Scope, "env" | "db" | "config">, proje
   const shards = runId === undefined ? Array.from({ length: PROJECT_SHARDS }, (_, shard) => shard) : [shardOf(runId)];
   return [...shards.map((shard) => deliveryLogDb(scope.env, deliveryLogOfShard(projectId, shard))), scope.db];
 }
+
+/**
+ * The first row `query` finds in any database that may hold `projectId`'s deliveries (`projectLogDbs`),
+ * asked one after another until one answers with a row: for "is there any …" checks.
+ */
+export async function firstInLogs<T>(
+  scope: Pick<Scope, "env" | "db" | "config">,
+  projectId: string,
+  query: (db: Database) => Promise<T[]>,
+): Promise<T | undefined> {
+  for (const db of projectLogDbs(scope, projectId)) {
+    const [row] = await query(db);
+    if (row !== undefined) return row;
+  }
+  return undefined;
+}

@@ -5,6 +5,7 @@ import { ApiError, invalidField } from "../platform/errors";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { createRouter } from "../platform/router";
 import type { Scope } from "../platform/scope";
+import { firstInLogs } from "./log";
 import { checkOutboundUrl } from "../platform/url-policy";
 import { forgetProjectWebhookSettings, projectWebhookSettings } from "./alerts";
 import { ORIGIN } from "./receiver-controls";
@@ -24,7 +25,11 @@ import { cancelTask, createTask, runningTask, startTask, taskProgress } from "./
 import { sealSecret } from "./secret-box";
 
 /** The receiver named by the path: its origin as the URL parser prints it, known to the project (a delivery went to it, or it has settings), else 404. */
-export async function knownReceiver(scope: Pick<Scope, "db">, projectId: string, raw: string): Promise<string> {
+export async function knownReceiver(
+  scope: Pick<Scope, "db" | "env" | "config">,
+  projectId: string,
+  raw: string,
+): Promise<string> {
   let origin: string | null = null;
   try {
     const url = new URL(raw);
@@ -37,10 +42,18 @@ export async function knownReceiver(scope: Pick<Scope, "db">, projectId: string,
     `No webhook receiver '${origin ?? raw}' in project '${projectId}': no delivery of the project went to it.`,
   );
   if (origin === null) throw missing;
-  const known = await scope.db.all<{ k: number }>(sql`
-    SELECT 1 AS k FROM webhook_receivers WHERE project_id = ${projectId} AND origin = ${origin}
-    UNION ALL SELECT 1 FROM (SELECT 1 FROM webhook_deliveries WHERE project_id = ${projectId} AND ${ORIGIN} = ${origin} LIMIT 1)`);
-  if (known.length === 0) throw missing;
+  // Its settings (D1), else any delivery to it (its project's logs, then D1: webhooks/log.ts).
+  const [settings] = await scope.db.all<{ k: number }>(
+    sql`SELECT 1 AS k FROM webhook_receivers WHERE project_id = ${projectId} AND origin = ${origin}`,
+  );
+  const known =
+    settings ??
+    (await firstInLogs(scope, projectId, (db) =>
+      db.all<{ k: number }>(
+        sql`SELECT 1 AS k FROM webhook_deliveries WHERE project_id = ${projectId} AND ${ORIGIN} = ${origin} LIMIT 1`,
+      ),
+    ));
+  if (known === undefined) throw missing;
   return origin;
 }
 

@@ -2,6 +2,7 @@ import { and, eq, gt, sql } from "drizzle-orm";
 import { webhookDeliveries as d, webhookReceivers } from "../db/schema";
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
+import { firstInLogs } from "./log";
 import type { DeliveryContext } from "./attempt/context";
 import type { SentAttempt } from "./attempt/send";
 import { alertDisabled, alertExhausted, isAlertDelivery, projectWebhookSettings } from "./alerts";
@@ -87,14 +88,17 @@ async function autoRecover(scope: Scope, message: DeliveryMessage): Promise<void
   autoRecoverLooked.set(key, Date.now());
   const now = scope.deps.now().getTime();
   const since = now - settings.autoRecoverHours * 3_600_000;
-  const [failing] = await scope.db.all<{ id: string }>(sql`
+  // In its project's logs (then D1): a resend is in its original's log, so the NOT EXISTS stays in one.
+  const failing = await firstInLogs(scope, message.projectId, (db) =>
+    db.all<{ id: string }>(sql`
     SELECT id FROM webhook_deliveries WHERE project_id = ${message.projectId} AND ${ORIGIN} = ${origin}
       AND created_at >= ${since} AND status = 'failed'
       AND (body IS NOT NULL OR body_key IS NOT NULL) AND body_purged_at IS NULL
       -- Never recovered yet: a message a recovery already resent and that failed again does not start another.
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.project_id = webhook_deliveries.project_id
         AND e.message_id = webhook_deliveries.message_id AND (e.status != 'failed' OR e.task_id IS NOT NULL))
-    LIMIT 1`);
+    LIMIT 1`),
+  );
   if (!failing) return;
   if (await runningTask(scope, message.projectId, origin, "recover")) return;
   const task = await createTask(scope, {

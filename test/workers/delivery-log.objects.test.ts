@@ -5,7 +5,7 @@ import { consume, startAsync } from "../async-runs";
 import { client, testDeps } from "../helpers";
 import { received, receiver } from "../peers";
 import { capturingQueue, seedRunnable } from "../runs";
-import { type DeliveryJson, deliveriesOf, drive, runWithWebhook } from "../webhooks";
+import { type DeliveryJson, deliveriesOf, drive, receiverPath, runWithWebhook } from "../webhooks";
 import { QUEUES } from "../../src/platform/triggers";
 import { deliveryLogDb, deliveryLogName } from "../../src/webhooks/log";
 import type { DeliveryMessage } from "../../src/webhooks/message";
@@ -144,5 +144,20 @@ describe("DELIVERY_LOG_STORE=objects: a run's delivery recorded in its project's
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["dl-1"]);
     expect((await inLog(app.projectId, message.id)).record).toMatchObject({ status: "failed" });
     expect(await received(hook.key)).toHaveLength(0);
+  });
+
+  it("a receiver is known to its project by a delivery in its logs: pause answers for it, 404 for an origin none went to", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const run = await runWithWebhook(api, app, hook.url);
+    await drive(api, run.messages[0]);
+    const origin = new URL(hook.url).origin;
+    const paused = await api.json(receiverPath(app, origin, "/pause"), { method: "POST", token: app.token });
+    expect(paused.status).toBe(200);
+    const unknown = await api.json(receiverPath(app, "https://never.example", "/pause"), {
+      method: "POST",
+      token: app.token,
+    });
+    expect(unknown.status).toBe(404);
   });
 });
