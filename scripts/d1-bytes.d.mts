@@ -53,6 +53,8 @@ export function d1Bytes(options: {
   settleTimeoutMs?: number;
   quietMs?: number;
   log?: (...args: unknown[]) => void;
+  /** Where deliveries are recorded (`DELIVERY_LOG_STORE`): D1 (the default) or each project's logs. */
+  deliveryLogStore?: "d1" | "objects";
 }): Promise<D1BytesResult>;
 
 export function printD1Bytes(result: D1BytesResult): void;

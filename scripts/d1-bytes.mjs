@@ -1,4 +1,5 @@
-// `npm run d1-bytes [-- --runs=50 --modes=sync,sync+webhook,wait,wait+webhook,async,async+webhook,websocket]`:
+// `npm run d1-bytes [-- --runs=50 --modes=sync,sync+webhook,wait,wait+webhook,async,async+webhook,websocket]
+// [--store=objects]`:
 // how many bytes each run leaves in the local D1 database, per run mode, measured black-box. The built
 // Worker runs under Miniflare on persisted storage (scripts/bench/gateway.mjs, as the soak starts it),
 // against a local echo app (HTTP and WebSocket) and a local webhook receiver. Per mode: one warm-up run,
@@ -222,12 +223,15 @@ export async function d1Bytes({
   settleTimeoutMs = 60_000,
   quietMs = 1_500,
   log = () => undefined,
+  deliveryLogStore = "d1",
 }) {
   const app = await startEchoApp();
   const receiver = await startPeer({ status: 204 });
   const gateway = await startGateway(bundle, {
     // No domain is checked: a resolver that is never asked.
     dnsResolverUrl: "http://127.0.0.1:9/dns-query",
+    // Where deliveries are recorded: D1 (the default) or each project's logs (`--store=objects`).
+    extraBindings: { DELIVERY_LOG_STORE: deliveryLogStore },
     sharedOptions: { resourcePersistencePath: persistDir, handleStructuredLogs: () => undefined },
   });
   try {
@@ -390,7 +394,7 @@ export function printD1Bytes({ runs, pageSize, modes }) {
   }
 }
 
-/** `npm run d1-bytes [-- --runs=50 --modes=<ids>]`. */
+/** `npm run d1-bytes [-- --runs=50 --modes=<ids> --store=d1|objects]`. */
 async function main() {
   const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
   const runs = Number(options.runs ?? 50);
@@ -403,8 +407,9 @@ async function main() {
     log("building the Worker bundle");
     // BENCH_BUNDLE: a bundle built beforehand (as `npm run bench` takes it).
     const bundle = process.env.BENCH_BUNDLE ?? buildBundle(join(workdir, "dist"));
-    const result = await d1Bytes({ bundle, runs, modes, persistDir: join(workdir, "state"), log });
-    console.log(`# D1 bytes per run, ${startedAt.toISOString()}`);
+    const deliveryLogStore = options.store ?? "d1";
+    const result = await d1Bytes({ bundle, runs, modes, persistDir: join(workdir, "state"), log, deliveryLogStore });
+    console.log(`# D1 bytes per run (delivery log in ${deliveryLogStore}), ${startedAt.toISOString()}`);
     console.log(
       `\nmachine: ${cpus().length} CPUs (${cpus()[0]?.model ?? "?"}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Linux ${release()}, ` +
         `Node ${process.version}; load average ${load.map((l) => l.toFixed(2)).join(" ")} at the start; ` +

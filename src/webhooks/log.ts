@@ -21,9 +21,9 @@ import { PROJECT_SHARDS, shardOf } from "../platform/shards";
 
 /**
  * The tables, as D1's migrations left them (migrations/0001, 0005, 0007, 0009, 0013, 0015) but for the
- * foreign key to `projects`, which lives in D1 (a deleted project's log must then be emptied by a call of
- * its own: part of the move, not built yet). The
- * trigger is the one that settles a delivery from its attempt's outcome in the same statement.
+ * foreign key to `projects`, which lives in D1. (The API deletes no project; a project an operator
+ * removes from D1 keeps its logs until their retention empties them.) The trigger is the one that
+ * settles a delivery from its attempt's outcome in the same statement.
  */
 export const DELIVERY_LOG_STORAGE: StorageShape = {
   meta: { table: "log_meta", value: "INTEGER" },

@@ -95,8 +95,9 @@ const claimStatement = claimStatementIf(
   () => sql`SELECT 1 FROM ${projects} WHERE ${projects.id} = ${sql.placeholder("projectId")}`,
 );
 /**
- * A project's log's (webhooks/log.ts): it has no `projects` table. A deleted project's log answers
- * nothing more once it is emptied (part of the move not built yet: docs/architecture.md).
+ * A project's log's (webhooks/log.ts): it has no `projects` table, and it is the project's own, so the
+ * row is always made. (The API deletes no project; one an operator removes from D1 keeps its logs until
+ * their retention empties them.)
  */
 const claimStatementInLog = claimStatementIf(() => sql`SELECT 1`);
 

@@ -9,11 +9,12 @@ import { buildBundle, d1Bytes, type ModeBytes } from "../../scripts/d1-bytes.mjs
 // database, read black-box through the D1 binding. Rows, not pages: a few runs' rows fit in pages
 // already there, or take a new one.
 describe("D1 bytes per run (small): what each run mode leaves in D1", () => {
-  it("leaves no row for a run without a webhook, and only the delivery log's rows for one with a webhook", async () => {
+  it("leaves no row for a run without a webhook, and only the delivery log's rows for one with a webhook (none with the log in objects)", async () => {
     const workdir = mkdtempSync(join(tmpdir(), "edge-gateway-d1-bytes-test-"));
     try {
+      const bundle = buildBundle(join(workdir, "dist"));
       const result = await d1Bytes({
-        bundle: buildBundle(join(workdir, "dist")),
+        bundle,
         runs: 5,
         persistDir: join(workdir, "state"),
       });
@@ -48,8 +49,24 @@ describe("D1 bytes per run (small): what each run mode leaves in D1", () => {
         expect(of(mode).rowsPerRun.webhook_deliveries, mode).toBe(1);
         expect(of(mode).rowsPerRun.webhook_attempts, mode).toBeGreaterThanOrEqual(1);
       }
+
+      // With the delivery log in each project's objects (DELIVERY_LOG_STORE=objects, the move under way):
+      // a run with a webhook leaves nothing in D1 either, its delivery received all the same.
+      const inObjects = await d1Bytes({
+        bundle,
+        runs: 5,
+        modes: ["sync+webhook", "wait+webhook", "async+webhook"],
+        persistDir: join(workdir, "state-objects"),
+        deliveryLogStore: "objects",
+      });
+      for (const mode of inObjects.modes) {
+        expect(mode.settled, mode.mode).toBe(true);
+        expect(mode.deliveriesReceived, mode.mode).toBe(5);
+        expect(Object.fromEntries(Object.entries(mode.rowsPerRun).filter(([, n]) => n !== 0)), mode.mode).toEqual({});
+        expect(mode.rowBytesPerRun, mode.mode).toBe(0);
+      }
     } finally {
       rmSync(workdir, { recursive: true, force: true });
     }
-  }, 120_000);
+  }, 240_000);
 });
