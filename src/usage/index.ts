@@ -362,7 +362,7 @@ export const usageRouter = createRouter()
     const from = time(q.from) ?? now - 7 * DAY_MS;
     checkedRange(from, to);
     const [health, settings] = await Promise.all([
-      receiversHealth(c.var.scope.db, project_id, from, to),
+      receiversHealth(c.var.scope, project_id, from, to),
       projectReceiverSettings(c.var.scope.db, project_id),
     ]);
     const concurrency = new Map(settings.map((s) => [s.origin, s.concurrency]));
@@ -382,7 +382,7 @@ export const usageRouter = createRouter()
     const from = time(q.from) ?? now - 7 * DAY_MS;
     checkedRange(from, to);
     const [[health], settings, recovering, releasing] = await Promise.all([
-      receiversHealth(scope.db, project_id, from, to, origin),
+      receiversHealth(scope, project_id, from, to, origin),
       receiverSettings(scope.db, project_id, origin),
       runningTask(scope, project_id, origin, "recover"),
       runningTask(scope, project_id, origin, "release"),

@@ -129,9 +129,11 @@ export function deliveryLogDb(env: Env, name: string, options: LogCallOptions = 
   if (!databases) logDatabases.set(env, (databases = new Map()));
   const known = databases.get(key);
   if (known) return known;
-  const stub = deliveryLogObject(env, name);
+  // A stub per call, never one kept: a stub is I/O of the request (or object) that made it, and this
+  // database is kept per isolate, so another request or object would fail using it ("Cannot perform I/O
+  // on behalf of a different …"). Making one is local work (a name's id), no round trip.
   const send = async (calls: SqlCall[]): Promise<SqlAnswer[]> => {
-    const answer = await stub.sql(calls, options);
+    const answer = await deliveryLogObject(env, name).sql(calls, options);
     if ("full" in answer) throw new DeliveryLogFullError(name);
     return answer.answers;
   };

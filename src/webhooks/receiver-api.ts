@@ -66,10 +66,10 @@ export const receiverJson = (r: ReceiverSettings): ReceiverJson => ({
 });
 
 export async function taskJson(
-  scope: Pick<Scope, "db" | "deps" | "config">,
+  scope: Pick<Scope, "db" | "deps" | "config" | "env">,
   task: WebhookReceiverTask,
 ): Promise<ReceiverTaskJson> {
-  const progress = await taskProgress(scope, task.id);
+  const progress = await taskProgress(scope, task.id, task.projectId);
   return {
     task_id: task.id,
     kind: task.kind,

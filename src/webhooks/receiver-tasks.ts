@@ -1,4 +1,5 @@
 import { and, eq, inArray, lt, sql } from "drizzle-orm";
+import type { Database } from "../db/client";
 import {
   type ReceiverTaskKind,
   type WebhookDelivery,
@@ -6,11 +7,13 @@ import {
   type WebhookReceiverTask,
   webhookReceiverTasks as t,
 } from "../db/schema";
+import { eachLimited } from "../platform/concurrency";
 import { derivedId, newId } from "../platform/ids";
-import { idInShardOf } from "../platform/shards";
+import { idInShardOf, shardOf } from "../platform/shards";
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { LANE_CONCURRENCY } from "./lane-capacity";
+import { DeliveryLogFullError, logDbOf, projectLogDbs } from "./log";
 import { acceptInLane, type DeliveryMessage, laneName } from "./message";
 import { ORIGIN, RECEIVER_STATE_TTL_MS } from "./receiver-controls";
 import { openSecret, type SealedSecret, sealSecret } from "./secret-box";
@@ -20,8 +23,10 @@ import { openSecret, type SealedSecret, sealSecret } from "./secret-box";
  * does, every delivery to the receiver whose final outcome in a window failed and that was not
  * delivered since; a release hands the deliveries held while the receiver was paused or disabled back
  * to its lane, in order. Each runs in slices from the alarm of a Durable Object of its own; everything a
- * slice needs is in D1 (the task's row and cursor, and the deliveries it sent, which carry its id), so
- * a slice that dies is run again by the next alarm and does nothing twice.
+ * slice needs is stored (the task's row and cursor in D1, the deliveries it sent, which carry its id, in
+ * the project's delivery log: webhooks/log.ts), so a slice that dies is run again by the next alarm and
+ * does nothing twice. With the log in the project's objects, a slice reads its 8 logs and D1 (which
+ * kept the deliveries recorded before them) and merges what they answer.
  */
 
 /** Deliveries one counting slice reads (ids and dates only). */
@@ -40,6 +45,8 @@ export const REHAND_AFTER_MS = 30_000;
 /**
  * Slices one alarm runs back to back (each ≤ 6 subrequests: reads, one batch, one lane call) before it
  * sets the next alarm: ≤ 60 subrequests, within Workers Free's 50 only with SLICES_PER_ALARM 8; Paid allows 1,000.
+ * With the log in the project's objects a slice asks its 8 logs and D1 for each read and writes a call
+ * per log: about 60 subrequests a slice at most, 500 an alarm.
  */
 export const SLICES_PER_ALARM = 8;
 
@@ -53,14 +60,42 @@ export interface TaskProgress {
 
 type Task = WebhookReceiverTask;
 
-/** A task's deliveries by status (what it sent that has settled, and what is still on its way). */
-export async function taskProgress(scope: Pick<Scope, "db">, taskId: string): Promise<TaskProgress> {
-  const rows = await scope.db
-    .select({ status: d.status, n: sql<number>`count(*)` })
-    .from(d)
-    .where(eq(d.taskId, taskId))
-    .groupBy(d.status);
-  const of = (status: string) => rows.find((r) => r.status === status)?.n ?? 0;
+type LogScope = Pick<Scope, "env" | "db" | "config">;
+
+/**
+ * `work` in every database that may hold `projectId`'s deliveries (`projectLogDbs`: D1 alone, or its 8
+ * logs and D1), at most 6 at once; their answers in that order. One that fails fails the whole: a slice
+ * that acted on part of them would skip what the others hold.
+ */
+async function inEachLog<T>(scope: LogScope, projectId: string, work: (db: Database) => Promise<T>): Promise<T[]> {
+  const asked = await eachLimited(projectLogDbs(scope, projectId), 6, work);
+  const failed = asked.find((result) => result.status === "rejected");
+  if (failed) throw failed.reason;
+  return asked.map((result) => (result as PromiseFulfilledResult<T>).value);
+}
+
+/** The first `limit` of rows from several databases, each list already in order of (created_at, id). */
+function firstOf<T>(lists: T[][], limit: number, at: (row: T) => number, id: (row: T) => string): T[] {
+  return lists
+    .flat()
+    .sort((a, b) => at(a) - at(b) || (id(a) < id(b) ? -1 : id(a) > id(b) ? 1 : 0))
+    .slice(0, limit);
+}
+
+/**
+ * A task's deliveries by status (what it sent that has settled, and what is still on its way), added
+ * over every store of its project's deliveries.
+ */
+export async function taskProgress(scope: LogScope, taskId: string, projectId: string): Promise<TaskProgress> {
+  const byStatus = (db: Database) =>
+    db
+      .select({ status: d.status, n: sql<number>`count(*)` })
+      .from(d)
+      .where(eq(d.taskId, taskId))
+      .groupBy(d.status);
+  // Its resends in every store of the project's deliveries (D1 alone, or its logs and D1).
+  const rows = (await inEachLog(scope, projectId, byStatus)).flat();
+  const of = (status: string) => rows.reduce((n, r) => n + (r.status === status ? r.n : 0), 0);
   return { delivered: of("delivered"), failed: of("failed"), pending: of("pending") + of("held") };
 }
 
@@ -180,19 +215,74 @@ function recoverCandidates(task: Task, columns: ReturnType<typeof sql>, limit: n
     ORDER BY created_at, id LIMIT ${limit}`;
 }
 
+interface CandidateRow {
+  id: string;
+  created_at: number;
+  run_id: string;
+  message_id: string | null;
+}
+
+/**
+ * The recovery's next `limit` deliveries after its cursor (`recoverCandidates`) over its project's logs,
+ * merged in order of (created_at, id): the cursor is one order across the logs. `read` is every row
+ * looked at (the cursor moves past them); `kept` those of them to resend.
+ */
+async function nextCandidates<R extends CandidateRow>(
+  scope: LogScope,
+  task: Task,
+  columns: ReturnType<typeof sql>,
+  limit: number,
+) {
+  const lists = await inEachLog(scope, task.projectId, (db) => db.all<R>(recoverCandidates(task, columns, limit)));
+  // D1's answer is the last (`projectLogDbs`), after the logs' when there are logs.
+  const inD1 = new Set(scope.config.deliveryLogStore === "objects" ? lists.at(-1)!.map((r) => r.id) : []);
+  const read = firstOf(
+    lists,
+    limit,
+    (r) => r.created_at,
+    (r) => r.id,
+  );
+  const answered = await answeredInLogs(
+    scope,
+    task,
+    read.filter((r) => inD1.has(r.id)),
+  );
+  return { read, kept: read.filter((r) => !answered.has(r.message_id ?? r.id)) };
+}
+
+/**
+ * Of candidates D1 answered beside the logs (recorded before them), the messages their logs answer
+ * for: delivered or on its way there, sent by this task, or failed there in the window (the log's
+ * candidate, resent in its place). The query's NOT EXISTS sees one database; a message's later
+ * deliveries (a resend, this task's) are in its run's log, so that log is the one asked.
+ */
+async function answeredInLogs(scope: LogScope, task: Task, rows: CandidateRow[]): Promise<Set<string>> {
+  const answered = new Set<string>();
+  for (const group of Map.groupBy(rows, (r) => shardOf(r.run_id)).values()) {
+    const messages = group.map((r) => r.message_id ?? r.id);
+    const found = await logDbOf(scope, task.projectId, group[0]!.run_id).all<{ message_id: string }>(
+      sql`SELECT DISTINCT message_id FROM webhook_deliveries
+        WHERE project_id = ${task.projectId} AND message_id IN (SELECT value FROM json_each(${JSON.stringify(messages)}))
+          AND (status != 'failed' OR task_id = ${task.id}
+            OR (created_at >= ${task.since!.getTime()} AND created_at < ${task.until!.getTime()}))`,
+    );
+    for (const r of found) answered.add(r.message_id);
+  }
+  return answered;
+}
+
 const SENDABLE = sql`(body IS NOT NULL OR body_key IS NOT NULL) AND body_purged_at IS NULL`;
 
 /** One counting slice: the window's deliveries to resend, past the retention, or with no body ever stored. */
 async function countSlice(scope: Scope, task: Task): Promise<number | null> {
-  const rows = await scope.db.all<{ id: string; created_at: number; purged: number; sendable: number }>(
-    recoverCandidates(
-      task,
-      sql`id, created_at, body_purged_at IS NOT NULL AS purged, ${SENDABLE} AS sendable`,
-      COUNT_SLICE,
-    ),
+  const { read, kept: rows } = await nextCandidates<CandidateRow & { purged: number; sendable: number }>(
+    scope,
+    task,
+    sql`id, created_at, run_id, message_id, body_purged_at IS NOT NULL AS purged, ${SENDABLE} AS sendable`,
+    COUNT_SLICE,
   );
-  const last = rows.at(-1);
-  const done = rows.length < COUNT_SLICE;
+  const last = read.at(-1);
+  const done = read.length < COUNT_SLICE;
   const now = scope.deps.now();
   const next = done
     ? task.dryRun
@@ -257,36 +347,52 @@ async function resendRecord(scope: Scope, task: Task, original: WebhookDelivery,
 }
 
 const ROWS_PER_INSERT = 5;
+/** The wait before a recovery writes again to a log that was full (its `Retry-After`). */
+const LOG_FULL_WAIT_MS = 60_000;
 
 /** `id IN (…)` as one bound parameter (D1 binds at most 100 per statement). */
 const idIn = (ids: string[]) => sql`${d.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
 
 /** Deliveries the task sent that are still on their way, and those of them never attempted for a while (handed to the lane again). */
 async function inFlight(scope: Scope, task: Task, handTo: HandTo, slice: number): Promise<number> {
-  const [{ n }] = (await scope.db
-    .select({ n: sql<number>`count(*)` })
-    .from(d)
-    .where(and(eq(d.taskId, task.id), eq(d.status, "pending")))) as [{ n: number }];
+  // Each database that holds some of them: its count, and its oldest stuck ones.
+  const asked = await inEachLog(scope, task.projectId, async (db) => {
+    const [{ n }] = (await db
+      .select({ n: sql<number>`count(*)` })
+      .from(d)
+      .where(and(eq(d.taskId, task.id), eq(d.status, "pending")))) as [{ n: number }];
+    if (n === 0) return { db, n, stuck: [] };
+    const stuck = await db
+      .select()
+      .from(d)
+      .where(
+        and(
+          eq(d.taskId, task.id),
+          eq(d.status, "pending"),
+          eq(d.attemptCount, 0),
+          lt(d.updatedAt, new Date(scope.deps.now().getTime() - REHAND_AFTER_MS)),
+        ),
+      )
+      .orderBy(d.createdAt, d.id)
+      .limit(slice);
+    return { db, n, stuck };
+  });
+  const n = asked.reduce((sum, a) => sum + a.n, 0);
   if (n === 0) return 0;
-  const stuck = await scope.db
-    .select()
-    .from(d)
-    .where(
-      and(
-        eq(d.taskId, task.id),
-        eq(d.status, "pending"),
-        eq(d.attemptCount, 0),
-        lt(d.updatedAt, new Date(scope.deps.now().getTime() - REHAND_AFTER_MS)),
-      ),
-    )
-    .orderBy(d.createdAt, d.id)
-    .limit(slice);
+  const stuck = firstOf(
+    asked.map((a) => a.stuck.map((row) => ({ row, db: a.db }))),
+    slice,
+    (s) => s.row.createdAt.getTime(),
+    (s) => s.row.id,
+  );
   if (stuck.length > 0) {
-    await scope.db
-      .update(d)
-      .set({ updatedAt: scope.deps.now() })
-      .where(idIn(stuck.map((r) => r.id)));
-    await handTo(stuck.map(messageOfRecord));
+    const at = scope.deps.now();
+    for (const [db, rows] of Map.groupBy(stuck, (s) => s.db))
+      await db
+        .update(d)
+        .set({ updatedAt: at })
+        .where(idIn(rows.map((s) => s.row.id)));
+    await handTo(stuck.map((s) => messageOfRecord(s.row)));
   }
   return n;
 }
@@ -310,11 +416,11 @@ async function recoverSlice(scope: Scope, task: Task, options: SliceOptions) {
   const room = sizes.inFlight - pending;
   if (room <= 0) return TASK_WAIT_MS;
   const limit = Math.min(sizes.sendSlice, room);
-  const rows = await scope.db.all<Record<string, unknown>>(recoverCandidates(task, sql`*`, limit));
-  if (rows.length === 0) return pending === 0 ? finish(scope, task, onFinished) : TASK_WAIT_MS;
-  const originals = rows.map(deliveryOfRow);
+  const { read, kept } = await nextCandidates<CandidateRow & Record<string, unknown>>(scope, task, sql`*`, limit);
+  if (read.length === 0) return pending === 0 ? finish(scope, task, onFinished) : TASK_WAIT_MS;
+  const originals = kept.map(deliveryOfRow);
   const at = scope.deps.now();
-  const resends = [];
+  const resends: Awaited<ReturnType<typeof resendRecord>>[] = [];
   let unsendable = 0;
   let expired = 0;
   for (const original of originals) {
@@ -330,15 +436,18 @@ async function recoverSlice(scope: Scope, task: Task, options: SliceOptions) {
       }
     }
   }
-  const last = originals.at(-1)!;
-  const inserts = [];
-  for (let i = 0; i < resends.length; i += ROWS_PER_INSERT)
-    inserts.push(
-      scope.db
-        .insert(d)
-        .values(resends.slice(i, i + ROWS_PER_INSERT))
-        .onConflictDoNothing(),
-    );
+  const last = read.at(-1)!;
+  const inserts = (db: Database, records: typeof resends) => {
+    const statements = [];
+    for (let i = 0; i < records.length; i += ROWS_PER_INSERT)
+      statements.push(
+        db
+          .insert(d)
+          .values(records.slice(i, i + ROWS_PER_INSERT))
+          .onConflictDoNothing(),
+      );
+    return statements;
+  };
   const advance = scope.db
     .update(t)
     .set({
@@ -348,13 +457,36 @@ async function recoverSlice(scope: Scope, task: Task, options: SliceOptions) {
       // Past the retention or never stored now, though countable when counted.
       expired: sql`${t.expired} + ${expired}`,
       unsendable: sql`${t.unsendable} + ${unsendable}`,
-      cursorAt: last.createdAt.getTime(),
+      cursorAt: last.created_at,
       cursorId: last.id,
       updatedAt: at,
     })
     .where(and(eq(t.id, task.id), eq(t.status, "sending"), cursorIs(task)));
-  // The resends and the cursor's move commit together: a slice run again finds them sent (this task's id).
-  await scope.db.batch([advance, ...inserts]);
+  if (scope.config.deliveryLogStore !== "objects") {
+    // The resends and the cursor's move commit together: a slice run again finds them sent (this task's id).
+    await scope.db.batch([advance, ...inserts(scope.db, resends)]);
+  } else {
+    // The resends go to their logs (each in its original's: `resendRecord`), then the cursor moves in
+    // D1: no transaction spans them. A slice that dies between finds them sent (this task's id, in the
+    // same log as their originals) and passes them by, left out of `sent` (its progress counts them);
+    // `inFlight` hands them to the lane. A log's call adds deliveries, and one past its bound refuses
+    // it: the slice waits for its retention (what it wrote before is found sent when it runs again).
+    try {
+      for (const records of Map.groupBy(resends, (r) => shardOf(r.id)).values()) {
+        const db = logDbOf(scope, task.projectId, records[0]!.id, { grows: true });
+        const [first, ...rest] = inserts(db, records);
+        await db.batch([first!, ...rest]);
+      }
+    } catch (error) {
+      if (!(error instanceof DeliveryLogFullError)) throw error;
+      log("warn", "webhook recovery: a delivery log is full; the slice waits for its retention", {
+        task_id: task.id,
+        log: error.log,
+      });
+      return LOG_FULL_WAIT_MS;
+    }
+    await advance;
+  }
   if (resends.length > 0) {
     try {
       await handTo(resends.map((r) => messageOfRecord(r as WebhookDelivery)));
@@ -396,19 +528,35 @@ async function releaseSlice(scope: Scope, task: Task, options: SliceOptions) {
   const pending = await inFlight(scope, task, handTo, sizes.sendSlice);
   const room = sizes.inFlight - pending;
   if (room <= 0) return TASK_WAIT_MS;
-  const held = await scope.db
-    .select({ id: d.id })
-    .from(d)
-    .where(and(eq(d.status, "held"), eq(d.projectId, task.projectId), sql`${ORIGIN} = ${task.origin}`))
-    .orderBy(d.createdAt, d.id)
-    .limit(Math.min(sizes.sendSlice, room));
+  const limit = Math.min(sizes.sendSlice, room);
+  // The oldest held over the project's logs, each released where it is recorded.
+  const lists = await inEachLog(scope, task.projectId, async (db) =>
+    (
+      await db
+        .select({ id: d.id, createdAt: d.createdAt })
+        .from(d)
+        .where(and(eq(d.status, "held"), eq(d.projectId, task.projectId), sql`${ORIGIN} = ${task.origin}`))
+        .orderBy(d.createdAt, d.id)
+        .limit(limit)
+    ).map((row) => ({ ...row, db })),
+  );
+  const held = firstOf(
+    lists,
+    limit,
+    (h) => h.createdAt.getTime(),
+    (h) => h.id,
+  );
   const now = scope.deps.now();
   if (held.length === 0) return pending === 0 ? finish(scope, task, onFinished) : TASK_WAIT_MS;
-  const released = await scope.db
-    .update(d)
-    .set({ status: "pending", taskId: task.id, lastError: null, updatedAt: now })
-    .where(and(idIn(held.map((h) => h.id)), eq(d.status, "held")))
-    .returning();
+  const released: WebhookDelivery[] = [];
+  for (const [db, rows] of Map.groupBy(held, (h) => h.db))
+    released.push(
+      ...(await db
+        .update(d)
+        .set({ status: "pending", taskId: task.id, lastError: null, updatedAt: now })
+        .where(and(idIn(rows.map((h) => h.id)), eq(d.status, "held")))
+        .returning()),
+    );
   released.sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1));
   await scope.db
     .update(t)
