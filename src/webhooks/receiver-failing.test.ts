@@ -2,7 +2,10 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { text, visitor } from "../../test/dashboard-helpers";
 import { until } from "../../test/deliveries";
-import { client } from "../../test/helpers";
+import { createExecutionContext, createScheduledController } from "cloudflare:test";
+import { client, testDeps } from "../../test/helpers";
+import { CRONS } from "../platform/triggers";
+import { createWorker } from "../worker";
 import { PEER, PEER_MORE, receiver } from "../../test/peers";
 import { callWith, seedRunnable } from "../../test/runs";
 
@@ -13,6 +16,7 @@ import { callWith, seedRunnable } from "../../test/runs";
  */
 
 const api = client();
+const HOUR = 3_600_000;
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -103,5 +107,47 @@ describe("a failing receiver", () => {
       20_000,
     );
     expect(text((await v.get(runsPage)).html)).not.toContain("is failing");
+  }, 60_000);
+
+  it("is disabled by the */30 cron once marked failing for WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS (24), with an audit entry; not sooner, and not one resumed since", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver([{ status: 503 }], undefined, PEER_MORE[2]);
+    const origin = new URL(hook.url).origin;
+    await runWith(app, hook.url);
+    const marked = (await until(
+      () => failingSince(app, origin),
+      (at) => at !== null,
+      20_000,
+    ))!;
+    // Another receiver of the project, failing as long, but resumed an hour before the cron: a span anew.
+    const resumed = "https://resumed.example";
+    await env.DB.prepare(
+      `INSERT INTO webhook_receivers (project_id, origin, concurrency, state, state_changed_at, failing_since, updated_at)
+       VALUES (?, ?, 6, 'active', ?, ?, ?)`,
+    )
+      .bind(app.projectId, resumed, marked + 23 * HOUR, marked - 48 * HOUR, marked)
+      .run();
+    const cron = (at: number) =>
+      createWorker(testDeps({ now: () => new Date(at) })).scheduled(
+        createScheduledController({ cron: CRONS.domainValidation }),
+        env,
+        createExecutionContext(),
+      );
+    const stateOf = (o: string) =>
+      env.DB.prepare("SELECT state, state_cause FROM webhook_receivers WHERE project_id = ? AND origin = ?")
+        .bind(app.projectId, o)
+        .first<{ state: string; state_cause: string | null }>();
+
+    await cron(marked + 24 * HOUR - 60_000);
+    expect(await stateOf(origin)).toEqual({ state: "active", state_cause: null });
+    await cron(marked + 24 * HOUR + 1_000);
+    expect(await stateOf(origin)).toEqual({ state: "disabled", state_cause: "every delivery failed for 24 hours" });
+    expect(await stateOf(resumed)).toEqual({ state: "active", state_cause: null });
+    const audit = await env.DB.prepare(
+      "SELECT action, target_id FROM audit_log WHERE project_id = ? AND action = 'webhook_receiver.disable'",
+    )
+      .bind(app.projectId)
+      .all();
+    expect(audit.results).toEqual([{ action: "webhook_receiver.disable", target_id: origin }]);
   }, 60_000);
 });

@@ -1,5 +1,5 @@
-import { and, eq, gt, sql } from "drizzle-orm";
-import { webhookDeliveries as d, webhookReceivers } from "../db/schema";
+import { and, eq, isNull, lte, or, sql } from "drizzle-orm";
+import { webhookReceivers } from "../db/schema";
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { firstInLogs } from "./log";
@@ -114,51 +114,40 @@ async function autoRecover(scope: Scope, message: DeliveryMessage): Promise<void
   log("info", "webhook receiver recovered automatically", { project_id: message.projectId, origin, task_id: task.id });
 }
 
-/** Receivers looked at per cron run for the failing span (the ones with failures in the last half hour). */
+/** Receivers disabled per cron run at most (a bigger backlog goes on at the next run). */
 const FAILING_CANDIDATES = 100;
 
 /**
- * Disables each receiver whose every delivery failed for `spanMs`: failures in the last cron period,
- * the first failure after its last success (and after its last state change: a resumed receiver gets a
- * span anew) at least `spanMs` ago. Per cron run: one scan of the last period's failures, then three
- * indexed reads per candidate receiver (≤ FAILING_CANDIDATES).
+ * Disables each active receiver whose every delivery failed for `spanMs`: its lanes marked it failing
+ * (`failing_since`, the first failure after its last delivery, cleared by the next delivery:
+ * receiver-controls.ts `settled`) at least `spanMs` ago, and its state has not changed since then (a
+ * resumed receiver gets a span anew). Read from the control plane alone (a scan of
+ * * the receivers that have a row: one per receiver whose settings changed or that failed), never from the
+ * delivery log, which lives per project (webhooks/log.ts) and could not be scanned across projects. A
+ * receiver that had no delivery since it was marked counts as still failing: every delivery it had in the
+ * span failed; disabled, its next deliveries are held, not lost, and its customer is alerted.
  */
-export async function disableFailing(scope: Scope, spanMs: number, periodMs = 35 * 60_000): Promise<number> {
-  const now = scope.deps.now().getTime();
-  const recent = await scope.db
-    .selectDistinct({ projectId: d.projectId, origin: sql<string>`${ORIGIN}` })
-    .from(d)
-    .where(and(eq(d.status, "failed"), gt(d.updatedAt, new Date(now - periodMs))))
+export async function disableFailing(scope: Scope, spanMs: number): Promise<number> {
+  const before = new Date(scope.deps.now().getTime() - spanMs);
+  const failing = await scope.db
+    .select({ projectId: webhookReceivers.projectId, origin: webhookReceivers.origin })
+    .from(webhookReceivers)
+    .where(
+      and(
+        eq(webhookReceivers.state, "active"),
+        lte(webhookReceivers.failingSince, before),
+        or(isNull(webhookReceivers.stateChangedAt), lte(webhookReceivers.stateChangedAt, before)),
+      ),
+    )
+    .orderBy(webhookReceivers.failingSince)
     .limit(FAILING_CANDIDATES);
   let disabled = 0;
-  for (const { projectId, origin } of recent) {
-    const [settings] = await scope.db
-      .select()
-      .from(webhookReceivers)
-      .where(and(eq(webhookReceivers.projectId, projectId), eq(webhookReceivers.origin, origin)));
-    if (settings && settings.state !== "active") continue;
-    const since = Math.max(now - 2 * spanMs - periodMs, settings?.stateChangedAt?.getTime() ?? 0);
-    const [row] = await scope.db.all<{ delivered_at: number | null; first_failed_at: number | null }>(sql`
-      SELECT (SELECT max(created_at) FROM webhook_deliveries WHERE project_id = ${projectId} AND ${ORIGIN} = ${origin}
-                AND created_at >= ${since} AND status = 'delivered') AS delivered_at,
-             (SELECT min(created_at) FROM webhook_deliveries WHERE project_id = ${projectId} AND ${ORIGIN} = ${origin}
-                AND created_at >= ${since} AND status = 'failed') AS first_failed_at`);
-    if (!row || row.first_failed_at === null) continue;
-    let firstFailure = row.first_failed_at;
-    if (row.delivered_at !== null) {
-      const [after] = await scope.db.all<{ at: number | null }>(sql`
-        SELECT min(created_at) AS at FROM webhook_deliveries WHERE project_id = ${projectId} AND ${ORIGIN} = ${origin}
-          AND created_at > ${row.delivered_at} AND status = 'failed'`);
-      if (!after?.at) continue;
-      firstFailure = after.at;
-    }
-    if (now - firstFailure < spanMs) continue;
-    const hours = Math.round(spanMs / 3_600_000);
-    const cause = `every delivery failed for ${hours} hours`;
+  const hours = Math.round(spanMs / 3_600_000);
+  const cause = `every delivery failed for ${hours} hours`;
+  for (const { projectId, origin } of failing)
     if (
       await disableReceiver(scope, projectId, origin, cause, (at) => alertDisabled(scope, projectId, origin, cause, at))
     )
       disabled++;
-  }
   return disabled;
 }
