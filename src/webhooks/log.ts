@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { createDb, type Database } from "../db/client";
 import { ApiError } from "../platform/errors";
 import { d1Over, type SqlAnswer, type SqlCall } from "../platform/object-d1";
@@ -189,4 +190,43 @@ export async function firstInLogs<T>(
     if (row !== undefined) return row;
   }
   return undefined;
+}
+
+/** How long an isolate trusts what it learnt of D1's open deliveries (`d1HoldsOpenDeliveries`). */
+const LEGACY_CHECK_MS = 60_000;
+let legacyOpen: { may: boolean; at: number } | undefined;
+
+/**
+ * Whether D1 may still hold deliveries `pending` or `held` (recorded before the logs: a deployment that
+ * switched `DELIVERY_LOG_STORE` to `objects` while they were on their way). Asked at most once a minute
+ * per isolate; D1 unavailable, what was last seen stands (none, if never asked). Within 30 minutes of the
+ * switch the sweeper has settled every pending one, and a held one ends at the body retention.
+ */
+export async function d1HoldsOpenDeliveries(db: Database): Promise<boolean> {
+  if (legacyOpen !== undefined && Date.now() - legacyOpen.at < LEGACY_CHECK_MS) return legacyOpen.may;
+  try {
+    const rows = await db.all<{ k: number }>(
+      sql`SELECT 1 AS k FROM webhook_deliveries WHERE status IN ('pending', 'held') LIMIT 1`,
+    );
+    legacyOpen = { may: rows.length > 0, at: Date.now() };
+  } catch {
+    legacyOpen ??= { may: false, at: 0 };
+  }
+  return legacyOpen.may;
+}
+/** Tests that seed D1 with deliveries of the code before forget what the isolate learnt. */
+export const forgetLegacyDeliveries = () => {
+  legacyOpen = undefined;
+};
+
+/**
+ * Whether delivery `id` is one D1 recorded before the logs and holds open (`pending` or `held`): its
+ * attempts are then recorded where it is, in D1, not begun again in its log. Only while D1 holds any.
+ */
+export async function openInD1(scope: Pick<Scope, "db" | "config">, id: string): Promise<boolean> {
+  if (scope.config.deliveryLogStore !== "objects" || !(await d1HoldsOpenDeliveries(scope.db))) return false;
+  const rows = await scope.db.all<{ k: number }>(
+    sql`SELECT 1 AS k FROM webhook_deliveries WHERE id = ${id} AND status IN ('pending', 'held')`,
+  );
+  return rows.length > 0;
 }

@@ -246,9 +246,12 @@ export async function holdIfStopped(
   message: DeliveryMessage,
 ): Promise<boolean> {
   try {
-    return await states.holding(ctx.db, message.projectId, originOf(message.endpoint), (state) =>
-      holdDelivery(ctx.log(message).db, message, state, ctx.deps.now(), ctx.config.deliveryLogStore === "objects"),
-    );
+    return await states.holding(ctx.db, message.projectId, originOf(message.endpoint), async (state) => {
+      // Held where it is recorded: its log, or D1 for one recorded there before the logs.
+      await ctx.findLog(message);
+      const { db } = ctx.log(message);
+      return holdDelivery(db, message, state, ctx.deps.now(), db !== ctx.db);
+    });
   } catch (error) {
     log("warn", "webhook receiver state not read: the delivery goes on", {
       delivery_id: message.id,

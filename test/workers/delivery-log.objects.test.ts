@@ -7,7 +7,7 @@ import { received, receiver } from "../peers";
 import { capturingQueue, seedRunnable } from "../runs";
 import { type DeliveryJson, deliveriesOf, drive, receiverPath, runWithWebhook } from "../webhooks";
 import { QUEUES } from "../../src/platform/triggers";
-import { deliveryLogDb, deliveryLogName } from "../../src/webhooks/log";
+import { deliveryLogDb, deliveryLogName, forgetLegacyDeliveries } from "../../src/webhooks/log";
 import type { DeliveryMessage } from "../../src/webhooks/message";
 import { createWorker } from "../../src/worker";
 
@@ -159,5 +159,45 @@ describe("DELIVERY_LOG_STORE=objects: a run's delivery recorded in its project's
       token: app.token,
     });
     expect(unknown.status).toBe(404);
+  });
+
+  it("a delivery D1 recorded before the switch and holds pending is attempted and settled in D1, not begun again in its log", async () => {
+    const app = await seedRunnable(api);
+    const hook = await receiver();
+    const at = api.clock.now().getTime();
+    const id = "whd_01m7zzzzzzzzzzzzzzzzzzzzzzzz0";
+    const runId = "run_01m7zzzzzzzzzzzzzzzzzzzzzzzz0";
+    // As the code before wrote it: its `pending` record in D1, its message on its way.
+    await env.DB.prepare(
+      `INSERT INTO webhook_deliveries (id, project_id, run_id, endpoint, signed, body_bytes, status, attempt_count,
+         created_at, updated_at, message_id) VALUES (?, ?, ?, ?, 0, 9, 'pending', 0, ?, ?, ?)`,
+    )
+      .bind(id, app.projectId, runId, hook.url, at, at, id)
+      .run();
+    forgetLegacyDeliveries();
+    const message: DeliveryMessage = {
+      v: 1,
+      id,
+      messageId: id,
+      projectId: app.projectId,
+      runId,
+      endpoint: hook.url,
+      createdAt: at,
+      bodyBytes: 9,
+      body: { inline: '{"old":1}' },
+      secret: null,
+    };
+    expect((await drive(api, message)).acked).toBe(true);
+    expect(
+      await env.DB.prepare("SELECT status, attempt_count FROM webhook_deliveries WHERE id = ?").bind(id).first(),
+    ).toEqual({ status: "delivered", attempt_count: 1 });
+    expect((await inLog(app.projectId, id)).record).toBeNull();
+    expect((await received(hook.key)).map((r) => r.body)).toEqual(['{"old":1}']);
+    // Listed once, D1's record.
+    const [listed] = await deliveriesOf(api, app.projectId, runId);
+    expect(listed).toMatchObject({ delivery_id: id, status: "delivered", attempts: [{ attempt: 1 }] });
+    await env.DB.prepare("DELETE FROM webhook_attempts WHERE delivery_id = ?").bind(id).run();
+    await env.DB.prepare("DELETE FROM webhook_deliveries WHERE id = ?").bind(id).run();
+    forgetLegacyDeliveries();
   });
 });

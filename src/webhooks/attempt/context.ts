@@ -5,7 +5,7 @@ import type { Config } from "../../platform/env";
 import type { Scope } from "../../platform/scope";
 import { Semaphore } from "../../platform/semaphore";
 import { BODY_BUDGET_BYTES } from "../lane-capacity";
-import { deliveryLogDb, deliveryLogName } from "../log";
+import { deliveryLogDb, deliveryLogName, openInD1 } from "../log";
 import type { DeliveryMessage } from "../message";
 
 /**
@@ -31,6 +31,11 @@ export interface DeliveryContext {
    * and `writes`, or its project's log (`DELIVERY_LOG_STORE=objects`) and a group of that log's own.
    */
   log(message: Pick<DeliveryMessage, "projectId" | "id">): { db: Database; writes: StatementGroup };
+  /**
+   * Settles where `message`'s delivery is recorded before its first write (`log` answers by it from then
+   * on): its log, or D1 for a delivery D1 recorded before the logs and holds open (`openInD1`).
+   */
+  findLog(message: Pick<DeliveryMessage, "projectId" | "id">): Promise<void>;
   /** Every group this invocation wrote through, for its figures. */
   groups(): StatementGroup[];
 }
@@ -43,6 +48,8 @@ export function newDeliveryContext(
   const d1 = { db: scope.db, writes };
   // A lane's deliveries span its project's shards: one group per log (at most 8), made when first written.
   const logs = new Map<string, { db: Database; writes: StatementGroup }>();
+  // Deliveries of this invocation that D1 recorded before the logs and holds open.
+  const inD1 = new Set<string>();
   return {
     env: scope.env,
     config: scope.config,
@@ -51,7 +58,7 @@ export function newDeliveryContext(
     budget: parts.budget ?? new Semaphore(BODY_BUDGET_BYTES),
     writes,
     log: (message) => {
-      if (scope.config.deliveryLogStore !== "objects") return d1;
+      if (scope.config.deliveryLogStore !== "objects" || inD1.has(message.id)) return d1;
       const name = deliveryLogName(message.projectId, message.id);
       let log = logs.get(name);
       if (!log) {
@@ -59,6 +66,9 @@ export function newDeliveryContext(
         logs.set(name, (log = { db, writes: new StatementGroup(db, WRITE_WINDOW_MS) }));
       }
       return log;
+    },
+    findLog: async (message) => {
+      if (await openInD1(scope, message.id)) inD1.add(message.id);
     },
     groups: () => [writes, ...[...logs.values()].map((l) => l.writes)],
   };

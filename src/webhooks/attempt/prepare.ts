@@ -66,8 +66,9 @@ export async function prepare(ctx: DeliveryContext, delivery: DeliveryInProgress
   const { env, config, deps } = ctx;
   const { message } = delivery;
   const at = deps.now();
+  await ctx.findLog(message);
   const log = ctx.log(message);
-  const claim = await claimAttempt(log.db, message, at, log.writes, config.deliveryLogStore === "objects");
+  const claim = await claimAttempt(log.db, message, at, log.writes, log.db !== ctx.db);
   if (claim.kind === "settled" || claim.kind === "gone") return { kind: "settled" };
   if (claim.kind === "exhausted") return claim;
   const { attempt } = claim;
