@@ -1,5 +1,6 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { expect } from "vitest";
 import type { Deps } from "../src/platform/deps";
 import { createScope } from "../src/platform/scope";
 import { newDeliveryContext } from "../src/webhooks/attempt/context";
@@ -32,6 +33,24 @@ export async function runWithWebhook(
     },
   );
   return { response, text: await response.text(), messages: capture.sent };
+}
+
+/** A run of `app` with its webhook to `endpoint`, signed with `secret`, its delivery handed to the real lane; answered 200. */
+export async function runToLane(
+  api: Client,
+  app: { runPath: string; token: string },
+  endpoint: string,
+  secret: string,
+  n: number,
+): Promise<void> {
+  const response = await callWith(api, {}, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
+    method: "POST",
+    token: app.token,
+    headers: { "Content-Type": "application/json", "X-Webhook-Secret": secret },
+    body: JSON.stringify({ inputs: { n } }),
+  });
+  expect(response.status).toBe(200);
+  await response.text();
 }
 
 /**

@@ -2,8 +2,8 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
 import { PEER, PEER_MORE, received, receiver } from "../../test/peers";
-import { callWith, seedRunnable } from "../../test/runs";
-import { followTask, receiverPath } from "../../test/webhooks";
+import { seedRunnable } from "../../test/runs";
+import { followTask, receiverPath, runToLane } from "../../test/webhooks";
 import { until } from "../../test/deliveries";
 import { LANE_CONCURRENCY } from "./lane-capacity";
 import type { ReceiverTaskJson } from "./receiver-routes";
@@ -28,16 +28,7 @@ afterEach(() => {
 type App = Awaited<ReturnType<typeof seedRunnable>>;
 
 /** A run of `app` with its webhook to `endpoint`, its delivery handed to the real lane. */
-async function runWith(app: App, endpoint: string, n: number) {
-  const response = await callWith(api, {}, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
-    method: "POST",
-    token: app.token,
-    headers: { "Content-Type": "application/json", "X-Webhook-Secret": SECRET },
-    body: JSON.stringify({ inputs: { n } }),
-  });
-  expect(response.status).toBe(200);
-  await response.text();
-}
+const runWith = (app: App, endpoint: string, n: number) => runToLane(api, app, endpoint, SECRET, n);
 
 async function deliveries(app: App) {
   const { results } = await env.DB.prepare(

@@ -4,8 +4,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { until } from "../deliveries";
 import { client, seedProject, testDeps } from "../helpers";
 import { PEER, PEER_MORE, received, receiver } from "../peers";
-import { callWith, seedRunnable } from "../runs";
-import { followTask, receiverPath } from "../webhooks";
+import { seedRunnable } from "../runs";
+import { followTask, receiverPath, runToLane } from "../webhooks";
 import { createScope } from "../../src/platform/scope";
 import { idInShardOf, PROJECT_SHARDS, shardOf } from "../../src/platform/shards";
 import { deliveryLogDb, deliveryLogOfShard } from "../../src/webhooks/log";
@@ -35,16 +35,7 @@ afterEach(() => {
 type App = Awaited<ReturnType<typeof seedRunnable>>;
 
 /** A run of `app` with its webhook to `endpoint`, its delivery handed to the real lane. */
-async function runWith(app: App, endpoint: string, n: number) {
-  const response = await callWith(api, {}, `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`, {
-    method: "POST",
-    token: app.token,
-    headers: { "Content-Type": "application/json", "X-Webhook-Secret": SECRET },
-    body: JSON.stringify({ inputs: { n } }),
-  });
-  expect(response.status).toBe(200);
-  await response.text();
-}
+const runWith = (app: App, endpoint: string, n: number) => runToLane(api, app, endpoint, SECRET, n);
 
 interface LogRow {
   id: string;
