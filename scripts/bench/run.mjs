@@ -1,4 +1,5 @@
 // `npm run bench [-- --seconds=3 --reps=5 --domains=1000 --deliveries=1000 [--async=<runs per rep>] [--async-side-batch=10]
+// [--delivery-log=d1|objects]
 // --targets=abABcdef --stream-mib=100 [--stream-samples=<per rep>] [--sections=runpath,delivery,latency,
 // fairness,units,domains,async,usage,runcost,bundle,<registered>]]`: the gateway's cost against the
 // runtime's own limit, every figure a ratio to a baseline measured in the same run (these machines are
@@ -186,7 +187,11 @@ try {
   const floor = await startFloor(upstream.url, `${floorReceiver.url}/hook`);
   cleanup.push(() => floor.mf.dispose());
   // Section 3 puts DOMAINS domains in the one bench project: above the per-project cap's default.
-  const extraBindings = { MAX_DOMAINS_PER_PROJECT: String(Math.min(10_000, DOMAINS + 10)) };
+  // `--delivery-log=objects`: deliveries recorded in each project's logs (DELIVERY_LOG_STORE), not D1.
+  const extraBindings = {
+    MAX_DOMAINS_PER_PROJECT: String(Math.min(10_000, DOMAINS + 10)),
+    DELIVERY_LOG_STORE: options["delivery-log"] ?? "d1",
+  };
   const gateway = await startGateway(bundle, doh ? { dnsResolverUrl: doh.url, extraBindings } : { extraBindings });
   cleanup.push(() => gateway.mf.dispose());
   const seed = await seedRunnableApp(gateway.url, upstream.url);
