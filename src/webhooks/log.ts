@@ -16,8 +16,9 @@ import { PROJECT_SHARDS, shardOf } from "../platform/shards";
  * object, and the queries that relate them (a message delivered since, by its `message_id`) stay inside
  * it. docs/architecture.md#the-sixth-waves-moves-seams-agreed-before-either-moves.
  *
- * Built and tested on its own; the delivery path still writes to D1 until its callers move (the next
- * step of issue 41, written down in docs/architecture.md).
+ * Which store the delivery code writes is `DELIVERY_LOG_STORE` (`logDbOf`, `projectLogDbs`): D1 by
+ * default while the move is under way, the logs with `objects` (docs/architecture.md says what is moved
+ * and what must come before the default flips).
  */
 
 /**
