@@ -21,3 +21,19 @@ export async function eachLimited<T>(
   await Promise.all(lanes);
   return results;
 }
+
+/**
+ * `work` over every one of `items`, at most `limit` at a time (`eachLimited`), and their answers in
+ * `items`' order; when any failed, the first failure is thrown once all have ended: a caller that merges
+ * the answers (a project's shards) never acts on part of them.
+ */
+export async function allLimited<T, R>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const settled = await eachLimited(items, limit, work);
+  const failed = settled.find((result) => result.status === "rejected");
+  if (failed) throw failed.reason;
+  return settled.map((result) => (result as PromiseFulfilledResult<R>).value);
+}

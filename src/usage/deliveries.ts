@@ -2,10 +2,10 @@ import { and, count, eq, gte, inArray, isNull, lt, sql } from "drizzle-orm";
 import type { Database } from "../db/client";
 import { WEBHOOK_ORIGIN_SQL, webhookDeliveries as d, webhookReceivers } from "../db/schema";
 import type { RunDelivery } from "./routes";
-import { eachLimited } from "../platform/concurrency";
+import { allLimited } from "../platform/concurrency";
 import type { Scope } from "../platform/scope";
 import { shardOf } from "../platform/shards";
-import { logDbOf, projectLogDbs } from "../webhooks/log";
+import { inEachLog, logDbOf, projectLogDbs } from "../webhooks/log";
 
 /**
  * What usage reads of the webhook delivery records (D1, written by the delivery pipeline): each run's
@@ -60,16 +60,13 @@ export async function deliveryCounts(
   q: { from: number; to: number; step: number; appName?: string },
 ) {
   const points: { delivered: number; failed: number }[] = [];
-  const asked = await eachLimited(projectLogDbs(scope, projectId), 6, async (db) => {
-    for (const [i, point] of (await deliveryCountsIn(db, projectId, q)).entries()) {
+  for (const answer of await inEachLog(scope, projectId, (db) => deliveryCountsIn(db, projectId, q)))
+    for (const [i, point] of answer.entries()) {
       if (!point) continue;
       const sum = (points[i] ??= { delivered: 0, failed: 0 });
       sum.delivered += point.delivered;
       sum.failed += point.failed;
     }
-  });
-  const failed = asked.find((result) => result.status === "rejected");
-  if (failed) throw failed.reason;
   return points;
 }
 
@@ -263,15 +260,6 @@ interface StoreHealthRow extends Omit<HealthRow, "p95"> {
   read: number;
 }
 
-/** Runs `query` on every store at once (6 at a time); the first rejection is thrown. */
-async function fromEach<T>(dbs: Database[], query: (db: Database) => Promise<T>): Promise<T[]> {
-  const answers: T[] = [];
-  const asked = await eachLimited(dbs, 6, async (db) => answers.push(await query(db)));
-  const failed = asked.find((result) => result.status === "rejected");
-  if (failed) throw failed.reason;
-  return answers;
-}
-
 /** The nearest rank of the p95 among `n` values in ascending order (1-based): D1's `max(1, (95 * n + 99) / 100)`. */
 const p95Rank = (n: number) => Math.max(1, Math.floor((95 * n + 99) / 100));
 
@@ -298,12 +286,12 @@ async function healthInLogs(
   to: number,
   origin?: string,
 ): Promise<HealthRow[]> {
-  let stores = await fromEach(dbs, (db) => storeHealth(db, projectId, from, to, origin));
+  let stores = await allLimited(dbs, 6, (db) => storeHealth(db, projectId, from, to, origin));
   let since = from;
   const read = (rows: StoreHealthRow[]) => rows[0]?.read ?? 0;
   if (stores.reduce((sum, rows) => sum + read(rows), 0) > RECEIVER_ROWS_MAX) {
     since = await newestSince(dbs, projectId, from, to, origin);
-    stores = await fromEach(dbs, (db) => storeHealth(db, projectId, since, to, origin));
+    stores = await allLimited(dbs, 6, (db) => storeHealth(db, projectId, since, to, origin));
   }
 
   const byOrigin = new Map<string, StoreHealthRow>();
@@ -334,7 +322,7 @@ async function healthInLogs(
   const wanted = busiest.filter((h) => h.delivered > 0).map((h) => [h.origin, h.delivered - p95Rank(h.delivered) + 1]);
   const slowest = new Map<string, number[]>();
   if (wanted.length > 0)
-    for (const rows of await fromEach(dbs, (db) => storeSlowest(db, projectId, since, to, wanted, origin)))
+    for (const rows of await allLimited(dbs, 6, (db) => storeSlowest(db, projectId, since, to, wanted, origin)))
       for (const { origin: o, ms } of rows) {
         const durations = slowest.get(o);
         if (durations) durations.push(ms);
@@ -406,7 +394,7 @@ async function storeSlowest(
  * the deliveries since the cut fall short of the cap by about 2 × `RECEIVER_CUT_STEP` per store at most.
  */
 async function newestSince(dbs: Database[], projectId: string, from: number, to: number, origin?: string) {
-  const stores = await fromEach(dbs, async (db) => {
+  const stores = await allLimited(dbs, 6, async (db) => {
     const { results } = await db.$client
       .prepare(
         `SELECT r, created_at AS at, n FROM (

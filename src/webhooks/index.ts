@@ -6,8 +6,7 @@ import { webhookAttempts, webhookDeliveries, type WebhookAttempt, type WebhookDe
 import { createRouter } from "../platform/router";
 import { rfc3339, rfc3339OrNull } from "../platform/openapi";
 import { encodeCursor, listPage } from "../platform/pagination";
-import { eachLimited } from "../platform/concurrency";
-import { projectLogDbs } from "./log";
+import { inEachLog } from "./log";
 import { resend } from "./resend";
 import { setReceiverConcurrency } from "./receiver-concurrency";
 import { updateReceiver } from "./receiver-settings-routes";
@@ -70,37 +69,39 @@ export const webhooksRouter = createRouter()
     );
     // Each store's page (D1's, or each log's and D1's: webhooks/log.ts), merged by id, newest first; a
     // record in a log and in D1 (one sent across the upgrade) is the log's. At most 6 asked at once.
-    const pages: { rows: (WebhookDelivery & { attempts: WebhookAttempt[] })[]; more: boolean }[] = [];
-    const asked = await eachLimited(projectLogDbs(c.var.scope, project_id, run_id), 6, async (db) => {
-      const { items, nextCursor } = await listPage(db, webhookDeliveries, {
-        filter,
-        key: webhookDeliveries.id,
-        keyOf: (d) => d.id,
-        order: "desc",
-        limit,
-        cursor,
-      });
-      const attempts =
-        items.length === 0
-          ? []
-          : await db
-              .select()
-              .from(webhookAttempts)
-              .where(
-                inArray(
-                  webhookAttempts.deliveryId,
-                  items.map((d) => d.id),
-                ),
-              )
-              .orderBy(asc(webhookAttempts.attempt));
-      const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
-      pages.push({
-        rows: items.map((d) => ({ ...d, attempts: byDelivery.get(d.id) ?? [] })),
-        more: nextCursor !== null,
-      });
-    });
-    const failed = asked.find((result) => result.status === "rejected");
-    if (failed) throw failed.reason;
+    const pages = await inEachLog(
+      c.var.scope,
+      project_id,
+      async (db) => {
+        const { items, nextCursor } = await listPage(db, webhookDeliveries, {
+          filter,
+          key: webhookDeliveries.id,
+          keyOf: (d) => d.id,
+          order: "desc",
+          limit,
+          cursor,
+        });
+        const attempts =
+          items.length === 0
+            ? []
+            : await db
+                .select()
+                .from(webhookAttempts)
+                .where(
+                  inArray(
+                    webhookAttempts.deliveryId,
+                    items.map((d) => d.id),
+                  ),
+                )
+                .orderBy(asc(webhookAttempts.attempt));
+        const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
+        return {
+          rows: items.map((d) => ({ ...d, attempts: byDelivery.get(d.id) ?? [] })),
+          more: nextCursor !== null,
+        };
+      },
+      run_id,
+    );
     const seen = new Set<string>();
     const merged = pages
       .flatMap((p) => p.rows)

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { createDb, type Database } from "../db/client";
+import { allLimited } from "../platform/concurrency";
 import { ApiError } from "../platform/errors";
 import { d1Over, type SqlAnswer, type SqlCall } from "../platform/object-d1";
 import type { StorageShape } from "../platform/object-storage";
@@ -175,6 +176,20 @@ export function projectLogDbs(scope: Pick<Scope, "env" | "db" | "config">, proje
   if (scope.config.deliveryLogStore !== "objects") return [scope.db];
   const shards = runId === undefined ? Array.from({ length: PROJECT_SHARDS }, (_, shard) => shard) : [shardOf(runId)];
   return [...shards.map((shard) => deliveryLogDb(scope.env, deliveryLogOfShard(projectId, shard))), scope.db];
+}
+
+/**
+ * `work` in every database that may hold `projectId`'s deliveries (`projectLogDbs`, of run `runId`'s
+ * shard alone when given), at most 6 at once (a Worker's simultaneous connections); their answers in that
+ * order, D1's last. One that fails fails the whole: a caller merging them never acts on part of them.
+ */
+export function inEachLog<T>(
+  scope: Pick<Scope, "env" | "db" | "config">,
+  projectId: string,
+  work: (db: Database) => Promise<T>,
+  runId?: string,
+): Promise<T[]> {
+  return allLimited(projectLogDbs(scope, projectId, runId), 6, work);
 }
 
 /**

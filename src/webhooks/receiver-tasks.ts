@@ -7,13 +7,12 @@ import {
   type WebhookReceiverTask,
   webhookReceiverTasks as t,
 } from "../db/schema";
-import { eachLimited } from "../platform/concurrency";
 import { derivedId, newId } from "../platform/ids";
 import { idInShardOf, shardOf } from "../platform/shards";
 import { log } from "../platform/log";
 import type { Scope } from "../platform/scope";
 import { LANE_CONCURRENCY } from "./lane-capacity";
-import { DeliveryLogFullError, logDbOf, projectLogDbs } from "./log";
+import { DeliveryLogFullError, inEachLog, logDbOf } from "./log";
 import { acceptInLane, type DeliveryMessage, laneName } from "./message";
 import { ORIGIN, RECEIVER_STATE_TTL_MS } from "./receiver-controls";
 import { openSecret, type SealedSecret, sealSecret } from "./secret-box";
@@ -61,18 +60,6 @@ export interface TaskProgress {
 type Task = WebhookReceiverTask;
 
 type LogScope = Pick<Scope, "env" | "db" | "config">;
-
-/**
- * `work` in every database that may hold `projectId`'s deliveries (`projectLogDbs`: D1 alone, or its 8
- * logs and D1), at most 6 at once; their answers in that order. One that fails fails the whole: a slice
- * that acted on part of them would skip what the others hold.
- */
-async function inEachLog<T>(scope: LogScope, projectId: string, work: (db: Database) => Promise<T>): Promise<T[]> {
-  const asked = await eachLimited(projectLogDbs(scope, projectId), 6, work);
-  const failed = asked.find((result) => result.status === "rejected");
-  if (failed) throw failed.reason;
-  return asked.map((result) => (result as PromiseFulfilledResult<T>).value);
-}
 
 /** The first `limit` of rows from several databases, each list already in order of (created_at, id). */
 function firstOf<T>(lists: T[][], limit: number, at: (row: T) => number, id: (row: T) => string): T[] {

@@ -2,7 +2,7 @@ import { type AsyncRun, asyncRuns } from "../../db/schema";
 import type { Database } from "../../db/client";
 import { ApiError } from "../../platform/errors";
 import { log } from "../../platform/log";
-import { eachLimited } from "../../platform/concurrency";
+import { allLimited } from "../../platform/concurrency";
 import { KEEPER_SHARDS, keeperName, keeperObject, keeperOfShard } from "../wait/shard";
 import type { Ended, ListedRun, NewAsyncRun, ResultDelivery, RunFilter, RunState, StoredEnding } from "./store";
 import * as d1 from "./store";
@@ -251,13 +251,10 @@ export async function projectRuns(
   filter: RunFilter,
 ): Promise<ListedRun[]> {
   const shards = Array.from({ length: KEEPER_SHARDS }, (_, shard) => shard);
-  const pages: ListedRun[][] = [];
-  const asked = await eachLimited(shards, 6, async (shard) => {
+  const pages = await allLimited(shards, 6, (shard) => {
     const keeper = keeperObject(scope.env, keeperOfShard(projectId, shard));
-    pages.push(await keptRunRows((op, args) => keeper.runs(op, args)).page(filter));
+    return keptRunRows((op, args) => keeper.runs(op, args)).page(filter);
   });
-  const failed = asked.find((result) => result.status === "rejected");
-  if (failed) throw failed.reason;
   if (await legacyRuns(scope.db)) pages.push(await d1.listRuns(scope.db, projectId, filter));
   return pages
     .flat()
