@@ -12,6 +12,7 @@ import { deliver } from "../src/webhooks/deliver";
 import { handNewDeliveryToLane } from "../src/webhooks/enqueue";
 import { LANE_CONCURRENCY } from "../src/webhooks/lane-capacity";
 import { type DeliveryMessage, deliveryMessageSchema } from "../src/webhooks/message";
+import { deliveryStoreOf } from "./delivery-stores";
 import { type Client, testDeps } from "./helpers";
 import { capturingQueue } from "./runs";
 
@@ -116,7 +117,7 @@ export async function consume(
       }
     }),
   );
-  return { result, pauses };
+  return { result, pauses, groups: ctx.groups() };
 }
 
 /**
@@ -143,8 +144,10 @@ export async function until<T>(probe: () => Promise<T>, done: (value: T) => bool
   }
 }
 
+/** Delivery `id`'s record, wherever it is recorded (test/delivery-stores.ts), or null. */
 export async function deliveryRow(id: string) {
-  return env.DB.prepare(
+  const store = (await deliveryStoreOf(id)) ?? env.DB;
+  return store.prepare(
     "SELECT status, attempt_count, last_status_code, last_error, body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?",
   )
     .bind(id)
@@ -160,8 +163,10 @@ export async function deliveryRow(id: string) {
     }>();
 }
 
+/** Delivery `id`'s attempts, in order, wherever it is recorded. */
 export async function attemptRows(id: string) {
-  const { results } = await env.DB.prepare(
+  const store = (await deliveryStoreOf(id)) ?? env.DB;
+  const { results } = await store.prepare(
     "SELECT attempt, status_code, error, duration_ms, outcome FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt",
   )
     .bind(id)

@@ -7,7 +7,7 @@ import { newDeliveryContext } from "../src/webhooks/attempt/context";
 import { deliver, type DeliveryEnd } from "../src/webhooks/deliver";
 import { deliveryMessageSchema } from "../src/webhooks/message";
 import type { ReceiverTaskJson } from "../src/webhooks/receiver-routes";
-import { until } from "./deliveries";
+import { deliveryRow, until } from "./deliveries";
 import { type Client, testDeps } from "./helpers";
 import { callWith, capturingQueue } from "./runs";
 
@@ -84,12 +84,8 @@ export async function drive(
     );
     end = await deliver(newDeliveryContext(scope), parsed.data);
   }
-  const row = id
-    ? await env.DB.prepare("SELECT attempt_count AS n FROM webhook_deliveries WHERE id = ?")
-        .bind(id)
-        .first<{ n: number }>()
-    : null;
-  return { attempts: row?.n ?? 0, delays, acked: end.kind === "settled", retried: end.kind === "interrupted" };
+  const row = id ? await deliveryRow(id) : null;
+  return { attempts: row?.attempt_count ?? 0, delays, acked: end.kind === "settled", retried: end.kind === "interrupted" };
 }
 
 export interface DeliveryJson {

@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type Client, client } from "../../test/helpers";
 import { PEER, received, receiver } from "../../test/peers";
 import { capturingQueue, lanesThat, seedRunnable } from "../../test/runs";
+import { countInDeliveryStores, firstInDeliveryStores } from "../../test/delivery-stores";
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -20,7 +21,7 @@ function watchingOutbound() {
     async fetch(request: Request) {
       const runId = request.headers.get("x-run-id");
       const row = runId
-        ? await env.DB.prepare("SELECT status FROM webhook_deliveries WHERE run_id = ?").bind(runId).first()
+        ? await firstInDeliveryStores("SELECT status FROM webhook_deliveries WHERE run_id = ?", [runId], runId)
         : null;
       calls.push({ url: request.url, method: request.method, recorded: row !== null });
       return fetch(request);
@@ -29,9 +30,11 @@ function watchingOutbound() {
 }
 
 async function rowOf(runId: string) {
-  return env.DB.prepare("SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?")
-    .bind(runId)
-    .first<{ status: string; last_error: string | null }>();
+  return firstInDeliveryStores<{ status: string; last_error: string | null }>(
+    "SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?",
+    [runId],
+    runId,
+  );
 }
 
 /** A run of `app` with a webhook, its queue captured, whose caller hangs up with `hangUp.abort()`; `start` sends it. */
@@ -111,10 +114,9 @@ describe("HEAD on a run path", () => {
     if (slash === "") expect(response.headers.get("allow")).toBe("GET, POST");
     expect(outbound.calls).toHaveLength(0);
     expect(capture.sent).toHaveLength(0);
-    const { n } = (await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint = ?")
-      .bind(hook.url)
-      .first<{ n: number }>())!;
-    expect(n).toBe(0);
+    expect(
+      await countInDeliveryStores("SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint = ?", [hook.url]),
+    ).toBe(0);
   });
 });
 

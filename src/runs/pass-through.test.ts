@@ -6,6 +6,7 @@ import { PEER, received, receiver, releaseStream, watchKey, watchState, whenClos
 import { callWith, seedRunnable } from "../../test/runs";
 import { RUN_COPY_MAX_BYTES } from "./copy";
 import { RUN_REQUEST_MAX_BYTES, RUN_RESPONSE_MAX_BYTES } from "./bodies";
+import { firstInDeliveryStores } from "../../test/delivery-stores";
 
 const api = client();
 const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
@@ -394,9 +395,11 @@ describe("webhooks of passed-through answers", () => {
     );
     const res = await response;
     const runId = res.headers.get("x-run-id");
-    const row = await env.DB.prepare("SELECT status FROM webhook_deliveries WHERE run_id = ?")
-      .bind(runId)
-      .first<{ status: string }>();
+    const row = await firstInDeliveryStores<{ status: string }>(
+      "SELECT status FROM webhook_deliveries WHERE run_id = ?",
+      [runId],
+      runId!,
+    );
     expect(row?.status).toBe("pending");
     await releaseStream(key);
     await res.text();

@@ -6,6 +6,7 @@ import { newId } from "../platform/ids";
 import { createScope } from "../platform/scope";
 import type { RunAnswer } from "./answer";
 import { startWebhook } from "./webhook";
+import { firstInDeliveryStores } from "../../test/delivery-stores";
 
 // The hand-on stage alone (startWebhook → RunWebhook): the local D1 holds the record, the queue is
 // captured, and the work the stage leaves in `waitUntil` is awaited here. No app, no caller.
@@ -29,9 +30,11 @@ async function stage(request = new Request("https://gateway.test/v4/p/a/run")) {
     webhook: { endpoint: "https://hooks.example/in", secret: null },
   });
   const row = () =>
-    env.DB.prepare("SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?")
-      .bind(runId)
-      .first<{ status: string; last_error: string | null }>();
+    firstInDeliveryStores<{ status: string; last_error: string | null }>(
+      "SELECT status, last_error FROM webhook_deliveries WHERE run_id = ?",
+      [runId],
+      runId,
+    );
   return { webhook, queue, row, settled: () => Promise.all(left) };
 }
 

@@ -2,12 +2,12 @@ import { createExecutionContext, createMessageBatch, getQueueResult, runInDurabl
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { attemptRows, deliveryMessages, deliveryRow, until } from "../../test/deliveries";
+import { claimInStore, rowsInDeliveryStores, slowDeliveryStores } from "../../test/delivery-stores";
 import { client, testDeps } from "../../test/helpers";
 import { PEER_MORE, PEER_OTHER, received, receiver } from "../../test/peers";
 import { callWith, capturingQueue, seedRunnable, unreachableLanes } from "../../test/runs";
 import { recordingStorage, withStorage } from "../../test/storage";
-import { createDb } from "../db/client";
-import { aroundD1, SubrequestMeter } from "../platform/subrequests";
+import { SubrequestMeter } from "../platform/subrequests";
 import { QUEUES } from "../platform/triggers";
 import { createWorker } from "../worker";
 import { GAP_MARGIN_MS, Lane } from "./lane";
@@ -15,7 +15,6 @@ import { acceptInLane, type DeliveryMessage, laneName, laneObject, queueMessageO
 import { LaneFullError } from "./lane-capacity";
 import { LANE_CONCURRENCY } from "./lane-capacity";
 import { MAX_ATTEMPTS, MAX_GAP_MS, RETRY_DELAYS_SECONDS } from "./policy";
-import { claimAttempt } from "./store";
 
 /**
  * The lanes behind the real local queue broker: messages go in through the Worker's queue binding and
@@ -302,21 +301,17 @@ describe("a lane whose retries owed need more than a whole alarm", () => {
   }, 60_000);
 });
 
-/** `real`, each D1 round trip (a statement's `all`, `run`, `first`, `raw`; a `batch`) started `ms` late. */
-const slowD1 = (real: D1Database, ms: number): D1Database =>
-  aroundD1(real, () => new Promise((resolve) => setTimeout(resolve, ms)));
-
 describe("a slot holds only its request (attempts claimed ahead)", () => {
-  it("with every D1 round trip 400 ms late, a receiver answering in 500 ms gets the 7th request as the 1st is answered, each stamped when it is sent", async () => {
+  it("with every round trip to the delivery log 400 ms late, a receiver answering in 500 ms gets the 7th request as the 1st is answered, each stamped when it is sent", async () => {
     const app = await seedRunnable(api);
     const { hooks, messages } = await deliveriesTo(app.projectId, 12, [{ status: 200, delayMs: 500 }], PEER_MORE[3]);
     const stub = laneObject(env, laneName(messages[0]!));
-    // The object's lane, on a D1 whose claims and outcome writes each take 400 ms more. The receiver is slower
+    // The object's lane, on a delivery log whose claims and outcome writes each take 400 ms more. The receiver is slower
     // than a claim, so a claim made ahead is ready when the 1st answers (500 ms) and one made after the answer
     // shows as 900 ms or more: 200 ms either side of the bound, which a loaded machine's scheduling (tens of
     // ms) cannot cross.
     await runInDurableObject(stub, (instance: { lane: Lane }, state) => {
-      instance.lane = new Lane(state, { ...env, DB: slowD1(env.DB, 400) }, testDeps());
+      instance.lane = new Lane(state, { ...env, ...slowDeliveryStores(400) }, testDeps());
     });
     expect((await stub.accept(messages)).stored).toEqual(Array(12).fill(true));
     for (const m of messages)
@@ -496,9 +491,8 @@ describe("a lane stores a delivery once and never makes a fourth attempt", () =>
     const { hooks, messages } = await deliveriesTo(app.projectId, 1, [{ status: 404 }], PEER_OTHER);
     const message = messages[0]!;
     // Attempts 1 and 2 were claimed (counted before their requests were sent), then the lane was evicted.
-    const db = createDb(env.DB);
-    await claimAttempt(db, message, new Date());
-    await claimAttempt(db, message, new Date());
+    await claimInStore(message, new Date());
+    await claimInStore(message, new Date());
     expect(await laneOf(message).accept([message])).toEqual({ stored: [true] });
     const row = await until(
       () => deliveryRow(message.id),
@@ -580,11 +574,11 @@ describe("a run hands its delivery straight to its lane (the queue is the fallba
 });
 
 async function attemptTimes(id: string) {
-  const { results } = await env.DB.prepare(
+  const results = await rowsInDeliveryStores<{ at: number; duration_ms: number }>(
     "SELECT at, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt",
-  )
-    .bind(id)
-    .all<{ at: number; duration_ms: number }>();
+    [id],
+    id,
+  );
   return results.map((r) => ({ at: r.at, durationMs: r.duration_ms }));
 }
 

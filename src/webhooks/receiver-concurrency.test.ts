@@ -9,6 +9,7 @@ import { PERMISSIONS } from "../auth/permissions";
 import { LANE_CONCURRENCY, MAX_RECEIVER_CONCURRENCY } from "./lane-capacity";
 import { type DeliveryMessage, laneName, laneObject, laneShardName } from "./message";
 import { MAX_GAP_MS, RETRY_DELAYS_SECONDS } from "./policy";
+import { rowsInDeliveryStores } from "../../test/delivery-stores";
 
 /**
  * A lane's scheduling and a receiver's concurrency, through the real local Durable Objects: a delivery
@@ -42,14 +43,15 @@ async function attemptsOf(ids: string[]): Promise<AttemptRecord[]> {
   const rows: AttemptRecord[] = [];
   for (let i = 0; i < ids.length; i += 90) {
     const part = ids.slice(i, i + 90);
-    const { results } = await env.DB.prepare(
-      `SELECT delivery_id, attempt, at, duration_ms, outcome FROM webhook_attempts WHERE delivery_id IN (${part.map(() => "?").join(",")}) ORDER BY at`,
-    )
-      .bind(...part)
-      .all<AttemptRecord>();
-    rows.push(...results);
+    rows.push(
+      ...(await rowsInDeliveryStores<AttemptRecord>(
+        `SELECT delivery_id, attempt, at, duration_ms, outcome FROM webhook_attempts WHERE delivery_id IN (${part.map(() => "?").join(",")})`,
+        part,
+      )),
+    );
   }
-  return rows;
+  // Across its stores (each log, D1), in the order they were made.
+  return rows.sort((a, b) => a.at - b.at);
 }
 
 /** The most requests in flight at once: each attempt's request lies within [at, at + duration] of its slot. */

@@ -8,6 +8,7 @@ import { CRONS } from "../platform/triggers";
 import { createWorker } from "../worker";
 import { PEER, PEER_MORE, receiver } from "../../test/peers";
 import { callWith, seedRunnable } from "../../test/runs";
+import { countInDeliveryStores, rowsInDeliveryStores } from "../../test/delivery-stores";
 
 /**
  * A receiver whose deliveries fail is said at the top of every project page (issue 42, "the customer
@@ -62,11 +63,10 @@ describe("a failing receiver", () => {
       (at) => at !== null,
       20_000,
     );
-    const { results: settled } = await env.DB.prepare(
+    const settled = await rowsInDeliveryStores<{ status: string; completed_at: number }>(
       "SELECT status, completed_at FROM webhook_deliveries WHERE project_id = ?",
-    )
-      .bind(app.projectId)
-      .all<{ status: string; completed_at: number }>();
+      [app.projectId],
+    );
     expect(settled).toEqual([expect.objectContaining({ status: "failed" })]);
 
     const page = await v.get(runsPage);
@@ -87,10 +87,11 @@ describe("a failing receiver", () => {
     await runWith(app, hook.url);
     await until(
       () =>
-        env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE project_id = ? AND status = 'failed'")
-          .bind(app.projectId)
-          .first<{ n: number }>(),
-      (row) => row?.n === 2,
+        countInDeliveryStores(
+          "SELECT count(*) AS n FROM webhook_deliveries WHERE project_id = ? AND status = 'failed'",
+          [app.projectId],
+        ),
+      (n) => n === 2,
       20_000,
     );
     expect(await failingSince(app, origin)).toBe(marked);

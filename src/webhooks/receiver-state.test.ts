@@ -13,6 +13,7 @@ import { type DeliveryMessage, laneName, laneObject, laneShardName } from "./mes
 import { RECEIVER_STATE_TTL_MS } from "./receiver-controls";
 import type { ReceiverTaskJson } from "./receiver-routes";
 import { receiverTaskObject } from "./receiver-tasks";
+import { firstInDeliveryStores } from "../../test/delivery-stores";
 
 /**
  * A receiver's state reaches its lanes when it changes (receiver-settings.ts `tellLanes`, lane.ts
@@ -146,7 +147,11 @@ describe("a resume is pushed to the receiver's lanes", () => {
     const [next] = await deliver(world, 1);
     expect(await settled([next!])).toEqual([DELIVERED]);
     // Delivered as itself, not held and then released by the task.
-    const row = await env.DB.prepare("SELECT task_id FROM webhook_deliveries WHERE id = ?").bind(next!.id).first();
+    const row = await firstInDeliveryStores(
+      "SELECT task_id FROM webhook_deliveries WHERE id = ?",
+      [next!.id],
+      next!.id,
+    );
     expect(row).toEqual({ task_id: null });
 
     const task = await followTask(api, world.app, world.origin, resumed.body.task!.task_id, 15_000);

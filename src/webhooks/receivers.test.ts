@@ -7,6 +7,7 @@ import { followTask, receiverPath, runToLane } from "../../test/webhooks";
 import { until } from "../../test/deliveries";
 import { LANE_CONCURRENCY } from "./lane-capacity";
 import type { ReceiverTaskJson } from "./receiver-routes";
+import { rowsInDeliveryStores } from "../../test/delivery-stores";
 
 /**
  * A receiver's controls end to end, on the real lanes and task objects (their alarms deliver and run
@@ -31,20 +32,23 @@ type App = Awaited<ReturnType<typeof seedRunnable>>;
 const runWith = (app: App, endpoint: string, n: number) => runToLane(api, app, endpoint, SECRET, n);
 
 async function deliveries(app: App) {
-  const { results } = await env.DB.prepare(
-    "SELECT id, message_id, status, attempt_count, last_error, task_id, resent_from FROM webhook_deliveries WHERE project_id = ? ORDER BY created_at, id",
-  )
-    .bind(app.projectId)
-    .all<{
-      id: string;
-      message_id: string;
-      status: string;
-      attempt_count: number;
-      last_error: string | null;
-      task_id: string | null;
-      resent_from: string | null;
-    }>();
-  return results;
+  const results = await rowsInDeliveryStores<{
+    created_at: number;
+    id: string;
+    message_id: string;
+    status: string;
+    attempt_count: number;
+    last_error: string | null;
+    task_id: string | null;
+    resent_from: string | null;
+  }>(
+    "SELECT id, message_id, status, attempt_count, last_error, task_id, resent_from, created_at FROM webhook_deliveries WHERE project_id = ?",
+    [app.projectId],
+  );
+  // Across its stores (each log, D1) in the order they were recorded.
+  return results
+    .sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    .map(({ created_at: _, ...row }) => row);
 }
 
 /**

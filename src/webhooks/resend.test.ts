@@ -1,14 +1,12 @@
-import { createExecutionContext, createScheduledController } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { client, seedProject, testDeps } from "../../test/helpers";
+import { client, seedProject } from "../../test/helpers";
 import { PEER, received, receiver } from "../../test/peers";
 import { capturingQueue, seedRunnable } from "../../test/runs";
 import { type DeliveryJson, drive, runWithWebhook } from "../../test/webhooks";
-import { createWorker } from "../worker";
 import type { DeliveryMessage } from "./message";
 import { RETENTION_MS } from "./housekeeping";
 import { shardOf } from "../platform/shards";
+import { changeInDeliveryStores, firstInDeliveryStores, sweepDeliveryStores } from "../../test/delivery-stores";
 
 const api = client();
 const SECRET = "resend-secret-0123456789";
@@ -78,28 +76,23 @@ describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
     expect(got[1]!.bodySha256).toBe(got[0]!.bodySha256);
   });
 
-  it("answers 410 once the retention has passed and the cron purged the body", async () => {
+  it("answers 410 once the retention has passed and its body was purged", async () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
     const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
     await drive(api, run.messages[0]);
     const id = (run.messages[0] as DeliveryMessage).id;
-    const later = testDeps({ now: () => new Date(api.clock.now().getTime() + RETENTION_MS + 60_000) });
-    await createWorker(later).scheduled(
-      createScheduledController({ cron: "*/30 * * * *" }),
-      env,
-      createExecutionContext(),
-    );
+    await sweepDeliveryStores(new Date(api.clock.now().getTime() + RETENTION_MS + 60_000));
     const answer = await resendNow(app.projectId, id, app.token);
     expect(answer.status).toBe(410);
     expect(answer.headers.get("content-type")).toContain("application/problem+json");
     expect(answer.body).toMatchObject({ code: "gone" });
     // The signed delivery's sealed secret went with its body.
-    const row = await env.DB.prepare(
+    const row = await firstInDeliveryStores(
       "SELECT body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?",
-    )
-      .bind(id)
-      .first();
+      [id],
+      id,
+    );
     expect(row).toMatchObject({ body: null, sealed_secret: null, body_purged_at: expect.any(Number) });
   });
 
@@ -111,9 +104,11 @@ describe("POST …/webhook-deliveries/{delivery_id}/resend", () => {
       const run = await runWithWebhook(api, app, hook.url, { secret: SECRET });
       const id = (run.messages[0] as DeliveryMessage).id;
       // As the run path leaves it when the run is cut short or the queue stays unavailable: no body kept.
-      await env.DB.prepare("UPDATE webhook_deliveries SET status = 'failed', last_error = ? WHERE id = ?")
-        .bind(reason, id)
-        .run();
+      await changeInDeliveryStores(
+        "UPDATE webhook_deliveries SET status = 'failed', last_error = ? WHERE id = ?",
+        [reason, id],
+        id,
+      );
       const answer = await resendNow(app.projectId, id, app.token);
       expect(answer.status).toBe(409);
       expect(answer.body).toMatchObject({ code: "conflict" });

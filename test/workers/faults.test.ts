@@ -6,6 +6,7 @@ import { received, receiver } from "../peers";
 import { callWith, capturingQueue, seedRunnable, unreachableLanes } from "../runs";
 import { deliveriesOf, drive } from "../webhooks";
 import { faultyD1 } from "../faulty-d1";
+import { faultyDeliveryStores } from "../delivery-stores";
 
 /**
  * D1 failing under the gateway (test/faulty-d1.ts) on the statements a test chooses. Each failure must
@@ -99,10 +100,10 @@ describe("D1 errors (injected)", () => {
     const app = await seedRunnable(api);
     const hook = await receiver([{ status: 200 }]);
     const capture = capturingQueue();
-    const broken = faultyD1(env.DB, (sql) => /^insert into "webhook_deliveries"/i.test(sql));
+    const broken = faultyDeliveryStores((sql) => /^insert into "webhook_deliveries"/i.test(sql));
     const response = await callWith(
       api,
-      { DB: broken, ...capture.bindings },
+      { ...broken, ...capture.bindings },
       `${app.runPath}?webhookEndpoint=${encodeURIComponent(hook.url)}`,
       {
         method: "POST",
@@ -135,8 +136,8 @@ describe("D1 errors (injected)", () => {
 
     // One failed write of the outcome: tried again within the same attempt, delivered once.
     let failures = 1;
-    const flaky = faultyD1(env.DB, (sql) => /^insert into "webhook_attempts"/i.test(sql) && failures-- > 0);
-    const first = await drive(api, message, { DB: flaky });
+    const flaky = faultyDeliveryStores((sql) => /^insert into "webhook_attempts"/i.test(sql) && failures-- > 0);
+    const first = await drive(api, message, flaky);
     expect(first).toMatchObject({ attempts: 1, acked: true });
     const [delivered] = await deliveriesOf(api, app.projectId, message.runId);
     expect(delivered).toMatchObject({ status: "delivered" });
@@ -156,10 +157,10 @@ describe("D1 errors (injected)", () => {
     const message = capture.sent[0] as DeliveryMessage;
 
     let failures = 2; // both writes of attempt 1's outcome
-    const flaky = faultyD1(env.DB, (sql) => /^insert into "webhook_attempts"/i.test(sql) && failures-- > 0);
-    const first = await drive(api, message, { DB: flaky });
+    const flaky = faultyDeliveryStores((sql) => /^insert into "webhook_attempts"/i.test(sql) && failures-- > 0);
+    const first = await drive(api, message, flaky);
     expect(first).toMatchObject({ attempts: 1, acked: false, retried: true });
-    // The lane runs it again: it claims attempt 2 (D1 counted attempt 1) and records it.
+    // The lane runs it again: it claims attempt 2 (its store counted attempt 1) and records it.
     const result = await drive(api, message);
     expect(result).toMatchObject({ attempts: 2, acked: true });
     const [delivery] = await deliveriesOf(api, app.projectId, message.runId);

@@ -13,6 +13,7 @@ import { person } from "../people";
 import { callWith, capturingQueue, seedRunnable } from "../runs";
 import { TEST_SECRETS } from "../secrets";
 import { drive } from "../webhooks";
+import { faultyDeliveryStores } from "../delivery-stores";
 
 /** Every line the gateway wrote to the console while a test ran. */
 let logged: string[] = [];
@@ -204,11 +205,11 @@ describe("a D1 failure on a write that carries caller data leaves none of it in 
     const api = client();
     const app = await seedRunnable(api);
     const refused: Refused[] = [];
-    const broken = faultyD1(env.DB, (sql) => /^insert into "webhook_deliveries"/i.test(sql), refused);
+    const broken = faultyDeliveryStores((sql) => /^insert into "webhook_deliveries"/i.test(sql), refused);
     const endpoint = `${PEER}/services/${SLACK_PATH}?token=${QUERY_SECRET}`;
     const response = await callWith(
       api,
-      { DB: broken, ...capturingQueue().bindings },
+      { ...broken, ...capturingQueue().bindings },
       `${app.runPath}?webhookEndpoint=${encodeURIComponent(endpoint)}`,
       {
         method: "POST",

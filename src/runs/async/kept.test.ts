@@ -32,6 +32,7 @@ import { KEEPER_SHARDS, keeperObject, keeperOfShard } from "../wait/shard";
 import { forgetLegacyRuns, legacyRuns } from "./rows";
 import { insertRun, type NewAsyncRun, runById } from "./store";
 import { RESULT_DELIVERY_MAX_MS, RUN_RETENTION_MS, RUN_SLICE_MAX, RUNNING_MAX_MS } from "./sweep";
+import { changeInDeliveryStores, rowsInDeliveryStores } from "../../../test/delivery-stores";
 
 /**
  * Async runs kept by their keeper (issue 41): nothing of a run in D1, each keeper's storage bounded, its
@@ -128,9 +129,11 @@ describe("an async run's row lives in its keeper", () => {
     expect(consumed.deliveries).toHaveLength(1);
     await drive(api, consumed.deliveries[0]);
     expect((await poll(api, started.body.status_url, app.token)).body.status).toBe("succeeded");
-    const { results } = await env.DB.prepare("SELECT id, status FROM webhook_deliveries WHERE run_id = ?")
-      .bind(started.body.run_id)
-      .all();
+    const results = await rowsInDeliveryStores(
+      "SELECT id, status FROM webhook_deliveries WHERE run_id = ?",
+      [started.body.run_id],
+      started.body.run_id,
+    );
     expect(results).toEqual([{ id: (consumed.deliveries[0] as { id: string }).id, status: "delivered" }]);
     expect(await received(hook.key)).toHaveLength(1);
   });
@@ -147,7 +150,11 @@ describe("an async run's row lives in its keeper", () => {
       started.body.run_id,
     );
     // Its delivery was never recorded either (the keeper stopped after the end): only the result could make one.
-    await env.DB.prepare("DELETE FROM webhook_deliveries WHERE run_id = ?").bind(started.body.run_id).run();
+    await changeInDeliveryStores(
+      "DELETE FROM webhook_deliveries WHERE run_id = ?",
+      [started.body.run_id],
+      started.body.run_id,
+    );
     api.clock.advance(RESULT_DELIVERY_MAX_MS + 60_000);
     await sweepKept(started.body, api.clock.now);
     expect(await keptRun(started.body)).toMatchObject({ deliveryId: "none" });

@@ -19,6 +19,7 @@ import { drive } from "../../../test/webhooks";
 import { RESULT_DELIVERY_MAX_MS, QUEUED_MAX_MS, RUN_RETENTION_MS, RUNNING_MAX_MS } from "./sweep";
 import type { DeliveryMessage } from "../../webhooks/message";
 import { QUEUES } from "../../platform/triggers";
+import { changeInDeliveryStores, rowsInDeliveryStores } from "../../../test/delivery-stores";
 
 const api = client();
 
@@ -37,9 +38,7 @@ const sweep = async (c: Client, ...runs: KeptRunAddress[]) => {
 };
 /** The delivery log's records of run `runId`. */
 const deliveryRecords = async (runId: string) =>
-  (await env.DB.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE run_id = ?")
-    .bind(runId)
-    .first<{ n: number }>())!.n;
+  (await rowsInDeliveryStores("SELECT id FROM webhook_deliveries WHERE run_id = ?", [runId], runId)).length;
 
 describe("cancel: DELETE …/runs/{run_id}", () => {
   it("cancels a queued run (200), again the same 200; the consumer then runs nothing", async () => {
@@ -383,7 +382,11 @@ describe("the cron sweep", () => {
     await consume(local, noted.message);
     // `lost`: the consumer died right after ending the run (no delivery recorded); `noted`: right after
     // the delivery was recorded, before the run noted it.
-    await env.DB.prepare("DELETE FROM webhook_deliveries WHERE run_id = ?").bind(lost.body.run_id).run();
+    await changeInDeliveryStores(
+      "DELETE FROM webhook_deliveries WHERE run_id = ?",
+      [lost.body.run_id],
+      lost.body.run_id,
+    );
     for (const run of [lost.body, noted.body])
       await keptSql(run, "UPDATE async_runs SET delivery_id = NULL WHERE id = ?", run.run_id);
     const capture = capturingQueue();

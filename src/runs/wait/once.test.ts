@@ -8,6 +8,7 @@ import { seedRunnable } from "../../../test/runs";
 import { keptSql } from "../../../test/async-runs";
 import { getConfig } from "../../platform/env";
 import { keeperObject } from "./shard";
+import { rowsInDeliveryStores } from "../../../test/delivery-stores";
 
 // Exactly one app call per waited run, whatever happens to its keeper: an evicted or restarted object
 // (`ctx.abort()` resets it as the platform would), a retried alarm, a second hand-off. The local runtime's
@@ -109,10 +110,12 @@ describe("a waited run's keeper reset mid-call", { timeout: 20_000 }, () => {
       api.clock.now().getTime(),
       runId,
     );
-    const pending = await env.DB.prepare("SELECT id, status, attempt_count FROM webhook_deliveries WHERE run_id = ?")
-      .bind(runId)
-      .all<{ id: string; status: string; attempt_count: number }>();
-    expect(pending.results).toEqual([{ id: expect.stringMatching(/^whd_/), status: "pending", attempt_count: 0 }]);
+    const pending = await rowsInDeliveryStores<{ id: string; status: string; attempt_count: number }>(
+      "SELECT id, status, attempt_count FROM webhook_deliveries WHERE run_id = ?",
+      [runId],
+      runId,
+    );
+    expect(pending).toEqual([{ id: expect.stringMatching(/^whd_/), status: "pending", attempt_count: 0 }]);
     await alarmOf(app.projectId, runId);
     const deliveries = await eventually(async () => {
       const got = await received(hook.key);
@@ -122,12 +125,14 @@ describe("a waited run's keeper reset mid-call", { timeout: 20_000 }, () => {
     expect(deliveries[0]!.body).toBe('{"stored":"end"}');
     // The recorded delivery itself, delivered: no second record.
     const settled = await eventually(async () => {
-      const { results } = await env.DB.prepare("SELECT id, status FROM webhook_deliveries WHERE run_id = ?")
-        .bind(runId)
-        .all<{ id: string; status: string }>();
+      const results = await rowsInDeliveryStores<{ id: string; status: string }>(
+        "SELECT id, status FROM webhook_deliveries WHERE run_id = ?",
+        [runId],
+        runId,
+      );
       return results[0]?.status === "delivered" ? results : null;
     }, "the delivery is settled");
-    expect(settled).toEqual([{ id: pending.results[0]!.id, status: "delivered" }]);
+    expect(settled).toEqual([{ id: pending[0]!.id, status: "delivered" }]);
     // The run stays as it ended; a retried alarm sends nothing more.
     expect(await rowOf(app, runId)).toMatchObject({ status: "succeeded" });
     await alarmOf(app.projectId, runId);

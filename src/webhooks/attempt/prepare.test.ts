@@ -9,6 +9,7 @@ import { createScope } from "../../platform/scope";
 import { verifyWebhook } from "../verify";
 import { DeliveryInProgress, newDeliveryContext } from "./context";
 import { prepare, signedAt } from "./prepare";
+import { changeInDeliveryStores } from "../../../test/delivery-stores";
 
 const api = client();
 const ctx = () => newDeliveryContext(createScope(env, createExecutionContext(), testDeps({ now: api.clock.now })));
@@ -39,7 +40,11 @@ describe("prepare: an attempt's claim and its request, signed as it is sent", ()
   it("a delivery whose record is settled is settled: nothing is sent", async () => {
     const app = await seedRunnable(api);
     const [message] = await deliveryMessages(api, app.projectId, `${PEER}/hooks/prepare-settled`, ["{}"]);
-    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'delivered' WHERE id = ?").bind(message!.id).run();
+    await changeInDeliveryStores(
+      "UPDATE webhook_deliveries SET status = 'delivered' WHERE id = ?",
+      [message!.id],
+      message!.id,
+    );
     expect(await prepare(ctx(), new DeliveryInProgress(message!))).toEqual({ kind: "settled" });
   });
 

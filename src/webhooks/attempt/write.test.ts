@@ -2,7 +2,6 @@ import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { attemptRows, deliveryMessages, deliveryRow } from "../../../test/deliveries";
-import { faultyD1 } from "../../../test/faulty-d1";
 import { client, testDeps } from "../../../test/helpers";
 import { PEER } from "../../../test/peers";
 import { seedRunnable } from "../../../test/runs";
@@ -12,6 +11,7 @@ import { createDb } from "../../db/client";
 import { newDeliveryContext } from "./context";
 import { writeAttempt } from "./write";
 import type { SentAttempt } from "./send";
+import { faultyDeliveryStores } from "../../../test/delivery-stores";
 
 const api = client();
 
@@ -44,12 +44,12 @@ describe("record: one attempt in D1", () => {
     expect(await deliveryRow(message!.id)).toMatchObject({ status: "delivered", last_status_code: 204 });
   });
 
-  it("says so when D1 refuses the write twice, and writes nothing", async () => {
+  it("says so when its store refuses the write twice, and writes nothing", async () => {
     const app = await seedRunnable(api);
     const [message] = await deliveryMessages(api, app.projectId, `${PEER}/hooks/record-refused`, ["{}"]);
     const refused: unknown[] = [];
-    const failing = faultyD1(env.DB, (statement) => statement.includes("webhook_attempts"), refused as never);
-    const ctx = newDeliveryContext(createScope({ ...env, DB: failing } as Env, createExecutionContext(), testDeps()));
+    const failing = faultyDeliveryStores((statement) => statement.includes("webhook_attempts"), refused as never);
+    const ctx = newDeliveryContext(createScope({ ...env, ...failing } as Env, createExecutionContext(), testDeps()));
     expect(await writeAttempt(ctx, message!, sent({ outcome: "retry", statusCode: 404 }))).toMatchObject({
       recorded: false,
     });
