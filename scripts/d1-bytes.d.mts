@@ -20,6 +20,11 @@ export interface ModeBytes {
   rowBytesPerRunByTable: Record<string, number>;
   before: D1State;
   after: D1State;
+  /**
+   * Per class of Durable Object, what its objects gained per run: used bytes (pages), row bytes (every
+   * column's length()) and rows by table. Null without the sqlite3 CLI.
+   */
+  objectsPerRun: Record<string, { usedBytes: number; rowBytes: number; rowsByTable: Record<string, number> }> | null;
   /** Waited runs answered 202 (handed over) rather than in time. */
   handedOver: number;
   /** The final states the runs' status URLs said (async, or a waited run handed over). */
@@ -53,7 +58,7 @@ export function d1Bytes(options: {
   settleTimeoutMs?: number;
   quietMs?: number;
   log?: (...args: unknown[]) => void;
-  /** Where deliveries are recorded (`DELIVERY_LOG_STORE`): D1 (the default) or each project's logs. */
+  /** Where deliveries are recorded (`DELIVERY_LOG_STORE`): each project's logs (the default) or D1. */
   deliveryLogStore?: "d1" | "objects";
 }): Promise<D1BytesResult>;
 

@@ -1,5 +1,5 @@
 // `npm run d1-bytes [-- --runs=50 --modes=sync,sync+webhook,wait,wait+webhook,async,async+webhook,websocket]
-// [--store=objects]`:
+// [--store=d1]`:
 // how many bytes each run leaves in the local D1 database, per run mode, measured black-box. The built
 // Worker runs under Miniflare on persisted storage (scripts/bench/gateway.mjs, as the soak starts it),
 // against a local echo app (HTTP and WebSocket) and a local webhook receiver. Per mode: one warm-up run,
@@ -208,6 +208,61 @@ function filePages(persistDir) {
   }
 }
 
+/** `sql` on the SQLite file `file` with the sqlite3 CLI (read-only, beside the running workerd), its rows as JSON. */
+const sqliteJson = (file, sql) =>
+  JSON.parse(
+    execFileSync("sqlite3", ["-readonly", "-json", file, sql], {
+      stdio: ["ignore", "pipe", "ignore"],
+      timeout: 5_000,
+    }).toString() || "[]",
+  );
+
+/**
+ * What the Durable Objects hold, per class: each object's SQLite file under the persisted state, its used
+ * bytes ((page_count − freelist_count) × page_size) and, per table, its rows and the sum of length() of
+ * their columns (as `snapshot` reads D1), summed over the class's objects. Where a run's data lives
+ * instead of D1 (delivery logs, keepers, ledgers, lanes). Null without the sqlite3 CLI.
+ */
+function objectState(persistDir) {
+  const root = join(persistDir, "do");
+  if (!existsSync(root)) return {};
+  const classes = {};
+  try {
+    for (const dir of readdirSync(root)) {
+      const files = readdirSync(join(root, dir)).filter(
+        (name) => name.endsWith(".sqlite") && name !== "metadata.sqlite",
+      );
+      const state = { objects: files.length, usedBytes: 0, rowBytes: 0, byTable: {} };
+      for (const name of files) {
+        const file = join(root, dir, name);
+        const [pages] = sqliteJson(
+          file,
+          "SELECT (SELECT page_count FROM pragma_page_count) AS pages, (SELECT freelist_count FROM pragma_freelist_count) AS free, (SELECT page_size FROM pragma_page_size) AS size",
+        );
+        state.usedBytes += (pages.pages - pages.free) * pages.size;
+        const tables = sqliteJson(
+          file,
+          "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%'",
+        );
+        for (const { name: table } of tables) {
+          const columns = sqliteJson(file, `SELECT name FROM pragma_table_info('${table}')`).map((c) => c.name);
+          const sum = columns.map((c) => `coalesce(sum(length("${c}")), 0)`).join(" + ") || "0";
+          const [{ n, bytes }] = sqliteJson(file, `SELECT count(*) AS n, ${sum} AS bytes FROM "${table}"`);
+          const t = (state.byTable[table] ??= { rows: 0, bytes: 0 });
+          t.rows += n;
+          t.bytes += bytes;
+          state.rowBytes += bytes;
+        }
+      }
+      // `<worker>-<Class>`: the class's name is what a reader knows it by.
+      classes[dir.replace(/^.*-/, "")] = state;
+    }
+  } catch {
+    return null;
+  }
+  return classes;
+}
+
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
 /**
@@ -223,14 +278,14 @@ export async function d1Bytes({
   settleTimeoutMs = 60_000,
   quietMs = 1_500,
   log = () => undefined,
-  deliveryLogStore = "d1",
+  deliveryLogStore = "objects",
 }) {
   const app = await startEchoApp();
   const receiver = await startPeer({ status: 204 });
   const gateway = await startGateway(bundle, {
     // No domain is checked: a resolver that is never asked.
     dnsResolverUrl: "http://127.0.0.1:9/dns-query",
-    // Where deliveries are recorded: D1 (the default) or each project's logs (`--store=objects`).
+    // Where deliveries are recorded: each project's logs (the default) or D1 (`--store=d1`).
     extraBindings: { DELIVERY_LOG_STORE: deliveryLogStore },
     sharedOptions: { resourcePersistencePath: persistDir, handleStructuredLogs: () => undefined },
   });
@@ -302,6 +357,7 @@ export async function d1Bytes({
       await settle(mode, [await runOnce(mode, -1)], receiver.count);
       const before = await snapshot(gateway.db, tables);
       const beforeFile = filePages(persistDir);
+      const beforeObjects = objectState(persistDir);
       log(`${mode.id}: ${runs} runs`);
       const receivedBefore = receiver.count;
       const started = [];
@@ -309,6 +365,29 @@ export async function d1Bytes({
       const settled = await settle(mode, started, receivedBefore);
       const after = settled.state;
       const afterFile = filePages(persistDir);
+      const afterObjects = objectState(persistDir);
+      // Per class of Durable Object: what its objects gained per run (null: no sqlite3 CLI).
+      const objectsPerRun =
+        beforeObjects && afterObjects
+          ? Object.fromEntries(
+              Object.entries(afterObjects).map(([name, after]) => {
+                const before = beforeObjects[name] ?? { usedBytes: 0, rowBytes: 0, byTable: {} };
+                const rowsByTable = Object.fromEntries(
+                  Object.entries(after.byTable)
+                    .map(([table, t]) => [table, (t.rows - (before.byTable[table]?.rows ?? 0)) / runs])
+                    .filter(([, n]) => n !== 0),
+                );
+                return [
+                  name,
+                  {
+                    usedBytes: (after.usedBytes - before.usedBytes) / runs,
+                    rowBytes: (after.rowBytes - before.rowBytes) / runs,
+                    rowsByTable,
+                  },
+                ];
+              }),
+            )
+          : null;
       const rowsPerRun = {};
       const rowBytesPerRunByTable = {};
       let rowBytes = 0;
@@ -331,6 +410,7 @@ export async function d1Bytes({
         rowBytesPerRunByTable,
         before: { usedBytes: before.usedBytes, file: beforeFile },
         after: { usedBytes: after.usedBytes, file: afterFile },
+        objectsPerRun,
         handedOver: started.filter((s) => s.handedOver).length,
         statuses: settled.statuses,
         deliveriesReceived: settled.received,
@@ -370,6 +450,31 @@ export function printD1Bytes({ runs, pageSize, modes }) {
       "row bytes: the change in the sum of length() of every column of every table, ÷ runs; rows: the change in count(*) per table, ÷ runs " +
       `(${TABLES_OF_INTEREST.join(", ")} always shown below; other tables when they changed).\n`,
   );
+  const classes = [...new Set(modes.flatMap((m) => Object.keys(m.objectsPerRun ?? {})))].sort();
+  if (classes.length > 0) {
+    const cell = (m, c) => {
+      const o = m.objectsPerRun?.[c];
+      return o && (o.rowBytes !== 0 || o.usedBytes !== 0) ? `${fmt(o.rowBytes)} (${fmt(o.usedBytes)})` : "0";
+    };
+    const objectRows = [["mode", ...classes], ...modes.map((m) => [m.label, ...classes.map((c) => cell(m, c))])];
+    const w = objectRows[0].map((_, c) => Math.max(...objectRows.map((r) => r[c].length)));
+    const objectLine = (r) => `| ${r.map((text, c) => text.padEnd(w[c])).join(" | ")} |`;
+    console.log(`\n## Bytes each run leaves in the Durable Objects, per class (${runs} runs per mode)\n`);
+    console.log(objectLine(objectRows[0]));
+    console.log(`| ${w.map((n) => "-".repeat(n)).join(" | ")} |`);
+    for (const r of objectRows.slice(1)) console.log(objectLine(r));
+    console.log(
+      "\nrow bytes per run: the change in the sum of length() of every column of every table of the class's objects, ÷ runs; " +
+        "in brackets, pages: the change in (page_count − freelist_count) × page_size of their SQLite files, ÷ runs (a new " +
+        "object's schema counts there; a few runs may fit in pages already there). Read with the sqlite3 CLI, before any retention.\n",
+    );
+    for (const m of modes) {
+      const grownTables = Object.entries(m.objectsPerRun ?? {})
+        .flatMap(([c, o]) => Object.entries(o.rowsByTable).map(([t, n]) => `${c}.${t} ${signed(n)}`))
+        .join(", ");
+      if (grownTables) console.log(`- ${m.label}: rows per run ${grownTables}`);
+    }
+  }
   for (const m of modes) {
     const tables = Object.keys(m.rowsPerRun)
       .map((t) => `${t} ${signed(m.rowsPerRun[t])} rows / ${signed(m.rowBytesPerRunByTable[t])} B`)
@@ -407,7 +512,7 @@ async function main() {
     log("building the Worker bundle");
     // BENCH_BUNDLE: a bundle built beforehand (as `npm run bench` takes it).
     const bundle = process.env.BENCH_BUNDLE ?? buildBundle(join(workdir, "dist"));
-    const deliveryLogStore = options.store ?? "d1";
+    const deliveryLogStore = options.store ?? "objects";
     const result = await d1Bytes({ bundle, runs, modes, persistDir: join(workdir, "state"), log, deliveryLogStore });
     console.log(`# D1 bytes per run (delivery log in ${deliveryLogStore}), ${startedAt.toISOString()}`);
     console.log(

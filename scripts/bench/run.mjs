@@ -187,10 +187,10 @@ try {
   const floor = await startFloor(upstream.url, `${floorReceiver.url}/hook`);
   cleanup.push(() => floor.mf.dispose());
   // Section 3 puts DOMAINS domains in the one bench project: above the per-project cap's default.
-  // `--delivery-log=objects`: deliveries recorded in each project's logs (DELIVERY_LOG_STORE), not D1.
+  // Deliveries are recorded in each project's logs (DELIVERY_LOG_STORE's default); `--delivery-log=d1`: in D1.
   const extraBindings = {
     MAX_DOMAINS_PER_PROJECT: String(Math.min(10_000, DOMAINS + 10)),
-    DELIVERY_LOG_STORE: options["delivery-log"] ?? "d1",
+    DELIVERY_LOG_STORE: options["delivery-log"] ?? "objects",
   };
   const gateway = await startGateway(bundle, doh ? { dnsResolverUrl: doh.url, extraBindings } : { extraBindings });
   cleanup.push(() => gateway.mf.dispose());

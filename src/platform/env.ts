@@ -134,7 +134,7 @@ const ConfigSchema = z
     RUN_STREAM_IDLE_MS: milliseconds(60_000),
     WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
     OBJECT_SWEEPS: z.enum(["alarm", "manual"], { error: 'must be "alarm" or "manual"' }).default("alarm"),
-    DELIVERY_LOG_STORE: z.enum(["d1", "objects"], { error: 'must be "d1" or "objects"' }).default("d1"),
+    DELIVERY_LOG_STORE: z.enum(["d1", "objects"], { error: 'must be "d1" or "objects"' }).default("objects"),
     // A receiver whose every delivery failed this long is disabled (docs/webhook-receivers.md).
     WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS: z.coerce
       .number({ error: "is not a number of hours" })
@@ -232,9 +232,9 @@ export interface Config {
   /** `OBJECT_SWEEPS`: whether keepers' and delivery logs' alarms sweep their rows (`alarm`, always but in tests) or only a test does (`manual`). */
   objectSweeps: "alarm" | "manual";
   /**
-   * `DELIVERY_LOG_STORE`: where deliveries are recorded, D1 (`d1`, the default while the move is under
-   * way) or each project's delivery logs (`objects`, webhooks/log.ts). Only the paths already moved
-   * honour `objects`; the others read D1 (docs/architecture.md lists which).
+   * `DELIVERY_LOG_STORE`: where deliveries are recorded, each project's delivery logs (`objects`, the
+   * default: webhooks/log.ts), or D1 (`d1`, the store before issue 41, kept to roll back to for the
+   * records' retention). Either way D1's records from before are read until their retention passes.
    */
   deliveryLogStore: "d1" | "objects";
   /** `WEBHOOK_RECEIVER_DISABLE_AFTER_HOURS` in ms: a receiver whose every delivery failed this long is disabled. */

@@ -28,9 +28,10 @@ import { capturingQueue, seedRunnable } from "../runs";
 /**
  * The D1 statements and round trips one run of each mode makes once the isolate's caches are warm
  * (issue 41: a run of any mode, with or without a webhook, is to leave nothing in D1 and make no D1
- * round trip on its path). It runs twice: with the delivery log in D1 (today's default) and in each
- * project's objects (`DELIVERY_LOG_STORE=objects`, vitest.config.ts), where every mode makes none. A ratchet: a mode at 0 stays at 0; a mode that still uses D1 may only go
- * down from today's count, and only on the tables it uses today.
+ * round trip on its path). It runs twice: with the delivery log in each project's objects (the default),
+ * where every mode makes none, and in D1 (`DELIVERY_LOG_STORE=d1`, the store kept to roll back to:
+ * vitest.config.ts). A ratchet: a mode at 0 stays at 0; a mode that still uses D1 may only go down from
+ * today's count, and only on the tables it uses today.
  *
  * Counted, on one recording binding per place (test/d1-statements.ts), from the moment the run's request
  * is sent until the run and everything it started have settled:
@@ -222,16 +223,16 @@ interface Budget {
 const NOTHING: Budget = { statements: 0, roundTrips: 0, onPath: 0, roundTripsOnPath: 0, writes: [], reads: [] };
 
 /**
- * A webhook's delivery today: its `pending` record written before the app is called (on the path: by the
+ * A webhook's delivery: nothing in D1 with the delivery log in the project's objects (the default). With
+ * `DELIVERY_LOG_STORE=d1`, its `pending` record written before the app is called (on the path: by the
  * Worker, or by the keeper of a waited run), then its lane's claim of attempt 1 and the attempt's
- * outcome. Measured: 3 statements in 3 round trips, 1 on the path. Its receiver's state is no read of
- * its own: the lane is told each change and reads `webhook_receivers` again only once its copy is
+ * outcome: 3 statements in 3 round trips, 1 on the path. Its receiver's state is no read of its own
+ * either way: the lane is told each change and reads `webhook_receivers` again only once its copy is
  * RECEIVER_STATE_TTL_MS (a minute) old (receiver-controls.ts), once a minute per receiver at most.
- * Issue 41's data-plane move takes it to 0.
  */
 const DELIVERY: Budget =
   getConfig(env).deliveryLogStore === "objects"
-    ? // Recorded in the project's log instead (this file runs in both vitest projects): D1 untouched.
+    ? // Recorded in the project's log (this file runs in both vitest projects): D1 untouched.
       NOTHING
     : {
         statements: 3,
