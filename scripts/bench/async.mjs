@@ -2,7 +2,7 @@
 // with webhooks, in `reps` interleaved repetitions; every async run checked to end in exactly one
 // terminal state with exactly one delivery.
 import { figure, median, printRows } from "./report.mjs";
-import { storedRuns } from "./gateway.mjs";
+import { deliveryRows, storedRuns } from "./gateway.mjs";
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -107,15 +107,15 @@ export async function benchAsync({
   const states = [...byStatus].map(([status, n]) => ({ status, n }));
   // Runs whose delivery records are not exactly one, delivered.
   const wrong = async ({ gateway, seed }) => {
+    // A run's deliveries are all in one store (its shard's log, or D1).
     const deliveries = new Map(
       (
-        await gateway.db
-          .prepare(
-            "SELECT run_id, count(*) AS n, sum(status = 'delivered') AS delivered FROM webhook_deliveries WHERE project_id = ? GROUP BY run_id",
-          )
-          .bind(seed.projectId)
-          .all()
-      ).results.map((row) => [row.run_id, row]),
+        await deliveryRows(
+          gateway,
+          "SELECT run_id, count(*) AS n, sum(status = 'delivered') AS delivered FROM webhook_deliveries WHERE project_id = ? GROUP BY run_id",
+          [seed.projectId],
+        )
+      ).map((row) => [row.run_id, row]),
     );
     return (await storedRuns(gateway, { projectId: seed.projectId })).filter((run) => {
       const row = deliveries.get(run.id);

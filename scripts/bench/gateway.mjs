@@ -230,3 +230,36 @@ export async function storedRuns(gateway, { withResults = false, projectId } = {
   }
   return rows;
 }
+
+/** Shards of a project's delivery log (src/platform/shards.ts `PROJECT_SHARDS`). */
+const LOG_SHARDS = 8;
+
+/**
+ * The rows `sql` finds in every store of deliveries, one store's after another: each project's 8
+ * delivery logs (src/webhooks/log.ts, asked through their RPC `sql`, where deliveries are recorded by
+ * default) and D1 (`DELIVERY_LOG_STORE=d1`, or records from before the logs). A query that aggregates
+ * answers once per store.
+ */
+export async function deliveryRows(gateway, sql, params = []) {
+  const projects = (await gateway.db.prepare("SELECT id FROM projects").all()).results;
+  const logs = await gateway.mf.getDurableObjectNamespace("DELIVERY_LOG");
+  const rows = [];
+  for (const { id: projectId } of projects) {
+    for (let shard = 0; shard < LOG_SHARDS; shard++) {
+      const log = logs.get(logs.idFromName(`${projectId}:${shard}`));
+      const answer = await log.sql([{ sql, params }]);
+      if ("full" in answer) continue;
+      const [{ columns, rows: values }] = answer.answers;
+      for (const row of values) rows.push(Object.fromEntries(columns.map((column, i) => [column, row[i]])));
+    }
+  }
+  rows.push(
+    ...(
+      await gateway.db
+        .prepare(sql)
+        .bind(...params)
+        .all()
+    ).results,
+  );
+  return rows;
+}

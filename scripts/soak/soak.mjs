@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildBundle, seedRunnableApp, startGateway } from "../bench/gateway.mjs";
+import { buildBundle, deliveryRows, seedRunnableApp, startGateway } from "../bench/gateway.mjs";
 import { startPeer } from "../bench/peers.mjs";
 import { answerFor, closedPort, expectedOutcome, outcomeOfTrail, startFlappingReceiver } from "./outcomes.mjs";
 import { soakRuns } from "./runs.mjs";
@@ -89,24 +89,21 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
     const deadline = Date.now() + settleTimeoutMs;
     let counts;
     for (;;) {
-      counts = (await gateway.db.prepare("SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status").all())
-        .results;
+      counts = await deliveryRows(gateway, "SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status");
       const total = counts.reduce((sum, row) => sum + row.n, 0);
-      const pending = counts.find((row) => row.status === "pending")?.n ?? 0;
+      const pending = counts.filter((row) => row.status === "pending").reduce((sum, row) => sum + row.n, 0);
       if (total >= runs && pending === 0) break;
       if (Date.now() > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
     const settleMs = performance.now() - started - runsMs;
 
-    const rows = (
-      await gateway.db
-        .prepare(
-          `SELECT d.id, d.run_id, d.status, d.attempt_count, d.last_status_code, d.last_error, count(a.attempt) AS attempt_rows, max(a.attempt) AS max_attempt
-           FROM webhook_deliveries d LEFT JOIN webhook_attempts a ON a.delivery_id = d.id GROUP BY d.id`,
-        )
-        .all()
-    ).results;
+    // A delivery and its attempts are in one store (its log, or D1).
+    const rows = await deliveryRows(
+      gateway,
+      `SELECT d.id, d.run_id, d.status, d.attempt_count, d.last_status_code, d.last_error, count(a.attempt) AS attempt_rows, max(a.attempt) AS max_attempt
+       FROM webhook_deliveries d LEFT JOIN webhook_attempts a ON a.delivery_id = d.id GROUP BY d.id`,
+    );
     const violations = [];
     const byRun = new Map();
     for (const row of rows) byRun.set(row.run_id, (byRun.get(row.run_id) ?? 0) + 1);
@@ -120,13 +117,11 @@ export async function soak({ gateway, runs, concurrency = 32, settleTimeoutMs = 
     // receiver meant to answer it (its answer read too late, or its request never sent in time): the
     // receiver's plan, which numbers attempts by arrival, then no longer says what the gateway saw.
     const attempts = new Map();
-    for (const a of (
-      await gateway.db
-        .prepare(
-          "SELECT delivery_id, attempt, at, status_code, error, duration_ms FROM webhook_attempts ORDER BY attempt",
-        )
-        .all()
-    ).results) {
+    const attemptRows = await deliveryRows(
+      gateway,
+      "SELECT delivery_id, attempt, at, status_code, error, duration_ms FROM webhook_attempts ORDER BY attempt",
+    );
+    for (const a of attemptRows) {
       attempts.set(a.delivery_id, [...(attempts.get(a.delivery_id) ?? []), a]);
     }
     let disturbed = 0;

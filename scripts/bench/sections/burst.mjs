@@ -3,7 +3,7 @@
 // ÷ attempt time (6 ÷ 50 ms = 120 attempts a second). Two receivers, each its own gateway: one answering
 // every request in 50 ms, one where one answer in three (every third request) is a 404, which asks for
 // a retry. The drain is taken from the end of the runs (the backlog then in the lane) to the last
-// attempt, from the attempts' own records in D1; for the second, attempts are counted (pauses excluded,
+// attempt, from the attempts' own records (the delivery logs); for the second, attempts are counted (pauses excluded,
 // since a pause holds no connection) while the backlog lasts: to the start of its last first attempt,
 // after which the lane only waits out the last retries' pauses (the whole drain is printed beside it). Beside it: the first attempt's p95 after its run, over the burst's
 // last 1,000 deliveries, and the longest gap between attempts (the spec's 5 s). The receivers run on
@@ -13,6 +13,7 @@ import { once } from "node:events";
 import { appendFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { deliveryRows } from "../gateway.mjs";
 import { figure, percentile } from "../report.mjs";
 
 const ANSWER_MS = 50;
@@ -77,27 +78,31 @@ async function burstOnce(ctx, runs, retryEvery) {
     const sentAt = Date.now();
     const deadline = sentAt + SETTLE_MS;
     for (;;) {
-      const row = await gateway.db
-        .prepare("SELECT count(*) AS n, sum(status = 'pending') AS pending FROM webhook_deliveries")
-        .first();
+      const row = { n: 0, pending: 0 };
+      for (const part of await deliveryRows(
+        gateway,
+        "SELECT count(*) AS n, coalesce(sum(status = 'pending'), 0) AS pending FROM webhook_deliveries",
+      )) {
+        row.n += part.n;
+        row.pending += part.pending;
+      }
       if ((row.n >= runs && row.pending === 0) || Date.now() > deadline) break;
       // The drain's figures come from the records; this only finds its end. Each look scans the deliveries
-      // in the gateway's D1, on the gateway's core: seldom enough to take no share of the lane's.
+      // in the gateway's stores, on the gateway's core: seldom enough to take no share of the lane's.
       await new Promise((r) => setTimeout(r, 3_000));
     }
     const attempts = (
-      await gateway.db
-        .prepare(
-          "SELECT a.delivery_id, a.attempt, a.at, a.duration_ms, d.created_at FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id ORDER BY a.at",
-        )
-        .all()
-    ).results;
+      await deliveryRows(
+        gateway,
+        "SELECT a.delivery_id, a.attempt, a.at, a.duration_ms, d.created_at FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id",
+      )
+    ).sort((a, b) => a.at - b.at);
     const after = attempts.filter((a) => a.at >= sentAt);
     const lastEnd = Math.max(...attempts.map((a) => a.at + a.duration_ms));
     const drainS = (lastEnd - sentAt) / 1000;
     const delivered = (
-      await gateway.db.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'delivered'").first()
-    ).n;
+      await deliveryRows(gateway, "SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'delivered'")
+    ).reduce((sum, part) => sum + part.n, 0);
     const firsts = attempts.filter((a) => a.attempt === 1).sort((a, b) => a.created_at - b.created_at);
     const lastThousand = firsts.slice(-1000).map((a) => a.at - a.created_at);
     const byDelivery = new Map();
