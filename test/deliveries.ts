@@ -147,9 +147,10 @@ export async function until<T>(probe: () => Promise<T>, done: (value: T) => bool
 /** Delivery `id`'s record, wherever it is recorded (test/delivery-stores.ts), or null. */
 export async function deliveryRow(id: string) {
   const store = (await deliveryStoreOf(id)) ?? env.DB;
-  return store.prepare(
-    "SELECT status, attempt_count, last_status_code, last_error, body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?",
-  )
+  return store
+    .prepare(
+      "SELECT status, attempt_count, last_status_code, last_error, body, body_key, sealed_secret, body_purged_at FROM webhook_deliveries WHERE id = ?",
+    )
     .bind(id)
     .first<{
       status: string;
@@ -166,9 +167,10 @@ export async function deliveryRow(id: string) {
 /** Delivery `id`'s attempts, in order, wherever it is recorded. */
 export async function attemptRows(id: string) {
   const store = (await deliveryStoreOf(id)) ?? env.DB;
-  const { results } = await store.prepare(
-    "SELECT attempt, status_code, error, duration_ms, outcome FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt",
-  )
+  const { results } = await store
+    .prepare(
+      "SELECT attempt, status_code, error, duration_ms, outcome FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt",
+    )
     .bind(id)
     .all<{
       attempt: number;

@@ -85,7 +85,12 @@ export async function drive(
     end = await deliver(newDeliveryContext(scope), parsed.data);
   }
   const row = id ? await deliveryRow(id) : null;
-  return { attempts: row?.attempt_count ?? 0, delays, acked: end.kind === "settled", retried: end.kind === "interrupted" };
+  return {
+    attempts: row?.attempt_count ?? 0,
+    delays,
+    acked: end.kind === "settled",
+    retried: end.kind === "interrupted",
+  };
 }
 
 export interface DeliveryJson {

@@ -18,7 +18,7 @@ interface OptionalSettings {
   KEEPER_RUNS_MAX?: string;
   /** Test-only: `manual` keeps keepers' and delivery logs' alarms from sweeping their rows (tests sweep with their own clock). */
   OBJECT_SWEEPS?: string;
-  /** Where the delivery log is written: `d1` (default) or `objects` (per project, the move under way; docs/architecture.md). */
+  /** Where the delivery log is written: `objects` (default: per project, docs/webhooks.md) or `d1` (the store before, to roll back to). */
   DELIVERY_LOG_STORE?: string;
   CERTIFICATE_PROVIDER?: string;
   CERTIFICATE_AUTHORITY?: string;

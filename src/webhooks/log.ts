@@ -17,9 +17,10 @@ import { PROJECT_SHARDS, shardOf } from "../platform/shards";
  * object, and the queries that relate them (a message delivered since, by its `message_id`) stay inside
  * it. docs/architecture.md#the-sixth-waves-moves-seams-agreed-before-either-moves.
  *
- * Which store the delivery code writes is `DELIVERY_LOG_STORE` (`logDbOf`, `projectLogDbs`): D1 by
- * default while the move is under way, the logs with `objects` (docs/architecture.md says what is moved
- * and what must come before the default flips).
+ * Which store the delivery code writes is `DELIVERY_LOG_STORE` (`logDbOf`, `projectLogDbs`): the logs by
+ * default (`objects`), D1 with `d1` (the store before, kept to roll back to). D1's records from before
+ * the logs are read, attempted and swept where they are until their retention passes
+ * (docs/operations.md#upgrading-to-the-delivery-logs).
  */
 
 /**
