@@ -268,3 +268,79 @@ describe("a delivery log at a steady rate for 45 simulated days (compressed time
     expect(Math.max(...steady)).toBeLessThanOrEqual(Math.min(...steady) * 1.05);
   }, 120_000);
 });
+
+describe("a delivery log driven past its ceiling for 35 simulated days (compressed time, its bound scaled down)", () => {
+  it("refuses new deliveries at its byte bound and takes them again as its retention frees room; every bound holds throughout", async () => {
+    const { projectId, runId, name, db } = freshLog();
+    const log = deliveryLogObject(env, name);
+    // The bound scaled down from 8 GiB to 12 MB: the arrivals below, kept for the retention, would hold
+    // about 3 times that (2.3 KB answers, issue 41's measure), so the log reaches its bound within days and
+    // stays at it: a project above its ceiling (docs/architecture.md#capacity-of-the-stores-after-the-move).
+    const BOUND = 12 * 2 ** 20;
+    await runInDurableObject(log, (instance: DeliveryLog) => {
+      instance.bytesMax = BOUND;
+    });
+    // As the run path writes: each call one `grows` statement group, refused whole past the bound.
+    const growing = deliveryLogDb(env, name, { grows: true });
+    const STEP = 6 * 3600 * 1000;
+    const CALLS_PER_STEP = 6;
+    const PER_CALL = 25;
+    const body = JSON.stringify({ answer: "a".repeat(2300) });
+    const start = Date.now();
+    const accepted: number[] = [];
+    let refusedCalls = 0;
+    let largest = 0;
+    for (let t = start, step = 0; t < start + 35 * DAY; t += STEP, step++) {
+      let taken = 0;
+      for (let c = 0; c < CALLS_PER_STEP; c++) {
+        const rows = Array.from({ length: PER_CALL }, (_, i) =>
+          pendingRow(projectId, runId, new Date(t + c * PER_CALL + i), { body, bodyBytes: body.length }),
+        );
+        const [first, ...rest] = rows.map((row) => growing.insert(webhookDeliveries).values(row));
+        try {
+          await growing.batch([first!, ...rest]);
+          taken += PER_CALL;
+        } catch (error) {
+          expect(error).toBeInstanceOf(DeliveryLogFullError);
+          refusedCalls++;
+        }
+      }
+      accepted.push(taken);
+      // Their first attempts, delivered (a lane's outcomes: calls that add no delivery, never refused).
+      await db.$client
+        .prepare(
+          `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, duration_ms, outcome)
+           SELECT id, 1, created_at, 200, 3, 'delivered' FROM webhook_deliveries WHERE created_at >= ? AND status = 'pending'`,
+        )
+        .bind(t)
+        .run();
+      // The alarm's passes until none has a full slice (one a second on the platform: docs/architecture.md).
+      const now = t + STEP - 1;
+      for (;;) {
+        const done = await runInDurableObject(log, (instance: DeliveryLog) => instance.retain(now));
+        if (Object.values(done).every((n) => n < 1000)) break;
+      }
+      const size = await runInDurableObject(log, (_i, state) => state.storage.sql.databaseSize);
+      largest = Math.max(largest, size);
+      const counts = (await db.$client
+        .prepare(`SELECT count(*) AS records, coalesce(sum(body IS NOT NULL), 0) AS bodies FROM webhook_deliveries`)
+        .first<{ records: number; bodies: number }>())!;
+      const within = (days: number) => accepted.slice(-Math.ceil((days * DAY) / STEP) - 1).reduce((a, b) => a + b, 0);
+      // The bound, passed by one call at most (the check comes before each call that adds deliveries).
+      expect(size, `day ${(step * STEP) / DAY}`).toBeLessThanOrEqual(BOUND + 256 * 1024);
+      expect(counts.records).toBeLessThanOrEqual(within(30));
+      expect(counts.bodies).toBeLessThanOrEqual(within(7));
+    }
+    // It reached its bound and applied its rule ...
+    expect(largest).toBeGreaterThan(BOUND * 0.9);
+    expect(refusedCalls).toBeGreaterThan(0);
+    // ... and, its bodies purged after 7 days and its records deleted after 30, it took deliveries again
+    // in every day of the last five.
+    const perDay = DAY / STEP;
+    for (let d = 30; d < 35; d++)
+      expect(
+        accepted.slice(d * perDay, (d + 1) * perDay).reduce((a, b) => a + b, 0),
+        `day ${d}`,
+      ).toBeGreaterThan(0);
+  }, 120_000);
+});
