@@ -69,25 +69,19 @@ export async function migrate(db) {
   }
 }
 
-/** `floorScript` delivering to `receiverUrl`, with a local D1 and a queue configured as the webhook queue is in wrangler.toml. */
+/** `floorScript` delivering to `receiverUrl`, with its 8 logs (Durable Objects with SQLite) and a queue configured as the webhook queue is in wrangler.toml. */
 export async function startFloor(upstreamUrl, receiverUrl) {
   const webhooks = config.queues.consumers.find((c) => c.queue === "webhook-deliveries");
   const mf = startWorker({
     name: "floor",
     script: floorScript(upstreamUrl, receiverUrl),
-    d1Databases: { DB: "floor-db" },
+    durableObjects: { LOG: { className: "FloorLog", useSQLite: true } },
     queueProducers: { QUEUE: { queueName: "floor" } },
     queueConsumers: { floor: { maxBatchSize: webhooks.max_batch_size, maxBatchTimeout: webhooks.max_batch_timeout } },
     ratelimits: { RATE_LIMIT_RUNS: RATE_LIMITS.RATE_LIMIT_RUNS },
   });
   const url = await mf.ready;
-  const db = await mf.getD1Database("DB");
-  await db
-    .prepare(
-      "CREATE TABLE deliveries (id TEXT PRIMARY KEY, at INTEGER NOT NULL, status TEXT NOT NULL, status_code INTEGER, duration_ms INTEGER)",
-    )
-    .run();
-  return { mf, db, url: url.origin };
+  return { mf, url: url.origin };
 }
 
 /**

@@ -40,13 +40,30 @@ export default {
 `;
 
 // The floor of a recorded, delivered webhook: the least any design must do. On the caller's invocation,
-// the baseline plus one D1 write before the upstream call (the delivery is on record whatever happens
-// to the run) and one queue send after it, in waitUntil as the gateway does (the caller does not wait
-// for it). Its consumer, for each message: signs the body (HMAC-SHA256 over id.timestamp.body, as a
-// delivery is signed), POSTs it to the receiver, and records the outcome in one D1 write. No lanes, no
+// the baseline plus one durable write before the upstream call (the delivery is on record whatever
+// happens to the run) and one queue send after it, in waitUntil as the gateway does (the caller does not
+// wait for it). Its consumer, for each message: signs the body (HMAC-SHA256 over id.timestamp.body, as a
+// delivery is signed), POSTs it to the receiver, and records the outcome in one durable write. The
+// durable write is the gateway's own kind (issue 41 Must 7): a call of a Durable Object with SQLite
+// storage, one of 8 per project as its delivery logs are (src/webhooks/log.ts), not D1. No lanes, no
 // attempt count, no retries, no secret to open: what (e) does beyond this is its price for those. Like
 // (b') it makes one call of the run's rate-limit binding, as (e) does.
 export const floorScript = (upstream, receiver) => `
+import { DurableObject } from "cloudflare:workers";
+export class FloorLog extends DurableObject {
+  constructor(state, env) {
+    super(state, env);
+    state.storage.sql.exec("CREATE TABLE IF NOT EXISTS deliveries (id TEXT PRIMARY KEY, at INTEGER NOT NULL, status TEXT NOT NULL, status_code INTEGER, duration_ms INTEGER)");
+  }
+  record(id, at) {
+    this.ctx.storage.sql.exec("INSERT INTO deliveries (id, at, status) VALUES (?, ?, 'pending')", id, at);
+  }
+  settle(id, status, statusCode, durationMs) {
+    this.ctx.storage.sql.exec("UPDATE deliveries SET status = ?, status_code = ?, duration_ms = ? WHERE id = ?", status, statusCode, durationMs, id);
+  }
+}
+// A delivery's log: one of 8, named from its id.
+const logOf = (env, id) => env.LOG.get(env.LOG.idFromName(String(parseInt(id.slice(-2), 16) % 8)));
 const UPSTREAM = ${JSON.stringify(upstream)};
 const RECEIVER = ${JSON.stringify(receiver)};
 const encoder = new TextEncoder();
@@ -63,13 +80,13 @@ async function deliver(env, { id, body }) {
     body,
   });
   await response.body?.cancel();
-  await env.DB.prepare("UPDATE deliveries SET status = ?, status_code = ?, duration_ms = ? WHERE id = ?").bind(response.ok ? "delivered" : "failed", response.status, Date.now() - started, id).run();
+  await logOf(env, id).settle(id, response.ok ? "delivered" : "failed", response.status, Date.now() - started);
 }
 export default {
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
     const id = crypto.randomUUID();${LIMIT}
-    await env.DB.prepare("INSERT INTO deliveries (id, at, status) VALUES (?, ?, 'pending')").bind(id, Date.now()).run();
+    await logOf(env, id).record(id, Date.now());
     const response = await fetch(UPSTREAM + url.pathname + url.search, { method: request.method, headers: request.headers, body: request.body });
     const body = await response.text();
     ctx.waitUntil(env.QUEUE.send({ id, body }, { contentType: "json" }));

@@ -233,7 +233,7 @@ try {
     },
     {
       id: "f",
-      name: "floor of (e): (b') + 1 D1 write before the upstream + 1 queue send after; its consumer signs, POSTs, records in 1 D1 write",
+      name: "floor of (e): (b') + 1 Durable Object write before the upstream + 1 queue send after; its consumer signs, POSTs, records in 1 Durable Object write",
       url: `${floor.url}${seed.runPath}`,
       drains: floorReceiver,
     },
