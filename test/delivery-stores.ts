@@ -25,12 +25,17 @@ import { testDeps } from "./helpers";
  * logs, or with `DELIVERY_LOG_STORE=d1`). Asking a log that was never written makes it, empty.
  */
 export async function deliveryStores(id?: string): Promise<D1Database[]> {
-  const { results } = await env.DB.prepare("SELECT id FROM projects ORDER BY id").all<{ id: string }>();
   const shards = id === undefined ? Array.from({ length: PROJECT_SHARDS }, (_, shard) => shard) : [shardOf(id)];
-  const logs = results.flatMap(({ id: projectId }) =>
+  const logs = (await projectIds()).flatMap((projectId) =>
     shards.map((shard) => deliveryLogDb(env, deliveryLogOfShard(projectId, shard)).$client),
   );
   return [...logs, env.DB];
+}
+
+/** Every project D1 knows: the tests' deliveries are theirs. */
+async function projectIds(): Promise<string[]> {
+  const { results } = await env.DB.prepare("SELECT id FROM projects ORDER BY id").all<{ id: string }>();
+  return results.map((row) => row.id);
 }
 
 /** The store that holds delivery `id` (`deliveryStores`), or undefined. */
@@ -171,10 +176,43 @@ export async function sweepDeliveryStores(now: Date): Promise<void> {
 
 /** A retention pass at `now` of every log of every project D1 knows. */
 export async function retainLogs(now: Date): Promise<void> {
-  const { results } = await env.DB.prepare("SELECT id FROM projects ORDER BY id").all<{ id: string }>();
-  for (const { id: projectId } of results)
+  for (const projectId of await projectIds())
     for (let shard = 0; shard < PROJECT_SHARDS; shard++)
       await runInDurableObject(deliveryLogObject(env, deliveryLogOfShard(projectId, shard)), (log: DeliveryLog) =>
         log.retain(now.getTime()),
       );
+}
+
+/** A delivery as the receivers' tests read it, with the store that holds it. */
+export interface StoredDelivery {
+  id: string;
+  run_id: string;
+  message_id: string;
+  status: string;
+  attempt_count: number;
+  last_error: string | null;
+  task_id: string | null;
+  resent_from: string | null;
+  created_at: number;
+  /** The shard of the log that holds it; null: D1. */
+  shard: number | null;
+}
+
+/** Every delivery of `projectId`, in its 8 logs and in D1, in the order they were recorded (created_at, id). */
+export async function projectDeliveries(projectId: string): Promise<StoredDelivery[]> {
+  const query = `SELECT id, run_id, message_id, status, attempt_count, last_error, task_id, resent_from, created_at
+    FROM webhook_deliveries WHERE project_id = ?`;
+  const stores: [D1Database, number | null][] = [
+    ...Array.from({ length: PROJECT_SHARDS }, (_, shard): [D1Database, number] => [
+      deliveryLogDb(env, deliveryLogOfShard(projectId, shard)).$client,
+      shard,
+    ]),
+    [env.DB, null],
+  ];
+  const rows: StoredDelivery[] = [];
+  for (const [store, shard] of stores) {
+    const { results } = await store.prepare(query).bind(projectId).all<Omit<StoredDelivery, "shard">>();
+    rows.push(...results.map((row) => ({ ...row, shard })));
+  }
+  return rows.sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }

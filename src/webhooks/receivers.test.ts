@@ -7,7 +7,7 @@ import { followTask, receiverPath, runToLane } from "../../test/webhooks";
 import { until } from "../../test/deliveries";
 import { LANE_CONCURRENCY } from "./lane-capacity";
 import type { ReceiverTaskJson } from "./receiver-routes";
-import { rowsInDeliveryStores } from "../../test/delivery-stores";
+import { projectDeliveries } from "../../test/delivery-stores";
 
 /**
  * A receiver's controls end to end, on the real lanes and task objects (their alarms deliver and run
@@ -31,25 +31,8 @@ type App = Awaited<ReturnType<typeof seedRunnable>>;
 /** A run of `app` with its webhook to `endpoint`, its delivery handed to the real lane. */
 const runWith = (app: App, endpoint: string, n: number) => runToLane(api, app, endpoint, SECRET, n);
 
-async function deliveries(app: App) {
-  const results = await rowsInDeliveryStores<{
-    created_at: number;
-    id: string;
-    message_id: string;
-    status: string;
-    attempt_count: number;
-    last_error: string | null;
-    task_id: string | null;
-    resent_from: string | null;
-  }>(
-    "SELECT id, message_id, status, attempt_count, last_error, task_id, resent_from, created_at FROM webhook_deliveries WHERE project_id = ?",
-    [app.projectId],
-  );
-  // Across its stores (each log, D1) in the order they were recorded.
-  return results
-    .sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-    .map(({ created_at: _, ...row }) => row);
-}
+/** The project's deliveries, wherever they are recorded, in the order they were recorded. */
+const deliveries = (app: App) => projectDeliveries(app.projectId);
 
 /**
  * The message ids a receiver got, each once (an attempt that timed out on this busy machine may be

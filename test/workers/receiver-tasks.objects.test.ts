@@ -2,12 +2,13 @@ import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { until } from "../deliveries";
+import { projectDeliveries } from "../delivery-stores";
 import { client, seedProject, testDeps } from "../helpers";
 import { PEER, PEER_MORE, received, receiver } from "../peers";
 import { seedRunnable } from "../runs";
 import { followTask, receiverPath, runToLane } from "../webhooks";
 import { createScope } from "../../src/platform/scope";
-import { idInShardOf, PROJECT_SHARDS, shardOf } from "../../src/platform/shards";
+import { idInShardOf, shardOf } from "../../src/platform/shards";
 import { deliveryLogDb, deliveryLogOfShard } from "../../src/webhooks/log";
 import type { DeliveryMessage } from "../../src/webhooks/message";
 import type { ReceiverTaskJson } from "../../src/webhooks/receiver-routes";
@@ -37,35 +38,8 @@ type App = Awaited<ReturnType<typeof seedRunnable>>;
 /** A run of `app` with its webhook to `endpoint`, its delivery handed to the real lane. */
 const runWith = (app: App, endpoint: string, n: number) => runToLane(api, app, endpoint, SECRET, n);
 
-interface LogRow {
-  id: string;
-  run_id: string;
-  message_id: string;
-  status: string;
-  attempt_count: number;
-  last_error: string | null;
-  task_id: string | null;
-  resent_from: string | null;
-  created_at: number;
-  /** The log that holds it. */
-  shard: number;
-}
-
 /** The project's deliveries in its 8 logs, oldest first, each with the shard of the log that holds it. */
-async function inLogs(app: App): Promise<LogRow[]> {
-  const rows: LogRow[] = [];
-  for (let shard = 0; shard < PROJECT_SHARDS; shard++) {
-    const { results } = await deliveryLogDb(env, deliveryLogOfShard(app.projectId, shard))
-      .$client.prepare(
-        `SELECT id, run_id, message_id, status, attempt_count, last_error, task_id, resent_from, created_at
-         FROM webhook_deliveries WHERE project_id = ?`,
-      )
-      .bind(app.projectId)
-      .all<Omit<LogRow, "shard">>();
-    rows.push(...results.map((r) => ({ ...r, shard })));
-  }
-  return rows.sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : 1));
-}
+const inLogs = async (app: App) => (await projectDeliveries(app.projectId)).filter((row) => row.shard !== null);
 
 /** The project's deliveries in D1: none, whatever the tasks do. */
 const inD1 = async (app: App) =>
