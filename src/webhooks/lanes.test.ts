@@ -2,7 +2,12 @@ import { createExecutionContext, createMessageBatch, getQueueResult, runInDurabl
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { attemptRows, deliveryMessages, deliveryRow, until } from "../../test/deliveries";
-import { claimInStore, rowsInDeliveryStores, slowDeliveryStores } from "../../test/delivery-stores";
+import {
+  claimInStore,
+  faultyDeliveryStores,
+  rowsInDeliveryStores,
+  slowDeliveryStores,
+} from "../../test/delivery-stores";
 import { client, testDeps } from "../../test/helpers";
 import { PEER_MORE, PEER_OTHER, received, receiver } from "../../test/peers";
 import { callWith, capturingQueue, seedRunnable, unreachableLanes } from "../../test/runs";
@@ -333,6 +338,71 @@ describe("a slot holds only its request (attempts claimed ahead)", () => {
       expect(arrivals[i]! - first!.at).toBeGreaterThanOrEqual(0);
     }
   }, 30_000);
+});
+
+describe("a lane holding a slow attempt takes up its other deliveries at their time", () => {
+  it("a retry owed (a 404) is started 1 s after, not once the slow attempt lets the alarm end", async () => {
+    const app = await seedRunnable(api);
+    // A's receiver answers after 1.9 s (attempts time out after 2 s here); B's says 404, then 204.
+    const slowHook = await receiver([{ status: 200, delayMs: 1_900 }]);
+    const retryingHook = await receiver([{ status: 404 }, { status: 204 }]);
+    const [a] = await deliveryMessages(api, app.projectId, slowHook.url, ['{"n":1}']);
+    const [b] = await deliveryMessages(api, app.projectId, retryingHook.url, ['{"n":2}']);
+    expect((await laneObject(env, laneName(a!)).accept([a!, b!])).stored).toEqual([true, true]);
+    const requests = await until(
+      () => received(retryingHook.key),
+      (r) => r.length >= 2,
+      8_000,
+    );
+    // Its pump counts the rows owed a retry once, and again after a pause: a count left at 0 skips the retry.
+    expect(requests[1]!.at - requests[0]!.at).toBeLessThan(1_500);
+    expect(requests[1]!.at - requests[0]!.at).toBeGreaterThanOrEqual(RETRY_DELAYS_SECONDS[0] * 1000 - GAP_MARGIN_MS);
+    for (const m of [a!, b!])
+      await until(
+        () => deliveryRow(m.id),
+        (r) => r?.status === "delivered",
+        8_000,
+      );
+  }, 20_000);
+
+  it("a delivery interrupted (its outcome not written) is taken up again 1 s after, likewise", async () => {
+    const app = await seedRunnable(api);
+    // One lane: A's receiver answers after 1.9 s (attempts time out after 2 s here); B's at once, and B's
+    // outcome is refused twice (the write's two tries), so B's attempt is interrupted and due again
+    // INTERRUPTED_RETRY_MS (1 s) later, while A still holds the alarm.
+    const slowHook = await receiver([{ status: 200, delayMs: 1_900 }]);
+    const fastHook = await receiver([{ status: 204 }]);
+    const [a] = await deliveryMessages(api, app.projectId, slowHook.url, ['{"n":1}']);
+    const [b] = await deliveryMessages(api, app.projectId, fastHook.url, ['{"n":2}']);
+    expect(laneName(a!)).toBe(laneName(b!));
+    let refusals = 0;
+    const refusing = faultyDeliveryStores(
+      (statement) => statement.startsWith('INSERT INTO "webhook_attempts"') && refusals++ < 2,
+    );
+    const stub = laneObject(env, laneName(a!));
+    await runInDurableObject(stub, (instance: { lane: Lane }, state) => {
+      instance.lane = new Lane(state, { ...env, ...refusing }, testDeps());
+    });
+    expect((await stub.accept([a!, b!])).stored).toEqual([true, true]);
+    const requests = await until(
+      () => received(fastHook.key),
+      (r) => r.length >= 2,
+      8_000,
+    );
+    expect(refusals).toBeGreaterThanOrEqual(2);
+    // Its pump had found no first attempt left to claim while both were out: the interruption says look again.
+    expect(requests[1]!.at - requests[0]!.at).toBeLessThan(1_500);
+    await until(
+      () => deliveryRow(b!.id),
+      (r) => r?.status === "delivered",
+      5_000,
+    );
+    await until(
+      () => deliveryRow(a!.id),
+      (r) => r?.status === "delivered",
+      8_000,
+    );
+  }, 20_000);
 });
 
 describe("a settled delivery's row is deleted with others, not by a write of its own", () => {
