@@ -82,6 +82,52 @@ const runOf = (raw: Record<string, SqlStorageValue>) =>
   fromDriver(asyncRuns, "app_url" in raw ? { ...raw, [columns.appUrl.name]: raw.app_url } : raw);
 
 /** The runs a keeper keeps, over its SQLite storage. */
+/** How long each kind of row may wait before the sweep has work for it (`KeptRuns.nextDue`). */
+export interface SweepAfter {
+  queuedMs: number;
+  runningMs: number;
+  undeliveredMs: number;
+  retentionMs: number;
+  keyMs: number;
+}
+
+type DueTerms = Record<"queued" | "running" | "undelivered" | "finished" | "keyed", number | null>;
+
+function earliestDue(terms: DueTerms, after: SweepAfter): number | null {
+  const due = [
+    terms.queued === null ? null : terms.queued + after.queuedMs,
+    terms.running === null ? null : terms.running + after.runningMs,
+    terms.undelivered === null ? null : terms.undelivered + after.undeliveredMs,
+    terms.finished === null ? null : terms.finished + after.retentionMs,
+    terms.keyed === null ? null : terms.keyed + after.keyMs,
+  ].filter((at): at is number => at !== null);
+  return due.length === 0 ? null : Math.min(...due);
+}
+
+/** `KeptRuns.nextDue` of one run as its row stands, the same five terms: what an event on that run adds. */
+export function dueOfRun(
+  run: Pick<
+    NewAsyncRun,
+    "status" | "createdAt" | "startedAt" | "finishedAt" | "webhookEndpoint" | "deliveryId" | "idempotencyKey"
+  >,
+  after: SweepAfter,
+): number | null {
+  const ms = (at: Date | null | undefined) => (at == null ? null : at.getTime());
+  return earliestDue(
+    {
+      queued: run.status === "queued" ? ms(run.createdAt) : null,
+      running: run.status === "running" ? ms(run.startedAt) : null,
+      undelivered:
+        run.webhookEndpoint != null && run.deliveryId == null && (run.status === "succeeded" || run.status === "failed")
+          ? ms(run.finishedAt)
+          : null,
+      finished: ms(run.finishedAt),
+      keyed: run.idempotencyKey != null ? ms(run.createdAt) : null,
+    },
+    after,
+  );
+}
+
 export class KeptRuns {
   constructor(
     private readonly sql: SqlStorage,
@@ -279,9 +325,9 @@ export class KeptRuns {
    * left queued or running, a result not handed to its delivery, a finished run past retention, a key
    * past its 24 hours. `null`: nothing ever (no rows).
    */
-  nextDue(after: { queuedMs: number; runningMs: number; undeliveredMs: number; retentionMs: number; keyMs: number }) {
+  nextDue(after: SweepAfter): number | null {
     const row = this.sql
-      .exec<Record<"queued" | "running" | "undelivered" | "finished" | "keyed", number | null>>(
+      .exec<DueTerms>(
         `SELECT
           (SELECT min(created_at) FROM async_runs WHERE status = 'queued') AS queued,
           (SELECT min(started_at) FROM async_runs WHERE status = 'running') AS running,
@@ -291,14 +337,7 @@ export class KeptRuns {
           (SELECT min(created_at) FROM async_runs WHERE idempotency_key IS NOT NULL) AS keyed`,
       )
       .one();
-    const due = [
-      row.queued === null ? null : row.queued + after.queuedMs,
-      row.running === null ? null : row.running + after.runningMs,
-      row.undelivered === null ? null : row.undelivered + after.undeliveredMs,
-      row.finished === null ? null : row.finished + after.retentionMs,
-      row.keyed === null ? null : row.keyed + after.keyMs,
-    ].filter((at): at is number => at !== null);
-    return due.length === 0 ? null : Math.min(...due);
+    return earliestDue(row, after);
   }
 
   #all(query: string, ...values: SqlStorageValue[]): AsyncRun[] {

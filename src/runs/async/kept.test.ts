@@ -29,6 +29,7 @@ import type { RunKeeper } from "../../index";
 import { createWorker } from "../../worker";
 import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
 import { KEEPER_SHARDS, keeperObject, keeperOfShard } from "../wait/shard";
+import { dueOfRun } from "./kept-runs";
 import { forgetLegacyRuns, legacyRuns } from "./rows";
 import { insertRun, type NewAsyncRun, runById } from "./store";
 import { RESULT_DELIVERY_MAX_MS, RUN_RETENTION_MS, RUN_SLICE_MAX, RUNNING_MAX_MS } from "./sweep";
@@ -243,6 +244,81 @@ describe("a keeper's alarm sweeps its runs", () => {
     expect((await poll(api, started.body.status_url, app.token)).status).toBe(404);
     // Nothing left to do: no alarm for the sweep.
     expect(await runInDurableObject(keeper, (_instance, state) => state.storage.getAlarm())).toBeNull();
+  });
+
+  it("arms for one run's event as a look at every row would: each run's due work is the five terms of `nextDue`", async () => {
+    // The keeper arms after an insert, claim, cancel or end from that run alone (`dueOfRun`) while an
+    // alarm is set: that is right only if the earliest of every run's own due equals `nextDue`'s look.
+    const api = client();
+    const app = await seedRunnable(api);
+    const started = await startAsync(api, app);
+    const keeper = keeperOf(started.body);
+    const after = { queuedMs: 11, runningMs: 13, undeliveredMs: 17, retentionMs: 19, keyMs: 23 };
+    await runInDurableObject(keeper, async (instance: RunKeeper, state) => {
+      state.storage.sql.exec("DELETE FROM async_runs");
+      const runs = instance.keeper.runs;
+      const ending = (at: number, status: "succeeded" | "failed" = "succeeded") => ({
+        status,
+        resultStatus: 200,
+        resultType: "application/json",
+        resultBytes: 2,
+        result: "{}",
+        resultInR2: false,
+        errorCode: null,
+        errorMessage: null,
+        finishedAt: new Date(at),
+      });
+      const ids: string[] = [];
+      const add = (at: number, options: { key?: boolean; webhook?: boolean } = {}) => {
+        const id = newId("run", at);
+        const row: NewAsyncRun = {
+          id,
+          projectId: app.projectId,
+          appName: app.appName,
+          status: "queued",
+          method: "POST",
+          appUrl: "https://app.example/run",
+          requestHeaders: "[]",
+          requestId: newId("req"),
+          idempotencyKey: options.key ? `k-${id}` : null,
+          requestHash: "h",
+          caller: "admin",
+          webhookEndpoint: options.webhook ? "https://hooks.example/in" : null,
+          createdAt: new Date(at),
+        };
+        expect(runs.insert(row)).toBe("taken");
+        ids.push(id);
+        return id;
+      };
+      const each = () => ids.map((id) => dueOfRun(runs.byId(id)!, after)).filter((at) => at !== null);
+      const earliest = () => (each().length === 0 ? null : Math.min(...each()));
+      // Each state, and each term brought to the front in turn by the times chosen.
+      add(1_000, { key: true });
+      expect(runs.nextDue(after)).toBe(earliest());
+      const running = add(900);
+      runs.claim(running, "m-1", new Date(950));
+      expect(runs.nextDue(after)).toBe(950 + 13);
+      expect(runs.nextDue(after)).toBe(earliest());
+      const undelivered = add(800, { webhook: true });
+      runs.claim(undelivered, "m-2", new Date(810));
+      runs.end(undelivered, "running", "m-2", ending(820, "failed"));
+      expect(runs.nextDue(after)).toBe(820 + 17);
+      expect(runs.nextDue(after)).toBe(earliest());
+      runs.deliveryNoted(undelivered, "dlv_x");
+      expect(runs.nextDue(after)).toBe(earliest());
+      const cancelled = add(700, { webhook: true, key: true });
+      runs.cancel(app.appName, cancelled, new Date(705));
+      expect(runs.nextDue(after)).toBe(700 + 23);
+      expect(runs.nextDue(after)).toBe(earliest());
+      const ended = add(600, { key: true });
+      runs.claim(ended, "m-3", new Date(601));
+      runs.end(ended, "running", "m-3", ending(602));
+      expect(runs.nextDue(after)).toBe(earliest());
+      state.storage.sql.exec("DELETE FROM async_runs");
+      ids.length = 0;
+      expect(runs.nextDue(after)).toBeNull();
+      expect(earliest()).toBeNull();
+    });
   });
 
   it("holds a keeper at a steady run count over 30 simulated days at its ceiling: retention outpaces arrivals", async () => {

@@ -19,7 +19,7 @@ import { outcomePath } from "../outcome";
 import { IDEMPOTENCY_WINDOW_MS } from "../idempotency";
 import { type AdmittedRun, type AdmittedRunIn, admittedRunOf, isMode, startOfAdmitted } from "../admitted";
 import { openableWebhookSecret } from "../webhook";
-import { KEPT_RUNS_SCHEMA, KeptRuns } from "../async/kept-runs";
+import { dueOfRun, KEPT_RUNS_SCHEMA, KeptRuns } from "../async/kept-runs";
 import { handOnAgain } from "../async/lifecycle";
 import { d1RunRows, type KeptRunsOp, keptRunRows, type SweptRuns, withLegacy } from "../async/rows";
 import type { Ended, NewAsyncRun, ResultDelivery, RunFilter, StoredEnding } from "../async/store";
@@ -226,7 +226,7 @@ export class Keeper {
     this.#ops = {
       insert: (run: NewAsyncRun) => {
         const answer = runs.insert(run);
-        this.#armSweep();
+        if (answer === "taken") this.#armSweepFor(dueOfRun(run, SWEEP_AFTER));
         return answer;
       },
       byKey: (caller: string, key: string) => runs.byKey(caller, key),
@@ -237,12 +237,12 @@ export class Keeper {
       remove: (runId: string) => runs.remove(runId),
       claim: (runId: string, messageId: string, now: Date) => {
         const claimed = runs.claim(runId, messageId, now);
-        if (claimed) this.#armSweep();
+        if (claimed) this.#armSweepFor(dueOfRun(claimed, SWEEP_AFTER));
         return claimed;
       },
       cancel: (appName: string, runId: string, now: Date) => {
         const cancelled = runs.cancel(appName, runId, now);
-        if (cancelled) this.#armSweep();
+        if (cancelled) this.#armSweepFor(dueOfRun(cancelled, SWEEP_AFTER));
         return cancelled;
       },
       end: (
@@ -315,8 +315,26 @@ export class Keeper {
         });
       this.runs.deliveryNoted(runId, delivery.deliveryId);
     }
-    this.#armSweep();
+    // Kept for its retention; without its delivery noted here, a result may wait for one (its webhook is
+    // not known here: the earlier time, at worst a sweep that finds nothing).
+    const finished = ending.finishedAt.getTime();
+    const undelivered = !delivery && (ending.status === "succeeded" || ending.status === "failed");
+    this.#armSweepFor(
+      finished + (undelivered ? Math.min(SWEEP_AFTER.undeliveredMs, SWEEP_AFTER.retentionMs) : SWEEP_AFTER.retentionMs),
+    );
     return { ...ended, recorded };
+  }
+
+  /**
+   * After an event on one run, the sweep's next work that run adds (`due`, `dueOfRun`): while an alarm is
+   * set it covers every other row (`#arm` only brings it earlier), so only `due` can bring it earlier;
+   * with none, every row is looked at (`#armSweep`). Profiled, that look (five minimums over the runs) at
+   * each insert, claim and end was 0.5 ms of SQLite per async run.
+   */
+  #armSweepFor(due: number | null): void {
+    if (!this.sweepsByAlarm) return;
+    if (this.#alarmAt === null) this.#armSweep();
+    else if (due !== null) this.#arm(due);
   }
 
   /** Sets the alarm for the sweep's next work (`KeptRuns.nextDue`), not before `notBefore`. */
