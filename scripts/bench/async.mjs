@@ -66,9 +66,8 @@ export async function benchAsync({
     if (kind === "async") {
       // Runs are kept by their keepers (src/runs/async/kept-runs.ts), not in D1.
       const open = async () =>
-        (await storedRuns(gateway, { projectId: seed.projectId })).filter(
-          (run) => run.status === "queued" || run.status === "running",
-        ).length;
+        // Only the open ones are read: the poll is inside the CPU measured, and every run kept grows a full read.
+        (await storedRuns(gateway, { projectId: seed.projectId, statuses: ["queued", "running"] })).length;
       await until(async () => (await open()) === 0, maxMs, "every async run ending");
     }
     const drainedMs = performance.now() - started;
@@ -125,8 +124,20 @@ export async function benchAsync({
   // The side's runs are checked too: a larger batch must not cost a delivery.
   const wrongDeliveries = (await wrong(main)) + (side ? await wrong(side) : 0);
   const distinct = new Set(ids).size;
-  return { count, reps, perRep, states, wrongDeliveries, distinct, received, sideBatch: side?.batchSize ?? null };
+  return {
+    count,
+    reps,
+    perRep,
+    states,
+    wrongDeliveries,
+    distinct,
+    received,
+    sideBatch: side?.batchSize ?? null,
+    mainBatch: side?.mainBatch ?? null,
+  };
 }
+
+const runsPer = (n) => `${n} run${n === 1 ? "" : "s"}`;
 
 /** The section's Markdown. */
 export function printAsync(figures) {
@@ -168,19 +179,19 @@ export function printAsync(figures) {
       ...(figures.sideBatch
         ? [
             figure(
-              `the same, the async consumer given ${figures.sideBatch} runs per invocation: CPU ÷ synchronous (its own synchronous runs)`,
+              `the same, the async consumer given ${runsPer(figures.sideBatch)} per invocation: CPU ÷ synchronous (its own synchronous runs)`,
               perRep.map((r) => r.side.async.cpuMs / r.side.sync.cpuMs),
               { unit: "x", key: "async-cpu-side-by-side", vs: "sync + webhook" },
             ),
             figure(
-              `the same, ${figures.sideBatch} runs per invocation: drained runs/s ÷ synchronous`,
+              `the same, ${runsPer(figures.sideBatch)} per invocation: drained runs/s ÷ synchronous`,
               perRep.map((r) => r.side.sync.drainedMs / r.side.async.drainedMs),
               { unit: "x", key: "async-drained-side-by-side" },
             ),
             figure(
-              `what one run per consumer invocation, one invocation at a time, costs: CPU per async run, ${figures.sideBatch} per invocation − 1`,
+              `what ${runsPer(figures.mainBatch)} per invocation (wrangler.toml) cost against ${runsPer(figures.sideBatch)}: CPU per async run, the gateway's − the side's`,
               perRep.map((r) => r.async.cpuMs - r.side.async.cpuMs),
-              { unit: "ms", digits: 3, signed: true, cost: true, key: "async-one-per-invocation" },
+              { unit: "ms", digits: 3, signed: true, cost: true, key: "async-batch-against-side" },
             ),
           ]
         : []),

@@ -189,15 +189,19 @@ export async function seedRunnableApp(gatewayUrl, upstreamUrl) {
   return { projectId: project_id, token, appName: "bench-app", runPath: `/v4/${project_id}/bench-app/run` };
 }
 
+/** A queue's `max_batch_size` as wrangler.toml sets it (the gateway's own, unless `batchSizes` says otherwise). */
+export const configuredBatchSize = (queue) => config.queues?.consumers?.find((c) => c.queue === queue)?.max_batch_size;
+
 /** Shards of a project's keepers (src/runs/wait/shard.ts `KEEPER_SHARDS`). */
 const KEEPER_SHARDS = 8;
 
 /**
  * Every run with a status URL (of every project, or of `projectId`), as its keeper keeps it
  * (src/runs/async/kept-runs.ts): each project's 8 keepers asked through their RPC (`runs("page")`), the
- * columns named as in SQL. With `withResults`, each finished run's stored result too (`runs("storedResult")`).
+ * columns named as in SQL. With `withResults`, each finished run's stored result too (`runs("storedResult")`);
+ * with `statuses`, only the runs in those states (a page asked for each).
  */
-export async function storedRuns(gateway, { withResults = false, projectId } = {}) {
+export async function storedRuns(gateway, { withResults = false, projectId, statuses = [undefined] } = {}) {
   const projects =
     projectId === undefined ? (await gateway.db.prepare("SELECT id FROM projects").all()).results : [{ id: projectId }];
   const keepers = await gateway.mf.getDurableObjectNamespace("RUN_KEEPER");
@@ -205,7 +209,9 @@ export async function storedRuns(gateway, { withResults = false, projectId } = {
   for (const { id: projectId } of projects) {
     for (let shard = 0; shard < KEEPER_SHARDS; shard++) {
       const keeper = keepers.get(keepers.idFromName(`${projectId}:${shard}`));
-      const page = await keeper.runs("page", [{ callers: undefined, status: undefined, after: undefined, limit: 1e6 }]);
+      const page = [];
+      for (const status of statuses)
+        page.push(...(await keeper.runs("page", [{ callers: undefined, status, after: undefined, limit: 1e6 }])));
       for (const run of page) {
         const stored = withResults ? await keeper.runs("storedResult", [run.id]) : undefined;
         rows.push({

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildBundle, managementApi, SECRETS, startGateway } from "./gateway.mjs";
 import { listenOnLoopback } from "./peers.mjs";
+import { printProfile, profileWhile } from "./profile.mjs";
 import { wrk } from "./wrk.mjs";
 
 const options = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
@@ -52,42 +53,10 @@ try {
   }
   const target = { url: `${gw.url}/v4/${project_id}/${PATH}`, headers: { Authorization: `Bearer ${token}` } };
   await wrk({ ...target, connections: 16, seconds: 1 });
-  const list = await (await fetch(`http://127.0.0.1:${port}/json`)).json();
-  const ws = new WebSocket(
-    list.find((t) => /gateway/.test(t.id ?? t.title ?? "") || /gateway/.test(t.webSocketDebuggerUrl))
-      ?.webSocketDebuggerUrl ?? list[0].webSocketDebuggerUrl,
+  const { profile, result: load } = await profileWhile(port, () =>
+    wrk({ ...target, connections: 16, seconds: SECONDS }),
   );
-  await new Promise((r) => ws.addEventListener("open", r));
-  let id = 0;
-  const pending = new Map();
-  ws.addEventListener("message", (e) => {
-    const m = JSON.parse(e.data);
-    if (m.id && pending.has(m.id)) pending.get(m.id)(m.result);
-  });
-  const send = (method, params = {}) =>
-    new Promise((r) => (pending.set(++id, r), ws.send(JSON.stringify({ id, method, params }))));
-  await send("Profiler.enable");
-  await send("Profiler.setSamplingInterval", { interval: 50 });
-  await send("Profiler.start");
-  const load = await wrk({ ...target, connections: 16, seconds: SECONDS });
-  const { profile } = await send("Profiler.stop");
-  ws.close();
-  const self = new Map();
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const counts = new Map();
-  for (const s of profile.samples) counts.set(s, (counts.get(s) ?? 0) + 1);
-  const total = profile.samples.length;
-  for (const [nodeId, n] of counts) {
-    const f = byId.get(nodeId).callFrame;
-    const key = `${f.functionName || "(anonymous)"} ${f.url.split("/").pop()}:${f.lineNumber + 1}`;
-    self.set(key, (self.get(key) ?? 0) + n);
-  }
-  const perRun = (n) => ((n / total) * ((profile.endTime - profile.startTime) / 1000)) / (load.rps * SECONDS);
-  console.log(
-    `${load.rps} req/s; ${total} samples over ${((profile.endTime - profile.startTime) / 1e6).toFixed(1)} s; self time per run (ms), top 40:`,
-  );
-  for (const [key, n] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 40))
-    console.log(`${perRun(n).toFixed(4)}  ${((n / total) * 100).toFixed(1)}%  ${key}`);
+  printProfile(profile, { units: load.rps * SECONDS, label: `${load.rps} req/s` });
 } finally {
   await gw.mf.dispose();
   server.close();
