@@ -112,17 +112,19 @@ export function dueOfRun(
   >,
   after: SweepAfter,
 ): number | null {
-  const ms = (at: Date | null | undefined) => (at == null ? null : at.getTime());
+  // A column left out of an insert is NULL, as in SQL.
+  const set = <T>(value: T | null | undefined): value is T => value !== null && value !== undefined;
+  const ms = (at: Date | null | undefined) => (set(at) ? at.getTime() : null);
   return earliestDue(
     {
       queued: run.status === "queued" ? ms(run.createdAt) : null,
       running: run.status === "running" ? ms(run.startedAt) : null,
       undelivered:
-        run.webhookEndpoint != null && run.deliveryId == null && (run.status === "succeeded" || run.status === "failed")
+        set(run.webhookEndpoint) && !set(run.deliveryId) && (run.status === "succeeded" || run.status === "failed")
           ? ms(run.finishedAt)
           : null,
       finished: ms(run.finishedAt),
-      keyed: run.idempotencyKey != null ? ms(run.createdAt) : null,
+      keyed: set(run.idempotencyKey) ? ms(run.createdAt) : null,
     },
     after,
   );
