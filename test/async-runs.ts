@@ -72,6 +72,13 @@ export async function startAsync(
 
 let ids = 0;
 
+interface ConsumeOptions {
+  deps?: Partial<Deps>;
+  bindings?: Partial<Record<keyof Env, unknown>>;
+  /** The queue it arrives on: `async-runs`, or its dead letters' (`QUEUES.asyncRunDeadLetters`). */
+  queue?: string;
+}
+
 /**
  * Hands `message` to the async-run consumer as the queue would (message id `id`, delivery `attempts`);
  * the webhook queue is captured, so its delivery messages come back to be driven by hand.
@@ -79,26 +86,35 @@ let ids = 0;
 export async function consume(
   api: Client,
   message: unknown,
-  options: {
-    id?: string;
-    attempts?: number;
-    deps?: Partial<Deps>;
-    bindings?: Partial<Record<keyof Env, unknown>>;
-    /** The queue it arrives on: `async-runs`, or its dead letters' (`QUEUES.asyncRunDeadLetters`). */
-    queue?: string;
-  } = {},
+  options: ConsumeOptions & { id?: string; attempts?: number } = {},
+) {
+  const consumed = await consumeBatch(api, [message], { ...options, ids: options.id ? [options.id] : undefined });
+  return { acked: consumed.acked[0]!, retried: consumed.retried[0]!, deliveries: consumed.deliveries };
+}
+
+/** `consume` of several messages in one batch, as the queue hands a backlog over: what became of each, in order. */
+export async function consumeBatch(
+  api: Client,
+  messages: unknown[],
+  options: ConsumeOptions & { ids?: string[]; attempts?: number } = {},
 ) {
   const deliveries = capturingQueue();
   const { queue: consumer } = createWorker(testDeps({ now: api.clock.now, ...options.deps }));
-  const batch = createMessageBatch(options.queue ?? QUEUES.asyncRuns, [
-    { id: options.id ?? `arm-${ids++}`, timestamp: api.clock.now(), attempts: options.attempts ?? 1, body: message },
-  ]);
+  const batch = createMessageBatch(
+    options.queue ?? QUEUES.asyncRuns,
+    messages.map((body, i) => ({
+      id: options.ids?.[i] ?? `arm-${ids++}`,
+      timestamp: api.clock.now(),
+      attempts: options.attempts ?? 1,
+      body,
+    })),
+  );
   const ctx = createExecutionContext();
   await consumer(batch, { ...env, ...deliveries.bindings, ...options.bindings } as Env, ctx);
   const result = await getQueueResult(batch, ctx);
   return {
-    acked: result.explicitAcks.length === 1,
-    retried: result.retryMessages.length === 1,
+    acked: batch.messages.map((m) => result.explicitAcks.includes(m.id)),
+    retried: batch.messages.map((m) => result.retryMessages.some((r) => r.msgId === m.id)),
     deliveries: deliveries.sent,
   };
 }

@@ -20,13 +20,41 @@ import { runJson } from "./resource";
 
 /**
  * The `async-runs` consumer: claims a run (`queued → running`) before calling its app, at most once
- * (docs/runs.md#at-most-once). Limits relied on (docs/runs.md#limits-and-where-they-come-from):
- * `max_batch_size = 1` gives each run an invocation's 15 minutes of wall time, 128 MB and 6 connections;
- * about 9 subrequests per run, within the 50 of Workers Free.
+ * (docs/runs.md#at-most-once). A batch's runs go side by side, each on its own from its claim to its
+ * ack, so each has the invocation's 15 minutes of wall time (ASYNC_RUN_TIMEOUT_MS ≤ 14 minutes). Limits
+ * relied on, and how a batch stays within them (docs/runs.md#limits-and-where-they-come-from;
+ * wrangler.toml `max_batch_size = 3`, a test holds it to these numbers):
+ * - 6 simultaneous connections per invocation: a run holds one at a time (its app, R2 or the queue; its
+ *   keeper, log and lane are Durable Object calls, not connections), the usage flush one; so at most
+ *   RUNS_SIDE_BY_SIDE_MAX runs go side by side, and a larger batch's rest goes back to the queue.
+ * - 50 subrequests per invocation on Workers Free: SUBREQUESTS_PER_RUN for each run when nothing fails,
+ *   SUBREQUESTS_PER_INVOCATION once; 3 runs make 43, the 7 left are for retries. An outage that takes
+ *   more fails those calls as it would have failed them anyway (the run ends `interrupted`, its message
+ *   retried). Workers Paid allows 10,000: a batch of 5 fits there.
+ * - 128 MB per isolate: a batch's runs share it as a keeper's runs do (docs/runs.md#admission-count-bytes-a-callers-share);
+ *   each holds its request (≤ 6 MiB) and, while it is read, its answer (≤ 10 MiB).
+ * Why a batch and not one run per invocation: each invocation costs the broker's dispatch, a usage flush
+ * and the invocation itself; measured, 3 runs per invocation cost 1.72× the CPU of a synchronous run with
+ * a webhook against 2.13× for one (docs/benchmarks.md). `max_batch_timeout = 0`: a run alone is not held
+ * back to fill a batch; a batch fills only from a backlog.
  */
 
 /** Writes that end a run are tried this often before the message goes back (to end the run `interrupted`). */
 const END_TRIES = 3;
+
+/** Runs of one batch that go side by side at most: each holds one connection at a time, the usage flush one, within 6. */
+export const RUNS_SIDE_BY_SIDE_MAX = 5;
+
+/**
+ * Subrequests one run makes at most when no call fails: its claim, and D1's while it still holds runs
+ * from before the keepers; its request from R2; the app; its result to R2; the webhook's body to R2; its
+ * end, and D1's; its follower told twice (running, ended); its delivery to its lane, or the queue; its
+ * request dropped from R2.
+ */
+export const SUBREQUESTS_PER_RUN = 13;
+
+/** Subrequests an invocation makes once, whatever its batch: D1 asked whether it still holds runs; the usage flush (two tries, or the queue). */
+export const SUBREQUESTS_PER_INVOCATION = 4;
 
 /**
  * The admitted run a row keeps (`admitted`, as admission made it): its consumer calls the app as the run
@@ -219,5 +247,14 @@ export async function consumeAsyncRuns(
   scope: Scope,
   outcomes: OutcomePort,
 ): Promise<void> {
-  await Promise.all(batch.messages.map((msg) => consume(msg, scope, outcomes)));
+  // More than the connections allow (a `max_batch_size` raised past it): the rest waits for another invocation.
+  const later = batch.messages.slice(RUNS_SIDE_BY_SIDE_MAX);
+  if (later.length > 0) {
+    logError("async runs batch larger than its runs side by side: the rest goes back to the queue", {
+      messages: batch.messages.length,
+      side_by_side: RUNS_SIDE_BY_SIDE_MAX,
+    });
+    for (const msg of later) msg.retry({ delaySeconds: 0 });
+  }
+  await Promise.all(batch.messages.slice(0, RUNS_SIDE_BY_SIDE_MAX).map((msg) => consume(msg, scope, outcomes)));
 }
