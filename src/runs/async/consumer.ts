@@ -34,8 +34,8 @@ import { runJson } from "./resource";
  * - 128 MB per isolate: a batch's runs share it as a keeper's runs do (docs/runs.md#admission-count-bytes-a-callers-share);
  *   each holds its request (≤ 6 MiB) and, while it is read, its answer (≤ 10 MiB).
  * Why a batch and not one run per invocation: each invocation costs the broker's dispatch, a usage flush
- * and the invocation itself; measured, 3 runs per invocation cost 1.72× the CPU of a synchronous run with
- * a webhook against 2.13× for one (docs/benchmarks.md). `max_batch_timeout = 0`: a run alone is not held
+ * and the invocation itself; measured, 3 runs per invocation cost 1.78× the CPU of a synchronous run with
+ * a webhook against 2.18× for one (docs/benchmarks.md). `max_batch_timeout = 0`: a run alone is not held
  * back to fill a batch; a batch fills only from a backlog.
  */
 
