@@ -1,8 +1,7 @@
-import { parse } from "smol-toml";
-import wranglerToml from "../../wrangler.toml?raw";
 import { QUEUES } from "../platform/triggers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { client } from "../../test/helpers";
+import { wranglerEnvironments } from "../../test/wrangler";
 import { passToLanes } from "../../test/deliveries";
 import { received, receiver } from "../../test/peers";
 import { capturingQueue, seedRunnable } from "../../test/runs";
@@ -169,21 +168,7 @@ describe("resends receivers can recognise", () => {
 });
 
 describe("wrangler.toml agrees with the delivery policy", () => {
-  interface Consumer {
-    queue: string;
-    max_retries: number;
-    max_batch_timeout: number;
-    max_batch_size: number;
-    dead_letter_queue?: string;
-  }
-  interface Section {
-    queues?: { consumers?: Consumer[] };
-    durable_objects?: { bindings?: { name: string; class_name: string }[] };
-    migrations?: { tag: string; new_sqlite_classes?: string[] }[];
-    env?: Record<string, Section>;
-  }
-  const config = parse(wranglerToml) as Section;
-  const environments: [string, Section][] = [["top level", config], ...Object.entries(config.env ?? {})];
+  const environments = wranglerEnvironments();
 
   it.each(environments)(
     "%s: the webhook consumer's batches fit the limits its attempts are planned for, and give up into the dead-letter queue",

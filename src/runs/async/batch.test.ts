@@ -1,8 +1,7 @@
-import { parse } from "smol-toml";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import wranglerToml from "../../../wrangler.toml?raw";
 import { consumeBatch, poll, startAsync } from "../../../test/async-runs";
 import { client } from "../../../test/helpers";
+import { wranglerEnvironments } from "../../../test/wrangler";
 import { seedRunnable } from "../../../test/runs";
 import { QUEUES } from "../../platform/triggers";
 import { RUNS_SIDE_BY_SIDE_MAX, SUBREQUESTS_PER_INVOCATION, SUBREQUESTS_PER_RUN } from "./consumer";
@@ -79,19 +78,7 @@ describe("the async-runs consumer's batches", () => {
 });
 
 describe("wrangler.toml agrees with the async-runs consumer's plan", () => {
-  interface Consumer {
-    queue: string;
-    max_batch_size: number;
-    max_batch_timeout: number;
-    max_retries: number;
-    dead_letter_queue?: string;
-  }
-  interface Section {
-    queues?: { consumers?: Consumer[] };
-    env?: Record<string, Section>;
-  }
-  const config = parse(wranglerToml) as Section;
-  const environments: [string, Section][] = [["top level", config], ...Object.entries(config.env ?? {})];
+  const environments = wranglerEnvironments();
 
   it.each(environments)(
     "%s: a batch fits 6 connections and Workers Free's 50 subrequests, is never held to fill, and gives up into its dead letters",

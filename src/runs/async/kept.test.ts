@@ -52,6 +52,41 @@ afterEach(() => {
   forgetLegacyRuns();
 });
 
+/** A queued run's row of `app`, made at `at` (ms), as an insert writes it; `over` on top. */
+const queuedRow = (app: { projectId: string; appName: string }, at: number, over: Partial<NewAsyncRun> = {}) => {
+  const row: NewAsyncRun = {
+    id: newId("run", at),
+    projectId: app.projectId,
+    appName: app.appName,
+    status: "queued",
+    method: "POST",
+    appUrl: "https://app.example/run",
+    requestHeaders: "[]",
+    requestId: newId("req"),
+    requestHash: "h",
+    caller: "admin",
+    createdAt: new Date(at),
+    ...over,
+  };
+  return row as NewAsyncRun & { id: string };
+};
+
+/** A run's ending at `at` (ms), its result `result`. */
+const endingAt = (
+  at: number,
+  { status = "succeeded", result = "{}" }: { status?: "succeeded" | "failed"; result?: string } = {},
+) => ({
+  status,
+  resultStatus: 200,
+  resultType: "application/json",
+  resultBytes: result.length,
+  result,
+  resultInR2: false,
+  errorCode: null,
+  errorMessage: null,
+  finishedAt: new Date(at),
+});
+
 const d1Runs = async (projectId: string) =>
   (await env.DB.prepare("SELECT count(*) AS n FROM async_runs WHERE project_id = ?")
     .bind(projectId)
@@ -257,38 +292,15 @@ describe("a keeper's alarm sweeps its runs", () => {
     await runInDurableObject(keeper, async (instance: RunKeeper, state) => {
       state.storage.sql.exec("DELETE FROM async_runs");
       const runs = instance.keeper.runs;
-      const ending = (at: number, status: "succeeded" | "failed" = "succeeded") => ({
-        status,
-        resultStatus: 200,
-        resultType: "application/json",
-        resultBytes: 2,
-        result: "{}",
-        resultInR2: false,
-        errorCode: null,
-        errorMessage: null,
-        finishedAt: new Date(at),
-      });
       const ids: string[] = [];
       const add = (at: number, options: { key?: boolean; webhook?: boolean } = {}) => {
-        const id = newId("run", at);
-        const row: NewAsyncRun = {
-          id,
-          projectId: app.projectId,
-          appName: app.appName,
-          status: "queued",
-          method: "POST",
-          appUrl: "https://app.example/run",
-          requestHeaders: "[]",
-          requestId: newId("req"),
-          idempotencyKey: options.key ? `k-${id}` : null,
-          requestHash: "h",
-          caller: "admin",
+        const row = queuedRow(app, at, {
+          idempotencyKey: options.key ? `k-${at}` : null,
           webhookEndpoint: options.webhook ? "https://hooks.example/in" : null,
-          createdAt: new Date(at),
-        };
+        });
         expect(runs.insert(row)).toBe("taken");
-        ids.push(id);
-        return id;
+        ids.push(row.id);
+        return row.id;
       };
       const each = () => ids.map((id) => dueOfRun(runs.byId(id)!, after)).filter((at) => at !== null);
       const earliest = () => (each().length === 0 ? null : Math.min(...each()));
@@ -301,7 +313,7 @@ describe("a keeper's alarm sweeps its runs", () => {
       expect(runs.nextDue(after)).toBe(earliest());
       const undelivered = add(800, { webhook: true });
       runs.claim(undelivered, "m-2", new Date(810));
-      runs.end(undelivered, "running", "m-2", ending(820, "failed"));
+      runs.end(undelivered, "running", "m-2", endingAt(820, { status: "failed" }));
       expect(runs.nextDue(after)).toBe(820 + 17);
       expect(runs.nextDue(after)).toBe(earliest());
       runs.deliveryNoted(undelivered, "dlv_x");
@@ -312,7 +324,7 @@ describe("a keeper's alarm sweeps its runs", () => {
       expect(runs.nextDue(after)).toBe(earliest());
       const ended = add(600, { key: true });
       runs.claim(ended, "m-3", new Date(601));
-      runs.end(ended, "running", "m-3", ending(602));
+      runs.end(ended, "running", "m-3", endingAt(602));
       expect(runs.nextDue(after)).toBe(earliest());
       state.storage.sql.exec("DELETE FROM async_runs");
       ids.length = 0;
@@ -343,35 +355,10 @@ describe("a keeper's alarm sweeps its runs", () => {
       const runs = instance.keeper.runs;
       for (let at = start; at < start + 30 * 24 * 3_600_000; at += stepMs) {
         for (let i = 0; i < (perHour * stepMs) / 3_600_000; i++) {
-          const id = newId("run", at);
-          const row: NewAsyncRun = {
-            id,
-            projectId: app.projectId,
-            appName: app.appName,
-            status: "queued",
-            method: "POST",
-            appUrl: "https://app.example/run",
-            requestHeaders: "[]",
-            requestBody: "x".repeat(512),
-            requestId: newId("req"),
-            idempotencyKey: `k-${at}-${i}`,
-            requestHash: "h",
-            caller: "admin",
-            createdAt: new Date(at),
-          };
+          const row = queuedRow(app, at, { requestBody: "x".repeat(512), idempotencyKey: `k-${at}-${i}` });
           expect(runs.insert(row)).toBe("taken");
-          runs.claim(id, `m-${id}`, new Date(at));
-          runs.end(id, "running", `m-${id}`, {
-            status: "succeeded",
-            resultStatus: 200,
-            resultType: "application/json",
-            resultBytes: 512,
-            result: "y".repeat(512),
-            resultInR2: false,
-            errorCode: null,
-            errorMessage: null,
-            finishedAt: new Date(at),
-          });
+          runs.claim(row.id, `m-${row.id}`, new Date(at));
+          runs.end(row.id, "running", `m-${row.id}`, endingAt(at, { result: "y".repeat(512) }));
         }
         await instance.keeper.sweep({ now: () => new Date(at + stepMs) });
         const count = state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM async_runs").one().n;
