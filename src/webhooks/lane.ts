@@ -619,11 +619,16 @@ export class Lane {
 
   /** Whether a first attempt may take a free slot now without making a retry owed late (lane-plan.ts). */
   #firstFits(ctx: DeliveryContext, now: number, mayRetry: boolean): boolean {
-    const retries = this.#sql
-      .exec<{ id: string; due_at: number; latest_at: number }>(
-        "SELECT id, due_at, latest_at FROM lane_deliveries WHERE paused = 1 AND latest_at IS NOT NULL",
-      )
-      .toArray()
+    // No row owed a retry (`#pausedRows`, kept until a write changes it): nothing to read.
+    const owed =
+      this.#pausedRows() === 0
+        ? []
+        : this.#sql
+            .exec<{ id: string; due_at: number; latest_at: number }>(
+              "SELECT id, due_at, latest_at FROM lane_deliveries WHERE paused = 1 AND latest_at IS NOT NULL",
+            )
+            .toArray();
+    const retries = owed
       .filter((r) => !this.#inFlight.has(r.id) && !this.#settled.has(r.id))
       .map((r) => ({ dueAt: r.due_at, latestAt: r.latest_at }));
     for (const a of this.#inFlight.values()) {
