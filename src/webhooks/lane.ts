@@ -530,8 +530,6 @@ export class Lane {
     ctx: DeliveryContext,
     now: number,
     budget: { retries: number; firsts: number },
-    /** Whether any row is between attempts (`#pausedRows`): without one, no read of retries. */
-    retriesStored: boolean,
     /**
      * Closed to first attempts (not `undefined`): retries as they come due, with no lead; when a number,
      * only those whose latest start comes before it (the next alarm's, `#nextAlarmBy`).
@@ -555,7 +553,8 @@ export class Lane {
     // Claimed ahead of their slots (the gate, `#openGate`, sends them), each kind on its own count, so
     // that retries being claimed never leave the next free slot without a first attempt ready for it.
     const retryRoom = Math.min(2 * AHEAD_PER_SLOT * slots - this.#claimedAhead(true), budget.retries);
-    if (retryRoom > 0 && retriesStored)
+    // No row between attempts (`#pausedRows`): no read of retries.
+    if (retryRoom > 0 && this.#pausedRows() > 0)
       for (const row of this.#rows(
         "paused = 1 AND due_at <= ? AND (latest_at IS NULL OR latest_at <= ?) ORDER BY latest_at LIMIT ?",
         urgentBefore === undefined ? now + RETRY_LEAD_MS : now,
@@ -707,16 +706,16 @@ export class Lane {
    * The attempts the lane's deliveries under way may still make: at most two more for each one between
    * attempts or in flight (MAX_ATTEMPTS in all). What an alarm keeps of its budget for them.
    */
-  #owedAttempts(pausedRows = this.#pausedRows()): number {
-    let between = pausedRows;
+  #owedAttempts(): number {
+    let between = this.#pausedRows();
     for (const { paused } of this.#settled.values()) if (paused) between--;
     return (MAX_ATTEMPTS - 1) * (between + this.#inFlight.size);
   }
 
   /**
    * The rows between attempts (`paused` = 1), settled ones not deleted yet included: read once, and
-   * again after a write that may change it (`#pausedRowsRead` null). The pump asks once a turn: at 0 (a
-   * receiver that answers) the turn skips the reads of retries. Profiled, the pump's reads (five a turn,
+   * again after a write that may change it (`#pausedRowsRead` null). At 0 (a receiver that answers) the
+   * pump's turns and a first attempt's check skip the reads of retries. Profiled, the pump's reads (five a turn,
    * each past the rows in flight) were the largest cost of a delivery that reaches an idle lane alone, as
    * an async run's does: 2.5 ms of SQLite per delivery, 1 ms for a synchronous run's; with this and
    * `#firstsDrained`, 0.4 and 0.3 ms.
@@ -755,11 +754,9 @@ export class Lane {
       for (;;) {
         this.#flushSettled(false);
         const now = Date.now();
-        // Nothing awaited from here to the next wait: the count holds for the whole turn.
-        const pausedRows = this.#pausedRows();
         const budget = alarmBudget(
           attemptsLeft(this.subrequestsPerAlarm - meter.made, this.#inFlight.size),
-          this.#owedAttempts(pausedRows),
+          this.#owedAttempts(),
           now - began < LANE_INVOCATION_WALL_MS,
           MAX_ATTEMPTS,
         );
@@ -773,14 +770,8 @@ export class Lane {
         let blocked = false;
         if (budget.retries > 0) {
           const step = open
-            ? this.#startDue(ctx, now, budget, pausedRows > 0)
-            : this.#startDue(
-                ctx,
-                now,
-                { ...budget, firsts: 0 },
-                pausedRows > 0,
-                freshOpens ? this.#nextAlarmBy(ctx, now) : null,
-              );
+            ? this.#startDue(ctx, now, budget)
+            : this.#startDue(ctx, now, { ...budget, firsts: 0 }, freshOpens ? this.#nextAlarmBy(ctx, now) : null);
           started += step.started;
           blocked = step.blocked;
         }
@@ -793,7 +784,7 @@ export class Lane {
         const slots = this.concurrency();
         const lead = open && slots > 1 ? RETRY_LEAD_MS : 0;
         const retryRow =
-          pausedRows > 0 && this.#claimedAhead(true) < 2 * AHEAD_PER_SLOT * slots ? this.#nextDue(1) : null;
+          this.#pausedRows() > 0 && this.#claimedAhead(true) < 2 * AHEAD_PER_SLOT * slots ? this.#nextDue(1) : null;
         const nextRetry = earliest(retryRow === null ? null : retryRow - lead, this.#nextWaiting(now));
         const firstsLooked = !this.#firstsDrained && this.#claimedAhead(false) < AHEAD_PER_SLOT * slots;
         const nextFirst = firstsLooked ? this.#nextDue(0) : null;
