@@ -9,7 +9,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const WARMUP_RUNS = 32;
 
 /** Runs `work(i)` for i < n with at most `limit` at once. */
-async function pool(n, limit, work) {
+export async function pool(n, limit, work) {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(limit, n) }, async () => {

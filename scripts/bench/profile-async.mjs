@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pool } from "./async.mjs";
 import { buildBundle, seedRunnableApp, startGateway } from "./gateway.mjs";
 import { startPeer } from "./peers.mjs";
 import { printProfile, profileWhile } from "./profile.mjs";
@@ -31,12 +32,7 @@ try {
   /** `n` runs, 32 at a time, until every delivery is received. */
   const burst = async (n) => {
     const before = receiver.count;
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 32 }, async () => {
-        for (; next < n; next++) await (await fetch(url, { method: "POST", headers, body: "{}" })).arrayBuffer();
-      }),
-    );
+    await pool(n, 32, async () => (await fetch(url, { method: "POST", headers, body: "{}" })).arrayBuffer());
     await receiver.waitFor(before + n);
   };
   await burst(64);
