@@ -26,11 +26,13 @@ import { testDeps } from "./helpers";
  */
 export async function deliveryStores(id?: string): Promise<D1Database[]> {
   const shards = id === undefined ? Array.from({ length: PROJECT_SHARDS }, (_, shard) => shard) : [shardOf(id)];
-  const logs = (await projectIds()).flatMap((projectId) =>
-    shards.map((shard) => deliveryLogDb(env, deliveryLogOfShard(projectId, shard)).$client),
-  );
+  const logs = (await projectIds()).flatMap((projectId) => shards.map((shard) => logStore(projectId, shard)));
   return [...logs, env.DB];
 }
+
+/** The delivery log of `projectId`'s shard `shard`, as a D1 database. */
+const logStore = (projectId: string, shard: number): D1Database =>
+  deliveryLogDb(env, deliveryLogOfShard(projectId, shard)).$client;
 
 /** Every project D1 knows: the tests' deliveries are theirs. */
 async function projectIds(): Promise<string[]> {
@@ -203,10 +205,7 @@ export async function projectDeliveries(projectId: string): Promise<StoredDelive
   const query = `SELECT id, run_id, message_id, status, attempt_count, last_error, task_id, resent_from, created_at
     FROM webhook_deliveries WHERE project_id = ?`;
   const stores: [D1Database, number | null][] = [
-    ...Array.from({ length: PROJECT_SHARDS }, (_, shard): [D1Database, number] => [
-      deliveryLogDb(env, deliveryLogOfShard(projectId, shard)).$client,
-      shard,
-    ]),
+    ...Array.from({ length: PROJECT_SHARDS }, (_, shard): [D1Database, number] => [logStore(projectId, shard), shard]),
     [env.DB, null],
   ];
   const rows: StoredDelivery[] = [];

@@ -53,23 +53,24 @@ afterEach(() => {
 });
 
 /** A queued run's row of `app`, made at `at` (ms), as an insert writes it; `over` on top. */
-const queuedRow = (app: { projectId: string; appName: string }, at: number, over: Partial<NewAsyncRun> = {}) => {
-  const row: NewAsyncRun = {
-    id: newId("run", at),
-    projectId: app.projectId,
-    appName: app.appName,
-    status: "queued",
-    method: "POST",
-    appUrl: "https://app.example/run",
-    requestHeaders: "[]",
-    requestId: newId("req"),
-    requestHash: "h",
-    caller: "admin",
-    createdAt: new Date(at),
-    ...over,
-  };
-  return row as NewAsyncRun & { id: string };
-};
+const queuedRow = (
+  app: { projectId: string; appName: string },
+  at: number,
+  over: Omit<Partial<NewAsyncRun>, "id"> = {},
+): NewAsyncRun & { id: string } => ({
+  id: newId("run", at),
+  projectId: app.projectId,
+  appName: app.appName,
+  status: "queued",
+  method: "POST",
+  appUrl: "https://app.example/run",
+  requestHeaders: "[]",
+  requestId: newId("req"),
+  requestHash: "h",
+  caller: "admin",
+  createdAt: new Date(at),
+  ...over,
+});
 
 /** A run's ending at `at` (ms), its result `result`. */
 const endingAt = (
